@@ -1,0 +1,193 @@
+"""Schema 3.0: constants, HF features, name rules and ``validate_metadata``.
+
+The layout and every key are format-compatible with whestbench 0.16 in both directions; our
+additions (``sampler``, ``checksums``, ``bake_command``, ``seed_list_digest``, ...) are optional
+keys that its loader ignores.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from whestbench.dataset.errors import InvalidDatasetError
+
+SCHEMA_VERSION = "3.0"
+FORMAT = "hf-datasets-parquet"
+DEFAULT_SPLIT = "public"
+DEFAULT_CONFIG = "default"
+BACKEND_CPU = "flopscope"  # the default CPU path, named as whestbench 0.16 names it
+BACKEND_TORCH = "torch"
+
+PROTOCOLS = {
+    ("whestbench_seedsequence_hierarchy", "2.0"),
+    ("whestbench_explicit_per_mlp_seeds", "3.0"),
+    ("whestbench_kdf_per_mlp_seeds", "4.0"),
+}
+
+COLUMNS = (
+    "mlp_id",
+    "mlp_name",
+    "mlp_seed",
+    "weights",
+    "all_layer_means",
+    "final_means",
+    "avg_variance",
+    "sampling_budget_breakdown",
+)
+NUMERIC_COLUMNS = ("all_layer_means", "final_means", "avg_variance")
+
+# whestbench 0.16's rule: lowercase words joined by single hyphens.
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+def check_split_name(name: object, what: str = "split") -> str:
+    """Return ``name`` if it is a usable split/config name, else raise InvalidDatasetError.
+
+    Guards against names the ``datasets`` library cannot load (hyphens: it wants ``\\w+``),
+    uppercase, and path tricks (``..``, ``/``) that would escape the dataset directory.
+    """
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidDatasetError(
+            f"{what} name {name!r} is invalid: use lowercase letters and digits, starting with a "
+            "letter (for example 'public', 'holdout', 'round1')."
+        )
+    if what == "split" and "-" in name:
+        raise InvalidDatasetError(
+            f"split name {name!r} contains a hyphen, which the `datasets` library cannot load; "
+            f"use {name.replace('-', '')!r} or {name.replace('-', '_')!r} without the underscore."
+        )
+    return name
+
+
+def check_config_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidDatasetError(
+            f"config name {name!r} is invalid: use lowercase letters, digits and single hyphens, "
+            "starting with a letter (for example 'default', 'holdout')."
+        )
+    return name
+
+
+def make_features(width: int, depth: int):
+    """HF ``Features`` of the 8 columns (the exact types whestbench 0.16 writes)."""
+    from datasets import Array2D, Array3D, Features, List, Value
+
+    return Features(
+        {
+            "mlp_id": Value("int32"),
+            "mlp_name": Value("string"),
+            "mlp_seed": Value("int64"),
+            "weights": Array3D(shape=(depth, width, width), dtype="float32"),
+            "all_layer_means": Array2D(shape=(depth, width), dtype="float32"),
+            "final_means": List(Value("float32"), length=width),
+            "avg_variance": Value("float64"),
+            "sampling_budget_breakdown": Value("string"),
+        }
+    )
+
+
+def protocol_version(md: dict[str, Any]) -> str:
+    sp = md.get("seed_protocol") or {}
+    return str(sp.get("version", "2.0")) if isinstance(sp, dict) else "2.0"
+
+
+def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
+    """Raise InvalidDatasetError naming the first field at fault; return None if ``md`` is valid."""
+    if not isinstance(md, dict):
+        raise InvalidDatasetError("metadata.json must hold a JSON object.")
+    if "schema_version" not in md:
+        raise InvalidDatasetError(
+            "metadata is missing 'schema_version'; this is not a WhestBench schema 3.0 dataset."
+        )
+    if md["schema_version"] != SCHEMA_VERSION:
+        raise InvalidDatasetError(
+            f"schema_version {md['schema_version']!r} is not supported (expected {SCHEMA_VERSION!r}); "
+            "re-bake the dataset with this version of whestbench."
+        )
+    sp = md.get("seed_protocol")
+    if not isinstance(sp, dict) or (sp.get("name"), sp.get("version")) not in PROTOCOLS:
+        name = sp.get("name") if isinstance(sp, dict) else None
+        version = sp.get("version") if isinstance(sp, dict) else None
+        raise InvalidDatasetError(f"unknown seed_protocol name={name!r} / version={version!r}.")
+    version = sp["version"]
+    if version == "4.0":
+        src = sp.get("salt_source")
+        if src not in ("metadata", "env"):
+            raise InvalidDatasetError("seed_protocol 4.0 needs salt_source 'metadata' or 'env'.")
+        if src == "metadata" and not (isinstance(sp.get("salt"), str) and sp.get("salt")):
+            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'metadata' needs a hex 'salt'.")
+        if src == "env" and "salt" in sp:
+            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' must not store a 'salt'.")
+        if "salt_digest" in sp and not isinstance(sp["salt_digest"], str):
+            raise InvalidDatasetError("seed_protocol salt_digest must be a string.")
+        if src == "env" and "salt_digest" not in sp:
+            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' needs a salt_digest.")
+    if "split" in md:
+        _check_name_field(md["split"], "split")
+    if "config" in md:
+        _check_name_field(md["config"], "config")
+    if "splits" in md:
+        _validate_multi(md, version)
+        return
+    if "n_mlps" not in md:
+        raise InvalidDatasetError("metadata is missing 'n_mlps'.")
+    _check_seed_key(md, version, where="metadata")
+    if md.get("is_partial") and not allow_partial:
+        raise InvalidDatasetError(
+            f"this is a partial dataset (mlp_range={md.get('mlp_range')}, "
+            f"total_n_mlps={md.get('total_n_mlps')}). Run `whest dataset merge <partials> --output <dir>` first."
+        )
+
+
+def _check_name_field(value: Any, what: str) -> None:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise InvalidDatasetError(
+            f"{what} name {value!r} is invalid: it must match {NAME_RE.pattern}."
+        )
+
+
+def _check_seed_key(d: dict, version: str, *, where: str) -> None:
+    if version == "2.0" and "seed" not in d:
+        raise InvalidDatasetError(f"seed_protocol 2.0 requires a 'seed' in {where}.")
+    if version != "2.0" and "seed" in d:
+        raise InvalidDatasetError(
+            f"'seed' is not allowed in {where} under seed_protocol {version} (seeds live in mlp_seed)."
+        )
+
+
+def _validate_multi(md: dict, version: str) -> None:
+    splits = md["splits"]
+    if not isinstance(splits, dict) or not splits:
+        raise InvalidDatasetError("metadata 'splits' must be a non-empty object.")
+    if md.get("is_partial"):
+        raise InvalidDatasetError("a multi-split dataset cannot be partial (is_partial).")
+    if "n_mlps" in md:
+        raise InvalidDatasetError("a multi-split dataset keeps n_mlps per split, not at the top level.")
+    if "seed" in md:
+        raise InvalidDatasetError("a multi-split dataset must not have a top-level 'seed'.")
+    ds = md.get("default_split")
+    if ds is not None and (not isinstance(ds, str) or ds not in splits):
+        raise InvalidDatasetError(f"default_split {ds!r} is not one of the splits {sorted(splits)}.")
+    prepared = md.get("prepared_splits")
+    if prepared is not None:
+        if not isinstance(prepared, dict) or not set(prepared) <= set(splits):
+            raise InvalidDatasetError("prepared_splits must map existing split names to entries.")
+        for name, entry in prepared.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise InvalidDatasetError(f"prepared_splits[{name!r}] needs a string 'path'.")
+            if "format" in entry and not isinstance(entry["format"], str):
+                raise InvalidDatasetError(f"prepared_splits[{name!r}].format must be a string.")
+            if ".." in entry["path"].split("/") or entry["path"].startswith("/"):
+                raise InvalidDatasetError(
+                    f"prepared_splits[{name!r}].path {entry['path']!r} escapes the dataset directory."
+                )
+    for name, entry in splits.items():
+        _check_name_field(name, "split")
+        if not isinstance(entry, dict):
+            raise InvalidDatasetError(f"splits[{name!r}] must be an object.")
+        if "n_mlps" not in entry:
+            raise InvalidDatasetError(f"splits[{name!r}] is missing 'n_mlps'.")
+        if "config" in entry:
+            _check_name_field(entry["config"], "config")
+        _check_seed_key(entry, version, where=f"splits[{name!r}]")

@@ -1,0 +1,1 @@
+"""Work layer: units, the plan, the resume ledger and the loop that runs units."""
