@@ -42,6 +42,9 @@ def staged_dir(target: Path) -> Iterator[Path]:
         raise FileExistsError(f"output already exists: {target}")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes 0700; the dataset should get normal permissions
     try:
         yield staging
         fsync_tree(staging)

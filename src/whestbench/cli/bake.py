@@ -1,0 +1,128 @@
+"""``whest dataset bake``: flags -> BakeConfig -> ``bake()``, with progress and signal handling."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from whestbench.cli.common import COUNT, out, parse_mlp_range, parse_slice, read_seeds_file
+from whestbench.errors import UsageError
+
+
+@click.command("bake")
+@click.option("--n-mlps", type=COUNT, required=True, help="MLPs in the whole dataset (also when baking a slice).")
+@click.option("--n-samples", type=COUNT, required=True, help="Samples per MLP: 1000000, 1_000_000 or 1e6.")
+@click.option("--width", type=int, required=True, help="Neurons per layer.")
+@click.option("--depth", type=int, required=True, help="Number of layers.")
+@click.option("--output", type=click.Path(path_type=Path), required=True, help="Directory to create (must not exist).")
+@click.option("--mlp-seeds", "mlp_seeds", type=str, default=None, help="JSON file with one int63 seed per MLP (generate-seeds).")
+@click.option("--seed", type=int, default=None, help="Derive the per-MLP seeds deterministically from this root seed.")
+@click.option("--split", default="public", show_default=True, help="Split name (lowercase letters and digits).")
+@click.option("--config", "config_name", default="default", show_default=True, help="HF config name for this split.")
+@click.option("--slice", "slice_", default=None, help="Bake slice K/N of the MLPs (0-indexed); merge the partials later.")
+@click.option("--mlp-range", default=None, help="Bake MLPs START-END (inclusive).")
+@click.option("--max-threads", type=int, default=None, help="CPU worker threads (one MLP each; default: all cores).")
+@click.option("--torch", "use_torch", is_flag=True, help="Use the torch backend (philox sampler; CPU, CUDA or MPS).")
+@click.option("--device", type=click.Choice(["auto", "cuda", "mps", "cpu"]), default=None, help="Torch device (implies --torch).")
+@click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched matmul (never changes results).")
+@click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
+         max_threads, use_torch, device, mlps_per_batch, chunk_size, quiet) -> None:
+    """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
+
+    \b
+    whest dataset bake --n-mlps 10 --n-samples 1e6 --width 64 --depth 4 --seed 1 --output ./ds
+    whest dataset bake ... --mlp-seeds seeds.json --slice 0/4 --output ./part-0
+    """
+    if slice_ is not None and mlp_range is not None:
+        raise UsageError("use either --mlp-range or --slice, not both.")
+    rng = None
+    if slice_ is not None:
+        from whestbench.compute.seeds import slice_bounds
+
+        k, n = parse_slice(slice_)
+        if n > n_mlps:
+            raise UsageError(f"--slice {slice_} asks for {n} slices of only {n_mlps} MLPs; use at most {n_mlps} slices.")
+        rng = slice_bounds(k, n, n_mlps)
+    elif mlp_range is not None:
+        rng = parse_mlp_range(mlp_range)
+    seeds = None
+    if mlp_seeds is not None:
+        seeds = tuple(read_seeds_file(mlp_seeds))
+        if seeds and not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            from whestbench.compute.seeds import validate_mlp_seeds
+
+            validate_mlp_seeds(list(seeds))  # raises with the index and value at fault
+    if device is not None or use_torch or mlps_per_batch is not None or chunk_size is not None:
+        _torch_bake(locals())
+        return
+    from whestbench.dataset.bake import BakeConfig, bake as run_bake
+
+    cfg = BakeConfig(
+        n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
+        mlp_seeds=seeds, seed=seed, split=split, config=config_name, mlp_range=rng,
+        max_threads=max_threads, seeds_file=mlp_seeds,
+        bake_command=shlex.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
+    )
+    _run(cfg, lambda c, on_event, stop: run_bake(c, on_event=on_event, stop=stop), quiet, device_label="cpu")
+
+
+def _is_cli_bake() -> bool:
+    return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", "bake"]
+
+
+def _torch_bake(flags: dict) -> None:
+    try:
+        from whestbench.cli.bake_torch import torch_bake
+    except ImportError as exc:  # the torch backend module is optional
+        raise UsageError(f"the torch backend is not available: {exc}") from None
+    torch_bake(flags, _run)
+
+
+def _run(cfg, fn, quiet: bool, *, device_label: str) -> None:
+    from whestbench.cli.progress import BakeProgress
+
+    start, end = cfg.range
+    what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else f"{cfg.n_mlps} MLPs"
+    out.print(
+        f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {device_label} → {cfg.output}",
+        markup=False,
+    )
+    stop = threading.Event()
+    previous = {}
+
+    def on_signal(signum, _frame):
+        stop.set()
+        from whestbench.cli.common import err
+
+        err.print(f"received {signal.Signals(signum).name}: finishing the MLPs in flight, then stopping", markup=False)
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
+        if sig is not None and threading.current_thread() is threading.main_thread():
+            previous[sig] = signal.signal(sig, on_signal)
+    t0 = time.perf_counter()
+    try:
+        with BakeProgress("Sampling", enabled=not quiet) as progress:
+            path = fn(cfg, progress, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    dt = time.perf_counter() - t0
+    n = (end - start) * cfg.n_samples
+    flops = 2 * cfg.width * cfg.width * cfg.depth * n
+    size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    out.print(
+        f"✓ Wrote {path} in {dt:.1f}s ({size / 1e6:.1f} MB): {end - start} MLPs × {cfg.n_samples:,} samples, "
+        f"{n / dt / 1e6:.2f} M samples/s, {flops / dt / 1e9:.1f} GFLOP/s effective",
+        markup=False,
+    )
+
+
+COMMANDS = [bake]

@@ -1,0 +1,84 @@
+"""Shared CLI pieces: flag parsers, error-to-exit-code mapping, consoles."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from whestbench.errors import UsageError
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+_INT_RE = re.compile(r"^[+]?\d+(_\d+)*$")
+_FLOAT_RE = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)[eE][+]?\d+$")
+
+
+def parse_count(text: str, flag: str) -> int:
+    """``1000000000``, ``1_000_000_000`` and ``1e9`` all mean 10**9; a non-integral value is refused."""
+    s = str(text).strip()
+    if _INT_RE.match(s):
+        return int(s)
+    if _FLOAT_RE.match(s):
+        mantissa, exp = re.split(r"[eE]", s.lstrip("+"))
+        whole, _, frac = mantissa.partition(".")
+        digits = int((whole or "0") + frac)
+        shift = int(exp) - len(frac)
+        if shift >= 0:
+            return digits * 10**shift
+        if digits % 10**-shift == 0:
+            return digits // 10**-shift
+    raise UsageError(f"{flag} must be a whole number such as 1000000, 1_000_000 or 1e6; got {text!r}.")
+
+
+class Count(click.ParamType):
+    name = "N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_count(value, "/".join(param.opts) if param else "value")
+        except UsageError as exc:
+            self.fail(str(exc).split("; got")[0] + f"; got {value!r}.", param, ctx)
+
+
+COUNT = Count()
+
+
+def parse_slice(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m:
+        raise UsageError(f"--slice must be K/N with 0 <= K < N (for example 0/4); got {text!r}.")
+    k, n = int(m.group(1)), int(m.group(2))
+    if not 0 <= k < n:
+        raise UsageError(f"--slice K/N needs 0 <= K < N (slices are numbered from 0); got {text!r}.")
+    return k, n
+
+
+def parse_mlp_range(text: str) -> tuple[int, int]:
+    """CLI ``START-END`` (inclusive) to a half-open ``(start, end + 1)``."""
+    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text or "")
+    if not m:
+        raise UsageError(f"--mlp-range must be START-END, inclusive (for example 0-249); got {text!r}.")
+    start, end = int(m.group(1)), int(m.group(2))
+    if end < start:
+        raise UsageError(f"--mlp-range END must be >= START (both inclusive); got {text!r}.")
+    return start, end + 1
+
+
+def read_seeds_file(path: str) -> list:
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--mlp-seeds file {path!r} not found; create it with `whest dataset generate-seeds --n-mlps N > {path}`.")
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--mlp-seeds file {path!r} is not valid JSON ({exc}); it must hold a JSON array of ints.") from None
+    if not isinstance(data, list):
+        raise UsageError(f"--mlp-seeds file {path!r} must contain a JSON array of ints; got {type(data).__name__}.")
+    return data

@@ -1,0 +1,113 @@
+"""The ``whest`` entry point: the command groups, verb aliases and the error-to-exit-code policy.
+
+Exit codes: 0 success; 2 a usage error (bad flag or input: fix the command); 1 the work failed;
+75 a bake stopped on a signal with its progress saved (re-run the same command to resume);
+130 interrupted from the keyboard. Errors are one line on stderr, never a traceback
+(set WHEST_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from whestbench.cli.common import err
+from whestbench.errors import UsageError
+
+ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
+EXIT_RESUMABLE = 75
+
+
+class AliasGroup(click.Group):
+    def get_command(self, ctx, name):
+        return super().get_command(ctx, ALIASES.get(name, name))
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return (cmd.name if cmd else name), cmd, rest
+
+
+def _version() -> str:
+    from whestbench.dataset.provenance import whestbench_version
+
+    return whestbench_version()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version=None, package_name="whestbench", prog_name="whest")
+def cli() -> None:
+    """whest — bake, verify and publish WhestBench ground-truth datasets."""
+
+
+@cli.group(cls=AliasGroup)
+def dataset() -> None:
+    """Bake, merge, combine, inspect, verify and publish datasets."""
+
+
+def _register() -> None:
+    from whestbench.cli import bake, hub, inspect, merge, seeds
+
+    for mod in (seeds, bake, merge, inspect, hub):
+        for command in mod.COMMANDS:
+            dataset.add_command(command)
+    try:
+        from whestbench.cli import calibrate
+
+        for command in calibrate.COMMANDS:
+            dataset.add_command(command)
+    except ImportError:
+        pass
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code (never raises, never prints a traceback unless debugging)."""
+    debug = os.environ.get("WHEST_DEBUG", "").lower() not in ("", "0", "false", "no")
+    try:
+        cli.main(args=argv, prog_name="whest", standalone_mode=False)
+        return 0
+    except click.exceptions.NoArgsIsHelp:
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx else "whest"
+        err.print(f"error: {exc.format_message()} (see `{cmd} --help`)", markup=False)
+        return 2
+    except click.Abort:
+        err.print("error: aborted.", markup=False)
+        return 130
+    except KeyboardInterrupt:
+        err.print("error: interrupted.", markup=False)
+        return 130
+    except UsageError as exc:
+        if debug:
+            raise
+        err.print(f"error: {_one_line(exc)}", markup=False)
+        return 2
+    except Exception as exc:  # every other failure: one line, exit 1
+        if debug:
+            raise
+        from whestbench.work.runner import BakeInterrupted
+
+        if isinstance(exc, BakeInterrupted):
+            err.print(f"stopped: {_one_line(exc)}", markup=False)
+            return EXIT_RESUMABLE
+        if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
+            err.print(f"error: {_one_line(exc)}", markup=False)
+        else:
+            err.print(f"error: {type(exc).__name__}: {_one_line(exc)} (set WHEST_DEBUG=1 for a traceback)", markup=False)
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Bake a dataset: validate the request, plan units, run them (resumably), write the directory.
+
+``bake(BakeConfig)`` is the one entry point shared by the CLI, the Python API (``create_dataset``)
+and the launchers. Everything that can be wrong with the request is checked before any work
+starts, the output directory included; the output appears only when it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from whestbench.compute.mlp import weights_for_seed
+from whestbench.compute.naming import unique_names
+from whestbench.compute.pcg64 import SAMPLER_NAME, SAMPLER_VERSION, chunk_rows
+from whestbench.compute.seeds import (
+    check_range,
+    derived_seeds,
+    estimator_seed,
+    random_seeds,
+    seed_list_digest,
+    validate_mlp_seeds,
+)
+from whestbench.compute.stats import finalize
+from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.dataset.metadata import bake_metadata
+from whestbench.dataset.schema import BACKEND_CPU, check_config_name, check_split_name
+from whestbench.errors import UsageError
+from whestbench.work.ledger import Ledger, work_dir_for
+from whestbench.work.runner import run_units
+from whestbench.work.units import WorkSpec, plan_units
+
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BakeConfig:
+    """One bake request. ``__post_init__`` rejects anything that would fail later, before any work."""
+
+    n_mlps: int
+    """Size of the whole logical dataset (also when baking a slice of it)."""
+    n_samples: int
+    """Gaussian inputs per MLP (N of the Monte-Carlo mean)."""
+    width: int
+    depth: int
+    output: Path
+    """Directory to create; must not exist (checked before any work)."""
+    mlp_seeds: tuple[int, ...] | None = None
+    """Explicit per-MLP seeds (all n_mlps of them, also for a slice)."""
+    seed: int | None = None
+    """Root seed: the per-MLP seeds are derived from it deterministically (``--seed``)."""
+    split: str = "public"
+    config: str = "default"
+    mlp_range: tuple[int, int] | None = None
+    """Half-open MLP range to bake; None is the whole dataset."""
+    max_threads: int | None = None
+    """Worker threads (one MLP each). Results never depend on it."""
+    bake_command: str | None = None
+    """The command line to record for re-baking; built from the config when None."""
+    seeds_file: str | None = None
+    """Path the seeds came from, for the recorded command."""
+
+    def __post_init__(self) -> None:
+        for flag, value in (
+            ("--n-mlps", self.n_mlps),
+            ("--n-samples", self.n_samples),
+            ("--width", self.width),
+            ("--depth", self.depth),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise UsageError(f"{flag} must be a positive integer; got {value!r}.")
+        try:
+            check_split_name(self.split, "split")
+            check_config_name(self.config)
+        except InvalidDatasetError as exc:
+            raise UsageError(f"{exc} (--split / --config)") from None
+        if self.mlp_seeds is not None and self.seed is not None:
+            raise UsageError("pass either --mlp-seeds or --seed, not both.")
+        if self.mlp_seeds is not None:
+            object.__setattr__(self, "mlp_seeds", tuple(validate_mlp_seeds(list(self.mlp_seeds), self.n_mlps)))
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise UsageError(f"--seed must be a non-negative integer; got {self.seed!r}.")
+        if self.mlp_range is not None:
+            object.__setattr__(self, "mlp_range", check_range(self.mlp_range, self.n_mlps))
+            if self.is_partial and self.mlp_seeds is None and self.seed is None:
+                raise UsageError(
+                    "a slice needs the whole dataset's seeds so that partials fit together: "
+                    "pass --mlp-seeds FILE (from `whest dataset generate-seeds`) or --seed S."
+                )
+        if self.max_threads is not None and (
+            isinstance(self.max_threads, bool) or not isinstance(self.max_threads, int) or self.max_threads <= 0
+        ):
+            raise UsageError(f"--max-threads must be a positive integer; got {self.max_threads!r}.")
+        object.__setattr__(self, "output", Path(self.output))
+
+    @property
+    def range(self) -> tuple[int, int]:
+        return self.mlp_range if self.mlp_range is not None else (0, self.n_mlps)
+
+    @property
+    def is_partial(self) -> bool:
+        return self.range != (0, self.n_mlps)
+
+
+def check_output_free(output: Path) -> None:
+    if Path(output).exists():
+        raise UsageError(f"--output {output} already exists; choose a new directory or remove it first.")
+
+
+def resolve_seeds(cfg: BakeConfig, work_dir: Path) -> tuple[list[int], dict[str, Any]]:
+    """The whole dataset's seed list and how it was obtained (recorded as ``seed_source``).
+
+    Auto-generated seeds are kept in the work directory, so re-running the same command after a
+    crash resumes with the same seeds instead of starting a different dataset.
+    """
+    if cfg.mlp_seeds is not None:
+        return list(cfg.mlp_seeds), {"method": "explicit"}
+    if cfg.seed is not None:
+        return derived_seeds(cfg.seed, cfg.n_mlps), {"method": "derived", "root_seed": cfg.seed}
+    saved = work_dir / "auto-seeds.json"
+    if saved.exists():
+        seeds = json.loads(saved.read_text())
+        if len(seeds) == cfg.n_mlps:
+            return seeds, {"method": "random"}
+    return random_seeds(cfg.n_mlps), {"method": "random"}
+
+
+def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
+    """The ``whest dataset bake`` command that reproduces this bake's numbers."""
+    parts = [
+        "whest", "dataset", "bake",
+        "--n-mlps", str(cfg.n_mlps), "--n-samples", str(cfg.n_samples),
+        "--width", str(cfg.width), "--depth", str(cfg.depth),
+    ]
+    if seed_source.get("method") == "derived":
+        parts += ["--seed", str(seed_source["root_seed"])]
+    else:
+        parts += ["--mlp-seeds", cfg.seeds_file or "seeds.json"]
+    parts += ["--split", cfg.split, "--config", cfg.config]
+    if cfg.is_partial:
+        start, end = cfg.range
+        parts += ["--mlp-range", f"{start}-{end - 1}"]
+    parts += ["--output", str(cfg.output)]
+    return shlex.join(parts)
+
+
+def bake(
+    cfg: BakeConfig,
+    *,
+    on_event: Callable[[Event], None] | None = None,
+    stop: threading.Event | None = None,
+) -> Path:
+    """Bake ``cfg`` on the CPU (pcg64 sampler) and return the output path.
+
+    Finished MLPs are saved in ``<output>.whest-work``; if the bake is interrupted, the same call
+    resumes from there and writes byte-identical numeric columns.
+    """
+    check_output_free(cfg.output)
+    emit = on_event or (lambda e: None)
+    work_dir = work_dir_for(cfg.output)
+    seeds, seed_source = resolve_seeds(cfg, work_dir)
+    spec = WorkSpec(
+        seeds=tuple(seeds),
+        n_samples=cfg.n_samples,
+        width=cfg.width,
+        depth=cfg.depth,
+        mlp_range=cfg.range,
+        sampler=SAMPLER_NAME,
+        kernel="numpy-sgemm-fp32",
+    )
+    ledger = Ledger(work_dir, spec.identity())
+    if seed_source["method"] == "random":
+        from whestbench.atomic import write_file_atomic
+
+        write_file_atomic(work_dir / "auto-seeds.json", json.dumps(seeds).encode())
+    units = plan_units(spec)
+    results = run_units(spec, units, workers=cfg.max_threads, ledger=ledger, on_event=emit, stop=stop)
+    emit({"phase": "writing"})
+    start, end = cfg.range
+    names = unique_names(estimator_seed(s) for s in seeds)[start:end]
+    chunk = chunk_rows(cfg.width)
+    rows = _rows(spec, units, results, names, chunk)
+    md = bake_metadata(
+        split=cfg.split,
+        config=cfg.config,
+        n_rows=end - start,
+        n_samples=cfg.n_samples,
+        width=cfg.width,
+        depth=cfg.depth,
+        mlp_range=(start, end),
+        total_n_mlps=cfg.n_mlps,
+        sampler={"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk},
+        seed_list_digest=seed_list_digest(seeds),
+        seed_source=seed_source,
+        bake_command=cfg.bake_command or canonical_command(cfg, seed_source),
+        backend=BACKEND_CPU,
+    )
+    from whestbench.dataset.writer import write_dataset
+
+    write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
+    ledger.remove()
+    emit({"phase": "written", "output": str(cfg.output)})
+    return cfg.output
+
+
+def _rows(spec: WorkSpec, units: Sequence, results: dict, names: list[str], chunk: int) -> Iterator[dict[str, Any]]:
+    from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
+
+    for unit, name in zip(units, names):
+        sums, wall = results[unit.key]
+        means, final, avg_var = finalize(sums)
+        seed = spec.seeds[unit.mlp_index]
+        yield {
+            "mlp_id": unit.mlp_index,
+            "mlp_name": name,
+            "mlp_seed": seed,
+            "weights": weights_for_seed(seed, spec.width, spec.depth),
+            "all_layer_means": means,
+            "final_means": final,
+            "avg_variance": avg_var,
+            "sampling_budget_breakdown": breakdown_json(
+                sampling_budget_breakdown(spec.n_samples, spec.width, spec.depth, chunk, wall_time_s=wall)
+            ),
+        }
+
+
+def create_dataset(
+    n_mlps: int,
+    n_samples: int,
+    width: int,
+    depth: int,
+    *,
+    mlp_seeds: Sequence[int] | None = None,
+    output_path: str | Path,
+    split: str = "public",
+    config: str = "default",
+    mlp_range: tuple[int, int] | None = None,
+    seed: int | None = None,
+    max_threads: int | None = None,
+    progress: Callable[[Event], None] | None = None,
+) -> Path:
+    """Bake a dataset on the CPU (whestbench 0.16's signature; ``mlp_range`` is half-open)."""
+    cfg = BakeConfig(
+        n_mlps=n_mlps,
+        n_samples=n_samples,
+        width=width,
+        depth=depth,
+        output=Path(output_path),
+        mlp_seeds=tuple(mlp_seeds) if mlp_seeds is not None else None,
+        seed=seed,
+        split=split,
+        config=config,
+        mlp_range=tuple(mlp_range) if mlp_range is not None else None,
+        max_threads=max_threads,
+    )
+    return bake(cfg, on_event=progress)

@@ -1,0 +1,161 @@
+"""The ``sampling_budget_breakdown`` column: per-MLP FLOP accounting of the ground-truth bake.
+
+whestbench 0.16 stores one JSON object per row. Its CPU path measured it with flopscope; its
+torch path synthesized it in closed form. We have no flopscope, so both row kinds are synthesized
+here from the closed form below, which equals flopscope 0.12's counts exactly (checked against the
+golden fixtures, including a ragged and a one-row last chunk). Only the times differ: we measure
+the whole MLP's wall time, not per operation, so per-op times are 0.0 and all of the wall time is
+reported as residual.
+
+With n = n_samples, w = width, d = depth, k = ceil(n / chunk), each operation of the reference's
+``sample_layer_statistics`` costs (flop_cost, calls):
+
+    zeros                             0                           d+1
+    random.Generator.standard_normal  16·n·w                      k
+    array                             n·w                         k
+    matmul                            d·n·w·(2w−1)                d·k
+    maximum                           d·n·w                       d·k
+    asarray                           2·w·(d+1)·(n+1)             (d+1)·k + 2
+    sum                               2·(d+1)·(n−k)·w + tail      (d+1)·k
+    add                               2·(d+1)·k·w                 (d+1)·k
+    power                             32·w·(n+1)                  k+1
+    stack                             2·d·w                       1
+    true_divide                       2·w·(d+1)                   2
+    copy                              w                           1
+    subtract                          2·w                         1
+    mean                              2·w                         1
+
+where tail = 2·(d+1) when k > 1 and the last chunk holds exactly one row, else 0 (observed:
+flopscope bills each one-row column sum 2 FLOPs, not 0). The order above is the order of first
+call, which is the order of the ``operations`` dict.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+NAMESPACE = "sampling.sample_layer_statistics"
+OPERATION_MODEL = "whestbench.simulation.sample_layer_statistics"
+# whestbench 0.16 runs each CPU MLP inside a flopscope context with this hard-coded budget.
+CPU_FLOP_BUDGET = 10**15
+METHODS = ("cpu", "closed-form")
+
+_CLOSED_FORM_NOTE = (
+    "FLOP counts are computed in closed form from the bake's shape and chunking (they equal "
+    "flopscope 0.12's per-operation counts for the same computation); times are the bake's own "
+    "wall time per MLP, not per operation."
+)
+
+
+def operation_counts(n_samples: int, width: int, depth: int, chunk: int) -> dict[str, tuple[int, int]]:
+    """``{op: (flop_cost, calls)}`` in first-call order for one MLP's sampling (module docstring)."""
+    n, w, d, chunk = int(n_samples), int(width), int(depth), int(chunk)
+    for name, value in (("n_samples", n), ("width", w), ("depth", d), ("chunk", chunk)):
+        if value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value}.")
+    k = -(-n // chunk)  # number of chunks, the last one possibly ragged
+    last_rows = n - (k - 1) * chunk
+    tail = 2 * (d + 1) if k > 1 and last_rows == 1 else 0
+    return {
+        "zeros": (0, d + 1),
+        "random.Generator.standard_normal": (16 * n * w, k),
+        "array": (n * w, k),
+        "matmul": (d * n * w * (2 * w - 1), d * k),
+        "maximum": (d * n * w, d * k),
+        "asarray": (2 * w * (d + 1) * (n + 1), (d + 1) * k + 2),
+        "sum": (2 * (d + 1) * (n - k) * w + tail, (d + 1) * k),
+        "add": (2 * (d + 1) * k * w, (d + 1) * k),
+        "power": (32 * w * (n + 1), k + 1),
+        "stack": (2 * d * w, 1),
+        "true_divide": (2 * w * (d + 1), 2),
+        "copy": (w, 1),
+        "subtract": (2 * w, 1),
+        "mean": (2 * w, 1),
+    }
+
+
+def sampling_budget_breakdown(
+    n_samples: int,
+    width: int,
+    depth: int,
+    chunk: int,
+    *,
+    wall_time_s: float,
+    flop_budget: int | None = None,
+    method: str = "cpu",
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One row's breakdown dict, in whestbench 0.16's key order for the row kind.
+
+    ``chunk``: rows per sampling chunk as the bake ran it (``pcg64.chunk_rows(width)`` on the
+    CPU path, the resolved chunk size on torch); it moves FLOPs between ``sum`` and ``add`` and
+    sets the call counts, so a wrong value gives a plausible but wrong breakdown.
+    ``wall_time_s``: measured wall time of this MLP's sampling (torch: batch wall / batch size).
+    ``method="cpu"``: the CPU row shape (flopscope's, no ``time_source``/``provenance``);
+    ``flop_budget`` defaults to the reference's fixed 1e15.
+    ``method="closed-form"``: the torch row shape (``time_source: "bake"`` and a ``provenance``
+    block with ``chunk_size`` and ``n_chunks``); ``flop_budget`` defaults to ``flops_used``.
+    A stated budget is recorded as given and ``flops_remaining = budget − used``, unclamped.
+    ``provenance``: extra keys merged into the torch provenance block; on CPU rows, appended as a
+    trailing ``provenance`` key (readers of 0.16 ignore unknown keys).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+    ops = operation_counts(n_samples, width, depth, chunk)
+    used = sum(cost for cost, _ in ops.values())
+    calls = sum(c for _, c in ops.values())
+    wall = float(wall_time_s)
+    if flop_budget is None:
+        budget = CPU_FLOP_BUDGET if method == "cpu" else used
+    else:
+        budget = int(flop_budget)
+    operations = {
+        op: {
+            "flop_cost": cost,
+            "calls": c,
+            "flopscope_backend_time_s": 0.0,
+            "flopscope_overhead_time_s": 0.0,
+        }
+        for op, (cost, c) in ops.items()
+    }
+    namespace = {
+        NAMESPACE: {
+            "flops_used": used,
+            "calls": calls,
+            "flopscope_backend_time_s": 0.0,
+            "flopscope_overhead_time_s": 0.0,
+            "operations": operations,
+        }
+    }
+    row: dict[str, Any] = {
+        "flop_budget": budget,
+        "flops_used": used,
+        "flops_remaining": budget - used,
+        "wall_time_s": wall,
+        "flopscope_backend_time_s": 0.0,
+        "flopscope_overhead_time_s": 0.0,
+        # Nothing is metered per operation, so the whole wall time is unattributed.
+        "residual_wall_time_s": wall,
+    }
+    if method == "cpu":
+        row["by_namespace"] = namespace
+        if provenance is not None:
+            row["provenance"] = dict(provenance)
+        return row
+    row["time_source"] = "bake"
+    row["by_namespace"] = namespace
+    row["provenance"] = {
+        "method": "closed-form",
+        "operation_model": OPERATION_MODEL,
+        "chunk_size": int(chunk),
+        "n_chunks": -(-int(n_samples) // int(chunk)),
+        "note": _CLOSED_FORM_NOTE,
+        **(provenance or {}),
+    }
+    return row
+
+
+def breakdown_json(d: dict[str, Any]) -> str:
+    """The column's string: ``json.dumps`` with default separators, as whestbench 0.16 writes it."""
+    return json.dumps(d)

@@ -1,0 +1,122 @@
+"""Write a dataset directory: Parquet shards + ``metadata.json`` + card, staged and renamed atomically.
+
+Shards: ``data/{split}-NNNNN-of-MMMMM.parquet`` of at most ``MAX_SHARD_BYTES``, row groups of at most
+``MAX_ROW_GROUP_BYTES`` (the Hub's viewer reads row groups whole), written with the HF ``Features``
+schema so ``datasets`` and whestbench 0.16 read them. Rows stream in: memory holds one row group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from whestbench.atomic import staged_dir
+from whestbench.dataset.schema import make_features
+
+MAX_SHARD_BYTES = 2 * 1024**3
+MAX_ROW_GROUP_BYTES = 256 * 1024**2
+
+
+def row_bytes(width: int, depth: int) -> int:
+    """Upper estimate of one row's size (weights dominate: depth*width*width float32)."""
+    return 4 * depth * width * width + 4 * depth * width + 4 * width + 4096
+
+
+def shard_plan(n_rows: int, width: int, depth: int, max_shard_bytes: int = MAX_SHARD_BYTES) -> list[int]:
+    """Row counts per shard: as few shards as keep each under ``max_shard_bytes``, sizes even."""
+    per = max(1, max_shard_bytes // row_bytes(width, depth))
+    n_shards = max(1, math.ceil(n_rows / per))
+    base, extra = divmod(n_rows, n_shards)
+    return [base + (1 if i < extra else 0) for i in range(n_shards)]
+
+
+def shard_name(split: str, i: int, n: int) -> str:
+    return f"{split}-{i:05d}-of-{n:05d}.parquet"
+
+
+def write_metadata_json(directory: Path, md: dict[str, Any]) -> None:
+    """``metadata.json`` as whestbench 0.16 writes it: indent 2, insertion order, no trailing newline."""
+    (Path(directory) / "metadata.json").write_text(json.dumps(md, indent=2))
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def checksums_of(directory: Path) -> dict[str, str]:
+    """``{"data/<file>": "sha256:<hex>"}`` for every file under ``data/``, sorted."""
+    directory = Path(directory)
+    return {
+        p.relative_to(directory).as_posix(): sha256_file(p)
+        for p in sorted((directory / "data").rglob("*"))
+        if p.is_file()
+    }
+
+
+def write_parquet_shards(
+    directory: Path,
+    split: str,
+    rows: Iterable[dict[str, Any]],
+    n_rows: int,
+    width: int,
+    depth: int,
+    *,
+    max_shard_bytes: int = MAX_SHARD_BYTES,
+    max_row_group_bytes: int = MAX_ROW_GROUP_BYTES,
+) -> list[Path]:
+    """Stream ``rows`` (dicts with the 8 columns) into ``directory/data`` shards; return their paths."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    features = make_features(width, depth)
+    schema = features.arrow_schema
+    plan = shard_plan(n_rows, width, depth, max_shard_bytes)
+    group_rows = max(1, max_row_group_bytes // row_bytes(width, depth))
+    data = Path(directory) / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    it: Iterator[dict[str, Any]] = iter(rows)
+    paths = []
+    for i, count in enumerate(plan):
+        path = data / shard_name(split, i, len(plan))
+        with pq.ParquetWriter(path, schema, compression="snappy") as writer:
+            left = count
+            while left:
+                take = min(left, group_rows)
+                batch = [next(it) for _ in range(take)]
+                cols = {name: [r[name] for r in batch] for name in features}
+                # datasets builds the extension arrays (Array2D/3D) exactly as it does for its own writes
+                table = datasets.Dataset.from_dict(cols, features=features).data.table
+                writer.write_table(table, row_group_size=take)
+                left -= take
+        paths.append(path)
+    return paths
+
+
+def write_dataset(
+    output: Path,
+    split: str,
+    rows: Iterable[dict[str, Any]],
+    n_rows: int,
+    width: int,
+    depth: int,
+    md: dict[str, Any],
+    *,
+    render_card: Callable[[dict[str, Any]], str] | None = None,
+    max_shard_bytes: int = MAX_SHARD_BYTES,
+) -> Path:
+    """Write a complete dataset directory at ``output`` atomically; ``md`` gains ``checksums``."""
+    if render_card is None:
+        from whestbench.dataset.card import render_card
+    with staged_dir(Path(output)) as stage:
+        write_parquet_shards(stage, split, rows, n_rows, width, depth, max_shard_bytes=max_shard_bytes)
+        md["checksums"] = checksums_of(stage)
+        write_metadata_json(stage, md)
+        (stage / "README.md").write_text(render_card(md))
+    return Path(output)

@@ -1,0 +1,9 @@
+"""Error classes shared by every layer. The CLI maps UsageError to exit 2 and other errors to exit 1."""
+
+
+class UsageError(ValueError):
+    """The request itself is wrong (a flag, a value, a file given as input); fixing the command fixes it."""
+
+
+class WorkFailed(RuntimeError):
+    """The request was fine but the work could not be done (a device, a peer, a disk)."""

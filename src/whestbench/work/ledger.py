@@ -1,0 +1,72 @@
+"""The resume ledger: one file per finished unit in a work directory beside the output.
+
+Layout: ``<work>/plan.json`` (the WorkSpec identity) and ``<work>/units/<unit.key>.npz`` (sums,
+sumsq, count, wall seconds). Each unit file is written to a temp name, fsynced, then renamed, so
+after a crash at any moment a unit is either wholly there or absent. Re-running the same bake reads
+what is there and computes the rest; a different bake pointed at the same work directory is refused.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whestbench.atomic import fsync_dir, write_file_atomic
+from whestbench.compute.stats import LayerSums
+from whestbench.errors import UsageError
+
+
+class LedgerMismatch(UsageError):
+    """The work directory belongs to a different bake (other seeds, sizes, sampler or range)."""
+
+
+def work_dir_for(output: Path) -> Path:
+    """``<output>.whest-work``: beside the output, so a re-run of the same command finds it."""
+    output = Path(output)
+    return output.with_name(output.name + ".whest-work")
+
+
+class Ledger:
+    def __init__(self, root: Path, identity: dict[str, Any]):
+        self.root = Path(root)
+        self.units_dir = self.root / "units"
+        self.identity = identity
+        plan = self.root / "plan.json"
+        if plan.exists():
+            stored = json.loads(plan.read_text())
+            if stored != identity:
+                diff = sorted(k for k in set(stored) | set(identity) if stored.get(k) != identity.get(k))
+                raise LedgerMismatch(
+                    f"work directory {self.root} holds results of a different bake "
+                    f"(differs in: {', '.join(diff)}); re-run the original command to resume it, "
+                    f"or delete {self.root} to start over."
+                )
+        else:
+            self.units_dir.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self.root.parent)
+            write_file_atomic(plan, json.dumps(identity, indent=2, sort_keys=True).encode())
+        self.units_dir.mkdir(parents=True, exist_ok=True)
+
+    def load_done(self) -> dict[str, tuple[LayerSums, float]]:
+        """Every unit saved so far: key -> (sums, wall seconds). Ignores temp files of a crash."""
+        out = {}
+        for path in sorted(self.units_dir.glob("*.npz")):
+            with np.load(path) as z:
+                out[path.stem] = (
+                    LayerSums(sums=z["sums"].copy(), sumsq=z["sumsq"].copy(), count=int(z["count"])),
+                    float(z["wall_s"]),
+                )
+        return out
+
+    def save(self, key: str, sums: LayerSums, wall_s: float) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, sums=sums.sums, sumsq=sums.sumsq, count=np.int64(sums.count), wall_s=np.float64(wall_s))
+        write_file_atomic(self.units_dir / f"{key}.npz", buf.getvalue())
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
