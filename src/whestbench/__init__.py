@@ -1,1 +1,42 @@
-"""whestbench."""
+"""whestbench: bake, verify and publish ground-truth datasets for the WhestBench benchmark.
+
+    import whestbench
+    ds = whestbench.load_dataset("./my-dataset")          # or "org/name" on the Hub
+    md = whestbench.metadata(ds)
+    for mlp in whestbench.iter_mlps(ds): ...
+
+Names resolve lazily so that ``import whestbench`` (and ``whest --help``) stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "load_dataset": "whestbench.dataset.loader",
+    "metadata": "whestbench.dataset.loader",
+    "iter_mlps": "whestbench.dataset.loader",
+    "mlp_at": "whestbench.dataset.loader",
+    "MLP": "whestbench.compute.mlp",
+    "create_dataset": "whestbench.dataset.bake",
+    "combine_split_datasets": "whestbench.dataset.combine",
+    "merge_datasets": "whestbench.dataset.merge",
+    "InvalidDatasetError": "whestbench.dataset.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from whestbench.dataset.provenance import whestbench_version
+
+        return whestbench_version()
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'whestbench' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

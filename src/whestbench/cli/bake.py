@@ -32,9 +32,11 @@ from whestbench.errors import UsageError
 @click.option("--device", type=click.Choice(["auto", "cuda", "mps", "cpu"]), default=None, help="Torch device (implies --torch).")
 @click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched matmul (never changes results).")
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
+@click.option("--peer-timeout", type=float, default=300.0, show_default=True,
+              help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
-         max_threads, use_torch, device, mlps_per_batch, chunk_size, quiet) -> None:
+         max_threads, use_torch, device, mlps_per_batch, chunk_size, peer_timeout, quiet) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
@@ -53,8 +55,12 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
         rng = slice_bounds(k, n, n_mlps)
     elif mlp_range is not None:
         rng = parse_mlp_range(mlp_range)
+    from whestbench.cli.launch import dist_env_from_environ
+
+    dist_env = dist_env_from_environ()
+    peer = dist_env is not None and dist_env.rank != 0
     seeds = None
-    if mlp_seeds is not None:
+    if mlp_seeds is not None and not peer:
         seeds = tuple(read_seeds_file(mlp_seeds))
         if seeds and not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             from whestbench.compute.seeds import validate_mlp_seeds
@@ -68,10 +74,16 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
     cfg = BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
         mlp_seeds=seeds, seed=seed, split=split, config=config_name, mlp_range=rng,
-        max_threads=max_threads, seeds_file=mlp_seeds,
+        max_threads=max_threads, seeds_file=mlp_seeds, seeds_from_peer=peer,
         bake_command=shlex.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
-    _run(cfg, lambda c, on_event, stop: run_bake(c, on_event=on_event, stop=stop), quiet, device_label="cpu")
+    _run(
+        cfg,
+        lambda c, on_event, stop: run_bake(c, on_event=on_event, stop=stop, dist_env=dist_env, peer_timeout_s=peer_timeout),
+        quiet,
+        device_label="cpu",
+        dist_env=dist_env,
+    )
 
 
 def _is_cli_bake() -> bool:
@@ -86,13 +98,20 @@ def _torch_bake(flags: dict) -> None:
     torch_bake(flags, _run)
 
 
-def _run(cfg, fn, quiet: bool, *, device_label: str) -> None:
+def _run(cfg, fn, quiet: bool, *, device_label: str, dist_env=None) -> None:
     from whestbench.cli.progress import BakeProgress
+    from whestbench.dataset.bake import check_output_free
 
+    if dist_env is None or dist_env.rank == 0:
+        check_output_free(cfg.output)  # before the "Baking ..." line: a refused bake announces nothing
     start, end = cfg.range
     what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else f"{cfg.n_mlps} MLPs"
+    where = device_label
+    if dist_env is not None:
+        where += f", rank {dist_env.rank} of {dist_env.world_size}"
+        quiet = quiet or dist_env.rank != 0  # one progress display: rank 0's
     out.print(
-        f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {device_label} → {cfg.output}",
+        f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {cfg.output}",
         markup=False,
     )
     stop = threading.Event()
@@ -115,6 +134,9 @@ def _run(cfg, fn, quiet: bool, *, device_label: str) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     dt = time.perf_counter() - t0
+    if path is None:  # a non-zero rank: rank 0 writes the dataset
+        out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
+        return
     n = (end - start) * cfg.n_samples
     flops = 2 * cfg.width * cfg.width * cfg.depth * n
     size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())

@@ -13,11 +13,14 @@ import sys
 
 import click
 
-from whestbench.cli.common import err
+from whestbench.cli.common import err, out
 from whestbench.errors import UsageError
 
 ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
 EXIT_RESUMABLE = 75
+# click >= 8.2 raises this for a bare group (`whest`, `whest dataset`); older clicks print the help
+# and raise Exit(0) instead, so an empty tuple (matches nothing) is the right fallback.
+_NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 class AliasGroup(click.Group):
@@ -70,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="whest", standalone_mode=False)
         return 0
-    except click.exceptions.NoArgsIsHelp:
+    except _NO_ARGS_HELP as exc:
+        out.print(exc.ctx.get_help(), markup=False)
         return 0
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -12,7 +12,7 @@ import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
@@ -33,6 +33,9 @@ from whestbench.errors import UsageError
 from whestbench.work.ledger import Ledger, work_dir_for
 from whestbench.work.runner import run_units
 from whestbench.work.units import WorkSpec, plan_units
+
+if TYPE_CHECKING:
+    from whestbench.work.distributed import DistEnv
 
 Event = dict[str, Any]
 
@@ -63,6 +66,8 @@ class BakeConfig:
     """The command line to record for re-baking; built from the config when None."""
     seeds_file: str | None = None
     """Path the seeds came from, for the recorded command."""
+    seeds_from_peer: bool = False
+    """A non-zero rank of a distributed bake: the seeds arrive from rank 0."""
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -86,7 +91,7 @@ class BakeConfig:
             raise UsageError(f"--seed must be a non-negative integer; got {self.seed!r}.")
         if self.mlp_range is not None:
             object.__setattr__(self, "mlp_range", check_range(self.mlp_range, self.n_mlps))
-            if self.is_partial and self.mlp_seeds is None and self.seed is None:
+            if self.is_partial and self.mlp_seeds is None and self.seed is None and not self.seeds_from_peer:
                 raise UsageError(
                     "a slice needs the whole dataset's seeds so that partials fit together: "
                     "pass --mlp-seeds FILE (from `whest dataset generate-seeds`) or --seed S."
@@ -148,23 +153,9 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
     return shlex.join(parts)
 
 
-def bake(
-    cfg: BakeConfig,
-    *,
-    on_event: Callable[[Event], None] | None = None,
-    stop: threading.Event | None = None,
-) -> Path:
-    """Bake ``cfg`` on the CPU (pcg64 sampler) and return the output path.
-
-    Finished MLPs are saved in ``<output>.whest-work``; if the bake is interrupted, the same call
-    resumes from there and writes byte-identical numeric columns.
-    """
-    check_output_free(cfg.output)
-    emit = on_event or (lambda e: None)
-    work_dir = work_dir_for(cfg.output)
-    seeds, seed_source = resolve_seeds(cfg, work_dir)
-    spec = WorkSpec(
-        seeds=tuple(seeds),
+def _spec(cfg: BakeConfig, seeds: Sequence[int]) -> WorkSpec:
+    return WorkSpec(
+        seeds=tuple(int(x) for x in seeds),
         n_samples=cfg.n_samples,
         width=cfg.width,
         depth=cfg.depth,
@@ -172,18 +163,74 @@ def bake(
         sampler=SAMPLER_NAME,
         kernel="numpy-sgemm-fp32",
     )
-    ledger = Ledger(work_dir, spec.identity())
-    if seed_source["method"] == "random":
-        from whestbench.atomic import write_file_atomic
 
-        write_file_atomic(work_dir / "auto-seeds.json", json.dumps(seeds).encode())
-    units = plan_units(spec)
-    results = run_units(spec, units, workers=cfg.max_threads, ledger=ledger, on_event=emit, stop=stop)
+
+def bake(
+    cfg: BakeConfig,
+    *,
+    on_event: Callable[[Event], None] | None = None,
+    stop: threading.Event | None = None,
+    dist_env: "DistEnv | None" = None,
+    peer_timeout_s: float = 300.0,
+) -> Path | None:
+    """Bake ``cfg`` on the CPU (pcg64 sampler) and return the output path.
+
+    Finished MLPs are saved in ``<output>.whest-work``; if the bake is interrupted, the same call
+    resumes from there and writes byte-identical numeric columns. With ``dist_env`` (several
+    ranks), every rank computes units and rank 0 gathers, writes and returns the path; the other
+    ranks return None.
+    """
+    emit = on_event or (lambda e: None)
+    work_dir = work_dir_for(cfg.output)
+    rank = dist_env.rank if dist_env is not None else 0
+    seeds, seed_source = None, {"method": "peer"}
+    if rank == 0:
+        check_output_free(cfg.output)
+        seeds, seed_source = resolve_seeds(cfg, work_dir)
+
+    def ledger_for(spec: WorkSpec) -> Ledger:
+        ledger = Ledger(work_dir, spec.identity())
+        if seed_source["method"] == "random":
+            from whestbench.atomic import write_file_atomic
+
+            write_file_atomic(work_dir / "auto-seeds.json", json.dumps(list(spec.seeds)).encode())
+        return ledger
+
+    if dist_env is None or dist_env.world_size == 1:
+        spec = _spec(cfg, seeds)
+        ledger = ledger_for(spec)
+        results = run_units(spec, plan_units(spec), workers=cfg.max_threads, ledger=ledger, on_event=emit, stop=stop)
+    else:
+        from whestbench.work.distributed import run_distributed
+        from whestbench.work.units import run_unit_pcg64
+
+        spec, results = run_distributed(
+            lambda s: _spec(cfg, s),
+            plan_units,
+            dist_env,
+            seeds=seeds,
+            ledger_for_spec=ledger_for,
+            unit_fn=run_unit_pcg64,
+            workers=cfg.max_threads or 1,
+            on_event=emit,
+            stop=stop,
+            peer_timeout_s=peer_timeout_s,
+        )
+        if rank != 0:
+            return None
+        ledger = Ledger(work_dir, spec.identity())
+    write_baked(cfg, spec, results, seed_source, emit)
+    ledger.remove()
+    return cfg.output
+
+
+def write_baked(cfg: BakeConfig, spec: WorkSpec, results: dict, seed_source: dict[str, Any], emit) -> None:
+    """Turn the units' sums into rows and write the dataset directory atomically."""
     emit({"phase": "writing"})
+    units = plan_units(spec)
     start, end = cfg.range
-    names = unique_names(estimator_seed(s) for s in seeds)[start:end]
+    names = unique_names(estimator_seed(s) for s in spec.seeds)[start:end]
     chunk = chunk_rows(cfg.width)
-    rows = _rows(spec, units, results, names, chunk)
     md = bake_metadata(
         split=cfg.split,
         config=cfg.config,
@@ -194,17 +241,15 @@ def bake(
         mlp_range=(start, end),
         total_n_mlps=cfg.n_mlps,
         sampler={"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk},
-        seed_list_digest=seed_list_digest(seeds),
+        seed_list_digest=seed_list_digest(spec.seeds),
         seed_source=seed_source,
         bake_command=cfg.bake_command or canonical_command(cfg, seed_source),
         backend=BACKEND_CPU,
     )
     from whestbench.dataset.writer import write_dataset
 
-    write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
-    ledger.remove()
+    write_dataset(cfg.output, cfg.split, _rows(spec, units, results, names, chunk), end - start, cfg.width, cfg.depth, md)
     emit({"phase": "written", "output": str(cfg.output)})
-    return cfg.output
 
 
 def _rows(spec: WorkSpec, units: Sequence, results: dict, names: list[str], chunk: int) -> Iterator[dict[str, Any]]:

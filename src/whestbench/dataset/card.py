@@ -158,52 +158,112 @@ def _arg(v: Any, placeholder: str) -> str:
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else placeholder
 
 
-def rebake_command(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> str:
-    """The ``whest dataset bake`` command that re-creates ``split`` from its seeds file.
+_RANGE_FLAGS = ("--slice", "--mlp-range")
 
-    A recorded ``bake_command`` (top level for one split, per split entry when combined) wins;
-    otherwise the command is rebuilt from the metadata. Reference torch bakes (no ``sampler``
-    block) also pin ``--chunk-size``/``--mlps-per-batch`` because their sums depend on chunking.
-    """
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token[len(flag) + 1 :]
+    return None
+
+
+def _without_range(argv: list[str]) -> list[str]:
+    """``argv`` minus ``--slice``/``--mlp-range``: a merged dataset keeps its first partial's command."""
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _RANGE_FLAGS:
+            skip = True
+        elif not token.startswith(tuple(f + "=" for f in _RANGE_FLAGS)):
+            out.append(token)
+    return out
+
+
+def _with_output(argv: list[str], output: str) -> list[str]:
+    """``argv`` writing to ``output``: the recorded path is the baker's, and it already exists."""
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token == "--output":
+            skip = True
+        elif not token.startswith("--output="):
+            out.append(token)
+    return out + ["--output", output]
+
+
+def _recorded_argv(md: dict[str, Any], split: str) -> list[str] | None:
     entry = _splits(md).get(split, {})
     recorded = entry.get("bake_command") if _is_multi(md) else md.get("bake_command")
-    if isinstance(recorded, list) and all(isinstance(a, str) for a in recorded):
-        return shlex.join(recorded)
+    if isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded):
+        return list(recorded)
     if isinstance(recorded, str) and recorded.strip():
-        return recorded.strip()
-    config = entry.get("config") or _DEFAULT_CONFIG
-    n_mlps = _arg(entry.get("n_mlps"), "<n_mlps>")
+        try:
+            return shlex.split(recorded)
+        except ValueError:  # unbalanced quotes: fall back to a rebuilt command
+            return None
+    return None
+
+
+def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> list[str]:
+    """The ``whest dataset bake`` argv that re-creates ``split``.
+
+    A recorded ``bake_command`` (top level for one split, per split entry when combined) wins,
+    minus any slice flags unless the dataset itself is a partial, and with ``--output`` set to
+    ``./rebake-<split>``. Otherwise the command is rebuilt
+    from the metadata with ``--mlp-seeds seeds_file``. Reference torch bakes (no ``sampler``
+    block) also pin ``--chunk-size``/``--mlps-per-batch``, because their sums depend on chunking.
+    """
+    recorded = _recorded_argv(md, split)
+    partial = not _is_multi(md) and bool(md.get("is_partial"))
+    if recorded is not None:
+        argv = recorded if partial else _without_range(recorded)
+        return _with_output(argv, f"./rebake-{split}")
+    entry = _splits(md).get(split, {})
+    argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
     rng = md.get("mlp_range")
-    partial = (
-        not _is_multi(md)
-        and md.get("is_partial")
-        and isinstance(rng, list)
-        and len(rng) == 2
-        and all(isinstance(v, int) for v in rng)
-    )
-    if partial:
+    if partial and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
         # A slice is re-baked as the same slice of the whole dataset (CLI ranges are inclusive).
-        n_mlps = f"{_arg(md.get('total_n_mlps'), '<total_n_mlps>')} --mlp-range {rng[0]}-{rng[1] - 1}"
-    args = [
-        "whest dataset bake",
-        f"--n-mlps {n_mlps}",
-        f"--n-samples {_arg(md.get('n_samples'), '<n_samples>')}",
-        f"--width {_arg(md.get('width'), '<width>')}",
-        f"--depth {_arg(md.get('depth'), '<depth>')}",
-        f"--mlp-seeds {seeds_file}",
-        f"--split {split}",
-        f"--config {config}",
+        argv[-1] = _arg(md.get("total_n_mlps"), "<total_n_mlps>")
+        argv += ["--mlp-range", f"{rng[0]}-{rng[1] - 1}"]
+    argv += [
+        "--n-samples", _arg(md.get("n_samples"), "<n_samples>"),
+        "--width", _arg(md.get("width"), "<width>"),
+        "--depth", _arg(md.get("depth"), "<depth>"),
+        "--mlp-seeds", seeds_file,
+        "--split", split,
+        "--config", entry.get("config") or _DEFAULT_CONFIG,
     ]
     if md.get("backend") == "torch":
-        args.append("--torch")
+        argv.append("--torch")
         if isinstance(md.get("device"), str):
-            args.append(f"--device {md['device']}")
+            argv += ["--device", md["device"]]
         if "sampler" not in md:
             for key, flag in (("chunk_size", "--chunk-size"), ("mlps_per_batch", "--mlps-per-batch")):
                 if isinstance(md.get(key), int):
-                    args.append(f"{flag} {md[key]}")
-    args.append(f"--output ./rebake-{split}")
-    return " \\\n    ".join(args)
+                    argv += [flag, str(md[key])]
+    return argv + ["--output", f"./rebake-{split}"]
+
+
+def format_command(argv: list[str]) -> str:
+    """Shell text of ``argv`` with one flag (and its value) per continuation line."""
+    lines: list[list[str]] = [[]]
+    for token in argv:
+        if token.startswith("-") and lines[-1]:
+            lines.append([])
+        lines[-1].append(shlex.quote(token))
+    return " \\\n    ".join(" ".join(line) for line in lines)
+
+
+def rebake_command(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> str:
+    """``rebake_argv`` as the shell text the card shows."""
+    return format_command(rebake_argv(md, split, seeds_file=seeds_file))
 
 
 def _protocol(md: dict[str, Any]) -> dict[str, str]:
@@ -268,6 +328,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
     splits = []
     for name, entry in _splits(md).items():
         config = configs[name]
+        argv = rebake_argv(md, name, seeds_file=f"{name}-seeds.json")
         load_args = f'"{repo_id}"' + (f', "{config}"' if config != _DEFAULT_CONFIG else "")
         splits.append(
             {
@@ -278,8 +339,9 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
                 "created_at_utc": str(entry.get("created_at_utc") or md.get("created_at_utc") or "unknown"),
                 "seed": entry.get("seed"),
                 "load_args": load_args,
-                "seeds_file": f"{name}-seeds.json",
-                "rebake": rebake_command(md, name, seeds_file=f"{name}-seeds.json"),
+                "seeds_file": _flag_value(argv, "--mlp-seeds"),
+                "rebake": format_command(argv),
+                "output": shlex.quote(_flag_value(argv, "--output") or ""),
             }
         )
     total = sum(_n_mlps(e) for e in _splits(md).values())
@@ -310,13 +372,31 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
         "merged_at_utc": md.get("merged_at_utc"),
         "partials_count": md.get("partials_count"),
         "is_partial": bool(md.get("is_partial")),
-        "mlp_range": md.get("mlp_range"),
-        "total_n_mlps": md.get("total_n_mlps"),
+        "partial_range": _partial_range(md),
+        "total_n_mlps": _fmt_int(md.get("total_n_mlps")),
+        "default_config_splits": [
+            f["split"] for c in configs_block(md) if c["config_name"] == _DEFAULT_CONFIG for f in c["data_files"]
+        ],
+        "blas": _blas(md.get("blas")),
         "has_checksums": isinstance(md.get("checksums"), dict) and bool(md.get("checksums")),
         "has_prepared": multi and isinstance(md.get("prepared_splits"), dict) and bool(md.get("prepared_splits")),
         "provenance": _provenance(md),
         "citation": _citation(md.get("pretty_name") or DEFAULT_PRETTY_NAME),
     }
+
+
+def _partial_range(md: dict[str, Any]) -> str:
+    rng = md.get("mlp_range")
+    if isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
+        return f"MLPs {rng[0]} to {rng[1] - 1}"
+    return "a slice of the MLPs"
+
+
+def _blas(blas: Any) -> str:
+    if not isinstance(blas, dict) or not blas.get("library"):
+        return ""
+    text = str(blas["library"]) + (f" {blas['version']}" if blas.get("version") else "")
+    return text + (f", kernel {blas['kernel']}" if blas.get("kernel") else "")
 
 
 def _citation(title: str) -> str:

@@ -21,6 +21,21 @@ from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError
 
 
+def sums_to_bytes(sums: LayerSums, wall_s: float) -> bytes:
+    """A unit's result as a small self-describing blob (npz: sums, sumsq, count, wall seconds)."""
+    buf = io.BytesIO()
+    np.savez(buf, sums=sums.sums, sumsq=sums.sumsq, count=np.int64(sums.count), wall_s=np.float64(wall_s))
+    return buf.getvalue()
+
+
+def sums_from_bytes(blob: bytes) -> tuple[LayerSums, float]:
+    with np.load(io.BytesIO(blob)) as z:
+        return (
+            LayerSums(sums=z["sums"].copy(), sumsq=z["sumsq"].copy(), count=int(z["count"])),
+            float(z["wall_s"]),
+        )
+
+
 class LedgerMismatch(UsageError):
     """The work directory belongs to a different bake (other seeds, sizes, sampler or range)."""
 
@@ -54,19 +69,10 @@ class Ledger:
 
     def load_done(self) -> dict[str, tuple[LayerSums, float]]:
         """Every unit saved so far: key -> (sums, wall seconds). Ignores temp files of a crash."""
-        out = {}
-        for path in sorted(self.units_dir.glob("*.npz")):
-            with np.load(path) as z:
-                out[path.stem] = (
-                    LayerSums(sums=z["sums"].copy(), sumsq=z["sumsq"].copy(), count=int(z["count"])),
-                    float(z["wall_s"]),
-                )
-        return out
+        return {path.stem: sums_from_bytes(path.read_bytes()) for path in sorted(self.units_dir.glob("*.npz"))}
 
     def save(self, key: str, sums: LayerSums, wall_s: float) -> None:
-        buf = io.BytesIO()
-        np.savez(buf, sums=sums.sums, sumsq=sums.sumsq, count=np.int64(sums.count), wall_s=np.float64(wall_s))
-        write_file_atomic(self.units_dir / f"{key}.npz", buf.getvalue())
+        write_file_atomic(self.units_dir / f"{key}.npz", sums_to_bytes(sums, wall_s))
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

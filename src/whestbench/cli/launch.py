@@ -1,0 +1,75 @@
+"""Read where this process sits in a distributed bake from torchrun's or SLURM's environment.
+
+torchrun sets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT (its agent hosts the
+store there) and TORCHELASTIC_RESTART_COUNT. ``srun`` sets SLURM_PROCID / SLURM_NTASKS /
+SLURM_LOCALID; the store is then hosted by rank 0 at MASTER_ADDR (default: the first host of the
+step's node list) and MASTER_PORT (default: derived from the job id).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+from whestbench.errors import UsageError
+from whestbench.work.distributed import DistEnv
+
+
+def _int(env: dict, key: str) -> int:
+    try:
+        return int(env[key])
+    except ValueError:
+        raise UsageError(f"environment variable {key}={env[key]!r} is not an integer.") from None
+
+
+def _first_host(nodelist: str) -> str:
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.split():
+            return out.stdout.split()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    m = re.match(r"^([^,\[]+)(?:\[(\d+))?", nodelist)  # "node[03-05,07]" -> node03
+    if not m:
+        raise UsageError(f"cannot read the first host of SLURM node list {nodelist!r}; set MASTER_ADDR.")
+    return m.group(1) + (m.group(2) or "")
+
+
+def dist_env_from_environ(environ: dict | None = None) -> DistEnv | None:
+    """A DistEnv when launched as one of several ranks, else None (a plain single-process bake)."""
+    env = dict(os.environ if environ is None else environ)
+    if "RANK" in env and "WORLD_SIZE" in env:
+        world = _int(env, "WORLD_SIZE")
+        if world <= 1:
+            return None
+        if "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
+            raise UsageError("RANK/WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not; launch with torchrun.")
+        return DistEnv(
+            rank=_int(env, "RANK"),
+            world_size=world,
+            local_rank=_int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0,
+            master_addr=env["MASTER_ADDR"],
+            master_port=_int(env, "MASTER_PORT"),
+            run_id=env.get("TORCHELASTIC_RUN_ID", "whest"),
+            attempt=_int(env, "TORCHELASTIC_RESTART_COUNT") if "TORCHELASTIC_RESTART_COUNT" in env else 0,
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+        )
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        world = _int(env, "SLURM_NTASKS")
+        if world <= 1:
+            return None
+        job = env.get("SLURM_JOB_ID", "0")
+        addr = env.get("MASTER_ADDR") or _first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "localhost"))
+        port = _int(env, "MASTER_PORT") if "MASTER_PORT" in env else 20000 + int(re.sub(r"\D", "", job) or 0) % 20000
+        return DistEnv(
+            rank=_int(env, "SLURM_PROCID"),
+            world_size=world,
+            local_rank=_int(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0,
+            master_addr=addr,
+            master_port=port,
+            run_id=f"slurm-{job}",
+            attempt=_int(env, "SLURM_RESTART_COUNT") if "SLURM_RESTART_COUNT" in env else 0,
+            agent_store=False,
+        )
+    return None

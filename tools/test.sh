@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install whestbench with its test extras into ./.venv and run the test suite.
+# Also provisions the released whestbench 0.16.2 in its own venv (./.refvenv) for the
+# side-by-side identity and interop tests, and torch (CPU build) for the torch-backend tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+# torch: the pinned CPU build (the [gpu] extra would otherwise resolve to a multi-GB CUDA build).
+.venv/bin/python -m pip install -q "torch==2.13.0" || echo "warning: torch not installed; torch-backend tests will be skipped" >&2
+.venv/bin/python -m pip install -q -e ".[test,plot]"
+export WHEST_REFERENCE_PYTHON
+WHEST_REFERENCE_PYTHON=$(PYTHON=.venv/bin/python bash tools/make-reference-venv.sh .refvenv | tail -n 1)
+export WHEST_REQUIRE_REFERENCE=${WHEST_REQUIRE_REFERENCE:-1}
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
