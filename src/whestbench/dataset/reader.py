@@ -57,6 +57,12 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
             f"missing metadata.json at {path}; this is not a WhestBench dataset directory "
             "(bake one with `whest dataset bake`, or merge partials with `whest dataset merge`)."
         )
+    return read_metadata_file(path)
+
+
+def read_metadata_file(path: str | Path) -> dict[str, Any]:
+    """The parsed JSON object in ``path`` (a ``metadata.json``, local or fetched from the Hub)."""
+    path = Path(path)
     try:
         md = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
