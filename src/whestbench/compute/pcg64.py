@@ -46,6 +46,9 @@ def sample_layer_sums(
     chunk = chunk_rows(width)
     sums = np.zeros((depth, width), dtype=np.float64)
     sumsq = np.zeros(width, dtype=np.float64)
+    # At width 1 the (n, 1) array is one contiguous column, which numpy sums pairwise rather than
+    # row by row; the plain formulation is the reference's arithmetic there (and is cheap anyway).
+    fused = fused and width > 1
     if fused:
         from whestbench.compute.fused import relu_colsum, relu_colsum_sq
 

@@ -189,12 +189,15 @@ def bake(
         seeds, seed_source = resolve_seeds(cfg, work_dir)
 
     def ledger_for(spec: WorkSpec) -> Ledger:
-        ledger = Ledger(work_dir, spec.identity())
-        if seed_source["method"] == "random":
+        saved = work_dir / "auto-seeds.json"
+        if seed_source["method"] == "random" and not saved.exists():
+            # Before the ledger's plan.json: a crash between the two must not leave a plan whose
+            # seeds a re-run cannot recover (it would draw new seeds and be refused as another bake).
             from whestbench.atomic import write_file_atomic
 
-            write_file_atomic(work_dir / "auto-seeds.json", json.dumps(list(spec.seeds)).encode())
-        return ledger
+            work_dir.mkdir(parents=True, exist_ok=True)
+            write_file_atomic(saved, json.dumps(list(spec.seeds)).encode())
+        return Ledger(work_dir, spec.identity())
 
     if dist_env is None or dist_env.world_size == 1:
         spec = _spec(cfg, seeds)

@@ -54,8 +54,8 @@ def check_split_name(name: object, what: str = "split") -> str:
         )
     if what == "split" and "-" in name:
         raise InvalidDatasetError(
-            f"split name {name!r} contains a hyphen, which the `datasets` library cannot load; "
-            f"use {name.replace('-', '')!r} or {name.replace('-', '_')!r} without the underscore."
+            f"split name {name!r} contains a hyphen, which the `datasets` library cannot load "
+            f"(and whestbench 0.16 truncates at the hyphen); use {name.replace('-', '')!r} instead."
         )
     return name
 
