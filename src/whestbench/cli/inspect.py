@@ -1,2 +1,74 @@
-"""placeholder during development."""
-COMMANDS = []
+"""``whest dataset inspect`` (alias ``info``) and ``whest dataset verify``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from whestbench.cli.common import out
+
+
+@click.command("inspect")
+@click.argument("source")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit) when SOURCE is a repo id.")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw the per-layer distributions of the means to this .png (needs matplotlib).")
+def inspect(source: str, revision: str | None, plot: Path | None) -> None:
+    """Summarise a dataset: metadata, per-split counts, sizes and checksum status.
+
+    \b
+    whest dataset inspect ./final-eval
+    whest dataset inspect aicrowd/arc-whestbench-2026 --revision v1
+    whest dataset inspect ./final-eval --plot means.png
+    """
+    from whestbench.dataset.inspect import describe, plot_means
+    from whestbench.errors import UsageError
+
+    if plot is not None and not Path(source).is_dir():
+        raise UsageError(f"--plot reads the data files, so SOURCE must be a local dataset directory; `whest dataset pull {source}` first.")
+    for line in describe(source, revision=revision):
+        out.print(line, markup=False, emoji=False)
+    if plot is not None:
+        plot_means(source, plot)
+        out.print(f"  plot: {plot}", markup=False, emoji=False)
+
+
+@click.command("verify")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--against", type=click.Path(path_type=Path), default=None,
+              help="Another bake of (some of) the same seeds: compare weights and ground truth MLP by MLP.")
+@click.option("--n-check", type=int, default=None, help="Run the statistical checks on the first K MLPs only.")
+def verify(directory: Path, against: Path | None, n_check: int | None) -> None:
+    """Check a dataset's integrity and ground truth; exit 1 if any check fails.
+
+    \b
+    Integrity: metadata, checksums, schema, mlp_id range, seeds, names, weights re-derived
+    from the seeds, finite numbers. Statistics: layer-1 means against their exact value.
+    With --against: the bit-equivalence comparison of the parallel-bake guide.
+    \b
+    whest dataset verify ./final-eval
+    whest dataset verify ./final-eval --against ./reference-4
+    """
+    from whestbench.dataset.verify import verify_dataset
+
+    def show(check) -> None:
+        mark = "–" if check.skipped else ("✓" if check.ok else "✗")
+        out.print(f"{mark} {check.name}: {check.detail}", markup=False, emoji=False)
+
+    report = verify_dataset(directory, against=against, n_check=n_check, on_check=show)
+    failed = report.failures
+    skipped = sum(c.skipped for c in report.checks)
+    tail = f", {skipped} skipped" if skipped else ""
+    if failed:
+        from whestbench.errors import WorkFailed
+
+        # main() prints this on stderr and exits 1
+        raise WorkFailed(
+            f"verify: {len(failed)} of {len(report.checks)} checks failed ({', '.join(c.name for c in failed)}); "
+            "see the ✗ lines above"
+        )
+    out.print(f"OK: all {len(report.checks) - skipped} checks passed{tail}", markup=False, emoji=False)
+
+
+COMMANDS = [inspect, verify]

@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never prints a traceback unless debugging)."""
     debug = os.environ.get("WHEST_DEBUG", "").lower() not in ("", "0", "false", "no")
     try:
-        cli.main(args=argv, prog_name="whest", standalone_mode=False)
-        return 0
+        rv = cli.main(args=argv, prog_name="whest", standalone_mode=False)
+        # click returns (rather than raises) the code of ctx.exit(n) when not standalone
+        return rv if isinstance(rv, int) else 0
     except _NO_ARGS_HELP as exc:
         out.print(exc.ctx.get_help(), markup=False)
         return 0

@@ -1,0 +1,300 @@
+"""Describe a dataset (local directory or Hub repo) in lines, and plot its per-layer mean distributions.
+
+``describe`` first prints whestbench 0.16's ``dataset info`` lines — same keys, order and
+formatting, so tools that parse them keep working — then ours: sampler, seed source, partial
+range, per-split row and shard counts with sizes, and the checksum status. A tampered dataset is
+reported (``integrity: checksums MISMATCH ...``), never raised on: inspecting is how one finds out.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from whestbench.dataset.reader import data_files, parquet_footer, read_metadata, read_metadata_file
+from whestbench.dataset.verify import check_checksums, infer_sampler, split_names
+from whestbench.errors import UsageError
+
+# whestbench 0.16's single-split keys, in its order; each printed only when present.
+_SINGLE_KEYS = (
+    "schema_version", "format", "backend", "seed", "split", "config", "n_mlps", "n_samples",
+    "width", "depth", "created_at_utc", "device", "cuda_device_name",
+)
+
+
+def describe(dir_or_repo: str | Path, *, revision: str | None = None) -> list[str]:
+    """The ``whest dataset inspect`` lines for a local dataset directory or a Hub dataset repo.
+
+    A path that exists is read locally (``revision`` does not apply). Anything else is a Hub
+    repo id (``org/name``, or ``hf://org/name@rev``), whose ``metadata.json`` alone is fetched:
+    its data files are neither counted nor checked.
+    """
+    source = str(dir_or_repo)
+    if Path(source).exists():
+        directory = Path(source)
+        md = read_metadata(directory)
+        return _info_lines(md) + _local_lines(directory, md)
+    repo, revision = _parse_repo(source, revision)
+    md = read_metadata_file(_fetch_metadata(repo, revision))
+    return _info_lines(md) + _hub_lines(repo, revision, md)
+
+
+def plot_means(directory: str | Path, path: str | Path) -> Path:
+    """Draw one histogram panel per layer of the ground-truth means over all neurons and MLPs.
+
+    Splits of a multi-split dataset are overlaid. The image format follows ``path``'s suffix
+    (png, svg, pdf); the file is written atomically. Needs matplotlib (``pip install 'whestbench[plot]'``).
+    """
+    import numpy as np
+
+    from whestbench.atomic import write_file_atomic
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)  # no display needed; never opens a window
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError("--plot needs matplotlib: pip install 'whestbench[plot]'") from e
+
+    directory, path = Path(directory), Path(path)
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in ("png", "svg", "pdf"):
+        raise UsageError(f"--plot {path}: name a .png, .svg or .pdf file (the suffix picks the format).")
+    if not path.parent.is_dir():
+        raise UsageError(f"--plot {path}: directory {path.parent} does not exist; create it first.")
+    md = read_metadata(directory)
+    depth = md.get("depth")
+    per_split = {s: _layer_means(directory, s) for s in split_names(md)}  # split -> (n, depth, w)
+    depth = next(iter(per_split.values())).shape[1] if not isinstance(depth, int) else depth
+    cols = min(depth, 4)
+    rows = -(-depth // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False)
+    try:
+        for layer in range(rows * cols):
+            ax = axes[layer // cols][layer % cols]
+            if layer >= depth:
+                ax.axis("off")
+                continue
+            values = {s: m[:, layer].ravel() for s, m in per_split.items() if m.size}
+            hi = max((float(v.max()) for v in values.values() if v.size), default=1.0) or 1.0
+            bins = np.linspace(0.0, hi, 41)
+            for s, v in values.items():
+                ax.hist(v, bins=bins, histtype="step" if len(values) > 1 else "stepfilled",
+                        alpha=1.0 if len(values) > 1 else 0.7, label=s)
+            ax.set_title(f"layer {layer + 1}", fontsize=9)
+            ax.tick_params(labelsize=7)
+            if layer % cols == 0:
+                ax.set_ylabel("neurons", fontsize=8)
+            if layer // cols == rows - 1:
+                ax.set_xlabel("mean activation", fontsize=8)
+            if len(values) > 1 and layer == 0:
+                ax.legend(fontsize=7)
+        n_mlps = sum(m.shape[0] for m in per_split.values())
+        fig.suptitle(
+            f"{directory.name}: ground-truth means per layer ({n_mlps} MLPs, width {md.get('width')}, "
+            f"N={md.get('n_samples'):,})" if isinstance(md.get("n_samples"), int) else directory.name,
+            fontsize=10,
+        )
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=110)
+    finally:
+        plt.close(fig)
+    write_file_atomic(path, buf.getvalue())
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _info_lines(md: dict[str, Any]) -> list[str]:
+    """whestbench 0.16's ``dataset info`` output for ``md`` (missing keys are skipped, not fatal)."""
+    splits = md.get("splits")
+    if isinstance(splits, dict):
+        lines = ["WhestBench dataset (multi-split)"]
+        lines += [f"  {k}: {md[k]}" for k in ("schema_version", "format", "backend") if k in md]
+        lines.append(
+            f"  width: {md.get('width', '?')}  depth: {md.get('depth', '?')}  "
+            f"n_samples: {_thousands(md.get('n_samples', '?'))}"
+        )
+        lines.append("  splits:")
+        for name in sorted(splits):
+            entry = splits[name] if isinstance(splits[name], dict) else {}
+            line = f"    {name}:  n_mlps={_thousands(entry.get('n_mlps', '?'))}"
+            if "seed" in entry:
+                line += f"  seed={entry['seed']}"
+            if "config" in entry:
+                line += f"  config={entry['config']}"
+            lines.append(line)
+        if "created_at_utc" in md:
+            lines.append(f"  created_at_utc: {md['created_at_utc']}")
+        return lines
+    lines = ["WhestBench dataset"]
+    lines += [f"  {k}: {md[k]}" for k in _SINGLE_KEYS if k in md]
+    sp = md.get("seed_protocol")
+    if sp:
+        if isinstance(sp, dict):
+            lines.append(f"  seed_protocol:  {sp.get('name')} (version {sp.get('version')})")
+        else:
+            lines.append(f"  seed_protocol:  {sp}")
+    return lines
+
+
+def _thousands(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _extra_lines(md: dict[str, Any]) -> list[str]:
+    """Our additions that need only metadata: sampler, seed source, partial range."""
+    lines = []
+    s = md.get("sampler")
+    if isinstance(s, dict):
+        bits = [f"version {s['version']}"] if "version" in s else []
+        if "block_size" in s:
+            bits.append(f"block {_thousands(s['block_size'])} samples")
+        lines.append(f"  sampler: {s.get('name')}" + (f" ({', '.join(bits)})" if bits else ""))
+    else:
+        lines.append(f"  sampler: {infer_sampler(md)} (not recorded; inferred from backend {md.get('backend')!r})")
+    sources = {}
+    if isinstance(md.get("splits"), dict):
+        for name, entry in md["splits"].items():
+            if isinstance(entry, dict) and isinstance(entry.get("seed_source"), dict):
+                sources[name] = entry["seed_source"]
+    if isinstance(md.get("seed_source"), dict):
+        lines.append(f"  seed source: {_seed_source(md['seed_source'])}")
+    elif sources:
+        lines.append("  seed source: " + "; ".join(f"{k}: {_seed_source(v)}" for k, v in sources.items()))
+    else:
+        lines.append("  seed source: not recorded (per-MLP seeds are in the mlp_seed column)")
+    if md.get("is_partial"):
+        rng = md.get("mlp_range")
+        span = f"[{rng[0]}, {rng[1]})" if isinstance(rng, list) and len(rng) == 2 else str(rng)
+        lines.append(
+            f"  partial: MLPs {span} of {md.get('total_n_mlps')} — merge all partials with "
+            "`whest dataset merge` before loading"
+        )
+    return lines
+
+
+def _seed_source(src: dict[str, Any]) -> str:
+    method = src.get("method")
+    if method == "derived":
+        return f"derived from root seed {src.get('root_seed')} (--seed)"
+    if method == "explicit":
+        return "explicit list (--mlp-seeds)"
+    if method == "random":
+        return "random (generated at bake time; the seeds are in the mlp_seed column)"
+    return str(method)
+
+
+def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
+    lines = _extra_lines(md)
+    splits = md.get("splits") if isinstance(md.get("splits"), dict) else None
+    lines.append("  data:")
+    for split in split_names(md):
+        declared = (splits[split].get("n_mlps") if isinstance(splits[split], dict) else None) if splits else md.get("n_mlps")
+        try:
+            files = data_files(directory, split)
+        except ValueError:
+            lines.append(f"    {split}: no Parquet shards found (expected data/{split}-00000-of-00001.parquet)")
+            continue
+        size = sum(p.stat().st_size for p in files)
+        shards = f"{len(files)} shard{'s' if len(files) != 1 else ''}"
+        try:
+            rows = sum(parquet_footer(p).num_rows for p in files)
+        except ValueError:
+            lines.append(f"    {split}: {shards}, {_size(size)} — UNREADABLE (truncated or corrupt Parquet)")
+            continue
+        count = f"{_thousands(rows)} rows"
+        if isinstance(declared, int) and rows != declared:
+            count += f" (metadata says {_thousands(declared)})"
+        lines.append(f"    {split}: {count} in {shards}, {_size(size)}")
+    prepared = md.get("prepared_splits")
+    if isinstance(prepared, dict) and prepared:
+        lines.append(f"  prepared Arrow: {', '.join(sorted(prepared))}")
+    files = [p for p in directory.rglob("*") if p.is_file()]
+    lines.append(f"  total size: {_size(sum(p.stat().st_size for p in files))} in {len(files)} files")
+    status, detail = check_checksums(directory, md)
+    if status == "ok":
+        lines.append(f"  integrity: checksums ok ({detail})")
+    elif status == "absent":
+        lines.append(f"  integrity: checksums absent — {detail}; `whest dataset verify {directory}` checks the content")
+    else:
+        lines.append(f"  integrity: checksums MISMATCH — {detail}; re-download or re-bake the dataset")
+    return lines
+
+
+def _hub_lines(repo: str, revision: str | None, md: dict[str, Any]) -> list[str]:
+    lines = _extra_lines(md)
+    lines.append(f"  source: hf://{repo}@{revision or 'main'} (only metadata.json fetched)")
+    splits = md.get("splits") if isinstance(md.get("splits"), dict) else None
+    lines.append("  data:")
+    for split in split_names(md):
+        n = (splits[split] or {}).get("n_mlps") if splits else md.get("n_mlps")
+        lines.append(f"    {split}: {_thousands(n)} MLPs (from metadata)")
+    checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
+    lines.append(
+        f"  integrity: not checked ({checks}); `whest dataset pull {repo}` then `whest dataset verify DIR`"
+    )
+    return lines
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _parse_repo(source: str, revision: str | None) -> tuple[str, str | None]:
+    """``org/name`` or ``hf://org/name[@rev]`` → ``(repo_id, revision)``; a missing local path is a usage error."""
+    repo = source
+    if repo.startswith("hf://"):
+        repo = repo[len("hf://"):]
+        if repo.startswith("datasets/"):
+            repo = repo[len("datasets/"):]
+        if "@" in repo:
+            repo, rev = repo.split("@", 1)
+            if revision is not None and revision != rev:
+                raise UsageError(f"{source} names revision {rev!r} but --revision is {revision!r}; give one of them.")
+            revision = rev
+    parts = repo.split("/")
+    if repo.startswith((".", "/", "~")) or len(parts) != 2 or not all(parts):
+        raise UsageError(
+            f"{source} is not an existing directory, nor a Hub dataset repo id like 'org/name' "
+            "(or hf://org/name@revision)."
+        )
+    return repo, revision
+
+
+def _fetch_metadata(repo: str, revision: str | None) -> str:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return hf_hub_download(repo_id=repo, filename="metadata.json", repo_type="dataset", revision=revision)
+    except Exception as e:  # network, auth, missing repo or revision: each names itself in its message
+        rev = f" at revision {revision!r}" if revision else ""
+        raise OSError(
+            f"could not fetch metadata.json of Hub dataset {repo!r}{rev}: {type(e).__name__}: {e}. "
+            "Check the repo id and --revision; for a private repo log in with `huggingface-cli login`."
+        ) from e
+
+
+def _layer_means(directory: Path, split: str):
+    """``split``'s ``all_layer_means`` as ``(n, depth, width)`` float32."""
+    import numpy as np
+    import pyarrow as pa
+
+    from whestbench.dataset.reader import read_table
+
+    col = read_table(directory, split, ["all_layer_means"]).column("all_layer_means").combine_chunks()
+    if isinstance(col, pa.ExtensionArray):
+        col = col.storage
+    n = len(col)
+    inner = col.flatten()
+    depth = len(inner) // n if n else 0
+    flat = inner.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+    return flat.reshape(n, depth, -1) if n else np.zeros((0, 0, 0), np.float32)

@@ -1,0 +1,888 @@
+"""Verify a dataset: integrity, a statistical spot check of its ground truth, a comparison with another bake.
+
+``verify_dataset(dir)`` returns a ``VerifyReport``: a list of named checks, each passed or failed
+with a one-line detail. Nothing raises on a broken dataset; a failed check says what is wrong.
+
+1. **Integrity** — metadata validates (a partial is allowed and reported); the data files match
+   their ``checksums`` (when present); every shard has the 8 columns with the Arrow types
+   ``make_features`` gives; ``mlp_id`` is the declared range; ``mlp_seed`` values are distinct;
+   ``mlp_name`` is what the seeds give; ``weights`` are byte-identical to the ones re-derived from
+   ``mlp_seed``; every number is finite; ``final_means == all_layer_means[-1]``.
+2. **Statistics** — the layer-1 mean has a closed form. With ``x ~ N(0, I)`` the pre-activation of
+   neuron j is ``N(0, s_j²)``, ``s_j = ‖W₁[:, j]‖``, so ``E relu = s_j/√(2π)`` and
+   ``Var relu = s_j²/2 − s_j²/(2π)``. Each stored layer-1 mean is turned into a z-score with the
+   standard error ``sqrt(Var relu / N)``; the largest |z| must stay under a Bonferroni threshold.
+3. **Against another bake** (``against=DIR2``) — MLPs matched by ``mlp_seed``: weights equal, and
+   the ground truth compared as strictly as the two bakes allow (``_compare_mode``): bit for bit
+   (the seed page's comparison), within the precision gate (philox: same samples, other
+   arithmetic), within float32 rounding (pcg64 on another machine or BLAS kernel), or
+   statistically (different samples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.dataset.reader import (
+    checksums_block,
+    data_files,
+    file_sha256,
+    read_metadata,
+)
+from whestbench.dataset.schema import COLUMNS, protocol_version, validate_metadata
+from whestbench.errors import UsageError
+
+P_OVERALL = 1e-6
+"""False-alarm probability of each statistical check for a correct dataset (whole dataset)."""
+
+PILOT_SAMPLES = 4096
+"""Inputs pushed through each MLP to estimate per-neuron variances for the statistical comparison."""
+_PILOT_MIN_ACTIVE = 32  # a neuron active on fewer pilot inputs has no usable variance estimate
+
+# The seed page's tolerance for avg_variance between bit-equivalent bakes: the final
+# (sum_sq/N - mean²) subtraction may differ by ~1 float64 ulp.
+BIT_RTOL, BIT_ATOL = 1e-12, 1e-15
+# SPEC §3 precision gate: identical samples, different arithmetic (philox on another device or kernel).
+GATE_MAX_ABS, GATE_MEAN_ABS = 1e-6, 1e-7
+# avg_variance under the gate: sums of squares carry the same ~1e-6 relative arithmetic error as means.
+GATE_VAR_RTOL = 1e-5
+# SPEC §2 (b): pcg64 bakes on another machine or BLAS kernel agree within float32 rounding; nearly
+# dead neurons move by ~1e-10 when a rare activation flips sign, hence the absolute term.
+F32_ULPS, F32_ATOL, F32_VAR_RTOL = 4, 1e-6, 1e-6
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
+_BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets
+_READ_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification: ``ok`` False means the dataset failed it; ``skipped`` means it could not run."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    skipped: bool = False
+
+
+@dataclass
+class VerifyReport:
+    path: Path
+    against: Path | None = None
+    checks: list[Check] = field(default_factory=list)
+    on_check: Callable[[Check], None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def check(self, name: str, ok: bool, detail: str = "", *, skipped: bool = False) -> Check:
+        c = Check(name, bool(ok), " ".join(str(detail).split()), skipped)  # one line, whatever pyarrow said
+        self.checks.append(c)
+        if self.on_check is not None:
+            self.on_check(c)
+        return c
+
+    def skip(self, name: str, detail: str) -> Check:
+        return self.check(name, True, detail, skipped=True)
+
+    def get(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+# ----------------------------------------------------------------------------------------------
+# Public entry point
+
+
+def verify_dataset(
+    directory: str | Path,
+    *,
+    against: str | Path | None = None,
+    n_check: int | None = None,
+    z_max: float | None = None,
+    on_check: Callable[[Check], None] | None = None,
+) -> VerifyReport:
+    """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
+
+    ``n_check`` limits the statistical check and the comparison to the first K MLPs (integrity
+    covers every row).
+    ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
+    each check as it completes (the CLI prints it). Raises UsageError only for arguments that
+    cannot name a dataset (a path that does not exist, a non-positive ``n_check``).
+    """
+    directory = Path(directory)
+    _require_dir(directory, "DIR")
+    if against is not None:
+        against = Path(against)
+        _require_dir(against, "--against")
+    if n_check is not None and (isinstance(n_check, bool) or not isinstance(n_check, int) or n_check <= 0):
+        raise UsageError(f"--n-check must be a positive integer; got {n_check!r}.")
+    report = VerifyReport(directory, against, on_check=on_check)
+    ds = _integrity(directory, report)
+    if ds is None:
+        return report
+    _statistics(ds, report, n_check=n_check, z_max=z_max)
+    if against is not None:
+        _against(ds, against, report, n_check=n_check, z_max=z_max)
+    return report
+
+
+def bonferroni_z(n_tests: int, p_overall: float = P_OVERALL) -> float:
+    """Two-sided |z| threshold such that ``n_tests`` correct z-scores exceed it with probability ≤ p.
+
+    The union bound holds whatever the correlations between the tests (neurons of one MLP share
+    their inputs), so no independence is assumed: 48 tests give 5.6, 10⁴ give 6.5, 10⁶ give 7.1.
+    """
+    return -NormalDist().inv_cdf(p_overall / (2 * max(int(n_tests), 1)))
+
+
+def chi2_mean_limit(n_groups: int, p: float = P_OVERALL) -> float:
+    """Upper limit for the mean of z² over the neurons of ``n_groups`` independent MLPs.
+
+    Neurons of one MLP are correlated (shared inputs), so each MLP counts as one degree of
+    freedom: the sum of its w correlated z² has variance at most 2w², like w·χ²₁. The limit is
+    the χ²_k / k quantile at ``1 − p`` with k = n_groups (Wilson–Hilferty), conservative for
+    correlated neurons: 10.9 for 3 MLPs, 1.23 for 1000 (where a bias of half a standard error in
+    every mean fails while noise does not).
+    """
+    k = max(int(n_groups), 1)
+    z = -NormalDist().inv_cdf(p)
+    return (1.0 - 2.0 / (9.0 * k) + z * math.sqrt(2.0 / (9.0 * k))) ** 3
+
+
+def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str]:
+    """``(status, detail)`` of the data files against ``md["checksums"]``: status is "ok", "absent"
+    or "mismatch" (every bad file named). Never raises on a tampered dataset."""
+    directory = Path(directory)
+    try:
+        listed = checksums_block(md)
+    except InvalidDatasetError as e:
+        return "mismatch", str(e)
+    if listed is None:
+        return "absent", "no checksums in metadata.json: a whestbench 0.16 dataset, or written by hand"
+    bad: list[str] = []
+    for rel, digest in sorted(listed.items()):
+        p = directory / rel
+        if not p.is_file():
+            bad.append(f"{rel} missing")
+        elif file_sha256(p) != digest:
+            bad.append(f"{rel} modified or truncated")
+    data = directory / "data"
+    if data.is_dir():
+        for p in sorted(data.rglob("*.parquet")):
+            rel = p.relative_to(directory).as_posix()
+            if rel not in listed:
+                bad.append(f"{rel} not listed (added after the dataset was written)")
+    if bad:
+        return "mismatch", "; ".join(bad)
+    return "ok", (f"{len(listed)} files match their sha256" if len(listed) != 1 else "1 file matches its sha256")
+
+
+def split_names(md: dict[str, Any]) -> list[str]:
+    """The dataset's splits in metadata order (a single-split dataset without ``split`` is public)."""
+    if isinstance(md.get("splits"), dict):
+        return list(md["splits"])
+    split = md.get("split")
+    return [split if isinstance(split, str) else "public"]
+
+
+def infer_sampler(md: dict[str, Any]) -> str:
+    """The sampler that drew a dataset's inputs; whestbench 0.16 datasets do not record it.
+
+    0.16's CPU path ("flopscope") is our pcg64 sampler; its torch path drew with ``torch.randn``.
+    """
+    s = md.get("sampler")
+    if isinstance(s, dict) and isinstance(s.get("name"), str):
+        return s["name"]
+    if md.get("backend") == "torch":
+        return "torch-randn"
+    return "pcg64"
+
+
+def arithmetic_identity(md: dict[str, Any]) -> dict[str, Any] | None:
+    """What besides the samples decides the rounding of the sums, or None when not recorded.
+
+    Two bakes with equal identities must be bit-identical; otherwise only a tolerance applies.
+    CPU: the BLAS library, version and kernel. torch: device, GPU, torch version, kernel or
+    precision, and (0.16 torch bakes, whose sums depend on chunking) chunk size and batch.
+    """
+    ident: dict[str, Any] = {"backend": md.get("backend"), "sampler": md.get("sampler")}
+    recorded = False
+    blas = md.get("blas")
+    if isinstance(blas, dict) and blas.get("library") not in (None, "unknown"):
+        ident["blas"] = {k: blas.get(k) for k in ("library", "version", "kernel")}
+        recorded = True
+    for key in ("device", "cuda_device_name", "torch_version", "kernel", "precision", "matmul_precision"):
+        if key in md:
+            ident[key] = md[key]
+            recorded = recorded or key == "device"
+    if md.get("backend") == "torch" and not isinstance(md.get("sampler"), dict):
+        ident["chunk_size"] = md.get("chunk_size")
+        ident["mlps_per_batch"] = md.get("mlps_per_batch")
+    return ident if recorded else None
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass
+class _Split:
+    """One split's rows, reduced to what the checks need (weights are hashed, not kept)."""
+
+    name: str
+    ids: np.ndarray  # (n,) int64
+    names: list[str]
+    seeds: list[int]
+    weight_digests: list[bytes]
+    sigma1: np.ndarray  # (n, w) float64: ‖W₁[:, j]‖ per MLP and neuron
+    means: np.ndarray  # (n, depth, w) float32
+    final: np.ndarray  # (n, w) float32
+    avg_var: np.ndarray  # (n,) float64
+    weight_mismatch: list[tuple[int, str]]  # (mlp_id, what differs) against the re-derived weights
+
+
+@dataclass
+class _Dataset:
+    path: Path
+    md: dict[str, Any]
+    width: int
+    depth: int
+    n_samples: int
+    splits: list[_Split]
+
+    @property
+    def is_multi(self) -> bool:
+        return isinstance(self.md.get("splits"), dict)
+
+    def rows(self) -> Iterator[tuple[_Split, int]]:
+        for s in self.splits:
+            for i in range(len(s.seeds)):
+                yield s, i
+
+
+class _ShapeError(InvalidDatasetError):
+    pass
+
+
+def _require_dir(path: Path, what: str) -> None:
+    if not path.exists():
+        raise UsageError(f"{what} {path} does not exist; pass a dataset directory (holding metadata.json and data/).")
+    if not path.is_dir():
+        raise UsageError(f"{what} {path} is a file; pass the dataset directory that holds metadata.json and data/.")
+
+
+def _storage(arr):
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if isinstance(arr, pa.ExtensionArray):
+        arr = arr.storage
+    return arr
+
+
+def _dense(arr, inner: tuple[int, ...], column: str, ids: np.ndarray) -> np.ndarray:
+    """A list-of-lists Arrow column as a ``(rows, *inner)`` array; raises _ShapeError on ragged rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = _storage(arr)
+    n = len(arr)
+    want = "x".join(map(str, inner))
+    for level, size in enumerate(inner):
+        if arr.null_count:
+            raise _ShapeError(f"{column} has null entries (expected {want} per row)")
+        if pa.types.is_fixed_size_list(arr.type):
+            if arr.type.list_size != size:
+                raise _ShapeError(f"{column} has fixed-size lists of {arr.type.list_size} at depth {level}; expected {size} ({want} per row)")
+        elif pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+            lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
+            if lengths.size and not np.all(lengths == size):
+                bad = int(np.argmax(lengths != size))
+                row = bad // (len(lengths) // n) if n else bad
+                raise _ShapeError(
+                    f"{column} of mlp_id {int(ids[row]) if row < len(ids) else row} has length "
+                    f"{int(lengths[bad])} at depth {level}; expected {size} ({want} per row)"
+                )
+        else:
+            raise _ShapeError(f"{column} is {arr.type}; expected nested lists of {want} floats")
+        arr = arr.flatten()
+    if arr.null_count:
+        raise _ShapeError(f"{column} has null values")
+    return arr.to_numpy(zero_copy_only=False).reshape((n, *inner))
+
+
+def _scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool) -> _Split:
+    """Read ``split`` batch by batch; with ``rederive`` compare each MLP's weights with its seed's."""
+    import pyarrow.parquet as pq
+
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.dataset.writer import row_bytes
+
+    batch_rows = max(1, _BATCH_BYTES // row_bytes(width, depth))
+    ids, names, seeds, digests, sig, means, final, avg, mismatch = [], [], [], [], [], [], [], [], []
+    for shard in data_files(path, split):
+        try:
+            pf = pq.ParquetFile(shard)
+            batches = pf.iter_batches(batch_size=batch_rows, columns=_READ_COLUMNS)
+            for batch in batches:
+                b_ids = np.asarray(batch.column("mlp_id").to_numpy(zero_copy_only=False), dtype=np.int64)
+                b_seeds = [int(v) for v in batch.column("mlp_seed").to_pylist()]
+                w = _dense(batch.column("weights"), (depth, width, width), "weights", b_ids).astype(np.float32, copy=False)
+                m = _dense(batch.column("all_layer_means"), (depth, width), "all_layer_means", b_ids)
+                f = _dense(batch.column("final_means"), (width,), "final_means", b_ids)
+                for k, seed in enumerate(b_seeds):
+                    wk = np.ascontiguousarray(w[k])  # (depth, width, width)
+                    digests.append(hashlib.blake2b(wk.tobytes(), digest_size=16).digest())
+                    if rederive:
+                        ref = weights_for_seed(seed, width, depth)
+                        if not np.array_equal(wk.view(np.uint32), ref.view(np.uint32)):
+                            diff = np.argwhere(wk.view(np.uint32) != ref.view(np.uint32))
+                            layer, i, j = (int(v) for v in diff[0])
+                            mismatch.append((int(b_ids[k]), f"{len(diff)} value(s) differ, first weights[{layer}][{i}][{j}]"))
+                sig.append(np.sqrt(np.sum(w[:, 0].astype(np.float64) ** 2, axis=1)))  # (rows, width)
+                ids.append(b_ids)
+                names.extend(str(v) for v in batch.column("mlp_name").to_pylist())
+                seeds.extend(b_seeds)
+                means.append(m.astype(np.float32, copy=False))
+                final.append(f.astype(np.float32, copy=False))
+                avg.append(np.asarray(batch.column("avg_variance").to_numpy(zero_copy_only=False), dtype=np.float64))
+        except InvalidDatasetError:
+            raise
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException for a corrupt file
+            raise InvalidDatasetError(f"{shard.name} is not a readable Parquet file (truncated or corrupt?): {e}") from e
+
+    def cat(parts, shape, dtype):
+        return np.concatenate(parts) if parts else np.zeros(shape, dtype)
+
+    return _Split(
+        name=split,
+        ids=cat(ids, (0,), np.int64),
+        names=names,
+        seeds=seeds,
+        weight_digests=digests,
+        sigma1=cat(sig, (0, width), np.float64),
+        means=cat(means, (0, depth, width), np.float32),
+        final=cat(final, (0, width), np.float32),
+        avg_var=cat(avg, (0,), np.float64),
+        weight_mismatch=mismatch,
+    )
+
+
+def _type_sig(t) -> Any:
+    """An Arrow type with list child names ignored ("item" and "element" are the same column)."""
+    import pyarrow as pa
+
+    if isinstance(t, pa.ExtensionType):
+        return ("ext", t.extension_name, json.loads(t.__arrow_ext_serialize__()), _type_sig(t.storage_type))
+    if pa.types.is_fixed_size_list(t):
+        return ("fixed_size_list", t.list_size, _type_sig(t.value_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return ("list", _type_sig(t.value_type))
+    return str(t)
+
+
+def _field_sig(f) -> Any:
+    """A field's type signature; an extension type stored only as field metadata counts as that type."""
+    import pyarrow as pa
+
+    t = f.type
+    if not isinstance(t, pa.ExtensionType) and f.metadata and b"ARROW:extension:name" in f.metadata:
+        return (
+            "ext",
+            f.metadata[b"ARROW:extension:name"].decode(),
+            json.loads(f.metadata.get(b"ARROW:extension:metadata", b"null")),
+            _type_sig(t),
+        )
+    return _type_sig(t)
+
+
+def _sig_text(sig: Any) -> str:
+    """A type signature as a reader wants it: ``Array3D[3, 16, 16] float32``, ``fixed_size_list<float>[16]``."""
+    if isinstance(sig, tuple) and sig[0] == "ext":
+        name = str(sig[1]).rsplit(".", 1)[-1].replace("ExtensionType", "")
+        shape, dtype = (sig[2] + [None, None])[:2] if isinstance(sig[2], list) else (sig[2], None)
+        return f"{name}{list(shape) if isinstance(shape, list) else shape} {dtype}"
+    if isinstance(sig, tuple) and sig[0] == "fixed_size_list":
+        return f"fixed_size_list<{_sig_text(sig[2])}>[{sig[1]}]"
+    if isinstance(sig, tuple) and sig[0] == "list":
+        return f"list<{_sig_text(sig[1])}>"
+    return str(sig)
+
+
+def _schema_problems(path: Path, split: str, width: int, depth: int) -> list[str]:
+    """What is wrong with the Arrow schema of ``split``'s shards (empty when nothing is)."""
+    import pyarrow.parquet as pq
+    from datasets import Features
+
+    from whestbench.dataset.schema import make_features
+
+    features = make_features(width, depth)
+    expected = features.arrow_schema
+    problems = []
+    for shard in data_files(path, split):
+        try:
+            schema = pq.read_schema(shard)
+        except Exception as e:  # corrupt footer
+            problems.append(f"{shard.name}: unreadable footer ({e})")
+            continue
+        if list(schema.names) != list(COLUMNS):
+            problems.append(f"{shard.name}: columns {schema.names}, expected {list(COLUMNS)}")
+            continue
+        for name in COLUMNS:
+            got, want = _field_sig(schema.field(name)), _field_sig(expected.field(name))
+            if got != want:
+                problems.append(f"{shard.name}: {name} is {_sig_text(got)}, expected {_sig_text(want)}")
+        hf = (schema.metadata or {}).get(b"huggingface")
+        if hf is None:
+            problems.append(f"{shard.name}: no 'huggingface' features metadata (datasets would infer other types)")
+        else:
+            try:
+                declared = Features.from_dict(json.loads(hf)["info"]["features"])
+            except Exception as e:  # malformed JSON or an unknown feature type
+                problems.append(f"{shard.name}: unreadable 'huggingface' features metadata ({e})")
+            else:
+                if declared != features:
+                    problems.append(f"{shard.name}: 'huggingface' features metadata differs from width={width} depth={depth}")
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. Integrity
+
+
+def _positive_int(md: dict[str, Any], key: str) -> int | None:
+    v = md.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def _declared_rows(md: dict[str, Any], split: str) -> tuple[int, int, int | None]:
+    """``(start, end, n_mlps)``: the mlp_id range the split must hold."""
+    if isinstance(md.get("splits"), dict):
+        n = md["splits"][split].get("n_mlps")
+        return 0, n if isinstance(n, int) else -1, n
+    n = md.get("n_mlps")
+    rng = md.get("mlp_range")
+    if md.get("is_partial") and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
+        return rng[0], rng[1], n
+    return 0, n if isinstance(n, int) else -1, n
+
+
+def _integrity(path: Path, report: VerifyReport) -> _Dataset | None:
+    try:
+        md = read_metadata(path)
+        validate_metadata(md, allow_partial=True)
+    except InvalidDatasetError as e:
+        report.check("metadata", False, f"{e} (no further checks possible)")
+        return None
+    dims = {k: _positive_int(md, k) for k in ("width", "depth", "n_samples")}
+    bad = [k for k, v in dims.items() if v is None]
+    if bad:
+        report.check("metadata", False, f"{', '.join(bad)} missing or not a positive integer (no further checks possible)")
+        return None
+    width, depth, n_samples = dims["width"], dims["depth"], dims["n_samples"]
+    version = protocol_version(md)
+    splits = split_names(md)
+    shape = f"width={width} depth={depth} n_samples={n_samples:,}, seed protocol {version}"
+    if md.get("is_partial"):
+        start, end, _ = _declared_rows(md, splits[0])
+        report.check(
+            "metadata",
+            True,
+            f"valid PARTIAL dataset: MLPs [{start}, {end}) of {md.get('total_n_mlps')} ({shape}); merge the partials "
+            "(`whest dataset merge`) before loading",
+        )
+    else:
+        kind = f"{len(splits)} splits ({', '.join(splits)})" if isinstance(md.get("splits"), dict) else f"split {splits[0]!r}"
+        report.check("metadata", True, f"valid, {kind}, {shape}")
+
+    status, detail = check_checksums(path, md)
+    if status == "absent":
+        report.skip("checksums", detail + "; integrity rests on the content checks below")
+    else:
+        report.check("checksums", status == "ok", detail if status == "ok" else f"MISMATCH: {detail}")
+
+    ds = _Dataset(path, md, width, depth, n_samples, [])
+    multi = len(splits) > 1 or isinstance(md.get("splits"), dict)
+    for split in splits:
+        prefix = f"{split}: " if multi else ""
+        try:
+            problems = _schema_problems(path, split, width, depth)
+        except InvalidDatasetError as e:
+            report.check(f"{prefix}files", False, str(e))
+            continue
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        report.check(
+            f"{prefix}schema",
+            not problems,
+            shown if problems else f"8 columns with the Arrow/HF types of width={width} depth={depth}",
+        )
+        if problems:
+            continue
+        rederive = version in ("3.0", "4.0")
+        try:
+            s = _scan_split(path, split, width, depth, rederive=rederive)
+        except InvalidDatasetError as e:
+            report.check(f"{prefix}rows", False, str(e))
+            continue
+        report.check(f"{prefix}rows", True, f"{len(s.seeds)} rows read: weights {depth}x{width}x{width}, means {depth}x{width}")
+        _rows_checks(ds, s, report, prefix, version)
+        ds.splits.append(s)
+    return ds if ds.splits else None
+
+
+def _rows_checks(ds: _Dataset, s: _Split, report: VerifyReport, prefix: str, version: str) -> None:
+    from whestbench.compute.naming import mlp_name, unique_names
+    from whestbench.compute.seeds import SEED_LIMIT, estimator_seed
+
+    md = ds.md
+    start, end, n_mlps = _declared_rows(md, s.name)
+    expected = np.arange(start, end, dtype=np.int64) if end >= start else np.zeros(0, np.int64)
+    if np.array_equal(s.ids, expected):
+        report.check(f"{prefix}mlp_id", True, f"{len(s.ids)} rows, mlp_id {start}..{end - 1} as declared")
+    else:
+        first = s.ids[:5].tolist()
+        report.check(
+            f"{prefix}mlp_id",
+            False,
+            f"{len(s.ids)} rows with mlp_id {first}{'...' if len(s.ids) > 5 else ''}; metadata declares "
+            f"[{start}, {end}) (n_mlps={n_mlps})",
+        )
+
+    seen: dict[int, int] = {}
+    dup = out_of_range = None
+    for i, v in enumerate(s.seeds):
+        if out_of_range is None and not 0 <= v < SEED_LIMIT:
+            out_of_range = (i, v)
+        if v in seen and dup is None:
+            dup = (seen[v], i, v)
+        seen.setdefault(v, i)
+    if dup or out_of_range:
+        what = []
+        if dup:
+            what.append(f"rows {dup[0]} and {dup[1]} share mlp_seed {dup[2]}")
+        if out_of_range:
+            what.append(f"row {out_of_range[0]} has mlp_seed {out_of_range[1]} outside [0, 2**63)")
+        report.check(f"{prefix}mlp_seed", False, "; ".join(what))
+    else:
+        report.check(f"{prefix}mlp_seed", True, f"{len(s.seeds)} distinct int63 seeds")
+
+    if version == "4.0":
+        report.skip(f"{prefix}mlp_name", "seed protocol 4.0 derives names with a secret salt; not re-derived")
+    else:
+        # 3.0: the name seed is the estimator seed derived from mlp_seed; 2.0: mlp_seed is that seed.
+        name_seeds = [estimator_seed(v) for v in s.seeds] if version == "3.0" else list(s.seeds)
+        complete = not md.get("is_partial")
+        if complete:
+            want = unique_names(name_seeds)
+            bad = [(i, got, w) for i, (got, w) in enumerate(zip(s.names, want)) if got != w]
+            detail = f"{len(want)} names = unique_names(estimator seeds)"
+        else:
+            # Uniqueness suffixes depend on the whole dataset's seed list, which a partial lacks.
+            bad = []
+            for i, (got, v) in enumerate(zip(s.names, name_seeds)):
+                base = mlp_name(v)
+                if got != base and not (got.startswith(base + "-") and got[len(base) + 1:].isdigit()):
+                    bad.append((i, got, base))
+            detail = f"{len(s.names)} names match their seeds (partial: '-k' suffixes not checkable without the whole seed list)"
+        if bad:
+            i, got, w = bad[0]
+            report.check(f"{prefix}mlp_name", False, f"{len(bad)} name(s) differ from the seeds', first mlp_id {int(s.ids[i])}: {got!r} != {w!r}")
+        else:
+            report.check(f"{prefix}mlp_name", True, detail)
+
+    if version in ("3.0", "4.0"):
+        if s.weight_mismatch:
+            mid, what = s.weight_mismatch[0]
+            report.check(
+                f"{prefix}weights",
+                False,
+                f"{len(s.weight_mismatch)} MLP(s) differ from the weights their mlp_seed gives; first mlp_id {mid}: {what}",
+            )
+        else:
+            report.check(f"{prefix}weights", True, f"all {len(s.seeds)} byte-identical to weights re-derived from mlp_seed")
+    else:
+        report.skip(f"{prefix}weights", "seed protocol 2.0 derives weights from the dataset's root seed; not re-derived")
+
+    bad_means = ~np.isfinite(s.means) | (s.means < 0)
+    bad_var = ~np.isfinite(s.avg_var)
+    if bad_means.any() or bad_var.any() or not np.isfinite(s.final).all():
+        what = []
+        if bad_means.any():
+            r, layer, j = (int(v) for v in np.argwhere(bad_means)[0])
+            what.append(f"{int(bad_means.sum())} mean(s) non-finite or negative, first mlp_id {int(s.ids[r])} layer {layer + 1} neuron {j}: {s.means[r, layer, j]}")
+        if bad_var.any():
+            r = int(np.argmax(bad_var))
+            what.append(f"avg_variance of mlp_id {int(s.ids[r])} is {s.avg_var[r]}")
+        if not np.isfinite(s.final).all():
+            what.append("final_means has non-finite values")
+        report.check(f"{prefix}finite", False, "; ".join(what))
+    else:
+        report.check(f"{prefix}finite", True, "all means finite and >= 0 (post-ReLU), avg_variance finite")
+
+    same = np.array_equal(s.final.view(np.uint32), s.means[:, -1].view(np.uint32))
+    if same:
+        report.check(f"{prefix}final_means", True, "final_means == all_layer_means[-1] bit for bit")
+    else:
+        r = int(np.argmax(np.any(s.final.view(np.uint32) != s.means[:, -1].view(np.uint32), axis=1)))
+        report.check(f"{prefix}final_means", False, f"final_means != all_layer_means[-1] for mlp_id {int(s.ids[r])}")
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. Statistics
+
+
+def _limit(ds: _Dataset, n_check: int | None) -> list[tuple[_Split, int]]:
+    rows = list(ds.rows())
+    return rows[:n_check] if n_check is not None else rows
+
+
+def _statistics(ds: _Dataset, report: VerifyReport, *, n_check: int | None, z_max: float | None) -> None:
+    rows = _limit(ds, n_check)
+    if not rows:
+        report.skip("layer-1 means", "the dataset has no rows")
+        return
+    n = ds.n_samples
+    sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
+    mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
+    se = sigma * math.sqrt(_RELU_VAR / n)
+    exact = sigma / _SQRT_2PI
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # A zero weight column gives a neuron that is always 0: its mean must be exactly 0.
+        z = np.where(se > 0, (mean1 - exact) / np.where(se > 0, se, 1.0), np.where(mean1 == exact, 0.0, np.inf))
+    k = z.size
+    thr = z_max if z_max is not None else bonferroni_z(k)
+    r, j = np.unravel_index(int(np.argmax(np.abs(z))), z.shape)
+    s, i = rows[r]
+    where = f"{s.name} " if ds.is_multi else ""
+    max_z = float(np.abs(z[r, j]))
+    mean_z2 = float(np.mean(z**2))
+    chi_thr = chi2_mean_limit(len(rows))
+    ok = max_z <= thr and mean_z2 <= chi_thr
+    scope = f"{len(rows)} MLP(s) x {ds.width} neurons" + (f" (first {n_check})" if n_check is not None else "")
+    report.check(
+        "layer-1 means",
+        ok,
+        f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id {int(s.ids[i])} "
+        f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
+        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f})",
+    )
+    var = np.concatenate([s.avg_var[[i]] for s, i in rows])
+    # A dead last layer (every final mean 0) has variance exactly 0; anything else must be > 0.
+    alive = np.array([bool(np.any(s.final[i] > 0)) for s, i in rows])
+    bad = ~np.isfinite(var) | (alive & (var <= 0)) | (var < 0)
+    if bad.any():
+        s, i = rows[int(np.argmax(bad))]
+        report.check("avg_variance", False, f"{int(bad.sum())} MLP(s) with avg_variance not positive and finite, first mlp_id {int(s.ids[i])}: {s.avg_var[i]}")
+    else:
+        report.check("avg_variance", True, f"positive and finite for {len(rows)} MLP(s) (range {var.min():.4g} to {var.max():.4g})")
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. Against another bake
+
+
+def _describe_arith(md: dict[str, Any]) -> str:
+    ident = arithmetic_identity(md)
+    if ident is None:
+        return f"{md.get('backend')}, arithmetic not recorded"
+    parts = [str(md.get("backend"))]
+    if "blas" in ident:
+        b = ident["blas"]
+        parts.append(f"{b.get('library')} {b.get('version')} {b.get('kernel')}")
+    for key in ("device", "cuda_device_name", "kernel", "precision"):
+        if key in ident:
+            parts.append(str(ident[key]))
+    return " ".join(parts)
+
+
+def _compare_mode(a: _Dataset, b: _Dataset) -> tuple[str, str]:
+    """How strictly the two bakes' ground truth can agree: ``(mode, reason)``.
+
+    "bits": same sampler and recorded arithmetic (the seed page's bit-equivalence);
+    "gate": philox on both (same samples), other arithmetic: SPEC §3's precision gate;
+    "f32": pcg64 on both, arithmetic differs or unrecorded: float32 rounding (SPEC §2 b);
+    "stats": the samples differ (other sampler, or torch.randn under other device/chunking/batch).
+    """
+    sa, sb = infer_sampler(a.md), infer_sampler(b.md)
+    ia, ib = arithmetic_identity(a.md), arithmetic_identity(b.md)
+    if sa != sb:
+        return "stats", f"different samplers ({sa} vs {sb}): different samples, compared statistically"
+    if ia is not None and ia == ib:
+        return "bits", f"same sampler ({sa}) and arithmetic ({_describe_arith(a.md)}): must be bit-identical"
+    arith = f"{_describe_arith(a.md)} vs {_describe_arith(b.md)}"
+    if sa == "philox":
+        return "gate", (
+            f"both philox, so the same samples; arithmetic differs ({arith}): the difference is "
+            f"arithmetic error only, held to the precision gate"
+        )
+    if sa == "pcg64":
+        return "f32", f"both pcg64 (same samples), arithmetic differs or is unrecorded: {arith}"
+    # torch.randn (0.16's torch path): which MLP gets which draws depends on device, chunk size and
+    # batch, so bakes that differ in any of them drew different samples.
+    return "stats", f"{sa} bakes with other device, chunking or batch draw other samples ({arith}): compared statistically"
+
+
+def _against(a: _Dataset, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None) -> None:
+    name = "against"
+    try:
+        md = read_metadata(other)
+        validate_metadata(md, allow_partial=True)
+    except InvalidDatasetError as e:
+        report.check(f"{name}: metadata", False, str(e))
+        return
+    width, depth, n_samples = (_positive_int(md, k) for k in ("width", "depth", "n_samples"))
+    if (width, depth) != (a.width, a.depth):
+        report.check(f"{name}: shape", False, f"{other} is width={width} depth={depth}; {a.path} is width={a.width} depth={a.depth}")
+        return
+    if n_samples is None:
+        report.check(f"{name}: metadata", False, f"{other}: n_samples missing or not a positive integer")
+        return
+    b = _Dataset(other, md, width, depth, n_samples, [])
+    try:
+        for split in split_names(md):
+            b.splits.append(_scan_split(other, split, width, depth, rederive=False))
+    except InvalidDatasetError as e:
+        report.check(f"{name}: readable", False, str(e))
+        return
+    b_rows = {s.seeds[i]: (s, i) for s, i in b.rows()}
+    shared = [(sa, i, *b_rows[sa.seeds[i]]) for sa, i in a.rows() if sa.seeds[i] in b_rows]
+    if not shared:
+        report.check(f"{name}: shared MLPs", False, f"no mlp_seed in common with {other}: nothing to compare")
+        return
+    if n_check is not None:
+        shared = shared[:n_check]
+    report.check(f"{name}: shared MLPs", True, f"{len(shared)} MLP(s) matched by mlp_seed ({len(b_rows)} in {other})")
+
+    wbad = [sa.ids[i] for sa, i, sb, j in shared if sa.weight_digests[i] != sb.weight_digests[j]]
+    report.check(
+        f"{name}: weights",
+        not wbad,
+        f"byte-identical for all {len(shared)}" if not wbad else f"{len(wbad)} MLP(s) differ, first mlp_id {int(wbad[0])}",
+    )
+
+    ma = np.stack([sa.means[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
+    mb = np.stack([sb.means[j] for _, _, sb, j in shared])
+    fa = np.stack([sa.final[i] for sa, i, _, _ in shared])
+    fb = np.stack([sb.final[j] for _, _, sb, j in shared])
+    va = np.array([sa.avg_var[i] for sa, i, _, _ in shared])
+    vb = np.array([sb.avg_var[j] for _, _, sb, j in shared])
+    delta = ma.astype(np.float64) - mb.astype(np.float64)
+    max_d = float(np.max(np.abs(delta)))
+    n_diff = int(np.count_nonzero(ma.view(np.uint32) != mb.view(np.uint32)))
+    bit_equal = n_diff == 0 and np.array_equal(fa.view(np.uint32), fb.view(np.uint32))
+    var_rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(vb), 1e-300)))
+    diffs = f"max |Δmean| = {max_d:.3g} ({n_diff} of {delta.size} values differ), max rel Δ avg_variance = {var_rel:.3g}"
+
+    if a.n_samples != b.n_samples:
+        report.check(
+            f"{name}: n_samples",
+            False,
+            f"{a.n_samples:,} vs {b.n_samples:,}: different Monte-Carlo estimates, not comparable bit for bit; "
+            f"re-bake with --n-samples {a.n_samples} to compare",
+        )
+        _compare_stats(a, b, shared, delta, report, name, z_max, "different n_samples")
+        return
+    mode, reason = _compare_mode(a, b)
+    if mode == "bits":
+        var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
+        ok = bit_equal and var_ok
+        head = "bit-identical" if ok else "NOT bit-identical"
+        report.check(
+            f"{name}: ground truth",
+            ok,
+            f"{head} ({reason}); means exact, avg_variance rtol={BIT_RTOL:g} atol={BIT_ATOL:g}: {diffs}",
+        )
+    elif mode == "gate":
+        layer_bias = np.abs(delta.mean(axis=(0, 2)))  # (depth,) mean over MLPs and neurons
+        var_ok = bool(np.all(np.isclose(va, vb, rtol=GATE_VAR_RTOL, atol=0)))
+        ok = max_d <= GATE_MAX_ABS and float(layer_bias.max()) <= GATE_MEAN_ABS and var_ok
+        report.check(
+            f"{name}: ground truth",
+            ok,
+            f"{'bit-identical' if bit_equal else 'not bit-identical'} ({reason}): {diffs}; max |mean Δ| per "
+            f"layer = {float(layer_bias.max()):.3g} (gate: max |Δ| <= {GATE_MAX_ABS:g}, |mean Δ| <= "
+            f"{GATE_MEAN_ABS:g} per layer, avg_variance rtol {GATE_VAR_RTOL:g})",
+        )
+    elif mode == "f32":
+        both = np.maximum(np.abs(ma), np.abs(mb))
+        tol = F32_ULPS * np.spacing(both).astype(np.float64) + F32_ATOL
+        ok = bool(np.all(np.abs(delta) <= tol)) and var_rel <= F32_VAR_RTOL
+        if bit_equal and bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL))):
+            detail = f"bit-identical: {diffs}; {reason}"
+        else:
+            detail = (
+                f"NOT bit-identical, {'within' if ok else 'BEYOND'} float32 rounding: {diffs} (tolerance "
+                f"{F32_ULPS} float32 ulps + {F32_ATOL:g}, avg_variance {F32_VAR_RTOL:g} relative); {reason}; "
+                "bit equality needs the same machine and BLAS kernel"
+            )
+        report.check(f"{name}: ground truth", ok, detail)
+    else:
+        _compare_stats(a, b, shared, delta, report, name, z_max, reason)
+
+
+def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer, per-neuron variance of the activations and how many pilot inputs activated each.
+
+    ``weights``: (depth, w, w) float32. A fixed input draw keeps the report reproducible. Returns
+    ``(var (depth, w), active (depth, w))``.
+    """
+    depth, width, _ = weights.shape
+    x = np.random.default_rng(0x5EED).standard_normal((PILOT_SAMPLES, width))  # (P, w) f64
+    var = np.empty((depth, width))
+    active = np.empty((depth, width), dtype=np.int64)
+    h = x
+    for layer in range(depth):
+        h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)  # (P, w)
+        var[layer] = h.var(axis=0, ddof=1)
+        active[layer] = np.count_nonzero(h > 0, axis=0)
+    return var, active
+
+
+def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str) -> None:
+    """z-scores of Δmean with both standard errors, per-neuron variances from a pilot run."""
+    from whestbench.compute.mlp import weights_for_seed
+
+    zs, skipped = [], 0
+    for (sa, i, _, _), d in zip(shared, delta):
+        w = weights_for_seed(sa.seeds[i], a.width, a.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != sa.weight_digests[i]:
+            skipped += 1  # protocol 2.0 or altered weights: the seed does not give the stored MLP
+            continue
+        var, active = _pilot_variance(w)
+        se = np.sqrt(var / a.n_samples + var / b.n_samples)  # (depth, w)
+        usable = active >= _PILOT_MIN_ACTIVE
+        zs.append((d[usable] / se[usable]).ravel())
+    if not zs:
+        report.check(f"{name}: ground truth", False, f"{reason}: no MLP's weights re-derive from its seed, so no variances to compare with")
+        return
+    z = np.concatenate(zs)
+    thr = z_max if z_max is not None else bonferroni_z(z.size)
+    max_z, mean_z2 = float(np.max(np.abs(z))), float(np.mean(z**2))
+    chi_thr = chi2_mean_limit(len(zs))
+    ok = max_z <= thr and mean_z2 <= chi_thr
+    note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
+    report.check(
+        f"{name}: ground truth",
+        ok,
+        f"statistical ({reason}): max |z| of Δmean = {max_z:.2f} over {z.size} means (limit {thr:.2f}), "
+        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}), max |Δmean| = {float(np.max(np.abs(delta))):.3g}{note}",
+    )

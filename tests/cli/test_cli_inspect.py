@@ -1,0 +1,103 @@
+"""`whest dataset inspect` (alias `info`) and `whest dataset verify`: output, exit codes, --plot, --against."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from whestbench.cli import main
+from whestbench.dataset.bake import create_dataset
+
+
+@pytest.fixture(scope="module")
+def baked(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli-inspect") / "ds"
+    return create_dataset(n_mlps=2, n_samples=2000, width=8, depth=2, seed=3, output_path=out)
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    rc = main(argv)
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def tamper(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    shard = next((dst / "data").glob("*.parquet"))
+    blob = bytearray(shard.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    shard.write_bytes(bytes(blob))
+    return dst
+
+
+def test_inspect_prints_the_reference_lines_then_ours(golden_dir, capsys):
+    rc, out, err = run(["dataset", "inspect", str(golden_dir / "full-w64-d4")], capsys)
+    assert rc == 0 and err == ""
+    ref = (golden_dir / "full-w64-d4.info.txt").read_text().splitlines()
+    assert out.splitlines()[: len(ref)] == ref
+    assert "  integrity: checksums absent" in out
+
+
+def test_info_is_an_alias_of_inspect(golden_dir, capsys):
+    target = str(golden_dir / "combined-w64-d4")
+    assert run(["dataset", "info", target], capsys)[:2] == run(["dataset", "inspect", target], capsys)[:2]
+
+
+def test_inspect_of_a_tampered_dataset_reports_and_exits_0(baked, tmp_path, capsys):
+    rc, out, _ = run(["dataset", "inspect", str(tamper(baked, tmp_path / "t"))], capsys)
+    assert rc == 0 and "integrity: checksums MISMATCH" in out
+
+
+def test_inspect_plot_writes_a_png(baked, tmp_path, capsys):
+    png = tmp_path / "means.png"
+    rc, out, _ = run(["dataset", "inspect", str(baked), "--plot", str(png)], capsys)
+    assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.splitlines()[-1] == f"  plot: {png}"
+
+
+def test_inspect_of_a_missing_path_exits_2(tmp_path, capsys):
+    rc, _, err = run(["dataset", "inspect", str(tmp_path / "nope")], capsys)
+    assert rc == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_verify_prints_a_line_per_check_and_exits_0(baked, capsys):
+    rc, out, err = run(["dataset", "verify", str(baked)], capsys)
+    assert rc == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("✓ metadata: ")
+    assert any(line.startswith("✓ weights: ") for line in lines)
+    assert lines[-1].startswith("OK: all ")
+
+
+def test_verify_of_a_tampered_dataset_exits_1(baked, tmp_path, capsys):
+    rc, out, err = run(["dataset", "verify", str(tamper(baked, tmp_path / "t"))], capsys)
+    assert rc == 1
+    assert any(line.startswith("✗ checksums: MISMATCH") for line in out.splitlines())
+    assert err.startswith("error: verify: ") and "checksums" in err and "Traceback" not in err
+
+
+def test_verify_against_an_identical_bake_exits_0(baked, tmp_path, capsys):
+    again = create_dataset(n_mlps=2, n_samples=2000, width=8, depth=2, seed=3, output_path=tmp_path / "again")
+    rc, out, _ = run(["dataset", "verify", str(baked), "--against", str(again), "--n-check", "1"], capsys)
+    assert rc == 0
+    assert "✓ against: ground truth: bit-identical" in out
+
+
+def test_verify_of_a_golden_dataset_marks_absent_checksums_as_skipped(golden_dir, capsys):
+    rc, out, _ = run(["dataset", "verify", str(golden_dir / "full-w64-d4")], capsys)
+    assert rc == 0
+    assert any(line.startswith("– checksums: ") for line in out.splitlines())
+    assert "1 skipped" in out.splitlines()[-1]
+
+
+def test_verify_of_a_missing_directory_exits_2(tmp_path, capsys):
+    rc, _, err = run(["dataset", "verify", str(tmp_path / "nope")], capsys)
+    assert rc == 2 and "does not exist" in err
+
+
+@pytest.mark.parametrize("verb", ["inspect", "info", "verify"])
+def test_help_exits_0(verb, capsys):
+    rc, out, _ = run(["dataset", verb, "--help"], capsys)
+    assert rc == 0 and "Usage" in out

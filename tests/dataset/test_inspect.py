@@ -1,0 +1,180 @@
+"""describe(): whestbench 0.16's info lines first, then ours; plot_means(): a PNG of the layer means."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from whestbench.dataset.bake import create_dataset
+from whestbench.dataset.inspect import describe, plot_means
+from whestbench.errors import UsageError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def baked(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("inspect") / "ds"
+    return create_dataset(n_mlps=3, n_samples=4000, width=16, depth=3, seed=1, output_path=out)
+
+
+def reference_lines(golden_dir: Path, name: str) -> list[str]:
+    """What whestbench 0.16.2's `whest dataset info` printed for the golden dataset."""
+    return (golden_dir / f"{name}.info.txt").read_text().splitlines()
+
+
+def test_single_split_starts_with_the_reference_info_lines(golden_dir):
+    ref = reference_lines(golden_dir, "full-w64-d4")
+    lines = describe(golden_dir / "full-w64-d4")
+    assert lines[: len(ref)] == ref
+
+
+def test_multi_split_starts_with_the_reference_info_lines(golden_dir):
+    ref = reference_lines(golden_dir, "combined-w64-d4")
+    lines = describe(golden_dir / "combined-w64-d4")
+    assert lines[: len(ref)] == ref
+    extra = lines[len(ref):]
+    assert "    public: 6 rows in 1 shard, 618.4 KiB" in extra
+    assert "    holdout: 3 rows in 1 shard, 310.9 KiB" in extra
+    assert "  prepared Arrow: holdout, public" in extra
+
+
+def test_a_merged_dataset_prints_like_a_bake_with_its_merged_count(golden_dir):
+    # Observed from whestbench 0.16.2 on this fixture.
+    ref = [
+        "WhestBench dataset",
+        "  schema_version: 3.0",
+        "  format: hf-datasets-parquet",
+        "  backend: flopscope",
+        "  split: public",
+        "  config: default",
+        "  n_mlps: 6",
+        "  n_samples: 20001",
+        "  width: 64",
+        "  depth: 4",
+        "  created_at_utc: 2026-11-21T22:18:42.750426+00:00",
+        "  seed_protocol:  whestbench_explicit_per_mlp_seeds (version 3.0)",
+    ]
+    assert describe(golden_dir / "merged-w64-d4")[: len(ref)] == ref
+
+
+def test_a_dataset_without_a_sampler_block_gets_the_inferred_sampler(golden_dir):
+    lines = describe(golden_dir / "full-w64-d4")
+    assert "  sampler: pcg64 (not recorded; inferred from backend 'flopscope')" in lines
+    assert any(line.startswith("  integrity: checksums absent") for line in lines)
+
+
+def test_a_partial_names_its_range(golden_dir):
+    lines = describe(golden_dir / "part-0-of-3")
+    assert "  n_mlps: 2" in lines
+    assert any(line.startswith("  partial: MLPs [0, 2) of 6") for line in lines)
+
+
+def test_our_bake_reports_sampler_seed_source_sizes_and_checksums(baked):
+    lines = describe(baked)
+    assert lines[0] == "WhestBench dataset"
+    assert "  sampler: pcg64 (version 1, block 16,384 samples)" in lines
+    assert "  seed source: derived from root seed 1 (--seed)" in lines
+    assert any(line.startswith("    public: 3 rows in 1 shard, ") for line in lines)
+    assert any(line.startswith("  total size: ") for line in lines)
+    assert lines[-1] == "  integrity: checksums ok (1 file matches its sha256)"
+
+
+def test_a_tampered_dataset_is_reported_not_raised(baked, tmp_path):
+    copy = tmp_path / "tampered"
+    shutil.copytree(baked, copy)
+    shard = next((copy / "data").glob("*.parquet"))
+    blob = bytearray(shard.read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    shard.write_bytes(bytes(blob))
+    lines = describe(copy)
+    assert lines[-1].startswith("  integrity: checksums MISMATCH")
+    assert f"data/{shard.name} modified or truncated" in lines[-1]
+
+
+def test_a_missing_shard_is_reported(baked, tmp_path):
+    copy = tmp_path / "noshard"
+    shutil.copytree(baked, copy)
+    for p in (copy / "data").glob("*.parquet"):
+        p.unlink()
+    lines = describe(copy)
+    assert any("public: no Parquet shards found" in line for line in lines)
+    assert "missing" in lines[-1] and "MISMATCH" in lines[-1]
+
+
+def test_a_hub_repo_fetches_only_metadata(golden_dir, monkeypatch):
+    import huggingface_hub
+
+    calls = []
+
+    def fake_download(**kwargs):
+        calls.append(kwargs)
+        return str(golden_dir / "combined-w64-d4" / "metadata.json")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    lines = describe("aicrowd/evals", revision="v1")
+    assert calls == [{"repo_id": "aicrowd/evals", "filename": "metadata.json", "repo_type": "dataset", "revision": "v1"}]
+    ref = reference_lines(golden_dir, "combined-w64-d4")
+    assert lines[: len(ref)] == ref
+    assert "  source: hf://aicrowd/evals@v1 (only metadata.json fetched)" in lines
+    assert "    public: 6 MLPs (from metadata)" in lines
+    assert lines[-1].startswith("  integrity: not checked")
+
+
+def test_an_hf_url_carries_its_revision(golden_dir, monkeypatch):
+    import huggingface_hub
+
+    seen = {}
+    monkeypatch.setattr(
+        huggingface_hub, "hf_hub_download",
+        lambda **kw: seen.update(kw) or str(golden_dir / "full-w64-d4" / "metadata.json"),
+    )
+    describe("hf://aicrowd/evals@round-1")
+    assert (seen["repo_id"], seen["revision"]) == ("aicrowd/evals", "round-1")
+    with pytest.raises(UsageError, match="--revision"):
+        describe("hf://aicrowd/evals@round-1", revision="main")
+
+
+def test_a_hub_failure_names_the_repo_and_the_fix(monkeypatch):
+    import huggingface_hub
+
+    def boom(**kw):
+        raise RuntimeError("404 Not Found")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", boom)
+    with pytest.raises(OSError, match="'aicrowd/missing'.*404 Not Found.*--revision"):
+        describe("aicrowd/missing")
+
+
+def test_a_missing_local_path_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="not an existing directory"):
+        describe(str(tmp_path / "no-such-dataset"))
+
+
+def test_metadata_missing_keys_never_crash_the_multi_split_summary(tmp_path):
+    (tmp_path / "metadata.json").write_text(json.dumps({"splits": {"public": {"n_mlps": 1234}}}))
+    lines = describe(tmp_path)
+    assert lines[:4] == [
+        "WhestBench dataset (multi-split)",
+        "  width: ?  depth: ?  n_samples: ?",
+        "  splits:",
+        "    public:  n_mlps=1,234",
+    ]
+
+
+def test_plot_writes_a_png(baked, tmp_path):
+    path = plot_means(baked, tmp_path / "means.png")
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_plot_overlays_the_splits_of_a_multi_split_dataset(golden_dir, tmp_path):
+    path = plot_means(golden_dir / "combined-w64-d4", tmp_path / "combined.png")
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_plot_refuses_an_unknown_format(baked, tmp_path):
+    with pytest.raises(UsageError, match=r"\.png"):
+        plot_means(baked, tmp_path / "means.bmp")
