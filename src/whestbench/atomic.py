@@ -10,6 +10,12 @@ from pathlib import Path
 from typing import Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def fsync_tree(root: Path) -> None:
     """fsync every file and directory under ``root`` (so a rename publishes durable content)."""
     for dirpath, _dirs, files in os.walk(root):
@@ -42,9 +48,7 @@ def staged_dir(target: Path) -> Iterator[Path]:
         raise FileExistsError(f"output already exists: {target}")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes 0700; the dataset should get normal permissions
+    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; the dataset should get normal permissions
     try:
         yield staging
         fsync_tree(staging)
@@ -62,6 +66,7 @@ def write_file_atomic(path: Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should get normal permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -1,2 +1,85 @@
-"""placeholder during development."""
-COMMANDS = []
+"""``whest dataset merge``, ``combine-splits`` and ``prepare-arrow``: flags -> one library call each.
+
+Errors are raised, not printed: ``whestbench.cli.main`` turns them into one line and an exit code
+(2 for a wrong command: a missing input, an existing --output; 1 for data that cannot be merged).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from whestbench.cli.common import out
+
+_PATH = click.Path(path_type=Path)
+
+
+@click.command("merge")
+@click.argument("partials", nargs=-1, required=True, type=_PATH)
+@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist).")
+def merge(partials: tuple[Path, ...], output: Path) -> None:
+    """Check the partials of one bake and assemble the complete dataset.
+
+    \b
+    whest dataset merge part-0 part-1 part-2 --output full
+    """
+    from whestbench.dataset.merge import merge_datasets
+    from whestbench.dataset.reader import read_metadata
+
+    out.print(f"Merging {len(partials)} partials → {output}", markup=False)
+    merge_datasets(list(partials), output_dir=output)
+    n = read_metadata(output).get("n_mlps")
+    out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
+
+
+@click.command("combine-splits")
+@click.argument("inputs", nargs=-1, required=True, type=_PATH)
+@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist).")
+@click.option("--default-split", default=None, help="Split that load_dataset(repo) returns (default: the one input with config 'default').")
+@click.option("--skip-prepared-arrow", is_flag=True, help="Do not write prepared/<split> Arrow copies.")
+def combine_splits(inputs: tuple[Path, ...], output: Path, default_split: str | None, skip_prepared_arrow: bool) -> None:
+    """Combine single-split datasets (one per split) into one multi-split dataset.
+
+    \b
+    whest dataset combine-splits public holdout --output combined
+    """
+    from whestbench.dataset.combine import combine_split_datasets
+    from whestbench.dataset.reader import read_metadata
+
+    combine_split_datasets(
+        list(inputs),
+        output_dir=output,
+        default_split=default_split,
+        write_prepared_arrow=not skip_prepared_arrow,
+    )
+    md = read_metadata(output)
+    splits = md["splits"]
+    out.print(f"Combined {len(splits)} splits into {output}:", markup=False)
+    for name in sorted(splits):
+        entry = splits[name]
+        seed = f", seed={entry['seed']}" if "seed" in entry else ""
+        out.print(f"  - {name}  (n_mlps={entry['n_mlps']}{seed})", markup=False)
+    if md.get("prepared_splits"):
+        out.print(f"  prepared Arrow artifacts: {', '.join(sorted(md['prepared_splits']))}", markup=False)
+
+
+@click.command("prepare-arrow")
+@click.argument("dataset_dir", type=_PATH)
+def prepare_arrow(dataset_dir: Path) -> None:
+    """(Re)build the prepared Arrow copies (prepared/<split>/) of a multi-split dataset.
+
+    \b
+    whest dataset prepare-arrow combined
+    """
+    from whestbench.dataset.combine import prepare_arrow as build
+
+    names = build(dataset_dir)
+    out.print(
+        f"Patched {dataset_dir} with prepared Arrow artifacts for {len(names)} split(s): "
+        f"{', '.join(sorted(names))}",
+        markup=False,
+    )
+
+
+COMMANDS = [merge, combine_splits, prepare_arrow]

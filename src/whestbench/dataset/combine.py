@@ -1,0 +1,367 @@
+"""Combine single-split datasets into one multi-split dataset; add prepared Arrow copies of splits.
+
+    combine_split_datasets(["public", "holdout"], output_dir="combined")   # default_split: auto
+    prepare_arrow("combined")                                              # (re)build prepared/
+
+Combining checks that the inputs can live in one dataset: complete (not partial) single-split
+datasets with distinct, loadable split names (from metadata, never from file names; hyphens are
+refused because ``datasets`` cannot load them), the same ``schema_version``, ``format``,
+``backend``, ``n_samples``, ``width``, ``depth`` and ``seed_protocol``, intact files, and **no
+seed shared between splits** (a holdout that repeats a public MLP is no holdout).
+
+Layout written (whestbench 0.16's, plus ``checksums``)::
+
+    <out>/data/<split>-NNNNN-of-MMMMM.parquet   # each input's shards, copied byte for byte
+    <out>/prepared/<split>/                     # Dataset.save_to_disk copies (unless skipped)
+    <out>/metadata.json                         # the multi-split block, facts §3.3 key order
+    <out>/README.md
+
+``checksums`` lists every file under ``data/`` and ``prepared/``: the loader uses a prepared
+copy only when its bytes are vouched for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from whestbench.atomic import fsync_dir, fsync_tree, staged_dir, write_file_atomic
+from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
+from whestbench.dataset.merge import (
+    InputPathError,
+    check_files,
+    check_output_free,
+    open_input,
+    read_column,
+    shard_files,
+    split_of,
+)
+from whestbench.dataset.reader import DATA_DIR, data_files, file_sha256, read_metadata, verify_checksums
+from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, validate_metadata
+from whestbench.dataset.writer import write_metadata_json
+
+__all__ = [
+    "combine_split_datasets",
+    "combined_metadata",
+    "prepare_arrow",
+    "build_prepared_split",
+    "write_prepared_arrow_split",
+    "build_prepared_splits_for_directory",
+]
+
+PREPARED_DIR = "prepared"
+PREPARED_FORMAT = "save_to_disk"
+
+# Must be equal across the splits of one dataset (compared with the first input, in this order).
+_SAME_KEYS = ("schema_version", "format", "backend", "n_samples", "width", "depth", "seed_protocol")
+# Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
+_SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command")
+
+
+class _Split:
+    def __init__(self, path: Path, md: dict[str, Any], split: str, config: str):
+        self.path, self.md, self.split, self.config = path, md, split, config
+        self.files: list[Path] = []
+        self.seeds: list[int] = []
+
+
+def combine_split_datasets(
+    inputs: Sequence[str | Path],
+    *,
+    output_dir: str | Path,
+    default_split: str | None = None,
+    write_prepared_arrow: bool = True,
+) -> Path:
+    """Write the multi-split dataset made of ``inputs`` (one single-split dataset each) at ``output_dir``.
+
+    ``default_split``: the split ``load_dataset(repo)`` returns; when None and exactly one input
+    has config ``default``, that input's split. Raises OutputExistsError (before any work),
+    InputPathError, InvalidDatasetError, MergeIncompatibleError or MergeCorruptError; nothing
+    is left at ``output_dir`` on failure.
+    """
+    output = Path(output_dir)
+    check_output_free(output)
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    if not inputs:
+        raise MergeIncompatibleError(
+            "no datasets to combine; pass one single-split dataset directory per split."
+        )
+    splits = [_open_split(p) for p in inputs]
+    seen: dict[str, Path] = {}
+    for s in splits:
+        if s.split in seen:
+            raise MergeIncompatibleError(
+                f"duplicate split name {s.split!r} across inputs ({seen[s.split]} and {s.path}); "
+                "each input must be a different split (re-bake one with another --split)."
+            )
+        seen[s.split] = s.path
+    if default_split is not None and default_split not in seen:
+        raise MergeIncompatibleError(
+            f"default_split={default_split!r} is not one of the input splits {sorted(seen)}."
+        )
+    first = splits[0]
+    for s in splits[1:]:
+        for key in _SAME_KEYS:
+            a, b = s.md.get(key), first.md.get(key)
+            if a != b:
+                raise MergeIncompatibleError(
+                    f"{s.path}: {key}={_show(a)} != {_show(b)} (from {first.path}); the splits of one "
+                    "dataset must share schema, backend, seed protocol, --n-samples, --width and "
+                    "--depth. Re-bake that split to match."
+                )
+    for s in splits:
+        s.files = shard_files(s.path, s.split)
+        check_files(s.path, s.md, s.files, s.md["n_mlps"])
+        s.seeds = read_column(s.files, "mlp_seed")
+    _check_independent(splits)
+
+    if default_split is None:
+        defaults = [s.split for s in splits if s.config == DEFAULT_CONFIG]
+        default_split = defaults[0] if len(defaults) == 1 else None
+    md = combined_metadata([(s.split, s.config, s.md) for s in splits], default_split=default_split)
+    with staged_dir(output) as stage:
+        data = stage / DATA_DIR
+        data.mkdir()
+        for s in splits:
+            for f in s.files:
+                shutil.copyfile(f, data / f.name)
+        if write_prepared_arrow:
+            build_prepared_splits_for_directory(stage, [s.split for s in splits], md)
+        validate_metadata(md)
+        md["checksums"] = dataset_checksums(stage)
+        write_metadata_json(stage, md)
+        from whestbench.dataset.card import render_card
+
+        (stage / "README.md").write_text(render_card(md))
+    return output
+
+
+def _open_split(path: str | Path) -> _Split:
+    p, md = open_input(path)
+    if md.get("is_partial"):
+        raise MergeIncompatibleError(
+            f"{p}: is a partial dataset (mlp_range={md.get('mlp_range')}, "
+            f"total_n_mlps={md.get('total_n_mlps')}); run `whest dataset merge` on its partials "
+            "first and combine the merged dataset."
+        )
+    if "splits" in md:
+        raise MergeIncompatibleError(
+            f"{p} is already a multi-split dataset; combine takes single-split datasets "
+            "(one directory per split)."
+        )
+    split = split_of(p, md)
+    try:
+        config = check_config_name(md.get("config", DEFAULT_CONFIG))
+    except InvalidDatasetError as e:
+        raise MergeIncompatibleError(f"{p}: {e}") from None
+    return _Split(p, md, split, config)
+
+
+def _check_independent(splits: Sequence[_Split]) -> None:
+    owner: dict[int, _Split] = {}
+    for s in splits:
+        for seed in s.seeds:
+            other = owner.setdefault(seed, s)
+            if other is not s:
+                raise MergeIncompatibleError(
+                    f"splits {other.split!r} ({other.path}) and {s.split!r} ({s.path}) share "
+                    f"mlp_seed {seed}; splits must be independent: bake each split from its own "
+                    "seed file."
+                )
+
+
+def _show(v: Any) -> str:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
+
+
+def combined_metadata(
+    inputs: Sequence[tuple[str, str, Mapping[str, Any]]], *, default_split: str | None = None
+) -> dict[str, Any]:
+    """The multi-split metadata for ``(split, config, metadata)`` inputs, in whestbench 0.16's key order.
+
+    Top level from the first input, ``created_at_utc`` the earliest, ``hardware`` this (the
+    combining) host. Each ``splits[name]``: ``n_mlps``, ``created_at_utc``, ``config``, ``seed``
+    (protocol 2.0), ``hardware_fingerprints`` (a merged input's own, else ``[hardware]``), then
+    ours: ``sampler``, ``seed_list_digest``, ``bake_command``. ``prepared_splits`` and
+    ``checksums`` are added by the caller.
+    """
+    from whestbench.dataset.provenance import hardware_fingerprint
+
+    first = inputs[0][2]
+    md: dict[str, Any] = {
+        k: copy.deepcopy(first[k])
+        for k in ("schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth")
+        if k in first
+    }
+    created = [m["created_at_utc"] for _, _, m in inputs if isinstance(m.get("created_at_utc"), str)]
+    if created:
+        md["created_at_utc"] = min(created)
+    md["hardware"] = hardware_fingerprint()
+    md["splits"] = {}
+    for split, config, m in inputs:
+        entry: dict[str, Any] = {"n_mlps": m["n_mlps"]}
+        if "created_at_utc" in m:
+            entry["created_at_utc"] = m["created_at_utc"]
+        entry["config"] = config
+        if "seed" in m:
+            entry["seed"] = m["seed"]
+        if isinstance(m.get("hardware_fingerprints"), list):
+            entry["hardware_fingerprints"] = copy.deepcopy(m["hardware_fingerprints"])
+        elif isinstance(m.get("hardware"), dict):
+            entry["hardware_fingerprints"] = [copy.deepcopy(m["hardware"])]
+        for key in _SPLIT_EXTRAS:
+            if key in m:
+                entry[key] = copy.deepcopy(m[key])
+        md["splits"][split] = entry
+    if default_split is not None:
+        md["default_split"] = default_split
+    return md
+
+
+def dataset_checksums(root: Path) -> dict[str, str]:
+    """``{"data/…" | "prepared/…": "sha256:<hex>"}`` for every file of the dataset's data, sorted."""
+    files = sorted(
+        p for sub in (DATA_DIR, PREPARED_DIR) if (root / sub).is_dir() for p in (root / sub).rglob("*") if p.is_file()
+    )
+    return {p.relative_to(root).as_posix(): file_sha256(p) for p in files}
+
+
+# ---------------------------------------------------------------------------------------------
+# Prepared Arrow
+
+
+def prepare_arrow(directory: str | Path) -> list[str]:
+    """(Re)build ``prepared/<split>/`` for every split of a multi-split dataset; return the split names.
+
+    Crash-safe in three atomic steps: metadata.json first stops naming the old copies (a reader
+    meanwhile loads Parquet), each split's copy is then built beside its target and renamed into
+    place, and metadata.json (``prepared_splits``; ``checksums`` when the dataset has them) and
+    README.md are rewritten last. Idempotent. A single-split dataset is refused: it loads from
+    Parquet directly.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise InputPathError(
+            f"{root} is not a directory; pass a multi-split dataset directory "
+            "(made by `whest dataset combine-splits`)."
+        )
+    md = read_metadata(root)
+    if "splits" not in md:
+        raise InvalidDatasetError(
+            "prepare-arrow is only meaningful for multi-split datasets (no 'splits' block found in "
+            f"{root / 'metadata.json'}); a single-split dataset loads from its Parquet directly."
+        )
+    validate_metadata(md)
+    names = list(md["splits"])
+    for name in names:
+        verify_checksums(root, md, split=name)  # never publish a prepared copy of tampered data
+    has_checksums = isinstance(md.get("checksums"), dict)
+    if has_checksums:
+        md["checksums"] = {k: v for k, v in md["checksums"].items() if not k.startswith(PREPARED_DIR + "/")}
+    if "prepared_splits" in md or has_checksums:
+        interim = {k: v for k, v in md.items() if k != "prepared_splits"}
+        _rewrite(root / "metadata.json", json.dumps(interim, indent=2).encode())
+    build_prepared_splits_for_directory(root, names, md)
+    if has_checksums:
+        fresh = {k: v for k, v in dataset_checksums(root).items() if k.startswith(PREPARED_DIR + "/")}
+        md["checksums"] = dict(sorted({**md.pop("checksums"), **fresh}.items()))
+    validate_metadata(md)
+    _rewrite(root / "metadata.json", json.dumps(md, indent=2).encode())
+    from whestbench.dataset.card import render_card
+
+    _rewrite(root / "README.md", render_card(md).encode())
+    return names
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically, keeping its permissions (the temp file is created 0600)."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
+    write_file_atomic(path, data)
+    os.chmod(path, mode)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def build_prepared_splits_for_directory(
+    dataset_dir: str | Path, splits: Sequence[str], metadata: dict[str, Any]
+) -> dict[str, dict[str, str]]:
+    """Build ``prepared/<split>`` for each of ``splits`` from its shards and set
+    ``metadata["prepared_splits"]`` (replaced in place, kept before ``checksums``); return it."""
+    root = Path(dataset_dir)
+    prepared: dict[str, dict[str, str]] = {}
+    for name in splits:
+        try:
+            files = data_files(root, name)
+        except InvalidDatasetError as e:
+            raise MergeCorruptError(str(e)) from None
+        build_prepared_split(files, root / PREPARED_DIR / name, split=name)
+        prepared[name] = {"path": f"{PREPARED_DIR}/{name}", "format": PREPARED_FORMAT}
+    metadata["prepared_splits"] = prepared
+    if "checksums" in metadata:
+        metadata["checksums"] = metadata.pop("checksums")
+    return prepared
+
+
+def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> Path:
+    """``Dataset.from_parquet(files).save_to_disk`` into ``target``, staged beside it and renamed
+    (an existing ``target`` is replaced only once the new copy is complete).
+
+    The ``datasets`` cache goes to a scratch directory that is removed afterwards, so nothing
+    accumulates in ``~/.cache/huggingface``.
+    """
+    import datasets
+
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    try:
+        built = work / "out"
+        with _quiet_datasets():
+            ds = datasets.Dataset.from_parquet(
+                [str(f) for f in files],
+                split=datasets.NamedSplit(split),
+                cache_dir=str(work / "cache"),
+            )
+            ds.save_to_disk(str(built))
+        del ds
+        fsync_tree(built)
+        if target.exists():
+            os.rename(target, work / "old")
+        os.rename(built, target)
+        fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def write_prepared_arrow_split(parquet_files: str | Path | Sequence[str | Path], output_dir: str | Path, *, split: str) -> Path:
+    """whestbench 0.16's name: one split's prepared copy at ``output_dir``, which must not exist."""
+    output = Path(output_dir)
+    if output.exists():
+        raise FileExistsError(f"prepared Arrow output already exists: {output}; remove it first.")
+    files = [parquet_files] if isinstance(parquet_files, (str, Path)) else list(parquet_files)
+    return build_prepared_split([Path(f) for f in files], output, split=split)
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """No ``datasets`` progress bars while we build (the CLI prints its own lines)."""
+    import datasets
+
+    was_disabled = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            datasets.enable_progress_bars()

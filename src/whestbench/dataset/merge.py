@@ -1,0 +1,591 @@
+"""Merge partial datasets (``bake --slice K/N`` / ``--mlp-range``) into the one complete dataset.
+
+    merge_datasets(["part-0", "part-1", "part-2"], output_dir="full")
+
+A merge proves that the partials belong together before it writes a byte: same bake parameters
+(``split``, ``schema_version``, ``seed_protocol``, ``backend``, ``n_samples``, ``width``,
+``depth``, ``total_n_mlps``, ``config``, ``sampler``), the same whole-dataset seed list
+(``seed_list_digest``, when the partials record one: whestbench 0.16 partials do not), ranges that
+tile ``[0, total_n_mlps)`` exactly, intact files (``checksums``, readable Parquet of the right
+schema and row count) and rows whose ``mlp_id`` and ``mlp_seed`` match what the metadata declares.
+
+Rows are streamed shard by shard from the partials into the new shards (memory holds about one
+row group), so the merged dataset equals a single-host bake of the same seeds on every column but
+``sampling_budget_breakdown`` (measured times). The output is staged and renamed: a refusal or a
+crash leaves nothing at ``output_dir``.
+
+Errors: a missing or non-directory input, or an existing output, is the caller's to fix
+(``UsageError``, exit 2 in the CLI); everything wrong with the data is an ``InvalidDatasetError``
+or one of the four ``Merge*Error`` (exit 1).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+from whestbench.atomic import staged_dir
+from whestbench.compute.seeds import seed_list_digest
+from whestbench.dataset.errors import (
+    InvalidDatasetError,
+    MergeCorruptError,
+    MergeIncompatibleError,
+    MergeIncompleteError,
+    MergeOverlapError,
+)
+from whestbench.dataset.metadata import now_utc
+from whestbench.dataset.reader import DATA_DIR, data_files, is_shard_of, read_metadata, verify_checksums
+from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, make_features, validate_metadata
+from whestbench.dataset.writer import (
+    MAX_ROW_GROUP_BYTES,
+    MAX_SHARD_BYTES,
+    checksums_of,
+    row_bytes,
+    shard_name,
+    shard_plan,
+    write_metadata_json,
+)
+from whestbench.errors import UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "InputPathError",
+    "OutputExistsError",
+    "merge_datasets",
+    "merged_metadata",
+    "hardware_fingerprints",
+    "full_bake_command",
+]
+
+_REBAKE = "re-bake that slice with the same `whest dataset bake` command"
+
+
+class InputPathError(UsageError, InvalidDatasetError):
+    """An input path is missing or is not a directory: the command is wrong (exit 2).
+
+    Still an ``InvalidDatasetError`` (a ``ValueError``), as whestbench 0.16 raised for it.
+    """
+
+
+class OutputExistsError(UsageError, FileExistsError):
+    """The output directory already exists (exit 2); a ``FileExistsError`` as in whestbench 0.16."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checks shared with combine
+
+
+def check_output_free(output: Path) -> None:
+    """Refuse an existing output before any work, so a refusal costs nothing and touches nothing."""
+    if Path(output).exists():
+        raise OutputExistsError(
+            f"output directory {output} already exists; choose a new --output or remove it first."
+        )
+
+
+def open_input(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """``(path, metadata)`` of one input dataset directory, its metadata validated (partials allowed)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputPathError(
+            f"{p} does not exist; pass a dataset directory (the one holding metadata.json and data/)."
+        )
+    if not p.is_dir():
+        raise InputPathError(
+            f"{p} is a file, not a dataset directory; pass the directory holding metadata.json and data/."
+        )
+    md = read_metadata(p)
+    validate_metadata(md, allow_partial=True)
+    return p, md
+
+
+def split_of(path: Path, md: dict[str, Any]) -> str:
+    """The input's split name, from its metadata (never from file names), checked loadable."""
+    try:
+        return check_split_name(md.get("split", DEFAULT_SPLIT), "split")
+    except InvalidDatasetError as e:
+        raise MergeIncompatibleError(f"{path}: {e}") from None
+
+
+def shard_files(path: Path, split: str) -> list[Path]:
+    """The split's shards in order; any other Parquet file under ``data/`` is refused.
+
+    Guards against a missing shard (fewer rows) and a stray file from another bake or split
+    (rows nobody declared), which 0.16 caught only as "expected one parquet file".
+    """
+    try:
+        files = data_files(path, split)
+    except InvalidDatasetError as e:
+        raise MergeCorruptError(str(e)) from None
+    for p in sorted((path / DATA_DIR).rglob("*.parquet")):
+        if p.parent != path / DATA_DIR or not is_shard_of(p.name, split):
+            raise MergeCorruptError(
+                f"{path}: {p.relative_to(path).as_posix()} is not a shard of split {split!r}; "
+                f"a dataset directory holds one split's shards only. Remove the stray file or "
+                f"re-bake the dataset."
+            )
+    return files
+
+
+def check_files(path: Path, md: dict[str, Any], files: Sequence[Path], n_rows: int) -> None:
+    """Checksums (when recorded), readable footers, the HF schema of (width, depth), the row count."""
+    import pyarrow.parquet as pq
+
+    verify_checksums(path, md)
+    width, depth = md.get("width"), md.get("depth")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, depth)):
+        raise InvalidDatasetError(
+            f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
+            f"{depth!r}); it was edited or is not a WhestBench dataset. Re-bake or re-download it."
+        )
+    expected = make_features(width, depth).arrow_schema  # also registers Array2D/3D with pyarrow
+    rows = 0
+    for f in files:
+        try:
+            meta = pq.ParquetFile(f).metadata
+            schema = meta.schema.to_arrow_schema()
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
+            raise MergeCorruptError(
+                f"{f} is not a readable Parquet file (truncated or corrupt?): {e}. Re-bake or "
+                "re-download that dataset."
+            ) from e
+        if not schema.equals(expected, check_metadata=False):
+            raise MergeCorruptError(
+                f"{f} does not have the WhestBench columns for width={width}, "
+                f"depth={depth} (found {schema.names} with other types); the file does not "
+                "belong to this dataset. Re-bake it."
+            )
+        rows += meta.num_rows
+    if rows != n_rows:
+        raise MergeCorruptError(
+            f"{path}: its shards hold {rows} rows but metadata.json declares n_mlps={n_rows}; "
+            "the files were truncated or replaced. Re-bake or re-download it."
+        )
+
+
+def read_column(files: Sequence[Path], column: str) -> list:
+    """One column of every shard, as Python values (``mlp_id``, ``mlp_seed``: a few bytes per MLP)."""
+    import pyarrow.parquet as pq
+
+    values: list = []
+    for f in files:
+        try:
+            values.extend(pq.read_table(f, columns=[column]).column(0).to_pylist())
+        except Exception as e:  # a corrupt page deep inside the file
+            raise MergeCorruptError(f"{f}: cannot read column {column!r} ({e}); the file is corrupt.") from e
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# Merge
+
+
+class _Partial:
+    def __init__(self, path: Path, md: dict[str, Any], split: str):
+        self.path, self.md, self.split = path, md, split
+        self.files: list[Path] = []
+        self.seeds: list[int] = []
+
+    @property
+    def start(self) -> int:
+        return self.md["mlp_range"][0]
+
+    @property
+    def end(self) -> int:
+        return self.md["mlp_range"][1]
+
+
+def merge_datasets(partials: Sequence[str | Path], *, output_dir: str | Path) -> Path:
+    """Validate ``partials`` and write the complete dataset at ``output_dir``; return its path.
+
+    Raises OutputExistsError (before any work), InputPathError, InvalidDatasetError,
+    MergeIncompatibleError, MergeOverlapError, MergeIncompleteError or MergeCorruptError.
+    """
+    output = Path(output_dir)
+    check_output_free(output)
+    partials = [partials] if isinstance(partials, (str, Path)) else list(partials)
+    if not partials:
+        raise MergeIncompatibleError(
+            "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
+        )
+    parts = [_open_partial(p) for p in partials]
+    _check_compatible(parts)
+    ordered = sorted(parts, key=lambda p: p.start)
+    _check_coverage(ordered)
+    for part in ordered:
+        _check_rows(part)
+    _check_seed_list(parts[0], ordered)
+
+    first = parts[0].md
+    md = merged_metadata([p.md for p in parts], output=output)
+    validate_metadata(md)
+    width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
+    with staged_dir(output) as stage:
+        _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth)
+        md["checksums"] = checksums_of(stage)
+        write_metadata_json(stage, md)
+        from whestbench.dataset.card import render_card
+
+        (stage / "README.md").write_text(render_card(md))
+    return output
+
+
+def _open_partial(path: str | Path) -> _Partial:
+    p, md = open_input(path)
+    if not md.get("is_partial"):
+        raise MergeIncompatibleError(
+            f"{p} is a complete (non-partial) dataset; merge_datasets only accepts partials "
+            "(is_partial=true). A complete dataset needs no merge."
+        )
+    if "splits" in md:
+        raise MergeIncompatibleError(f"{p} is a multi-split dataset; merge takes single-split partials.")
+    total, rng, n = md.get("total_n_mlps"), md.get("mlp_range"), md.get("n_mlps")
+    ints = isinstance(total, int) and isinstance(rng, list) and len(rng) == 2 and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in rng
+    )
+    if not ints or not 0 <= rng[0] < rng[1] <= total or n != rng[1] - rng[0]:
+        raise MergeCorruptError(
+            f"{p}: mlp_range={rng!r}, n_mlps={n!r} and total_n_mlps={total!r} do not describe a "
+            f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
+            f"metadata.json was edited; {_REBAKE}."
+        )
+    return _Partial(p, md, split_of(p, md))
+
+
+# Compared with the first partial, in this order (0.16's order, then ours). All must be equal.
+_SAME_KEYS = (
+    "schema_version",
+    "format",
+    "seed_protocol",
+    "seed",
+    "n_samples",
+    "width",
+    "depth",
+    "backend",
+    "total_n_mlps",
+    "config",
+)
+
+
+def _check_compatible(parts: Sequence[_Partial]) -> None:
+    first = parts[0]
+    for part in parts[1:]:
+        if part.split != first.split:
+            raise MergeIncompatibleError(
+                f"{part.path} has split {part.split!r}, expected {first.split!r} (from {first.path}); "
+                "merge the partials of one split at a time."
+            )
+        for key in _SAME_KEYS:
+            _same(part, first, key)
+        _same_seed_list(part, first)
+        _same(part, first, "sampler")
+
+
+def _same(part: _Partial, first: _Partial, key: str) -> None:
+    a, b = part.md.get(key), first.md.get(key)
+    if a != b:
+        raise MergeIncompatibleError(
+            f"{part.path}: {key}={_show(a)} != {_show(b)} (from {first.path}); partials must come "
+            "from one bake command that differs only in --slice/--mlp-range and --output."
+        )
+
+
+def _same_seed_list(part: _Partial, first: _Partial) -> None:
+    a, b = part.md.get("seed_list_digest"), first.md.get("seed_list_digest")
+    if a == b:
+        return
+    if a is None or b is None:
+        has, lacks = (part, first) if b is None else (first, part)
+        raise MergeIncompatibleError(
+            f"{has.path} records a seed_list_digest but {lacks.path} does not, so they cannot be "
+            "shown to share one seed list; bake every slice with the same whestbench and the same "
+            "--mlp-seeds file or --seed."
+        )
+    raise MergeIncompatibleError(
+        f"partials were baked from different seed lists (seed_list_digest {b} in {first.path}, "
+        f"{a} in {part.path}); bake every slice with the same --mlp-seeds file or --seed."
+    )
+
+
+def _show(v: Any) -> str:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
+
+
+def _check_coverage(ordered: Sequence[_Partial]) -> None:
+    expected, prev = 0, None
+    for part in ordered:
+        if part.start < expected:
+            raise MergeOverlapError(
+                f"{part.path}: mlp_range starts at {part.start} but previous range ended at "
+                f"{expected} ({prev.path}); MLPs [{part.start}, {min(part.end, expected)}) are in "
+                "both. Pass each slice once."
+            )
+        if part.start > expected:
+            raise MergeIncompleteError(
+                f"gap: no partial covers MLPs [{expected}, {part.start}); bake them with "
+                f"--mlp-range {expected}-{part.start - 1} (inclusive) and merge again."
+            )
+        expected, prev = part.end, part
+    total = ordered[0].md["total_n_mlps"]
+    if expected != total:
+        raise MergeIncompleteError(
+            f"gap: no partial covers MLPs [{expected}, {total}); bake them with "
+            f"--mlp-range {expected}-{total - 1} (inclusive) and merge again."
+        )
+
+
+def _check_rows(part: _Partial) -> None:
+    part.files = shard_files(part.path, part.split)
+    check_files(part.path, part.md, part.files, part.md["n_mlps"])
+    ids = read_column(part.files, "mlp_id")
+    if ids != list(range(part.start, part.end)):
+        raise MergeCorruptError(
+            f"{part.path}: mlp_id values {ids[:5]}... don't match declared range "
+            f"[{part.start}, {part.end}); {_REBAKE}."
+        )
+    part.seeds = read_column(part.files, "mlp_seed")
+
+
+def _check_seed_list(first: _Partial, ordered: Sequence[_Partial]) -> None:
+    """The merged ``mlp_seed`` column must be a valid seed list, and the one the partials name."""
+    seeds = [s for part in ordered for s in part.seeds]
+    seen: dict[int, int] = {}
+    for i, s in enumerate(seeds):
+        if s in seen:
+            raise MergeIncompatibleError(
+                f"mlp_seed {s} appears at MLPs {seen[s]} and {i}; the partials were baked from "
+                "different seed lists. Bake every slice with the same --mlp-seeds file or --seed."
+            )
+        seen[s] = i
+    want = first.md.get("seed_list_digest")
+    if want is not None:
+        got = seed_list_digest(seeds)
+        if got != want:
+            raise MergeCorruptError(
+                f"the partials' mlp_seed columns hash to {got}, not to their seed_list_digest "
+                f"{want}: some rows were modified or come from another seed list; {_REBAKE}."
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata
+
+_PER_PARTIAL = ("is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", "checksums")
+
+
+def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dict[str, Any]:
+    """The complete dataset's metadata from its partials' (given in input order).
+
+    Key order as whestbench 0.16 writes it: the first partial's keys minus the per-partial ones,
+    ``n_mlps`` = the total in place, then ``created_at_utc`` (earliest), ``merged_at_utc``,
+    ``hardware_fingerprints``, ``partials_count``. Ours kept: ``sampler``, ``seed_list_digest``,
+    ``seed_source``, ``bake_command`` (rewritten for the whole dataset), ``blas`` (when every
+    partial used the same). The writer appends ``checksums``.
+    """
+    first = mds[0]
+    md = {k: copy.deepcopy(v) for k, v in first.items() if k not in _PER_PARTIAL}
+    md["n_mlps"] = first["total_n_mlps"]
+    if "blas" in md and any(m.get("blas") != first.get("blas") for m in mds):
+        del md["blas"]  # per host: each hardware_fingerprints entry carries its own
+    if "bake_command" in md:
+        cmd = full_bake_command(md["bake_command"], output)
+        if cmd is None:
+            del md["bake_command"]
+        else:
+            md["bake_command"] = cmd
+    created = [m["created_at_utc"] for m in mds if isinstance(m.get("created_at_utc"), str)]
+    if created:
+        md["created_at_utc"] = min(created)
+    md["merged_at_utc"] = now_utc()
+    ordered = sorted(mds, key=lambda m: m["mlp_range"][0])
+    md["hardware_fingerprints"] = hardware_fingerprints(ordered)
+    md["partials_count"] = len(mds)
+    return md
+
+
+def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | None:
+    """A partial's recorded bake command turned into the whole dataset's: no ``--slice`` /
+    ``--mlp-range``, ``--output`` the merged directory. None if it cannot be parsed."""
+    if isinstance(recorded, list) and all(isinstance(a, str) for a in recorded):
+        argv = list(recorded)
+    elif isinstance(recorded, str):
+        try:
+            argv = shlex.split(recorded)
+        except ValueError:  # unbalanced quotes
+            return None
+    else:
+        return None
+    out: list[str] = []
+    it = iter(argv)
+    replaced = False
+    for tok in it:
+        if tok in ("--slice", "--mlp-range"):
+            next(it, None)
+        elif tok.startswith(("--slice=", "--mlp-range=")):
+            continue
+        elif tok == "--output":
+            next(it, None)
+            out += ["--output", str(output)]
+            replaced = True
+        elif tok.startswith("--output="):
+            out.append(f"--output={output}")
+            replaced = True
+        else:
+            out.append(tok)
+    if not replaced:
+        out += ["--output", str(output)]
+    return out if isinstance(recorded, list) else shlex.join(out)
+
+
+_FP_KEYS = (
+    "cuda_device_name",
+    "cuda_device_capability",
+    "torch_version",
+    "device",
+    "cpu_brand",
+    "cpu_count_logical",
+    "ram_total_bytes",
+    "python_version",
+    "numpy_version",
+    "os",
+    "whestbench_version",
+    "flopscope_version",
+    "blas",
+    "bake_config",
+)
+
+
+def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partials grouped by a coarse host signature, in order of first appearance (whestbench 0.16's
+    collapse: GPU, torch, device, Python, numpy, versions, determinism flags; plus our BLAS).
+
+    Drivers, kernels and host names may vary inside a group: they are listed, not split on.
+    ``mlp_count`` counts partials (0.16's name for it). Empty values are dropped.
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for md in mds:
+        hw = md.get("hardware") if isinstance(md.get("hardware"), dict) else {}
+        bc = md.get("bake_config") if isinstance(md.get("bake_config"), dict) else {}
+        cap = md.get("cuda_device_capability")
+        fields = {
+            "cuda_device_name": md.get("cuda_device_name"),
+            "cuda_device_capability": list(cap) if isinstance(cap, (list, tuple)) else None,
+            "torch_version": md.get("torch_version"),
+            "device": md.get("device"),
+            "cpu_brand": hw.get("cpu_brand"),
+            "cpu_count_logical": hw.get("cpu_count_logical"),
+            "ram_total_bytes": hw.get("ram_total_bytes"),
+            "python_version": hw.get("python_version"),
+            "numpy_version": hw.get("numpy_version"),
+            "os": hw.get("os"),
+            "whestbench_version": md.get("whestbench_version"),
+            "flopscope_version": md.get("flopscope_version", hw.get("flopscope_version")),
+            "blas": md.get("blas"),
+            "bake_config": md.get("bake_config"),
+        }
+        signature = json.dumps(
+            [
+                fields["cuda_device_name"],
+                fields["cuda_device_capability"],
+                fields["torch_version"],
+                fields["device"],
+                fields["python_version"],
+                fields["numpy_version"],
+                fields["whestbench_version"],
+                fields["flopscope_version"],
+                bc.get("torch_use_deterministic_algorithms"),
+                bc.get("cudnn_deterministic"),
+                bc.get("cublas_workspace_config"),
+                fields["blas"],
+            ],
+            sort_keys=True,
+        )
+        group = groups.get(signature)
+        if group is None:
+            group = groups[signature] = {
+                **fields,
+                "mlp_count": 0,
+                "drivers_seen": set(),
+                "kernels_seen": set(),
+                "representative_hostnames": [],
+            }
+        group["mlp_count"] += 1
+        if md.get("cuda_driver_version") is not None:
+            group["drivers_seen"].add(str(md["cuda_driver_version"]))
+        if hw.get("os_release") is not None:
+            group["kernels_seen"].add(str(hw["os_release"]))
+        host = hw.get("hostname")
+        names = group["representative_hostnames"]
+        if host is not None and host not in names and len(names) < 3:
+            names.append(host)
+    out = []
+    for group in groups.values():
+        group["drivers_seen"] = sorted(group["drivers_seen"])
+        group["kernels_seen"] = sorted(group["kernels_seen"])
+        out.append({k: v for k, v in group.items() if v is not None and v != []})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+
+
+def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, width: int, depth: int) -> None:
+    """Stream the rows of ``files`` (in order) into new shards laid out as the writer lays out a
+    bake of ``n_rows`` (same shard plan, row groups, schema and compression)."""
+    import pyarrow.parquet as pq
+
+    schema = make_features(width, depth).arrow_schema
+    plan = shard_plan(n_rows, width, depth, MAX_SHARD_BYTES)
+    group_rows = max(1, MAX_ROW_GROUP_BYTES // row_bytes(width, depth))
+    source = _Rebatcher(_tables(files, group_rows, schema))
+    data = stage / DATA_DIR
+    data.mkdir(parents=True, exist_ok=True)
+    for i, count in enumerate(plan):
+        with pq.ParquetWriter(data / shard_name(split, i, len(plan)), schema, compression="snappy") as writer:
+            left = count
+            while left:
+                table = source.take(min(left, group_rows))
+                writer.write_table(table, row_group_size=table.num_rows)
+                left -= table.num_rows
+
+
+def _tables(files: Sequence[Path], batch_rows: int, schema: "pa.Schema") -> Iterator["pa.Table"]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for f in files:
+        try:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
+                yield pa.Table.from_batches([batch]).cast(schema)
+        except Exception as e:  # a corrupt page found only now, while copying
+            raise MergeCorruptError(f"{f}: cannot read its rows ({e}); the file is corrupt. {_REBAKE}.") from e
+
+
+class _Rebatcher:
+    """Hands out tables of exactly the requested row count from a stream of tables."""
+
+    def __init__(self, tables: Iterator["pa.Table"]):
+        self._tables = tables
+        self._pending: list["pa.Table"] = []
+        self._rows = 0
+
+    def take(self, n: int) -> "pa.Table":
+        import pyarrow as pa
+
+        while self._rows < n:
+            table = next(self._tables, None)
+            if table is None:
+                raise MergeCorruptError("the partials hold fewer rows than their metadata declares.")
+            self._pending.append(table)
+            self._rows += table.num_rows
+        joined = pa.concat_tables(self._pending)
+        rest = joined.slice(n)
+        self._pending = [rest] if rest.num_rows else []
+        self._rows = rest.num_rows
+        return joined.slice(0, n)
