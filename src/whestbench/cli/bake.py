@@ -66,36 +66,34 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
             from whestbench.compute.seeds import validate_mlp_seeds
 
             validate_mlp_seeds(list(seeds))  # raises with the index and value at fault
-    if device is not None or use_torch or mlps_per_batch is not None or chunk_size is not None:
-        _torch_bake(locals())
-        return
+    torch_backend = use_torch or device is not None
+    if not torch_backend and (mlps_per_batch is not None or chunk_size is not None):
+        raise UsageError("--mlps-per-batch and --chunk-size tune the torch backend; add --torch (or --device).")
+    if device is not None and not use_torch:
+        from whestbench.cli.common import err
+
+        err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
     from whestbench.dataset.bake import BakeConfig, bake as run_bake
 
     cfg = BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
         mlp_seeds=seeds, seed=seed, split=split, config=config_name, mlp_range=rng,
         max_threads=max_threads, seeds_file=mlp_seeds, seeds_from_peer=peer,
+        backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
+        mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
         bake_command=shlex.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
     _run(
         cfg,
         lambda c, on_event, stop: run_bake(c, on_event=on_event, stop=stop, dist_env=dist_env, peer_timeout_s=peer_timeout),
         quiet,
-        device_label="cpu",
+        device_label=f"torch ({device or 'auto'})" if torch_backend else "cpu",
         dist_env=dist_env,
     )
 
 
 def _is_cli_bake() -> bool:
     return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", "bake"]
-
-
-def _torch_bake(flags: dict) -> None:
-    try:
-        from whestbench.cli.bake_torch import torch_bake
-    except ImportError as exc:  # the torch backend module is optional
-        raise UsageError(f"the torch backend is not available: {exc}") from None
-    torch_bake(flags, _run)
 
 
 def _run(cfg, fn, quiet: bool, *, device_label: str, dist_env=None) -> None:

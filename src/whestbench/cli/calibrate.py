@@ -40,20 +40,35 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     if torch_path:
         if max_threads is not None:
             raise UsageError("--max-threads applies to the CPU path only; torch manages its own threads (drop --max-threads).")
-        from whestbench.cli.bake_torch import torch_calibration_runner
+        from whestbench.dataset.bake import BakeConfig, torch_plan
 
-        run, sync, label, default_mlps, default_samples = torch_calibration_runner(device or "auto", mlps_per_batch, chunk_size, width)
+        plan = torch_plan(BakeConfig(
+            n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output="/nonexistent",
+            backend="torch", device=device or "auto", mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
+        ))
+        from whestbench.compute import philox
+
+        torch_extra = {
+            "device": plan["device"], "mlps_per_batch": plan["mlps_per_batch"], "chunk_size": plan["chunk_size"],
+            "block_size": philox.BLOCK_SIZE, "unit_blocks": 256, "method": plan["method"],
+        }
+        import torch
+
+        sync = torch.cuda.synchronize if plan["device"].startswith("cuda") else (lambda: None)
+        label = f"torch {plan['device']} ({plan['kernel']['name']})"
+        default_mlps = plan["mlps_per_batch"]
+        default_samples = 1_000_000 if plan["device"] != "cpu" else 131_072
     else:
         if max_threads is not None and max_threads <= 0:
             raise UsageError(f"--max-threads must be a positive integer; got {max_threads}.")
-        run, sync, label = None, (lambda: None), "cpu (pcg64)"
+        torch_extra, sync, label = None, (lambda: None), "cpu (pcg64)"
         default_mlps, default_samples = max_threads or os.cpu_count() or 1, 100_000
     k = calib_mlps or min(n_mlps, default_mlps)
     n = min(calib_samples or default_samples, n_samples)
     out.print(f"Calibrating on {label}: {k} MLPs × {n:,} samples (after a warm-up)…", markup=False)
     cal = run_calibration(
         width=width, depth=depth, planned_mlps=n_mlps, planned_samples=n_samples,
-        calib_mlps=k, calib_samples=n, workers=max_threads, run=run, sync=sync, device=label,
+        calib_mlps=k, calib_samples=n, workers=max_threads, sync=sync, device=label, torch_extra=torch_extra,
     )
     table = Table(title=f"Calibration: width {width}, depth {depth}")
     table.add_column("")

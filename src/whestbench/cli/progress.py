@@ -50,6 +50,9 @@ class BakeProgress:
 
     def __call__(self, event: dict[str, Any]) -> None:
         phase = event.get("phase")
+        if phase == "warning":
+            err.print(f"warning: {event['message']}", markup=False)
+            return
         if phase == "start":
             self.samples_at_start = event["samples_done"]
             self.t0 = time.perf_counter()

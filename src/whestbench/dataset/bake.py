@@ -28,11 +28,11 @@ from whestbench.compute.seeds import (
 from whestbench.compute.stats import finalize
 from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.metadata import bake_metadata
-from whestbench.dataset.schema import BACKEND_CPU, check_config_name, check_split_name
+from whestbench.dataset.schema import BACKEND_CPU, BACKEND_TORCH, check_config_name, check_split_name
 from whestbench.errors import UsageError
 from whestbench.work.ledger import Ledger, work_dir_for
 from whestbench.work.runner import run_units
-from whestbench.work.units import WorkSpec, plan_units
+from whestbench.work.units import WorkSpec, per_mlp_sums, plan_units, run_unit_pcg64, run_unit_philox, unit_samples
 
 if TYPE_CHECKING:
     from whestbench.work.distributed import DistEnv
@@ -68,6 +68,14 @@ class BakeConfig:
     """Path the seeds came from, for the recorded command."""
     seeds_from_peer: bool = False
     """A non-zero rank of a distributed bake: the seeds arrive from rank 0."""
+    backend: str = "cpu"
+    """"cpu" (pcg64 sampler, whestbench 0.16's numbers) or "torch" (philox sampler, any device)."""
+    device: str | None = None
+    """Torch device: auto, cuda, mps or cpu. Giving it selects the torch backend."""
+    mlps_per_batch: int | None = None
+    """Torch: MLPs per batched step. Never changes the numbers."""
+    chunk_size: int | None = None
+    """Torch: samples per step (rounded to a power of two). Never changes the numbers."""
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -100,6 +108,13 @@ class BakeConfig:
             isinstance(self.max_threads, bool) or not isinstance(self.max_threads, int) or self.max_threads <= 0
         ):
             raise UsageError(f"--max-threads must be a positive integer; got {self.max_threads!r}.")
+        if self.backend not in ("cpu", "torch"):
+            raise UsageError(f"backend must be 'cpu' or 'torch'; got {self.backend!r}.")
+        if self.backend == "torch" and self.max_threads is not None:
+            raise UsageError("--max-threads applies to the CPU path only; torch manages its own threads (drop --max-threads).")
+        for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise UsageError(f"{flag} must be a positive integer; got {value!r}.")
         object.__setattr__(self, "output", Path(self.output))
 
     @property
@@ -146,6 +161,8 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
     else:
         parts += ["--mlp-seeds", cfg.seeds_file or "seeds.json"]
     parts += ["--split", cfg.split, "--config", cfg.config]
+    if cfg.backend == "torch":
+        parts += ["--torch", "--device", cfg.device or "auto"]
     if cfg.is_partial:
         start, end = cfg.range
         parts += ["--mlp-range", f"{start}-{end - 1}"]
@@ -153,16 +170,58 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
     return shlex.join(parts)
 
 
-def _spec(cfg: BakeConfig, seeds: Sequence[int]) -> WorkSpec:
-    return WorkSpec(
+UNIT_BLOCKS = 256  # philox: canonical blocks per unit (2**24 samples): ~60 units per MLP at N=10**9
+
+
+def _spec(cfg: BakeConfig, seeds: Sequence[int], torch_plan: dict[str, Any] | None = None) -> WorkSpec:
+    common = dict(
         seeds=tuple(int(x) for x in seeds),
         n_samples=cfg.n_samples,
         width=cfg.width,
         depth=cfg.depth,
         mlp_range=cfg.range,
-        sampler=SAMPLER_NAME,
-        kernel="numpy-sgemm-fp32",
     )
+    if torch_plan is None:
+        return WorkSpec(**common, sampler=SAMPLER_NAME, kernel="numpy-sgemm-fp32")
+    from whestbench.compute import philox
+
+    return WorkSpec(
+        **common,
+        sampler=philox.SAMPLER_NAME,
+        kernel=torch_plan["kernel"]["precision_class"],
+        extra={
+            "device": torch_plan["device"],
+            "mlps_per_batch": torch_plan["mlps_per_batch"],
+            "chunk_size": torch_plan["chunk_size"],
+            "block_size": philox.BLOCK_SIZE,
+            "unit_blocks": UNIT_BLOCKS,
+            "method": torch_plan["method"],
+        },
+    )
+
+
+def torch_plan(cfg: BakeConfig) -> dict[str, Any]:
+    """Resolve the device and the tuning knobs of a torch bake (none of which changes the numbers
+    except the arithmetic's precision class, which is recorded and part of the resume identity)."""
+    from whestbench.work.torch_env import resolve_device
+
+    device = resolve_device(cfg.device)
+    import torch
+
+    from whestbench.compute import philox_torch
+
+    start, end = cfg.range
+    batch = cfg.mlps_per_batch or min(end - start, 16)
+    chunk = philox_torch._chunk_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox_torch.ref.BLOCK_SIZE)
+    method = "numba" if device == "cpu" else "torch"
+    precision = f"torch-{device}-fp32-{'fp32acc' if device == 'mps' else 'fp64acc'}"
+    return {
+        "device": device,
+        "mlps_per_batch": batch,
+        "chunk_size": chunk,
+        "method": method,
+        "kernel": {"name": f"philox-{method}-{device}", "precision_class": precision},
+    }
 
 
 def bake(
@@ -199,41 +258,85 @@ def bake(
             write_file_atomic(saved, json.dumps(list(spec.seeds)).encode())
         return Ledger(work_dir, spec.identity())
 
+    tplan = torch_plan(cfg) if cfg.backend == "torch" else None
+    if tplan is not None and tplan["device"] == "cuda" and dist_env is not None:
+        tplan["device"] = f"cuda:{dist_env.local_rank}"  # one GPU per local rank
+    if tplan is not None and tplan["device"] == "mps":
+        emit({"phase": "warning", "message": (
+            "MPS has no float64: sums accumulate in float32, which loses ~1e-7 relative per addition "
+            "(means at N=1e9 may be off by ~1e-4); use --device cuda or cpu for production ground truth."
+        )})
+    unit_fn = run_unit_pcg64 if tplan is None else run_unit_philox
+    workers = cfg.max_threads if tplan is None else 1  # torch parallelises inside a unit
     if dist_env is None or dist_env.world_size == 1:
-        spec = _spec(cfg, seeds)
+        spec = _spec(cfg, seeds, tplan)
         ledger = ledger_for(spec)
-        results = run_units(spec, plan_units(spec), workers=cfg.max_threads, ledger=ledger, on_event=emit, stop=stop)
+        results = run_units(
+            spec, plan_units(spec), workers=workers, ledger=ledger, on_event=emit, stop=stop,
+            unit_fn=unit_fn, samples_of=lambda u: unit_samples(spec, u),
+        )
     else:
         from whestbench.work.distributed import run_distributed
-        from whestbench.work.units import run_unit_pcg64
 
+        probe = _spec(cfg, [0] * cfg.n_mlps, tplan)  # unit sizes depend on the shape only
         spec, results = run_distributed(
-            lambda s: _spec(cfg, s),
+            lambda s: _spec(cfg, s, tplan),
             plan_units,
             dist_env,
             seeds=seeds,
             ledger_for_spec=ledger_for,
-            unit_fn=run_unit_pcg64,
-            workers=cfg.max_threads or 1,
+            unit_fn=unit_fn,
+            workers=workers or 1,
             on_event=emit,
             stop=stop,
             peer_timeout_s=peer_timeout_s,
+            samples_of=lambda u: unit_samples(probe, u),
         )
         if rank != 0:
             return None
         ledger = Ledger(work_dir, spec.identity())
-    write_baked(cfg, spec, results, seed_source, emit)
+    write_baked(cfg, spec, results, seed_source, emit, tplan)
     ledger.remove()
     return cfg.output
 
 
-def write_baked(cfg: BakeConfig, spec: WorkSpec, results: dict, seed_source: dict[str, Any], emit) -> None:
+def write_baked(
+    cfg: BakeConfig,
+    spec: WorkSpec,
+    results: dict,
+    seed_source: dict[str, Any],
+    emit,
+    tplan: dict[str, Any] | None = None,
+) -> None:
     """Turn the units' sums into rows and write the dataset directory atomically."""
     emit({"phase": "writing"})
     units = plan_units(spec)
+    totals = per_mlp_sums(spec, units, results)
+    walls: dict[int, float] = {}
+    for u in units:  # a unit's wall time is shared by the MLPs it batched
+        for i in u.mlps:
+            walls[i] = walls.get(i, 0.0) + results[u.key][1] / u.mlp_count
     start, end = cfg.range
     names = unique_names(estimator_seed(s) for s in spec.seeds)[start:end]
-    chunk = chunk_rows(cfg.width)
+    if tplan is None:
+        chunk = chunk_rows(cfg.width)
+        sampler = {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk}
+        backend, backend_fields, method = BACKEND_CPU, None, "cpu"
+    else:
+        from whestbench.compute import philox
+        from whestbench.work.torch_env import torch_metadata
+
+        chunk = tplan["chunk_size"]
+        sampler = {
+            "name": philox.SAMPLER_NAME,
+            "version": philox.SAMPLER_VERSION,
+            "block_size": philox.BLOCK_SIZE,
+            "unit_blocks": UNIT_BLOCKS,
+            "summation": "pairwise-tree",
+        }
+        device = tplan["device"].split(":")[0]
+        backend, method = BACKEND_TORCH, "closed-form"
+        backend_fields = torch_metadata(device, mlps_per_batch=tplan["mlps_per_batch"], chunk_size=chunk, kernel=tplan["kernel"])
     md = bake_metadata(
         split=cfg.split,
         config=cfg.config,
@@ -243,27 +346,28 @@ def write_baked(cfg: BakeConfig, spec: WorkSpec, results: dict, seed_source: dic
         depth=cfg.depth,
         mlp_range=(start, end),
         total_n_mlps=cfg.n_mlps,
-        sampler={"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk},
+        sampler=sampler,
         seed_list_digest=seed_list_digest(spec.seeds),
         seed_source=seed_source,
         bake_command=cfg.bake_command or canonical_command(cfg, seed_source),
-        backend=BACKEND_CPU,
+        backend=backend,
+        backend_fields=backend_fields,
     )
     from whestbench.dataset.writer import write_dataset
 
-    write_dataset(cfg.output, cfg.split, _rows(spec, units, results, names, chunk), end - start, cfg.width, cfg.depth, md)
+    rows = _rows(spec, range(start, end), totals, walls, names, chunk, method)
+    write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
     emit({"phase": "written", "output": str(cfg.output)})
 
 
-def _rows(spec: WorkSpec, units: Sequence, results: dict, names: list[str], chunk: int) -> Iterator[dict[str, Any]]:
+def _rows(spec: WorkSpec, indices, totals: dict, walls: dict, names: list[str], chunk: int, method: str) -> Iterator[dict[str, Any]]:
     from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
 
-    for unit, name in zip(units, names):
-        sums, wall = results[unit.key]
-        means, final, avg_var = finalize(sums)
-        seed = spec.seeds[unit.mlp_index]
+    for i, name in zip(indices, names):
+        means, final, avg_var = finalize(totals[i])
+        seed = spec.seeds[i]
         yield {
-            "mlp_id": unit.mlp_index,
+            "mlp_id": i,
             "mlp_name": name,
             "mlp_seed": seed,
             "weights": weights_for_seed(seed, spec.width, spec.depth),
@@ -271,7 +375,7 @@ def _rows(spec: WorkSpec, units: Sequence, results: dict, names: list[str], chun
             "final_means": final,
             "avg_variance": avg_var,
             "sampling_budget_breakdown": breakdown_json(
-                sampling_budget_breakdown(spec.n_samples, spec.width, spec.depth, chunk, wall_time_s=wall)
+                sampling_budget_breakdown(spec.n_samples, spec.width, spec.depth, chunk, wall_time_s=walls[i], method=method)
             ),
         }
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from whestbench.compute.seeds import derived_seeds
 from whestbench.work.runner import run_units
-from whestbench.work.units import Unit, WorkSpec, plan_units, run_unit_pcg64
+from whestbench.work.units import Unit, WorkSpec, plan_units, run_unit_pcg64, run_unit_philox, unit_samples
 
 
 @dataclass(frozen=True)
@@ -52,23 +52,31 @@ def calibrate(
     run: Callable[[WorkSpec, list[Unit]], None] | None = None,
     device: str = "cpu",
     sync: Callable[[], None] = lambda: None,
+    torch_extra: dict | None = None,
 ) -> Calibration:
     """Warm up, then time ``calib_mlps`` MLPs x ``calib_samples`` samples; project the planned bake.
 
-    ``run(spec, units)`` executes units on the chosen backend (default: the CPU pcg64 runner).
+    ``run(spec, units)`` executes units (default: the runner with the pcg64 unit function, or the
+    philox unit function when ``torch_extra`` — the torch WorkSpec extras — is given).
     """
     if run is None:
+        fn = run_unit_pcg64 if torch_extra is None else run_unit_philox
+
         def run(spec: WorkSpec, units: list[Unit]) -> None:
-            run_units(spec, units, workers=workers, unit_fn=run_unit_pcg64)
+            run_units(spec, units, workers=workers if torch_extra is None else 1, unit_fn=fn,
+                      samples_of=lambda u: unit_samples(spec, u))
 
     def spec_for(n_mlps: int, n_samples: int) -> WorkSpec:
-        return WorkSpec(
+        common = dict(
             seeds=tuple(derived_seeds(0, n_mlps)),
             n_samples=n_samples,
             width=width,
             depth=depth,
             mlp_range=(0, n_mlps),
         )
+        if torch_extra is None:
+            return WorkSpec(**common)
+        return WorkSpec(**common, sampler="philox", extra=dict(torch_extra))
 
     warm = spec_for(min(calib_mlps, 2), max(1, min(calib_samples, 10_000)))
     run(warm, plan_units(warm))

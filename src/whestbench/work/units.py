@@ -26,12 +26,18 @@ class Unit:
     mlp_index: int
     block_start: int = 0
     block_end: int | None = None
+    mlp_count: int = 1
+    """philox on torch: MLPs ``mlp_index .. mlp_index+mlp_count-1`` run as one batch (same blocks)."""
 
     @property
     def key(self) -> str:
         if self.block_end is None:
             return f"mlp{self.mlp_index:08d}"
-        return f"mlp{self.mlp_index:08d}-b{self.block_start:010d}-{self.block_end:010d}"
+        return f"mlp{self.mlp_index:08d}x{self.mlp_count}-b{self.block_start:010d}-{self.block_end:010d}"
+
+    @property
+    def mlps(self) -> range:
+        return range(self.mlp_index, self.mlp_index + self.mlp_count)
 
 
 @dataclass(frozen=True)
@@ -69,11 +75,34 @@ class WorkSpec:
 
 
 def plan_units(spec: WorkSpec) -> list[Unit]:
-    """pcg64: one unit per MLP in the range, in index order."""
-    if spec.sampler != "pcg64":
-        raise ValueError(f"plan_units handles the pcg64 sampler; got {spec.sampler!r}.")
+    """The units of a bake, in a canonical order.
+
+    pcg64: one unit per MLP. philox: MLPs in groups of ``extra["mlps_per_batch"]``, each group cut
+    into aligned runs of ``extra["unit_blocks"]`` canonical blocks (group-major). Any such cut gives
+    the same per-MLP sums (the pairwise tree), so the grouping is a scheduling choice only.
+    """
     start, end = spec.mlp_range
-    return [Unit(i) for i in range(start, end)]
+    if spec.sampler == "pcg64":
+        return [Unit(i) for i in range(start, end)]
+    if spec.sampler != "philox":
+        raise ValueError(f"unknown sampler {spec.sampler!r}.")
+    from whestbench.compute.philox import unit_block_ranges
+
+    batch = max(1, int(spec.extra.get("mlps_per_batch", 1)))
+    ranges = unit_block_ranges(spec.n_samples, int(spec.extra["unit_blocks"]), int(spec.extra["block_size"]))
+    units = []
+    for g in range(start, end, batch):
+        count = min(batch, end - g)
+        units += [Unit(g, b0, b1, count) for b0, b1 in ranges]
+    return units
+
+
+def unit_samples(spec: WorkSpec, unit: Unit) -> int:
+    """Samples a unit covers, over all its MLPs (for progress)."""
+    if unit.block_end is None:
+        return spec.n_samples * unit.mlp_count
+    block = int(spec.extra["block_size"])
+    return unit.mlp_count * (min(unit.block_end * block, spec.n_samples) - unit.block_start * block)
 
 
 def run_unit_pcg64(spec: WorkSpec, unit: Unit, on_samples: Callable[[int], None] | None = None) -> LayerSums:
@@ -84,3 +113,64 @@ def run_unit_pcg64(spec: WorkSpec, unit: Unit, on_samples: Callable[[int], None]
     weight_ss, sample_ss, _ = spawn_streams(spec.seeds[unit.mlp_index])
     weights = sample_weights(weight_ss, spec.width, spec.depth)
     return sample_layer_sums(weights, sample_ss, spec.n_samples, on_chunk=on_samples)
+
+
+def run_unit_philox(spec: WorkSpec, unit: Unit, on_samples: Callable[[int], None] | None = None) -> LayerSums:
+    """Compute one philox unit on the torch backend: a batch of MLPs over an aligned block range.
+
+    Returns a LayerSums whose arrays have a leading MLP axis: sums (B, depth, width), sumsq (B, width).
+    ``spec.extra`` carries the device, chunk size, block size and compute method; none of them
+    changes a result (only ``spec.kernel``, the arithmetic, does).
+    """
+    import numpy as np
+
+    from whestbench.compute.mlp import sample_weights
+    from whestbench.compute.philox import combine_in_order, philox_key
+    from whestbench.compute.philox_torch import block_sums_torch
+
+    block_size = int(spec.extra["block_size"])
+    weights, keys = [], []
+    for i in unit.mlps:
+        weight_ss, sample_ss, _ = spawn_streams(spec.seeds[i])
+        weights.append(sample_weights(weight_ss, spec.width, spec.depth))
+        keys.append(philox_key(sample_ss))
+    w_batch = np.stack(weights)  # (B, depth, width, width)
+    device = spec.extra.get("device", "cpu")
+    parts: list[list[LayerSums]] = [[] for _ in unit.mlps]
+    for b in range(unit.block_start, unit.block_end):
+        sums = block_sums_torch(
+            w_batch, np.array(keys, dtype=np.uint32), b, spec.n_samples, device,
+            chunk_size=spec.extra.get("chunk_size"), block_size=block_size,
+            method=spec.extra.get("method", "auto"),
+        )
+        for j, s in enumerate(sums):
+            parts[j].append(s)
+        if on_samples is not None:
+            on_samples(unit.mlp_count * sums[0].count)
+    combined = [combine_in_order(p) for p in parts]
+    return LayerSums(
+        sums=np.stack([c.sums for c in combined]),
+        sumsq=np.stack([c.sumsq for c in combined]),
+        count=combined[0].count,
+    )
+
+
+def per_mlp_sums(spec: WorkSpec, units: list[Unit], results: dict) -> dict[int, LayerSums]:
+    """Each MLP's total over its units: pcg64 units are whole MLPs; philox units are combined in
+    block order with the pairwise tree (``combine_in_order``)."""
+    out: dict[int, LayerSums] = {}
+    if spec.sampler == "pcg64":
+        for u in units:
+            out[u.mlp_index] = results[u.key][0]
+        return out
+    from whestbench.compute.philox import combine_in_order
+
+    parts: dict[int, list[tuple[int, LayerSums]]] = {}
+    for u in units:
+        batch = results[u.key][0]
+        for j, i in enumerate(u.mlps):
+            one = LayerSums(sums=batch.sums[j], sumsq=batch.sumsq[j], count=batch.count)
+            parts.setdefault(i, []).append((u.block_start, one))
+    for i, lst in parts.items():
+        out[i] = combine_in_order([s for _, s in sorted(lst, key=lambda t: t[0])])
+    return out

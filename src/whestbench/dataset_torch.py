@@ -1,0 +1,57 @@
+"""``whestbench.dataset_torch.create_dataset_torch``: the torch backend's Python API (0.16's name).
+
+Callable exactly as the GPU page's calibration snippet calls it::
+
+    create_dataset_torch(n_mlps=10, n_samples=1_000_000, width=256, depth=8,
+                         seed=42, output_path=Path('/tmp/cal'), device='cuda')
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from whestbench.dataset.bake import BakeConfig, bake
+
+
+def create_dataset_torch(
+    n_mlps: int,
+    n_samples: int,
+    width: int,
+    depth: int,
+    seed: int | None = None,
+    mlp_seeds: Sequence[int] | None = None,
+    *,
+    output_path: str | Path,
+    device: str = "auto",
+    mlps_per_batch: int | None = None,
+    chunk_size: int | None = None,
+    split: str = "public",
+    config: str = "default",
+    mlp_range: tuple[int, int] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    compile: bool = False,
+) -> Path:
+    """Bake with the torch backend (philox sampler) on ``device`` and return the output path.
+
+    ``mlps_per_batch`` and ``chunk_size`` only trade memory for speed: the numbers are the same
+    for every value. ``compile`` is accepted for compatibility with whestbench 0.16 and ignored
+    (our kernels need no ``torch.compile``).
+    """
+    cfg = BakeConfig(
+        n_mlps=n_mlps,
+        n_samples=n_samples,
+        width=width,
+        depth=depth,
+        output=Path(output_path),
+        mlp_seeds=tuple(mlp_seeds) if mlp_seeds is not None else None,
+        seed=seed,
+        split=split,
+        config=config,
+        mlp_range=tuple(mlp_range) if mlp_range is not None else None,
+        backend="torch",
+        device=device,
+        mlps_per_batch=mlps_per_batch,
+        chunk_size=chunk_size,
+    )
+    return bake(cfg, on_event=progress)
