@@ -120,4 +120,5 @@ def test_unit_keys_name_the_mlp_not_the_order():
         "mlp00000001",
         "mlp00000002",
     ]
-    assert Unit(3, 0, 64).key == "mlp00000003-b0000000000-0000000064"
+    assert Unit(3, 0, 64).key == "mlp00000003x1-b0000000000-0000000064"
+    assert Unit(3, 0, 64, mlp_count=4).key == "mlp00000003x4-b0000000000-0000000064"
