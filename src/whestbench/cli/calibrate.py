@@ -56,7 +56,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
 
         sync = torch.cuda.synchronize if plan["device"].startswith("cuda") else (lambda: None)
         label = f"torch {plan['device']} ({plan['kernel']['name']})"
-        default_mlps = plan["mlps_per_batch"]
+        default_mlps = plan["mlps_per_batch"] * plan["workers"]
+        max_threads = plan["workers"]
         default_samples = 1_000_000 if plan["device"] != "cpu" else 131_072
     else:
         if max_threads is not None and max_threads <= 0:
@@ -66,10 +67,13 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     k = calib_mlps or min(n_mlps, default_mlps)
     n = min(calib_samples or default_samples, n_samples)
     out.print(f"Calibrating on {label}: {k} MLPs × {n:,} samples (after a warm-up)…", markup=False)
-    cal = run_calibration(
-        width=width, depth=depth, planned_mlps=n_mlps, planned_samples=n_samples,
-        calib_mlps=k, calib_samples=n, workers=max_threads, sync=sync, device=label, torch_extra=torch_extra,
-    )
+    from whestbench.dataset.bake import torch_threads
+
+    with torch_threads(1 if torch_extra is not None and torch_extra["device"] == "cpu" else None):
+        cal = run_calibration(
+            width=width, depth=depth, planned_mlps=n_mlps, planned_samples=n_samples,
+            calib_mlps=k, calib_samples=n, workers=max_threads, sync=sync, device=label, torch_extra=torch_extra,
+        )
     table = Table(title=f"Calibration: width {width}, depth {depth}")
     table.add_column("")
     table.add_column("value", justify="right")

@@ -7,7 +7,9 @@ starts, the output directory included; the output appears only when it is comple
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import threading
 from dataclasses import dataclass
@@ -211,16 +213,18 @@ def torch_plan(cfg: BakeConfig) -> dict[str, Any]:
     from whestbench.compute import philox_torch
 
     start, end = cfg.range
-    batch = cfg.mlps_per_batch or min(end - start, 16)
-    chunk = philox_torch._chunk_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox_torch.ref.BLOCK_SIZE)
+    # On the CPU one MLP per worker thread (one per core, torch single-threaded: the numba passes
+    # are single-threaded, so this keeps every core busy); on a GPU, batches of up to 16.
+    batch = cfg.mlps_per_batch or (1 if device == "cpu" else min(end - start, 16))
+    chunk = philox_torch.chunk_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox_torch.ref.BLOCK_SIZE)
     method = "numba" if device == "cpu" else "torch"
-    precision = f"torch-{device}-fp32-{'fp32acc' if device == 'mps' else 'fp64acc'}"
     return {
         "device": device,
         "mlps_per_batch": batch,
         "chunk_size": chunk,
         "method": method,
-        "kernel": {"name": f"philox-{method}-{device}", "precision_class": precision},
+        "workers": (os.cpu_count() or 1) if device == "cpu" else 1,
+        "kernel": {"name": f"philox-{method}-{device}", "precision_class": philox_torch.kernel_name(device, method)},
     }
 
 
@@ -267,7 +271,36 @@ def bake(
             "(means at N=1e9 may be off by ~1e-4); use --device cuda or cpu for production ground truth."
         )})
     unit_fn = run_unit_pcg64 if tplan is None else run_unit_philox
-    workers = cfg.max_threads if tplan is None else 1  # torch parallelises inside a unit
+    workers = cfg.max_threads if tplan is None else tplan["workers"]
+    if tplan is not None and dist_env is not None and dist_env.world_size > 1:
+        workers = 1  # one device (or one core's worth of CPU) per rank
+    with torch_threads(1 if tplan is not None and tplan["device"] == "cpu" else None):
+        results, spec = _execute(cfg, seeds, tplan, unit_fn, workers, ledger_for, emit, stop, dist_env, peer_timeout_s)
+    if results is None:
+        return None
+    write_baked(cfg, spec, results, seed_source, emit, tplan)
+    Ledger(work_dir, spec.identity()).remove()
+    return cfg.output
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Pin torch's intra-op threads to ``n`` for the bake (our worker threads give the parallelism)."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _execute(cfg, seeds, tplan, unit_fn, workers, ledger_for, emit, stop, dist_env, peer_timeout_s):
+    """Run every unit locally or as one rank; returns (results, spec), results None on ranks > 0."""
     if dist_env is None or dist_env.world_size == 1:
         spec = _spec(cfg, seeds, tplan)
         ledger = ledger_for(spec)
@@ -275,6 +308,7 @@ def bake(
             spec, plan_units(spec), workers=workers, ledger=ledger, on_event=emit, stop=stop,
             unit_fn=unit_fn, samples_of=lambda u: unit_samples(spec, u),
         )
+        return results, spec
     else:
         from whestbench.work.distributed import run_distributed
 
@@ -292,12 +326,7 @@ def bake(
             peer_timeout_s=peer_timeout_s,
             samples_of=lambda u: unit_samples(probe, u),
         )
-        if rank != 0:
-            return None
-        ledger = Ledger(work_dir, spec.identity())
-    write_baked(cfg, spec, results, seed_source, emit, tplan)
-    ledger.remove()
-    return cfg.output
+        return results, spec
 
 
 def write_baked(

@@ -63,7 +63,7 @@ def calibrate(
         fn = run_unit_pcg64 if torch_extra is None else run_unit_philox
 
         def run(spec: WorkSpec, units: list[Unit]) -> None:
-            run_units(spec, units, workers=workers if torch_extra is None else 1, unit_fn=fn,
+            run_units(spec, units, workers=workers, unit_fn=fn,
                       samples_of=lambda u: unit_samples(spec, u))
 
     def spec_for(n_mlps: int, n_samples: int) -> WorkSpec:

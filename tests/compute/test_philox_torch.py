@@ -1,0 +1,255 @@
+"""The philox sampler on torch matches the numpy reference: same integer stage bit for bit, floats
+within a few ulp, sums within arithmetic error, and no knob (chunk size, batch) changes a byte."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from whestbench.compute import philox  # noqa: E402
+from whestbench.compute import philox_torch as pt  # noqa: E402
+from whestbench.compute.mlp import weights_for_seed  # noqa: E402
+from whestbench.compute.seeds import spawn_streams  # noqa: E402
+
+KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    (
+        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+        (0xA4093822, 0x299F31D0),
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    ),
+]
+KEY = (0xA4093822, 0x299F31D0)
+WIDTH, DEPTH, BLOCK = 37, 3, 1024
+N_RAGGED = 2 * BLOCK + 300  # three blocks, the last one ragged
+METHODS = ["numba", "torch"]
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in float32 units in the last place (monotone integer mapping of the bit patterns)."""
+
+    def ordered(x):
+        i = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+    return np.abs(ordered(a) - ordered(b))
+
+
+def _same(a, b) -> bool:
+    return (a.count, a.sums.tobytes(), a.sumsq.tobytes()) == (b.count, b.sums.tobytes(), b.sumsq.tobytes())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("counter,key,expected", KAT)
+def test_torch_philox_matches_random123_known_answers(counter, key, expected, device):
+    c = [torch.tensor([x], dtype=torch.int64, device=device) for x in counter]
+    out = pt.philox4x32_torch(c, philox.round_keys(key))
+    assert tuple(int(w.item()) for w in out) == expected
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_integer_stage_is_bit_identical_to_numpy(device):
+    n0 = 2**32 - 40  # crosses into hi32(n) = 1
+    keys = np.array([KEY, (1, 2), (0xFFFFFFFF, 0)], dtype=np.uint32)
+    got = pt.words_torch(keys, n0, n0 + 80, WIDTH, device).cpu().numpy()
+    for b, key in enumerate(keys):
+        assert np.array_equal(got[b], philox.philox_words(tuple(int(k) for k in key), n0, n0 + 80, WIDTH))
+
+
+def test_numba_integer_stage_is_bit_identical_to_numpy():
+    n0 = 2**32 - 40
+    out = np.empty((80, 4 * philox.n_groups(WIDTH)), dtype=np.uint32)
+    pt._words_rows(np.array(philox.round_keys(KEY), dtype=np.uint32), n0, out)
+    assert np.array_equal(out, philox.philox_words(KEY, n0, n0 + 80, WIDTH))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_uniforms_are_bit_identical_to_numpy(device):
+    words = philox.philox_words(KEY, 0, 64, 64)
+    u = pt.words_torch(np.array([KEY]), 0, 64, 64, device)[0].to(torch.float32)
+    u = u.mul_(float(philox.U_SCALE)).add_(float(philox.U_OFFSET)).cpu().numpy()
+    assert u.tobytes() == philox.uniforms(words).tobytes()
+
+
+@pytest.mark.parametrize("method,device", [("numba", "cpu")] + [("torch", d) for d in DEVICES])
+def test_normals_are_within_a_few_ulp_of_numpy(method, device):
+    # log/cos/sin are each within ~1-2 ulp of exact on every platform we know (numpy's SIMD log
+    # is the worst at 4); 8 ulp leaves room for a different libm without hiding a wrong formula.
+    ref = philox.normals(KEY, 1000, 3000, WIDTH)
+    got = pt.normals_torch(KEY, 1000, 3000, WIDTH, device, method=method).cpu().numpy()
+    assert got.shape == ref.shape and got.dtype == np.float32
+    assert _ulps(got, ref).max() <= 8
+
+
+def test_numba_normals_are_within_three_ulp_of_the_exact_transform():
+    words = philox.philox_words(KEY, 0, 2048, 64)
+    u = philox.uniforms(words).astype(np.float64)
+    theta = (philox.TWO_PI * philox.uniforms(words)[:, 1::2]).astype(np.float64)  # the float32 angle
+    r = np.sqrt(-2 * np.log(u[:, 0::2]))
+    exact = np.empty(words.shape)
+    exact[:, 0::2], exact[:, 1::2] = r * np.cos(theta), r * np.sin(theta)
+    got = pt.normals_torch(KEY, 0, 2048, 64, "cpu", method="numba").numpy()
+    assert _ulps(got, exact.astype(np.float32)).max() <= 3
+
+
+@pytest.mark.parametrize("rows,valid", [(64, 64), (64, 37), (1024, 1000), (8, 1), (16, 15), (16, 6)])
+def test_numba_relu_tree_is_bit_identical_to_the_reference_tree(rows, valid):
+    h = np.random.default_rng(rows + valid).standard_normal((rows, 29)).astype(np.float32)
+    h[valid:] = 0.0
+    relu = np.maximum(h, np.float32(0.0)).astype(np.float64)
+    levels = philox.level_of(rows) + 1
+    out, out_sq = np.empty(29), np.empty(29)
+    stack, stack_sq, used = np.empty((levels, 29)), np.empty((levels, 29)), np.empty(levels, bool)
+    pt._relu_tree(h, valid, True, out, out_sq, stack, stack_sq, used)
+    assert np.array_equal(h, relu.astype(np.float32))  # ReLU applied in place
+    assert (out + 0.0).tobytes() == (philox.pairwise_colsum(relu) + 0.0).tobytes()
+    assert (out_sq + 0.0).tobytes() == (philox.pairwise_colsum(relu**2) + 0.0).tobytes()
+
+
+def test_torch_tree_is_bit_identical_to_the_reference_tree():
+    h = np.maximum(np.random.default_rng(3).standard_normal((2, 256, 29)), 0).astype(np.float32)
+    got = pt._tree_rows(torch.from_numpy(h), torch.float64).numpy()
+    for b in range(2):
+        assert got[b].tobytes() == philox.pairwise_colsum(h[b].astype(np.float64)).tobytes()
+
+
+# --- block sums ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batch():
+    seeds = [11, 12, 13]
+    weights = np.stack([weights_for_seed(s, WIDTH, DEPTH) for s in seeds])  # (3, depth, w, w)
+    keys = np.array([philox.philox_key(spawn_streams(s)[1]) for s in seeds], dtype=np.uint32)
+    return weights, keys
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("block", [0, 2])  # a full block and the ragged last one
+def test_block_sums_torch_agree_with_numpy_within_arithmetic_error(batch, method, block):
+    # Same samples, so the only differences are ulps in the float transform and in sgemm (MKL vs
+    # OpenBLAS): ~1e-8 relative. A nearly dead neuron's tiny sum can move by ~1e-6 relative when
+    # one activation a hair from zero lands on the other side of the ReLU, hence the absolute
+    # floor on the mean (1e-8, a hundredth of the precision gate). One wrong sample would be ~1e-3.
+    weights, keys = batch
+    got = pt.block_sums_torch(weights, keys, block, N_RAGGED, "cpu", block_size=BLOCK, method=method)
+    for b in range(len(keys)):
+        ref = philox.block_sums(weights[b], tuple(int(k) for k in keys[b]), block, N_RAGGED, block_size=BLOCK)
+        assert got[b].count == ref.count
+        n = ref.count
+        np.testing.assert_allclose(got[b].sums / n, ref.sums / n, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(got[b].sumsq / n, ref.sumsq / n, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_chunk_size_never_changes_a_byte(batch, method):
+    weights, keys = batch
+    runs = [
+        pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, chunk_size=c, method=method)
+        for c in (64, 100, 256, 1024, 10**6)
+    ]
+    for run in runs[1:]:
+        assert all(_same(a, b) for a, b in zip(run, runs[0]))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batch_composition_never_changes_a_byte(batch, method):
+    weights, keys = batch
+
+    def run(w, k):
+        return pt.block_sums_torch(w, k, 0, N_RAGGED, "cpu", block_size=BLOCK, method=method)
+
+    together = run(weights, keys)
+    for b in range(len(keys)):
+        assert _same(run(weights[b : b + 1], keys[b : b + 1])[0], together[b])
+    reordered = run(weights[::-1].copy(), keys[::-1].copy())
+    assert all(_same(a, b) for a, b in zip(reordered[::-1], together))
+
+
+def test_torch_thread_count_never_changes_a_byte(batch):
+    weights, keys = batch
+    before = torch.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            runs.append(pt.block_sums_torch(weights, keys, 0, N_RAGGED, "cpu", block_size=BLOCK))
+    finally:
+        torch.set_num_threads(before)
+    assert all(_same(a, b) for a, b in zip(*runs))
+
+
+def test_torch_blocks_combine_like_the_reference(batch):
+    weights, keys = batch
+    blocks = [
+        pt.block_sums_torch(weights[:1], keys[:1], b, N_RAGGED, "cpu", block_size=BLOCK)[0] for b in range(3)
+    ]
+    whole = philox.combine_in_order(blocks)
+    units = [philox.combine_in_order(blocks[:2]), blocks[2]]
+    assert _same(philox.combine_in_order(units), whole) and whole.count == N_RAGGED
+
+
+def test_units_of_a_torch_bake_combine_to_the_whole_bit_for_bit(batch):
+    weights, keys = batch
+    whole = pt.sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_size=BLOCK)
+    units = [
+        pt.sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_range=r, block_size=BLOCK)
+        for r in philox.unit_block_ranges(N_RAGGED, 2, block_size=BLOCK)
+    ]
+    for m in range(len(keys)):
+        assert _same(philox.combine_in_order([u[m] for u in units]), whole[m])
+
+
+def test_layer1_means_match_the_exact_value_within_five_standard_errors(batch):
+    weights, keys = batch
+    n = 16 * BLOCK
+    sums = pt.sample_layer_sums_torch(weights, keys, n, "cpu", block_size=BLOCK)
+    for m, s in enumerate(sums):
+        sigma = np.linalg.norm(weights[m, 0].astype(np.float64), axis=0)  # (width,)
+        exact = sigma / np.sqrt(2 * np.pi)
+        se = sigma * np.sqrt(0.5 - 1 / (2 * np.pi)) / np.sqrt(n)
+        assert np.all(np.abs(s.sums[0] / n - exact) < 5 * se)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_sums_match_cpu_on_the_same_samples_and_ignore_chunking(batch):
+    weights, keys = batch
+    cpu = pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, method="torch")
+    runs = [
+        pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cuda", block_size=BLOCK, chunk_size=chunk)
+        for chunk in (64, 1024)
+    ]
+    assert all(_same(a, b) for a, b in zip(*runs))
+    for a, b in zip(runs[0], cpu):  # same samples: arithmetic differences only (see above)
+        np.testing.assert_allclose(a.sums / a.count, b.sums / b.count, rtol=1e-6, atol=1e-8)
+
+
+# --- arguments ----------------------------------------------------------------------------------
+
+
+def test_one_key_per_mlp_is_required(batch):
+    weights, keys = batch
+    with pytest.raises(ValueError, match="one key per MLP"):
+        pt.block_sums_torch(weights, keys[:2], 0, N_RAGGED, "cpu", block_size=BLOCK)
+
+
+def test_weights_must_be_a_float32_batch(batch):
+    weights, keys = batch
+    with pytest.raises(ValueError, match="float32"):
+        pt.block_sums_torch(weights.astype(np.float64), keys, 0, N_RAGGED, "cpu", block_size=BLOCK)
+
+
+def test_numba_method_is_cpu_only():
+    with pytest.raises(ValueError, match="CPU only"):
+        pt.normals_torch(KEY, 0, 4, 8, "meta", method="numba")
+
+
+def test_kernel_name_separates_what_changes_the_numbers():
+    names = {pt.kernel_name("cpu", "numba"), pt.kernel_name("cpu", "torch"), pt.kernel_name("mps", "torch")}
+    assert len(names) == 3
+    assert pt.kernel_name("cpu").endswith("-numba-fp32-fp64acc") and "fp32acc" in pt.kernel_name("mps")
