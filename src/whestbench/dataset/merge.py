@@ -37,12 +37,11 @@ from whestbench.dataset.errors import (
     MergeOverlapError,
 )
 from whestbench.dataset.metadata import now_utc
-from whestbench.dataset.reader import DATA_DIR, data_files, is_shard_of, read_metadata, verify_checksums
+from whestbench.dataset.reader import DATA_DIR, data_checksums, data_files, is_shard_of, read_metadata, verify_checksums
 from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, make_features, validate_metadata
 from whestbench.dataset.writer import (
     MAX_ROW_GROUP_BYTES,
     MAX_SHARD_BYTES,
-    checksums_of,
     row_bytes,
     shard_name,
     shard_plan,
@@ -227,7 +226,7 @@ def merge_datasets(partials: Sequence[str | Path], *, output_dir: str | Path) ->
     width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
     with staged_dir(output) as stage:
         _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth)
-        md["checksums"] = checksums_of(stage)
+        md["checksums"] = data_checksums(stage)
         write_metadata_json(stage, md)
         from whestbench.dataset.card import render_card
 

@@ -7,13 +7,13 @@ schema so ``datasets`` and whestbench 0.16 read them. Rows stream in: memory hol
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from whestbench.atomic import staged_dir
+from whestbench.dataset.reader import data_checksums
 from whestbench.dataset.schema import make_features
 
 MAX_SHARD_BYTES = 2 * 1024**3
@@ -40,24 +40,6 @@ def shard_name(split: str, i: int, n: int) -> str:
 def write_metadata_json(directory: Path, md: dict[str, Any]) -> None:
     """``metadata.json`` as whestbench 0.16 writes it: indent 2, insertion order, no trailing newline."""
     (Path(directory) / "metadata.json").write_text(json.dumps(md, indent=2))
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return "sha256:" + h.hexdigest()
-
-
-def checksums_of(directory: Path) -> dict[str, str]:
-    """``{"data/<file>": "sha256:<hex>"}`` for every file under ``data/``, sorted."""
-    directory = Path(directory)
-    return {
-        p.relative_to(directory).as_posix(): sha256_file(p)
-        for p in sorted((directory / "data").rglob("*"))
-        if p.is_file()
-    }
 
 
 def write_parquet_shards(
@@ -116,7 +98,7 @@ def write_dataset(
         from whestbench.dataset.card import render_card
     with staged_dir(Path(output)) as stage:
         write_parquet_shards(stage, split, rows, n_rows, width, depth, max_shard_bytes=max_shard_bytes)
-        md["checksums"] = checksums_of(stage)
+        md["checksums"] = data_checksums(stage)
         write_metadata_json(stage, md)
         (stage / "README.md").write_text(render_card(md))
     return Path(output)
