@@ -68,9 +68,10 @@ def counts_of(row: dict) -> dict[str, tuple[int, int]]:
 
 
 def facts_formulas(n: int, w: int, d: int, chunk: int) -> dict[str, tuple[int, int]]:
-    """The closed-form table of facts §3.4, written out independently of the module."""
+    """The closed-form table of facts §3.4, written out independently of the module — with the tail
+    term corrected: the reference adds it whenever the last chunk holds one row, n = 1 included."""
     k = -(-n // chunk)
-    tail = 2 * (d + 1) if k > 1 and n % chunk == 1 else 0
+    tail = 2 * (d + 1) if n - (k - 1) * chunk == 1 else 0
     return {
         "random.Generator.standard_normal": (16 * n * w, k),
         "array": (n * w, k),
@@ -99,7 +100,7 @@ def facts_formulas(n: int, w: int, d: int, chunk: int) -> dict[str, tuple[int, i
         (5000, 256, 8, 4096),
         (16384, 64, 2, 16384),  # exactly one full chunk
         (16385, 64, 2, 16384),  # one-row last chunk
-        (1, 37, 3, 1024),  # one row, one chunk: no tail term
+        (1, 37, 3, 1024),  # one row, one chunk: the tail term too
         (7000, 37, 5, 1000),  # width 37, seven full chunks
     ],
 )
@@ -140,6 +141,8 @@ def test_cpu_row_has_the_golden_key_layout(shared_fixtures):
         # Observed from whestbench 0.16.2 + flopscope 0.12.4 bakes (seed 12345): a one-row last chunk.
         (16385, 64, 2, 16384, 6291078, 332422278, 44),
         (3073, 1024, 1, 1024, 12570628, 6623961092, 55),
+        # n = 1 (a single one-row chunk): the reference bills the tail too (w=8, d=3).
+        (1, 8, 3, 1024, 8, 1384, 34),
     ],
 )
 def test_one_row_last_chunk_adds_the_tail_term(n, w, d, chunk, sum_cost, flops_used, calls):

@@ -25,8 +25,9 @@ With n = n_samples, w = width, d = depth, k = ceil(n / chunk), each operation of
     subtract                          2·w                         1
     mean                              2·w                         1
 
-where tail = 2·(d+1) when k > 1 and the last chunk holds exactly one row, else 0 (observed:
-flopscope bills each one-row column sum 2 FLOPs, not 0). The order above is the order of first
+where tail = 2·(d+1) when the last chunk holds exactly one row (also when it is the only chunk:
+n = 1), else 0 (observed: flopscope bills each one-row column sum 2 FLOPs, not 0; the facts file's
+"k > 1" is contradicted by the reference's own bakes at n = 1). The order above is the order of first
 call, which is the order of the ``operations`` dict.
 """
 
@@ -56,7 +57,7 @@ def operation_counts(n_samples: int, width: int, depth: int, chunk: int) -> dict
             raise ValueError(f"{name} must be a positive integer; got {value}.")
     k = -(-n // chunk)  # number of chunks, the last one possibly ragged
     last_rows = n - (k - 1) * chunk
-    tail = 2 * (d + 1) if k > 1 and last_rows == 1 else 0
+    tail = 2 * (d + 1) if last_rows == 1 else 0
     return {
         "zeros": (0, d + 1),
         "random.Generator.standard_normal": (16 * n * w, k),
