@@ -1,0 +1,763 @@
+"""The fused GPU kernel for the ``philox`` sampler: draw, run every layer and sum one tile per program.
+
+Why a fused kernel. At width 256 a plain torch bake is memory-bound: every layer writes its
+``(rows, width)`` activations to HBM, reads them back for the ReLU, the fp64 conversion and the
+column sums, and the inputs are drawn by a separate pass. Here one program owns a *tile*: ``ROWS``
+consecutive samples of one MLP (``ROWS`` a power of two, the tile starting at a multiple of it). It
+
+1. draws the tile's inputs in-kernel: Philox4x32-10 in uint32 arithmetic (``tl.umulhi``) on the
+   counter ``(lo32(n), hi32(n), g, 0)`` and the float32 Box-Muller transform of ``philox.py``, so the
+   integer stage is bit-exact and the normals are within a few ulp of numpy's;
+2. runs all ``depth`` layers, ``h = relu(h @ W_l)``, with ``tl.dot`` on ``(ROWS, BLOCK_K) x
+   (BLOCK_K, BLOCK_N)`` blocks in one of five precisions (below);
+3. after every layer sums the tile's post-ReLU columns in fp64 as the *pairwise tree* over its rows
+   (``reshape`` to ``(ROWS/2, 2, cols)`` and add the pairs, level by level: exactly the reference's
+   ``a[0::2] + a[1::2]``), plus the last layer's fp64 sums of squares, and writes only those
+   ``(depth+1, width)`` fp64 values.
+
+A tile's sums are an aligned subtree of the reference tree (rows past the end of the data are zero
+inputs, hence zero activations: the reference's zero padding), so the host combines tiles into
+blocks and blocks into ranges with the same tree (``PairwiseStack``), and nothing -- MLPs per launch,
+grid size, which program took which tile, block ranges -- changes a bit of the result.
+
+Where the activations live. A Triton program cannot slice a register tensor, and a ``(ROWS, width)``
+float32 tile is 64 KB at width 256 (512 KB at 1024), more than registers or shared memory hold next
+to the weight blocks. So each program owns a small scratch slab of two ``(ROWS, WP)`` buffers
+(ping-pong: read layer ``l`` from one, write layer ``l+1`` into the other, one barrier per layer). The
+grid is persistent (one program per SM, each looping over tiles), so the slabs total a few tens of
+MB: they stay in L2 and never reach the output. Only the sums do.
+
+Precision (``PRECISION``, recorded with the kernel identity; SPEC section 3). An operand is split
+into parts of 11 significant bits, each rounded to nearest even, so the tensor cores multiply them
+exactly and accumulate in fp32; the cross terms go in smallest first:
+
+- ``"ieee"``: fp32 operands, ``input_precision="ieee"``: the exact-fp32 reference mode (CUDA cores).
+- ``"3xtf32"``: ``x = hi + lo``, ``hi = tf32(x)``, ``lo = tf32(x - hi)`` for both operands;
+  ``acc += lo_a*hi_w + hi_a*lo_w + hi_a*hi_w`` with ``input_precision="tf32"``. Ceiling ~165
+  TFLOP/s on an H100. Two 11-bit parts hold 22 of the weights' 24 bits, and the weights are the same
+  for every sample, so their rounding is a fixed bias per neuron (~2-4e-7 of the means: passes).
+- ``"4xtf32"``: the weights in three parts (exact), activations in two: ``+ hi_a*lo3_w``. No weight
+  bias (~1e-8, like fp32); ceiling 3/4 of 3xtf32's.
+- ``"3xfp16"`` / ``"4xfp16"``: the same splits in fp16 (``hi = fp16(x)``), the low parts scaled by
+  ``2**12`` so they stay normal fp16 numbers, summed in a second fp32 accumulator that is scaled back
+  once at the end. Ceilings ~330 and ~248 TFLOP/s on an H100. Activations of an He-initialised MLP
+  stay far below fp16's 65504.
+
+``emulate_matmul`` does the same splits in numpy (the products of the parts are exact in fp32, the
+accumulation is fp32), which is how the split arithmetic is checked against an fp64 matmul on a
+machine without a GPU (``tests/compute/test_philox_triton.py``, ``docs/gpu-kernel.md``).
+
+Import this module only where triton is wanted. Run on a CPU with ``TRITON_INTERPRET=1`` set before
+the import (the interpreter is slow: tiny shapes only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from whestbench.compute import philox as ref
+from whestbench.compute.stats import LayerSums
+
+KERNEL_NAME = "triton-fused-philox"
+KERNEL_VERSION = "1"
+PRECISIONS = ("ieee", "3xtf32", "4xtf32", "3xfp16", "4xfp16")
+DEFAULT_PRECISION = "4xfp16"  # passes the gate with a ~60x margin, at 3/4 of 3xfp16's ceiling
+MAX_FUSED_WIDTH = 1024  # widest MLP the fused path is selected for (scratch per program grows with it)
+MIN_CAPABILITY = (8, 0)  # tf32 / fp16 tensor cores with fp32 accumulation (Ampere and later)
+FP16_LO_SCALE = 4096.0  # 2**12: keeps the fp16 low part of a residual out of the subnormal range
+_PRECISION_CODE = {name: code for code, name in enumerate(PRECISIONS)}
+_TILE_SUMS_BUDGET = 256 << 20  # bytes of per-tile fp64 sums held on the device per launch
+
+
+# --- kernel configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Compile-time shape of the fused kernel. ``identity()`` goes into a bake's metadata.
+
+    ``precision`` and ``block_k`` fix each output's fp32 arithmetic. ``rows`` and ``block_n`` should
+    not (a row's dot products do not depend on the tile's other rows or columns), but under the
+    interpreter numpy's BLAS picks kernels by shape and they do, so they are part of the identity
+    until a GPU run shows otherwise (``test_speed_knobs_never_change_a_byte_on_a_gpu``). The grid,
+    ``num_warps``, ``num_stages`` and the MLPs per launch never change a byte. All sizes are powers
+    of two, ``>= 16`` where they feed ``tl.dot``.
+    """
+
+    rows: int = 128
+    """Samples per tile: the height of every ``tl.dot`` and the size of the subtree one program sums."""
+    block_n: int = 128
+    """Output columns per accumulator (the accumulator is ``rows x block_n`` fp32 registers)."""
+    block_k: int = 32
+    """Reduction step of every layer's matmul; fixes each output's accumulation order."""
+    group_block: int = 16
+    """Philox groups (four neurons each) drawn per step of the input pass."""
+    sum_block: int = 32
+    """Columns per fp64 pairwise-tree pass (the fp64 tile is ``rows x sum_block``)."""
+    precision: str = DEFAULT_PRECISION
+    """One of ``PRECISIONS``: see the module docstring."""
+    num_warps: int = 8
+    num_stages: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "block_n", "block_k", "group_block", "sum_block"):
+            v = getattr(self, name)
+            if v <= 0 or v & (v - 1):
+                raise ValueError(f"KernelConfig.{name} must be a positive power of two; got {v}.")
+        for name in ("rows", "block_n", "block_k"):
+            if getattr(self, name) < 16:
+                raise ValueError(f"KernelConfig.{name} feeds tl.dot and must be >= 16; got {getattr(self, name)}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"KernelConfig.precision must be one of {PRECISIONS}; got {self.precision!r}.")
+
+    @property
+    def quantum(self) -> int:
+        """The padded width ``WP`` is a multiple of this (every block size divides it)."""
+        return max(self.block_n, self.block_k, 4 * self.group_block, self.sum_block)
+
+    def padded_width(self, width: int) -> int:
+        return -(-width // self.quantum) * self.quantum
+
+    def identity(self) -> dict:
+        """What determines the numbers (besides the device's tensor-core generation): for metadata."""
+        return {
+            "kernel": KERNEL_NAME,
+            "version": KERNEL_VERSION,
+            "precision": self.precision,
+            "rows": self.rows,
+            "block_n": self.block_n,
+            "block_k": self.block_k,
+        }
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(x - 1, 0).bit_length()
+
+
+def default_config(width: int, precision: str = DEFAULT_PRECISION) -> KernelConfig:
+    """A starting configuration for ``width``; the block sizes are to be tuned on the GPU (see
+    ``benchmarks/bench_gpu.py --sweep``). Small widths get small blocks so no work is padding."""
+    wp2 = _pow2_at_least(max(width, 16))
+    # 128 columns keep the fp16 splits' two accumulators (and 4xtf32's extra part) free of spills (ptxas, sm_90).
+    block_n = min(wp2, 256 if precision == "3xtf32" else 128)
+    return KernelConfig(
+        rows=128,
+        block_n=block_n,
+        block_k=min(wp2, 32),
+        group_block=min(wp2 // 4, 16),
+        sum_block=min(wp2, 32),
+        precision=precision,
+        num_warps=8 if block_n >= 128 else 4,
+        num_stages=2,
+    )
+
+
+# --- in-kernel building blocks -------------------------------------------------------------------
+
+
+@triton.jit
+def _philox4x32(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 on uint32 tensors (broadcastable) with key ``(k0, k1)``: four uint32 words.
+
+    Round: ``(hi(M1*c2)^c1^k0, lo(M1*c2), hi(M0*c0)^c3^k1, lo(M0*c0))``, then the key moves by the
+    Weyl constants -- ``philox.philox4x32`` step for step, in 32-bit arithmetic that wraps.
+    """
+    for _ in tl.static_range(10):
+        hi0 = tl.umulhi(c0, 0xD2511F53)
+        lo0 = c0 * 0xD2511F53
+        hi1 = tl.umulhi(c2, 0xCD9E8D57)
+        lo1 = c2 * 0xCD9E8D57
+        c0 = hi1 ^ c1 ^ k0
+        c1 = lo1
+        c2 = hi0 ^ c3 ^ k1
+        c3 = lo0
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _box_muller(wa, wb):
+    """Two uint32 word tensors -> ``(r cos t, r sin t)`` float32, the reference's float stage.
+
+    ``u = w * 2**-32 + 2**-33`` is exact up to one rounding (an FMA gives the same bits, the
+    product being exact); ``sqrt_rn`` because ``tl.sqrt`` is an approximation on NVIDIA GPUs;
+    ``log``/``cos``/``sin`` are libdevice's (a few ulp from numpy's).
+    """
+    u1 = wa.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10
+    u2 = wb.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10
+    r = tl.sqrt_rn(-2.0 * tl.log(u1))
+    theta = 6.2831854820251465 * u2  # philox.TWO_PI, the float32 nearest 2*pi
+    return r * tl.cos(theta), r * tl.sin(theta)
+
+
+@triton.jit
+def _philox_block(n, g, k0, k1):
+    """Words of samples ``n`` (R, 1) int64 x groups ``g`` (1, G) int32: four (R, G) uint32 tensors."""
+    c0 = (n & 0xFFFFFFFF).to(tl.uint32)
+    c1 = (n >> 32).to(tl.uint32)
+    c2 = g.to(tl.uint32)
+    c3 = tl.zeros_like(c2)
+    return _philox4x32(c0, c1, c2, c3, k0, k1)
+
+
+@triton.jit
+def _round_tf32(x):
+    """float32 -> the nearest tf32 value (10 mantissa bits, ties to even), still stored as float32."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _pairwise_colsum(x, ROWS: tl.constexpr, COLS: tl.constexpr, LOG_ROWS: tl.constexpr):
+    """(ROWS, COLS) -> (COLS,): the reference's pairwise tree over rows, level by level.
+
+    ``reshape`` to ``(ROWS/2, 2, COLS)`` pairs rows ``2i`` and ``2i+1``; a sum over two values is
+    one add (commutative, hence the same bits whatever order the reduction picks).
+    """
+    for lvl in tl.static_range(LOG_ROWS):
+        x = tl.sum(tl.reshape(x, (ROWS >> (lvl + 1), 2, COLS)), axis=1)
+    return tl.reshape(x, (COLS,))
+
+
+# --- the fused kernel ----------------------------------------------------------------------------
+
+
+@triton.jit
+def _fused_mlp_tile_kernel(
+    # pointers
+    w_ptr,  # (B, depth, WP, WP) float32, zero-padded weights, indexed (input, output)
+    key_ptr,  # (B, 2) int64: each MLP's Philox key (k0, k1), uint32 values
+    out_ptr,  # (B, n_tiles, depth + 1, WP) float64: per-tile column sums, then the last sums of squares
+    scratch_ptr,  # (n_programs, 2, ROWS, WP) float32: this program's ping-pong activation buffers
+    # sizes
+    n_mlps,
+    depth,
+    width,  # real width: input columns >= width are zero
+    n_tiles,  # tiles per MLP in this launch
+    n_first,  # int64: first sample of tile 0 (a multiple of ROWS)
+    n_end,  # int64: samples >= n_end are padding (zero inputs)
+    # strides (elements)
+    stride_wb,
+    stride_wl,
+    stride_ob,
+    stride_ot,
+    stride_ol,
+    # meta-parameters
+    WP: tl.constexpr,
+    ROWS: tl.constexpr,
+    LOG_ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_BLOCK: tl.constexpr,
+    SUM_BLOCK: tl.constexpr,
+    PRECISION: tl.constexpr,  # 0 ieee, 1 3xtf32, 2 4xtf32, 3 3xfp16, 4 4xfp16
+    FP16_SCALE: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    rows = tl.arange(0, ROWS)
+    buf_a = scratch_ptr + pid.to(tl.int64) * (2 * ROWS * WP)
+    buf_b = buf_a + ROWS * WP
+    # Work items run MLP-major, so the programs in flight share one MLP's weights in L2.
+    for item in range(pid, n_mlps * n_tiles, n_programs):
+        b = item // n_tiles
+        t = item % n_tiles
+        k0 = tl.load(key_ptr + 2 * b).to(tl.uint32)
+        k1 = tl.load(key_ptr + 2 * b + 1).to(tl.uint32)
+        n = n_first + t.to(tl.int64) * ROWS + rows  # (ROWS,) sample indices
+        live = n < n_end
+        tl.debug_barrier()  # the previous item's reads of buf_a are done before it is overwritten
+
+        # 1. inputs: neuron 4g+q of sample n is Box-Muller output q of group g's words.
+        for g0 in range(0, WP // 4, GROUP_BLOCK):
+            g = g0 + tl.arange(0, GROUP_BLOCK)
+            w0, w1, w2, w3 = _philox_block(n[:, None], g[None, :], k0, k1)  # 4 x (ROWS, GROUP_BLOCK)
+            z0, z1 = _box_muller(w0, w1)
+            z2, z3 = _box_muller(w2, w3)
+            col = 4 * g[None, :]
+            dst = buf_a + rows[:, None] * WP + col
+            tl.store(dst, tl.where(live[:, None] & (col < width), z0, 0.0))
+            tl.store(dst + 1, tl.where(live[:, None] & (col + 1 < width), z1, 0.0))
+            tl.store(dst + 2, tl.where(live[:, None] & (col + 2 < width), z2, 0.0))
+            tl.store(dst + 3, tl.where(live[:, None] & (col + 3 < width), z3, 0.0))
+        tl.debug_barrier()
+
+        # 2. layers: src holds h_{l-1}, dst receives h_l; then the fp64 tree sums of h_l.
+        src = buf_a
+        dst = buf_b
+        w_mlp = w_ptr + b.to(tl.int64) * stride_wb
+        o_tile = out_ptr + b.to(tl.int64) * stride_ob + t.to(tl.int64) * stride_ot
+        for layer in range(depth):
+            w_layer = w_mlp + layer * stride_wl
+            for n0 in range(0, WP, BLOCK_N):
+                cols = n0 + tl.arange(0, BLOCK_N)
+                acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+                cor = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)  # the fp16 splits' scaled cross terms
+                for kb in range(0, WP, BLOCK_K):
+                    ks = kb + tl.arange(0, BLOCK_K)
+                    a = tl.load(src + rows[:, None] * WP + ks[None, :])  # (ROWS, BLOCK_K)
+                    w = tl.load(w_layer + ks[:, None] * WP + cols[None, :])  # (BLOCK_K, BLOCK_N)
+                    if PRECISION == 0:
+                        acc = tl.dot(a, w, acc, input_precision="ieee")
+                    elif PRECISION <= 2:  # 3xtf32, 4xtf32
+                        a_hi = _round_tf32(a)
+                        a_lo = _round_tf32(a - a_hi)
+                        w_hi = _round_tf32(w)
+                        w_mid = _round_tf32(w - w_hi)
+                        acc = tl.dot(a_lo, w_hi, acc, input_precision="tf32")
+                        if PRECISION == 2:  # the weights' third part: w is then exact
+                            w_lo = _round_tf32((w - w_hi) - w_mid)
+                            acc = tl.dot(a_hi, w_lo, acc, input_precision="tf32")
+                        acc = tl.dot(a_hi, w_mid, acc, input_precision="tf32")
+                        acc = tl.dot(a_hi, w_hi, acc, input_precision="tf32")
+                    else:  # 3xfp16, 4xfp16: low parts scaled by FP16_SCALE, summed in `cor`
+                        a_hi = a.to(tl.float16)
+                        a_lo = ((a - a_hi.to(tl.float32)) * FP16_SCALE).to(tl.float16)
+                        w_hi = w.to(tl.float16)
+                        w_res = w - w_hi.to(tl.float32)  # exact
+                        w_mid = (w_res * FP16_SCALE).to(tl.float16)
+                        cor = tl.dot(a_lo, w_hi, cor)
+                        if PRECISION == 4:
+                            w_lo = ((w_res - w_mid.to(tl.float32) * (1.0 / FP16_SCALE)) * FP16_SCALE).to(tl.float16)
+                            cor = tl.dot(a_hi, w_lo, cor)
+                        cor = tl.dot(a_hi, w_mid, cor)
+                        acc = tl.dot(a_hi, w_hi, acc)
+                if PRECISION >= 3:
+                    acc = acc + cor * (1.0 / FP16_SCALE)  # a power of two: exact scaling
+                h = tl.maximum(acc, 0.0)  # (ROWS, BLOCK_N) post-ReLU
+                tl.store(dst + rows[:, None] * WP + cols[None, :], h)
+            tl.debug_barrier()
+            for c0 in range(0, WP, SUM_BLOCK):
+                cs = c0 + tl.arange(0, SUM_BLOCK)
+                x = tl.load(dst + rows[:, None] * WP + cs[None, :]).to(tl.float64)  # exact
+                tl.store(o_tile + layer * stride_ol + cs, _pairwise_colsum(x, ROWS, SUM_BLOCK, LOG_ROWS))
+            src, dst = dst, src
+        # The last layer's activations are in src now: sums of squares (exact in fp64).
+        for c0 in range(0, WP, SUM_BLOCK):
+            cs = c0 + tl.arange(0, SUM_BLOCK)
+            x = tl.load(src + rows[:, None] * WP + cs[None, :]).to(tl.float64)
+            tl.store(o_tile + depth * stride_ol + cs, _pairwise_colsum(x * x, ROWS, SUM_BLOCK, LOG_ROWS))
+
+
+# --- debug kernels: the sampler stages alone, for bit-for-bit tests ------------------------------
+
+
+@triton.jit
+def _philox_words_kernel(
+    key_ptr,  # (2,) int64
+    out_ptr,  # (n_rows, 4 * n_groups) int32 (uint32 bits)
+    n0,  # int64 first sample
+    n_rows,
+    n_groups,
+    ROWS: tl.constexpr,
+    GROUPS: tl.constexpr,
+):
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    g = tl.arange(0, GROUPS)
+    k0 = tl.load(key_ptr).to(tl.uint32)
+    k1 = tl.load(key_ptr + 1).to(tl.uint32)
+    n = n0 + r.to(tl.int64)
+    w0, w1, w2, w3 = _philox_block(n[:, None], g[None, :], k0, k1)
+    mask = (r[:, None] < n_rows) & (g[None, :] < n_groups)
+    base = out_ptr + r[:, None] * (4 * n_groups) + 4 * g[None, :]
+    tl.store(base, w0.to(tl.int32, bitcast=True), mask=mask)
+    tl.store(base + 1, w1.to(tl.int32, bitcast=True), mask=mask)
+    tl.store(base + 2, w2.to(tl.int32, bitcast=True), mask=mask)
+    tl.store(base + 3, w3.to(tl.int32, bitcast=True), mask=mask)
+
+
+@triton.jit
+def _normals_kernel(
+    key_ptr,  # (2,) int64
+    out_ptr,  # (n_rows, 4 * n_groups) float32
+    n0,
+    n_rows,
+    n_groups,
+    ROWS: tl.constexpr,
+    GROUPS: tl.constexpr,
+):
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    g = tl.arange(0, GROUPS)
+    k0 = tl.load(key_ptr).to(tl.uint32)
+    k1 = tl.load(key_ptr + 1).to(tl.uint32)
+    n = n0 + r.to(tl.int64)
+    w0, w1, w2, w3 = _philox_block(n[:, None], g[None, :], k0, k1)
+    z0, z1 = _box_muller(w0, w1)
+    z2, z3 = _box_muller(w2, w3)
+    mask = (r[:, None] < n_rows) & (g[None, :] < n_groups)
+    base = out_ptr + r[:, None] * (4 * n_groups) + 4 * g[None, :]
+    tl.store(base, z0, mask=mask)
+    tl.store(base + 1, z1, mask=mask)
+    tl.store(base + 2, z2, mask=mask)
+    tl.store(base + 3, z3, mask=mask)
+
+
+# --- wrappers ------------------------------------------------------------------------------------
+
+
+def _key_tensor(keys, device) -> torch.Tensor:
+    k = np.asarray(keys, dtype=np.uint32).reshape(-1, 2).astype(np.int64)
+    return torch.as_tensor(k, device=device)
+
+
+def philox_words_triton(key: tuple[int, int], n0: int, n1: int, width: int, device) -> np.ndarray:
+    """The in-kernel integer stage alone: ``(n1-n0, 4*n_groups(width))`` uint32, as ``philox.philox_words``."""
+    if not 0 <= n0 <= n1:
+        raise ValueError(f"need 0 <= n0 <= n1; got n0={n0}, n1={n1}.")
+    g = ref.n_groups(width)
+    out = torch.empty((n1 - n0, 4 * g), dtype=torch.int32, device=device)
+    rows = 16
+    _philox_words_kernel[(triton.cdiv(n1 - n0, rows),)](
+        _key_tensor([key], device), out, n0, n1 - n0, g, ROWS=rows, GROUPS=_pow2_at_least(g)
+    )
+    return out.cpu().numpy().view(np.uint32)
+
+
+def normals_triton(key: tuple[int, int], n0: int, n1: int, width: int, device) -> np.ndarray:
+    """The in-kernel inputs alone: ``(n1-n0, width)`` float32, within a few ulp of ``philox.normals``."""
+    if not 0 <= n0 <= n1:
+        raise ValueError(f"need 0 <= n0 <= n1; got n0={n0}, n1={n1}.")
+    g = ref.n_groups(width)
+    out = torch.empty((n1 - n0, 4 * g), dtype=torch.float32, device=device)
+    rows = 16
+    _normals_kernel[(triton.cdiv(n1 - n0, rows),)](
+        _key_tensor([key], device), out, n0, n1 - n0, g, ROWS=rows, GROUPS=_pow2_at_least(g)
+    )
+    return out.cpu().numpy()[:, :width]
+
+
+def _default_programs(device: torch.device) -> int:
+    """Persistent grid size: one program per SM. The default configurations use 186-254 registers x
+    256 threads (ptxas, sm_90), the whole register file, so a second program per SM would only wait;
+    and the slabs of resident programs (32-64 MB) then fit in L2."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def pad_weights(weights_batch, config: KernelConfig, device) -> torch.Tensor:
+    """(B, depth, w, w) float32 -> (B, depth, WP, WP) zero-padded on ``device``: the kernel's weight layout.
+
+    Zero rows and columns make every load in the kernel unmasked and keep padded neurons at zero.
+    """
+    w_t = torch.as_tensor(weights_batch, device=device)
+    if w_t.dim() != 4 or w_t.shape[2] != w_t.shape[3] or w_t.dtype != torch.float32:
+        raise ValueError(f"weights_batch must be float32 (B, depth, width, width); got {tuple(w_t.shape)} {w_t.dtype}.")
+    n_mlps, depth, width, _ = w_t.shape
+    wp = config.padded_width(width)
+    if wp == width:
+        return w_t.contiguous()
+    padded = torch.zeros((n_mlps, depth, wp, wp), dtype=torch.float32, device=device)
+    padded[:, :, :width, :width] = w_t
+    return padded
+
+
+def tile_sums_triton(
+    weights_batch,
+    keys,
+    n_first: int,
+    n_tiles: int,
+    n_end: int,
+    *,
+    width: int | None = None,
+    config: KernelConfig | None = None,
+    n_programs: int | None = None,
+    device=None,
+) -> torch.Tensor:
+    """Per-tile fp64 sums: ``(B, n_tiles, depth+1, width)``; tile ``t`` covers samples
+    ``[n_first + t*rows, n_first + (t+1)*rows)``, samples ``>= n_end`` counting as zero rows.
+
+    ``weights_batch``: (B, depth, w, w) float32, or already ``pad_weights``-ed (then pass ``width``).
+    ``keys``: (B, 2) uint32. Row ``[b, t, l]`` is the pairwise tree of layer ``l``'s post-ReLU
+    activations over the tile's rows; row ``depth`` the tree of the last layer's squares.
+    ``n_programs`` (the persistent grid) changes speed only.
+    """
+    w_t = torch.as_tensor(weights_batch) if device is None else torch.as_tensor(weights_batch, device=device)
+    device = w_t.device
+    n_mlps, depth, wdim, _ = w_t.shape
+    width = wdim if width is None else int(width)
+    config = config or default_config(width)
+    wp = config.padded_width(width)
+    if wdim != wp:
+        w_t = pad_weights(w_t, config, device)
+    keys_t = _key_tensor(keys, device)
+    if keys_t.shape[0] != n_mlps:
+        raise ValueError(f"keys has {keys_t.shape[0]} rows but weights_batch has {n_mlps} MLPs; pass one key per MLP.")
+    if n_first < 0 or n_first % config.rows:
+        raise ValueError(f"n_first={n_first} must be a non-negative multiple of rows={config.rows} (tiles are aligned subtrees).")
+    if n_tiles <= 0:
+        raise ValueError(f"n_tiles must be positive; got {n_tiles}.")
+    items = n_mlps * n_tiles
+    programs = min(items, n_programs or _default_programs(device))
+    out = torch.empty((n_mlps, n_tiles, depth + 1, wp), dtype=torch.float64, device=device)
+    scratch = torch.empty((programs, 2, config.rows, wp), dtype=torch.float32, device=device)
+    _fused_mlp_tile_kernel[(programs,)](
+        w_t,
+        keys_t,
+        out,
+        scratch,
+        n_mlps,
+        depth,
+        width,
+        n_tiles,
+        n_first,
+        n_end,
+        w_t.stride(0),
+        w_t.stride(1),
+        out.stride(0),
+        out.stride(1),
+        out.stride(2),
+        WP=wp,
+        ROWS=config.rows,
+        LOG_ROWS=int(math.log2(config.rows)),
+        BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k,
+        GROUP_BLOCK=config.group_block,
+        SUM_BLOCK=config.sum_block,
+        PRECISION=_PRECISION_CODE[config.precision],
+        FP16_SCALE=FP16_LO_SCALE,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+    )
+    return out[..., :width]
+
+
+def _tree_tiles(x: torch.Tensor) -> torch.Tensor:
+    """(B, T, ...) -> (B, ...): the pairwise tree over tiles, padded with zero tiles to a power of two
+    (a zero subtree adds nothing, so this is the reference's tree over the tiles' samples)."""
+    t = x.shape[1]
+    size = _pow2_at_least(t)
+    if size != t:
+        x = torch.cat([x, x.new_zeros((x.shape[0], size - t) + tuple(x.shape[2:]))], dim=1)
+    while x.shape[1] > 1:
+        x = x[:, 0::2] + x[:, 1::2]
+    return x[:, 0]
+
+
+def range_sums_triton(
+    weights_batch,
+    keys,
+    block_range: tuple[int, int],
+    n_samples: int,
+    *,
+    config: KernelConfig | None = None,
+    block_size: int = ref.BLOCK_SIZE,
+    n_programs: int | None = None,
+    device=None,
+    on_blocks=None,
+) -> list[LayerSums]:
+    """Each MLP's sums over the aligned ``block_range`` of canonical blocks: ``B`` ``LayerSums``.
+
+    The same subtree as ``philox.sample_layer_sums_philox(..., block_range=...)`` computes, up to the
+    matmul's arithmetic: tiles -> blocks by the pairwise tree on the device, blocks -> range by
+    ``PairwiseStack``. Launches cover several blocks at a time (bounded device memory);
+    ``on_blocks(n)`` is called after each launch with the number of blocks it finished.
+    """
+    w_t = torch.as_tensor(weights_batch) if device is None else torch.as_tensor(weights_batch, device=device)
+    n_mlps, depth, width, _ = w_t.shape
+    config = config or default_config(width)
+    if config.rows > block_size:
+        raise ValueError(f"config.rows={config.rows} exceeds block_size={block_size}; tiles must lie inside a block.")
+    b0, b1 = ref.check_block_range(block_range, n_samples, block_size)
+    w_p = pad_weights(w_t, config, w_t.device)
+    tiles_per_block = block_size // config.rows
+    per_block_bytes = n_mlps * tiles_per_block * (depth + 1) * width * 8
+    blocks_per_launch = max(1, _TILE_SUMS_BUDGET // per_block_bytes)
+    stack = ref.PairwiseStack()
+    for lb0 in range(b0, b1, blocks_per_launch):
+        lb1 = min(lb0 + blocks_per_launch, b1)
+        start, end = lb0 * block_size, min(lb1 * block_size, n_samples)
+        n_tiles = -(-(end - start) // config.rows)
+        tiles = tile_sums_triton(
+            w_p, keys, start, n_tiles, end, width=width, config=config, n_programs=n_programs
+        )  # (B, T, depth+1, w)
+        full = (lb1 - lb0) * tiles_per_block
+        if n_tiles < full:  # the data's last block is ragged: its missing tiles are zero subtrees
+            tiles = torch.cat([tiles, tiles.new_zeros((n_mlps, full - n_tiles, depth + 1, width))], dim=1)
+        per_block = tiles.reshape(n_mlps * (lb1 - lb0), tiles_per_block, depth + 1, width)
+        blocks = _tree_tiles(per_block).reshape(n_mlps, lb1 - lb0, depth + 1, width)
+        for i, blk in enumerate(range(lb0, lb1)):
+            s, e = ref.block_bounds(blk, n_samples, block_size)
+            stack.push(blocks[:, i], ref.level_of(e - s))
+        if on_blocks is not None:
+            on_blocks(lb1 - lb0)
+    total = stack.value().cpu().numpy() + 0.0  # the reference's final +0.0
+    count = min(b1 * block_size, n_samples) - b0 * block_size
+    return [LayerSums(sums=total[b, :depth].copy(), sumsq=total[b, depth].copy(), count=count) for b in range(n_mlps)]
+
+
+def block_sums_triton(
+    weights_batch,
+    keys,
+    block_index: int,
+    n_samples: int,
+    device=None,
+    *,
+    config: KernelConfig | None = None,
+    block_size: int = ref.BLOCK_SIZE,
+    n_programs: int | None = None,
+) -> list[LayerSums]:
+    """One canonical block's sums for each of ``B`` MLPs: ``philox_torch.block_sums_torch``'s contract,
+    computed by the fused kernel."""
+    return range_sums_triton(
+        weights_batch,
+        keys,
+        (block_index, block_index + 1),
+        n_samples,
+        config=config,
+        block_size=block_size,
+        n_programs=n_programs,
+        device=device,
+    )
+
+
+def fused_available(device, width: int) -> tuple[bool, str]:
+    """Whether the fused kernel serves ``width`` on ``device``, and if not, why (for a log line)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return False, f"the fused kernel runs on CUDA devices; got {device}"
+    if not torch.cuda.is_available():
+        return False, "CUDA is not available"
+    cap = torch.cuda.get_device_capability(device)
+    if cap < MIN_CAPABILITY:
+        return False, f"compute capability {cap[0]}.{cap[1]} < {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]}"
+    if width > MAX_FUSED_WIDTH:
+        return False, f"width {width} > {MAX_FUSED_WIDTH}, the fused kernel's bound"
+    return True, "ok"
+
+
+# --- the split arithmetic in numpy (the precision gate's emulation) ------------------------------
+
+
+def round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest tf32 (10 mantissa bits, ties to even), as float32: ``_round_tf32``."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0xFFF) + ((bits >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
+    return bits.view(np.float32)
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest bfloat16 (7 mantissa bits, ties to even), as float32."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+
+def round_fp16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest fp16 value (ties to even, subnormals included), as float32: ``.to(tl.float16)``.
+
+    Same bits as ``x.astype(np.float16).astype(np.float32)`` but several times faster: in fp16's
+    normal range fp16 and tf32 keep the same 10 mantissa bits; below ``2**-14`` the spacing is
+    ``2**-24``. Guards against values fp16 cannot hold, which the kernel would turn into inf.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if x.size and np.max(np.abs(x)) >= 65504.0:
+        raise ValueError("a value >= 65504 does not fit fp16; the fp16 splits cannot represent this operand.")
+    small = np.abs(x) < np.float32(2.0**-14)
+    return np.where(small, np.rint(x * np.float32(2.0**24)) * np.float32(2.0**-24), round_tf32(x))
+
+
+def _split(x: np.ndarray, parts: int, fmt: str) -> list[np.ndarray]:
+    """``x`` as ``parts`` float32 arrays of fp16/tf32 values; fp16 parts after the first are scaled by
+    ``FP16_LO_SCALE`` (the kernel's scaled low parts), tf32 parts are not."""
+    scale = np.float32(FP16_LO_SCALE) if fmt == "fp16" else np.float32(1.0)
+    rnd = round_fp16 if fmt == "fp16" else round_tf32
+    out = [rnd(x)]
+    res = x - out[0]  # exact
+    for _ in range(parts - 1):
+        out.append(rnd(res * scale))
+        res = res - out[-1] / scale  # exact: the part is the residual rounded to 11 bits
+    return out
+
+
+def split_weights(b: np.ndarray, precision: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The right-hand side(s) ``emulate_matmul`` multiplies for ``precision``: ``(main, scaled)``.
+
+    tf32 splits: ``main`` stacks the weight parts in the kernel's order (one fp32 accumulator) and
+    ``scaled`` is None. fp16 splits: ``main`` is the high part and ``scaled`` stacks the terms summed in
+    the kernel's second accumulator. Weights are the same for every row: split them once per layer.
+    """
+    b = np.asarray(b, dtype=np.float32)
+    if precision in ("fp32", "ieee"):
+        return b, None
+    if precision == "bf16":
+        return round_bf16(b), None
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of fp32, bf16, {', '.join(PRECISIONS)}; got {precision!r}.")
+    fmt = precision[2:]
+    w = _split(b, 3 if precision.startswith("4") else 2, fmt)  # [hi, mid] or [hi, mid, lo]
+    # The kernel's terms, smallest first: lo_a*hi_w, [hi_a*lo_w,] hi_a*mid_w, then hi_a*hi_w.
+    right = [w[0]] + w[:0:-1]
+    if fmt == "tf32":
+        return np.concatenate(right + [w[0]], axis=0), None
+    return w[0], np.concatenate(right, axis=0)
+
+
+def emulate_matmul(a: np.ndarray, b, precision: str) -> np.ndarray:
+    """``a @ b`` (float32 in, float32 out) as the kernel's ``precision`` computes it, in numpy.
+
+    ``b`` is the weight matrix, or what ``split_weights`` made of it. The parts' products are exact
+    in float32 (<= 22 significant bits), so a float32 matmul over the concatenated parts is the
+    tensor cores' arithmetic up to the accumulation order. Also ``"fp32"`` (plain float32 matmul)
+    and ``"bf16"`` (one bf16 pass) for the gate's comparison.
+    """
+    a = np.asarray(a, dtype=np.float32)
+    main, scaled = b if isinstance(b, tuple) else split_weights(b, precision)
+    if precision in ("fp32", "ieee"):
+        return a @ main
+    if precision == "bf16":
+        return round_bf16(a) @ main
+    fmt = precision[2:]
+    a_hi, a_lo = _split(a, 2, fmt)
+    n_parts = 3 if precision.startswith("4") else 2
+    left = [a_lo] + [a_hi] * (n_parts - 1)
+    if fmt == "tf32":  # one accumulator
+        return np.concatenate(left + [a_hi], axis=1) @ main
+    return a_hi @ main + (np.concatenate(left, axis=1) @ scaled) * np.float32(1.0 / FP16_LO_SCALE)
+
+
+# --- the precision gate (SPEC section 3) ---------------------------------------------------------
+
+GATE_MAX_ABS = 1e-6  # max over layers and neurons of |mean - fp64 mean|
+GATE_MAX_BIAS = 1e-7  # max over layers of |mean over neurons of (mean - fp64 mean)|
+
+
+def emulated_layer_means(weights: np.ndarray, x: np.ndarray, precision: str, *, chunk: int = 16384) -> np.ndarray:
+    """``(depth, width)`` fp64 per-layer means of ``relu`` activations over the rows of ``x``.
+
+    ``precision`` ``"fp64"`` runs the forward pass in fp64 (the gate's reference); anything
+    ``emulate_matmul`` takes runs it in float32 with that matmul, summing in fp64 as the kernel does.
+    """
+    depth = weights.shape[0]
+    sums = np.zeros((depth, weights.shape[2]))
+    parts = [] if precision == "fp64" else [split_weights(w, precision) for w in weights]
+    for r0 in range(0, x.shape[0], chunk):
+        if precision == "fp64":
+            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float64)
+            for layer in range(depth):
+                h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)
+                sums[layer] += h.sum(axis=0)
+        else:
+            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float32)
+            for layer in range(depth):
+                h = np.maximum(emulate_matmul(h, parts[layer], precision), np.float32(0.0))
+                sums[layer] += h.sum(axis=0, dtype=np.float64)
+    return sums / x.shape[0]
+
+
+def gate_figures(means: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
+    """``(max |delta|, max over layers of |mean over neurons of delta|)`` for ``(depth, width)`` means."""
+    delta = np.asarray(means, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
+    return float(np.max(np.abs(delta))), float(np.max(np.abs(delta.mean(axis=1))))
+
+
+def gate_passes(max_abs: float, max_bias: float) -> bool:
+    return max_abs <= GATE_MAX_ABS and max_bias <= GATE_MAX_BIAS

@@ -1,0 +1,339 @@
+"""The fused Triton kernel computes the philox reference's tile sums: same samples, same tree, fp32
+arithmetic; its split precisions pass the precision gate; and no launch knob changes a byte.
+
+Without a GPU the kernel runs in Triton's interpreter (numpy underneath), which must be switched on
+before the first ``@triton.jit`` runs, i.e. before ``philox_triton`` is imported. The interpreter is
+slow, so the kernel tests use tiny shapes; the precision gate runs the split arithmetic in numpy
+(``emulate_matmul``), which is what the interpreter computes too. On a CUDA machine the same tests run
+the compiled kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the module's kernels are decorated
+pytest.importorskip("triton")
+
+from whestbench.compute import philox  # noqa: E402
+from whestbench.compute import philox_triton as ptt  # noqa: E402
+from whestbench.compute.mlp import weights_for_seed  # noqa: E402
+from whestbench.compute.seeds import spawn_streams  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+KEY = (0xA4093822, 0x299F31D0)
+KEYS = [KEY, (1, 2), (0xFFFFFFFF, 0)]
+
+
+def tiny(rows: int = 32, precision: str = "ieee", **kw) -> ptt.KernelConfig:
+    """The smallest blocks tl.dot accepts: many K and N steps even at width 37."""
+    return ptt.KernelConfig(
+        rows=rows, block_n=16, block_k=16, group_block=4, sum_block=16, precision=precision, num_warps=4, **kw
+    )
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def ordered(x):
+        i = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+    return np.abs(ordered(a) - ordered(b))
+
+
+def reference_tile_sums(weights, key, n0, rows, n_end, matmul) -> np.ndarray:
+    """(depth+1, width) fp64: one tile through numpy -- philox.normals, ``matmul`` per layer, ReLU,
+    and philox.pairwise_colsum over the tile's rows (rows past ``n_end`` are zero inputs)."""
+    depth, width, _ = weights.shape
+    x = np.zeros((rows, width), dtype=np.float32)
+    valid = max(0, min(rows, n_end - n0))
+    x[:valid] = philox.normals(key, n0, n0 + valid, width)
+    out = np.empty((depth + 1, width))
+    for layer in range(depth):
+        x = np.maximum(matmul(x, weights[layer]), np.float32(0.0))  # (rows, width) float32
+        out[layer] = philox.pairwise_colsum(x.astype(np.float64))
+    out[depth] = philox.pairwise_colsum(x.astype(np.float64) ** 2)
+    return out
+
+
+# Tolerance of the fp32 comparisons below. Kernel and numpy compute the same fp32 dot products of the
+# same inputs in different summation orders (the kernel in BLOCK_K steps), so an activation may differ
+# by a few ulps of sum|a_k w_k| (the bound is ~K * 2**-24 ~ 4e-6 relative for K <= 64, typically
+# 1e-7); after at most three layers and fp64 sums of non-negative values, 2e-5 relative is ample,
+# while a wrong sample, a wrong row or a dropped split term would miss by 1e-3 or more.
+RTOL, ATOL = 2e-5, 1e-6
+
+
+# --- the sampler stages ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_in_kernel_philox_words_are_bit_identical_to_numpy(key):
+    n0 = 2**32 - 40  # crosses into hi32(n) = 1
+    got = ptt.philox_words_triton(key, n0, n0 + 80, 37, DEVICE)
+    assert np.array_equal(got, philox.philox_words(key, n0, n0 + 80, 37))
+
+
+def test_in_kernel_normals_are_within_a_few_ulp_of_numpy():
+    got = ptt.normals_triton(KEY, 5, 200, 37, DEVICE)
+    want = philox.normals(KEY, 5, 200, 37)
+    # Uniforms are bit-exact; log/cos/sin are the platform's (libdevice on a GPU, numpy here).
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert _ulps(got, want).max() <= 4
+
+
+# --- one tile ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "width,depth,rows", [(8, 2, 16), (16, 3, 32), (37, 3, 64)], ids=["w8-d2-r16", "w16-d3-r32", "w37-d3-r64"]
+)
+def test_tile_sums_are_the_reference_tree_of_the_same_tile(width, depth, rows):
+    weights = weights_for_seed(7, width, depth)
+    n_first, n_tiles = 2 * rows, 3
+    n_end = n_first + 2 * rows + rows // 2 + 3  # the last tile is ragged
+    got = ptt.tile_sums_triton(weights[None], [KEY], n_first, n_tiles, n_end, config=tiny(rows), device=DEVICE)
+    got = got.cpu().numpy()
+    assert got.shape == (1, n_tiles, depth + 1, width) and got.dtype == np.float64
+    for t in range(n_tiles):
+        want = reference_tile_sums(weights, KEY, n_first + t * rows, rows, n_end, np.matmul)
+        np.testing.assert_allclose(got[0, t], want, rtol=RTOL, atol=ATOL)
+
+
+def test_samples_past_the_end_are_zero_rows():
+    weights = weights_for_seed(3, 16, 2)
+    cfg = tiny(32)
+    whole = ptt.tile_sums_triton(weights[None], [KEY], 0, 1, 32, config=cfg, device=DEVICE).cpu().numpy()
+    head = ptt.tile_sums_triton(weights[None], [KEY], 0, 1, 20, config=cfg, device=DEVICE).cpu().numpy()
+    want = reference_tile_sums(weights, KEY, 0, 32, 20, np.matmul)
+    np.testing.assert_allclose(head[0, 0], want, rtol=RTOL, atol=ATOL)
+    # Zeroing leaves of a tree of non-negative values can only lower it (rounding is monotone).
+    assert np.all(head[0, 0] <= whole[0, 0]) and np.any(head[0, 0] < whole[0, 0])
+
+
+@pytest.mark.parametrize("precision", ["3xtf32", "4xtf32", "3xfp16", "4xfp16"])
+def test_split_precisions_compute_their_emulated_arithmetic(precision):
+    # In the interpreter tl.dot multiplies the parts in fp32 (exact products) and accumulates in fp32:
+    # what emulate_matmul does, up to the order. A dropped or mis-scaled part would be off by 1e-4.
+    width, depth, rows = 37, 3, 32
+    weights = weights_for_seed(11, width, depth)
+    got = ptt.tile_sums_triton(weights[None], [KEY], 0, 2, 2 * rows, config=tiny(rows, precision), device=DEVICE)
+    got = got.cpu().numpy()
+    for t in range(2):
+        want = reference_tile_sums(
+            weights, KEY, t * rows, rows, 2 * rows, lambda a, b: ptt.emulate_matmul(a, b, precision)
+        )
+        np.testing.assert_allclose(got[0, t], want, rtol=RTOL, atol=ATOL)
+
+
+# --- invariance -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batch():
+    """Two MLPs of width 37, depth 2, with their keys: the unit of the invariance tests."""
+    seeds = [101, 202]
+    weights = np.stack([weights_for_seed(s, 37, 2) for s in seeds])
+    keys = [philox.philox_key(spawn_streams(s)[1]) for s in seeds]
+    return weights, keys
+
+
+@pytest.fixture(scope="module")
+def baseline(batch):
+    """Both MLPs' sums over three tiles of 16 rows, the last one ragged, in one launch."""
+    weights, keys = batch
+    return ptt.tile_sums_triton(weights, keys, 0, 3, 40, config=tiny(16), device=DEVICE).cpu().numpy()
+
+
+def test_mlps_per_launch_never_change_a_byte(batch, baseline):
+    weights, keys = batch
+    alone = ptt.tile_sums_triton(weights[1:], keys[1:], 0, 3, 40, config=tiny(16), device=DEVICE)
+    assert alone.cpu().numpy().tobytes() == baseline[1:].tobytes()
+
+
+@pytest.mark.parametrize("n_programs", [1, 5])
+def test_grid_size_never_changes_a_byte(batch, baseline, n_programs):
+    weights, keys = batch
+    got = ptt.tile_sums_triton(weights, keys, 0, 3, 40, config=tiny(16), n_programs=n_programs, device=DEVICE)
+    assert got.cpu().numpy().tobytes() == baseline.tobytes()
+
+
+def test_splitting_the_tiles_over_launches_never_changes_a_byte(batch, baseline):
+    weights, keys = batch
+    first = ptt.tile_sums_triton(weights, keys, 0, 1, 40, config=tiny(16), device=DEVICE).cpu().numpy()
+    rest = ptt.tile_sums_triton(weights, keys, 16, 2, 40, config=tiny(16), device=DEVICE).cpu().numpy()
+    assert np.concatenate([first, rest], axis=1).tobytes() == baseline.tobytes()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: compiled kernels only")
+@pytest.mark.parametrize("knob", [{"num_warps": 8}, {"num_stages": 3}, {"rows": 32}, {"block_n": 32}])
+def test_speed_knobs_never_change_a_byte_on_a_gpu(batch, knob):
+    # If rows or block_n pass here, they can leave KernelConfig.identity().
+    import dataclasses
+
+    weights, keys = batch
+    base = tiny(16)
+    one = ptt.range_sums_triton(weights, keys, (0, 4), 100, config=base, block_size=32, device=DEVICE)
+    other = ptt.range_sums_triton(
+        weights, keys, (0, 4), 100, config=dataclasses.replace(base, **knob), block_size=32, device=DEVICE
+    )
+    for a, b in zip(one, other):
+        assert a.sums.tobytes() == b.sums.tobytes() and a.sumsq.tobytes() == b.sumsq.tobytes()
+
+
+N_SAMPLES, BLOCK = 100, 32  # four blocks of two tiles, the last block ragged (one tile of 4 samples)
+
+
+def test_block_ranges_combine_to_the_whole_bit_for_bit(batch):
+    weights, keys = batch[0][:1], batch[1][:1]
+    kw = {"config": tiny(16), "block_size": BLOCK, "device": DEVICE}
+    whole = ptt.range_sums_triton(weights, keys, (0, 4), N_SAMPLES, **kw)[0]
+    halves = [ptt.range_sums_triton(weights, keys, r, N_SAMPLES, **kw)[0] for r in [(0, 2), (2, 4)]]
+    blocks = [ptt.block_sums_triton(weights, keys, b, N_SAMPLES, **kw)[0] for b in range(4)]
+    for parts in (halves, blocks):
+        got = philox.combine_in_order(parts)
+        assert got.count == whole.count == N_SAMPLES
+        assert got.sums.tobytes() == whole.sums.tobytes()
+        assert got.sumsq.tobytes() == whole.sumsq.tobytes()
+
+
+def test_combined_tiles_equal_the_numpy_sampler_within_arithmetic_error(batch):
+    weights, keys = batch
+    got = ptt.range_sums_triton(weights, keys, (0, 4), N_SAMPLES, config=tiny(16), block_size=BLOCK, device=DEVICE)
+    for m, seed in enumerate([101, 202]):
+        want = philox.sample_layer_sums_philox(weights[m], spawn_streams(seed)[1], N_SAMPLES, block_size=BLOCK)
+        assert got[m].count == want.count
+        np.testing.assert_allclose(got[m].sums, want.sums, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(got[m].sumsq, want.sumsq, rtol=RTOL, atol=ATOL)
+
+
+# --- arguments --------------------------------------------------------------------------------------
+
+
+def test_tiles_must_start_on_a_multiple_of_rows(batch):
+    weights, keys = batch
+    with pytest.raises(ValueError, match="multiple of rows"):
+        ptt.tile_sums_triton(weights, keys, 8, 1, 40, config=tiny(16), device=DEVICE)
+
+
+def test_one_key_per_mlp_is_required(batch):
+    weights, keys = batch
+    with pytest.raises(ValueError, match="one key per MLP"):
+        ptt.tile_sums_triton(weights, keys[:1], 0, 1, 40, config=tiny(16), device=DEVICE)
+
+
+@pytest.mark.parametrize(
+    "field,value,match", [("rows", 24, "power of two"), ("block_k", 8, ">= 16"), ("precision", "tf32", "one of")]
+)
+def test_kernel_config_rejects_shapes_the_kernel_cannot_run(field, value, match):
+    kw = {"rows": 32, "block_n": 16, "block_k": 16, "group_block": 4, "sum_block": 16, field: value}
+    with pytest.raises(ValueError, match=match):
+        ptt.KernelConfig(**kw)
+
+
+def test_padded_width_is_a_multiple_of_every_block():
+    cfg = ptt.default_config(37)
+    assert cfg.padded_width(37) % cfg.quantum == 0 and cfg.padded_width(37) >= 37
+    assert ptt.default_config(256).padded_width(256) == 256
+    assert ptt.default_config(1024).padded_width(1024) == 1024
+
+
+# --- split arithmetic and the precision gate (SPEC section 3) -------------------------------------
+
+
+def test_round_tf32_keeps_ten_mantissa_bits_ties_to_even():
+    one = np.float32(1.0)
+    ulp = np.float32(2.0**-10)  # tf32 spacing at 1
+    x = np.array([1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-11 + 2.0**-20, -(1 + 3 * 2.0**-11)], dtype=np.float32)
+    want = np.array([one, one + 2 * ulp, one + ulp, -(one + 2 * ulp)], dtype=np.float32)
+    assert np.array_equal(ptt.round_tf32(x), want)
+
+
+def test_round_fp16_is_numpys_float16_conversion():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(200_000) * np.exp(rng.uniform(-25, 10, 200_000))).astype(np.float32)
+    x = x[np.abs(x) < 60_000]  # subnormal to large fp16 values
+    assert np.array_equal(ptt.round_fp16(x), x.astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("precision", ["3xtf32", "4xtf32", "3xfp16", "4xfp16"])
+def test_a_split_keeps_about_22_bits_of_each_operand(precision):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 256)).astype(np.float32)
+    b = (rng.standard_normal((256, 256)) * np.sqrt(2 / 256)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    err = np.abs(ptt.emulate_matmul(a, b, precision) - exact) / scale
+    assert err.max() < 2.0**-19  # fp32 accumulation over K=256 dominates; one bf16 pass is ~2**-9
+
+
+def _gate(width, depth, n, precision, seed=12345):
+    weights = weights_for_seed(seed, width, depth)
+    x = np.random.default_rng(1).standard_normal((n, width), dtype=np.float32)  # identical samples for both
+    reference = ptt.emulated_layer_means(weights, x, "fp64")
+    return ptt.gate_figures(ptt.emulated_layer_means(weights, x, precision), reference)
+
+
+def test_one_bf16_pass_fails_the_gate():
+    # The gate has teeth: a single bf16 pass is off by ~1e-2 (SPEC section 3 measured 8e-3).
+    max_abs, _ = _gate(256, 8, 1 << 12, "bf16")
+    assert max_abs > 100 * ptt.GATE_MAX_ABS
+
+
+def test_the_default_split_passes_the_gate_at_256x8():
+    max_abs, max_bias = _gate(256, 8, 1 << 16, ptt.DEFAULT_PRECISION)
+    assert max_abs <= ptt.GATE_MAX_ABS and max_bias <= ptt.GATE_MAX_BIAS, (max_abs, max_bias)
+
+
+@pytest.mark.slow
+def test_the_default_split_passes_the_gate_at_1024x16():
+    max_abs, max_bias = _gate(1024, 16, 1 << 16, ptt.DEFAULT_PRECISION)
+    assert max_abs <= ptt.GATE_MAX_ABS and max_bias <= ptt.GATE_MAX_BIAS, (max_abs, max_bias)
+
+
+# --- the GPU benchmark's CPU parts ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpu"] = module  # dataclasses look their module up while the file executes
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("bench_gpu", None)
+
+
+def test_gpu_benchmark_dry_run_prints_every_section(bench, capsys):
+    assert bench.main(["--dry-run", "--shape", "256x8:2:2**20", "--precision", "4xfp16"]) == 0
+    out = capsys.readouterr().out
+    for part in ("--torch --device cuda --compile", "== 256x8: 2 MLPs x 1048576", "precision gate", "projected"):
+        assert part in out
+
+
+def test_gpu_benchmark_reports_rates_ceilings_ratios_and_projections(bench):
+    shape = bench.parse_shape("256x8:100:1e9")
+    fused = bench.finish(bench.Timing("fused", "4xfp16", [2.0 * 3600]), shape, bench.H100_PEAKS)
+    ref = bench.finish(bench.Timing("reference", "fp32", [8.0 * 3600]), shape, bench.H100_PEAKS)
+    assert fused.tflops == pytest.approx(shape.flops / 7200 / 1e12)
+    assert fused.ceiling_tflops == pytest.approx(989 / 4)
+    gate = [bench.GateLine("256x8", "fused", "4xfp16", 1e-8, 3e-10, True)]
+    out = bench.format_report("test", [bench.ShapeReport(shape, [fused, ref])], gate, bench.H100_PEAKS)
+    line = next(li for li in out.splitlines() if li.startswith("fused"))
+    assert "4.00" in line  # 4x the reference
+    assert "PASS" in out
+    # 100 MLPs x 1e9 took 2 h on one GPU, so 1000 MLPs on 8 GPUs take 2.5 h.
+    proj = next(li for li in out.splitlines() if li.split()[:2] == ["256x8", "fused"] and "max|d|" not in li)
+    assert proj.split()[-4:] == ["2.00", "0.25", "20.00", "2.50"]
