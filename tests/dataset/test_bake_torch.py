@@ -156,3 +156,12 @@ def test_one_mlp_shared_by_two_ranks_equals_one_process(tmp_path, read_columns, 
     a, b = read_columns(single), read_columns(dist)
     for col in NUMERIC + IDENTITY:
         assert_bytes_equal(a[col], b[col], col)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_fused_kernel_without_cuda_is_refused(tmp_path, capsys):
+    pytest.importorskip("triton")
+    rc, cap = _cli(capsys, "--n-mlps", "1", "--n-samples", "10", "--width", "4", "--depth", "1",
+                   "--device", "cpu", "--gpu-kernel", "fused", "--output", str(tmp_path / "o"))
+    assert rc == 2 and "--gpu-kernel torch" in cap.err
+    assert not (tmp_path / "o").exists()

@@ -32,11 +32,13 @@ from whestbench.errors import UsageError
 @click.option("--device", type=click.Choice(["auto", "cuda", "mps", "cpu"]), default=None, help="Torch device (implies --torch).")
 @click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched matmul (never changes results).")
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
+@click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
+              help="CUDA: plain torch ops, or the fused Triton kernel (split-precision tensor cores; experimental).")
 @click.option("--peer-timeout", type=float, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
-         max_threads, use_torch, device, mlps_per_batch, chunk_size, peer_timeout, quiet) -> None:
+         max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, peer_timeout, quiet) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
@@ -80,7 +82,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
         mlp_seeds=seeds, seed=seed, split=split, config=config_name, mlp_range=rng,
         max_threads=max_threads, seeds_file=mlp_seeds, seeds_from_peer=peer,
         backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
-        mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
+        mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel,
         bake_command=shlex.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
     _run(

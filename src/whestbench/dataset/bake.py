@@ -78,6 +78,9 @@ class BakeConfig:
     """Torch: MLPs per batched step. Never changes the numbers."""
     chunk_size: int | None = None
     """Torch: samples per step (rounded to a power of two). Never changes the numbers."""
+    gpu_kernel: str = "torch"
+    """CUDA: "torch" (plain torch ops, fp32 matmuls) or "fused" (the Triton kernel, split-precision
+    tensor cores; opt-in until measured on a GPU). Changes the arithmetic, so it is recorded."""
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -114,6 +117,8 @@ class BakeConfig:
             raise UsageError(f"backend must be 'cpu' or 'torch'; got {self.backend!r}.")
         if self.backend == "torch" and self.max_threads is not None:
             raise UsageError("--max-threads applies to the CPU path only; torch manages its own threads (drop --max-threads).")
+        if self.gpu_kernel not in ("torch", "fused"):
+            raise UsageError(f"--gpu-kernel must be 'torch' or 'fused'; got {self.gpu_kernel!r}.")
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise UsageError(f"{flag} must be a positive integer; got {value!r}.")
@@ -218,13 +223,28 @@ def torch_plan(cfg: BakeConfig) -> dict[str, Any]:
     batch = cfg.mlps_per_batch or (1 if device == "cpu" else min(end - start, 16))
     chunk = philox_torch.chunk_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox_torch.ref.BLOCK_SIZE)
     method = "numba" if device == "cpu" else "torch"
+    kernel = {"name": f"philox-{method}-{device}", "precision_class": philox_torch.kernel_name(device, method)}
+    if cfg.gpu_kernel == "fused":
+        from whestbench.compute import philox_triton
+
+        ok, why = philox_triton.fused_available(device, cfg.width)
+        if not ok:
+            raise UsageError(f"--gpu-kernel fused cannot run here: {why}; use --gpu-kernel torch.")
+        method = "triton"
+        identity = philox_triton.default_config(cfg.width).identity()
+        capability = ".".join(map(str, torch.cuda.get_device_capability()))
+        kernel = {
+            "name": "philox-triton-fused",
+            "precision_class": json.dumps({**identity, "sm": capability}, sort_keys=True),
+            "config": identity,
+        }
     return {
         "device": device,
         "mlps_per_batch": batch,
         "chunk_size": chunk,
         "method": method,
         "workers": (os.cpu_count() or 1) if device == "cpu" else 1,
-        "kernel": {"name": f"philox-{method}-{device}", "precision_class": philox_torch.kernel_name(device, method)},
+        "kernel": kernel,
     }
 
 

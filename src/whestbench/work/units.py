@@ -136,6 +136,18 @@ def run_unit_philox(spec: WorkSpec, unit: Unit, on_samples: Callable[[int], None
         keys.append(philox_key(sample_ss))
     w_batch = np.stack(weights)  # (B, depth, width, width)
     device = spec.extra.get("device", "cpu")
+    if spec.extra.get("method") == "triton":  # the fused kernel: one call covers the block range
+        from whestbench.compute.philox_triton import range_sums_triton
+
+        def on_blocks(n_blocks: int) -> None:
+            if on_samples is not None:
+                on_samples(unit.mlp_count * min(n_blocks * block_size, spec.n_samples))
+
+        combined = range_sums_triton(
+            w_batch, np.array(keys, dtype=np.uint32), (unit.block_start, unit.block_end), spec.n_samples,
+            block_size=block_size, device=device, on_blocks=on_blocks,
+        )
+        return _stack(combined)
     parts: list[list[LayerSums]] = [[] for _ in unit.mlps]
     for b in range(unit.block_start, unit.block_end):
         sums = block_sums_torch(
@@ -147,11 +159,17 @@ def run_unit_philox(spec: WorkSpec, unit: Unit, on_samples: Callable[[int], None
             parts[j].append(s)
         if on_samples is not None:
             on_samples(unit.mlp_count * sums[0].count)
-    combined = [combine_in_order(p) for p in parts]
+    return _stack([combine_in_order(p) for p in parts])
+
+
+def _stack(per_mlp: list[LayerSums]) -> LayerSums:
+    """One LayerSums with a leading MLP axis (what a batched unit stores)."""
+    import numpy as np
+
     return LayerSums(
-        sums=np.stack([c.sums for c in combined]),
-        sumsq=np.stack([c.sumsq for c in combined]),
-        count=combined[0].count,
+        sums=np.stack([c.sums for c in per_mlp]),
+        sumsq=np.stack([c.sumsq for c in per_mlp]),
+        count=per_mlp[0].count,
     )
 
 
