@@ -81,6 +81,12 @@ class ShapeResult:
     ours_pct_of_sgemm: float = 0.0
     identical: bool | None = None
     identity_detail: str = ""
+    torch_s: list[float] = field(default_factory=list)
+    """our torch backend on the CPU (philox sampler): not bit-compatible with the reference, faster."""
+    torch_median_s: float = 0.0
+    torch_speedup: float = 0.0
+    torch_gflops: float = 0.0
+    torch_pct_of_sgemm: float = 0.0
 
 
 def count(text: str) -> int:
@@ -152,8 +158,9 @@ class Bakers:
     def bake(self, who: str, shape: Shape, *, extra_env: dict[str, str] | None = None, keep: bool = False) -> tuple[float, int, Path]:
         self.n += 1
         output = self.workdir / f"{self.n:03d}-{who}-{shape.label}"
-        head = [self.our_python, "-m", "whestbench"] if who == "ours" else [self.ref_python, "-c", REF_CLI]
-        wall, rss = run_timed(head + self._args(shape, output), {**self.env, **(extra_env or {})}, output.with_suffix(".log"))
+        head = [self.our_python, "-m", "whestbench"] if who.startswith("ours") else [self.ref_python, "-c", REF_CLI]
+        tail = ["--torch", "--device", "cpu"] if who == "ours-torch" else []
+        wall, rss = run_timed(head + self._args(shape, output) + tail, {**self.env, **(extra_env or {})}, output.with_suffix(".log"))
         if not keep:
             shutil.rmtree(output, ignore_errors=True)
         return wall, rss, output
@@ -264,7 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-identity", action="store_true", help="skip the bit-identity side run")
     p.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: a temporary one)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results as JSON")
+    p.add_argument("--no-torch", action="store_true", help="skip our torch backend (--torch --device cpu)")
     args = p.parse_args(argv)
+    try:
+        import torch  # noqa: F401
+
+        with_torch = not args.no_torch
+    except ImportError:
+        with_torch = False
     shapes = args.shape or [Shape(256, 8, 4, 200_000), Shape(64, 4, 8, 1_000_000)]
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
@@ -289,8 +303,11 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for shape in shapes:
             r = ShapeResult(shape.label, shape.width, shape.depth, shape.n_mlps, shape.n_samples)
+            contenders = [("ours", r.ours_s), ("reference", r.reference_s)]
+            if with_torch:
+                contenders.insert(1, ("ours-torch", r.torch_s))
             for i in range(args.repeats):
-                for who, times in (("ours", r.ours_s), ("reference", r.reference_s)):
+                for who, times in contenders:
                     wall, _, _ = bakers.bake(who, shape)
                     times.append(wall)
                     log(f"  {shape.label} {shape.n_mlps}x{shape.n_samples:,} run {i + 1}/{args.repeats} {who:9s} {wall:7.2f} s "
@@ -300,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
             r.speedup = r.reference_median_s / r.ours_median_s
             r.ours_gflops = shape.flops / r.ours_median_s / 1e9
             r.reference_gflops = shape.flops / r.reference_median_s / 1e9
+            if r.torch_s:
+                r.torch_median_s = statistics.median(r.torch_s)
+                r.torch_speedup = r.reference_median_s / r.torch_median_s
+                r.torch_gflops = shape.flops / r.torch_median_s / 1e9
             results.append(r)
         # measured again after the timed bakes and the best kept: it is a ceiling, and load is transient
         sgemm_runs.append({"all_threads": sgemm_gflops(cores), "one_thread": sgemm_gflops(1)})
@@ -308,14 +329,16 @@ def main(argv: list[str] | None = None) -> int:
             log("warning: sgemm on all threads is barely faster than on one: the CPUs are shared with other work")
         for r in results:
             r.ours_pct_of_sgemm = 100 * r.ours_gflops / sgemm["all_threads"]
+            r.torch_pct_of_sgemm = 100 * r.torch_gflops / sgemm["all_threads"]
 
         rss_shape = args.rss_shape
         rss = []
-        for n in (rss_shape.n_samples, 4 * rss_shape.n_samples):
-            s = Shape(rss_shape.width, rss_shape.depth, rss_shape.n_mlps, n)
-            wall, peak, _ = bakers.bake("ours", s)
-            rss.append({"n_samples": n, "peak_rss_mib": peak / 2**20, "seconds": wall})
-            log(f"  RSS {s.label} {s.n_mlps}x{n:,}: {peak / 2**20:.0f} MiB")
+        for who in ("ours", "ours-torch") if with_torch else ("ours",):
+            for n in (rss_shape.n_samples, 4 * rss_shape.n_samples):
+                s = Shape(rss_shape.width, rss_shape.depth, rss_shape.n_mlps, n)
+                wall, peak, _ = bakers.bake(who, s)
+                rss.append({"who": who, "n_samples": n, "peak_rss_mib": peak / 2**20, "seconds": wall})
+                log(f"  RSS {who} {s.label} {s.n_mlps}x{n:,}: {peak / 2**20:.0f} MiB")
 
         if not args.skip_identity:
             for r, shape in zip(results, shapes):
@@ -355,10 +378,17 @@ def print_report(info: dict, sgemm: dict, overhead: dict, results: list[ShapeRes
         ident = "skipped" if r.identical is None else ("yes" if r.identical else "NO: " + r.identity_detail)
         print(f"{r.shape:>7} {r.n_mlps:>5} {r.n_samples:>11,} {r.ours_median_s:>8.2f} {r.reference_median_s:>8.2f} "
               f"{r.speedup:>7.2f}x {r.ours_gflops:>10.1f} {r.reference_gflops:>9.1f} {r.ours_pct_of_sgemm:>10.0f}%  {ident}")
-    if rss:
-        a, b = rss[0], rss[-1]
-        print(f"\nour peak RSS at {args.rss_shape.label} x {args.rss_shape.n_mlps} MLPs: "
-              + ", ".join(f"N={x['n_samples']:,}: {x['peak_rss_mib']:.0f} MiB" for x in rss)
+    torch_rows = [r for r in results if r.torch_s]
+    if torch_rows:
+        print("\nour torch backend on the CPU (--torch --device cpu, philox sampler; same runs, alternating):")
+        for r in torch_rows:
+            print(f"{r.shape:>7} {r.n_mlps:>5} {r.n_samples:>11,} {r.torch_median_s:>8.2f} {r.reference_median_s:>8.2f} "
+                  f"{r.torch_speedup:>7.2f}x {r.torch_gflops:>10.1f} {r.reference_gflops:>9.1f} {r.torch_pct_of_sgemm:>10.0f}%")
+    for who in sorted({x["who"] for x in rss}):
+        rows = [x for x in rss if x["who"] == who]
+        a, b = rows[0], rows[-1]
+        print(f"\npeak RSS of {who} at {args.rss_shape.label} x {args.rss_shape.n_mlps} MLPs: "
+              + ", ".join(f"N={x['n_samples']:,}: {x['peak_rss_mib']:.0f} MiB" for x in rows)
               + f" (x{b['peak_rss_mib'] / a['peak_rss_mib']:.2f} for x{b['n_samples'] // a['n_samples']} samples)")
 
 
