@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         from whestbench.work.runner import BakeInterrupted
 
         if isinstance(exc, BakeInterrupted):
-            err.print(f"stopped: {_one_line(exc)}", markup=False)
+            err.print(_one_line(exc), markup=False)
             return EXIT_RESUMABLE
         if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
             err.print(f"error: {_one_line(exc)}", markup=False)

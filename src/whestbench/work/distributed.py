@@ -2,25 +2,48 @@
 
 Coordination uses only the rendezvous key-value store (torch.distributed's TCPStore), never a
 collective: a bake runs for hours, and a rank parked in a blocking collective would hit NCCL's
-watchdog or gloo's timeout. The protocol, all keys under ``whest/<run>/<attempt>/``:
+watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
 
-- rank 0 resolves the seeds (file, ``--seed`` or random), loads its resume ledger and publishes
-  ``plan`` (identity digest, seed list, the keys of units still to do); the other ranks wait for
-  it, check that their own command has the same identity, and take the seeds from it (so only
-  rank 0 needs the seeds file, and no rank needs a shared filesystem);
-- every worker thread of every rank claims the next unit with ``add("claim", 1)`` (so fast and
-  slow devices balance) and posts its result, a few KB of fp64 sums, as ``result/<i>``;
-- rank 0 collects results as they arrive, saves each to its ledger (a restart skips it) and
-  deletes the key; when all are in it writes the dataset;
-- every rank refreshes ``hb/<rank>`` every few seconds; rank 0 fails with a clear error when a
-  rank that still holds a claimed unit goes silent for ``peer_timeout_s``, and the other ranks
-  fail when rank 0 does. Elastic restarts (torchrun ``--max-restarts``) start a new attempt
-  namespace and lose only the units that were in flight.
+- **epochs.** Each start of rank 0 opens a fresh epoch with the store's atomic counter
+  (``add("epoch", 1)``) and keeps all of that start's keys under ``e<epoch>``. Keys left by an
+  earlier start (a claim counter half used, results indexed by an older plan) can therefore never
+  be read as current. The epoch comes from the store, not from torchrun's restart count, because
+  that count differs between nodes: torchrun only counts a restart on the node whose worker failed.
+- **plan.** Rank 0 resolves the seeds (file, ``--seed`` or random), loads its resume ledger and
+  publishes ``e<epoch>/plan`` (identity, seed list, keys of the units still to do), then points
+  ``current`` at the epoch. The other ranks join the current epoch once rank 0's heartbeat shows
+  it is alive, check that their own command has the same identity (a mismatch aborts the whole
+  bake, naming the field) and take the seeds from the plan: only rank 0 needs the seeds file, and
+  no rank needs a shared filesystem.
+- **claims.** Every worker thread of every rank claims the next unit with ``add("claim", 1)`` (so
+  fast and slow devices balance), records ``owner/<i>`` and posts its result, a few KB of fp64
+  sums, as ``result/<i>``. Rank 0 re-derives weights from the seeds; nothing else is sent.
+- **collection.** Rank 0 polls only the claimed, uncollected units, saves each result to its
+  ledger as it arrives (a restart skips it) and deletes the key; when all are in it sets ``done``
+  and writes the dataset. The other ranks exit once ``done`` is set, so a rank that exits 0 knows
+  its results arrived.
+- **liveness.** Every process refreshes ``hb/<rank>`` (epoch, a per-process token, a tick) every
+  ``HEARTBEAT_S``. Watchers time silence on their own monotonic clock (no cross-node clock
+  comparison). Rank 0 fails with a clear error when the owner of an uncollected unit goes silent
+  for ``peer_timeout_s``; when that rank runs again as a new process (a launcher restarted it), rank
+  0 computes the lost unit itself. The other ranks fail when rank 0 goes silent, and follow rank 0
+  to a new epoch when it restarts (torchrun ``--max-restarts``), which loses only the units that
+  were in flight.
+- **stopping.** A stop (SIGTERM/SIGUSR1) on rank 0 sets ``stop`` so that no rank claims more; rank
+  0 then waits for the units already claimed, saves them and raises BakeInterrupted. A stop on
+  another rank finishes its units in flight, posts them, and raises BakeInterrupted there.
+- **endings.** The other ranks acknowledge every ending rank 0 announces (``done``, ``stop``,
+  ``failed``) with ``bye/<rank>``, and rank 0 waits for that (bounded) before it returns: under
+  srun the store lives in rank 0's process, and a rank that lost it could not tell success from a
+  crash.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -33,8 +56,10 @@ from whestbench.work.ledger import Ledger, sums_from_bytes, sums_to_bytes
 from whestbench.work.runner import BakeInterrupted, Event, UnitFn
 from whestbench.work.units import Unit, WorkSpec
 
-HEARTBEAT_S = 2.0
+HEARTBEAT_S = 0.5
 POLL_S = 0.05
+RESUME_HINT = "re-run the same command on every rank to resume"
+BYE_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -48,44 +73,126 @@ class DistEnv:
     master_port: int
     run_id: str = "whest"
     attempt: int = 0
-    """torchrun's TORCHELASTIC_RESTART_COUNT: a restart gets a fresh key namespace."""
+    """torchrun's TORCHELASTIC_RESTART_COUNT (informational: the store's epoch counter separates
+    restarts, because this count is not the same on every node)."""
     agent_store: bool = False
     """True under torchrun: its agent already hosts the store at master_addr:master_port."""
 
 
-def connect_store(env: DistEnv, timeout_s: float):
-    """The shared TCPStore, namespaced to this run and attempt."""
+def _dist_errors() -> tuple[type[BaseException], ...]:
+    import torch.distributed as dist
+
+    return (getattr(dist, "DistError", RuntimeError),)
+
+
+def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event) -> None:
+    """Poll rank 0's store port with plain sockets (silent, and a stop request is honoured)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((env.master_addr, env.master_port), timeout=2.0).close()
+            return
+        except OSError:
+            pass
+        if stop.is_set():
+            raise BakeInterrupted(f"rank {env.rank}: stopped before rank 0 answered; nothing was computed here.")
+        if time.monotonic() > deadline:
+            raise WorkFailed(
+                f"rank {env.rank}: nothing answers at {env.master_addr}:{env.master_port} after {timeout_s:.0f}s; "
+                "start rank 0 with the same command and MASTER_ADDR/MASTER_PORT, or check the address and firewall."
+            )
+        time.sleep(0.2)
+
+
+def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None = None):
+    """The run's TCPStore, namespaced to ``whest/<run_id>`` (hosted by rank 0 unless torchrun's agent does)."""
     import torch.distributed as dist
 
     is_master = env.rank == 0 and not env.agent_store
-    store = dist.TCPStore(
-        env.master_addr,
-        env.master_port,
-        world_size=None,
-        is_master=is_master,
-        timeout=timedelta(seconds=timeout_s),
-        wait_for_workers=False,
-    )
-    return dist.PrefixStore(f"whest/{env.run_id}/{env.attempt}/", store)
+    if not is_master:
+        _wait_reachable(env, timeout_s, stop or threading.Event())
+    try:
+        store = dist.TCPStore(
+            env.master_addr,
+            env.master_port,
+            world_size=None,
+            is_master=is_master,
+            timeout=timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
+    except _dist_errors() as exc:
+        if is_master:
+            raise WorkFailed(
+                f"rank 0 could not host the coordination store on port {env.master_port} ({_one_line(exc)}); "
+                "set MASTER_PORT to a free port, the same on every rank."
+            ) from None
+        raise WorkFailed(
+            f"rank {env.rank} could not connect to rank 0 at {env.master_addr}:{env.master_port} ({_one_line(exc)})."
+        ) from None
+    return dist.PrefixStore(f"whest/{env.run_id}", store)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()[:40]) or type(exc).__name__
 
 
 class _Heartbeat(threading.Thread):
-    def __init__(self, store, rank: int):
+    """Refreshes ``hb/<rank>`` = "<epoch> <token> <tick>" (epoch "-" until this process joins one)."""
+
+    def __init__(self, store, rank: int, token: str):
         super().__init__(daemon=True, name=f"whest-heartbeat-{rank}")
-        self.store, self.rank = store, rank
+        self.store, self.rank, self.token = store, rank, token
+        self.epoch = "-"
+        self.tick = 0
         self.halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def beat(self) -> None:
+        with self._lock:
+            self.tick += 1
+            self.store.set(f"hb/{self.rank}", f"{self.epoch} {self.token} {self.tick}")
+
+    def join_epoch(self, epoch: int) -> None:
+        self.epoch = str(epoch)
+        self.beat()  # at once: watchers learn the epoch without waiting a period
 
     def run(self) -> None:
-        while not self.halt.is_set():
+        while not self.halt.wait(HEARTBEAT_S):
             try:
-                self.store.set(f"hb/{self.rank}", repr(time.time()))
+                self.beat()
             except Exception:
-                return
-            self.halt.wait(HEARTBEAT_S)
+                return  # the store is gone; the watchers will notice the silence
 
 
-def _get_json(store, key: str) -> Any:
-    return json.loads(store.get(key).decode())
+class _Watch:
+    """How long each rank's heartbeat has stood still, timed on this process's monotonic clock."""
+
+    def __init__(self, store):
+        self.store = store
+        self.seen: dict[int, tuple[str | None, float]] = {}
+
+    def read(self, rank: int) -> str | None:
+        key = f"hb/{rank}"
+        return self.store.get(key).decode() if self.store.check([key]) else None
+
+    def silent_for(self, rank: int) -> tuple[float, str | None]:
+        """(seconds since the value last changed, current value). A first look counts as a change."""
+        value, now = self.read(rank), time.monotonic()
+        prev = self.seen.get(rank)
+        if prev is None or prev[0] != value:
+            self.seen[rank] = (value, now)
+            return 0.0, value
+        return now - prev[1], value
+
+
+def _ns(store, epoch: int):
+    import torch.distributed as dist
+
+    return dist.PrefixStore(f"e{epoch}", store)
+
+
+def _get_text(store, key: str) -> str | None:
+    return store.get(key).decode() if store.check([key]) else None
 
 
 def run_distributed(
@@ -107,158 +214,422 @@ def run_distributed(
     ``seeds`` is required on rank 0 (other ranks receive them). ``spec_for_seeds`` builds this
     rank's WorkSpec from the seed list; its identity must match rank 0's.
     """
-    emit = on_event or (lambda e: None)
     stop = stop or threading.Event()
-    store = connect_store(env, peer_timeout_s)
-    beat = _Heartbeat(store, env.rank)
+    base = connect_store(env, peer_timeout_s, stop)
+    token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    beat = _Heartbeat(base, env.rank, token)
+    beat.beat()
     beat.start()
+    ctx = _Context(
+        env, base, token, unit_fn, max(1, workers), on_event or (lambda e: None), stop, peer_timeout_s, samples_of
+    )
     try:
         if env.rank == 0:
-            if seeds is None:
-                raise UsageError("rank 0 needs the seed list (--mlp-seeds, --seed, or generated).")
-            spec = spec_for_seeds(seeds)
-            units = units_for_spec(spec)
-            ledger = ledger_for_spec(spec) if ledger_for_spec else None
-            done = {k: v for k, v in (ledger.load_done() if ledger else {}).items()}
-            todo = [u for u in units if u.key not in done]
-            store.set(
-                "plan",
-                json.dumps({"identity": spec.identity_digest(), "seeds": list(spec.seeds), "todo": [u.key for u in todo]}),
-            )
-        else:
-            store.wait(["plan"], timedelta(seconds=peer_timeout_s))
-            plan = _get_json(store, "plan")
-            spec = spec_for_seeds(plan["seeds"])
-            if spec.identity_digest() != plan["identity"]:
-                raise UsageError(
-                    f"rank {env.rank} was started with different bake arguments than rank 0 "
-                    "(sizes, sampler, range or seeds); launch every rank with the same command."
-                )
-            by_key = {u.key: u for u in units_for_spec(spec)}
-            todo = [by_key[k] for k in plan["todo"]]
-            done, ledger = {}, None
-        samples_of = samples_of or (lambda u: spec.n_samples)
-        total = sum(samples_of(u) for u in units_for_spec(spec))
-        state = {"samples_done": total - sum(samples_of(u) for u in todo), "units_done": 0}
-        base = {"units_total": len(todo), "samples_total": total}
-        emit({"phase": "start", **base, **state, "recovered_units": len(done) if env.rank == 0 else 0})
-        lock = threading.Lock()
+            return _run_rank0(ctx, base, beat, spec_for_seeds, units_for_spec, seeds, ledger_for_spec)
+        try:
+            return _run_peer(ctx, base, beat, spec_for_seeds, units_for_spec), None
+        except _dist_errors() as exc:
+            raise WorkFailed(
+                f"rank {env.rank} lost its connection to rank 0 ({_one_line(exc)}); rank 0 probably died — "
+                f"{RESUME_HINT}."
+            ) from None
+    finally:
+        beat.halt.set()
+        ctx.quit.set()
 
-        def add_samples(n: int) -> None:
-            with lock:
-                state["samples_done"] += n
-                snap = dict(state)
-            emit({"phase": "sampling", **base, **snap})
 
-        errors: list[BaseException] = []
+@dataclass
+class _Context:
+    env: DistEnv
+    base_store: Any
+    token: str
+    unit_fn: UnitFn
+    workers: int
+    emit: Callable[[Event], None]
+    stop: threading.Event
+    peer_timeout_s: float
+    samples_of: Callable[[Unit], int] | None
 
-        def worker() -> None:
+    def __post_init__(self) -> None:
+        self.quit = threading.Event()  # this process is leaving: workers claim nothing more
+        self.watch = _Watch(self.base_store)  # one history of heartbeats, so silence is never re-timed
+        self.errors: list[BaseException] = []
+        self.lock = threading.Lock()
+
+
+class _Job:
+    """One epoch's work as this process sees it: the todo list and the threads working through it."""
+
+    def __init__(self, ctx: _Context, ns, epoch: int, spec: WorkSpec, todo: list[Unit], base: dict, state: dict):
+        self.ctx, self.ns, self.epoch, self.spec, self.todo = ctx, ns, epoch, spec, todo
+        self.base, self.state = base, state
+        self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
+        self.samples_of = ctx.samples_of or (lambda u: spec.n_samples)
+        self.threads = [
+            threading.Thread(target=self._worker, name=f"whest-unit-{t}", daemon=True) for t in range(ctx.workers)
+        ]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def alive(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
+
+    def _progress(self, n: int) -> None:
+        with self.ctx.lock:
+            self.state["samples_running"] += n
+            snap = dict(self.state)
+        self.ctx.emit({"phase": "sampling", **self.base, **_shown(snap)})
+
+    def _worker(self) -> None:
+        ctx, ns = self.ctx, self.ns
+        try:
+            while not (ctx.stop.is_set() or ctx.quit.is_set() or self.abandoned.is_set() or ctx.errors):
+                if ns.check(["stop"]):
+                    ctx.stop.set()  # rank 0 asked every rank to stop
+                    return
+                i = int(ns.add("claim", 1)) - 1
+                if i >= len(self.todo):
+                    return
+                self._compute(i)
+        except BaseException as exc:  # surfaced by the supervising thread
+            with ctx.lock:
+                ctx.errors.append(exc)
+
+    def _compute(self, i: int) -> None:
+        ctx, ns = self.ctx, self.ns
+        ns.set(f"owner/{i}", f"{ctx.env.rank} {ctx.token}")
+        reported = [0]
+
+        def on_samples(n: int) -> None:
+            reported[0] += n
+            self._progress(n)
+
+        t0 = time.perf_counter()
+        sums = ctx.unit_fn(self.spec, self.todo[i], on_samples)
+        ns.set(f"result/{i}", sums_to_bytes(sums, time.perf_counter() - t0))
+        with ctx.lock:  # the samples count again when rank 0 collects the result
+            self.state["samples_running"] -= reported[0]
+
+    def recompute(self, i: int) -> None:
+        """Compute unit ``i`` here, on an extra thread (its owner was lost)."""
+
+        def run() -> None:
             try:
-                while not stop.is_set() and not errors:
-                    i = store.add("claim", 1) - 1
-                    if i >= len(todo):
-                        return
-                    store.set(f"owner/{i}", str(env.rank))
-                    t0 = time.perf_counter()
-                    sums = unit_fn(spec, todo[i], add_samples)
-                    store.set(f"result/{i}", sums_to_bytes(sums, time.perf_counter() - t0))
-                    with lock:
-                        state["units_done"] += 1
-            except BaseException as exc:  # surfaced by the caller
-                errors.append(exc)
-                stop.set()
+                self._compute(i)
+            except BaseException as exc:
+                with self.ctx.lock:
+                    self.ctx.errors.append(exc)
 
+        t = threading.Thread(target=run, name=f"whest-retry-{i}", daemon=True)
+        self.threads.append(t)
+        t.start()
+
+
+def _shown(state: dict) -> dict:
+    """Progress fields for the display: collected work plus what this process is computing now."""
+    return {
+        "samples_done": state["samples_collected"] + state["samples_running"],
+        "units_done": state["units_collected"],
+    }
+
+
+def _run_rank0(ctx, base_store, beat, spec_for_seeds, units_for_spec, seeds, ledger_for_spec):
+    epoch = int(base_store.add("epoch", 1))
+    ns = _ns(base_store, epoch)
+    beat.join_epoch(epoch)
+    try:
+        if seeds is None:
+            raise UsageError("rank 0 needs the seed list (--mlp-seeds, --seed, or generated).")
+        spec = spec_for_seeds(seeds)
+        units = units_for_spec(spec)
+        ledger = ledger_for_spec(spec) if ledger_for_spec else None
+        wanted = {u.key for u in units}
+        done = {k: v for k, v in (ledger.load_done() if ledger else {}).items() if k in wanted}
+        todo = [u for u in units if u.key not in done]
+        samples_of = ctx.samples_of or (lambda u: spec.n_samples)
+        ns.set(
+            "plan",
+            json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo]}),
+        )
+        beat.beat()
+        base_store.set("current", str(epoch))
+        recovered = sum(samples_of(u) for u in units if u.key in done)
+        base = {"units_total": len(units), "samples_total": sum(samples_of(u) for u in units)}
+        state = {"samples_collected": recovered, "samples_running": 0, "units_collected": len(done)}
+        ctx.emit({"phase": "start", **base, **_shown(state), "recovered_units": len(done)})
+        job = _Job(ctx, ns, epoch, spec, todo, base, state)
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1, user_api="blas"):
-            threads = [threading.Thread(target=worker, name=f"whest-unit-{t}", daemon=True) for t in range(max(1, workers))]
-            for t in threads:
-                t.start()
-            if env.rank == 0:
-                results = _collect(store, env, todo, done, ledger, threads, errors, stop, peer_timeout_s, emit, base, state, lock)
-            else:
-                _wait_workers(store, env, threads, errors, peer_timeout_s)
-                results = None
-        if errors:
-            raise errors[0]
-        if env.rank == 0:
-            store.set("finished", "1")
+            job.start()
+            results = _collect(job, ledger, done)
+        ns.set("done", "1")
+        _await_byes(ctx, epoch, BYE_WAIT_S)
+        abort = _get_text(ns, "abort")
+        if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
+            raise UsageError(abort)
+        ctx.emit({"phase": "done", **base, **_shown(state)})
         return spec, results
-    finally:
-        beat.halt.set()
+    except BaseException as exc:
+        if not isinstance(exc, BakeInterrupted):
+            try:  # tell the other ranks why, so they stop at once instead of timing out
+                ns.set("failed", f"{type(exc).__name__}: {_one_line(exc)}")
+                base_store.set("current", str(epoch))
+            except Exception:
+                pass
+        try:
+            _await_byes(ctx, epoch, BYE_WAIT_S if isinstance(exc, BakeInterrupted) else BYE_WAIT_S / 3)
+        except Exception:
+            pass
+        raise
 
 
-def _wait_workers(store, env: DistEnv, threads, errors, peer_timeout_s: float) -> None:
-    """Non-zero ranks: wait for the local workers, failing if rank 0 falls silent meanwhile."""
-    while any(t.is_alive() for t in threads):
-        for t in threads:
-            t.join(timeout=1.0)
-        if not errors and _age(store, 0) > peer_timeout_s:
-            raise WorkFailed(
-                f"rank {env.rank}: rank 0 has not answered for over {peer_timeout_s:.0f}s; "
-                "it probably died — re-run the same command on every rank to resume."
-            )
+def _await_byes(ctx: _Context, epoch: int, cap_s: float) -> None:
+    """Keep this process (and, under srun, the store it hosts) up until the other ranks have read
+    the outcome, so they exit with it instead of with a lost connection.
+
+    Bounded by ``cap_s``; a rank silent for a few heartbeats is not waited for. Under torchrun the
+    agent's store outlives rank 0, so a rank that has not connected yet will still find ``done``;
+    under srun the store leaves with rank 0, so it waits for those too.
+    """
+    ns, watch = _ns(ctx.base_store, epoch), ctx.watch
+    deadline = time.monotonic() + cap_s
+    waiting = set(range(1, ctx.env.world_size))
+    while waiting and time.monotonic() < deadline:
+        for rank in sorted(waiting):
+            silent, value = watch.silent_for(rank)
+            if value is None:
+                gone = ctx.env.agent_store  # never connected: wait only if the store leaves with us
+            else:
+                gone = silent > 3 * HEARTBEAT_S
+            if gone or ns.check([f"bye/{rank}"]):
+                waiting.discard(rank)
+        time.sleep(POLL_S)
 
 
-def _age(store, rank: int) -> float:
-    try:
-        return time.time() - float(store.get(f"hb/{rank}").decode())
-    except Exception:
-        return float("inf")
-
-
-def _collect(store, env, todo, done, ledger, threads, errors, stop, peer_timeout_s, emit, base, state, lock):
+def _collect(job: _Job, ledger: Ledger | None, done: dict) -> dict[str, tuple[LayerSums, float]]:
+    ctx, ns, todo = job.ctx, job.ns, job.todo
     results = dict(done)
     pending = set(range(len(todo)))
+    inflight: set[int] = set()  # claimed and not yet collected: the only result keys worth polling
+    seen_claims = 0
+    watch = ctx.watch
+    owners: dict[int, tuple[int, str]] = {}
     unowned_since: dict[int, float] = {}
+    stop_announced = False
     while pending:
-        if errors:
-            raise errors[0]
+        if ctx.errors:
+            raise ctx.errors[0]
+        abort = _get_text(ns, "abort")
+        if abort is not None:
+            raise UsageError(abort)
+        peer_failed = _get_text(ns, "peer_failed")
+        if peer_failed is not None:
+            raise WorkFailed(f"{peer_failed} — finished units are saved; {RESUME_HINT}.")
+        claimed = min(int(ns.add("claim", 0)), len(todo))
+        inflight.update(range(seen_claims, claimed))
+        seen_claims = max(seen_claims, claimed)
         got = False
-        for i in sorted(pending):
+        for i in sorted(inflight):
             key = f"result/{i}"
-            if store.check([key]):
-                sums, wall = sums_from_bytes(store.get(key))
-                if ledger is not None:
-                    ledger.save(todo[i].key, sums, wall)
-                results[todo[i].key] = (sums, wall)
-                store.delete_key(key)
-                pending.discard(i)
-                got = True
-                with lock:
-                    snap = dict(state)
-                emit({"phase": "unit_done", **base, **snap, "unit": todo[i].key})
-        if got:
+            if not ns.check([key]):
+                continue
+            sums, wall = sums_from_bytes(ns.get(key))
+            if ledger is not None:
+                ledger.save(todo[i].key, sums, wall)
+            results[todo[i].key] = (sums, wall)
+            ns.delete_key(key)
+            pending.discard(i)
+            inflight.discard(i)
+            got = True
+            with ctx.lock:
+                job.state["units_collected"] += 1
+                job.state["samples_collected"] += job.samples_of(todo[i])
+                snap = dict(job.state)
+            ctx.emit({"phase": "unit_done", **job.base, **_shown(snap), "unit": todo[i].key})
+        if got or not pending:
             continue
-        local_alive = any(t.is_alive() for t in threads)
-        if stop.is_set() and not local_alive:
-            raise BakeInterrupted(
-                f"stopped with {len(results)} units saved; re-run the same command (on every rank) to resume."
-            )
-        _check_peers(store, env, pending, peer_timeout_s, unowned_since)
+        if ctx.stop.is_set():
+            if not stop_announced:
+                ns.set("stop", "1")  # no rank claims more; the units already claimed still arrive
+                stop_announced = True
+            # stopping anyway: wait for the units in flight, but not for owners that look dead
+            for i, _, _ in _lost_units(job, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
+                inflight.discard(i)
+            if not job.alive() and not inflight:
+                where = f" in {ledger.root}" if ledger is not None else ""
+                raise BakeInterrupted(
+                    f"stopped with {len(results)} of {len(results) + len(pending)} units saved{where}; "
+                    f"{RESUME_HINT}."
+                )
+        else:
+            for i, kind, why in _lost_units(job, inflight, owners, unowned_since, watch, ctx.peer_timeout_s):
+                if kind == "silent":
+                    raise WorkFailed(f"{why}; finished units are saved — {RESUME_HINT}.")
+                # its launcher restarted that rank (torchrun --max-restarts on one node of a static
+                # rendezvous): the bake goes on, and this process computes the lost unit itself
+                owners[i] = (ctx.env.rank, ctx.token)
+                job.recompute(i)
         time.sleep(POLL_S)
     return results
 
 
-def _check_peers(store, env: DistEnv, pending: set[int], peer_timeout_s: float, unowned_since: dict[int, float]) -> None:
-    """Fail when a unit is held by a rank that went silent (it died mid-unit)."""
-    claimed = int(store.add("claim", 0))
-    now = time.time()
-    for i in sorted(pending):
-        if i >= claimed:
-            break  # nobody holds this unit yet; a live worker will claim it
-        key = f"owner/{i}"
-        if not store.check([key]):
-            # claimed but the owner never said who it is: it died between the two store calls
-            if now - unowned_since.setdefault(i, now) > peer_timeout_s:
-                raise WorkFailed(
-                    f"unit {i} was claimed but never started for over {peer_timeout_s:.0f}s; "
-                    "a rank died — re-run the same command on every rank to resume."
-                )
-            continue
-        owner = int(store.get(key).decode())
-        if owner != env.rank and _age(store, owner) > peer_timeout_s:
-            raise WorkFailed(
-                f"rank {owner} stopped responding for over {peer_timeout_s:.0f}s while holding a unit; "
-                "finished units are saved — re-run the same command on every rank to resume."
+def _lost_units(job: _Job, inflight: set[int], owners: dict, unowned_since: dict, watch: _Watch, timeout: float):
+    """Uncollected units whose owner died: [(index, kind, message)]. ``kind`` is "silent" (no
+    heartbeat for ``timeout`` seconds) or "replaced" (its rank now runs as a new process)."""
+    ctx, ns = job.ctx, job.ns
+    now, lost, looked = time.monotonic(), [], {}
+    for i in sorted(inflight):
+        key = job.todo[i].key
+        if i not in owners:
+            text = _get_text(ns, f"owner/{i}")
+            if text is None:
+                # claimed, but the claimer never said who it is: it died between the two store calls
+                if now - unowned_since.setdefault(i, now) > timeout:
+                    why = f"unit {key} was claimed but never started for over {timeout:.0f}s (a rank died)"
+                    lost.append((i, "silent", why))
+                continue
+            rank, token = text.split(" ", 1)
+            owners[i] = (int(rank), token)
+        rank, token = owners[i]
+        if token == ctx.token:
+            continue  # this process: a failure surfaces through ctx.errors
+        if rank not in looked:  # one read per rank per poll, however many units it holds
+            looked[rank] = watch.silent_for(rank)
+        silent, value = looked[rank]
+        if value is not None and value.split(" ")[1] != token:
+            lost.append((i, "replaced", f"rank {rank} was restarted while holding unit {key}"))
+        elif silent > timeout:
+            why = f"rank {rank} stopped responding for over {timeout:.0f}s while holding unit {key}"
+            lost.append((i, "silent", why))
+    return lost
+
+
+def _run_peer(ctx, base_store, beat, spec_for_seeds, units_for_spec) -> WorkSpec:
+    """A non-zero rank: join rank 0's live epoch, work through it, follow rank 0 if it restarts."""
+    env = ctx.env
+    watch = ctx.watch
+    from threadpoolctl import threadpool_limits
+
+    while True:
+        epoch, ns = _join(ctx, base_store, watch)
+        beat.join_epoch(epoch)
+        plan = json.loads(ns.get("plan").decode())
+        spec = spec_for_seeds(plan["seeds"])
+        if spec.identity() != plan["identity"]:
+            mine, theirs = spec.identity(), plan["identity"]
+            diff = ", ".join(
+                f"{k} (rank 0: {theirs.get(k)!r}, rank {env.rank}: {mine.get(k)!r})"
+                for k in sorted(set(mine) | set(theirs))
+                if mine.get(k) != theirs.get(k)
             )
+            msg = (
+                f"rank {env.rank} was started with different bake arguments than rank 0 — differs in {diff}; "
+                "launch every rank with the same command."
+            )
+            ns.set("abort", msg)  # rank 0 stops too: a bake with one odd rank is not what anyone meant
+            ns.set(f"bye/{env.rank}", "1")
+            raise UsageError(msg)
+        all_units = units_for_spec(spec)
+        by_key = {u.key: u for u in all_units}
+        todo = [by_key[k] for k in plan["todo"]]
+        samples_of = ctx.samples_of or (lambda u: spec.n_samples)
+        base = {"units_total": len(all_units), "samples_total": sum(samples_of(u) for u in all_units)}
+        state = {"samples_collected": 0, "samples_running": 0, "units_collected": 0}
+        ctx.emit({"phase": "start", **base, **_shown(state), "recovered_units": 0})
+        job = _Job(ctx, ns, epoch, spec, todo, base, state)
+        with threadpool_limits(limits=1, user_api="blas"):
+            job.start()
+            if _supervise_peer(ctx, base_store, job, watch):
+                return spec
+        job.abandoned.set()  # rank 0 restarted: the old epoch's units in flight are lost
+
+
+def _join(ctx: _Context, base_store, watch: _Watch):
+    """Wait for the current epoch, once rank 0 is seen alive in it (its heartbeat names the epoch
+    and moves). Keys of an earlier rank 0 (a ``failed`` mark, a plan) stay until a new rank 0
+    replaces them, so they count only while their rank 0 is alive, or when the bake is done.
+    """
+    env, deadline = ctx.env, time.monotonic() + ctx.peer_timeout_s
+    first: tuple[str, str] | None = None  # (epoch, heartbeat) at the first sight of rank 0 in it
+    failed = None
+    while True:
+        if ctx.stop.is_set():
+            raise BakeInterrupted(f"rank {env.rank}: stopped before joining rank 0's bake; nothing was computed here.")
+        current = _get_text(base_store, "current")
+        if current is not None:
+            ns = _ns(base_store, int(current))
+            failed = _get_text(ns, "failed")
+            planned = ns.check(["plan"])
+            if failed is None and planned and ns.check(["done"]):
+                return int(current), ns  # a late start: rank 0 already has every result
+            hb = watch.read(0)
+            if hb is not None and hb.split(" ")[0] == current:
+                if first is None or first[0] != current:
+                    first = (current, hb)
+                elif hb != first[1]:  # rank 0 is alive in this epoch
+                    if failed is not None:
+                        ns.set(f"bye/{env.rank}", "1")
+                        raise WorkFailed(f"rank 0 failed: {failed}")
+                    if planned:
+                        return int(current), ns
+        if time.monotonic() > deadline:
+            if failed is not None:
+                raise WorkFailed(f"rank 0 failed: {failed}")
+            raise WorkFailed(
+                f"rank {env.rank}: rank 0 published no live plan within {ctx.peer_timeout_s:.0f}s; "
+                "is rank 0 running the same command?"
+            )
+        time.sleep(POLL_S * 2)
+
+
+def _supervise_peer(ctx: _Context, base_store, job: _Job, watch: _Watch) -> bool:
+    """True when rank 0 has every result; False when rank 0 moved to a newer epoch. Raises otherwise.
+
+    Every ending that rank 0 decided (done, stop, failure) is acknowledged with ``bye/<rank>``, so
+    rank 0 can wait for it before it exits and takes the store (under srun) with it.
+    """
+    env, ns = ctx.env, job.ns
+
+    def bye() -> None:
+        ns.set(f"bye/{env.rank}", "1")
+
+    while True:
+        if ctx.errors:
+            exc = ctx.errors[0]
+            if not isinstance(exc, _dist_errors()):
+                # rank 0 fails at once with the reason instead of waiting out the peer timeout
+                ns.set("peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {_one_line(exc)}")
+                bye()
+            raise exc
+        failed = _get_text(ns, "failed")
+        if failed is not None:
+            bye()
+            raise WorkFailed(f"rank 0 failed: {failed}")
+        abort = _get_text(ns, "abort")
+        if abort is not None:
+            bye()
+            raise UsageError(abort)
+        if ns.check(["stop"]):
+            ctx.stop.set()
+        if not job.alive():
+            if ns.check(["done"]):
+                bye()
+                return True
+            if ctx.stop.is_set():
+                bye()
+                raise BakeInterrupted(
+                    f"rank {env.rank} stopped after sending its finished units to rank 0; {RESUME_HINT}."
+                )
+        current = _get_text(base_store, "current")
+        if current is not None and int(current) != job.epoch:
+            return False
+        silent, _ = watch.silent_for(0)
+        if silent > ctx.peer_timeout_s:
+            raise WorkFailed(
+                f"rank {env.rank}: rank 0 has not answered for over {ctx.peer_timeout_s:.0f}s; "
+                f"it probably died — {RESUME_HINT}."
+            )
+        time.sleep(POLL_S * 4)

@@ -40,10 +40,30 @@ class LedgerMismatch(UsageError):
     """The work directory belongs to a different bake (other seeds, sizes, sampler or range)."""
 
 
+WORK_SUFFIX = ".whest-work"
+
+
 def work_dir_for(output: Path) -> Path:
     """``<output>.whest-work``: beside the output, so a re-run of the same command finds it."""
     output = Path(output)
-    return output.with_name(output.name + ".whest-work")
+    return output.with_name(output.name + WORK_SUFFIX)
+
+
+def remove_stale_staging(work_dir: Path) -> list[Path]:
+    """Delete the staging directories a killed writer of this bake's output left behind.
+
+    ``whestbench.atomic.staged_dir`` builds the output as ``.<name>.staging-*`` beside it and
+    renames it when complete; a SIGKILL (or power loss) mid-write leaves that directory. It is
+    only ours to delete while the bake is unfinished, i.e. while its work directory exists.
+    """
+    work_dir = Path(work_dir)
+    if not work_dir.name.endswith(WORK_SUFFIX):
+        return []
+    name = work_dir.name[: -len(WORK_SUFFIX)]
+    stale = sorted(p for p in work_dir.parent.glob(f".{name}.staging-*") if p.is_dir())
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return stale
 
 
 class Ledger:
@@ -55,12 +75,16 @@ class Ledger:
         if plan.exists():
             stored = json.loads(plan.read_text())
             if stored != identity:
-                diff = sorted(k for k in set(stored) | set(identity) if stored.get(k) != identity.get(k))
-                raise LedgerMismatch(
-                    f"work directory {self.root} holds results of a different bake "
-                    f"(differs in: {', '.join(diff)}); re-run the original command to resume it, "
-                    f"or delete {self.root} to start over."
+                diff = ", ".join(
+                    f"{k} (saved {stored.get(k)!r}, now {identity.get(k)!r})"
+                    for k in sorted(set(stored) | set(identity))
+                    if stored.get(k) != identity.get(k)
                 )
+                raise LedgerMismatch(
+                    f"work directory {self.root} holds results of a different bake (differs in: {diff}); "
+                    f"re-run the original command to resume it, or delete {self.root} to start over."
+                )
+            remove_stale_staging(self.root)  # resuming: a previous run may have died mid-write
         else:
             self.units_dir.mkdir(parents=True, exist_ok=True)
             fsync_dir(self.root.parent)

@@ -90,7 +90,13 @@ def run_units(
             else:
                 with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="whest-unit") as pool:
                     futures = [pool.submit(work, u) for u in todo]
-                    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                    try:
+                        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                    except BaseException:
+                        # Ctrl-C (KeyboardInterrupt) lands here: without the stop, leaving the pool
+                        # would first run every queued unit, i.e. the rest of the bake
+                        stop.set()
+                        raise
                     for f in done:
                         if f.exception() is not None:
                             stop.set()

@@ -1,0 +1,567 @@
+"""Distributed bakes (torchrun, srun) write the same dataset as one process, and survive failures.
+
+Every test starts real processes on loopback: torchrun (``python -m torch.distributed.run``) with
+static and c10d rendezvous, two "nodes" as two torchrun agents, and srun emulated by the SLURM_*
+variables. The reference is the same bake run in-process by a single process. Compared: every
+column except ``sampling_budget_breakdown`` (it records wall times).
+
+The ``test_protocol_*`` tests at the end run the coordination protocol in one process (ranks as
+threads around one store), where a test can plant what a crashed start leaves behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("torch.distributed")
+
+from whestbench.compute.seeds import slice_bounds  # noqa: E402
+from whestbench.dataset.bake import BakeConfig, bake  # noqa: E402
+
+COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
+# Equality tests: many small units, so both ranks get some; the time is mostly process start-up.
+SMALL = dict(n_mlps=12, n_samples=20_000, width=16, depth=3, seed=9)
+# Failure tests: units long enough that a kill lands while work is in flight.
+LARGE = dict(n_mlps=12, n_samples=150_000, width=32, depth=3, seed=21)
+STEP_TIMEOUT_S = 180
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "LOCAL_WORLD_SIZE")
+    env = {k: v for k, v in os.environ.items() if k not in launcher and not k.startswith(("SLURM_", "TORCHELASTIC_"))}
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bake_args(shape: dict, output: Path, *extra: str) -> list[str]:
+    return [
+        "-m", "whestbench", "dataset", "bake",
+        "--n-mlps", str(shape["n_mlps"]), "--n-samples", str(shape["n_samples"]),
+        "--width", str(shape["width"]), "--depth", str(shape["depth"]), "--seed", str(shape["seed"]),
+        "--max-threads", "1", "--quiet", "--output", str(output), *extra,
+    ]  # fmt: skip
+
+
+class Procs:
+    """Processes a test started; whatever still runs at teardown is killed (its whole session)."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env or _clean_env(),
+            start_new_session=True,  # torchrun's workers share the session: one killpg ends them all
+        )
+        self.started.append(proc)
+        return proc
+
+    def torchrun(self, launcher: list[str], shape: dict, output: Path, *extra: str) -> subprocess.Popen:
+        return self.start(["-m", "torch.distributed.run", *launcher, *_bake_args(shape, output, *extra)])
+
+    def srun(self, n: int, port: int, shape: dict, output: Path, *extra: str, rank_args=None) -> list[subprocess.Popen]:
+        """``n`` ranks as srun would start them (SLURM_* set, no torchrun), rank 0 hosting the store."""
+        ranks = []
+        for r in range(n):
+            env = _clean_env(
+                SLURM_PROCID=str(r), SLURM_NTASKS=str(n), SLURM_LOCALID=str(r), SLURM_JOB_ID="4242",
+                SLURM_JOB_NODELIST="localhost", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+            )  # fmt: skip
+            more = (rank_args or {}).get(r, [])
+            ranks.append(self.start(_bake_args(shape, output, *extra, *more), env))
+        return ranks
+
+    def kill_all(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=30)
+
+
+@pytest.fixture
+def procs():
+    p = Procs()
+    yield p
+    p.kill_all()
+
+
+def _finish(proc: subprocess.Popen, timeout_s: float = STEP_TIMEOUT_S) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"still running after {timeout_s}s; output so far:\n{out[-3000:]}") from None
+    return proc.returncode, out
+
+
+def _finish_ok(*running: subprocess.Popen) -> list[str]:
+    outs = []
+    for proc in running:
+        code, out = _finish(proc)
+        assert code == 0, f"exit {code}:\n{out[-3000:]}"
+        outs.append(out)
+    return outs
+
+
+def _units_saved(output: Path) -> int:
+    return len(list((output.parent / f"{output.name}.whest-work" / "units").glob("*.npz")))
+
+
+def _wait_for_units(output: Path, n: int, *running: subprocess.Popen) -> None:
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while _units_saved(output) < n:
+        assert all(p.poll() is None for p in running), "a process ended before the kill point"
+        assert time.monotonic() < deadline, f"no {n} units saved within {STEP_TIMEOUT_S}s"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """The single-process reference bake of a shape (made once per module)."""
+    made: dict[str, Path] = {}
+
+    def get(shape: dict) -> Path:
+        key = repr(sorted(shape.items()))
+        if key not in made:
+            made[key] = bake(BakeConfig(output=tmp_path_factory.mktemp("single") / "ds", **shape))
+        return made[key]
+
+    return get
+
+
+@pytest.fixture
+def same_as(read_columns, assert_bytes_equal):
+    def check(got: Path, want: Path) -> None:
+        a, b = read_columns(got), read_columns(want)
+        assert sorted(a) == sorted(b)
+        for col in COMPARED:
+            if col == "mlp_name":
+                assert a[col] == b[col]
+            else:
+                assert_bytes_equal(a[col], b[col], col)
+        assert not got.with_name(got.name + ".whest-work").exists()
+
+    return check
+
+
+@pytest.fixture(scope="module")
+def torchrun_two_procs(tmp_path_factory) -> Path:
+    """``torchrun --nproc-per-node 2`` (static rendezvous on a free port): the output directory."""
+    procs = Procs()
+    try:
+        output = tmp_path_factory.mktemp("torchrun") / "ds"
+        launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(_free_port())]
+        _finish_ok(procs.torchrun(launcher, SMALL, output))
+        return output
+    finally:
+        procs.kill_all()
+
+
+@pytest.mark.distributed
+def test_torchrun_two_processes_equal_one_process(torchrun_two_procs, single, same_as):
+    same_as(torchrun_two_procs, single(SMALL))
+
+
+@pytest.mark.distributed
+def test_torchrun_c10d_rendezvous_equals_one_process(tmp_path, procs, single, same_as):
+    output = tmp_path / "ds"
+    endpoint = f"127.0.0.1:{_free_port()}"
+    launcher = ["--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint]
+    _finish_ok(procs.torchrun(launcher, SMALL, output))
+    same_as(output, single(SMALL))
+
+
+@pytest.mark.distributed
+def test_two_nodes_on_loopback_equal_one_process(tmp_path, procs, single, same_as):
+    output = tmp_path / "ds"
+    port = str(_free_port())
+    nodes = [
+        procs.torchrun(
+            ["--nnodes", "2", "--node-rank", str(k), "--nproc-per-node", "1",
+             "--master-addr", "127.0.0.1", "--master-port", port],
+            SMALL, output,
+        )  # fmt: skip
+        for k in (0, 1)
+    ]
+    _finish_ok(*nodes)
+    same_as(output, single(SMALL))
+
+
+@pytest.mark.distributed
+def test_srun_ranks_without_torchrun_equal_one_process(tmp_path, procs, single, same_as):
+    output = tmp_path / "ds"
+    outs = _finish_ok(*procs.srun(2, _free_port(), SMALL, output))
+    assert "rank 1: done" in outs[1]
+    same_as(output, single(SMALL))
+
+
+@pytest.mark.distributed
+def test_distributed_output_equals_merged_slices(tmp_path, torchrun_two_procs, read_columns, assert_bytes_equal):
+    from whestbench.dataset_io import merge_datasets
+
+    parts = []
+    for k in range(2):
+        cfg = dict(SMALL, mlp_range=slice_bounds(k, 2, SMALL["n_mlps"]))
+        parts.append(bake(BakeConfig(output=tmp_path / f"part-{k}", **cfg)))
+    merged = merge_datasets(parts, output_dir=tmp_path / "merged")
+    a, b = read_columns(torchrun_two_procs), read_columns(merged)
+    assert sorted(a) == sorted(b)
+    for col in sorted(a):
+        if col == "sampling_budget_breakdown":
+            continue  # wall times
+        if col in ("mlp_name",):
+            assert a[col] == b[col]
+        else:
+            assert_bytes_equal(a[col], b[col], col)
+
+
+@pytest.mark.distributed
+def test_a_rank_started_with_different_arguments_fails_every_rank_naming_the_field(tmp_path, procs):
+    output = tmp_path / "ds"
+    ranks = procs.srun(2, _free_port(), SMALL, output, rank_args={1: ["--n-samples", "10000"]})
+    # click takes the last --n-samples, so rank 1 bakes 10000 samples while rank 0 bakes 20000
+    results = [_finish(p) for p in ranks]
+    for code, out in results:
+        assert code == 2, out
+        assert "n_samples" in out and "same command" in out
+    assert not output.exists()
+
+
+def _holds_a_unit(port: int, rank: int, output: Path) -> bool:
+    """Whether ``rank`` owns a unit rank 0 has not collected yet (read from the coordination store).
+
+    White-box on purpose: the test must kill a rank while it holds work, or there is nothing to lose.
+    """
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    raw = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=False, timeout=timedelta(seconds=10))
+    store = dist.PrefixStore("whest/slurm-4242", raw)
+    if not store.check(["current"]):
+        return False
+    epoch = dist.PrefixStore(f"e{store.get('current').decode()}", store)
+    units = output.parent / f"{output.name}.whest-work" / "units"
+    for i in range(LARGE["n_mlps"]):  # a fresh bake: todo index i is MLP i
+        if epoch.check([f"owner/{i}"]) and epoch.get(f"owner/{i}").decode().split()[0] == str(rank):
+            if not (units / f"mlp{i:08d}.npz").exists():
+                return True
+    return False
+
+
+@pytest.mark.distributed
+def test_a_dead_peer_is_reported_within_the_timeout_and_a_rerun_resumes(tmp_path, procs, single, same_as):
+    output = tmp_path / "ds"
+    port = _free_port()
+    rank0, rank1 = procs.srun(2, port, LARGE, output, "--peer-timeout", "5")
+    _wait_for_units(output, 1, rank0, rank1)
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while True:  # freeze rank 1, and kill it only while it holds a unit
+        assert rank0.poll() is None and time.monotonic() < deadline, "rank 1 never held a unit"
+        rank1.send_signal(signal.SIGSTOP)
+        if _holds_a_unit(port, 1, output):
+            break
+        rank1.send_signal(signal.SIGCONT)
+        time.sleep(0.02)
+    rank1.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    code, out = _finish(rank0, timeout_s=60)
+    assert code == 1, out
+    assert time.monotonic() - killed_at < 20, "rank 0 took too long to notice the dead peer"
+    assert "rank 1 stopped responding" in out and "re-run the same command on every rank" in out
+    saved = _units_saved(output)
+    assert saved >= 1 and not output.exists()
+
+    outs = _finish_ok(*procs.srun(2, _free_port(), LARGE, output, "--peer-timeout", "5"))
+    recovered = [int(k) for k in re.findall(r"resuming: (\d+) of 12 units", outs[0])]
+    assert recovered and recovered[0] >= saved
+    same_as(output, single(LARGE))
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(b"RANK="):
+            return int(item[5:])
+    return None
+
+
+@pytest.mark.distributed
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds torchrun's workers through /proc")
+def test_elastic_restart_after_a_killed_worker_completes_and_equals_one_process(tmp_path, procs, single, same_as):
+    output = tmp_path / "ds"
+    launcher = [
+        "--nproc-per-node", "2", "--max-restarts", "1", "--monitor-interval", "0.2",
+        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+    ]  # fmt: skip
+    agent = procs.torchrun(launcher, LARGE, output)
+    _wait_for_units(output, 2, agent)
+    workers = {_rank_of(pid): pid for pid in _children(agent.pid)}
+    assert 1 in workers, f"no rank-1 worker among {workers}"
+    os.kill(workers[1], signal.SIGKILL)
+    (out,) = _finish_ok(agent)
+    assert re.search(r"resuming: [1-9]\d* of 12 units", out), out[-3000:]  # the restart kept finished units
+    same_as(output, single(LARGE))
+
+
+# --- The coordination protocol in one process: ranks as threads around one store -----------------
+# Fast and exact: the store is created here (as torchrun's agent would host it), so a test can plant
+# what an earlier, crashed start left in it.
+
+
+def _fake_unit(spec, unit, on_samples):
+    """A unit's "result": a function of the unit alone, so any mix-up of units shows."""
+    import numpy as np
+
+    from whestbench.compute.stats import LayerSums
+
+    on_samples(spec.n_samples)
+    sums = np.full((spec.depth, spec.width), float(unit.mlp_index + 1))
+    return LayerSums(sums=sums, sumsq=sums[-1] * 2.0, count=spec.n_samples)
+
+
+def _spec_for(n_samples: int = 10):
+    from whestbench.work.units import WorkSpec
+
+    return lambda seeds: WorkSpec(seeds=tuple(seeds), n_samples=n_samples, width=2, depth=1, mlp_range=(0, len(seeds)))
+
+
+@pytest.fixture
+def agent_store(monkeypatch):
+    """A TCPStore on a free port, as torchrun's agent hosts one; heartbeats sped up for the test."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from whestbench.work import distributed
+
+    monkeypatch.setattr(distributed, "HEARTBEAT_S", 0.2)
+    port = _free_port()
+    store = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=30))
+    return port, store
+
+
+def _ranks(
+    port: int, n: int, *, seeds, spec_for=None, attempts=None, peer_spec_for=None, ledger_for=None, unit_fns=None,
+    stops=None, only=None, **kw,
+):
+    """Run ranks ``only`` (default: all ``n``) in threads; return each one's (spec, results) or the
+    exception it raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from whestbench.work.distributed import DistEnv, run_distributed
+    from whestbench.work.units import plan_units
+
+    def one(rank: int):
+        attempt = (attempts or [0] * n)[rank]
+        env = DistEnv(rank, n, rank, "127.0.0.1", port, run_id="t", attempt=attempt, agent_store=True)
+        make = (peer_spec_for if rank and peer_spec_for else spec_for) or _spec_for()
+        try:
+            return run_distributed(
+                make, plan_units, env, seeds=seeds if rank == 0 else None,
+                ledger_for_spec=ledger_for if rank == 0 else None, unit_fn=(unit_fns or {}).get(rank, _fake_unit),
+                workers=2, peer_timeout_s=20, stop=(stops or {}).get(rank), **kw,
+            )  # fmt: skip
+        except Exception as exc:  # returned, so the test can look at every rank's outcome
+            return exc
+
+    ranks = list(range(n)) if only is None else only
+    with ThreadPoolExecutor(len(ranks)) as pool:
+        futures = [pool.submit(one, r) for r in ranks]
+        return [f.result(timeout=60) for f in futures]
+
+
+def _expected(n: int) -> dict[int, float]:
+    return {i: float(i + 1) for i in range(n)}
+
+
+def _got(results) -> dict[int, float]:
+    return {int(key[3:]): float(sums.sums[0, 0]) for key, (sums, _wall) in results.items()}
+
+
+def test_protocol_every_unit_arrives_once_at_rank_0(agent_store):
+    port, _ = agent_store
+    (spec, results), peer = _ranks(port, 2, seeds=range(8))
+    assert _got(results) == _expected(8)
+    assert peer == (spec, None)
+
+
+def test_protocol_every_rank_pulls_units(agent_store):
+    port, _ = agent_store
+    done_by: dict[int, list[int]] = {0: [], 1: []}
+
+    def slow_unit_on(rank):
+        def unit_fn(spec, unit, on_samples):
+            time.sleep(0.05)
+            done_by[rank].append(unit.mlp_index)
+            return _fake_unit(spec, unit, on_samples)
+
+        return unit_fn
+
+    (_, results), _ = _ranks(port, 2, seeds=range(40), unit_fns={0: slow_unit_on(0), 1: slow_unit_on(1)})
+    assert _got(results) == _expected(40)
+    assert done_by[0] and done_by[1]  # both ranks claimed work from the shared counter
+    assert sorted(done_by[0] + done_by[1]) == list(range(40))  # and no unit was computed twice
+
+
+def test_protocol_a_stop_on_rank_0_stops_every_rank_and_keeps_every_finished_unit(agent_store, tmp_path):
+    import threading
+
+    from whestbench.work.ledger import Ledger
+    from whestbench.work.runner import BakeInterrupted
+
+    port, _ = agent_store
+    stop0 = threading.Event()
+    computed: list[int] = []
+
+    def unit_fn(spec, unit, on_samples):
+        time.sleep(0.05)
+        computed.append(unit.mlp_index)
+        if len(computed) == 12:
+            stop0.set()  # SIGTERM on rank 0, mid-bake
+        return _fake_unit(spec, unit, on_samples)
+
+    root = tmp_path / "w.whest-work"
+    outcomes = _ranks(
+        port, 2, seeds=range(60), unit_fns={0: unit_fn, 1: unit_fn}, stops={0: stop0},
+        ledger_for=lambda spec: Ledger(root, spec.identity()),
+    )  # fmt: skip
+    assert all(isinstance(o, BakeInterrupted) for o in outcomes), outcomes
+    saved = sorted(int(p.stem[3:]) for p in (root / "units").glob("*.npz"))
+    assert saved == sorted(computed)  # every unit computed anywhere reached rank 0's ledger
+    assert 12 <= len(saved) < 60
+
+
+def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_store):
+    import numpy as np
+    import torch.distributed as dist
+
+    from whestbench.compute.stats import LayerSums
+    from whestbench.work.ledger import sums_to_bytes
+
+    port, store = agent_store
+    old = dist.PrefixStore("whest/t", store)
+    # an earlier rank 0 published a plan, handed out 5 units, and died with results uncollected
+    old.set("epoch", "1")
+    old.set("current", "1")
+    old.set("hb/0", "1 dead-token 9")
+    e1 = dist.PrefixStore("e1", old)
+    e1.set("plan", '{"identity": {}, "seeds": [], "todo": []}')
+    e1.set("claim", "5")
+    junk = LayerSums(sums=np.full((1, 2), -99.0), sumsq=np.zeros(2), count=10)
+    for i in range(5):
+        e1.set(f"result/{i}", sums_to_bytes(junk, 0.0))
+    (_, results), peer = _ranks(port, 2, seeds=range(8))
+    assert not isinstance(peer, Exception), peer
+    assert _got(results) == _expected(8)  # no unit skipped, no stale result taken for another unit
+
+
+def test_protocol_does_not_need_the_same_restart_count_on_every_rank(agent_store):
+    # torchrun counts a restart only on the node whose worker failed; other nodes restart at count 0
+    port, _ = agent_store
+    (_, results), peer = _ranks(port, 2, seeds=range(6), attempts=[1, 0])
+    assert not isinstance(peer, Exception), peer
+    assert _got(results) == _expected(6)
+
+
+def test_protocol_a_rank_with_other_arguments_fails_every_rank_naming_the_field(agent_store):
+    from whestbench.errors import UsageError
+
+    port, _ = agent_store
+    outcomes = _ranks(port, 2, seeds=range(40), peer_spec_for=_spec_for(n_samples=11))
+    for outcome in outcomes:
+        assert isinstance(outcome, UsageError), outcome
+        assert "n_samples (rank 0: 10, rank 1: 11)" in str(outcome)
+
+
+def test_protocol_progress_counts_recovered_and_collected_units(agent_store, tmp_path):
+    from whestbench.work.ledger import Ledger
+    from whestbench.work.units import Unit
+
+    port, _ = agent_store
+    ledger_root = tmp_path / "w.whest-work"
+    spec = _spec_for()(range(6))
+    Ledger(ledger_root, spec.identity()).save("mlp00000000", _fake_unit(spec, Unit(0), lambda n: None), 0.1)
+    events = []
+    (_, results), _ = _ranks(
+        port, 2, seeds=range(6), ledger_for=lambda spec: Ledger(ledger_root, spec.identity()), on_event=events.append
+    )
+    assert _got(results) == _expected(6)
+    start = next(e for e in events if e["phase"] == "start" and e.get("recovered_units"))
+    assert (start["recovered_units"], start["units_total"], start["units_done"]) == (1, 6, 1)
+    done = [e for e in events if e["phase"] == "done"]
+    assert done and done[-1]["units_done"] == 6 and done[-1]["samples_done"] == done[-1]["samples_total"]
+
+
+def test_protocol_a_unit_held_by_a_rank_that_was_restarted_is_computed_again(agent_store):
+    import threading
+
+    import torch.distributed as dist
+
+    port, store = agent_store
+    base = dist.PrefixStore("whest/t", store)
+
+    def slow(spec, unit, on_samples):
+        time.sleep(0.02)
+        return _fake_unit(spec, unit, on_samples)
+
+    outcome: list = []
+    rank0 = threading.Thread(
+        target=lambda: outcome.extend(_ranks(port, 2, seeds=range(30), unit_fns={0: slow}, only=[0]))
+    )
+    rank0.start()
+    deadline = time.monotonic() + 30
+    while not base.check(["current"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    epoch = base.get("current").decode()
+    ns = dist.PrefixStore(f"e{epoch}", base)
+    # rank 1's first process claims a unit and dies holding it; its launcher starts it again
+    held = int(ns.add("claim", 1)) - 1
+    ns.set(f"owner/{held}", "1 first-process")
+    base.set("hb/1", f"{epoch} first-process 1")
+    (peer,) = _ranks(port, 2, seeds=None, only=[1])
+    rank0.join(timeout=60)
+    assert not isinstance(peer, Exception), peer
+    (spec_results,) = outcome
+    assert not isinstance(spec_results, Exception), spec_results
+    assert _got(spec_results[1]) == _expected(30)  # including the unit the first process held

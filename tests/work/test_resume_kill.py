@@ -1,0 +1,150 @@
+"""A bake killed with SIGKILL at any moment resumes, and the resumed dataset equals an uninterrupted one.
+
+Each test runs ``python -m whestbench dataset bake`` as a subprocess and kills it for real; the
+reference is the same bake run in-process without interruption. Kill points are drawn from a seeded
+generator, measured in units saved (so they land mid-bake however fast or loaded the machine is)
+plus a random delay (so they land anywhere inside a unit, or during start-up or writing).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from whestbench.dataset.bake import BakeConfig, bake
+
+# What identifies a row and what the bake computed: identical bytes, or the resume is wrong.
+COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
+SHAPE = dict(n_mlps=12, n_samples=200_000, width=32, depth=3, seed=5)
+# The CPU path. The philox/torch path joins as another entry: (id, extra CLI flags, BakeConfig fields).
+BACKENDS = [pytest.param([], {}, id="cpu-pcg64")]
+STEP_TIMEOUT_S = 120
+
+
+def _clean_env() -> dict[str, str]:
+    """This machine's environment minus anything that would make a bake think it is one rank of many."""
+    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "LOCAL_WORLD_SIZE")
+    env = {k: v for k, v in os.environ.items() if k not in launcher and not k.startswith(("SLURM_", "TORCHELASTIC_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _bake_args(shape: dict, extra: list[str]) -> list[str]:
+    return [
+        "--n-mlps", str(shape["n_mlps"]), "--n-samples", str(shape["n_samples"]),
+        "--width", str(shape["width"]), "--depth", str(shape["depth"]), "--seed", str(shape["seed"]),
+        "--max-threads", "2", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def _start(args: list[str], output: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", *args, "--output", str(output)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_clean_env())
+
+
+def _units_saved(output: Path) -> int:
+    return len(list((output.parent / f"{output.name}.whest-work" / "units").glob("*.npz")))
+
+
+def _wait_for_units(proc: subprocess.Popen, output: Path, n: int, timeout_s: float = STEP_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _units_saved(output) < n and proc.poll() is None:
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"no {n} units saved within {timeout_s}s")
+        time.sleep(0.01)
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc.returncode, err
+
+
+def _assert_same_rows(read_columns, assert_bytes_equal, got: Path, want: Path) -> None:
+    a, b = read_columns(got), read_columns(want)
+    for col in COMPARED:
+        if col == "mlp_name":
+            assert a[col] == b[col]
+        else:
+            assert_bytes_equal(a[col], b[col], col)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict[str, Path]:
+    """The reference bakes, made once per backend (in-process: the same code, never interrupted)."""
+    made: dict[str, Path] = {}
+
+    def get(fields: dict) -> Path:
+        key = repr(sorted(fields.items()))
+        if key not in made:
+            out = tmp_path_factory.mktemp("uninterrupted") / "ds"
+            bake(BakeConfig(output=out, **SHAPE, **fields))
+            made[key] = out
+        return made[key]
+
+    return get
+
+
+@pytest.mark.parametrize("flags, fields", BACKENDS)
+def test_sigkill_at_random_points_then_resume_equals_uninterrupted(
+    tmp_path, flags, fields, uninterrupted, read_columns, assert_bytes_equal
+):
+    rng = random.Random(1234)
+    output = tmp_path / "ds"
+    args = _bake_args(SHAPE, flags)
+    kills, recovered, runs = 0, [], 0
+    while True:
+        runs += 1
+        assert runs <= 8, "the bake never completed"
+        proc = _start(args, output)
+        if kills < 3:
+            # the first kill waits for progress (so a resume has something to recover); later ones
+            # may land anywhere, start-up included
+            ahead = rng.randint(1, 4) if kills == 0 else rng.randint(0, 4)
+            _wait_for_units(proc, output, _units_saved(output) + ahead)
+            time.sleep(rng.uniform(0.0, 0.25))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+        code, err = _finish(proc)
+        recovered += [int(k) for k in re.findall(r"resuming: (\d+) of \d+ units recovered", err)]
+        if code == 0:
+            break
+        assert code == -signal.SIGKILL, f"run {runs} failed on its own (exit {code}): {err[-2000:]}"
+    assert kills >= 1
+    assert any(k > 0 for k in recovered), "no run resumed from saved units"
+    _assert_same_rows(read_columns, assert_bytes_equal, output, uninterrupted(fields))
+    assert not (tmp_path / "ds.whest-work").exists(), "the work directory outlived the bake"
+    assert not list(tmp_path.glob(".ds.staging-*")), "a staging directory was left behind"
+
+
+@pytest.mark.parametrize("flags, fields", BACKENDS)
+def test_resume_clears_the_staging_directory_of_a_writer_killed_mid_write(
+    tmp_path, flags, fields, uninterrupted, read_columns, assert_bytes_equal
+):
+    output = tmp_path / "ds"
+    proc = _start(_bake_args(SHAPE, flags), output)
+    _wait_for_units(proc, output, 1)
+    proc.send_signal(signal.SIGKILL)
+    _finish(proc)
+    # what a SIGKILL between "start writing" and "rename into place" leaves beside the output
+    stale = tmp_path / ".ds.staging-k1ll3d"
+    (stale / "data").mkdir(parents=True)
+    (stale / "data" / "public-00000-of-00001.parquet").write_bytes(b"half a parquet file")
+    code, err = _finish(_start(_bake_args(SHAPE, flags), output))
+    assert code == 0, err
+    assert not stale.exists()
+    _assert_same_rows(read_columns, assert_bytes_equal, output, uninterrupted(fields))
