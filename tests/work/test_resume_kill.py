@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import importlib.util
+
 import pytest
 
 from whestbench.dataset.bake import BakeConfig, bake
@@ -25,7 +27,15 @@ from whestbench.dataset.bake import BakeConfig, bake
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
 SHAPE = dict(n_mlps=12, n_samples=200_000, width=32, depth=3, seed=5)
 # The CPU path. The philox/torch path joins as another entry: (id, extra CLI flags, BakeConfig fields).
-BACKENDS = [pytest.param([], {}, id="cpu-pcg64")]
+BACKENDS = [
+    pytest.param([], {}, id="cpu-pcg64"),
+    pytest.param(
+        ["--torch", "--device", "cpu", "--mlps-per-batch", "1"],
+        {"backend": "torch", "device": "cpu", "mlps_per_batch": 1},
+        id="torch-cpu-philox",
+        marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
+    ),
+]
 STEP_TIMEOUT_S = 120
 
 
@@ -41,8 +51,8 @@ def _bake_args(shape: dict, extra: list[str]) -> list[str]:
     return [
         "--n-mlps", str(shape["n_mlps"]), "--n-samples", str(shape["n_samples"]),
         "--width", str(shape["width"]), "--depth", str(shape["depth"]), "--seed", str(shape["seed"]),
-        "--max-threads", "2", "--quiet", *extra,
-    ]  # fmt: skip
+        "--quiet", *extra,
+    ] + ([] if "--torch" in extra else ["--max-threads", "2"])  # fmt: skip
 
 
 def _start(args: list[str], output: Path) -> subprocess.Popen:
