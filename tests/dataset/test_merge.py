@@ -424,7 +424,7 @@ def test_a_failure_while_writing_leaves_no_output_and_no_staging(baked, tmp_path
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(merge_mod, "write_metadata_json", boom)
+    monkeypatch.setattr(merge_mod, "finish_dataset_dir", boom)  # the last write of the dataset
     with pytest.raises(OSError, match="disk full"):
         merge_datasets([baked["p0"], baked["p1"]], output_dir=tmp_path / "out")
     _no_output(tmp_path / "out")

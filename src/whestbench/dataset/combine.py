@@ -44,7 +44,7 @@ from whestbench.dataset.merge import (
 )
 from whestbench.dataset.reader import DATA_DIR, data_files, file_sha256, read_metadata, verify_checksums
 from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, validate_metadata
-from whestbench.dataset.writer import write_metadata_json
+from whestbench.dataset.writer import finish_dataset_dir, write_metadata_json
 
 __all__ = [
     "combine_split_datasets",
@@ -134,11 +134,7 @@ def combine_split_datasets(
         if write_prepared_arrow:
             build_prepared_splits_for_directory(stage, [s.split for s in splits], md)
         validate_metadata(md)
-        md["checksums"] = dataset_checksums(stage)
-        write_metadata_json(stage, md)
-        from whestbench.dataset.card import render_card
-
-        (stage / "README.md").write_text(render_card(md))
+        finish_dataset_dir(stage, md, dataset_checksums(stage))
     return output
 
 

@@ -45,7 +45,7 @@ from whestbench.dataset.writer import (
     row_bytes,
     shard_name,
     shard_plan,
-    write_metadata_json,
+    finish_dataset_dir,
 )
 from whestbench.errors import UsageError
 
@@ -226,11 +226,7 @@ def merge_datasets(partials: Sequence[str | Path], *, output_dir: str | Path) ->
     width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
     with staged_dir(output) as stage:
         _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth)
-        md["checksums"] = data_checksums(stage)
-        write_metadata_json(stage, md)
-        from whestbench.dataset.card import render_card
-
-        (stage / "README.md").write_text(render_card(md))
+        finish_dataset_dir(stage, md, data_checksums(stage))
     return output
 
 

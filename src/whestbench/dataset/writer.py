@@ -94,11 +94,23 @@ def write_dataset(
     max_shard_bytes: int = MAX_SHARD_BYTES,
 ) -> Path:
     """Write a complete dataset directory at ``output`` atomically; ``md`` gains ``checksums``."""
-    if render_card is None:
-        from whestbench.dataset.card import render_card
     with staged_dir(Path(output)) as stage:
         write_parquet_shards(stage, split, rows, n_rows, width, depth, max_shard_bytes=max_shard_bytes)
-        md["checksums"] = data_checksums(stage)
-        write_metadata_json(stage, md)
-        (stage / "README.md").write_text(render_card(md))
+        finish_dataset_dir(stage, md, data_checksums(stage), render_card=render_card)
     return Path(output)
+
+
+def finish_dataset_dir(
+    directory: Path,
+    md: dict[str, Any],
+    checksums: dict[str, str],
+    *,
+    render_card: Callable[[dict[str, Any]], str] | None = None,
+) -> None:
+    """The last step of every dataset we write (bake, merge, combine): ``md`` gains ``checksums``,
+    then ``metadata.json`` and the dataset card are written beside the data."""
+    if render_card is None:
+        from whestbench.dataset.card import render_card
+    md["checksums"] = checksums
+    write_metadata_json(directory, md)
+    (Path(directory) / "README.md").write_text(render_card(md))
