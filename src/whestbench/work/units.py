@@ -136,6 +136,8 @@ def run_unit_philox(spec: WorkSpec, unit: Unit, on_samples: Callable[[int], None
         keys.append(philox_key(sample_ss))
     w_batch = np.stack(weights)  # (B, depth, width, width)
     device = spec.extra.get("device", "cpu")
+    if device == "cpu":
+        _pin_torch_threads_here()
     if spec.extra.get("method") == "triton":  # the fused kernel: one call covers the block range
         from whestbench.compute.philox_triton import range_sums_triton
 
@@ -160,6 +162,18 @@ def run_unit_philox(spec: WorkSpec, unit: Unit, on_samples: Callable[[int], None
         if on_samples is not None:
             on_samples(unit.mlp_count * sums[0].count)
     return _stack([combine_in_order(p) for p in parts])
+
+
+def _pin_torch_threads_here() -> None:
+    """Apply torch's thread count to the calling worker thread too.
+
+    ``torch.set_num_threads`` sets OpenMP's and MKL's counts for the thread that calls it only. A
+    worker thread starts from the defaults (all cores), so each of its CPU matmuls would start an
+    OpenMP team of its own: two workers with two threads each on two cores ran 14% slower.
+    """
+    import torch
+
+    torch.set_num_threads(torch.get_num_threads())
 
 
 def _stack(per_mlp: list[LayerSums]) -> LayerSums:
