@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from whestbench.dataset.bake import BakeConfig, bake
+from whestbench.dataset.bake import api_config, bake
 
 
 def create_dataset_torch(
@@ -38,20 +38,9 @@ def create_dataset_torch(
     for every value. ``compile`` is accepted for compatibility with whestbench 0.16 and ignored
     (our kernels need no ``torch.compile``).
     """
-    cfg = BakeConfig(
-        n_mlps=n_mlps,
-        n_samples=n_samples,
-        width=width,
-        depth=depth,
-        output=Path(output_path),
-        mlp_seeds=tuple(mlp_seeds) if mlp_seeds is not None else None,
-        seed=seed,
-        split=split,
-        config=config,
-        mlp_range=tuple(mlp_range) if mlp_range is not None else None,
-        backend="torch",
-        device=device,
-        mlps_per_batch=mlps_per_batch,
-        chunk_size=chunk_size,
+    cfg = api_config(
+        n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
+        split=split, config=config, mlp_range=mlp_range,
+        backend="torch", device=device, mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
     )
     return bake(cfg, on_event=progress)

@@ -290,8 +290,10 @@ def bake(
             write_file_atomic(saved, json.dumps(list(spec.seeds)).encode())
         return Ledger(work_dir, spec.identity())
 
-    _prefetch_writer_imports()
+    # torch first, alone: importing it while the prefetch thread imports ``datasets`` makes both
+    # fight for the GIL (2.6 s instead of 1.4 s); after it, the prefetch overlaps the compute.
     tplan = torch_plan(cfg) if cfg.backend == "torch" else None
+    _prefetch_writer_imports()
     if tplan is not None and tplan["device"] == "cuda" and dist_env is not None:
         tplan["device"] = f"cuda:{dist_env.local_rank}"  # one GPU per local rank
     if tplan is not None and tplan["device"] == "mps":
@@ -479,7 +481,30 @@ def create_dataset(
     progress: Callable[[Event], None] | None = None,
 ) -> Path:
     """Bake a dataset on the CPU (whestbench 0.16's signature; ``mlp_range`` is half-open)."""
-    cfg = BakeConfig(
+    cfg = api_config(
+        n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
+        split=split, config=config, mlp_range=mlp_range, max_threads=max_threads,
+    )
+    return bake(cfg, on_event=progress)
+
+
+def api_config(
+    n_mlps: int,
+    n_samples: int,
+    width: int,
+    depth: int,
+    *,
+    output_path: str | Path,
+    mlp_seeds: Sequence[int] | None,
+    seed: int | None,
+    split: str,
+    config: str,
+    mlp_range: Sequence[int] | None,
+    **backend: Any,
+) -> BakeConfig:
+    """The ``BakeConfig`` of a Python API call (``create_dataset``, ``create_dataset_torch``):
+    arguments as whestbench 0.16 names them; ``backend`` holds the remaining ``BakeConfig`` fields."""
+    return BakeConfig(
         n_mlps=n_mlps,
         n_samples=n_samples,
         width=width,
@@ -490,6 +515,5 @@ def create_dataset(
         split=split,
         config=config,
         mlp_range=tuple(mlp_range) if mlp_range is not None else None,
-        max_threads=max_threads,
+        **backend,
     )
-    return bake(cfg, on_event=progress)
