@@ -6,29 +6,17 @@ Each test runs ``python -m whestbench dataset bake`` as a subprocess and signals
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from bake_procs import finish, start_bake, units_dir, wait_for_units
 from whestbench.dataset.bake import BakeConfig, bake
 
 EXIT_RESUMABLE = 75
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
 SHAPE = dict(n_mlps=10, n_samples=120_000, width=32, depth=3, seed=11)
-STEP_TIMEOUT_S = 120
-
-
-def _clean_env() -> dict[str, str]:
-    """This machine's environment minus anything that would make a bake think it is one rank of many."""
-    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "LOCAL_WORLD_SIZE")
-    env = {k: v for k, v in os.environ.items() if k not in launcher and not k.startswith(("SLURM_", "TORCHELASTIC_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def _args(n_samples: int = SHAPE["n_samples"], threads: int = 1) -> list[str]:
@@ -39,41 +27,12 @@ def _args(n_samples: int = SHAPE["n_samples"], threads: int = 1) -> list[str]:
     ]  # fmt: skip
 
 
-def _start(args: list[str], output: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", *args, "--output", str(output)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_clean_env())
-
-
-def _units_dir(output: Path) -> Path:
-    return output.parent / f"{output.name}.whest-work" / "units"
-
-
-def _wait_for_units(proc: subprocess.Popen, output: Path, n: int) -> None:
-    deadline = time.monotonic() + STEP_TIMEOUT_S
-    while len(list(_units_dir(output).glob("*.npz"))) < n:
-        assert proc.poll() is None, f"the bake ended (exit {proc.returncode}) before saving {n} units"
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"no {n} units saved within {STEP_TIMEOUT_S}s")
-        time.sleep(0.01)
-
-
-def _finish(proc: subprocess.Popen) -> tuple[int, str]:
-    try:
-        _, err = proc.communicate(timeout=STEP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    return proc.returncode, err
-
-
 def _interrupted(output: Path, sig: int = signal.SIGTERM, args: list[str] | None = None) -> tuple[int, str]:
     """Start a bake, let it save two units, send ``sig``; return its exit code and stderr."""
-    proc = _start(args or _args(), output)
-    _wait_for_units(proc, output, 2)
+    proc = start_bake(args or _args(), output)
+    wait_for_units(proc, output, 2)
     proc.send_signal(sig)
-    return _finish(proc)
+    return finish(proc)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +48,7 @@ def test_signal_stops_with_exit_75_keeping_finished_units(tmp_path, sig):
     assert code == EXIT_RESUMABLE, err
     assert f"received {signal.Signals(sig).name}" in err
     assert "re-run the same command to resume" in err
-    assert len(list(_units_dir(output).glob("*.npz"))) >= 2  # the units finished before the signal
+    assert len(list(units_dir(output).glob("*.npz"))) >= 2  # the units finished before the signal
     assert not output.exists()  # nothing half-written where the dataset goes
     assert not list(tmp_path.glob(".ds.staging-*"))
 
@@ -100,7 +59,7 @@ def test_rerun_after_a_signal_completes_and_equals_the_uninterrupted_bake(
 ):
     output = tmp_path / "ds"
     assert _interrupted(output, sig)[0] == EXIT_RESUMABLE
-    code, err = _finish(_start(_args(), output))
+    code, err = finish(start_bake(_args(), output))
     assert code == 0, err
     assert "resuming:" in err
     got, want = read_columns(output), read_columns(uninterrupted)
@@ -116,7 +75,7 @@ def test_ctrl_c_stops_a_threaded_bake_without_computing_the_rest(tmp_path):
     output = tmp_path / "ds"
     code, err = _interrupted(output, signal.SIGINT, _args(threads=2))
     assert code == 130, err
-    saved = len(list(_units_dir(output).glob("*.npz")))
+    saved = len(list(units_dir(output).glob("*.npz")))
     assert 2 <= saved < SHAPE["n_mlps"]  # the queued units were dropped, the finished ones kept
     assert not output.exists()
 
@@ -124,10 +83,10 @@ def test_ctrl_c_stops_a_threaded_bake_without_computing_the_rest(tmp_path):
 def test_resuming_with_different_n_samples_is_refused_naming_the_field(tmp_path):
     output = tmp_path / "ds"
     assert _interrupted(output)[0] == EXIT_RESUMABLE
-    saved = sorted(p.name for p in _units_dir(output).glob("*.npz"))
-    code, err = _finish(_start(_args(n_samples=SHAPE["n_samples"] // 2), output))
+    saved = sorted(p.name for p in units_dir(output).glob("*.npz"))
+    code, err = finish(start_bake(_args(n_samples=SHAPE["n_samples"] // 2), output))
     assert code == 2, err
     assert "n_samples" in err and str(SHAPE["n_samples"]) in err  # which field, and the saved value
     assert "re-run the original command" in err and "delete" in err  # the two ways out
-    assert sorted(p.name for p in _units_dir(output).glob("*.npz")) == saved  # the saved work is untouched
+    assert sorted(p.name for p in units_dir(output).glob("*.npz")) == saved  # the saved work is untouched
     assert not output.exists()

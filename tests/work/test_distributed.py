@@ -25,6 +25,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("torch.distributed")
 
+from bake_procs import clean_env  # noqa: E402
 from whestbench.compute.seeds import slice_bounds  # noqa: E402
 from whestbench.dataset.bake import BakeConfig, bake  # noqa: E402
 
@@ -37,10 +38,7 @@ STEP_TIMEOUT_S = 180
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "LOCAL_WORLD_SIZE")
-    env = {k: v for k, v in os.environ.items() if k not in launcher and not k.startswith(("SLURM_", "TORCHELASTIC_"))}
-    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
-    return env
+    return clean_env(OMP_NUM_THREADS="1", **extra)
 
 
 def _free_port() -> int:
@@ -340,6 +338,7 @@ def test_elastic_restart_after_a_killed_worker_completes_and_equals_one_process(
     os.kill(workers[1], signal.SIGKILL)
     (out,) = _finish_ok(agent)
     assert re.search(r"resuming: [1-9]\d* of 12 units", out), out[-3000:]  # the restart kept finished units
+    assert "restart 1 of this job" in out, out[-3000:]  # torchrun's restart count, shown to the user
     same_as(output, single(LARGE))
 
 

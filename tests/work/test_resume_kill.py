@@ -8,12 +8,9 @@ plus a random delay (so they land anywhere inside a unit, or during start-up or 
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +18,7 @@ import importlib.util
 
 import pytest
 
+from bake_procs import finish, start_bake, units_saved, wait_for_units
 from whestbench.dataset.bake import BakeConfig, bake
 
 # What identifies a row and what the bake computed: identical bytes, or the resume is wrong.
@@ -36,15 +34,6 @@ BACKENDS = [
         marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
     ),
 ]
-STEP_TIMEOUT_S = 120
-
-
-def _clean_env() -> dict[str, str]:
-    """This machine's environment minus anything that would make a bake think it is one rank of many."""
-    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "LOCAL_WORLD_SIZE")
-    env = {k: v for k, v in os.environ.items() if k not in launcher and not k.startswith(("SLURM_", "TORCHELASTIC_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def _bake_args(shape: dict, extra: list[str]) -> list[str]:
@@ -53,34 +42,6 @@ def _bake_args(shape: dict, extra: list[str]) -> list[str]:
         "--width", str(shape["width"]), "--depth", str(shape["depth"]), "--seed", str(shape["seed"]),
         "--quiet", *extra,
     ] + ([] if "--torch" in extra else ["--max-threads", "2"])  # fmt: skip
-
-
-def _start(args: list[str], output: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", *args, "--output", str(output)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_clean_env())
-
-
-def _units_saved(output: Path) -> int:
-    return len(list((output.parent / f"{output.name}.whest-work" / "units").glob("*.npz")))
-
-
-def _wait_for_units(proc: subprocess.Popen, output: Path, n: int, timeout_s: float = STEP_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while _units_saved(output) < n and proc.poll() is None:
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"no {n} units saved within {timeout_s}s")
-        time.sleep(0.01)
-
-
-def _finish(proc: subprocess.Popen) -> tuple[int, str]:
-    try:
-        _, err = proc.communicate(timeout=STEP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    return proc.returncode, err
 
 
 def _assert_same_rows(read_columns, assert_bytes_equal, got: Path, want: Path) -> None:
@@ -119,17 +80,17 @@ def test_sigkill_at_random_points_then_resume_equals_uninterrupted(
     while True:
         runs += 1
         assert runs <= 8, "the bake never completed"
-        proc = _start(args, output)
+        proc = start_bake(args, output)
         if kills < 3:
             # the first kill waits for progress (so a resume has something to recover); later ones
             # may land anywhere, start-up included
             ahead = rng.randint(1, 4) if kills == 0 else rng.randint(0, 4)
-            _wait_for_units(proc, output, _units_saved(output) + ahead)
+            wait_for_units(proc, output, units_saved(output) + ahead, must_live=False)
             time.sleep(rng.uniform(0.0, 0.25))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
-        code, err = _finish(proc)
+        code, err = finish(proc)
         recovered += [int(k) for k in re.findall(r"resuming: (\d+) of \d+ units recovered", err)]
         if code == 0:
             break
@@ -146,15 +107,15 @@ def test_resume_clears_the_staging_directory_of_a_writer_killed_mid_write(
     tmp_path, flags, fields, uninterrupted, read_columns, assert_bytes_equal
 ):
     output = tmp_path / "ds"
-    proc = _start(_bake_args(SHAPE, flags), output)
-    _wait_for_units(proc, output, 1)
+    proc = start_bake(_bake_args(SHAPE, flags), output)
+    wait_for_units(proc, output, 1, must_live=False)
     proc.send_signal(signal.SIGKILL)
-    _finish(proc)
+    finish(proc)
     # what a SIGKILL between "start writing" and "rename into place" leaves beside the output
     stale = tmp_path / ".ds.staging-k1ll3d"
     (stale / "data").mkdir(parents=True)
     (stale / "data" / "public-00000-of-00001.parquet").write_bytes(b"half a parquet file")
-    code, err = _finish(_start(_bake_args(SHAPE, flags), output))
+    code, err = finish(start_bake(_bake_args(SHAPE, flags), output))
     assert code == 0, err
     assert not stale.exists()
     _assert_same_rows(read_columns, assert_bytes_equal, output, uninterrupted(fields))

@@ -1,0 +1,63 @@
+"""Helpers for tests that run ``python -m whestbench dataset bake`` as a real subprocess and
+signal or kill it (importable from any test: ``tests/`` is on ``sys.path`` beside conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STEP_TIMEOUT_S = 120
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "LOCAL_WORLD_SIZE")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This machine's environment minus anything that would make a bake think it is one rank of many."""
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in LAUNCHER_VARS and not k.startswith(("SLURM_", "TORCHELASTIC_"))
+    }  # fmt: skip
+    env.update(PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def start_bake(args: list[str], output: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", *args, "--output", str(output)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+
+
+def units_dir(output: Path) -> Path:
+    return output.parent / f"{output.name}.whest-work" / "units"
+
+
+def units_saved(output: Path) -> int:
+    return len(list(units_dir(output).glob("*.npz")))
+
+
+def wait_for_units(
+    proc: subprocess.Popen, output: Path, n: int, *, must_live: bool = True, timeout_s: float = STEP_TIMEOUT_S
+) -> None:
+    """Wait until ``n`` units are saved. With ``must_live`` the bake ending first is a failure;
+    without, an early end simply stops the wait (the caller looks at what was left)."""
+    deadline = time.monotonic() + timeout_s
+    while units_saved(output) < n:
+        if proc.poll() is not None:
+            assert not must_live, f"the bake ended (exit {proc.returncode}) before saving {n} units"
+            return
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"no {n} units saved within {timeout_s}s")
+        time.sleep(0.01)
+
+
+def finish(proc: subprocess.Popen, timeout_s: float = STEP_TIMEOUT_S) -> tuple[int, str]:
+    """Wait for the bake to end; return its exit code and stderr (kill it if it hangs)."""
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc.returncode, err
