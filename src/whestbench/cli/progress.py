@@ -56,6 +56,8 @@ class BakeProgress:
         if phase == "start":
             self.samples_at_start = event["samples_done"]
             self.t0 = time.perf_counter()
+            if event.get("restart"):
+                err.print(f"restart {event['restart']} of this job (counted by the launcher)", markup=False)
             if event.get("recovered_units"):
                 err.print(
                     f"resuming: {event['recovered_units']} of {event['units_total']} units recovered "

@@ -73,8 +73,8 @@ class DistEnv:
     master_port: int
     run_id: str = "whest"
     attempt: int = 0
-    """torchrun's TORCHELASTIC_RESTART_COUNT (informational: the store's epoch counter separates
-    restarts, because this count is not the same on every node)."""
+    """torchrun's TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT, shown to the user. Informational
+    only: the store's epoch counter separates restarts, because this count differs between nodes."""
     agent_store: bool = False
     """True under torchrun: its agent already hosts the store at master_addr:master_port."""
 
@@ -358,7 +358,7 @@ def _run_rank0(ctx, base_store, beat, spec_for_seeds, units_for_spec, seeds, led
         recovered = sum(samples_of(u) for u in units if u.key in done)
         base = {"units_total": len(units), "samples_total": sum(samples_of(u) for u in units)}
         state = {"samples_collected": recovered, "samples_running": 0, "units_collected": len(done)}
-        ctx.emit({"phase": "start", **base, **_shown(state), "recovered_units": len(done)})
+        ctx.emit({"phase": "start", **base, **_shown(state), "recovered_units": len(done), "restart": ctx.env.attempt})
         job = _Job(ctx, ns, epoch, spec, todo, base, state)
         from threadpoolctl import threadpool_limits
 
