@@ -37,6 +37,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from shapes import Shape, count, shape_arg  # noqa: E402  (this directory is on sys.path)
+
 REPO = Path(__file__).resolve().parents[1]
 MAKE_VENV = REPO / "tools" / "make-reference-venv.sh"
 # The reference's CLI as its console script runs it (our `whest` may come first on PATH).
@@ -44,23 +46,6 @@ REF_CLI = "import sys; from whestbench.cli import main; sys.exit(main())"
 THREAD_PINS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 SINGLE_THREAD = {k: "1" for k in THREAD_PINS}
 BREAKDOWN = "sampling_budget_breakdown"
-
-
-@dataclass(frozen=True)
-class Shape:
-    width: int
-    depth: int
-    n_mlps: int
-    n_samples: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.width}x{self.depth}"
-
-    @property
-    def flops(self) -> int:
-        """Effective FLOPs of a bake: one (N, w) @ (w, w) matmul per layer per MLP."""
-        return 2 * self.width * self.width * self.depth * self.n_samples * self.n_mlps
 
 
 @dataclass
@@ -87,24 +72,6 @@ class ShapeResult:
     torch_speedup: float = 0.0
     torch_gflops: float = 0.0
     torch_pct_of_sgemm: float = 0.0
-
-
-def count(text: str) -> int:
-    """1000000, 1_000_000 or 1e6."""
-    value = float(text.replace("_", "")) if any(c in text.lower() for c in ".e") else int(text.replace("_", ""))
-    if value != int(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return int(value)
-
-
-def shape_arg(text: str) -> Shape:
-    """``WxD:N_MLPS:N_SAMPLES``, e.g. ``256x8:4:200000``."""
-    try:
-        wd, n_mlps, n_samples = text.split(":")
-        w, d = wd.lower().split("x")
-        return Shape(int(w), int(d), count(n_mlps), count(n_samples))
-    except (ValueError, argparse.ArgumentTypeError):
-        raise argparse.ArgumentTypeError(f"--shape must look like 256x8:4:200000 (WxD:N_MLPS:N_SAMPLES), got {text!r}") from None
 
 
 def seeds_for(n: int) -> list[int]:

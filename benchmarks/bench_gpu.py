@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shapes import Shape, count, shape_arg  # this directory is on sys.path
+
 REF_CLI = "import sys; from whestbench.cli import main; sys.exit(main())"
 SPEC_SHAPES = ((256, 8), (1024, 16))  # where SPEC section 3 gates and section 6 sets targets
 TARGET_TFLOPS = 150.0
@@ -51,47 +53,6 @@ H100_PEAKS = {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0}
 SPLIT_PARTS = {"3xtf32": ("tf32", 3), "4xtf32": ("tf32", 4), "3xfp16": ("fp16", 3), "4xfp16": ("fp16", 4)}
 ALL_PRECISIONS = ("ieee", "3xtf32", "4xtf32", "3xfp16", "4xfp16")
 SEED_ROOT = 20260101
-
-
-@dataclass(frozen=True)
-class Shape:
-    width: int
-    depth: int
-    n_mlps: int
-    n_samples: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.width}x{self.depth}"
-
-    @property
-    def flops(self) -> float:
-        """Effective FLOPs of the bake: one (N, w) @ (w, w) matmul per layer per MLP."""
-        return 2.0 * self.width * self.width * self.depth * self.n_samples * self.n_mlps
-
-
-def parse_shape(text: str) -> Shape:
-    """``WxD:N_MLPS:N_SAMPLES``, e.g. ``256x8:8:4194304`` (``1e6`` and ``2**22`` are accepted)."""
-    try:
-        wd, m, n = text.split(":")
-        w, d = wd.lower().split("x")
-        shape = Shape(int(w), int(d), int(m), _count(n))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shape must be WxD:N_MLPS:N_SAMPLES (e.g. 256x8:8:4194304); got {text!r}")
-    if min(shape.width, shape.depth, shape.n_mlps, shape.n_samples) <= 0:
-        raise argparse.ArgumentTypeError(f"every part of a shape must be positive; got {text!r}")
-    return shape
-
-
-def _count(text: str) -> int:
-    text = text.strip().replace("_", "")
-    if "**" in text:
-        base, exp = text.split("**")
-        return int(base) ** int(exp)
-    value = float(text) if ("e" in text.lower() or "." in text) else int(text)
-    if value != int(value):
-        raise ValueError(text)
-    return int(value)
 
 
 def ceiling_tflops(precision: str, peaks: dict) -> float:
@@ -132,7 +93,7 @@ class GateLine:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shape", type=parse_shape, action="append", help="WxD:N_MLPS:N_SAMPLES (repeatable); default 256x8:8:2**22 and 1024x16:4:2**20")
+    p.add_argument("--shape", type=shape_arg, action="append", help="WxD:N_MLPS:N_SAMPLES (repeatable); default 256x8:8:2**22 and 1024x16:4:2**20")
     p.add_argument("--precision", action="append", choices=ALL_PRECISIONS, help="fused kernel precisions to time (repeatable; default all)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--reference-path", type=Path, help="directory holding whestbench 0.16.2 (pip --target); put on PYTHONPATH of its runs")
@@ -140,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-reference", action="store_true")
     p.add_argument("--skip-torch", action="store_true", help="do not time our plain torch path")
     p.add_argument("--ours-cli", action="store_true", help="also time our whole CLI bake (--torch --device cuda), marginally like the reference")
-    p.add_argument("--gate-samples", type=_count, default=1 << 16, help="samples for the on-GPU precision gate (>= 2**16)")
+    p.add_argument("--gate-samples", type=count, default=1 << 16, help="samples for the on-GPU precision gate (>= 2**16)")
     p.add_argument("--skip-gate", action="store_true")
     p.add_argument("--sweep", action="store_true", help="time a grid of kernel configurations per shape and precision; report the best")
     p.add_argument("--n-programs", type=int, default=None, help="persistent grid size of the fused kernel (default: one per SM)")
@@ -153,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
-    args.shape = args.shape or [parse_shape("256x8:8:2**22"), parse_shape("1024x16:4:2**20")]
+    args.shape = args.shape or [shape_arg("256x8:8:2**22"), shape_arg("1024x16:4:2**20")]
     args.precision = args.precision or list(ALL_PRECISIONS)
     args.peaks = dict(H100_PEAKS)
     for item in args.peak:

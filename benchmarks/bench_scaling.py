@@ -32,7 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import astuple
 from pathlib import Path
+
+from shapes import Shape, shape_arg  # this directory is on sys.path
 
 CONFIGS = {
     "1 proc x 1 thread": ("single", 1),
@@ -91,16 +94,9 @@ def _columns(path: Path) -> dict:
     return {k: cols[k] for k in COMPARED}
 
 
-def _parse_shape(text: str) -> tuple[int, int, int, int]:
-    m = re.fullmatch(r"(\d+)x(\d+):(\d+):(\d+)", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"shape must look like 256x8:4:100000 (WxD:N_MLPS:N_SAMPLES); got {text!r}")
-    return tuple(int(g) for g in m.groups())  # type: ignore[return-value]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shape", type=_parse_shape, default=(256, 8, 4, 100_000), help="WxD:N_MLPS:N_SAMPLES")
+    ap.add_argument("--shape", type=shape_arg, default=Shape(256, 8, 4, 100_000), help="WxD:N_MLPS:N_SAMPLES")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--repeats", type=int, default=1, help="runs per configuration (median reported)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
@@ -108,7 +104,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args()
 
-    width, depth, n_mlps, n_samples = args.shape
+    width, depth, n_mlps, n_samples = astuple(args.shape)
     print(f"shape {width}x{depth}, {n_mlps} MLPs x {n_samples:,} samples, seed {args.seed}; "
           f"{os.cpu_count()} CPUs; load average before: {os.getloadavg()[0]:.2f}")  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="whest-scaling-", dir=args.workdir))
@@ -118,7 +114,7 @@ def main() -> int:
         for rep in range(args.repeats):
             for name, (kind, threads) in CONFIGS.items():  # interleaved, so drifting load hits each
                 out = work / f"{kind}-{threads}-{rep}"
-                runs[name].append(_run(_command(kind, threads, args.shape, args.seed, out), args.timeout))
+                runs[name].append(_run(_command(kind, threads, astuple(args.shape), args.seed, out), args.timeout))
                 print(f"  run {rep + 1}: {name:<20} {runs[name][-1][0]:7.2f} s wall, {runs[name][-1][1]:7.2f} s bake",
                       file=sys.stderr)  # fmt: skip
                 if name in kept:
@@ -139,7 +135,7 @@ def main() -> int:
         print(f"\nidentical numeric columns across configurations: {'yes' if same else 'NO'}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         if args.json:
-            args.json.write_text(json.dumps({"shape": args.shape, "results": result, "identical": same}, indent=2))
+            args.json.write_text(json.dumps({"shape": astuple(args.shape), "results": result, "identical": same}, indent=2))
         return 0 if same else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)

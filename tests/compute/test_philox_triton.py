@@ -305,15 +305,18 @@ def bench():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
-    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    here = Path(__file__).resolve().parents[2] / "benchmarks"
+    spec = importlib.util.spec_from_file_location("bench_gpu", here / "bench_gpu.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_gpu"] = module  # dataclasses look their module up while the file executes
+    sys.path.insert(0, str(here))  # as when it runs as a script: its shapes.py is importable
     try:
         spec.loader.exec_module(module)
         yield module
     finally:
+        sys.path.remove(str(here))
         sys.modules.pop("bench_gpu", None)
+        sys.modules.pop("shapes", None)
 
 
 def test_gpu_benchmark_dry_run_prints_every_section(bench, capsys):
@@ -324,7 +327,7 @@ def test_gpu_benchmark_dry_run_prints_every_section(bench, capsys):
 
 
 def test_gpu_benchmark_reports_rates_ceilings_ratios_and_projections(bench):
-    shape = bench.parse_shape("256x8:100:1e9")
+    shape = bench.shape_arg("256x8:100:1e9")
     fused = bench.finish(bench.Timing("fused", "4xfp16", [2.0 * 3600]), shape, bench.H100_PEAKS)
     ref = bench.finish(bench.Timing("reference", "fp32", [8.0 * 3600]), shape, bench.H100_PEAKS)
     assert fused.tflops == pytest.approx(shape.flops / 7200 / 1e12)
