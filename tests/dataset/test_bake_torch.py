@@ -117,7 +117,16 @@ def test_explicit_cuda_without_cuda_is_refused_without_fallback(tmp_path, capsys
     assert rc == 2
     lines = [ln for ln in cap.err.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and "--device cuda" in lines[0] and "--device cpu" in lines[0]
+    assert "Baking" not in cap.out  # refused before anything is announced
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_the_bake_line_names_the_device_auto_resolved_to(tmp_path, capsys):
+    rc, cap = _cli(capsys, "--n-mlps", "1", "--n-samples", "100", "--width", "4", "--depth", "1",
+                   "--torch", "--seed", "1", "--quiet", "--output", str(tmp_path / "o"))
+    expected = "mps" if torch.backends.mps.is_available() else "cpu"
+    assert rc == 0 and f"on torch ({expected}) " in cap.out, cap.out
 
 
 def test_device_without_torch_selects_the_torch_backend_and_says_so(tmp_path, capsys):

@@ -75,6 +75,13 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
         from whestbench.cli.common import err
 
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
+    where = "cpu"
+    if torch_backend:
+        from whestbench.work.torch_env import resolve_device
+
+        # Resolved before the "Baking ..." line: an absent device is refused before anything is
+        # announced, and the line names the device that will run (auto -> cuda, mps or cpu).
+        where = f"torch ({resolve_device(device)})"
     from whestbench.dataset.bake import BakeConfig, bake as run_bake
 
     cfg = BakeConfig(
@@ -89,7 +96,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
         cfg,
         lambda c, on_event, stop: run_bake(c, on_event=on_event, stop=stop, dist_env=dist_env, peer_timeout_s=peer_timeout),
         quiet,
-        device_label=f"torch ({device or 'auto'})" if torch_backend else "cpu",
+        device_label=where,
         dist_env=dist_env,
     )
 
