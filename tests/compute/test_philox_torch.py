@@ -12,17 +12,8 @@ from whestbench.compute import philox  # noqa: E402
 from whestbench.compute import philox_torch as pt  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
+from philox_kat import KAT, KEY  # noqa: E402  (tests/philox_kat.py)
 
-KAT = [
-    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
-    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    (
-        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
-        (0xA4093822, 0x299F31D0),
-        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
-    ),
-]
-KEY = (0xA4093822, 0x299F31D0)
 WIDTH, DEPTH, BLOCK = 37, 3, 1024
 N_RAGGED = 2 * BLOCK + 300  # three blocks, the last one ragged
 METHODS = ["numba", "torch"]
