@@ -61,6 +61,8 @@ class ShapeResult:
     reference_median_s: float = 0.0
     speedup: float = 0.0
     """reference seconds / our seconds."""
+    paired_speedups: list[float] = field(default_factory=list)
+    """run by run: reference run i / our run i (neighbours in time, so they saw the same load)."""
     ours_gflops: float = 0.0
     reference_gflops: float = 0.0
     ours_pct_of_sgemm: float = 0.0
@@ -70,6 +72,7 @@ class ShapeResult:
     """our torch backend on the CPU (philox sampler): not bit-compatible with the reference, faster."""
     torch_median_s: float = 0.0
     torch_speedup: float = 0.0
+    torch_paired_speedups: list[float] = field(default_factory=list)
     torch_gflops: float = 0.0
     torch_pct_of_sgemm: float = 0.0
 
@@ -282,11 +285,13 @@ def main(argv: list[str] | None = None) -> int:
             r.ours_median_s = statistics.median(r.ours_s)
             r.reference_median_s = statistics.median(r.reference_s)
             r.speedup = r.reference_median_s / r.ours_median_s
+            r.paired_speedups = [ref / o for ref, o in zip(r.reference_s, r.ours_s)]
             r.ours_gflops = shape.flops / r.ours_median_s / 1e9
             r.reference_gflops = shape.flops / r.reference_median_s / 1e9
             if r.torch_s:
                 r.torch_median_s = statistics.median(r.torch_s)
                 r.torch_speedup = r.reference_median_s / r.torch_median_s
+                r.torch_paired_speedups = [ref / t for ref, t in zip(r.reference_s, r.torch_s)]
                 r.torch_gflops = shape.flops / r.torch_median_s / 1e9
             results.append(r)
         # measured again after the timed bakes and the best kept: it is a ceiling, and load is transient
@@ -351,6 +356,12 @@ def print_report(info: dict, sgemm: dict, overhead: dict, results: list[ShapeRes
         for r in torch_rows:
             print(f"{r.shape:>7} {r.n_mlps:>5} {r.n_samples:>11,} {r.torch_median_s:>8.2f} {r.reference_median_s:>8.2f} "
                   f"{r.torch_speedup:>7.2f}x {r.torch_gflops:>10.1f} {r.reference_gflops:>9.1f} {r.torch_pct_of_sgemm:>10.0f}%")
+    print("\nrun by run (reference run i / ours run i; each pair ran back to back):")
+    for r in results:
+        for who, ratios in (("ours", r.paired_speedups), ("ours-torch", r.torch_paired_speedups)):
+            if ratios:
+                print(f"{r.shape:>7} {who:>10}: " + "  ".join(f"{x:.2f}x" for x in ratios)
+                      + f"   (median {statistics.median(ratios):.2f}x, min {min(ratios):.2f}x)")
     for who in sorted({x["who"] for x in rss}):
         rows = [x for x in rss if x["who"] == who]
         a, b = rows[0], rows[-1]
