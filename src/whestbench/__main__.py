@@ -1,7 +1,5 @@
 """``python -m whestbench``: the same CLI as ``whest``."""
 
-import sys
+from whestbench.cli.main import run
 
-from whestbench.cli import main
-
-sys.exit(main())
+run()

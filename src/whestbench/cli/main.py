@@ -109,10 +109,28 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def run() -> None:
+    """The process entry point (``whest``, ``whestbench``, ``python -m whestbench``): ``main``, then exit.
+
+    A distributed rank that leaves on an error may still have a unit thread inside a kernel or a
+    store call after its bounded wait (``work.distributed._join_all``). Letting the interpreter shut
+    down under it aborts the process (exit -6, "terminate called without an active exception") and
+    hides the exit code, so such a process flushes its output and leaves at once: its dataset, ledger
+    and messages are already written.
+    """
+    code = main()
+    dist = sys.modules.get("whestbench.work.distributed")
+    if dist is not None and dist.lingering_threads():
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -60,6 +60,8 @@ HEARTBEAT_S = 0.5
 POLL_S = 0.05
 RESUME_HINT = "re-run the same command on every rank to resume"
 BYE_WAIT_S = 30.0
+LEAVE_JOIN_S = 10.0  # how long a leaving rank waits for its own threads (see _join_all)
+THREAD_PREFIX = "whest-dist-"
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ class _Heartbeat(threading.Thread):
     """Refreshes ``hb/<rank>`` = "<epoch> <token> <tick>" (epoch "-" until this process joins one)."""
 
     def __init__(self, store, rank: int, token: str):
-        super().__init__(daemon=True, name=f"whest-heartbeat-{rank}")
+        super().__init__(daemon=True, name=f"{THREAD_PREFIX}heartbeat-{rank}")
         self.store, self.rank, self.token = store, rank, token
         self.epoch = "-"
         self.tick = 0
@@ -236,6 +238,27 @@ def run_distributed(
     finally:
         beat.halt.set()
         ctx.quit.set()
+        _join_all([beat, *ctx.threads], LEAVE_JOIN_S)
+
+
+def _join_all(threads: Sequence[threading.Thread], timeout_s: float) -> None:
+    """Wait, up to ``timeout_s`` in all, for this run's heartbeat and unit threads to end.
+
+    A daemon thread still inside a torch store call (or a compute kernel) when the interpreter shuts
+    down is ended mid-call by CPython (``pthread_exit``); the unwinding through torch's C++ aborts the
+    process ("terminate called without an active exception", exit -6) instead of exiting with the
+    code the user was meant to see. Heartbeats and claims end within a store round trip; a unit in
+    progress may not, which is what ``lingering_threads`` is for.
+    """
+    deadline = time.monotonic() + timeout_s
+    for t in threads:
+        if t.ident is not None:  # started
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
+def lingering_threads() -> list[threading.Thread]:
+    """This process's distributed-bake threads still running (see ``cli.main.run``)."""
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()]
 
 
 @dataclass
@@ -252,6 +275,7 @@ class _Context:
 
     def __post_init__(self) -> None:
         self.quit = threading.Event()  # this process is leaving: workers claim nothing more
+        self.threads: list[threading.Thread] = []  # every unit thread this run started (joined on leaving)
         self.watch = _Watch(self.base_store)  # one history of heartbeats, so silence is never re-timed
         self.errors: list[BaseException] = []
         self.lock = threading.Lock()
@@ -266,11 +290,13 @@ class _Job:
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
         self.samples_of = ctx.samples_of or (lambda u: spec.n_samples)
         self.threads = [
-            threading.Thread(target=self._worker, name=f"whest-unit-{t}", daemon=True) for t in range(ctx.workers)
+            threading.Thread(target=self._worker, name=f"{THREAD_PREFIX}unit-{t}", daemon=True)
+            for t in range(ctx.workers)
         ]
 
     def start(self) -> None:
         for t in self.threads:
+            self.ctx.threads.append(t)
             t.start()
 
     def alive(self) -> bool:
@@ -322,8 +348,9 @@ class _Job:
                 with self.ctx.lock:
                     self.ctx.errors.append(exc)
 
-        t = threading.Thread(target=run, name=f"whest-retry-{i}", daemon=True)
+        t = threading.Thread(target=run, name=f"{THREAD_PREFIX}retry-{i}", daemon=True)
         self.threads.append(t)
+        self.ctx.threads.append(t)
         t.start()
 
 
