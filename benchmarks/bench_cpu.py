@@ -37,7 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from shapes import Shape, count, shape_arg  # noqa: E402  (this directory is on sys.path)
+from shapes import Shape, count, shape_arg  # this directory is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 MAKE_VENV = REPO / "tools" / "make-reference-venv.sh"

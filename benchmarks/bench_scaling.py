@@ -60,11 +60,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _command(kind: str, threads: int, shape: tuple[int, int, int, int], seed: int, output: Path) -> list[str]:
-    width, depth, n_mlps, n_samples = shape
+def _command(kind: str, threads: int, shape: Shape, seed: int, output: Path) -> list[str]:
     bake = [
-        "-m", "whestbench", "dataset", "bake", "--n-mlps", str(n_mlps), "--n-samples", str(n_samples),
-        "--width", str(width), "--depth", str(depth), "--seed", str(seed),
+        "-m", "whestbench", "dataset", "bake", "--n-mlps", str(shape.n_mlps), "--n-samples", str(shape.n_samples),
+        "--width", str(shape.width), "--depth", str(shape.depth), "--seed", str(seed),
         "--max-threads", str(threads), "--quiet", "--output", str(output),
     ]  # fmt: skip
     if kind == "single":
@@ -104,8 +103,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args()
 
-    width, depth, n_mlps, n_samples = astuple(args.shape)
-    print(f"shape {width}x{depth}, {n_mlps} MLPs x {n_samples:,} samples, seed {args.seed}; "
+    shape = args.shape
+    print(f"shape {shape.label}, {shape.n_mlps} MLPs x {shape.n_samples:,} samples, seed {args.seed}; "
           f"{os.cpu_count()} CPUs; load average before: {os.getloadavg()[0]:.2f}")  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="whest-scaling-", dir=args.workdir))
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
@@ -114,7 +113,7 @@ def main() -> int:
         for rep in range(args.repeats):
             for name, (kind, threads) in CONFIGS.items():  # interleaved, so drifting load hits each
                 out = work / f"{kind}-{threads}-{rep}"
-                runs[name].append(_run(_command(kind, threads, astuple(args.shape), args.seed, out), args.timeout))
+                runs[name].append(_run(_command(kind, threads, shape, args.seed, out), args.timeout))
                 print(f"  run {rep + 1}: {name:<20} {runs[name][-1][0]:7.2f} s wall, {runs[name][-1][1]:7.2f} s bake",
                       file=sys.stderr)  # fmt: skip
                 if name in kept:
@@ -135,7 +134,7 @@ def main() -> int:
         print(f"\nidentical numeric columns across configurations: {'yes' if same else 'NO'}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         if args.json:
-            args.json.write_text(json.dumps({"shape": astuple(args.shape), "results": result, "identical": same}, indent=2))
+            args.json.write_text(json.dumps({"shape": astuple(shape), "results": result, "identical": same}, indent=2))
         return 0 if same else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
