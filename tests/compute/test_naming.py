@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import sys
+import threading
 
 import pytest
 
@@ -70,3 +72,23 @@ def test_names_are_lowercase_hyphenated_slugs():
 
 def test_slug_drops_punctuation_and_collapses_separators():
     assert slug("  O'Connor--Smith  Jr. ") == "oconnor-smith-jr"
+
+
+def test_names_made_on_several_threads_at_once_are_the_seeds_names():
+    # A bake names MLPs on its main thread while its import-prefetch thread warms faker up by naming
+    # seed 0: one shared, seeded Faker instance, so unguarded steps interleave and names come out wrong
+    # (seen: a resumed bake wrote 2 wrong names of 12). A tiny switch interval forces the interleaving.
+    seeds = list(range(1000, 1200))
+    want = unique_names(seeds)
+    got: list[list[str]] = []
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=lambda: got.extend(unique_names(seeds) for _ in range(3))) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(previous)
+    assert len(got) == 12 and all(names == want for names in got)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Iterable
 
 _DROP = re.compile(r"[^a-z\s-]")
 _RUNS = re.compile(r"[\s-]+")
+# The one Faker instance is seeded, then drawn from: two threads naming at once (the bake's
+# import-prefetch thread and the writer, say) would interleave those steps and get wrong names.
+_LOCK = threading.Lock()
 
 
 def slug(text: str) -> str:
@@ -23,11 +27,11 @@ def _faker():
 
 def mlp_name(seed: int) -> str:
     """``first-last`` for one seed. Seeding the instance leaves the global ``random`` untouched."""
-    fake = _faker()
-    fake.seed_instance(int(seed))
-    first = slug(fake.first_name())
-    last = slug(fake.last_name())
-    return f"{first}-{last}"
+    with _LOCK:
+        fake = _faker()
+        fake.seed_instance(int(seed))
+        first, last = fake.first_name(), fake.last_name()
+    return f"{slug(first)}-{slug(last)}"
 
 
 def unique_names(seeds: Iterable[int]) -> list[str]:
