@@ -311,6 +311,7 @@ def gate_on_gpu(args) -> list[GateLine]:
 
     from whestbench.compute import philox_torch as pt
     from whestbench.compute import philox_triton as ptt
+    from whestbench.compute import precision
 
     n = args.gate_samples
     block = 1 << (n - 1).bit_length()  # one canonical block holds all the gate's samples
@@ -337,12 +338,12 @@ def gate_on_gpu(args) -> list[GateLine]:
             s = ptt.range_sums_triton(
                 torch.as_tensor(weights, device="cuda"), keys, (0, 1), n, config=config, block_size=block
             )[0]
-            a, b = ptt.gate_figures(s.sums / n, ref_kernel)
-            lines.append(GateLine(shape.label, "fused", precision, a, b, ptt.gate_passes(a, b)))
+            a, b = precision.gate_figures(s.sums / n, ref_kernel)
+            lines.append(GateLine(shape.label, "fused", precision, a, b, precision.gate_passes(a, b)))
         x_torch = pt.normals_torch(key, 0, n, width, "cuda", method="torch")
         s = pt.block_sums_torch(weights, keys, 0, n, "cuda", block_size=block, method="torch")[0]
-        a, b = ptt.gate_figures(s.sums / n, fp64_means(x_torch))
-        lines.append(GateLine(shape.label, "torch", "fp32", a, b, ptt.gate_passes(a, b)))
+        a, b = precision.gate_figures(s.sums / n, fp64_means(x_torch))
+        lines.append(GateLine(shape.label, "torch", "fp32", a, b, precision.gate_passes(a, b)))
     return lines
 
 

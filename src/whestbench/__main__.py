@@ -1,5 +1,5 @@
 """``python -m whestbench``: the same CLI as ``whest``."""
 
-from whestbench.cli.main import run
+from whestbench.cli.app import run
 
 run()

@@ -53,7 +53,7 @@ def test_version_prints_the_package_version(capsys):
 
 
 def _verbs() -> list[list[str]]:
-    from whestbench.cli.main import ALIASES, dataset
+    from whestbench.cli.app import ALIASES, dataset
 
     names = sorted(dataset.commands)
     names += sorted(alias for alias, target in ALIASES.items() if target in dataset.commands)

@@ -16,7 +16,7 @@ def test_a_lingering_distributed_thread_does_not_hold_or_abort_the_exit():
         import whestbench.work.distributed as dist
         threading.Thread(target=threading.Event().wait, name=dist.THREAD_PREFIX + "unit-0").start()
         sys.argv = ["whest", "dataset", "bake", "--n-mlps", "0"]
-        from whestbench.cli.main import run
+        from whestbench.cli.app import run
         run()
         """
     )

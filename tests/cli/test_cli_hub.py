@@ -13,7 +13,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from whestbench.cli.main import main
+from whestbench.cli.app import main
 
 _spec = importlib.util.spec_from_file_location(
     "whestbench_test_hub_fake", Path(__file__).parents[1] / "dataset" / "test_hub.py")

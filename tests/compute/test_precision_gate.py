@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 from whestbench.compute import philox  # noqa: E402
 from whestbench.compute.mlp import sample_weights  # noqa: E402
 from whestbench.compute.philox_torch import block_sums_torch, normals_torch  # noqa: E402
+from whestbench.compute.precision import GATE_MAX_ABS as MAX_ABS  # noqa: E402
+from whestbench.compute.precision import GATE_MAX_BIAS as MAX_LAYER_BIAS  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 
-MAX_ABS = 1e-6
-MAX_LAYER_BIAS = 1e-7
 N = 1 << 16  # one canonical block
 
 

@@ -215,8 +215,11 @@ def test_against_the_golden_bake_reports_float32_rounding_not_bit_equality(golde
     checks = by_name(report)
     assert checks["against: weights"].ok  # weights are a function of the seed: bit for bit
     gt = checks["against: ground truth"]
-    # The golden bake ran on another machine (other BLAS kernel): SPEC §2 (b) float32 rounding.
-    assert gt.ok and gt.detail.startswith("NOT bit-identical, within float32 rounding")
+    # The golden bake's arithmetic is not recorded (0.16 keeps no BLAS kernel), so only SPEC §2 (b)
+    # float32 rounding can be asked of it. On a machine whose OpenBLAS kernel matches the one that
+    # baked it the bytes happen to agree too; on others they differ within the tolerance.
+    assert gt.ok, gt.detail
+    assert gt.detail.startswith(("bit-identical", "NOT bit-identical, within float32 rounding")), gt.detail
     assert "arithmetic not recorded" in gt.detail
 
 

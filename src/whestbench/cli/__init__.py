@@ -3,6 +3,6 @@
 Each verb is a small function that turns flags into a config and calls one library function.
 """
 
-from whestbench.cli.main import main
+from whestbench.cli.app import main
 
 __all__ = ["main"]

@@ -1,6 +1,6 @@
 """``whest dataset merge``, ``combine-splits`` and ``prepare-arrow``: flags -> one library call each.
 
-Errors are raised, not printed: ``whestbench.cli.main`` turns them into one line and an exit code
+Errors are raised, not printed: ``whestbench.cli.app.main`` turns them into one line and an exit code
 (2 for a wrong command: a missing input, an existing --output; 1 for data that cannot be merged).
 """
 

@@ -43,7 +43,7 @@ exactly and accumulate in fp32; the cross terms go in smallest first:
   once at the end. Ceilings ~330 and ~248 TFLOP/s on an H100. Activations of an He-initialised MLP
   stay far below fp16's 65504.
 
-``emulate_matmul`` does the same splits in numpy (the products of the parts are exact in fp32, the
+``precision.emulate_matmul`` does the same splits in numpy (the products of the parts are exact in fp32, the
 accumulation is fp32), which is how the split arithmetic is checked against an fp64 matmul on a
 machine without a GPU (``tests/compute/test_philox_triton.py``, ``docs/gpu-kernel.md``).
 
@@ -62,15 +62,13 @@ import triton
 import triton.language as tl
 
 from whestbench.compute import philox as ref
+from whestbench.compute.precision import DEFAULT_PRECISION, FP16_LO_SCALE, PRECISIONS
 from whestbench.compute.stats import LayerSums
 
 KERNEL_NAME = "triton-fused-philox"
 KERNEL_VERSION = "1"
-PRECISIONS = ("ieee", "3xtf32", "4xtf32", "3xfp16", "4xfp16")
-DEFAULT_PRECISION = "4xfp16"  # passes the gate with a ~60x margin, at 3/4 of 3xfp16's ceiling
 MAX_FUSED_WIDTH = 1024  # widest MLP the fused path is selected for (scratch per program grows with it)
 MIN_CAPABILITY = (8, 0)  # tf32 / fp16 tensor cores with fp32 accumulation (Ampere and later)
-FP16_LO_SCALE = 4096.0  # 2**12: keeps the fp16 low part of a residual out of the subnormal range
 _PRECISION_CODE = {name: code for code, name in enumerate(PRECISIONS)}
 _TILE_SUMS_BUDGET = 256 << 20  # bytes of per-tile fp64 sums held on the device per launch
 
@@ -611,132 +609,3 @@ def fused_available(device, width: int) -> tuple[bool, str]:
     if width > MAX_FUSED_WIDTH:
         return False, f"width {width} > {MAX_FUSED_WIDTH}, the fused kernel's bound"
     return True, "ok"
-
-
-# --- the split arithmetic in numpy (the precision gate's emulation) ------------------------------
-
-
-def round_tf32(x: np.ndarray) -> np.ndarray:
-    """float32 -> nearest tf32 (10 mantissa bits, ties to even), as float32: ``_round_tf32``."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    bits = (bits + np.uint32(0xFFF) + ((bits >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
-    return bits.view(np.float32)
-
-
-def round_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 -> nearest bfloat16 (7 mantissa bits, ties to even), as float32."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return bits.view(np.float32)
-
-
-def round_fp16(x: np.ndarray) -> np.ndarray:
-    """float32 -> nearest fp16 value (ties to even, subnormals included), as float32: ``.to(tl.float16)``.
-
-    Same bits as ``x.astype(np.float16).astype(np.float32)`` but several times faster: in fp16's
-    normal range fp16 and tf32 keep the same 10 mantissa bits; below ``2**-14`` the spacing is
-    ``2**-24``. Guards against values fp16 cannot hold, which the kernel would turn into inf.
-    """
-    x = np.asarray(x, dtype=np.float32)
-    if x.size and np.max(np.abs(x)) >= 65504.0:
-        raise ValueError("a value >= 65504 does not fit fp16; the fp16 splits cannot represent this operand.")
-    small = np.abs(x) < np.float32(2.0**-14)
-    return np.where(small, np.rint(x * np.float32(2.0**24)) * np.float32(2.0**-24), round_tf32(x))
-
-
-def _split(x: np.ndarray, parts: int, fmt: str) -> list[np.ndarray]:
-    """``x`` as ``parts`` float32 arrays of fp16/tf32 values; fp16 parts after the first are scaled by
-    ``FP16_LO_SCALE`` (the kernel's scaled low parts), tf32 parts are not."""
-    scale = np.float32(FP16_LO_SCALE) if fmt == "fp16" else np.float32(1.0)
-    rnd = round_fp16 if fmt == "fp16" else round_tf32
-    out = [rnd(x)]
-    res = x - out[0]  # exact
-    for _ in range(parts - 1):
-        out.append(rnd(res * scale))
-        res = res - out[-1] / scale  # exact: the part is the residual rounded to 11 bits
-    return out
-
-
-def split_weights(b: np.ndarray, precision: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """The right-hand side(s) ``emulate_matmul`` multiplies for ``precision``: ``(main, scaled)``.
-
-    tf32 splits: ``main`` stacks the weight parts in the kernel's order (one fp32 accumulator) and
-    ``scaled`` is None. fp16 splits: ``main`` is the high part and ``scaled`` stacks the terms summed in
-    the kernel's second accumulator. Weights are the same for every row: split them once per layer.
-    """
-    b = np.asarray(b, dtype=np.float32)
-    if precision in ("fp32", "ieee"):
-        return b, None
-    if precision == "bf16":
-        return round_bf16(b), None
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of fp32, bf16, {', '.join(PRECISIONS)}; got {precision!r}.")
-    fmt = precision[2:]
-    w = _split(b, 3 if precision.startswith("4") else 2, fmt)  # [hi, mid] or [hi, mid, lo]
-    # The kernel's terms, smallest first: lo_a*hi_w, [hi_a*lo_w,] hi_a*mid_w, then hi_a*hi_w.
-    right = [w[0]] + w[:0:-1]
-    if fmt == "tf32":
-        return np.concatenate(right + [w[0]], axis=0), None
-    return w[0], np.concatenate(right, axis=0)
-
-
-def emulate_matmul(a: np.ndarray, b, precision: str) -> np.ndarray:
-    """``a @ b`` (float32 in, float32 out) as the kernel's ``precision`` computes it, in numpy.
-
-    ``b`` is the weight matrix, or what ``split_weights`` made of it. The parts' products are exact
-    in float32 (<= 22 significant bits), so a float32 matmul over the concatenated parts is the
-    tensor cores' arithmetic up to the accumulation order. Also ``"fp32"`` (plain float32 matmul)
-    and ``"bf16"`` (one bf16 pass) for the gate's comparison.
-    """
-    a = np.asarray(a, dtype=np.float32)
-    main, scaled = b if isinstance(b, tuple) else split_weights(b, precision)
-    if precision in ("fp32", "ieee"):
-        return a @ main
-    if precision == "bf16":
-        return round_bf16(a) @ main
-    fmt = precision[2:]
-    a_hi, a_lo = _split(a, 2, fmt)
-    n_parts = 3 if precision.startswith("4") else 2
-    left = [a_lo] + [a_hi] * (n_parts - 1)
-    if fmt == "tf32":  # one accumulator
-        return np.concatenate(left + [a_hi], axis=1) @ main
-    return a_hi @ main + (np.concatenate(left, axis=1) @ scaled) * np.float32(1.0 / FP16_LO_SCALE)
-
-
-# --- the precision gate (SPEC section 3) ---------------------------------------------------------
-
-GATE_MAX_ABS = 1e-6  # max over layers and neurons of |mean - fp64 mean|
-GATE_MAX_BIAS = 1e-7  # max over layers of |mean over neurons of (mean - fp64 mean)|
-
-
-def emulated_layer_means(weights: np.ndarray, x: np.ndarray, precision: str, *, chunk: int = 16384) -> np.ndarray:
-    """``(depth, width)`` fp64 per-layer means of ``relu`` activations over the rows of ``x``.
-
-    ``precision`` ``"fp64"`` runs the forward pass in fp64 (the gate's reference); anything
-    ``emulate_matmul`` takes runs it in float32 with that matmul, summing in fp64 as the kernel does.
-    """
-    depth = weights.shape[0]
-    sums = np.zeros((depth, weights.shape[2]))
-    parts = [] if precision == "fp64" else [split_weights(w, precision) for w in weights]
-    for r0 in range(0, x.shape[0], chunk):
-        if precision == "fp64":
-            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float64)
-            for layer in range(depth):
-                h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)
-                sums[layer] += h.sum(axis=0)
-        else:
-            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float32)
-            for layer in range(depth):
-                h = np.maximum(emulate_matmul(h, parts[layer], precision), np.float32(0.0))
-                sums[layer] += h.sum(axis=0, dtype=np.float64)
-    return sums / x.shape[0]
-
-
-def gate_figures(means: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
-    """``(max |delta|, max over layers of |mean over neurons of delta|)`` for ``(depth, width)`` means."""
-    delta = np.asarray(means, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
-    return float(np.max(np.abs(delta))), float(np.max(np.abs(delta.mean(axis=1))))
-
-
-def gate_passes(max_abs: float, max_bias: float) -> bool:
-    return max_abs <= GATE_MAX_ABS and max_bias <= GATE_MAX_BIAS

@@ -29,7 +29,7 @@ from whestbench.compute.seeds import (
 )
 from whestbench.compute.stats import finalize
 from whestbench.dataset.errors import InvalidDatasetError
-from whestbench.dataset.metadata import bake_metadata
+from whestbench.dataset.bakemeta import bake_metadata
 from whestbench.dataset.schema import BACKEND_CPU, BACKEND_TORCH, check_config_name, check_split_name
 from whestbench.errors import UsageError
 from whestbench.work.ledger import Ledger, work_dir_for

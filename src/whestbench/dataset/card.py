@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from whestbench.dataset.schema import DEFAULT_CONFIG, split_names
+
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
 REPOSITORY = "https://github.com/AIcrowd/whestbench"
 DEFAULT_PRETTY_NAME = "WhestBench 2026: ARC White-Box Estimation Challenge"
@@ -25,8 +27,6 @@ LICENSE = "cc-by-4.0"
 TAGS = ["whestbench", "alignment", "neural-network-statistics", "benchmark", "white-box"]
 PLACEHOLDER_REPO = "<your-repo>"
 
-_DEFAULT_CONFIG = "default"
-_DEFAULT_SPLIT = "public"
 
 
 def card_size_category(n: int) -> str:
@@ -49,7 +49,7 @@ def _splits(md: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if _is_multi(md):
         return {name: (e if isinstance(e, dict) else {}) for name, e in md["splits"].items()}
     entry = {k: md[k] for k in ("n_mlps", "config", "seed", "created_at_utc") if k in md}
-    return {md.get("split") or _DEFAULT_SPLIT: entry}
+    return {split_names(md)[0]: entry}
 
 
 def _n_mlps(entry: dict[str, Any]) -> int:
@@ -75,29 +75,29 @@ def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
     splits = _splits(md)
     if not _is_multi(md):
         (split, entry), = splits.items()
-        config = entry.get("config") or _DEFAULT_CONFIG
-        if config == _DEFAULT_CONFIG:
+        config = entry.get("config") or DEFAULT_CONFIG
+        if config == DEFAULT_CONFIG:
             return []
         return [{"config_name": config, "data_files": [_files(split)]}]
-    declared = {name: (e.get("config") or _DEFAULT_CONFIG) for name, e in splits.items()}
+    declared = {name: (e.get("config") or DEFAULT_CONFIG) for name, e in splits.items()}
     if len(set(declared.values())) > 1:
         groups: dict[str, list[str]] = {}
         for name, config in declared.items():
             groups.setdefault(config, []).append(name)
-        order = sorted(groups, key=lambda c: c != _DEFAULT_CONFIG)  # stable: default first
+        order = sorted(groups, key=lambda c: c != DEFAULT_CONFIG)  # stable: default first
         return [{"config_name": c, "data_files": [_files(s) for s in groups[c]]} for c in order]
     default_split = md.get("default_split")
     if isinstance(default_split, str) and default_split in splits:
         rest = [s for s in splits if s != default_split]
-        return [{"config_name": _DEFAULT_CONFIG, "data_files": [_files(default_split)]}] + [
+        return [{"config_name": DEFAULT_CONFIG, "data_files": [_files(default_split)]}] + [
             {"config_name": s, "data_files": [_files(s)]} for s in rest
         ]
-    return [{"config_name": _DEFAULT_CONFIG, "data_files": [_files(s) for s in splits]}]
+    return [{"config_name": DEFAULT_CONFIG, "data_files": [_files(s) for s in splits]}]
 
 
 def split_configs(md: dict[str, Any]) -> dict[str, str]:
     """``{split: config name to pass to datasets.load_dataset}`` under this card's ``configs`` block."""
-    out = {name: _DEFAULT_CONFIG for name in _splits(md)}
+    out = {name: DEFAULT_CONFIG for name in _splits(md)}
     for config in configs_block(md):
         for files in config["data_files"]:
             out[files["split"]] = config["config_name"]
@@ -238,7 +238,7 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
         "--depth", _arg(md.get("depth"), "<depth>"),
         "--mlp-seeds", seeds_file,
         "--split", split,
-        "--config", entry.get("config") or _DEFAULT_CONFIG,
+        "--config", entry.get("config") or DEFAULT_CONFIG,
     ]
     if md.get("backend") == "torch":
         argv.append("--torch")
@@ -329,13 +329,13 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
     for name, entry in _splits(md).items():
         config = configs[name]
         argv = rebake_argv(md, name, seeds_file=f"{name}-seeds.json")
-        load_args = f'"{repo_id}"' + (f', "{config}"' if config != _DEFAULT_CONFIG else "")
+        load_args = f'"{repo_id}"' + (f', "{config}"' if config != DEFAULT_CONFIG else "")
         splits.append(
             {
                 "name": name,
                 "n_mlps": _fmt_int(entry.get("n_mlps")),
                 "config": config,
-                "declared_config": entry.get("config") or _DEFAULT_CONFIG,
+                "declared_config": entry.get("config") or DEFAULT_CONFIG,
                 "created_at_utc": str(entry.get("created_at_utc") or md.get("created_at_utc") or "unknown"),
                 "seed": entry.get("seed"),
                 "load_args": load_args,
@@ -375,7 +375,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
         "partial_range": _partial_range(md),
         "total_n_mlps": _fmt_int(md.get("total_n_mlps")),
         "default_config_splits": [
-            f["split"] for c in configs_block(md) if c["config_name"] == _DEFAULT_CONFIG for f in c["data_files"]
+            f["split"] for c in configs_block(md) if c["config_name"] == DEFAULT_CONFIG for f in c["data_files"]
         ],
         "blas": _blas(md.get("blas")),
         "has_checksums": isinstance(md.get("checksums"), dict) and bool(md.get("checksums")),

@@ -57,7 +57,7 @@ from whestbench.dataset.reader import (
     read_metadata_file,
     verify_checksums,
 )
-from whestbench.dataset.schema import check_split_name, validate_metadata
+from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
 from whestbench.errors import UsageError, WorkFailed
 
 REPO_TYPE = "dataset"
@@ -207,12 +207,6 @@ def _walk(root: Path) -> Iterator[Path]:
             yield base / name
 
 
-def _splits_of(md: Mapping[str, Any]) -> list[str]:
-    if isinstance(md.get("splits"), dict):
-        return list(md["splits"])
-    return [md.get("split") or "public"]
-
-
 def plan_push(directory: str | Path, repo_id: str, *, tag: str | None = None) -> PushPlan:
     """Check ``directory`` and decide what a push to ``repo_id`` publishes. Makes no network call.
 
@@ -234,7 +228,7 @@ def plan_push(directory: str | Path, repo_id: str, *, tag: str | None = None) ->
         )
     validate_metadata(md)
     verify_checksums(directory, md)
-    for split in _splits_of(md):
+    for split in split_names(md):
         data_files(directory, split)  # raises when a split has no shards or holes in its shard set
     listed = checksums_block(md)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from whestbench.dataset.reader import data_files, parquet_footer, read_metadata, read_metadata_file
-from whestbench.dataset.verify import check_checksums, infer_sampler, split_names
+from whestbench.dataset.schema import split_names
+from whestbench.dataset.verify import check_checksums, infer_sampler
 from whestbench.errors import UsageError
 
 # whestbench 0.16's single-split keys, in its order; each printed only when present.

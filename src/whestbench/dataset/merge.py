@@ -36,7 +36,7 @@ from whestbench.dataset.errors import (
     MergeIncompleteError,
     MergeOverlapError,
 )
-from whestbench.dataset.metadata import now_utc
+from whestbench.dataset.bakemeta import now_utc
 from whestbench.dataset.reader import DATA_DIR, data_checksums, data_files, is_shard_of, read_metadata, verify_checksums
 from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, make_features, validate_metadata
 from whestbench.dataset.writer import (

@@ -87,6 +87,14 @@ def make_features(width: int, depth: int):
     )
 
 
+def split_names(md: dict[str, Any]) -> list[str]:
+    """A dataset's splits in metadata order; a single-split dataset without ``split`` is ``public``."""
+    if isinstance(md.get("splits"), dict):
+        return list(md["splits"])
+    split = md.get("split")
+    return [split if isinstance(split, str) else DEFAULT_SPLIT]
+
+
 def protocol_version(md: dict[str, Any]) -> str:
     sp = md.get("seed_protocol") or {}
     return str(sp.get("version", "2.0")) if isinstance(sp, dict) else "2.0"

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS
 from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.reader import (
     checksums_block,
@@ -38,7 +39,7 @@ from whestbench.dataset.reader import (
     file_sha256,
     read_metadata,
 )
-from whestbench.dataset.schema import COLUMNS, protocol_version, validate_metadata
+from whestbench.dataset.schema import COLUMNS, protocol_version, split_names, validate_metadata
 from whestbench.errors import UsageError
 
 P_OVERALL = 1e-6
@@ -51,8 +52,6 @@ _PILOT_MIN_ACTIVE = 32  # a neuron active on fewer pilot inputs has no usable va
 # The seed page's tolerance for avg_variance between bit-equivalent bakes: the final
 # (sum_sq/N - mean²) subtraction may differ by ~1 float64 ulp.
 BIT_RTOL, BIT_ATOL = 1e-12, 1e-15
-# SPEC §3 precision gate: identical samples, different arithmetic (philox on another device or kernel).
-GATE_MAX_ABS, GATE_MEAN_ABS = 1e-6, 1e-7
 # avg_variance under the gate: sums of squares carry the same ~1e-6 relative arithmetic error as means.
 GATE_VAR_RTOL = 1e-5
 # SPEC §2 (b): pcg64 bakes on another machine or BLAS kernel agree within float32 rounding; nearly
@@ -193,14 +192,6 @@ def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str
     if bad:
         return "mismatch", "; ".join(bad)
     return "ok", (f"{len(listed)} files match their sha256" if len(listed) != 1 else "1 file matches its sha256")
-
-
-def split_names(md: dict[str, Any]) -> list[str]:
-    """The dataset's splits in metadata order (a single-split dataset without ``split`` is public)."""
-    if isinstance(md.get("splits"), dict):
-        return list(md["splits"])
-    split = md.get("split")
-    return [split if isinstance(split, str) else "public"]
 
 
 def infer_sampler(md: dict[str, Any]) -> str:
@@ -814,13 +805,13 @@ def _against(a: _Dataset, other: Path, report: VerifyReport, *, n_check: int | N
     elif mode == "gate":
         layer_bias = np.abs(delta.mean(axis=(0, 2)))  # (depth,) mean over MLPs and neurons
         var_ok = bool(np.all(np.isclose(va, vb, rtol=GATE_VAR_RTOL, atol=0)))
-        ok = max_d <= GATE_MAX_ABS and float(layer_bias.max()) <= GATE_MEAN_ABS and var_ok
+        ok = max_d <= GATE_MAX_ABS and float(layer_bias.max()) <= GATE_MAX_BIAS and var_ok
         report.check(
             f"{name}: ground truth",
             ok,
             f"{'bit-identical' if bit_equal else 'not bit-identical'} ({reason}): {diffs}; max |mean Δ| per "
             f"layer = {float(layer_bias.max()):.3g} (gate: max |Δ| <= {GATE_MAX_ABS:g}, |mean Δ| <= "
-            f"{GATE_MEAN_ABS:g} per layer, avg_variance rtol {GATE_VAR_RTOL:g})",
+            f"{GATE_MAX_BIAS:g} per layer, avg_variance rtol {GATE_VAR_RTOL:g})",
         )
     elif mode == "f32":
         both = np.maximum(np.abs(ma), np.abs(mb))

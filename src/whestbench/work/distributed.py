@@ -257,7 +257,7 @@ def _join_all(threads: Sequence[threading.Thread], timeout_s: float) -> None:
 
 
 def lingering_threads() -> list[threading.Thread]:
-    """This process's distributed-bake threads still running (see ``cli.main.run``)."""
+    """This process's distributed-bake threads still running (see ``cli.app.run``)."""
     return [t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()]
 
 

@@ -1,0 +1,79 @@
+"""How numbers and untrusted text are shown to people: sizes, durations, counts, one-line messages.
+
+One home for each convention, so every verb prints sizes the same way (binary units: KiB, MiB,
+GiB, as ``ls -h`` and ``du -h``), and text that comes from a dataset or a server never reaches a
+terminal with its control characters (an escape sequence in ``metadata.json`` could rewrite the
+screen, hide lines or set the window title).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI sequences: colours, cursor moves, erase
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC sequences: window title, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # C0 (but tab and newline) and C1 controls, DEL
+)
+
+
+def format_bytes(n: int | float) -> str:
+    """``1536`` -> ``'1.5 KiB'``; bytes below 1024 as ``'512 B'``."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_duration(seconds: float) -> str:
+    """``42.0`` -> ``'42.0 s'``, ``5400`` -> ``'1.5 h'``: one unit, the largest that keeps the number >= 2."""
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return "unknown"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def format_clock(seconds: float) -> str:
+    """``3725`` -> ``'1:02:05'`` (an ETA or elapsed time in a log line)."""
+    if seconds != seconds or seconds < 0 or seconds == float("inf"):
+        return "?"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def format_count(n: Any) -> str:
+    """``1000000`` -> ``'1,000,000'``; anything that is not an int is shown as it is."""
+    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else str(n)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``plural(1, 'file')`` -> ``'1 file'``, ``plural(3, 'file')`` -> ``'3 files'``."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def one_line(text: Any) -> str:
+    """Any text as one line: runs of whitespace (newlines included) become one space."""
+    return " ".join(str(text).split())
+
+
+def sanitize(text: Any, max_len: int | None = None) -> str:
+    """``text`` safe to print on a terminal: escape sequences and control characters removed.
+
+    For anything read from a dataset, a Hub response or another process. Tabs and newlines stay;
+    ``max_len`` cuts very long values (with an ellipsis) so one field cannot flood a screen.
+    """
+    out = _CONTROL.sub("", str(text))
+    if max_len is not None and len(out) > max_len:
+        out = out[: max(0, max_len - 1)] + "…"
+    return out

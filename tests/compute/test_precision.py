@@ -1,0 +1,65 @@
+"""The split-precision arithmetic emulated in numpy, and the precision gate it is held to (SPEC section 3).
+
+These run without triton or a GPU: ``compute/precision.py`` is numpy only. The kernel's own
+arithmetic is checked against this emulation in ``test_philox_triton.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from whestbench.compute import precision as prec
+from whestbench.compute.mlp import weights_for_seed
+
+
+def test_round_tf32_keeps_ten_mantissa_bits_ties_to_even():
+    one = np.float32(1.0)
+    ulp = np.float32(2.0**-10)  # tf32 spacing at 1
+    x = np.array([1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-11 + 2.0**-20, -(1 + 3 * 2.0**-11)], dtype=np.float32)
+    want = np.array([one, one + 2 * ulp, one + ulp, -(one + 2 * ulp)], dtype=np.float32)
+    assert np.array_equal(prec.round_tf32(x), want)
+
+
+def test_round_fp16_is_numpys_float16_conversion():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(200_000) * np.exp(rng.uniform(-25, 10, 200_000))).astype(np.float32)
+    x = x[np.abs(x) < 60_000]  # subnormal to large fp16 values
+    assert np.array_equal(prec.round_fp16(x), x.astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("precision", ["3xtf32", "4xtf32", "3xfp16", "4xfp16"])
+def test_a_split_keeps_about_22_bits_of_each_operand(precision):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 256)).astype(np.float32)
+    b = (rng.standard_normal((256, 256)) * np.sqrt(2 / 256)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    err = np.abs(prec.emulate_matmul(a, b, precision) - exact) / scale
+    assert err.max() < 2.0**-19  # fp32 accumulation over K=256 dominates; one bf16 pass is ~2**-9
+
+
+def _gate(width, depth, n, precision, seed=12345):
+    weights = weights_for_seed(seed, width, depth)
+    x = np.random.default_rng(1).standard_normal((n, width), dtype=np.float32)  # identical samples for both
+    reference = prec.emulated_layer_means(weights, x, "fp64")
+    return prec.gate_figures(prec.emulated_layer_means(weights, x, precision), reference)
+
+
+def test_one_bf16_pass_fails_the_gate():
+    # The gate has teeth: a single bf16 pass is off by ~1e-2 (SPEC section 3 measured 8e-3).
+    max_abs, _ = _gate(256, 8, 1 << 12, "bf16")
+    assert max_abs > 100 * prec.GATE_MAX_ABS
+
+
+def test_the_default_split_passes_the_gate_at_256x8():
+    max_abs, max_bias = _gate(256, 8, 1 << 16, prec.DEFAULT_PRECISION)
+    assert max_abs <= prec.GATE_MAX_ABS and max_bias <= prec.GATE_MAX_BIAS, (max_abs, max_bias)
+
+
+@pytest.mark.slow
+def test_the_default_split_passes_the_gate_at_1024x16():
+    max_abs, max_bias = _gate(1024, 16, 1 << 16, prec.DEFAULT_PRECISION)
+    assert max_abs <= prec.GATE_MAX_ABS and max_bias <= prec.GATE_MAX_BIAS, (max_abs, max_bias)
+
+
