@@ -33,7 +33,7 @@ def units_dir(output: Path) -> Path:
 
 
 def units_saved(output: Path) -> int:
-    return len(list(units_dir(output).glob("*.npz")))
+    return len(list(units_dir(output).glob("*.unit")))
 
 
 def wait_for_units(

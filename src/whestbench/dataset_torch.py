@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from whestbench.dataset.bake import api_config, bake
+from whestbench.dataset.bake import api_config, bake, legacy_progress
 
 
 def create_dataset_torch(
@@ -43,4 +43,4 @@ def create_dataset_torch(
         split=split, config=config, mlp_range=mlp_range,
         backend="torch", device=device, mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
     )
-    return bake(cfg, on_event=progress)
+    return bake(cfg, on_event=legacy_progress(progress))

@@ -241,7 +241,7 @@ def test_an_existing_output_is_refused_before_any_work(tmp_path, capsys):
     out_dir.mkdir()
     (out_dir / "precious.txt").write_text("keep me")
     # A bake this size would run for days: the refusal must come before any sampling.
-    argv = ["dataset", "bake", "--n-mlps", "1000", "--n-samples", "1e12", "--width", "4096", "--depth", "64",
+    argv = ["dataset", "bake", "--n-mlps", "1000", "--n-samples", "1e12", "--width", "2048", "--depth", "64",
             "--seed", "1", "--output", str(out_dir)]
     t0 = time.perf_counter()
     rc, out, err = run(argv, capsys)

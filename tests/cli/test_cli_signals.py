@@ -48,7 +48,7 @@ def test_signal_stops_with_exit_75_keeping_finished_units(tmp_path, sig):
     assert code == EXIT_RESUMABLE, err
     assert f"received {signal.Signals(sig).name}" in err
     assert "re-run the same command to resume" in err
-    assert len(list(units_dir(output).glob("*.npz"))) >= 2  # the units finished before the signal
+    assert len(list(units_dir(output).glob("*.unit"))) >= 2  # the units finished before the signal
     assert not output.exists()  # nothing half-written where the dataset goes
     assert not list(tmp_path.glob(".ds.staging-*"))
 
@@ -75,7 +75,7 @@ def test_ctrl_c_stops_a_threaded_bake_without_computing_the_rest(tmp_path):
     output = tmp_path / "ds"
     code, err = _interrupted(output, signal.SIGINT, _args(threads=2))
     assert code == 130, err
-    saved = len(list(units_dir(output).glob("*.npz")))
+    saved = len(list(units_dir(output).glob("*.unit")))
     assert 2 <= saved < SHAPE["n_mlps"]  # the queued units were dropped, the finished ones kept
     assert not output.exists()
 
@@ -83,10 +83,10 @@ def test_ctrl_c_stops_a_threaded_bake_without_computing_the_rest(tmp_path):
 def test_resuming_with_different_n_samples_is_refused_naming_the_field(tmp_path):
     output = tmp_path / "ds"
     assert _interrupted(output)[0] == EXIT_RESUMABLE
-    saved = sorted(p.name for p in units_dir(output).glob("*.npz"))
+    saved = sorted(p.name for p in units_dir(output).glob("*.unit"))
     code, err = finish(start_bake(_args(n_samples=SHAPE["n_samples"] // 2), output))
     assert code == 2, err
     assert "n_samples" in err and str(SHAPE["n_samples"]) in err  # which field, and the saved value
     assert "re-run the original command" in err and "delete" in err  # the two ways out
-    assert sorted(p.name for p in units_dir(output).glob("*.npz")) == saved  # the saved work is untouched
+    assert sorted(p.name for p in units_dir(output).glob("*.unit")) == saved  # the saved work is untouched
     assert not output.exists()

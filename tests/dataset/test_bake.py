@@ -14,7 +14,7 @@ from whestbench.dataset.bake import BakeConfig, bake, create_dataset
 from whestbench.dataset.schema import NUMERIC_COLUMNS
 from whestbench.errors import UsageError
 from whestbench.work.ledger import LedgerMismatch, work_dir_for
-from whestbench.work.runner import BakeInterrupted
+from whestbench.work.executor import BakeInterrupted
 
 SEEDS = [101, 202, 303, 404, 505]
 SHAPE = dict(n_samples=1500, width=6, depth=3)
@@ -120,7 +120,7 @@ def test_a_partial_needs_the_whole_seed_list():
 
 def _interrupt_after_first_unit(stop: threading.Event):
     def on_event(e):
-        if e["phase"] == "unit_done":
+        if e.kind == "unit_done":
             stop.set()
 
     return on_event
@@ -134,11 +134,12 @@ def test_an_interrupted_bake_resumes_to_identical_numbers(full, tmp_path, read_c
         bake(cfg, on_event=_interrupt_after_first_unit(stop), stop=stop)
     assert not out.exists()
     work = work_dir_for(out)
-    assert [p.name for p in (work / "units").iterdir()] == ["mlp00000000.npz"]
+    assert [p.name for p in (work / "units").iterdir()] == ["mlp00000000.unit"]
 
     events = []
     bake(cfg, on_event=events.append)
-    assert events[0]["phase"] == "start" and events[0]["recovered_units"] == 1
+    start = next(e for e in events if e.kind == "start")
+    assert start.progress.recovered == SHAPE["n_samples"] and start.data["units_done"] == 1
     assert not work.exists()
     resumed, whole = read_columns(out), read_columns(full)
     for col in NUMERIC_COLUMNS + ("weights", "mlp_seed", "mlp_id"):
@@ -156,7 +157,7 @@ def test_resuming_with_different_sizes_is_refused(tmp_path):
     with pytest.raises(LedgerMismatch, match="n_samples"):
         bake(BakeConfig(n_mlps=5, output=out, mlp_seeds=tuple(SEEDS), **changed))
     assert not out.exists()
-    assert (work_dir_for(out) / "units" / "mlp00000000.npz").exists()  # the original bake can still resume
+    assert (work_dir_for(out) / "units" / "mlp00000000.unit").exists()  # the original bake can still resume
 
 
 def test_an_interrupted_auto_seeded_bake_resumes_with_the_same_seeds(tmp_path, read_columns, read_metadata):
@@ -165,7 +166,7 @@ def test_an_interrupted_auto_seeded_bake_resumes_with_the_same_seeds(tmp_path, r
     stop = threading.Event()
     with pytest.raises(BakeInterrupted):
         bake(cfg, on_event=_interrupt_after_first_unit(stop), stop=stop)
-    saved = json.loads((work_dir_for(out) / "auto-seeds.json").read_text())
+    saved = json.loads((work_dir_for(out) / "auto-seeds.json").read_text())["seeds"]
     bake(cfg)
     assert list(read_columns(out)["mlp_seed"]) == saved
     assert read_metadata(out)["seed_source"] == {"method": "random"}
@@ -193,8 +194,8 @@ def test_an_existing_output_is_refused_before_any_work(tmp_path):
     out = tmp_path / "ds"
     out.mkdir()
     with pytest.raises(UsageError, match="already exists"):
-        # 10**12 samples at width 4096 would run for days: the refusal must come first.
-        create_dataset(2, 10**12, 4096, 64, mlp_seeds=[1, 2], output_path=out)
+        # 10**12 samples at width 2048 would run for days: the refusal must come first.
+        create_dataset(2, 10**12, 2048, 64, mlp_seeds=[1, 2], output_path=out)
     assert list(out.iterdir()) == []
     assert not work_dir_for(out).exists()
 

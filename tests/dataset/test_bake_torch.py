@@ -16,11 +16,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from whestbench.cli import main  # noqa: E402
-from whestbench.dataset import bake as bake_mod  # noqa: E402
+from whestbench.dataset import plan as plan_mod  # noqa: E402
 from whestbench.dataset.bake import BakeConfig, bake  # noqa: E402
 from whestbench.dataset.merge import merge_datasets  # noqa: E402
 from whestbench.dataset_torch import create_dataset_torch  # noqa: E402
-from whestbench.work.runner import BakeInterrupted  # noqa: E402
+from whestbench.work.executor import BakeInterrupted  # noqa: E402
 
 NUMERIC = ("all_layer_means", "final_means", "avg_variance")
 IDENTITY = ("mlp_id", "mlp_name", "mlp_seed", "weights")
@@ -44,7 +44,7 @@ def test_numbers_do_not_depend_on_batch_or_chunk_size(tmp_path, read_columns, as
 
 def test_numbers_do_not_depend_on_how_an_mlp_is_cut_into_units(tmp_path, monkeypatch, read_columns, assert_bytes_equal):
     whole = read_columns(_torch_bake(tmp_path, "whole"))
-    monkeypatch.setattr(bake_mod, "UNIT_BLOCKS", 1)  # every canonical block its own unit
+    monkeypatch.setattr(plan_mod, "PHILOX_UNIT_BLOCKS", 1)  # every canonical block its own unit
     cut = read_columns(_torch_bake(tmp_path, "cut"))
     for col in NUMERIC:
         assert_bytes_equal(whole[col], cut[col], col)
@@ -75,13 +75,13 @@ def test_interrupted_bake_resumes_to_identical_numbers(tmp_path, read_columns, a
     stop = threading.Event()
 
     def on_event(e):
-        if e.get("phase") == "unit_done":
+        if e.kind == "unit_done":
             stop.set()
 
     with pytest.raises(BakeInterrupted):
         bake(cfg, on_event=on_event, stop=stop)
     assert not (tmp_path / "out").exists()
-    assert list((tmp_path / "out.whest-work" / "units").glob("*.npz"))
+    assert list((tmp_path / "out.whest-work" / "units").glob("*.unit"))
     got = read_columns(bake(cfg))
     for col in NUMERIC:
         assert_bytes_equal(ref[col], got[col], col)
@@ -136,10 +136,14 @@ def test_device_without_torch_selects_the_torch_backend_and_says_so(tmp_path, ca
     assert json.loads((tmp_path / "o" / "metadata.json").read_text())["backend"] == "torch"
 
 
-def test_torch_knobs_without_torch_are_refused(tmp_path, capsys):
-    rc, cap = _cli(capsys, "--n-mlps", "1", "--n-samples", "10", "--width", "4", "--depth", "1",
-                   "--chunk-size", "1024", "--output", str(tmp_path / "o"))
-    assert rc == 2 and "--torch" in cap.err
+def test_torch_knobs_on_the_cpu_path_are_ignored_with_a_note(tmp_path, capsys):
+    # The manual's bit-equivalence recipe passes --chunk-size to a CPU bake; whestbench 0.16 ignores it.
+    rc, cap = _cli(capsys, "--n-mlps", "1", "--n-samples", "10", "--width", "4", "--depth", "1", "--seed", "1",
+                   "--chunk-size", "524288", "--mlps-per-batch", "4", "--quiet", "--output", str(tmp_path / "o"))
+    assert rc == 0, cap.err
+    note = [line for line in cap.err.splitlines() if line.startswith("note:")]
+    assert len(note) == 1 and "--chunk-size" in note[0] and "bit-identity" in note[0]
+    assert json.loads((tmp_path / "o" / "metadata.json").read_text())["backend"] == "flopscope"
 
 
 def _free_port() -> int:

@@ -153,8 +153,8 @@ def test_one_row_last_chunk_adds_the_tail_term(n, w, d, chunk, sum_cost, flops_u
 
 
 def test_chunk_size_moves_flops_between_sum_and_add_but_not_the_total():
-    a = sampling_budget_breakdown(50000, 32, 3, 4096, wall_time_s=0.0, method="closed-form")
-    b = sampling_budget_breakdown(50000, 32, 3, 65536, wall_time_s=0.0, method="closed-form")
+    a = sampling_budget_breakdown(50000, 32, 3, 4096, wall_time_s=0.0, row_kind="torch")
+    b = sampling_budget_breakdown(50000, 32, 3, 65536, wall_time_s=0.0, row_kind="torch")
     assert a["flops_used"] == b["flops_used"]
     assert counts_of(a)["sum"] != counts_of(b)["sum"]
 
@@ -208,7 +208,7 @@ def test_cpu_row_appends_given_provenance_last():
 
 
 def test_closed_form_row_has_the_torch_key_order_and_provenance():
-    row = sampling_budget_breakdown(100000, 64, 4, 65536, wall_time_s=0.3, method="closed-form")
+    row = sampling_budget_breakdown(100000, 64, 4, 65536, wall_time_s=0.3, row_kind="torch")
     assert list(row) == TORCH_KEYS
     assert row["time_source"] == "bake"
     prov = row["provenance"]
@@ -219,29 +219,29 @@ def test_closed_form_row_has_the_torch_key_order_and_provenance():
 
 
 def test_closed_form_row_without_budget_records_budget_equal_to_used():
-    row = sampling_budget_breakdown(1000, 16, 2, 65536, wall_time_s=0.1, method="closed-form")
+    row = sampling_budget_breakdown(1000, 16, 2, 65536, wall_time_s=0.1, row_kind="torch")
     assert row["flop_budget"] == row["flops_used"]
     assert row["flops_remaining"] == 0
     assert row["residual_wall_time_s"] == row["wall_time_s"] == 0.1
 
 
 def test_stated_budget_is_recorded_as_given_and_remaining_is_not_clamped():
-    row = sampling_budget_breakdown(1000, 16, 2, 65536, wall_time_s=0.0, flop_budget=10, method="closed-form")
+    row = sampling_budget_breakdown(1000, 16, 2, 65536, wall_time_s=0.0, flop_budget=10, row_kind="torch")
     assert row["flop_budget"] == 10
     assert row["flops_remaining"] == 10 - row["flops_used"] < 0
 
 
 def test_closed_form_provenance_keeps_extra_keys():
     row = sampling_budget_breakdown(
-        1000, 16, 2, 512, wall_time_s=0.0, method="closed-form", provenance={"sampler": "philox"}
+        1000, 16, 2, 512, wall_time_s=0.0, row_kind="torch", provenance={"sampler": "philox"}
     )
     assert row["provenance"]["sampler"] == "philox"
     assert row["provenance"]["chunk_size"] == 512
 
 
-def test_unknown_method_is_rejected():
-    with pytest.raises(ValueError, match="method"):
-        sampling_budget_breakdown(10, 4, 1, 1024, wall_time_s=0.0, method="flopscope")
+def test_unknown_row_kind_is_rejected():
+    with pytest.raises(ValueError, match="row_kind"):
+        sampling_budget_breakdown(10, 4, 1, 1024, wall_time_s=0.0, row_kind="flopscope")
 
 
 # --- serialisation ------------------------------------------------------------------------------

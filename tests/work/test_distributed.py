@@ -126,7 +126,7 @@ def _finish_ok(*running: subprocess.Popen) -> list[str]:
 
 
 def _units_saved(output: Path) -> int:
-    return len(list((output.parent / f"{output.name}.whest-work" / "units").glob("*.npz")))
+    return len(list((output.parent / f"{output.name}.whest-work" / "units").glob("*.unit")))
 
 
 def _wait_for_units(output: Path, n: int, *running: subprocess.Popen) -> None:
@@ -266,7 +266,7 @@ def _holds_a_unit(port: int, rank: int, output: Path) -> bool:
     units = output.parent / f"{output.name}.whest-work" / "units"
     for i in range(LARGE["n_mlps"]):  # a fresh bake: todo index i is MLP i
         if epoch.check([f"owner/{i}"]) and epoch.get(f"owner/{i}").decode().split()[0] == str(rank):
-            if not (units / f"mlp{i:08d}.npz").exists():
+            if not (units / f"mlp{i:08d}.unit").exists():
                 return True
     return False
 
@@ -347,21 +347,21 @@ def test_elastic_restart_after_a_killed_worker_completes_and_equals_one_process(
 # what an earlier, crashed start left in it.
 
 
-def _fake_unit(spec, unit, on_samples):
+def _fake_unit(spec, compute, unit, ctx):
     """A unit's "result": a function of the unit alone, so any mix-up of units shows."""
     import numpy as np
 
     from whestbench.compute.stats import LayerSums
 
-    on_samples(spec.n_samples)
+    ctx.on_samples(spec.n_samples)
     sums = np.full((spec.depth, spec.width), float(unit.mlp_index + 1))
     return LayerSums(sums=sums, sumsq=sums[-1] * 2.0, count=spec.n_samples)
 
 
-def _spec_for(n_samples: int = 10):
+def _spec(seeds=(), n_samples: int = 10):
     from whestbench.work.units import WorkSpec
 
-    return lambda seeds: WorkSpec(seeds=tuple(seeds), n_samples=n_samples, width=2, depth=1, mlp_range=(0, len(seeds)))
+    return WorkSpec(seeds=tuple(seeds), n_samples=n_samples, width=2, depth=1, mlp_range=(0, len(seeds)))
 
 
 @pytest.fixture
@@ -379,27 +379,31 @@ def agent_store(monkeypatch):
     return port, store
 
 
-def _ranks(
-    port: int, n: int, *, seeds, spec_for=None, attempts=None, peer_spec_for=None, ledger_for=None, unit_fns=None,
-    stops=None, only=None, **kw,
-):
-    """Run ranks ``only`` (default: all ``n``) in threads; return each one's (spec, results) or the
-    exception it raised."""
+def _ranks(port: int, n: int, *, seeds, tmp_path, attempts=None, peer_n_samples=None, steps=None, stops=None,
+           only=None, ledger_root=None, **kw):
+    """Run ranks ``only`` (default: all ``n``) in threads; return each one's outcome: rank 0 the
+    results in its ledger ({mlp index: value}), other ranks False, or the exception it raised."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from whestbench.work.distributed import DistEnv, run_distributed
-    from whestbench.work.units import plan_units
+    from whestbench.work.distributed import DistEnv, StoreExecutor
+    from whestbench.work.executor import Job
+    from whestbench.work.ledger import Ledger
+    from whestbench.work.steps import Compute
+
+    n_total = len(list(seeds)) if seeds is not None else 0
 
     def one(rank: int):
         attempt = (attempts or [0] * n)[rank]
         env = DistEnv(rank, n, rank, "127.0.0.1", port, run_id="t", attempt=attempt, agent_store=True)
-        make = (peer_spec_for if rank and peer_spec_for else spec_for) or _spec_for()
+        executor = StoreExecutor(env, workers=2, peer_timeout_s=20, step=(steps or {}).get(rank, _fake_unit))
         try:
-            return run_distributed(
-                make, plan_units, env, seeds=seeds if rank == 0 else None,
-                ledger_for_spec=ledger_for if rank == 0 else None, unit_fn=(unit_fns or {}).get(rank, _fake_unit),
-                workers=2, peer_timeout_s=20, stop=(stops or {}).get(rank), **kw,
-            )  # fmt: skip
+            if rank == 0:
+                spec = _spec(seeds)
+                ledger = Ledger(ledger_root or tmp_path / "w.whest-work", spec.identity())
+                executor.run(Job(spec, Compute(), ledger), stop=(stops or {}).get(rank), **kw)
+                return _got(ledger, spec)
+            ns = peer_n_samples or 10
+            return executor.run(Job(_spec(range(n_total), ns).with_seeds(()), Compute()), stop=(stops or {}).get(rank), **kw)
         except Exception as exc:  # returned, so the test can look at every rank's outcome
             return exc
 
@@ -413,31 +417,35 @@ def _expected(n: int) -> dict[int, float]:
     return {i: float(i + 1) for i in range(n)}
 
 
-def _got(results) -> dict[int, float]:
-    return {int(key[3:]): float(sums.sums[0, 0]) for key, (sums, _wall) in results.items()}
+def _got(ledger, spec) -> dict[int, float]:
+    out = {}
+    for u in spec.units():
+        if ledger.unit_path(u.key).exists():
+            out[u.mlp_index] = float(ledger.load(u.key)[0].sums[0, 0])
+    return out
 
 
-def test_protocol_every_unit_arrives_once_at_rank_0(agent_store):
+def test_protocol_every_unit_arrives_once_at_rank_0(agent_store, tmp_path):
     port, _ = agent_store
-    (spec, results), peer = _ranks(port, 2, seeds=range(8))
-    assert _got(results) == _expected(8)
-    assert peer == (spec, None)
+    results, peer = _ranks(port, 2, seeds=range(8), tmp_path=tmp_path)
+    assert results == _expected(8)
+    assert peer is False  # a peer writes nothing
 
 
-def test_protocol_every_rank_pulls_units(agent_store):
+def test_protocol_every_rank_pulls_units(agent_store, tmp_path):
     port, _ = agent_store
     done_by: dict[int, list[int]] = {0: [], 1: []}
 
     def slow_unit_on(rank):
-        def unit_fn(spec, unit, on_samples):
+        def step(spec, compute, unit, ctx):
             time.sleep(0.05)
             done_by[rank].append(unit.mlp_index)
-            return _fake_unit(spec, unit, on_samples)
+            return _fake_unit(spec, compute, unit, ctx)
 
-        return unit_fn
+        return step
 
-    (_, results), _ = _ranks(port, 2, seeds=range(40), unit_fns={0: slow_unit_on(0), 1: slow_unit_on(1)})
-    assert _got(results) == _expected(40)
+    results, _ = _ranks(port, 2, seeds=range(40), tmp_path=tmp_path, steps={0: slow_unit_on(0), 1: slow_unit_on(1)})
+    assert results == _expected(40)
     assert done_by[0] and done_by[1]  # both ranks claimed work from the shared counter
     assert sorted(done_by[0] + done_by[1]) == list(range(40))  # and no unit was computed twice
 
@@ -445,37 +453,34 @@ def test_protocol_every_rank_pulls_units(agent_store):
 def test_protocol_a_stop_on_rank_0_stops_every_rank_and_keeps_every_finished_unit(agent_store, tmp_path):
     import threading
 
-    from whestbench.work.ledger import Ledger
-    from whestbench.work.runner import BakeInterrupted
+    from whestbench.work.executor import BakeInterrupted
 
     port, _ = agent_store
     stop0 = threading.Event()
     computed: list[int] = []
 
-    def unit_fn(spec, unit, on_samples):
+    def step(spec, compute, unit, ctx):
         time.sleep(0.05)
         computed.append(unit.mlp_index)
         if len(computed) == 12:
             stop0.set()  # SIGTERM on rank 0, mid-bake
-        return _fake_unit(spec, unit, on_samples)
+        return _fake_unit(spec, compute, unit, ctx)
 
     root = tmp_path / "w.whest-work"
-    outcomes = _ranks(
-        port, 2, seeds=range(60), unit_fns={0: unit_fn, 1: unit_fn}, stops={0: stop0},
-        ledger_for=lambda spec: Ledger(root, spec.identity()),
-    )  # fmt: skip
+    outcomes = _ranks(port, 2, seeds=range(60), tmp_path=tmp_path, steps={0: step, 1: step}, stops={0: stop0})
     assert all(isinstance(o, BakeInterrupted) for o in outcomes), outcomes
-    saved = sorted(int(p.stem[3:]) for p in (root / "units").glob("*.npz"))
+    saved = sorted(int(p.stem[3:]) for p in (root / "units").glob("*.unit"))
     assert saved == sorted(computed)  # every unit computed anywhere reached rank 0's ledger
     assert 12 <= len(saved) < 60
 
 
-def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_store):
+def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_store, tmp_path):
     import numpy as np
     import torch.distributed as dist
 
     from whestbench.compute.stats import LayerSums
-    from whestbench.work.ledger import sums_to_bytes
+    from whestbench.work.distributed import _result_blob
+    from whestbench.work.units import Unit
 
     port, store = agent_store
     old = dist.PrefixStore("whest/t", store)
@@ -486,52 +491,79 @@ def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_
     e1 = dist.PrefixStore("e1", old)
     e1.set("plan", '{"identity": {}, "seeds": [], "todo": []}')
     e1.set("claim", "5")
-    junk = LayerSums(sums=np.full((1, 2), -99.0), sumsq=np.zeros(2), count=10)
+    junk = LayerSums(sums=np.full((1, 2), 99.0), sumsq=np.zeros(2), count=10)
     for i in range(5):
-        e1.set(f"result/{i}", sums_to_bytes(junk, 0.0))
-    (_, results), peer = _ranks(port, 2, seeds=range(8))
+        e1.set(f"result/{i}", _result_blob(_spec(range(8)), Unit(i), junk, 0.0))
+    results, peer = _ranks(port, 2, seeds=range(8), tmp_path=tmp_path)
     assert not isinstance(peer, Exception), peer
-    assert _got(results) == _expected(8)  # no unit skipped, no stale result taken for another unit
+    assert results == _expected(8)  # no unit skipped, no stale result taken for another unit
 
 
-def test_protocol_does_not_need_the_same_restart_count_on_every_rank(agent_store):
+def test_protocol_does_not_need_the_same_restart_count_on_every_rank(agent_store, tmp_path):
     # torchrun counts a restart only on the node whose worker failed; other nodes restart at count 0
     port, _ = agent_store
-    (_, results), peer = _ranks(port, 2, seeds=range(6), attempts=[1, 0])
+    results, peer = _ranks(port, 2, seeds=range(6), tmp_path=tmp_path, attempts=[1, 0])
     assert not isinstance(peer, Exception), peer
-    assert _got(results) == _expected(6)
+    assert results == _expected(6)
 
 
-def test_protocol_a_rank_with_other_arguments_fails_every_rank_naming_the_field(agent_store):
+def test_protocol_a_rank_with_other_arguments_fails_every_rank_naming_the_field(agent_store, tmp_path):
     from whestbench.errors import UsageError
 
     port, _ = agent_store
-    outcomes = _ranks(port, 2, seeds=range(40), peer_spec_for=_spec_for(n_samples=11))
+    outcomes = _ranks(port, 2, seeds=range(40), tmp_path=tmp_path, peer_n_samples=11)
     for outcome in outcomes:
         assert isinstance(outcome, UsageError), outcome
         assert "n_samples (rank 0: 10, rank 1: 11)" in str(outcome)
 
 
-def test_protocol_progress_counts_recovered_and_collected_units(agent_store, tmp_path):
+def test_protocol_a_damaged_result_is_computed_again_at_rank_0(agent_store, tmp_path):
+    import numpy as np
+
+    from whestbench.compute.stats import LayerSums
+
+    port, _ = agent_store
+
+    def liar(spec, compute, unit, ctx):  # rank 1 posts results that no sampling produces
+        ctx.on_samples(spec.n_samples)
+        bad = np.full((spec.depth, spec.width), np.nan)
+        return LayerSums(sums=bad, sumsq=bad[-1], count=spec.n_samples)
+
+    def slow(spec, compute, unit, ctx):
+        time.sleep(0.05)
+        return _fake_unit(spec, compute, unit, ctx)
+
+    events = []
+    results, _ = _ranks(port, 2, seeds=range(20), tmp_path=tmp_path, steps={0: slow, 1: liar}, on_event=events.append)
+    assert results == _expected(20)  # every unit, each once, all computed honestly
+    notes = [e.message for e in events if e.kind == "note" and "arrived damaged" in e.message]
+    assert notes and "non-finite" in notes[0]
+
+
+def test_protocol_progress_counts_recovered_and_collected_units_of_every_rank(agent_store, tmp_path):
     from whestbench.work.ledger import Ledger
     from whestbench.work.units import Unit
 
     port, _ = agent_store
     ledger_root = tmp_path / "w.whest-work"
-    spec = _spec_for()(range(6))
-    Ledger(ledger_root, spec.identity()).save("mlp00000000", _fake_unit(spec, Unit(0), lambda n: None), 0.1)
+    spec = _spec(range(6))
+    Ledger(ledger_root, spec.identity()).save("mlp00000000", _fake_unit(spec, None, Unit(0), _Ctx()), 0.1)
     events = []
-    (_, results), _ = _ranks(
-        port, 2, seeds=range(6), ledger_for=lambda spec: Ledger(ledger_root, spec.identity()), on_event=events.append
-    )
-    assert _got(results) == _expected(6)
-    start = next(e for e in events if e["phase"] == "start" and e.get("recovered_units"))
-    assert (start["recovered_units"], start["units_total"], start["units_done"]) == (1, 6, 1)
-    done = [e for e in events if e["phase"] == "done"]
-    assert done and done[-1]["units_done"] == 6 and done[-1]["samples_done"] == done[-1]["samples_total"]
+    results, _ = _ranks(port, 2, seeds=range(6), tmp_path=tmp_path, ledger_root=ledger_root, on_event=events.append)
+    assert results == _expected(6)
+    rank0 = [e for e in events if e.progress is not None and e.progress.total == 60]
+    start = next(e for e in rank0 if e.kind == "start" and e.progress.recovered)
+    assert (start.progress.recovered, start.data["units_total"], start.data["units_done"]) == (10, 6, 1)
+    done = [e for e in rank0 if e.kind == "done"]
+    assert done and done[-1].progress.done == done[-1].progress.total and done[-1].progress.mlps_done == 6
 
 
-def test_protocol_a_unit_held_by_a_rank_that_was_restarted_is_computed_again(agent_store):
+class _Ctx:
+    def on_samples(self, n):
+        pass
+
+
+def test_protocol_a_unit_held_by_a_rank_that_was_restarted_is_computed_again(agent_store, tmp_path):
     import threading
 
     import torch.distributed as dist
@@ -539,13 +571,13 @@ def test_protocol_a_unit_held_by_a_rank_that_was_restarted_is_computed_again(age
     port, store = agent_store
     base = dist.PrefixStore("whest/t", store)
 
-    def slow(spec, unit, on_samples):
+    def slow(spec, compute, unit, ctx):
         time.sleep(0.02)
-        return _fake_unit(spec, unit, on_samples)
+        return _fake_unit(spec, compute, unit, ctx)
 
     outcome: list = []
     rank0 = threading.Thread(
-        target=lambda: outcome.extend(_ranks(port, 2, seeds=range(30), unit_fns={0: slow}, only=[0]))
+        target=lambda: outcome.extend(_ranks(port, 2, seeds=range(30), tmp_path=tmp_path, steps={0: slow}, only=[0]))
     )
     rank0.start()
     deadline = time.monotonic() + 30
@@ -558,9 +590,9 @@ def test_protocol_a_unit_held_by_a_rank_that_was_restarted_is_computed_again(age
     held = int(ns.add("claim", 1)) - 1
     ns.set(f"owner/{held}", "1 first-process")
     base.set("hb/1", f"{epoch} first-process 1")
-    (peer,) = _ranks(port, 2, seeds=None, only=[1])
+    (peer,) = _ranks(port, 2, seeds=range(30), tmp_path=tmp_path, only=[1])
     rank0.join(timeout=60)
     assert not isinstance(peer, Exception), peer
-    (spec_results,) = outcome
-    assert not isinstance(spec_results, Exception), spec_results
-    assert _got(spec_results[1]) == _expected(30)  # including the unit the first process held
+    (results,) = outcome
+    assert not isinstance(results, Exception), results
+    assert results == _expected(30)  # including the unit the first process held

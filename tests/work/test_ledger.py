@@ -1,4 +1,5 @@
-"""The resume ledger: finished units are saved atomically, reloaded exactly, and kept to one bake."""
+"""The work directory: units saved atomically and reloaded exactly, kept to one bake, and every file
+checked when read (damaged, edited, truncated or swapped files are never trusted)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,40 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from whestbench.compute.seeds import seed_list_digest, validate_mlp_seeds
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError
-from whestbench.work.ledger import Ledger, LedgerMismatch, work_dir_for
-from whestbench.work.units import Unit, WorkSpec, plan_units
+from whestbench.work.ledger import (
+    DamagedRecord,
+    DamagedWorkFile,
+    Ledger,
+    LedgerMismatch,
+    WorkDirBusy,
+    decode_record,
+    encode_record,
+    hold_lock,
+    identity_digest,
+    load_seeds,
+    save_seeds,
+    work_dir_for,
+)
+from whestbench.work.units import Unit, WorkSpec
 
-IDENTITY = WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=2, mlp_range=(0, 3)).identity()
+SPEC = WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=2, mlp_range=(0, 3))
+IDENTITY = SPEC.identity()
 
 
 def _sums(seed: int) -> LayerSums:
     rng = np.random.default_rng(seed)
-    return LayerSums(sums=rng.standard_normal((2, 4)), sumsq=rng.random(4), count=100)
+    return LayerSums(sums=rng.random((2, 4)), sumsq=rng.random(4), count=100)
+
+
+def _check(key, sums):
+    return SPEC.check_result(Unit(int(key[3:])), sums)
+
+
+def _bits(s: LayerSums) -> bytes:
+    return s.sums.tobytes() + s.sumsq.tobytes()
 
 
 def test_work_dir_sits_beside_the_output():
@@ -28,97 +52,178 @@ def test_work_dir_sits_beside_the_output():
 def test_saved_units_load_back_bit_for_bit(tmp_path):
     ledger = Ledger(tmp_path / "w", IDENTITY)
     ledger.save("mlp00000001", _sums(1), 2.5)
-    ledger.save("mlp00000002", _sums(2), 0.5)
-    done = Ledger(tmp_path / "w", IDENTITY).load_done()
-    assert sorted(done) == ["mlp00000001", "mlp00000002"]
-    sums, wall = done["mlp00000001"]
-    assert sums.sums.tobytes() == _sums(1).sums.tobytes()
-    assert sums.sumsq.tobytes() == _sums(1).sumsq.tobytes()
-    assert sums.count == 100 and wall == 2.5
+    sums, wall = Ledger(tmp_path / "w", IDENTITY).load("mlp00000001")
+    assert _bits(sums) == _bits(_sums(1)) and sums.count == 100 and wall == 2.5
 
 
-def test_an_empty_ledger_has_nothing_done(tmp_path):
-    assert Ledger(tmp_path / "w", IDENTITY).load_done() == {}
+def test_scan_finds_the_finished_units(tmp_path):
+    ledger = Ledger(tmp_path / "w", IDENTITY)
+    ledger.save("mlp00000000", _sums(0), 1.0)
+    ledger.save("mlp00000002", _sums(2), 1.0)
+    done, damaged = ledger.scan([u.key for u in SPEC.units()], _check)
+    assert done == {"mlp00000000", "mlp00000002"} and damaged == []
 
 
 def test_saving_leaves_no_temp_files(tmp_path):
     ledger = Ledger(tmp_path / "w", IDENTITY)
     for i in range(3):
         ledger.save(f"mlp{i:08d}", _sums(i), 1.0)
-    assert sorted(p.name for p in ledger.units_dir.iterdir()) == [f"mlp{i:08d}.npz" for i in range(3)]
+    assert sorted(p.name for p in ledger.units_dir.iterdir()) == [f"mlp{i:08d}.unit" for i in range(3)]
     assert sorted(p.name for p in ledger.root.iterdir()) == ["plan.json", "units"]
 
 
 def test_a_stray_temp_file_from_a_crash_is_ignored(tmp_path):
     ledger = Ledger(tmp_path / "w", IDENTITY)
     ledger.save("mlp00000000", _sums(0), 1.0)
-    # What a crash between write and rename leaves behind: a half-written temp file.
-    (ledger.units_dir / ".mlp00000001.npz.k3j2h1.tmp").write_bytes(b"PK\x03\x04 truncated")
-    assert list(Ledger(tmp_path / "w", IDENTITY).load_done()) == ["mlp00000000"]
+    (ledger.units_dir / ".mlp00000001.unit.k3j2h1.tmp").write_bytes(b"WHESTREC1\n truncated")
+    assert ledger.scan([u.key for u in SPEC.units()], _check) == ({"mlp00000000"}, [])
 
 
-def test_saving_a_unit_again_replaces_it(tmp_path):
+# --- damaged unit files: found, reported, renamed aside, recomputed -------------------------------
+
+
+def _damage_cases():
+    def swap(ledger):  # each MLP would get the other's means
+        a, b = ledger.unit_path("mlp00000000"), ledger.unit_path("mlp00000001")
+        tmp = a.with_suffix(".x")
+        a.rename(tmp)
+        b.rename(a)
+        tmp.rename(b)
+
+    def rewrite(ledger, key, sums, count=100):  # a well-formed record (valid checksum) with bad content
+        blob = encode_record("unit", key, ledger.digest, {"count": count, "wall_s": 1.0}, sums.arrays())
+        ledger.unit_path(key).write_bytes(blob)
+
+    nan = _sums(0)
+    nan.sums[0, 0] = np.nan
+    return {
+        "swapped": (swap, "not mlp0000000"),
+        "nan-sums": (lambda lg: rewrite(lg, "mlp00000000", nan), "non-finite"),
+        "count-zero": (lambda lg: rewrite(lg, "mlp00000000", _sums(0), count=0), "covers 0 samples"),
+        "wrong-shape": (lambda lg: rewrite(lg, "mlp00000000", LayerSums(np.ones((3, 4)), np.ones(4), 100)), "shape"),
+        "truncated": (lambda lg: lg.unit_path("mlp00000000").write_bytes(lg.unit_path("mlp00000000").read_bytes()[:50]), "checksum"),
+        "zero-bytes": (lambda lg: lg.unit_path("mlp00000000").write_bytes(b""), "too short"),
+        "garbage": (lambda lg: lg.unit_path("mlp00000000").write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4), "wrong header"),
+        "bit-flip": (lambda lg: lg.unit_path("mlp00000000").write_bytes(
+            (lambda b: b[:-40] + bytes([b[-40] ^ 1]) + b[-39:])(lg.unit_path("mlp00000000").read_bytes())), "checksum"),
+        "other-plan": (lambda lg: lg.unit_path("mlp00000000").write_bytes(
+            encode_record("unit", "mlp00000000", "0" * 64, {"count": 100, "wall_s": 1.0}, _sums(0).arrays())), "another bake"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_damage_cases()))
+def test_a_damaged_unit_file_is_reported_and_not_trusted(tmp_path, case):
+    damage, why = _damage_cases()[case]
     ledger = Ledger(tmp_path / "w", IDENTITY)
-    ledger.save("mlp00000000", _sums(0), 1.0)
-    ledger.save("mlp00000000", _sums(9), 3.0)
-    sums, wall = ledger.load_done()["mlp00000000"]
-    assert sums.sums.tobytes() == _sums(9).sums.tobytes() and wall == 3.0
+    for i in range(3):
+        ledger.save(f"mlp{i:08d}", _sums(i), 1.0)
+    damage(ledger)
+    done, damaged = ledger.scan([u.key for u in SPEC.units()], _check)
+    assert "mlp00000000" not in done
+    assert damaged and all(why in reason for _, reason in damaged[:1]), damaged
+    assert not ledger.unit_path("mlp00000000").exists()  # renamed aside, never read again
+    assert ledger.unit_path("mlp00000000").with_suffix(".damaged").exists()
 
 
-def test_plan_records_the_identity(tmp_path):
+def test_records_refuse_what_could_unpickle():
+    blob = encode_record("unit", "k", "p", {}, {"x": np.zeros(2)})
+    bad = blob.replace(b'"<f8"', b'"|O8"')
+    import hashlib
+
+    body = bad[:-32]
+    with pytest.raises(DamagedRecord, match="dtype"):
+        decode_record(body + hashlib.sha256(body).digest(), kind="unit", key="k", plan="p")
+
+
+# --- the plan and the seeds -----------------------------------------------------------------------
+
+
+def test_plan_records_the_identity_and_its_digest(tmp_path):
     Ledger(tmp_path / "w", IDENTITY)
-    assert json.loads((tmp_path / "w" / "plan.json").read_text()) == IDENTITY
+    plan = json.loads((tmp_path / "w" / "plan.json").read_text())
+    assert plan["identity"] == IDENTITY and plan["digest"] == identity_digest(IDENTITY)
 
 
 def test_a_different_bake_is_refused_naming_the_field(tmp_path):
     Ledger(tmp_path / "w", IDENTITY)
-    other = dict(IDENTITY, n_samples=200)
     with pytest.raises(LedgerMismatch, match=r"differs in: n_samples") as info:
-        Ledger(tmp_path / "w", other)
+        Ledger(tmp_path / "w", dict(IDENTITY, n_samples=200))
     assert str(tmp_path / "w") in str(info.value)  # says which directory to delete to start over
     assert isinstance(info.value, UsageError)
 
 
-def test_a_different_seed_list_is_refused(tmp_path):
+@pytest.mark.parametrize("damage", ["edited", "truncated", "garbage", "empty", "old-format"])
+def test_a_damaged_plan_is_refused_naming_the_file(tmp_path, damage):
     Ledger(tmp_path / "w", IDENTITY)
-    other = WorkSpec(seeds=(1, 2, 4), n_samples=100, width=4, depth=2, mlp_range=(0, 3)).identity()
-    with pytest.raises(LedgerMismatch, match="seed_list_digest"):
-        Ledger(tmp_path / "w", other)
+    plan = tmp_path / "w" / "plan.json"
+    data = json.loads(plan.read_text())
+    if damage == "edited":
+        data["identity"]["n_samples"] = 7
+        plan.write_text(json.dumps(data))
+    elif damage == "truncated":
+        plan.write_text(plan.read_text()[:40])
+    elif damage == "garbage":
+        plan.write_bytes(b"\xff\xfe\x00garbage")
+    elif damage == "empty":
+        plan.write_text("")
+    else:
+        plan.write_text(json.dumps(IDENTITY))  # what an older whestbench wrote
+    with pytest.raises(DamagedWorkFile) as info:
+        Ledger(tmp_path / "w", IDENTITY)
+    assert str(plan) in str(info.value) and "remove" in str(info.value)
 
 
-def test_refusal_leaves_the_saved_units_alone(tmp_path):
-    Ledger(tmp_path / "w", IDENTITY).save("mlp00000000", _sums(0), 1.0)
-    with pytest.raises(LedgerMismatch):
-        Ledger(tmp_path / "w", dict(IDENTITY, width=8))
-    assert list(Ledger(tmp_path / "w", IDENTITY).load_done()) == ["mlp00000000"]
+def _load(root, n=4):
+    return load_seeds(root, n, seed_list_digest, validate_mlp_seeds)
 
 
-def test_remove_deletes_the_work_dir(tmp_path):
-    ledger = Ledger(tmp_path / "w", IDENTITY)
-    ledger.save("mlp00000000", _sums(0), 1.0)
-    ledger.remove()
-    assert not (tmp_path / "w").exists()
+def test_saved_seeds_load_back(tmp_path):
+    save_seeds(tmp_path, [7, 8, 9, 10], seed_list_digest([7, 8, 9, 10]))
+    assert _load(tmp_path) == [7, 8, 9, 10]
 
 
-def test_identity_covers_everything_that_changes_the_numbers():
-    base = WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=2, mlp_range=(0, 3))
-    variants = [
-        WorkSpec(seeds=(1, 2, 3), n_samples=101, width=4, depth=2, mlp_range=(0, 3)),
-        WorkSpec(seeds=(1, 2, 3), n_samples=100, width=5, depth=2, mlp_range=(0, 3)),
-        WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=3, mlp_range=(0, 3)),
-        WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=2, mlp_range=(0, 2)),
-        WorkSpec(seeds=(3, 2, 1), n_samples=100, width=4, depth=2, mlp_range=(0, 3)),
-        WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=2, mlp_range=(0, 3), sampler="philox"),
-        WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=2, mlp_range=(0, 3), kernel="3xtf32"),
-    ]
-    digests = {base.identity_digest()} | {v.identity_digest() for v in variants}
-    assert len(digests) == len(variants) + 1
+def test_no_saved_seeds_is_none(tmp_path):
+    assert _load(tmp_path) is None
 
 
-def test_unit_keys_name_the_mlp_not_the_order():
-    assert [u.key for u in plan_units(WorkSpec(seeds=(5, 6, 7, 8), n_samples=1, width=1, depth=1, mlp_range=(1, 3)))] == [
-        "mlp00000001",
-        "mlp00000002",
-    ]
-    assert Unit(3, 0, 64).key == "mlp00000003x1-b0000000000-0000000064"
-    assert Unit(3, 0, 64, mlp_count=4).key == "mlp00000003x4-b0000000000-0000000064"
+@pytest.mark.parametrize("text", [
+    '{"format": "whestbench-seeds/1", "seed_list_digest": "x", "seeds": [5, 5, 5, 5]}',
+    "[5, 5, 5, 5]",
+    "",
+    "[" * 100000,
+    '{"format": "whestbench-seeds/1", "seed_list_digest": "x", "seeds": [1, 2, 3, 4]}',
+])
+def test_edited_or_damaged_seeds_are_refused_naming_the_file(tmp_path, text):
+    (tmp_path / "auto-seeds.json").write_text(text)
+    with pytest.raises(DamagedWorkFile) as info:
+        _load(tmp_path)
+    assert str(tmp_path / "auto-seeds.json") in str(info.value)
+
+
+def test_seeds_edited_together_with_their_digest_are_still_refused(tmp_path):
+    save_seeds(tmp_path, [5, 5, 5, 5], seed_list_digest([5, 5, 5, 5]))
+    with pytest.raises(DamagedWorkFile, match="duplicate"):
+        _load(tmp_path)
+
+
+# --- the lock -------------------------------------------------------------------------------------
+
+
+def test_a_second_holder_of_the_lock_is_refused_naming_the_first(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from pathlib import Path; from whestbench.work.ledger import hold_lock\n"
+            "with hold_lock(Path(sys.argv[1]), 'x'):\n    print('held', flush=True); time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "w")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(WorkDirBusy) as info:
+            with hold_lock(tmp_path / "w"):
+                pass
+        assert f"pid {proc.pid}" in str(info.value) and "remove" in str(info.value)
+    finally:
+        proc.kill()
+        proc.wait()
+    with hold_lock(tmp_path / "w"):  # a killed holder never blocks the next bake
+        pass

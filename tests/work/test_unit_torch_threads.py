@@ -16,15 +16,14 @@ torch = pytest.importorskip("torch")
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
 from whestbench.compute.seeds import derived_seeds  # noqa: E402
-from whestbench.dataset.bake import torch_threads  # noqa: E402
-from whestbench.work.runner import run_units  # noqa: E402
-from whestbench.work.units import WorkSpec, plan_units, run_unit_philox  # noqa: E402
+from whestbench.work import executor  # noqa: E402
+from whestbench.work.executor import Job, LocalExecutor  # noqa: E402
+from whestbench.work.steps import Compute, run_unit  # noqa: E402
+from whestbench.work.units import WorkSpec  # noqa: E402
 
 SPEC = WorkSpec(
     seeds=tuple(derived_seeds(3, 4)), n_samples=200, width=8, depth=2, mlp_range=(0, 4),
-    sampler="philox",
-    extra={"device": "cpu", "mlps_per_batch": 1, "chunk_size": None, "block_size": 128, "unit_blocks": 1,
-           "method": "numba"},
+    sampler="philox", block_size=128, unit_blocks=1,
 )  # fmt: skip
 
 
@@ -32,19 +31,24 @@ def _openmp_threads_here() -> list[int]:
     return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "openmp"]
 
 
-def test_each_worker_thread_runs_torch_with_the_bakes_thread_count():
+def test_each_worker_thread_runs_torch_with_the_bakes_thread_count(monkeypatch):
     if not _openmp_threads_here():
         pytest.skip("threadpoolctl sees no OpenMP runtime in this torch build")
     if (os.cpu_count() or 1) == 1 or os.environ.get("OMP_NUM_THREADS") == "1":
         pytest.skip("one thread is OpenMP's default here, so a worker's count cannot differ")
     seen: list[list[int]] = []
 
-    def unit_fn(spec, unit, on_samples):
-        out = run_unit_philox(spec, unit, on_samples)
+    def unit_fn(spec, compute, unit, ctx=None):
+        out = run_unit(spec, compute, unit, ctx)
         seen.append(_openmp_threads_here())  # read in the worker thread, after its matmuls
         return out
 
-    with torch_threads(1):
-        run_units(SPEC, plan_units(SPEC), workers=2, unit_fn=unit_fn)
-    assert len(seen) == len(plan_units(SPEC))
+    monkeypatch.setattr(executor, "run_unit", unit_fn)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)  # what the bake does around its executor
+    try:
+        LocalExecutor(2).run(Job(SPEC, Compute("numba")))
+    finally:
+        torch.set_num_threads(previous)
+    assert len(seen) == len(SPEC.units())
     assert all(counts and set(counts) == {1} for counts in seen), seen

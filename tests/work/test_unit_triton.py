@@ -14,23 +14,21 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton")
 
 from whestbench.compute.seeds import derived_seeds  # noqa: E402
-from whestbench.work.units import Unit, WorkSpec, run_unit_philox  # noqa: E402
+from whestbench.work.steps import Compute, UnitContext, run_unit  # noqa: E402
+from whestbench.work.units import Unit, WorkSpec  # noqa: E402
 
-
-def _spec(method: str) -> WorkSpec:
-    return WorkSpec(
-        seeds=tuple(derived_seeds(5, 2)), n_samples=300, width=8, depth=2, mlp_range=(0, 2),
-        sampler="philox",
-        extra={"device": "cuda" if torch.cuda.is_available() else "cpu", "mlps_per_batch": 2, "chunk_size": None,
-               "block_size": 128, "unit_blocks": 4, "method": method},
-    )
+SPEC = WorkSpec(
+    seeds=tuple(derived_seeds(5, 2)), n_samples=300, width=8, depth=2, mlp_range=(0, 2),
+    sampler="philox", block_size=128, unit_blocks=4, mlps_per_unit=2,
+)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def test_fused_unit_matches_the_torch_unit_on_the_same_samples():
     unit = Unit(0, 0, 3, mlp_count=2)  # 3 blocks of 128 = 300 samples, the last ragged
     seen = []
-    fused = run_unit_philox(_spec("triton"), unit, seen.append)
-    plain = run_unit_philox(_spec("numba" if not torch.cuda.is_available() else "torch"), unit)
+    fused = run_unit(SPEC, Compute("triton", DEVICE), unit, UnitContext(on_samples=seen.append))
+    plain = run_unit(SPEC, Compute("torch" if torch.cuda.is_available() else "numba", DEVICE), unit)
     assert fused.sums.shape == plain.sums.shape == (2, 2, 8)
     assert fused.count == plain.count == 300
     # Same normals, same fp32 dot products; only the summation order inside a dot differs.

@@ -17,7 +17,7 @@ from whestbench.cli.common import err, out
 from whestbench.errors import UsageError
 
 ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
-EXIT_RESUMABLE = 75
+RETRY = "re-run the same command to resume or start again"
 # click >= 8.2 raises this for a bare group (`whest`, `whest dataset`); older clicks print the help
 # and raise Exit(0) instead, so an empty tuple (matches nothing) is the right fallback.
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -83,11 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd = exc.ctx.command_path if exc.ctx else "whest"
         err.print(f"error: {exc.format_message()} (see `{cmd} --help`)", markup=False)
         return 2
-    except click.Abort:
-        err.print("error: aborted.", markup=False)
-        return 130
-    except KeyboardInterrupt:
-        err.print("error: interrupted.", markup=False)
+    except (click.Abort, KeyboardInterrupt):
+        err.print(f"error: interrupted (Ctrl-C); nothing was left half-written: {RETRY}.", markup=False)
         return 130
     except UsageError as exc:
         if debug:
@@ -97,11 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # every other failure: one line, exit 1
         if debug:
             raise
-        from whestbench.work.runner import BakeInterrupted
+        from whestbench.work.executor import BakeInterrupted
 
         if isinstance(exc, BakeInterrupted):
             err.print(_one_line(exc), markup=False)
-            return EXIT_RESUMABLE
+            return exc.exit_code
         if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
             err.print(f"error: {_one_line(exc)}", markup=False)
         else:

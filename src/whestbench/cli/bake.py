@@ -1,4 +1,9 @@
-"""``whest dataset bake``: flags -> BakeConfig -> ``bake()``, with progress and signal handling."""
+"""``whest dataset bake``: flags -> BakeConfig -> plan -> ``bake()``, with progress and signal handling.
+
+Signals: SIGTERM and SIGUSR1 (SLURM's pre-timeout signal) during set-up end the process at once
+with exit 75 and the resume advice; while units run they make every running unit checkpoint and
+stop (exit 75). Ctrl-C does the same with exit 130. Either way the same command resumes.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,44 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import COUNT, out, parse_mlp_range, parse_slice, read_seeds_file
+from whestbench.cli.common import COUNT, SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
 from whestbench.errors import UsageError
+
+RESUME = "re-run the same command to resume"
+
+
+class StopSignals:
+    """SIGTERM/SIGUSR1 handling for one bake: in set-up they end the command at once; once the
+    executor has started they ask it to checkpoint and stop (``stop`` is the executor's event)."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.running = False
+        self._previous: dict = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
+                if sig is not None:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, _frame) -> None:
+        from whestbench.work.executor import BakeInterrupted
+
+        name = signal.Signals(signum).name
+        self.stop.set()
+        if not self.running:
+            raise BakeInterrupted(f"received {name} during set-up: nothing was computed yet; {RESUME}.", 75)
+        err.print(f"received {name}: checkpointing the units in flight, then stopping", markup=False)
+
+    def on_event(self, event) -> None:
+        if event.kind == "start":
+            self.running = True
 
 
 @click.command("bake")
@@ -34,17 +75,38 @@ from whestbench.errors import UsageError
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
 @click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel (split-precision tensor cores; experimental).")
-@click.option("--peer-timeout", type=float, default=300.0, show_default=True,
+@click.option("--checkpoint-every", type=SECONDS, default=60.0, show_default=True,
+              help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
+@click.option("--log-every", type=SECONDS, default=60.0, show_default=True,
+              help="When stderr is not a terminal: seconds between progress lines.")
+@click.option("--peer-timeout", type=SECONDS, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
-         max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, peer_timeout, quiet) -> None:
+         max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, checkpoint_every, log_every,
+         peer_timeout, quiet) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
     whest dataset bake --n-mlps 10 --n-samples 1e6 --width 64 --depth 4 --seed 1 --output ./ds
     whest dataset bake ... --mlp-seeds seeds.json --slice 0/4 --output ./part-0
     """
+    from whestbench.work.executor import BakeInterrupted
+
+    with StopSignals() as signals:
+        try:
+            _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
+                  mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel,
+                  checkpoint_every, log_every, peer_timeout, quiet)
+        except KeyboardInterrupt:
+            if signals.running:
+                raise
+            raise BakeInterrupted(f"interrupted during set-up: nothing was computed yet; {RESUME}.", 130) from None
+
+
+def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
+          max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, checkpoint_every, log_every,
+          peer_timeout, quiet) -> None:
     if slice_ is not None and mlp_range is not None:
         raise UsageError("use either --mlp-range or --slice, not both.")
     rng = None
@@ -61,97 +123,64 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
 
     dist_env = dist_env_from_environ()
     peer = dist_env is not None and dist_env.rank != 0
-    seeds = None
-    if mlp_seeds is not None and not peer:
-        seeds = tuple(read_seeds_file(mlp_seeds))
-        if seeds and not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-            from whestbench.compute.seeds import validate_mlp_seeds
-
-            validate_mlp_seeds(list(seeds))  # raises with the index and value at fault
+    seeds = tuple(read_seeds_file(mlp_seeds)) if mlp_seeds is not None and not peer else None
     torch_backend = use_torch or device is not None
     if not torch_backend and (mlps_per_batch is not None or chunk_size is not None):
-        raise UsageError("--mlps-per-batch and --chunk-size tune the torch backend; add --torch (or --device).")
+        flags = " and ".join(f for f, v in (("--mlps-per-batch", mlps_per_batch), ("--chunk-size", chunk_size)) if v is not None)
+        err.print(f"note: {flags} ignored: the CPU path's chunking is fixed by bit-identity with whestbench 0.16 "
+                  "(they tune the --torch backend).", markup=False)
+        mlps_per_batch = chunk_size = None
     if device is not None and not use_torch:
-        from whestbench.cli.common import err
-
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
-    where = "cpu"
-    if torch_backend:
-        from whestbench.work.torch_env import resolve_device
-
-        # Resolved before the "Baking ..." line: an absent device is refused before anything is
-        # announced, and the line names the device that will run (auto -> cuda, mps or cpu).
-        where = f"torch ({resolve_device(device)})"
-    from whestbench.dataset.bake import BakeConfig, bake as run_bake
+    from whestbench.dataset.bake import bake as run_bake
+    from whestbench.dataset.plan import BakeConfig, plan_bake
 
     cfg = BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
         mlp_seeds=seeds, seed=seed, split=split, config=config_name, mlp_range=rng,
         max_threads=max_threads, seeds_file=mlp_seeds, seeds_from_peer=peer,
         backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
-        mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel,
+        mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
         bake_command=shlex.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
-    _run(
-        cfg,
-        lambda c, on_event, stop: run_bake(c, on_event=on_event, stop=stop, dist_env=dist_env, peer_timeout_s=peer_timeout),
-        quiet,
-        device_label=where,
-        dist_env=dist_env,
+    plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
+    start, end = cfg.range
+    what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else f"{cfg.n_mlps} MLPs"
+    where = plan.device_label
+    if dist_env is not None:
+        where += f", rank {dist_env.rank} of {dist_env.world_size}"
+        quiet = quiet or peer  # one progress display: rank 0's, covering every rank
+    out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {cfg.output}",
+              markup=False)
+    if not peer:
+        out.print(f"Plan: {plan.needs.summary()}", markup=False)
+    from whestbench.cli.progress import Reporter
+
+    t0 = time.perf_counter()
+    with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
+        def sink(event) -> None:
+            signals.on_event(event)
+            reporter(event)
+
+        path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
+    dt = time.perf_counter() - t0
+    if path is None:  # a non-zero rank: rank 0 writes the dataset
+        out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
+        return
+    from whestbench.text import format_bytes
+
+    n = (end - start) * cfg.n_samples
+    flops = 2 * cfg.width * cfg.width * cfg.depth * n
+    size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    out.print(
+        f"✓ Wrote {path} in {dt:.1f}s ({format_bytes(size)}): {end - start} MLPs × {cfg.n_samples:,} samples, "
+        f"{n / dt / 1e6:.2f} M samples/s, {flops / dt / 1e9:.1f} GFLOP/s effective",
+        markup=False,
     )
 
 
 def _is_cli_bake() -> bool:
     return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", "bake"]
-
-
-def _run(cfg, fn, quiet: bool, *, device_label: str, dist_env=None) -> None:
-    from whestbench.cli.progress import BakeProgress
-    from whestbench.dataset.bake import check_output_free
-
-    if dist_env is None or dist_env.rank == 0:
-        check_output_free(cfg.output)  # before the "Baking ..." line: a refused bake announces nothing
-    start, end = cfg.range
-    what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else f"{cfg.n_mlps} MLPs"
-    where = device_label
-    if dist_env is not None:
-        where += f", rank {dist_env.rank} of {dist_env.world_size}"
-        quiet = quiet or dist_env.rank != 0  # one progress display: rank 0's
-    out.print(
-        f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {cfg.output}",
-        markup=False,
-    )
-    stop = threading.Event()
-    previous = {}
-
-    def on_signal(signum, _frame):
-        stop.set()
-        from whestbench.cli.common import err
-
-        err.print(f"received {signal.Signals(signum).name}: finishing the MLPs in flight, then stopping", markup=False)
-
-    for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
-        if sig is not None and threading.current_thread() is threading.main_thread():
-            previous[sig] = signal.signal(sig, on_signal)
-    t0 = time.perf_counter()
-    try:
-        with BakeProgress("Sampling", enabled=not quiet) as progress:
-            path = fn(cfg, progress, stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    dt = time.perf_counter() - t0
-    if path is None:  # a non-zero rank: rank 0 writes the dataset
-        out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
-        return
-    n = (end - start) * cfg.n_samples
-    flops = 2 * cfg.width * cfg.width * cfg.depth * n
-    size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
-    out.print(
-        f"✓ Wrote {path} in {dt:.1f}s ({size / 1e6:.1f} MB): {end - start} MLPs × {cfg.n_samples:,} samples, "
-        f"{n / dt / 1e6:.2f} M samples/s, {flops / dt / 1e9:.1f} GFLOP/s effective",
-        markup=False,
-    )
 
 
 COMMANDS = [bake]

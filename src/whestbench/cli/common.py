@@ -50,6 +50,24 @@ class Count(click.ParamType):
 COUNT = Count()
 
 
+class Seconds(click.ParamType):
+    """A positive, finite number of seconds (``nan``, ``inf``, 0 and negatives are refused at parse time)."""
+
+    name = "SECONDS"
+
+    def convert(self, value, param, ctx):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"must be a number of seconds such as 60 or 0.5; got {value!r}.", param, ctx)
+        if not (v > 0 and v != float("inf")):
+            self.fail(f"must be a positive, finite number of seconds; got {value!r}.", param, ctx)
+        return v
+
+
+SECONDS = Seconds()
+
+
 def parse_slice(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not m:
@@ -72,6 +90,11 @@ def parse_mlp_range(text: str) -> tuple[int, int]:
 
 
 def read_seeds_file(path: str) -> list:
+    """The JSON array in ``path`` (not yet validated as seeds); UsageError naming the fix otherwise.
+
+    Guards against a missing or unreadable file, invalid JSON, a document nested so deep that the
+    parser recurses out of stack, and integers too long to convert (Python refuses > 4300 digits).
+    """
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"--mlp-seeds file {path!r} not found; create it with `whest dataset generate-seeds --n-mlps N > {path}`.")
@@ -79,6 +102,10 @@ def read_seeds_file(path: str) -> list:
         data = json.loads(p.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"--mlp-seeds file {path!r} is not valid JSON ({exc}); it must hold a JSON array of ints.") from None
+    except RecursionError:
+        raise UsageError(f"--mlp-seeds file {path!r} is nested too deeply to be a seed list; it must hold a flat JSON array of ints.") from None
+    except ValueError as exc:  # e.g. an integer literal of thousands of digits
+        raise UsageError(f"--mlp-seeds file {path!r} holds a value that is not a usable seed ({str(exc).split(':')[0]}); seeds are ints in [0, 2**63).") from None
     if not isinstance(data, list):
         raise UsageError(f"--mlp-seeds file {path!r} must contain a JSON array of ints; got {type(data).__name__}.")
     return data

@@ -1,87 +1,150 @@
-"""Rich progress display for bakes: MLPs done, samples/s, ETA, then one summary line."""
+"""How long operations show progress: a rich display on a terminal, plain log lines in a log file.
+
+``Reporter`` is the ``on_event`` sink of every long verb (bake, merge, combine, push, pull). On a
+terminal it draws a live bar. When stderr is not a terminal (a file, SLURM's output, ``nohup``) it
+writes one plain line — no colour or cursor codes — every ``log_every`` seconds, from a timer, so a
+10-hour bake's log shows where it stands even when nothing else happens::
+
+    [06:01:02] bake: 3/8 MLPs, 1,200,000,000/4,000,000,000 samples (30.0%), 2.31 M samples/s,
+               121.0 GFLOP/s, ETA 0:20:12, 5 checkpoints
+
+Notes and warnings from the operation are one line each in both modes.
+"""
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
-from typing import Any
-
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typing import TextIO
 
 from whestbench.cli.common import err
+from whestbench.events import Event, Progress
+from whestbench.text import format_bytes, format_clock, format_count, sanitize
+
+DEFAULT_LOG_EVERY = 60.0
 
 
-def _rate(samples_per_s: float) -> str:
+def _rate(per_s: float, what: str) -> str:
+    if what == "bytes":
+        return f"{format_bytes(per_s)}/s"
     for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if samples_per_s >= scale:
-            return f"{samples_per_s / scale:.2f} {unit}samples/s"
-    return f"{samples_per_s:.0f} samples/s"
+        if per_s >= scale:
+            return f"{per_s / scale:.2f} {unit} {what}/s"
+    return f"{per_s:.0f} {what}/s"
 
 
-class BakeProgress:
-    """Callable sink for bake events; use as a context manager around the bake."""
+class Reporter:
+    """Callable event sink; use as a context manager around the operation.
 
-    def __init__(self, label: str, *, enabled: bool = True):
-        self.label = label
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.fields[units]}"),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=err,
-            disable=not enabled,
-            transient=False,
-        )
-        self.task = None
-        self.t0 = time.perf_counter()
-        self.samples_at_start = 0
-        self.last: dict[str, Any] = {}
-        self._last_refresh = 0.0
+    ``mode``: "auto" (a terminal gets the rich display, anything else log lines), "rich", "log" or
+    "quiet" (notes and warnings only).
+    """
 
-    def __enter__(self):
-        self.progress.__enter__()
+    def __init__(self, label: str, *, mode: str = "auto", log_every: float = DEFAULT_LOG_EVERY,
+                 stream: TextIO | None = None, clock=time.monotonic):
+        self.label, self.log_every, self.clock = label, float(log_every), clock
+        self.stream = stream or sys.stderr
+        if mode == "auto":
+            mode = "rich" if self.stream.isatty() else "log"
+        self.mode = mode
+        self.last: Progress | None = None
+        self._t0 = clock()
+        self._done0 = 0  # items already done when this run started (excluded from rates)
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._timer: threading.Thread | None = None
+        self._bar = None
+        self._task = None
+        self.started = threading.Event()
+
+    # --- context
+
+    def __enter__(self) -> "Reporter":
+        if self.mode == "rich":
+            from rich.progress import BarColumn, Progress as Bar, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+            self._bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+                            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err, transient=False)
+            self._bar.__enter__()
+        elif self.mode == "log":
+            self._timer = threading.Thread(target=self._tick, name="whest-log", daemon=True)
+            self._timer.start()
         return self
 
-    def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
+    def __exit__(self, *exc) -> None:
+        self._halt.set()
+        if self._timer is not None:
+            self._timer.join(timeout=1.0)
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+        elif self.mode == "log" and self.last is not None and exc[0] is None:
+            self._line()
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        phase = event.get("phase")
-        if phase == "warning":
-            err.print(f"warning: {event['message']}", markup=False)
+    # --- events
+
+    def __call__(self, event: Event) -> None:
+        if event.kind in ("note", "warning"):
+            prefix = "warning: " if event.kind == "warning" else ""
+            self._say(f"{prefix}{sanitize(event.message)}")
+        if event.progress is None:
             return
-        if phase == "start":
-            self.samples_at_start = event["samples_done"]
-            self.t0 = time.perf_counter()
-            if event.get("restart"):
-                err.print(f"restart {event['restart']} of this job (counted by the launcher)", markup=False)
-            if event.get("recovered_units"):
-                err.print(
-                    f"resuming: {event['recovered_units']} of {event['units_total']} units recovered "
-                    "from the work directory",
-                    markup=False,
-                )
-            self.task = self.progress.add_task(
-                self.label,
-                total=event["samples_total"],
-                completed=event["samples_done"],
-                units=f"{event['units_done']}/{event['units_total']} MLPs",
-                rate="",
-            )
-        elif phase in ("sampling", "unit_done", "done") and self.task is not None:
-            now = time.perf_counter()
-            if phase == "sampling" and now - self._last_refresh < 0.1:
-                return
-            self._last_refresh = now
-            dt = max(now - self.t0, 1e-9)
-            rate = (event["samples_done"] - self.samples_at_start) / dt
-            self.progress.update(
-                self.task,
-                completed=event["samples_done"],
-                units=f"{event['units_done']}/{event['units_total']} MLPs",
-                rate=_rate(rate),
-            )
-        self.last = event
+        with self._lock:
+            first = self.last is None or event.kind == "start" or event.progress.what != self.last.what
+            if first:
+                self._t0 = self.clock()
+                self._done0 = event.progress.done
+                self.started.set()
+            self.last = event.progress
+        if self._bar is not None:
+            self._draw(event.progress, first)
+        elif self.mode == "log" and first:
+            self._line()
+
+    def _say(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    # --- rendering
+
+    def status(self, p: Progress) -> str:
+        """The one-line summary of ``p``: counts, rate, FLOP rate, ETA, checkpoints."""
+        elapsed = max(self.clock() - self._t0, 1e-9)
+        rate = max(p.done - self._done0, 0) / elapsed
+        parts = []
+        if p.mlps_total is not None:
+            parts.append(f"{format_count(p.mlps_done)}/{format_count(p.mlps_total)} MLPs")
+        if p.what == "bytes":
+            parts.append(f"{format_bytes(p.done)}/{format_bytes(p.total)} ({100 * p.fraction:.1f}%)")
+        else:
+            parts.append(f"{format_count(p.done)}/{format_count(p.total)} {p.what} ({100 * p.fraction:.1f}%)")
+        parts.append(_rate(rate, p.what))
+        if p.flops_per_item:
+            parts.append(f"{rate * p.flops_per_item / 1e9:.1f} GFLOP/s")
+        left = p.total - p.done
+        parts.append(f"ETA {format_clock(left / rate) if rate > 0 else '?'}" if left > 0 else "ETA 0:00:00")
+        if p.what == "samples":
+            parts.append(f"{p.checkpoints} checkpoint{'s' if p.checkpoints != 1 else ''}")
+        return ", ".join(parts)
+
+    def _line(self) -> None:
+        p = self.last
+        if p is not None:
+            self._say(f"[{time.strftime('%H:%M:%S')}] {self.label}: {self.status(p)}")
+
+    def _tick(self) -> None:
+        while not self._halt.wait(self.log_every):
+            with self._lock:
+                ready = self.last is not None
+            if ready:
+                self._line()
+
+    def _draw(self, p: Progress, first: bool) -> None:
+        if first or self._task is None:
+            if self._task is not None:
+                self._bar.remove_task(self._task)
+            self._task = self._bar.add_task(self.label if p.what == "samples" else p.what.capitalize(),
+                                            total=p.total, completed=p.done, status="")
+        self._bar.update(self._task, completed=p.done, status=self.status(p))

@@ -25,6 +25,89 @@ def chunk_rows(width: int) -> int:
     return max(1024, min(16384, (1 << 20) // width))
 
 
+class Pcg64Stream:
+    """One MLP's pcg64 sampling as a loop that can stop after any chunk and resume later.
+
+    ``state()`` is everything needed to continue (the bit generator's state, the position, the
+    fp64 partial sums), so ``restore(state)`` then ``run()`` gives the same bits as one
+    uninterrupted ``run()``: the chunks, their draws and the order of every addition are unchanged.
+    ``weights``: (depth, width, width) float32.
+    """
+
+    def __init__(self, weights: np.ndarray, sample_ss: np.random.SeedSequence, n_samples: int, *, fused: bool = True):
+        depth, width, _ = weights.shape
+        if n_samples <= 0:
+            raise ValueError(f"n_samples must be positive; got {n_samples}.")
+        self.weights, self.n_samples = weights, int(n_samples)
+        self.rng = np.random.default_rng(sample_ss)
+        self.chunk = chunk_rows(width)
+        self.position = 0
+        self.sums = np.zeros((depth, width), dtype=np.float64)
+        self.sumsq = np.zeros(width, dtype=np.float64)
+        # At width 1 the (n, 1) array is one contiguous column, which numpy sums pairwise rather than
+        # row by row; the plain formulation is the reference's arithmetic there (and is cheap anyway).
+        self.fused = fused and width > 1
+        if self.fused:
+            self._buf = [np.empty((self.chunk, width), dtype=np.float32) for _ in range(2)]
+            self._part = np.empty(width, dtype=np.float64)
+            self._part_sq = np.empty(width, dtype=np.float64)
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.n_samples
+
+    def state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``(meta, arrays)``: JSON-able generator state and position, and the partial sums."""
+        return {"position": self.position, "bit_generator": self.rng.bit_generator.state}, {
+            "sums": self.sums.copy(), "sumsq": self.sumsq.copy(),
+        }
+
+    def restore(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a ``state()``; ValueError if it cannot belong to this stream."""
+        position = int(meta["position"])
+        if not 0 <= position <= self.n_samples or (position % self.chunk and position != self.n_samples):
+            raise ValueError(f"position {position} is not a chunk boundary of this stream")
+        if arrays["sums"].shape != self.sums.shape or arrays["sumsq"].shape != self.sumsq.shape:
+            raise ValueError("partial sums have the wrong shape")
+        self.rng.bit_generator.state = meta["bit_generator"]
+        self.position = position
+        self.sums = np.array(arrays["sums"], dtype=np.float64)
+        self.sumsq = np.array(arrays["sumsq"], dtype=np.float64)
+
+    def step(self) -> int:
+        """Sample the next chunk through every layer; return its row count (0 when done)."""
+        n = min(self.chunk, self.n_samples - self.position)
+        if n <= 0:
+            return 0
+        depth = self.weights.shape[0]
+        x = self.rng.standard_normal((n, self.weights.shape[1]), dtype=np.float32)  # (n, width)
+        if self.fused:
+            from whestbench.compute.fused import relu_colsum, relu_colsum_sq
+
+            for layer in range(depth):
+                h = self._buf[layer % 2][:n]
+                np.matmul(x, self.weights[layer], out=h)  # (n, width) float32 sgemm
+                if layer == depth - 1:
+                    relu_colsum_sq(h, self._part, self._part_sq)
+                    self.sumsq += self._part_sq
+                else:
+                    relu_colsum(h, self._part)
+                self.sums[layer] += self._part
+                x = h
+        else:
+            for layer in range(depth):
+                x = np.maximum(np.matmul(x, self.weights[layer]), 0.0)
+                self.sums[layer] = self.sums[layer] + np.sum(x.astype(np.float64), axis=0)
+            self.sumsq = self.sumsq + np.sum(x.astype(np.float64) ** 2, axis=0)
+        self.position += n
+        return n
+
+    def result(self) -> LayerSums:
+        if not self.done:
+            raise ValueError(f"the stream is at sample {self.position} of {self.n_samples}")
+        return LayerSums(sums=self.sums, sumsq=self.sumsq, count=self.n_samples)
+
+
 def sample_layer_sums(
     weights: np.ndarray,
     sample_ss: np.random.SeedSequence,
@@ -39,41 +122,9 @@ def sample_layer_sums(
     ``fused=False`` runs the plain numpy formulation (the executable specification the fused
     kernels are tested against).
     """
-    depth, width, _ = weights.shape
-    if n_samples <= 0:
-        raise ValueError(f"n_samples must be positive; got {n_samples}.")
-    rng = np.random.default_rng(sample_ss)
-    chunk = chunk_rows(width)
-    sums = np.zeros((depth, width), dtype=np.float64)
-    sumsq = np.zeros(width, dtype=np.float64)
-    # At width 1 the (n, 1) array is one contiguous column, which numpy sums pairwise rather than
-    # row by row; the plain formulation is the reference's arithmetic there (and is cheap anyway).
-    fused = fused and width > 1
-    if fused:
-        from whestbench.compute.fused import relu_colsum, relu_colsum_sq
-
-        buf = [np.empty((chunk, width), dtype=np.float32) for _ in range(2)]
-        part = np.empty(width, dtype=np.float64)
-        part_sq = np.empty(width, dtype=np.float64)
-    for start in range(0, n_samples, chunk):
-        n = min(chunk, n_samples - start)
-        x = rng.standard_normal((n, width), dtype=np.float32)  # (n, width)
-        if fused:
-            for layer in range(depth):
-                h = buf[layer % 2][:n]
-                np.matmul(x, weights[layer], out=h)  # (n, width) float32 sgemm
-                if layer == depth - 1:
-                    relu_colsum_sq(h, part, part_sq)
-                    sumsq += part_sq
-                else:
-                    relu_colsum(h, part)
-                sums[layer] += part
-                x = h
-        else:
-            for layer in range(depth):
-                x = np.maximum(np.matmul(x, weights[layer]), 0.0)
-                sums[layer] = sums[layer] + np.sum(x.astype(np.float64), axis=0)
-            sumsq = sumsq + np.sum(x.astype(np.float64) ** 2, axis=0)
+    stream = Pcg64Stream(weights, sample_ss, n_samples, fused=fused)
+    while not stream.done:
+        n = stream.step()
         if on_chunk is not None:
             on_chunk(n)
-    return LayerSums(sums=sums, sumsq=sumsq, count=n_samples)
+    return stream.result()

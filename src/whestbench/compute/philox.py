@@ -191,6 +191,22 @@ class PairwiseStack:
         self._levels.append(level)
         self._values.append(values)
 
+    def state(self) -> tuple[list[int], list]:
+        """``(levels, values)``: the subtrees pushed and not yet merged (a checkpoint of the sum)."""
+        return list(self._levels), list(self._values)
+
+    @classmethod
+    def from_state(cls, levels: list[int], values: list) -> "PairwiseStack":
+        if len(levels) != len(values) or any(b >= a for a, b in zip(levels, levels[1:])):
+            raise ValueError("a PairwiseStack state needs one value per level, levels strictly decreasing")
+        stack = cls()
+        stack._levels, stack._values = [int(v) for v in levels], list(values)
+        return stack
+
+    @property
+    def empty(self) -> bool:
+        return not self._values
+
     def value(self):
         if not self._values:
             raise ValueError("PairwiseStack.value() on an empty stack.")
@@ -264,11 +280,12 @@ def _check_block_size(block_size: int) -> None:
         raise ValueError(f"block_size must be a positive power of two; got {block_size}.")
 
 
-def _pack(s: LayerSums) -> np.ndarray:
+def pack(s: LayerSums) -> np.ndarray:
+    """One MLP's sums as one (rows, width) array, the form the tree adds (``unpack`` reverses it)."""
     return np.concatenate([s.sums, s.sumsq[None, :]])  # (depth+1, width)
 
 
-def _unpack(packed: np.ndarray, count: int) -> LayerSums:
+def unpack(packed: np.ndarray, count: int) -> LayerSums:
     packed = packed + 0.0  # the final +0.0: an exact zero sum is +0.0 whatever the path
     return LayerSums(sums=packed[:-1].copy(), sumsq=packed[-1].copy(), count=int(count))
 
@@ -300,7 +317,7 @@ def block_sums(
             packed[layer] = pairwise_colsum(x.astype(np.float64))
         packed[depth] = pairwise_colsum(x.astype(np.float64) ** 2)
         tree.push(packed, level_of(c1 - c0))
-    return _unpack(tree.value(), end - start)
+    return unpack(tree.value(), end - start)
 
 
 def combine_in_order(parts: Sequence[LayerSums]) -> LayerSums:
@@ -325,9 +342,9 @@ def combine_in_order(parts: Sequence[LayerSums]) -> LayerSums:
                 f"parts[{i}] covers {c} samples starting at offset {total}: only the last part may be "
                 "ragged, and each other part must be a power of two starting at a multiple of itself."
             )
-        tree.push(_pack(part), level_of(c))
+        tree.push(pack(part), level_of(c))
         total += c
-    return _unpack(tree.value(), total)
+    return unpack(tree.value(), total)
 
 
 def sample_layer_sums_philox(

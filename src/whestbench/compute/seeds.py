@@ -8,6 +8,7 @@ also the name seed) is ``est_ss.generate_state(1)[0]`` (a uint32).
 from __future__ import annotations
 
 import hashlib
+import reprlib
 import secrets
 from typing import Iterable, Sequence
 
@@ -25,6 +26,16 @@ class SeedError(UsageError):
     """A seed list that cannot be used: wrong type, range, length or duplicates."""
 
 
+def _show(v: object) -> str:
+    """A short, safe rendering of a bad value (huge ints and deeply nested lists included)."""
+    if isinstance(v, int) and v.bit_length() > 128:
+        return f"<an integer of {v.bit_length()} bits>"
+    try:
+        return reprlib.repr(v)
+    except (ValueError, RecursionError):
+        return f"<a {type(v).__name__}>"
+
+
 def validate_mlp_seeds(seeds: object, n_mlps: int | None = None) -> list[int]:
     """Return ``seeds`` as a list of ints, or raise SeedError naming the first bad entry.
 
@@ -38,11 +49,11 @@ def validate_mlp_seeds(seeds: object, n_mlps: int | None = None) -> list[int]:
     first_seen: dict[int, int] = {}
     for i, v in enumerate(seeds):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise SeedError(f"mlp_seeds[{i}] must be an int; got {type(v).__name__}: {v!r}.")
+            raise SeedError(f"mlp_seeds[{i}] must be an int; got {type(v).__name__}: {_show(v)}.")
         v = int(v)
         if not 0 <= v < SEED_LIMIT:
             raise SeedError(
-                f"mlp_seeds[{i}] = {v} is out of range [0, 2**63); seeds must fit an int64 column."
+                f"mlp_seeds[{i}] = {_show(v)} is out of range [0, 2**63); seeds must fit an int64 column."
             )
         if v in first_seen:
             raise SeedError(

@@ -40,7 +40,7 @@ NAMESPACE = "sampling.sample_layer_statistics"
 OPERATION_MODEL = "whestbench.simulation.sample_layer_statistics"
 # whestbench 0.16 runs each CPU MLP inside a flopscope context with this hard-coded budget.
 CPU_FLOP_BUDGET = 10**15
-METHODS = ("cpu", "closed-form")
+ROW_KINDS = ("cpu", "torch")  # whestbench 0.16 writes two row shapes: its CPU path's and its torch path's
 
 _CLOSED_FORM_NOTE = (
     "FLOP counts are computed in closed form from the bake's shape and chunking (they equal "
@@ -84,7 +84,7 @@ def sampling_budget_breakdown(
     *,
     wall_time_s: float,
     flop_budget: int | None = None,
-    method: str = "cpu",
+    row_kind: str = "cpu",
     provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One row's breakdown dict, in whestbench 0.16's key order for the row kind.
@@ -93,22 +93,22 @@ def sampling_budget_breakdown(
     CPU path, the resolved chunk size on torch); it moves FLOPs between ``sum`` and ``add`` and
     sets the call counts, so a wrong value gives a plausible but wrong breakdown.
     ``wall_time_s``: measured wall time of this MLP's sampling (torch: batch wall / batch size).
-    ``method="cpu"``: the CPU row shape (flopscope's, no ``time_source``/``provenance``);
+    ``row_kind="cpu"``: the CPU row shape (flopscope's, no ``time_source``/``provenance``);
     ``flop_budget`` defaults to the reference's fixed 1e15.
-    ``method="closed-form"``: the torch row shape (``time_source: "bake"`` and a ``provenance``
+    ``row_kind="torch"``: the torch row shape (``time_source: "bake"`` and a ``provenance``
     block with ``chunk_size`` and ``n_chunks``); ``flop_budget`` defaults to ``flops_used``.
     A stated budget is recorded as given and ``flops_remaining = budget − used``, unclamped.
     ``provenance``: extra keys merged into the torch provenance block; on CPU rows, appended as a
     trailing ``provenance`` key (readers of 0.16 ignore unknown keys).
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+    if row_kind not in ROW_KINDS:
+        raise ValueError(f"row_kind must be one of {ROW_KINDS}; got {row_kind!r}.")
     ops = operation_counts(n_samples, width, depth, chunk)
     used = sum(cost for cost, _ in ops.values())
     calls = sum(c for _, c in ops.values())
     wall = float(wall_time_s)
     if flop_budget is None:
-        budget = CPU_FLOP_BUDGET if method == "cpu" else used
+        budget = CPU_FLOP_BUDGET if row_kind == "cpu" else used
     else:
         budget = int(flop_budget)
     operations = {
@@ -139,7 +139,7 @@ def sampling_budget_breakdown(
         # Nothing is metered per operation, so the whole wall time is unattributed.
         "residual_wall_time_s": wall,
     }
-    if method == "cpu":
+    if row_kind == "cpu":
         row["by_namespace"] = namespace
         if provenance is not None:
             row["provenance"] = dict(provenance)

@@ -52,8 +52,10 @@ from typing import Any, Callable, Sequence
 
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError, WorkFailed
-from whestbench.work.ledger import Ledger, sums_from_bytes, sums_to_bytes
-from whestbench.work.runner import BakeInterrupted, Event, UnitFn
+from whestbench.events import Event, EventSink, ignore
+from whestbench.work.executor import BakeInterrupted, Job, Tracker, scan_ledger, unit_context
+from whestbench.work.ledger import DamagedRecord, decode_record, encode_record
+from whestbench.work.steps import UnitStopped, run_unit
 from whestbench.work.units import Unit, WorkSpec
 
 HEARTBEAT_S = 0.5
@@ -197,48 +199,66 @@ def _get_text(store, key: str) -> str | None:
     return store.get(key).decode() if store.check([key]) else None
 
 
-def run_distributed(
-    spec_for_seeds: Callable[[Sequence[int]], WorkSpec],
-    units_for_spec: Callable[[WorkSpec], list[Unit]],
-    env: DistEnv,
-    *,
-    seeds: Sequence[int] | None,
-    ledger_for_spec: Callable[[WorkSpec], Ledger] | None,
-    unit_fn: UnitFn,
-    workers: int = 1,
-    on_event: Callable[[Event], None] | None = None,
-    stop: threading.Event | None = None,
-    peer_timeout_s: float = 300.0,
-    samples_of: Callable[[Unit], int] | None = None,
-) -> tuple[WorkSpec, dict[str, tuple[LayerSums, float]] | None]:
-    """Run one rank of a distributed bake. Rank 0 returns (spec, all results); others (spec, None).
+def _result_blob(spec: WorkSpec, unit: Unit, sums: LayerSums, wall_s: float) -> bytes:
+    """A unit's result as posted to rank 0: the ledger's checked record (identity + checksum)."""
+    from whestbench.work.ledger import identity_digest
 
-    ``seeds`` is required on rank 0 (other ranks receive them). ``spec_for_seeds`` builds this
-    rank's WorkSpec from the seed list; its identity must match rank 0's.
-    """
-    stop = stop or threading.Event()
-    base = connect_store(env, peer_timeout_s, stop)
-    token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-    beat = _Heartbeat(base, env.rank, token)
-    beat.beat()
-    beat.start()
-    ctx = _Context(
-        env, base, token, unit_fn, max(1, workers), on_event or (lambda e: None), stop, peer_timeout_s, samples_of
-    )
+    meta = {"count": int(sums.count), "wall_s": float(wall_s)}
+    return encode_record("unit", unit.key, identity_digest(spec.identity()), meta, sums.arrays())
+
+
+def _read_result(spec: WorkSpec, unit: Unit, blob: bytes) -> tuple[LayerSums, float]:
+    """A posted result, checked like a ledger file (DamagedRecord if it fails)."""
+    from whestbench.work.ledger import identity_digest
+
+    meta, arrays = decode_record(blob, kind="unit", key=unit.key, plan=identity_digest(spec.identity()))
     try:
-        if env.rank == 0:
-            return _run_rank0(ctx, base, beat, spec_for_seeds, units_for_spec, seeds, ledger_for_spec)
+        sums, wall = LayerSums.from_arrays(arrays, int(meta["count"])), float(meta["wall_s"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DamagedRecord(f"missing field ({e})") from None
+    why = spec.check_result(unit, sums)
+    if why:
+        raise DamagedRecord(why)
+    return sums, wall
+
+
+class StoreExecutor:
+    """One rank of a distributed bake (torchrun or srun): ranks claim units from a shared counter
+    in the rendezvous store and post results to rank 0, which saves them in its ledger.
+
+    On rank 0 the job's spec carries the seeds and the job has a ledger; on the other ranks the
+    spec's seeds are empty (they arrive in rank 0's plan) and there is no ledger. ``step`` is the
+    unit function (``work.steps.run_unit``; tests pass fakes).
+    """
+
+    def __init__(self, env: DistEnv, *, workers: int = 1, peer_timeout_s: float = 300.0, step=run_unit):
+        self.env, self.workers, self.peer_timeout_s, self.step = env, max(1, workers), peer_timeout_s, step
+
+    def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
+        stop = stop or threading.Event()
+        env = self.env
+        base = connect_store(env, self.peer_timeout_s, stop)
+        token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        beat = _Heartbeat(base, env.rank, token)
+        beat.beat()
+        beat.start()
+        ctx = _Context(env, base, token, self.step, self.workers, on_event, stop, self.peer_timeout_s)
         try:
-            return _run_peer(ctx, base, beat, spec_for_seeds, units_for_spec), None
-        except _dist_errors() as exc:
-            raise WorkFailed(
-                f"rank {env.rank} lost its connection to rank 0 ({_one_line(exc)}); rank 0 probably died — "
-                f"{RESUME_HINT}."
-            ) from None
-    finally:
-        beat.halt.set()
-        ctx.quit.set()
-        _join_all([beat, *ctx.threads], LEAVE_JOIN_S)
+            if env.rank == 0:
+                _run_rank0(ctx, base, beat, job)
+                return True
+            try:
+                _run_peer(ctx, base, beat, job)
+                return False
+            except _dist_errors() as exc:
+                raise WorkFailed(
+                    f"rank {env.rank} lost its connection to rank 0 ({_one_line(exc)}); rank 0 probably died — "
+                    f"{RESUME_HINT}."
+                ) from None
+        finally:
+            beat.halt.set()
+            ctx.quit.set()
+            _join_all([beat, *ctx.threads], LEAVE_JOIN_S)
 
 
 def _join_all(threads: Sequence[threading.Thread], timeout_s: float) -> None:
@@ -266,12 +286,11 @@ class _Context:
     env: DistEnv
     base_store: Any
     token: str
-    unit_fn: UnitFn
+    step: Any
     workers: int
-    emit: Callable[[Event], None]
+    emit: EventSink
     stop: threading.Event
     peer_timeout_s: float
-    samples_of: Callable[[Unit], int] | None
 
     def __post_init__(self) -> None:
         self.quit = threading.Event()  # this process is leaving: workers claim nothing more
@@ -281,18 +300,21 @@ class _Context:
         self.lock = threading.Lock()
 
 
-class _Job:
+PROGRESS_EVERY_S = 1.0  # how often a rank posts (and rank 0 reads) running samples and checkpoints
+
+
+class _Epoch:
     """One epoch's work as this process sees it: the todo list and the threads working through it."""
 
-    def __init__(self, ctx: _Context, ns, epoch: int, spec: WorkSpec, todo: list[Unit], base: dict, state: dict):
-        self.ctx, self.ns, self.epoch, self.spec, self.todo = ctx, ns, epoch, spec, todo
-        self.base, self.state = base, state
+    def __init__(self, ctx: _Context, ns, epoch: int, job: Job, todo: list[Unit], tracker: Tracker):
+        self.ctx, self.ns, self.epoch, self.job, self.todo, self.tracker = ctx, ns, epoch, job, todo, tracker
+        self.spec = job.spec
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
-        self.samples_of = ctx.samples_of or (lambda u: spec.n_samples)
         self.threads = [
             threading.Thread(target=self._worker, name=f"{THREAD_PREFIX}unit-{t}", daemon=True)
             for t in range(ctx.workers)
         ]
+        self._posted = 0.0
 
     def start(self) -> None:
         for t in self.threads:
@@ -302,11 +324,18 @@ class _Job:
     def alive(self) -> bool:
         return any(t.is_alive() for t in self.threads)
 
-    def _progress(self, n: int) -> None:
-        with self.ctx.lock:
-            self.state["samples_running"] += n
-            snap = dict(self.state)
-        self.ctx.emit({"phase": "sampling", **self.base, **_shown(snap)})
+    def post_progress(self, force: bool = False) -> None:
+        """Other ranks: publish running samples and checkpoints for rank 0's progress lines."""
+        now = time.monotonic()
+        if self.ctx.env.rank == 0 or (not force and now - self._posted < PROGRESS_EVERY_S):
+            return
+        self._posted = now
+        with self.tracker.lock:
+            text = f"{self.tracker.running} {self.tracker.checkpoints}"
+        try:
+            self.ns.set(f"prog/{self.ctx.env.rank}", text)
+        except Exception:
+            pass  # the store is gone: the supervisor reports that
 
     def _worker(self) -> None:
         ctx, ns = self.ctx, self.ns
@@ -319,24 +348,33 @@ class _Job:
                 if i >= len(self.todo):
                     return
                 self._compute(i)
+        except UnitStopped:
+            return
         except BaseException as exc:  # surfaced by the supervising thread
             with ctx.lock:
                 ctx.errors.append(exc)
 
     def _compute(self, i: int) -> None:
-        ctx, ns = self.ctx, self.ns
+        ctx, ns, unit = self.ctx, self.ns, self.todo[i]
         ns.set(f"owner/{i}", f"{ctx.env.rank} {ctx.token}")
-        reported = [0]
+        uctx = unit_context(self.job, self.tracker, unit, ctx.stop, ctx.emit)
+        on_samples = uctx.on_samples
 
-        def on_samples(n: int) -> None:
-            reported[0] += n
-            self._progress(n)
+        def samples(n: int) -> None:
+            on_samples(n)
+            self.post_progress()
 
+        uctx.on_samples = samples
         t0 = time.perf_counter()
-        sums = ctx.unit_fn(self.spec, self.todo[i], on_samples)
-        ns.set(f"result/{i}", sums_to_bytes(sums, time.perf_counter() - t0))
-        with ctx.lock:  # the samples count again when rank 0 collects the result
-            self.state["samples_running"] -= reported[0]
+        try:
+            sums = ctx.step(self.spec, self.job.compute, unit, uctx)
+        except BaseException:
+            self.tracker.unit_abandoned(unit)
+            raise
+        ns.set(f"result/{i}", _result_blob(self.spec, unit, sums, time.perf_counter() - t0))
+        if ctx.env.rank != 0:  # rank 0 counts the unit when it collects it
+            self.tracker.unit_abandoned(unit)
+            self.post_progress(force=True)
 
     def recompute(self, i: int) -> None:
         """Compute unit ``i`` here, on an extra thread (its owner was lost)."""
@@ -344,6 +382,8 @@ class _Job:
         def run() -> None:
             try:
                 self._compute(i)
+            except UnitStopped:
+                pass
             except BaseException as exc:
                 with self.ctx.lock:
                     self.ctx.errors.append(exc)
@@ -354,51 +394,36 @@ class _Job:
         t.start()
 
 
-def _shown(state: dict) -> dict:
-    """Progress fields for the display: collected work plus what this process is computing now."""
-    return {
-        "samples_done": state["samples_collected"] + state["samples_running"],
-        "units_done": state["units_collected"],
-    }
-
-
-def _run_rank0(ctx, base_store, beat, spec_for_seeds, units_for_spec, seeds, ledger_for_spec):
+def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
     epoch = int(base_store.add("epoch", 1))
     ns = _ns(base_store, epoch)
     beat.join_epoch(epoch)
     try:
-        if seeds is None:
+        spec = job.spec
+        if not spec.seeds:
             raise UsageError("rank 0 needs the seed list (--mlp-seeds, --seed, or generated).")
-        spec = spec_for_seeds(seeds)
-        units = units_for_spec(spec)
-        ledger = ledger_for_spec(spec) if ledger_for_spec else None
-        wanted = {u.key for u in units}
-        done = {k: v for k, v in (ledger.load_done() if ledger else {}).items() if k in wanted}
+        units = spec.units()
+        done = scan_ledger(job, units, ctx.emit)
         todo = [u for u in units if u.key not in done]
-        samples_of = ctx.samples_of or (lambda u: spec.n_samples)
-        ns.set(
-            "plan",
-            json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo]}),
-        )
+        ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo]}))
         beat.beat()
         base_store.set("current", str(epoch))
-        recovered = sum(samples_of(u) for u in units if u.key in done)
-        base = {"units_total": len(units), "samples_total": sum(samples_of(u) for u in units)}
-        state = {"samples_collected": recovered, "samples_running": 0, "units_collected": len(done)}
-        ctx.emit({"phase": "start", **base, **_shown(state), "recovered_units": len(done), "restart": ctx.env.attempt})
-        job = _Job(ctx, ns, epoch, spec, todo, base, state)
+        if ctx.env.attempt:
+            ctx.emit(Event("note", message=f"restart {ctx.env.attempt} of this job (counted by the launcher)"))
+        tracker = Tracker(spec, units, done, ctx.emit)
+        tracker.start(units_total=len(units), units_done=len(done))
+        run = _Epoch(ctx, ns, epoch, job, todo, tracker)
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1, user_api="blas"):
-            job.start()
-            results = _collect(job, ledger, done)
+            run.start()
+            _collect(run)
         ns.set("done", "1")
         _await_byes(ctx, epoch, BYE_WAIT_S)
         abort = _get_text(ns, "abort")
         if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
             raise UsageError(abort)
-        ctx.emit({"phase": "done", **base, **_shown(state)})
-        return spec, results
+        tracker.done()
     except BaseException as exc:
         if not isinstance(exc, BakeInterrupted):
             try:  # tell the other ranks why, so they stop at once instead of timing out
@@ -436,9 +461,10 @@ def _await_byes(ctx: _Context, epoch: int, cap_s: float) -> None:
         time.sleep(POLL_S)
 
 
-def _collect(job: _Job, ledger: Ledger | None, done: dict) -> dict[str, tuple[LayerSums, float]]:
-    ctx, ns, todo = job.ctx, job.ns, job.todo
-    results = dict(done)
+def _collect(run: _Epoch) -> None:
+    """Rank 0: poll the claimed, uncollected units' results, save each to the ledger as it
+    arrives, watch the owners' heartbeats, and fold the other ranks' progress into the tracker."""
+    ctx, ns, todo, ledger, tracker = run.ctx, run.ns, run.todo, run.job.ledger, run.tracker
     pending = set(range(len(todo)))
     inflight: set[int] = set()  # claimed and not yet collected: the only result keys worth polling
     seen_claims = 0
@@ -446,6 +472,7 @@ def _collect(job: _Job, ledger: Ledger | None, done: dict) -> dict[str, tuple[La
     owners: dict[int, tuple[int, str]] = {}
     unowned_since: dict[int, float] = {}
     stop_announced = False
+    read_progress = 0.0
     while pending:
         if ctx.errors:
             raise ctx.errors[0]
@@ -463,19 +490,31 @@ def _collect(job: _Job, ledger: Ledger | None, done: dict) -> dict[str, tuple[La
             key = f"result/{i}"
             if not ns.check([key]):
                 continue
-            sums, wall = sums_from_bytes(ns.get(key))
-            if ledger is not None:
-                ledger.save(todo[i].key, sums, wall)
-            results[todo[i].key] = (sums, wall)
+            unit = todo[i]
+            blob = ns.get(key)
             ns.delete_key(key)
+            try:
+                sums, wall = _read_result(run.spec, unit, blob)
+            except DamagedRecord as e:
+                ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
+                owners[i] = (ctx.env.rank, ctx.token)
+                run.recompute(i)
+                continue
+            if ledger is not None:
+                ledger.save(unit.key, sums, wall)
+                ledger.drop_checkpoint(unit.key)
             pending.discard(i)
             inflight.discard(i)
             got = True
-            with ctx.lock:
-                job.state["units_collected"] += 1
-                job.state["samples_collected"] += job.samples_of(todo[i])
-                snap = dict(job.state)
-            ctx.emit({"phase": "unit_done", **job.base, **_shown(snap), "unit": todo[i].key})
+            tracker.unit_done(unit)
+        now = time.monotonic()
+        if now - read_progress >= PROGRESS_EVERY_S:
+            read_progress = now
+            for rank in range(1, ctx.env.world_size):
+                text = _get_text(ns, f"prog/{rank}")
+                if text:
+                    running, checkpoints = (int(v) for v in text.split())
+                    tracker.set_external(rank, running, checkpoints)
         if got or not pending:
             continue
         if ctx.stop.is_set():
@@ -483,27 +522,27 @@ def _collect(job: _Job, ledger: Ledger | None, done: dict) -> dict[str, tuple[La
                 ns.set("stop", "1")  # no rank claims more; the units already claimed still arrive
                 stop_announced = True
             # stopping anyway: wait for the units in flight, but not for owners that look dead
-            for i, _, _ in _lost_units(job, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
+            for i, _, _ in _lost_units(run, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
                 inflight.discard(i)
-            if not job.alive() and not inflight:
+            if not run.alive() and not inflight:
                 where = f" in {ledger.root}" if ledger is not None else ""
+                p = tracker.progress()
                 raise BakeInterrupted(
-                    f"stopped with {len(results)} of {len(results) + len(pending)} units saved{where}; "
-                    f"{RESUME_HINT}."
+                    f"stopped with {len(todo) - len(pending)} of {len(todo)} units of this run saved{where} "
+                    f"({p.mlps_done} of {p.mlps_total} MLPs complete); {RESUME_HINT}."
                 )
         else:
-            for i, kind, why in _lost_units(job, inflight, owners, unowned_since, watch, ctx.peer_timeout_s):
+            for i, kind, why in _lost_units(run, inflight, owners, unowned_since, watch, ctx.peer_timeout_s):
                 if kind == "silent":
                     raise WorkFailed(f"{why}; finished units are saved — {RESUME_HINT}.")
                 # its launcher restarted that rank (torchrun --max-restarts on one node of a static
                 # rendezvous): the bake goes on, and this process computes the lost unit itself
                 owners[i] = (ctx.env.rank, ctx.token)
-                job.recompute(i)
+                run.recompute(i)
         time.sleep(POLL_S)
-    return results
 
 
-def _lost_units(job: _Job, inflight: set[int], owners: dict, unowned_since: dict, watch: _Watch, timeout: float):
+def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: dict, watch: _Watch, timeout: float):
     """Uncollected units whose owner died: [(index, kind, message)]. ``kind`` is "silent" (no
     heartbeat for ``timeout`` seconds) or "replaced" (its rank now runs as a new process)."""
     ctx, ns = job.ctx, job.ns
@@ -534,7 +573,7 @@ def _lost_units(job: _Job, inflight: set[int], owners: dict, unowned_since: dict
     return lost
 
 
-def _run_peer(ctx, base_store, beat, spec_for_seeds, units_for_spec) -> WorkSpec:
+def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
     """A non-zero rank: join rank 0's live epoch, work through it, follow rank 0 if it restarts."""
     env = ctx.env
     watch = ctx.watch
@@ -544,7 +583,7 @@ def _run_peer(ctx, base_store, beat, spec_for_seeds, units_for_spec) -> WorkSpec
         epoch, ns = _join(ctx, base_store, watch)
         beat.join_epoch(epoch)
         plan = json.loads(ns.get("plan").decode())
-        spec = spec_for_seeds(plan["seeds"])
+        spec = job.spec.with_seeds(plan["seeds"])
         if spec.identity() != plan["identity"]:
             mine, theirs = spec.identity(), plan["identity"]
             diff = ", ".join(
@@ -559,19 +598,18 @@ def _run_peer(ctx, base_store, beat, spec_for_seeds, units_for_spec) -> WorkSpec
             ns.set("abort", msg)  # rank 0 stops too: a bake with one odd rank is not what anyone meant
             ns.set(f"bye/{env.rank}", "1")
             raise UsageError(msg)
-        all_units = units_for_spec(spec)
+        all_units = spec.units()
         by_key = {u.key: u for u in all_units}
         todo = [by_key[k] for k in plan["todo"]]
-        samples_of = ctx.samples_of or (lambda u: spec.n_samples)
-        base = {"units_total": len(all_units), "samples_total": sum(samples_of(u) for u in all_units)}
-        state = {"samples_collected": 0, "samples_running": 0, "units_collected": 0}
-        ctx.emit({"phase": "start", **base, **_shown(state), "recovered_units": 0})
-        job = _Job(ctx, ns, epoch, spec, todo, base, state)
+        here = Job(spec, job.compute, None, job.checkpoint_every)  # no ledger here: rank 0 keeps it
+        tracker = Tracker(spec, all_units, {u.key for u in all_units} - set(plan["todo"]), ctx.emit)
+        tracker.start(units_total=len(all_units), units_done=len(all_units) - len(todo))
+        run = _Epoch(ctx, ns, epoch, here, todo, tracker)
         with threadpool_limits(limits=1, user_api="blas"):
-            job.start()
-            if _supervise_peer(ctx, base_store, job, watch):
-                return spec
-        job.abandoned.set()  # rank 0 restarted: the old epoch's units in flight are lost
+            run.start()
+            if _supervise_peer(ctx, base_store, run, watch):
+                return
+        run.abandoned.set()  # rank 0 restarted: the old epoch's units in flight are lost
 
 
 def _join(ctx: _Context, base_store, watch: _Watch):
@@ -612,7 +650,7 @@ def _join(ctx: _Context, base_store, watch: _Watch):
         time.sleep(POLL_S * 2)
 
 
-def _supervise_peer(ctx: _Context, base_store, job: _Job, watch: _Watch) -> bool:
+def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bool:
     """True when rank 0 has every result; False when rank 0 moved to a newer epoch. Raises otherwise.
 
     Every ending that rank 0 decided (done, stop, failure) is acknowledged with ``bye/<rank>``, so

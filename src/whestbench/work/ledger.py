@@ -1,18 +1,35 @@
-"""The resume ledger: one file per finished unit in a work directory beside the output.
+"""The work directory beside a bake's output: its lock, plan, seeds, finished units and checkpoints.
 
-Layout: ``<work>/plan.json`` (the WorkSpec identity) and ``<work>/units/<unit.key>.npz`` (sums,
-sumsq, count, wall seconds). Each unit file is written to a temp name, fsynced, then renamed, so
-after a crash at any moment a unit is either wholly there or absent. Re-running the same bake reads
-what is there and computes the rest; a different bake pointed at the same work directory is refused.
+Layout of ``<output>.whest-work/``::
+
+    lock                     who holds the bake (pid, host, start); an flock while it runs
+    plan.json                the WorkSpec identity and its digest (a resume must match it)
+    auto-seeds.json          random seeds a bake drew (so a re-run resumes with the same ones)
+    units/<key>.unit         a finished unit's sums (a checked record, below)
+    units/<key>.ckpt         a unit's progress inside itself (sampler state + partial sums)
+
+Every file is written to a temp name, fsynced and renamed, so after a crash it is either wholly
+there or absent. Every file also carries what it belongs to and a checksum, and is checked when
+read: a unit or checkpoint file that is damaged, edited, truncated, swapped with another unit's, or
+from another bake is reported in one line and recomputed; a damaged plan or seeds file is refused
+with the file named and the fix. Nothing read from here is trusted without those checks.
+
+A record (``.unit``/``.ckpt``) is ``MAGIC``, an 8-byte little-endian header length, a JSON header
+(kind, unit key, plan digest, meta, array names/dtypes/shapes), the arrays' raw bytes, and the
+sha256 of everything before it.
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
+import hashlib
 import json
+import os
 import shutil
+import socket
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -20,33 +37,179 @@ from whestbench.atomic import fsync_dir, write_file_atomic
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError
 
-
-def sums_to_bytes(sums: LayerSums, wall_s: float) -> bytes:
-    """A unit's result as a small self-describing blob (npz: sums, sumsq, count, wall seconds)."""
-    buf = io.BytesIO()
-    np.savez(buf, sums=sums.sums, sumsq=sums.sumsq, count=np.int64(sums.count), wall_s=np.float64(wall_s))
-    return buf.getvalue()
-
-
-def sums_from_bytes(blob: bytes) -> tuple[LayerSums, float]:
-    with np.load(io.BytesIO(blob)) as z:
-        return (
-            LayerSums(sums=z["sums"].copy(), sumsq=z["sumsq"].copy(), count=int(z["count"])),
-            float(z["wall_s"]),
-        )
+WORK_SUFFIX = ".whest-work"
+PLAN_FORMAT = "whestbench-plan/2"
+SEEDS_FORMAT = "whestbench-seeds/1"
+MAGIC = b"WHESTREC1\n"
+_DTYPES = {"<f8", "<i8", "<u4", "<f4", "|b1"}  # what a record may hold; nothing that unpickles
+_DIGEST = 32
 
 
 class LedgerMismatch(UsageError):
     """The work directory belongs to a different bake (other seeds, sizes, sampler or range)."""
 
 
-WORK_SUFFIX = ".whest-work"
+class DamagedWorkFile(UsageError):
+    """A plan or seeds file failed its check: the bake cannot know what it was resuming."""
+
+
+class WorkDirBusy(UsageError):
+    """Another bake holds the work directory's lock."""
+
+
+class DamagedRecord(ValueError):
+    """A unit or checkpoint file failed a check (the message says which)."""
 
 
 def work_dir_for(output: Path) -> Path:
     """``<output>.whest-work``: beside the output, so a re-run of the same command finds it."""
     output = Path(output)
     return output.with_name(output.name + WORK_SUFFIX)
+
+
+# ------------------------------------------------------------------------------------ records
+
+
+def encode_record(kind: str, key: str, plan: str, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    """A checked record: what it is (kind, unit key, plan digest), free-form meta, named arrays."""
+    layout, blobs = [], []
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+        layout.append([name, arr.dtype.str, list(arr.shape)])
+        blobs.append(arr.tobytes())
+    header = json.dumps({"kind": kind, "key": key, "plan": plan, "meta": meta, "arrays": layout}).encode()
+    body = MAGIC + len(header).to_bytes(8, "little") + header + b"".join(blobs)
+    return body + hashlib.sha256(body).digest()
+
+
+def decode_record(blob: bytes, *, kind: str, key: str, plan: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(meta, arrays)`` of a record that passes every check, else DamagedRecord saying which failed."""
+    if len(blob) < len(MAGIC) + 8 + _DIGEST:
+        raise DamagedRecord(f"{len(blob)} bytes, too short to be a work record (truncated or empty)")
+    if not blob.startswith(MAGIC):
+        raise DamagedRecord("not a whestbench work record (wrong header)")
+    body, digest = blob[:-_DIGEST], blob[-_DIGEST:]
+    if hashlib.sha256(body).digest() != digest:
+        raise DamagedRecord("checksum mismatch (truncated, edited or corrupted)")
+    n = int.from_bytes(body[len(MAGIC) : len(MAGIC) + 8], "little")
+    start = len(MAGIC) + 8
+    try:
+        header = json.loads(body[start : start + n].decode())
+        got = (header["kind"], header["key"], header["plan"])
+        layout, meta = header["arrays"], header["meta"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise DamagedRecord(f"unreadable header ({e})") from None
+    if got[0] != kind:
+        raise DamagedRecord(f"holds a {got[0]!r} record, expected {kind!r}")
+    if got[1] != key:
+        raise DamagedRecord(f"holds unit {got[1]}, not {key} (renamed or swapped)")
+    if got[2] != plan:
+        raise DamagedRecord("belongs to another bake plan")
+    arrays: dict[str, np.ndarray] = {}
+    offset = start + n
+    try:
+        for name, dtype, shape in layout:
+            if dtype not in _DTYPES:
+                raise DamagedRecord(f"array {name!r} has dtype {dtype!r}")
+            size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            if size < 0 or offset + size > len(body):
+                raise DamagedRecord(f"array {name!r} runs past the end of the file")
+            arrays[name] = np.frombuffer(body, dtype=dtype, count=size // np.dtype(dtype).itemsize, offset=offset).reshape(shape).copy()
+            offset += size
+    except (TypeError, ValueError) as e:
+        if isinstance(e, DamagedRecord):
+            raise
+        raise DamagedRecord(f"bad array layout ({e})") from None
+    if offset != len(body):
+        raise DamagedRecord("trailing bytes after the arrays")
+    return meta, arrays
+
+
+# ------------------------------------------------------------------------------------ the lock
+
+
+@contextlib.contextmanager
+def hold_lock(root: Path, command: str = "") -> Iterator[None]:
+    """Hold ``root/lock`` (an exclusive flock) for the duration; another holder means WorkDirBusy.
+
+    The kernel drops an flock when its process dies, so a killed bake never blocks the next one.
+    The file's text (pid, host, start, command) is what a refused bake reports.
+    """
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            info = _lock_info(path)
+            raise WorkDirBusy(
+                f"another bake holds {root} (pid {info.get('pid', '?')} on host {info.get('host', '?')}, started "
+                f"{info.get('started', '?')}); wait for it to finish. If no such process is running (a stale lock "
+                f"on a network filesystem), remove {path} and re-run."
+            ) from None
+        os.ftruncate(fd, 0)
+        text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                           "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command})
+        os.write(fd, text.encode())
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _lock_info(path: Path) -> dict[str, Any]:
+    try:
+        info = json.loads(path.read_text())
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+# ------------------------------------------------------------------------------------ seeds
+
+
+def save_seeds(root: Path, seeds: list[int], digest: str) -> None:
+    """Keep a bake's random seeds, before its plan: a crash between the two must not leave a plan
+    whose seeds a re-run cannot recover (it would draw new ones and be refused as another bake)."""
+    root.mkdir(parents=True, exist_ok=True)
+    blob = json.dumps({"format": SEEDS_FORMAT, "seed_list_digest": digest, "seeds": seeds})
+    write_file_atomic(root / "auto-seeds.json", blob.encode())
+
+
+def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
+               validate: Callable[[list[int], int], list[int]]) -> list[int] | None:
+    """The seeds a previous run of this bake drew, or None if it drew none. A file that fails its
+    checks is refused (DamagedWorkFile): resuming with other seeds would mix two datasets."""
+    path = root / "auto-seeds.json"
+    if not path.exists():
+        return None
+    fix = (f"remove {root} to start over with new random seeds (its saved units belong to the old ones), "
+           "or pass --mlp-seeds FILE / --seed S")
+    try:
+        data = json.loads(path.read_text())
+        seeds, digest = data["seeds"], data["seed_list_digest"]
+        if data.get("format") != SEEDS_FORMAT or not isinstance(seeds, list):
+            raise ValueError("unknown format")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        raise DamagedWorkFile(f"work file {path} is unreadable or damaged ({type(e).__name__}); {fix}.") from None
+    try:
+        seeds = validate(seeds, len(seeds))
+    except UsageError as e:
+        raise DamagedWorkFile(f"work file {path} holds an invalid seed list ({e}); {fix}.") from None
+    if digest_of(seeds) != digest:
+        raise DamagedWorkFile(f"work file {path} was edited or damaged (its seeds do not match their digest); {fix}.")
+    if len(seeds) != n_mlps:
+        raise LedgerMismatch(
+            f"work directory {root} holds a bake of {len(seeds)} MLPs, not {n_mlps}; re-run the original "
+            f"command to resume it, or remove {root} to start over."
+        )
+    return seeds
+
+
+# ------------------------------------------------------------------------------------ the ledger
 
 
 def remove_stale_staging(work_dir: Path) -> list[Path]:
@@ -66,14 +229,25 @@ def remove_stale_staging(work_dir: Path) -> list[Path]:
     return stale
 
 
+def identity_digest(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
 class Ledger:
+    """A bake's finished units and checkpoints in ``root`` (the work directory), for one identity.
+
+    Opening it writes ``plan.json`` for a new bake, or checks it for a resumed one: a different
+    bake is refused (LedgerMismatch, naming the fields), a damaged plan too (DamagedWorkFile).
+    """
+
     def __init__(self, root: Path, identity: dict[str, Any]):
         self.root = Path(root)
         self.units_dir = self.root / "units"
         self.identity = identity
+        self.digest = identity_digest(identity)
         plan = self.root / "plan.json"
         if plan.exists():
-            stored = json.loads(plan.read_text())
+            stored = self._read_plan(plan)
             if stored != identity:
                 diff = ", ".join(
                     f"{k} (saved {stored.get(k)!r}, now {identity.get(k)!r})"
@@ -88,15 +262,86 @@ class Ledger:
         else:
             self.units_dir.mkdir(parents=True, exist_ok=True)
             fsync_dir(self.root.parent)
-            write_file_atomic(plan, json.dumps(identity, indent=2, sort_keys=True).encode())
+            blob = {"format": PLAN_FORMAT, "digest": self.digest, "identity": identity}
+            write_file_atomic(plan, json.dumps(blob, indent=2, sort_keys=True).encode())
         self.units_dir.mkdir(parents=True, exist_ok=True)
 
-    def load_done(self) -> dict[str, tuple[LayerSums, float]]:
-        """Every unit saved so far: key -> (sums, wall seconds). Ignores temp files of a crash."""
-        return {path.stem: sums_from_bytes(path.read_bytes()) for path in sorted(self.units_dir.glob("*.npz"))}
+    def _read_plan(self, path: Path) -> dict[str, Any]:
+        fix = f"remove {self.root} to start over (its saved units cannot be trusted without their plan)"
+        try:
+            data = json.loads(path.read_text())
+            identity, digest = data["identity"], data["digest"]
+            if data.get("format") != PLAN_FORMAT or not isinstance(identity, dict):
+                raise ValueError("unknown format")
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+            raise DamagedWorkFile(
+                f"work file {path} is unreadable, damaged or from another whestbench version ({type(e).__name__}); {fix}."
+            ) from None
+        if identity_digest(identity) != digest:
+            raise DamagedWorkFile(f"work file {path} was edited or damaged (checksum mismatch); {fix}.")
+        return identity
+
+    # --- finished units
+
+    def unit_path(self, key: str) -> Path:
+        return self.units_dir / f"{key}.unit"
 
     def save(self, key: str, sums: LayerSums, wall_s: float) -> None:
-        write_file_atomic(self.units_dir / f"{key}.npz", sums_to_bytes(sums, wall_s))
+        blob = encode_record("unit", key, self.digest, {"count": int(sums.count), "wall_s": float(wall_s)}, sums.arrays())
+        write_file_atomic(self.unit_path(key), blob)
+
+    def load(self, key: str, check: Callable[[LayerSums], str | None] | None = None) -> tuple[LayerSums, float]:
+        """One finished unit, checked (DamagedRecord if it fails; FileNotFoundError if absent)."""
+        meta, arrays = decode_record(self.unit_path(key).read_bytes(), kind="unit", key=key, plan=self.digest)
+        try:
+            sums = LayerSums.from_arrays(arrays, int(meta["count"]))
+            wall = float(meta["wall_s"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DamagedRecord(f"missing field ({e})") from None
+        why = check(sums) if check is not None else None
+        if why:
+            raise DamagedRecord(why)
+        return sums, wall
+
+    def scan(self, keys: Iterable[str], check: Callable[[str, LayerSums], str | None] | None = None
+             ) -> tuple[set[str], list[tuple[Path, str]]]:
+        """Which of ``keys`` are finished and pass their checks, and ``(file, reason)`` for each that
+        does not. Failed files are renamed ``*.damaged`` (kept for a look, never read again)."""
+        done: set[str] = set()
+        damaged: list[tuple[Path, str]] = []
+        for key in keys:
+            path = self.unit_path(key)
+            if not path.exists():
+                continue
+            try:
+                self.load(key, (lambda s, k=key: check(k, s)) if check else None)
+                done.add(key)
+            except (DamagedRecord, OSError) as e:
+                damaged.append((path, str(e)))
+                with contextlib.suppress(OSError):
+                    os.replace(path, path.with_suffix(".damaged"))
+        return done, damaged
+
+    # --- checkpoints inside a unit
+
+    def checkpoint_path(self, key: str) -> Path:
+        return self.units_dir / f"{key}.ckpt"
+
+    def save_checkpoint(self, key: str, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        write_file_atomic(self.checkpoint_path(key), encode_record("checkpoint", key, self.digest, state, arrays))
+
+    def load_checkpoint(self, key: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+        """The unit's last checkpoint, or None (none saved). DamagedRecord if it fails its checks."""
+        path = self.checkpoint_path(key)
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return decode_record(blob, kind="checkpoint", key=key, plan=self.digest)
+
+    def drop_checkpoint(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.checkpoint_path(key).unlink()
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

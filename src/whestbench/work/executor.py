@@ -1,0 +1,252 @@
+"""Executors: who runs a job's units, where, and how finished work is recorded and skipped.
+
+A ``Job`` is a spec (what to compute), a ``Compute`` (how) and a ledger (where results go). An
+executor runs every unit the ledger does not hold yet, saving each as it finishes, and reports
+progress through ``whestbench.events``. Two implementations share one interface, in the way
+datatrove separates pipeline steps from executors:
+
+- ``LocalExecutor``: worker threads in this process, one unit each (``work.steps.run_unit``);
+- ``StoreExecutor`` (``work/distributed.py``): one rank of a torchrun/srun job, ranks coordinating
+  through the rendezvous key-value store, rank 0 holding the ledger.
+
+Parallelism is across units only, and every worker's BLAS is pinned to one thread, so each unit's
+arithmetic order is fixed by the data: results never depend on the worker count. numpy's PCG64
+draws, sgemm, numba and torch all release the GIL, so threads use every core without the cost of
+processes. A stop request (SIGTERM/SIGUSR1, Ctrl-C) makes running units checkpoint and stop, and
+starts no new one; the executor then raises ``BakeInterrupted`` with the resume advice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Protocol
+
+from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.work.ledger import Ledger
+from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
+from whestbench.work.units import Unit, WorkSpec
+
+RESUME_ADVICE = "re-run the same command to resume"
+
+
+class BakeInterrupted(RuntimeError):
+    """A stop was requested; finished units and checkpoints are saved and the same command resumes.
+
+    ``exit_code``: 75 for SIGTERM/SIGUSR1 (the resumable-stop code), 130 for Ctrl-C.
+    """
+
+    def __init__(self, message: str, exit_code: int = 75):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Job:
+    """What an executor runs: ``spec``'s units with ``compute``, results saved in ``ledger``."""
+
+    spec: WorkSpec
+    compute: Compute
+    ledger: Ledger | None = None
+    """None: results are computed and dropped (calibration); no resume, no checkpoints."""
+    checkpoint_every: float = 60.0
+    """Seconds between checkpoints inside a unit (SPEC §5)."""
+
+
+class Executor(Protocol):
+    def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
+        """Run every unit of ``job`` not yet in its ledger. True where the caller should write the
+        dataset (a single process, rank 0), False on other ranks. Raises BakeInterrupted on a stop."""
+        ...
+
+
+class Tracker:
+    """Where a job stands, for progress events: samples (done, running, recovered), whole MLPs,
+    checkpoints. Thread-safe; used by both executors."""
+
+    def __init__(self, spec: WorkSpec, units: list[Unit], done: set[str], emit: EventSink):
+        self.spec, self.emit = spec, emit
+        self.lock = threading.Lock()
+        self.total = sum(spec.unit_samples(u) * u.mlp_count for u in units)
+        self.collected = sum(spec.unit_samples(u) * u.mlp_count for u in units if u.key in done)
+        self.recovered = self.collected
+        self.running = 0  # samples inside units not yet saved (this process)
+        self.external = {}  # rank -> (running samples, checkpoints) reported by other ranks
+        self.checkpoints = 0
+        self.units_left: dict[int, int] = {}
+        for u in units:
+            if u.key not in done:
+                for i in u.mlps:
+                    self.units_left[i] = self.units_left.get(i, 0) + 1
+        self.mlps_total = spec.n_mlps
+        self._reported: dict[str, int] = {}
+
+    @property
+    def mlps_done(self) -> int:
+        return self.mlps_total - len(self.units_left)
+
+    def progress(self) -> Progress:
+        ext_running = sum(r for r, _ in self.external.values())
+        ext_ckpt = sum(c for _, c in self.external.values())
+        return Progress(
+            "samples", min(self.total, self.collected + self.running + ext_running), self.total,
+            mlps_done=self.mlps_done, mlps_total=self.mlps_total, checkpoints=self.checkpoints + ext_ckpt,
+            flops_per_item=self.spec.flops_per_sample, recovered=self.recovered,
+        )
+
+    def _emit(self, kind: str, message: str = "", **data) -> None:
+        with self.lock:
+            p = self.progress()
+        self.emit(Event(kind, message=message, progress=p, data=data))
+
+    def start(self, **data) -> None:
+        self._emit("start", **data)
+
+    def samples(self, key: str, n: int) -> None:
+        with self.lock:
+            self.running += n
+            self._reported[key] = self._reported.get(key, 0) + n
+        self._emit("progress")
+
+    def resumed(self, key: str, n: int) -> None:
+        """A unit continued from a checkpoint covering ``n`` samples (recovered work)."""
+        with self.lock:
+            self.running += n
+            self.recovered += n
+            self._reported[key] = self._reported.get(key, 0) + n
+
+    def checkpoint(self) -> None:
+        with self.lock:
+            self.checkpoints += 1
+        self._emit("checkpoint")
+
+    def unit_done(self, unit: Unit) -> None:
+        with self.lock:
+            self.running -= self._reported.pop(unit.key, 0)
+            self.collected += self.spec.unit_samples(unit) * unit.mlp_count
+            for i in unit.mlps:
+                left = self.units_left.get(i, 0) - 1
+                if left <= 0:
+                    self.units_left.pop(i, None)
+                else:
+                    self.units_left[i] = left
+        self._emit("unit_done", unit=unit.key)
+
+    def unit_abandoned(self, unit: Unit) -> None:
+        """A unit stopped before finishing: its samples count again when it is resumed."""
+        with self.lock:
+            self.running -= self._reported.pop(unit.key, 0)
+
+    def set_external(self, rank: int, running: int, checkpoints: int) -> None:
+        with self.lock:
+            self.external[rank] = (running, checkpoints)
+
+    def done(self) -> None:
+        self._emit("done")
+
+
+def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> set[str]:
+    """Keys of the units the ledger holds and that pass their checks; one note per damaged file."""
+    if job.ledger is None:
+        return set()
+    by_key = {u.key: u for u in units}
+    done, damaged = job.ledger.scan(by_key, lambda k, s: job.spec.check_result(by_key[k], s))
+    for path, why in damaged:
+        emit(Event("note", message=f"work file {path} failed its check ({why}); recomputing that unit"))
+    if done:
+        emit(Event("note", message=f"resuming: {len(done)} of {len(units)} units recovered from {job.ledger.root}"))
+    return done
+
+
+def unit_context(job: Job, tracker: Tracker, unit: Unit, stop: threading.Event, emit: EventSink) -> UnitContext:
+    return UnitContext(
+        on_samples=lambda n: tracker.samples(unit.key, n),
+        on_resumed=lambda n: tracker.resumed(unit.key, n),
+        on_checkpoint=tracker.checkpoint,
+        on_note=lambda text: emit(Event("note", message=text)),
+        stop=stop,
+        ledger=job.ledger,
+        checkpoint_every=job.checkpoint_every,
+    )
+
+
+def default_workers(n_units: int) -> int:
+    return max(1, min(os.cpu_count() or 1, n_units))
+
+
+class LocalExecutor:
+    """Runs a job's units on worker threads in this process (one unit per thread)."""
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers
+
+    def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
+        stop = stop or threading.Event()
+        units = job.spec.units()
+        done = scan_ledger(job, units, on_event)
+        todo = [u for u in units if u.key not in done]
+        tracker = Tracker(job.spec, units, done, on_event)
+        tracker.start(units_total=len(units), units_done=len(done))
+        errors: list[BaseException] = []
+        stopped: list[Unit] = []
+
+        def work(unit: Unit) -> None:
+            if stop.is_set() or errors:
+                stopped.append(unit)
+                return
+            t0 = time.perf_counter()
+            try:
+                sums = run_unit(job.spec, job.compute, unit, unit_context(job, tracker, unit, stop, on_event))
+            except UnitStopped:
+                tracker.unit_abandoned(unit)
+                stopped.append(unit)
+                return
+            except BaseException:
+                tracker.unit_abandoned(unit)
+                stop.set()  # the other workers checkpoint and stop too
+                raise
+            if job.ledger is not None:
+                job.ledger.save(unit.key, sums, time.perf_counter() - t0)
+                job.ledger.drop_checkpoint(unit.key)
+            tracker.unit_done(unit)
+
+        if todo:
+            from threadpoolctl import threadpool_limits
+
+            # Units always run on worker threads, also with one worker: the main thread stays free to
+            # take signals (Ctrl-C, SIGTERM) while the workers checkpoint and stop cleanly.
+            with threadpool_limits(limits=1, user_api="blas"):
+                self._pool(todo, self.workers or default_workers(len(todo)), work, stop, job, tracker)
+        if stopped:
+            raise self._interrupted(job, tracker, 75)
+        tracker.done()
+        return True
+
+    def _pool(self, todo, n_workers, work, stop, job, tracker) -> None:
+        with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="whest-unit") as pool:
+            futures = [pool.submit(work, u) for u in todo]
+            try:
+                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            except KeyboardInterrupt:
+                # Ctrl-C lands here: the running units checkpoint and stop, queued ones never start
+                stop.set()
+                wait(futures)
+                raise self._interrupted(job, tracker, 130) from None
+            for f in done:
+                if f.exception() is not None:
+                    stop.set()
+                    wait(futures)
+                    raise f.exception()
+
+    @staticmethod
+    def _interrupted(job: Job, tracker: Tracker, code: int) -> BakeInterrupted:
+        p = tracker.progress()
+        where = f" in {job.ledger.root}" if job.ledger is not None else ""
+        return BakeInterrupted(
+            f"stopped with {p.mlps_done} of {p.mlps_total} MLPs and {p.done:,} of {p.total:,} samples saved"
+            f"{where} ({tracker.checkpoints} checkpoints); {RESUME_ADVICE}.",
+            exit_code=code,
+        )

@@ -1,0 +1,226 @@
+"""Running one unit of work: the samplers' loops, with checkpoints inside the unit and a prompt stop.
+
+``run_unit(spec, compute, unit, ctx)`` is the one pipeline step every executor calls (local
+threads, torchrun/srun ranks, calibration). It sees only its unit: where it runs and who scheduled
+it never change a bit of its result.
+
+Checkpoints: a pcg64 unit is a whole MLP (up to hours at 10⁹ samples), a philox unit an aligned run
+of canonical blocks. Every ``ctx.checkpoint_every`` seconds, and when a stop is requested, the unit
+saves what it needs to continue — pcg64: the bit generator's state, the position and the fp64
+partial sums; philox: the next block and the pairwise tree's pending subtrees — and a later run
+continues from there with the same bits as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from whestbench.compute.seeds import spawn_streams
+from whestbench.compute.stats import LayerSums
+from whestbench.work.ledger import DamagedRecord, Ledger
+from whestbench.work.units import Unit, WorkSpec
+
+ENGINES = ("numpy", "numba", "torch", "triton")
+TRITON_GROUP_BLOCKS = 16  # canonical blocks per fused-kernel launch between checkpoint chances
+
+
+@dataclass(frozen=True)
+class Compute:
+    """How units run (never what they compute): none of it changes a byte except through the
+    arithmetic, which ``WorkSpec.arithmetic`` names."""
+
+    engine: str = "numpy"
+    """pcg64: "numpy". philox: "numpy" (the reference), "numba" (CPU), "torch" (any device), "triton" (CUDA)."""
+    device: str = "cpu"
+    """Resolved device: "cpu", "cuda:<i>" or "mps"."""
+    chunk_rows: int | None = None
+    """philox on torch: rows per step (a power of two); None for the engine's default."""
+    kernel_config: Any = None
+    """triton: the fused kernel's ``KernelConfig``."""
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; use one of {ENGINES}.")
+
+    @property
+    def pins_torch_threads(self) -> bool:
+        """torch on the CPU runs one single-threaded caller per core (see ``_pin_torch_threads_here``)."""
+        return self.engine in ("numba", "torch") and self.device == "cpu"
+
+
+class UnitStopped(Exception):
+    """A stop was requested while the unit ran; it saved a checkpoint (when it has a ledger)."""
+
+
+@dataclass
+class UnitContext:
+    """What a running unit may do besides computing: report samples, checkpoint, notice a stop."""
+
+    on_samples: Callable[[int], None] = lambda n: None
+    """Called with the samples (over all of the unit's MLPs) computed since the last call."""
+    on_resumed: Callable[[int], None] = lambda n: None
+    """Called once with the samples a checkpoint already covered."""
+    on_checkpoint: Callable[[], None] = lambda: None
+    on_note: Callable[[str], None] = lambda text: None
+    stop: threading.Event = field(default_factory=threading.Event)
+    ledger: Ledger | None = None
+    """Where checkpoints go; None: no checkpoints (a distributed peer, calibration)."""
+    checkpoint_every: float = 60.0
+
+    def __post_init__(self) -> None:
+        self._last = time.monotonic()
+
+    def resume(self, key: str) -> tuple[dict, dict[str, np.ndarray]] | None:
+        if self.ledger is None:
+            return None
+        try:
+            return self.ledger.load_checkpoint(key)
+        except (DamagedRecord, OSError) as e:
+            self.on_note(f"checkpoint {self.ledger.checkpoint_path(key)} failed its check ({e}); restarting unit {key}")
+            self.ledger.drop_checkpoint(key)
+            return None
+
+    def after_step(self, key: str, state: Callable[[], tuple[dict, dict[str, np.ndarray]]]) -> None:
+        """Checkpoint when due; on a stop request checkpoint and raise UnitStopped."""
+        stopping = self.stop.is_set()
+        now = time.monotonic()
+        if self.ledger is not None and (stopping or now - self._last >= self.checkpoint_every):
+            meta, arrays = state()
+            self.ledger.save_checkpoint(key, meta, arrays)
+            self._last = time.monotonic()
+            self.on_checkpoint()
+        if stopping:
+            raise UnitStopped(key)
+
+
+def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | None = None) -> LayerSums:
+    """Compute ``unit`` of ``spec`` (continuing from its checkpoint if it has one)."""
+    ctx = ctx or UnitContext()
+    if spec.sampler == "pcg64":
+        return _run_pcg64(spec, unit, ctx)
+    return _run_philox(spec, compute, unit, ctx)
+
+
+def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
+    from whestbench.compute.mlp import sample_weights
+    from whestbench.compute.pcg64 import Pcg64Stream
+
+    weight_ss, sample_ss, _ = spawn_streams(spec.seeds[unit.mlp_index])
+    stream = Pcg64Stream(sample_weights(weight_ss, spec.width, spec.depth), sample_ss, spec.n_samples)
+    saved = ctx.resume(unit.key)
+    if saved is not None:
+        try:
+            stream.restore(*saved)
+            ctx.on_resumed(stream.position)
+        except (ValueError, KeyError, TypeError) as e:
+            ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
+            stream = Pcg64Stream(stream.weights, sample_ss, spec.n_samples)
+    while not stream.done:
+        ctx.on_samples(stream.step())
+        if not stream.done:
+            ctx.after_step(unit.key, stream.state)
+    return stream.result()
+
+
+def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) -> LayerSums:
+    """A batch of MLPs over an aligned block range, block by block (the fused kernel: groups of
+    blocks), the blocks' sums pushed into the pairwise tree as they come."""
+    from whestbench.compute import philox
+    from whestbench.compute.mlp import sample_weights
+
+    weights, keys = [], []
+    for i in unit.mlps:
+        weight_ss, sample_ss, _ = spawn_streams(spec.seeds[i])
+        weights.append(sample_weights(weight_ss, spec.width, spec.depth))
+        keys.append(philox.philox_key(sample_ss))
+    w_batch = np.stack(weights)  # (B, depth, width, width)
+    key_arr = np.array(keys, dtype=np.uint32)  # (B, 2)
+    blocks = _block_runner(spec, compute, w_batch, key_arr)
+    step = TRITON_GROUP_BLOCKS if compute.engine == "triton" else 1
+
+    tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
+    saved = ctx.resume(unit.key)
+    if saved is not None:
+        try:
+            meta, arrays = saved
+            b, done_samples = int(meta["next_block"]), int(meta["samples"])
+            levels = [int(v) for v in meta["levels"]]
+            if not unit.block_start <= b <= unit.block_end:
+                raise ValueError(f"next block {b} outside the unit")
+            tree = philox.PairwiseStack.from_state(levels, [arrays[f"level{i}"] for i in range(len(levels))])
+            ctx.on_resumed(done_samples * unit.mlp_count)
+        except (ValueError, KeyError, TypeError) as e:
+            ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
+            tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
+
+    def state() -> tuple[dict, dict[str, np.ndarray]]:
+        levels, values = tree.state()
+        meta = {"next_block": b, "samples": done_samples, "levels": levels}
+        return meta, {f"level{i}": np.asarray(v) for i, v in enumerate(values)}
+
+    while b < unit.block_end:
+        e = min(b + step, unit.block_end)
+        packed, count = blocks(b, e)  # (B, rows, w) fp64, samples per MLP
+        tree.push(packed, philox.level_of(count))
+        b, done_samples = e, done_samples + count
+        ctx.on_samples(count * unit.mlp_count)
+        if b < unit.block_end:
+            ctx.after_step(unit.key, state)
+    total = np.asarray(tree.value())
+    return LayerSums.stack([philox.unpack(total[j], done_samples) for j in range(unit.mlp_count)])
+
+
+def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: np.ndarray):
+    """``run(b0, b1) -> (packed (B, rows, w) fp64, samples per MLP)`` for the aligned blocks [b0, b1)."""
+    from whestbench.compute import philox
+
+    n, bs = spec.n_samples, spec.block_size
+    if compute.engine == "numpy":
+
+        def run(b0: int, b1: int):
+            parts = [[philox.block_sums(w, (int(k[0]), int(k[1])), b, n, block_size=bs) for b in range(b0, b1)] for w, k in zip(w_batch, keys)]
+            sums = [philox.combine_in_order(p) for p in parts]
+            return np.stack([philox.pack(s) for s in sums]), sums[0].count
+
+        return run
+    if compute.pins_torch_threads:
+        _pin_torch_threads_here()
+    if compute.engine == "triton":
+        from whestbench.compute.philox_triton import range_sums_triton
+
+        def run(b0: int, b1: int):
+            sums = range_sums_triton(w_batch, keys, (b0, b1), n, block_size=bs, device=compute.device,
+                                     config=compute.kernel_config)
+            return np.stack([philox.pack(s) for s in sums]), sums[0].count
+
+        return run
+    import torch
+
+    from whestbench.compute.philox_torch import block_sums_torch
+
+    w_dev = torch.as_tensor(w_batch, device=torch.device(compute.device))  # moved once, reused per block
+
+    def run(b0: int, b1: int):
+        assert b1 == b0 + 1
+        sums = block_sums_torch(w_dev, keys, b0, n, compute.device, chunk_size=compute.chunk_rows,
+                                block_size=bs, method=compute.engine)
+        return np.stack([philox.pack(s) for s in sums]), sums[0].count
+
+    return run
+
+
+def _pin_torch_threads_here() -> None:
+    """Apply torch's thread count to the calling worker thread too.
+
+    ``torch.set_num_threads`` sets OpenMP's and MKL's counts for the thread that calls it only. A
+    worker thread starts from the defaults (all cores), so each of its CPU matmuls would start an
+    OpenMP team of its own: two workers with two threads each on two cores ran 14% slower.
+    """
+    import torch
+
+    torch.set_num_threads(torch.get_num_threads())

@@ -1,0 +1,114 @@
+"""Running one unit: a unit stopped mid-way and continued from its checkpoint gives the same bits as
+one uninterrupted run, on both samplers; damaged checkpoints are reported and the unit restarts."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from whestbench.compute.seeds import derived_seeds
+from whestbench.work.ledger import Ledger
+from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
+from whestbench.work.units import WorkSpec
+
+PCG = WorkSpec(seeds=tuple(derived_seeds(4, 2)), n_samples=3 * 16384 + 77, width=16, depth=3, mlp_range=(0, 2))
+PHILOX = WorkSpec(seeds=tuple(derived_seeds(4, 2)), n_samples=9 * 128 + 5, width=12, depth=2, mlp_range=(0, 2),
+                  sampler="philox", block_size=128, unit_blocks=16, mlps_per_unit=2)
+
+
+def _bits(s) -> bytes:
+    return s.sums.tobytes() + s.sumsq.tobytes() + str(s.count).encode()
+
+
+def _stop_after(n_calls: int, stop: threading.Event):
+    calls = []
+
+    def on_samples(n):
+        calls.append(n)
+        if len(calls) == n_calls:
+            stop.set()
+
+    return on_samples
+
+
+try:
+    import torch  # noqa: F401
+
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+_needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+
+CASES = [
+    pytest.param(PCG, Compute(), id="pcg64"),
+    pytest.param(PHILOX, Compute("numpy"), id="philox-numpy"),
+    pytest.param(PHILOX, Compute("numba", chunk_rows=64), id="philox-numba", marks=_needs_torch),
+    pytest.param(PHILOX, Compute("torch", chunk_rows=64), id="philox-torch", marks=_needs_torch),
+]
+
+
+@pytest.mark.parametrize("spec, compute", CASES)
+@pytest.mark.parametrize("stop_at", [1, 2])
+def test_a_unit_stopped_and_resumed_from_its_checkpoint_equals_an_uninterrupted_one(tmp_path, spec, compute, stop_at):
+    unit = spec.units()[0]
+    whole = run_unit(spec, compute, unit)
+    ledger = Ledger(tmp_path / "w", spec.identity())
+    stop = threading.Event()
+    saved = []
+    with pytest.raises(UnitStopped):
+        run_unit(spec, compute, unit, UnitContext(on_samples=_stop_after(stop_at, stop), stop=stop, ledger=ledger,
+                                                  on_checkpoint=lambda: saved.append(1)))
+    assert saved == [1] and ledger.checkpoint_path(unit.key).exists()
+    resumed_from, computed = [], []
+    again = run_unit(spec, compute, unit, UnitContext(ledger=ledger, on_resumed=resumed_from.append,
+                                                      on_samples=computed.append))
+    assert _bits(again) == _bits(whole)
+    total = spec.unit_samples(unit) * unit.mlp_count
+    assert resumed_from and 0 < resumed_from[0] < total
+    assert resumed_from[0] + sum(computed) == total  # nothing computed twice
+
+
+def test_checkpoints_are_written_every_interval(tmp_path, monkeypatch):
+    from whestbench.work import steps
+
+    clock = iter(range(0, 10_000, 30))  # every step advances 30 "seconds"
+    monkeypatch.setattr(steps.time, "monotonic", lambda: next(clock))
+    ledger = Ledger(tmp_path / "w", PCG.identity())
+    saved = []
+    run_unit(PCG, Compute(), PCG.units()[0], UnitContext(ledger=ledger, checkpoint_every=60, on_checkpoint=lambda: saved.append(1)))
+    assert len(saved) == 1  # 3 chunk boundaries before the end, one of them 60 s after the start
+
+
+def test_a_damaged_checkpoint_is_reported_and_the_unit_restarts(tmp_path):
+    unit = PCG.units()[0]
+    ledger = Ledger(tmp_path / "w", PCG.identity())
+    stop = threading.Event()
+    with pytest.raises(UnitStopped):
+        run_unit(PCG, Compute(), unit, UnitContext(on_samples=_stop_after(1, stop), stop=stop, ledger=ledger))
+    path = ledger.checkpoint_path(unit.key)
+    path.write_bytes(path.read_bytes()[:-10])  # truncated
+    notes = []
+    again = run_unit(PCG, Compute(), unit, UnitContext(ledger=ledger, on_note=notes.append))
+    assert _bits(again) == _bits(run_unit(PCG, Compute(), unit))
+    assert len(notes) == 1 and "failed its check" in notes[0] and str(path) in notes[0]
+
+
+def test_a_checkpoint_of_another_unit_is_not_used(tmp_path):
+    u0, u1 = PCG.units()
+    ledger = Ledger(tmp_path / "w", PCG.identity())
+    stop = threading.Event()
+    with pytest.raises(UnitStopped):
+        run_unit(PCG, Compute(), u0, UnitContext(on_samples=_stop_after(1, stop), stop=stop, ledger=ledger))
+    ledger.checkpoint_path(u0.key).rename(ledger.checkpoint_path(u1.key))  # swapped in by hand
+    notes = []
+    got = run_unit(PCG, Compute(), u1, UnitContext(ledger=ledger, on_note=notes.append))
+    assert _bits(got) == _bits(run_unit(PCG, Compute(), u1))
+    assert notes and "not mlp00000001" in notes[0]
+
+
+def test_without_a_ledger_a_stop_just_stops():
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(UnitStopped):
+        run_unit(PCG, Compute(), PCG.units()[0], UnitContext(stop=stop))
