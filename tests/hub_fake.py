@@ -152,7 +152,8 @@ class FakeHub:
     def list_repo_refs(self, api, repo_id, *, repo_type=None, token=None, **kw):
         self.calls.append(("list_repo_refs", dict(repo_id=repo_id, token=token)))
         self._network("list_repo_refs")
-        tags = [GitRefInfo(name=t, ref=f"refs/tags/{t}", target_commit=o) for t, o in self._repo(repo_id)["tags"].items()]
+        tags = [GitRefInfo(name=t, ref=f"refs/tags/{t}", target_commit=o)
+                for t, o in self._repo(repo_id)["tags"].items()]
         return GitRefs(branches=[], converts=[], tags=tags)
 
     def create_commit(self, api, repo_id, operations, *, commit_message, repo_type=None, revision=None,

@@ -182,7 +182,7 @@ def test_pull_offline_says_the_wait_up_front_then_names_the_network_and_exits_1(
     assert code == 1 and len(lines) == 2
     assert lines[0].startswith("note: Hub unreachable (") and "retrying for up to 20 s" in lines[0]
     assert lines[1].startswith(f"error: pulling hf://{REPO}@main: could not reach the Hugging Face Hub at ")
-    assert "the network is the problem" in lines[1] and "huggingface-cli" not in err
+    assert "The network is the problem" in lines[1] and "huggingface-cli" not in err
     assert sum(clock.sleeps) == pytest.approx(20)
 
 

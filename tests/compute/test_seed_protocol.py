@@ -1,4 +1,4 @@
-"""seed_protocol: the estimator-seed rule of each protocol, the 4.0 salt, and that nothing here reads the environment."""
+"""seed_protocol: each protocol's estimator-seed rule, the 4.0 salt, and that nothing there reads the environment."""
 
 from __future__ import annotations
 

@@ -222,9 +222,11 @@ def test_busy_or_failing_hub_answers_are_retried_then_named(clock, status):
 
 def test_the_waits_back_off_and_never_pass_the_budget(clock, monkeypatch):
     monkeypatch.setenv("WHEST_HUB_RETRY_SECONDS", "30")
+    def unreachable():
+        raise transport_error()
+
     with pytest.raises(HubError):
-        call(lambda: (_ for _ in ()).throw(transport_error()), what="reading", ref=HubRef(REPO),
-             on_event=lambda e: None)
+        call(unreachable, what="reading", ref=HubRef(REPO), on_event=lambda e: None)
     assert clock.sleeps == [1, 2, 4, 8, 8, 7]
 
 
@@ -249,3 +251,30 @@ def test_no_message_advises_the_retired_login_command(hub):
                 huggingface_hub.errors.LocalTokenNotFoundError("x")):
         text = str(explain(exc, ref=HubRef(REPO)))
         assert "hf auth login" in text and "huggingface-cli" not in text
+
+
+# --------------------------------------------------------------------------------------------------
+# HF_HUB_OFFLINE: the Hugging Face cache is the only source
+
+
+def test_offline_mode_reads_metadata_from_the_cache_without_listing_the_repo(hub, monkeypatch):
+    from whestbench.dataset import hubref
+
+    monkeypatch.setattr(hubref, "offline_mode", lambda: True)
+    remote = hubref.fetch_metadata(HubRef(REPO, "v1"))
+    assert hub.names() == ["hf_hub_download"] and hub.calls[0][1]["revision"] == "v1"
+    assert remote.commit == hub.head(REPO) and remote.metadata["n_mlps"] == 2
+
+
+def test_offline_mode_without_a_cached_copy_says_so(hub, monkeypatch):
+    from hub_fake import offline_download_error
+
+    from whestbench.dataset import hubref
+
+    def not_cached(*a, **k):
+        raise offline_download_error()
+
+    monkeypatch.setattr(hubref, "offline_mode", lambda: True)
+    monkeypatch.setattr(hub, "hf_hub_download", not_cached)
+    with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and hf://org/name@main's metadata.json is not in"):
+        describe(REPO)

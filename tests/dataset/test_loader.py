@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import datasets
-import huggingface_hub
 import numpy as np
 import pyarrow.parquet as pq
 import pytest

@@ -59,7 +59,7 @@ METADATA = "metadata.json"
 RETRY_SECONDS = 20.0
 RETRY_ENV = "WHEST_HUB_RETRY_SECONDS"
 _MAX_DELAY = 8.0
-_LOGIN = "log in with `hf auth login`, set HF_TOKEN, or pass --token-file"
+_LOGIN = "log in with `hf auth login` or set HF_TOKEN"
 
 log = logging.getLogger("whestbench.hub")
 T = TypeVar("T")
@@ -303,9 +303,9 @@ def network_error(exc: BaseException, *, waited: float, token: object = None) ->
                         "finished files are skipped.")
     if status is not None:
         return HubError(f"the Hub failed with {status} ({_reason(exc, token)}): try again later; re-running resumes.")
-    tried = f", retried for {waited:g} s" if waited > 0 else ""
+    tried = f" after retrying for {waited:g} s" if waited > 0 else ""
     return HubError(
-        f"could not reach the Hugging Face Hub at {_endpoint()} ({_reason(exc, token)}{tried}): the network "
+        f"could not reach the Hugging Face Hub at {_endpoint()}{tried} ({_reason(exc, token)}). The network "
         "is the problem: check the connection (and HF_ENDPOINT / proxy settings), then re-run."
     )
 
@@ -442,7 +442,7 @@ def offline_mode() -> bool:
 
 def repo_info(ref: HubRef, *, token: object = None, files_metadata: bool = False, what: str,
               on_event: EventSink | None = None) -> Any:
-    """The repo at ``ref``'s revision: its commit (``.sha``) and files (``.siblings``, sized with ``files_metadata``)."""
+    """The repo at ``ref``'s revision: its commit (``.sha``) and files (``.siblings``)."""
     import huggingface_hub
 
     remember_token(token)

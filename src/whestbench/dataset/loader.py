@@ -40,7 +40,6 @@ from whestbench.dataset.reader import (
     data_files,
     parquet_footer,
     read_metadata,
-    read_metadata_file,
     verify_checksums,
     verify_files,
 )
