@@ -82,7 +82,7 @@ from whestbench.dataset.reader import (
 from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
 from whestbench.errors import UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.text import format_bytes, plural
+from whestbench.text import format_bytes, plural, sanitize
 
 DEFAULT_MESSAGE = "Upload whestbench dataset"
 # A commit is the unit that survives an interruption; the writer's shards are <= 2 GiB, so two per commit.
@@ -236,14 +236,14 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None) -> Pu
             continue
         if p.is_symlink() or not p.is_file():
             raise InvalidDatasetError(
-                f"{p} is a symlink or not a regular file; push publishes regular files and directories only "
-                "(the Hub would not get what the link points to). Replace it with a copy of what it points "
-                f"to (for example `cp -rL`) and push again."
+                f"{sanitize(str(p))} is a symlink or not a regular file; push publishes regular files and "
+                "directories only (the Hub would not get what the link points to). Replace it with a copy "
+                "of what it points to (for example `cp -rL`) and push again."
             )
         if rel.startswith(DATA + "/") and listed is not None and rel not in listed:
             raise InvalidDatasetError(
-                f"{p} is not listed in metadata.json checksums, so nothing vouches for it; remove it "
-                "(or re-bake the dataset) before pushing."
+                f"{sanitize(str(p))} is not listed in metadata.json checksums, so nothing vouches for it; "
+                "remove it (or re-bake the dataset) before pushing."
             )
         digest = listed[rel] if listed is not None and rel in listed else file_sha256(p)
         data.append(LocalFile(path=rel, size=p.stat().st_size, sha256=digest.split(":", 1)[1], source=p))
@@ -252,7 +252,7 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None) -> Pu
     if left_out:
         more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
         raise InvalidDatasetError(
-            f"metadata.json lists {left_out[0]}{more}, which push does not publish (only regular files "
+            f"metadata.json lists {sanitize(left_out[0])}{more}, which push does not publish (only regular files "
             f"under {DATA}/ and the prepared splits' directories, never hidden paths), so the published "
             f"dataset would fail its own checksums. Re-create the dataset's files (`whest dataset "
             f"prepare-arrow {directory}` for prepared copies, a re-bake for data/) and push again."
@@ -385,7 +385,7 @@ def push_dataset(
                data={"files": len(plan.files), "bytes": plan.total_bytes, "ignored": list(plan.ignored)}))
     if plan.ignored:
         more = len(plan.ignored) - 5
-        shown = ", ".join(plan.ignored[:5]) + (f" (+{more} more)" if more > 0 else "")
+        shown = ", ".join(sanitize(p) for p in plan.ignored[:5]) + (f" (+{more} more)" if more > 0 else "")
         emit(Event("note", message=f"not part of the dataset, not uploaded: {shown}"))
 
     import huggingface_hub
@@ -605,7 +605,7 @@ def pull_dataset(
         if not any(p.startswith(DATA + "/") for p in wanted):
             raise InvalidDatasetError(
                 f"--split {split!r} matched no parquet files in {where}; its splits are "
-                f"{_remote_splits(list(sizes))}. Pass one of them, or omit --split for the whole dataset."
+                f"{[sanitize(s) for s in _remote_splits(list(sizes))]}. Pass one of them, or omit --split for the whole dataset."
             )
         patterns: list[str] | None = [_literal(p) for p in wanted]
     else:

@@ -342,7 +342,7 @@ def explain(exc: BaseException, *, ref: HubRef, token: object = None) -> Excepti
     if isinstance(exc, hub_exception("HfHubHTTPError")):
         status = _status(exc)
         fixes = {
-            401: f"the Hub rejected the credentials (401): {_LOGIN} with a valid token.",
+            401: f"the Hub rejected the credentials (401): {_LOGIN} to a valid token.",
             403: f"your token may not write to or read {repo_id} (403): use a token with write access to "
                  "that namespace (fine-grained tokens need it granted), or ask the org for access.",
             409: f"the Hub refused the change as a conflict (409): {raw}",
