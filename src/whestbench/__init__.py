@@ -23,6 +23,8 @@ _EXPORTS = {
     "combine_split_datasets": "whestbench.dataset.combine",
     "merge_datasets": "whestbench.dataset.merge",
     "InvalidDatasetError": "whestbench.dataset.errors",
+    "publish_dataset": "whestbench.dataset.hub",
+    "SCHEMA_VERSION": "whestbench.dataset.schema",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

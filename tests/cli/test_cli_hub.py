@@ -1,28 +1,26 @@
 """``whest dataset push/upload`` and ``pull/download``: flags, output lines, exit codes, token hygiene.
 
-The Hub is the in-memory fake from tests/dataset/test_hub.py (loaded by path: the test folders are
-not packages); nothing here touches the network, so the real Hub and HTTP client are not exercised.
+The Hub is the in-memory fake of tests/hub_fake.py; nothing here touches the network, so the real
+Hub and HTTP client are not exercised.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import io
 import json
-from pathlib import Path
+import os
+import sys
 
 import huggingface_hub
+import hub_fake as fake
 import pytest
+from hub_fake import clock, no_network  # noqa: F401  (autouse fixtures)
 
 from whestbench.cli.app import main
-
-_spec = importlib.util.spec_from_file_location(
-    "whestbench_test_hub_fake", Path(__file__).parents[1] / "dataset" / "test_hub.py")
-fake = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fake)
+from whestbench.dataset.hub import push_dataset
 
 REPO = "org/ds"
 TOKEN = "hf_CliSecretTokenValue0987654321"
-no_network = fake.no_network  # autouse: refuse sockets, no stored login
 
 
 @pytest.fixture
@@ -106,7 +104,7 @@ def test_the_token_is_never_printed_or_written(tmp_path, capsys, hub):
 
 
 def test_download_is_pull_and_prints_preflight_checksums_and_location(tmp_path, capsys, hub):
-    fake.push_dataset(fake.multi(tmp_path / "src"), REPO, tag="v1")
+    push_dataset(fake.multi(tmp_path / "src"), REPO, tag="v1")
     out_dir = tmp_path / "got"
     code, out, err = run(capsys, "download", f"{REPO}", "--revision", "v1", "--split", "public",
                          "--output", str(out_dir))
@@ -127,7 +125,90 @@ def test_pull_into_an_existing_output_exits_2_before_any_call(tmp_path, capsys, 
 
 
 def test_pull_of_a_split_that_matches_nothing_exits_1(tmp_path, capsys, hub):
-    fake.push_dataset(fake.single(tmp_path / "src"), REPO)
+    push_dataset(fake.single(tmp_path / "src"), REPO)
     code, _, err = run(capsys, "pull", REPO, "--split", "holdout", "--output", str(tmp_path / "got"))
     assert code == 1 and "matched no parquet files" in err and "['public']" in err
     assert not (tmp_path / "got").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# the token: HF_TOKEN is the safe way; a file or standard input keeps it out of `ps`
+
+
+@pytest.mark.parametrize("verb", ["push", "pull"])
+def test_help_names_hf_token_as_the_safe_way_and_offers_a_token_file(capsys, verb):
+    code, out, _ = run(capsys, verb, "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "--token-file" in text and "HF_TOKEN (the safe way)" in text and "`ps`" in text
+
+
+def test_the_token_can_come_from_a_file(tmp_path, capsys, hub):
+    (tmp_path / "tok").write_text(TOKEN + "\n")
+    code, out, err = run(capsys, "push", str(fake.single(tmp_path / "ds")), "--repo", REPO,
+                         "--token-file", str(tmp_path / "tok"))
+    assert code == 0, err
+    assert hub.calls and all(kw["token"] == TOKEN for _, kw in hub.calls)
+    assert TOKEN not in out + err
+
+
+def test_the_token_can_come_from_standard_input(tmp_path, capsys, hub, monkeypatch):
+    push_dataset(fake.single(tmp_path / "src"), REPO)
+    hub.calls.clear()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(TOKEN + "\n"))
+    code, out, err = run(capsys, "pull", REPO, "--output", str(tmp_path / "got"), "--token-file", "-")
+    assert code == 0, err
+    assert hub.calls and all(kw["token"] == TOKEN for _, kw in hub.calls)
+
+
+@pytest.mark.parametrize("case", ["both", "empty", "missing"])
+def test_a_bad_token_file_exits_2_before_any_hub_call(tmp_path, capsys, hub, case):
+    (tmp_path / "empty").write_text("\n")
+    args = {"both": ["--token", TOKEN, "--token-file", str(tmp_path / "empty")],
+            "empty": ["--token-file", str(tmp_path / "empty")],
+            "missing": ["--token-file", str(tmp_path / "nope")]}[case]
+    code, _, err = run(capsys, "pull", REPO, *args)
+    assert code == 2 and err.startswith(("error: --token", "error: give the token once"))
+    assert err.count("\n") == 1 and hub.calls == []
+
+
+# --------------------------------------------------------------------------------------------------
+# the Hub unreachable, and debugging output
+
+
+def test_pull_offline_says_the_wait_up_front_then_names_the_network_and_exits_1(tmp_path, capsys, hub, clock):
+    hub.offline = True
+    code, out, err = run(capsys, "pull", REPO, "--output", str(tmp_path / "got"))
+    lines = err.splitlines()
+    assert code == 1 and len(lines) == 2
+    assert lines[0].startswith("note: Hub unreachable (") and "retrying for up to 20 s" in lines[0]
+    assert lines[1].startswith(f"error: pulling hf://{REPO}@main: could not reach the Hugging Face Hub at ")
+    assert "The network is the problem" in lines[1] and "huggingface-cli" not in err
+    assert sum(clock.sleeps) == pytest.approx(20)
+
+
+def test_debug_traceback_is_scrubbed_of_a_token_the_server_echoed(tmp_path, capsys, hub, monkeypatch):
+    def echo(api, *a, **k):
+        raise fake.http_error(huggingface_hub.errors.HfHubHTTPError, 401, f"401 bad token {TOKEN} \x1b[2J")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", echo)
+    monkeypatch.setenv("WHEST_DEBUG", "1")
+    code, out, err = run(capsys, "push", str(fake.single(tmp_path / "ds")), "--repo", REPO, "--token", TOKEN)
+    assert code == 1
+    assert "Traceback" in err and "HfHubHTTPError" in err  # the chained exception is shown...
+    assert TOKEN not in out + err and "\x1b" not in err  # ...scrubbed
+    assert err.splitlines()[-1].startswith("error: pushing to ")
+
+
+def test_debug_traceback_of_a_usage_error_keeps_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WHEST_DEBUG", "1")
+    code, _, err = run(capsys, "pull", "a/b/c")
+    assert code == 2 and "Traceback" in err and err.splitlines()[-1].startswith("error: ")
+
+
+def test_push_of_a_symlinked_data_directory_exits_1_before_any_hub_call(tmp_path, capsys, hub):
+    ds = fake.single(tmp_path / "ds")
+    os.rename(ds / "data", tmp_path / "real-data")
+    (ds / "data").symlink_to(tmp_path / "real-data", target_is_directory=True)
+    code, out, err = run(capsys, "push", str(ds), "--repo", REPO)
+    assert code == 1 and err.count("\n") == 1 and "symlink" in err
+    assert hub.calls == [] and out == ""

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hub_fake import clock, no_network  # noqa: F401  (autouse: no network, instant retries)
 
 from whestbench.cli import main
 from whestbench.dataset.bake import create_dataset
@@ -101,3 +102,37 @@ def test_verify_of_a_missing_directory_exits_2(tmp_path, capsys):
 def test_help_exits_0(verb, capsys):
     rc, out, _ = run(["dataset", verb, "--help"], capsys)
     assert rc == 0 and "Usage" in out
+
+
+# --------------------------------------------------------------------------------------------------
+# inspect of a Hub repo (tests/hub_fake.py), and hostile metadata
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    from hub_fake import FakeHub
+
+    return FakeHub().install(monkeypatch, tmp_path / "hf-cache")
+
+
+def test_inspect_offline_says_the_wait_up_front_then_names_the_network_and_exits_1(capsys, hub, clock):
+    hub.offline = True
+    rc, out, err = run(["dataset", "inspect", "aicrowd/evals"], capsys)
+    lines = err.splitlines()
+    assert rc == 1 and out == "" and len(lines) == 2
+    assert lines[0].startswith("note: Hub unreachable (") and "retrying for up to 20 s" in lines[0]
+    assert lines[1].startswith("error: inspecting hf://aicrowd/evals@main: could not reach the Hugging Face Hub")
+    assert "huggingface-cli" not in err and sum(clock.sleeps) == pytest.approx(20)
+
+
+def test_inspect_prints_no_escape_codes_from_a_hostile_metadata_json(baked, tmp_path, capsys):
+    import json
+
+    ds = Path(shutil.copytree(baked, tmp_path / "hostile"))
+    md = json.loads((ds / "metadata.json").read_text())
+    md["seed_source"]["root_seed"] = "3\x1b]0;owned\x07\x1b[2J"
+    md["device"] = "cpu\x1b[31m"
+    (ds / "metadata.json").write_text(json.dumps(md))
+    rc, out, err = run(["dataset", "inspect", str(ds)], capsys)
+    assert rc == 0 and "\x1b" not in out + err and "\x07" not in out
+    assert "  seed source: derived from root seed 3 (--seed)" in out.splitlines()

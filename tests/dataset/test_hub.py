@@ -1,14 +1,8 @@
-"""push/pull through huggingface_hub, against an in-memory fake of the Hub (nothing touches the network).
+"""push/pull/publish_dataset through huggingface_hub, against the in-memory fake Hub of tests/hub_fake.py.
 
-``FakeHub`` replaces the ``HfApi`` methods the hub module calls (create_repo, dataset_info,
-list_repo_refs, create_commit, create_tag) and ``huggingface_hub.snapshot_download``. It keeps each
-repo as a list of commits (path -> bytes), answers ``dataset_info`` with real ``RepoSibling``
-objects (LFS sha256 for .parquet/.arrow, git blob ids otherwise, as the Hub does) and records every
-call. A socket guard fails any test that would still reach the network.
-
-Not exercised here: the real Hub and HTTP client (authentication, LFS/Xet transfer, the server's
-card validation, rate limits, real error responses) — only the calls we make and how we read the
-answers.
+Nothing touches the network (a socket guard fails any test that would). Not exercised here: the
+real Hub and HTTP client (authentication, LFS/Xet transfer, the server's card validation, rate
+limits, real error responses) — only the calls we make and how we read the answers.
 """
 
 from __future__ import annotations
@@ -16,260 +10,37 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import socket
+import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
-from huggingface_hub.hf_api import BlobLfsInfo, GitRefInfo, GitRefs, RepoSibling
-
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
-from whestbench.dataset.hub import (
-    HubError,
-    check_repo_id,
-    parse_repo_ref,
-    plan_push,
-    pull_dataset,
-    push_dataset,
-    split_files,
-    staging_path,
+from hub_fake import (  # noqa: F401  (no_network, clock: autouse fixtures)
+    TOKEN,
+    FakeHub,
+    base_metadata,
+    clock,
+    http_error,
+    make_dataset,
+    multi,
+    no_network,
+    single,
+    tree_bytes,
 )
+
+import whestbench
+from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.dataset.hub import plan_push, publish_dataset, pull_dataset, push_dataset, split_files, staging_path
+from whestbench.dataset.hubref import HubError, check_repo_id
 from whestbench.errors import UsageError
+from whestbench.events import Event, Progress
 
 REPO = "org/ds"
-TOKEN = "hf_SeCrEtT0kenValue1234567890"
-
-# --------------------------------------------------------------------------------------------------
-# The fake Hub
-
-
-def _git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def http_error(cls, status: int, message: str):
-    """A huggingface_hub HTTP error as its client raises it (a response with a status and headers)."""
-    response = SimpleNamespace(status_code=status, headers={}, request=None)
-    return cls(message, response=response)
-
-
-class FakeHub:
-    def __init__(self) -> None:
-        self.repos: dict[str, dict] = {}
-        self.calls: list[tuple[str, dict]] = []
-        self.fail_commit_at: int | None = None  # raise a connection error on the n-th create_commit
-        self.fail_download: BaseException | None = None
-        self.cache = None  # the fake HF cache folder (set by install)
-        self._n = 0
-
-    # -- remote state helpers
-    def add_repo(self, repo_id: str, files: dict[str, bytes] | None = None, *, private: bool = False) -> None:
-        self.repos[repo_id] = {"private": private, "commits": [], "tags": {}}
-        self._commit(repo_id, {".gitattributes": b"*.parquet filter=lfs diff=lfs merge=lfs -text\n", **(files or {})})
-
-    def _commit(self, repo_id: str, files: dict[str, bytes]) -> str:
-        self._n += 1
-        oid = hashlib.sha1(f"commit-{self._n}".encode()).hexdigest()
-        self.repos[repo_id]["commits"].append((oid, dict(files)))
-        return oid
-
-    def head(self, repo_id: str) -> str:
-        return self.repos[repo_id]["commits"][-1][0]
-
-    def files(self, repo_id: str, revision: str | None = None) -> dict[str, bytes]:
-        repo = self.repos[repo_id]
-        rev = repo["tags"].get(revision, revision)
-        if rev in (None, "main"):
-            return repo["commits"][-1][1]
-        for oid, files in repo["commits"]:
-            if oid == rev:
-                return files
-        raise http_error(huggingface_hub.errors.RevisionNotFoundError, 404, f"Revision Not Found: {revision}")
-
-    def names(self) -> list[str]:
-        return [name for name, _ in self.calls]
-
-    def commits(self) -> list[dict]:
-        return [kw for name, kw in self.calls if name == "create_commit"]
-
-    # -- the patched API
-    def _repo(self, repo_id: str) -> dict:
-        if repo_id not in self.repos:
-            raise http_error(huggingface_hub.errors.RepositoryNotFoundError, 404, f"Repository Not Found: {repo_id}")
-        return self.repos[repo_id]
-
-    def create_repo(self, api, repo_id, *, repo_type=None, exist_ok=False, token=None, private=None, **kw):
-        self.calls.append(("create_repo", dict(repo_id=repo_id, repo_type=repo_type, private=private, token=token)))
-        if repo_id not in self.repos:
-            self.add_repo(repo_id, private=bool(private))
-        return f"https://huggingface.co/datasets/{repo_id}"
-
-    def dataset_info(self, api, repo_id, *, revision=None, files_metadata=False, token=None, **kw):
-        self.calls.append(("dataset_info", dict(repo_id=repo_id, revision=revision, token=token)))
-        repo = self._repo(repo_id)
-        files = self.files(repo_id, revision)
-        rev = repo["tags"].get(revision, revision)
-        sha = next((oid for oid, f in repo["commits"] if oid == rev), None) or self.head(repo_id)
-        siblings = []
-        for path, data in sorted(files.items()):
-            if path.endswith((".parquet", ".arrow")):
-                lfs = BlobLfsInfo(size=len(data), sha256=hashlib.sha256(data).hexdigest(), pointer_size=134)
-                siblings.append(RepoSibling(rfilename=path, size=len(data), blob_id="0" * 40, lfs=lfs))
-            else:
-                siblings.append(RepoSibling(rfilename=path, size=len(data), blob_id=_git_blob_id(data)))
-        return SimpleNamespace(sha=sha, private=repo["private"], siblings=siblings)
-
-    def list_repo_refs(self, api, repo_id, *, repo_type=None, token=None, **kw):
-        self.calls.append(("list_repo_refs", dict(repo_id=repo_id, token=token)))
-        tags = [GitRefInfo(name=t, ref=f"refs/tags/{t}", target_commit=o) for t, o in self._repo(repo_id)["tags"].items()]
-        return GitRefs(branches=[], converts=[], tags=tags)
-
-    def create_commit(self, api, repo_id, operations, *, commit_message, repo_type=None, revision=None,
-                      token=None, parent_commit=None, **kw):
-        ops = list(operations)
-        record = dict(repo_id=repo_id, message=commit_message, revision=revision, parent_commit=parent_commit,
-                      token=token, adds={}, deletes=[])
-        for op in ops:
-            if isinstance(op, huggingface_hub.CommitOperationAdd):
-                src = op.path_or_fileobj
-                record["adds"][op.path_in_repo] = src if isinstance(src, bytes) else Path(src).read_bytes()
-            else:
-                record["deletes"].append(op.path_in_repo)
-        self.calls.append(("create_commit", record))
-        if self.fail_commit_at is not None and len(self.commits()) == self.fail_commit_at:
-            raise ConnectionError("connection reset by peer")
-        if parent_commit is not None and parent_commit != self.head(repo_id):
-            raise http_error(huggingface_hub.errors.HfHubHTTPError, 412, "Precondition Failed")
-        files = dict(self.files(repo_id))
-        files.update(record["adds"])
-        for path in record["deletes"]:
-            del files[path]
-        return SimpleNamespace(oid=self._commit(repo_id, files))
-
-    def create_tag(self, api, repo_id, *, tag, revision=None, repo_type=None, token=None, **kw):
-        self.calls.append(("create_tag", dict(repo_id=repo_id, tag=tag, revision=revision, token=token)))
-        repo = self._repo(repo_id)
-        assert revision in [oid for oid, _ in repo["commits"]], "tags must name a commit id"
-        repo["tags"][tag] = revision
-
-    def snapshot_download(self, repo_id, *, repo_type=None, revision=None, allow_patterns=None, token=None,
-                          local_dir=None, **kw):
-        self.calls.append(("snapshot_download", dict(repo_id=repo_id, revision=revision,
-                                                     allow_patterns=allow_patterns, token=token, local_dir=local_dir)))
-        if self.fail_download is not None:
-            raise self.fail_download
-        files = self.files(self._repo(repo_id) and repo_id, revision)
-        chosen = list(huggingface_hub.utils.filter_repo_objects(sorted(files), allow_patterns=allow_patterns))
-        root = Path(local_dir) if local_dir else self.cache / repo_id.replace("/", "--") / "snapshots" / revision
-        for path in chosen:
-            (root / path).parent.mkdir(parents=True, exist_ok=True)
-            (root / path).write_bytes(files[path])
-        if local_dir:  # huggingface_hub keeps its resume state inside local_dir
-            (root / ".cache" / "huggingface").mkdir(parents=True, exist_ok=True)
-            (root / ".cache" / "huggingface" / "marker").write_text("x")
-        return str(root)
-
-    def install(self, monkeypatch, cache: Path) -> "FakeHub":
-        """Patch the API; every call is first bound to the installed release's real signature."""
-        self.cache = cache
-
-        def checked(real, fn):
-            signature = inspect.signature(real)
-
-            def call(*a, **k):
-                signature.bind(*a, **k)  # a renamed or missing parameter fails here, as it would for real
-                return fn(*a, **k)
-
-            return call
-
-        for name in ("create_repo", "dataset_info", "list_repo_refs", "create_commit", "create_tag"):
-            monkeypatch.setattr(huggingface_hub.HfApi, name, checked(getattr(huggingface_hub.HfApi, name),
-                                                                     getattr(self, name)))
-        monkeypatch.setattr(huggingface_hub, "snapshot_download",
-                            checked(huggingface_hub.snapshot_download, self.snapshot_download))
-        return self
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch, tmp_path):
-    """Any real connection attempt fails the test; no stored login or HF_TOKEN is used."""
-
-    def refuse(*a, **k):
-        raise AssertionError("a test tried to open a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
 
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path) -> FakeHub:
     return FakeHub().install(monkeypatch, tmp_path / "hf-cache")
-
-
-# --------------------------------------------------------------------------------------------------
-# Datasets on disk (push never parses Parquet, so shards are opaque bytes with real checksums)
-
-
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def base_metadata(**extra) -> dict:
-    md = {
-        "schema_version": "3.0",
-        "format": "hf-datasets-parquet",
-        "backend": "flopscope",
-        "seed_protocol": {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"},
-        "created_at_utc": "2026-01-01T00:00:00+00:00",
-        "split": "public",
-        "config": "default",
-        "n_mlps": 4,
-        "n_samples": 100,
-        "width": 8,
-        "depth": 2,
-    }
-    md.update(extra)
-    return md
-
-
-def make_dataset(root: Path, shards: dict[str, bytes], md: dict | None = None, *, checksums: bool = True,
-                 extra: dict[str, bytes] | None = None) -> Path:
-    """A dataset directory: ``shards`` ({relative path: bytes}), metadata.json, a placeholder card."""
-    md = dict(md or base_metadata())
-    for rel, data in {**shards, **(extra or {})}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
-    if checksums:
-        md["checksums"] = {rel: _sha(data) for rel, data in sorted(shards.items()) if rel.startswith("data/")}
-    (root / "metadata.json").write_text(json.dumps(md, indent=2))
-    (root / "README.md").write_text("# local card for <your-repo>\n")
-    return root
-
-
-def single(root: Path, n_shards: int = 1, seed: bytes = b"a") -> Path:
-    shards = {f"data/public-{i:05d}-of-{n_shards:05d}.parquet": seed * (100 + i) for i in range(n_shards)}
-    return make_dataset(root, shards)
-
-
-def multi(root: Path) -> Path:
-    md = base_metadata()
-    for k in ("split", "config", "n_mlps"):
-        del md[k]
-    md["splits"] = {"public": {"n_mlps": 4, "config": "default"}, "holdout": {"n_mlps": 2, "config": "default"}}
-    md["default_split"] = "public"
-    md["prepared_splits"] = {s: {"path": f"prepared/{s}", "format": "save_to_disk"} for s in ("public", "holdout")}
-    shards = {"data/public-00000-of-00001.parquet": b"P" * 300, "data/holdout-00000-of-00001.parquet": b"H" * 200}
-    prepared = {f"prepared/{s}/{f}": f"{s}-{f}".encode() for s in ("public", "holdout")
-                for f in ("data-00000-of-00001.arrow", "dataset_info.json", "state.json")}
-    return make_dataset(root, shards, md, extra=prepared)
-
-
-def tree_bytes(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -614,10 +385,197 @@ def test_pull_without_output_leaves_the_files_in_the_cache(tmp_path, hub, publis
     assert result.verified == 2
 
 
-def test_repo_refs_accept_the_hf_form_that_push_prints():
-    assert parse_repo_ref("hf://org/ds@v1") == ("org/ds", "v1")
-    assert parse_repo_ref("org/ds", "main") == ("org/ds", "main")
-    assert parse_repo_ref("hf://datasets/org/ds") == ("org/ds", None)
-    with pytest.raises(UsageError, match="give the revision once"):
-        parse_repo_ref("org/ds@v1", "v2")
+# --------------------------------------------------------------------------------------------------
+# push: what is published is what verify and load read (symlinks, hidden paths)
+
+
+def test_a_symlinked_data_directory_is_refused_before_any_hub_call(tmp_path, hub):
+    ds = single(tmp_path / "ds", n_shards=2)
+    os.rename(ds / "data", tmp_path / "elsewhere")
+    (ds / "data").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(InvalidDatasetError, match=r"data is a symlink.*cp -rL"):
+        push_dataset(ds, REPO)
+    assert hub.calls == []
+
+
+def test_a_symlinked_prepared_directory_is_refused_before_any_hub_call(tmp_path, hub):
+    ds = multi(tmp_path / "ds")
+    os.rename(ds / "prepared", tmp_path / "prepared-elsewhere")
+    (ds / "prepared").symlink_to(tmp_path / "prepared-elsewhere", target_is_directory=True)
+    with pytest.raises(InvalidDatasetError, match="prepared is a symlink"):
+        push_dataset(ds, REPO)
+    assert hub.calls == []
+
+
+def test_a_symlink_outside_the_published_layout_is_ignored_not_followed(tmp_path, hub):
+    ds = single(tmp_path / "ds")
+    (tmp_path / "notes").mkdir()
+    (ds / "notes").symlink_to(tmp_path / "notes", target_is_directory=True)
+    assert "notes" in plan_push(ds, REPO).ignored
+
+
+def test_a_listed_file_that_push_would_skip_is_refused_before_any_hub_call(tmp_path, hub):
+    # a killed prepare-arrow once left its staging directory listed in the checksums
+    staging = {"prepared/.public.staging-1/state.json": b"{}"}
+    ds = make_dataset(tmp_path / "ds", {"data/public-00000-of-00001.parquet": b"x" * 10}, extra=staging)
+    md = json.loads((ds / "metadata.json").read_text())
+    md["checksums"]["prepared/.public.staging-1/state.json"] = "sha256:" + hashlib.sha256(b"{}").hexdigest()
+    (ds / "metadata.json").write_text(json.dumps(md))
+    with pytest.raises(InvalidDatasetError, match=r"lists prepared/\.public\.staging-1/state\.json.*not publish"):
+        push_dataset(ds, REPO)
+    assert hub.calls == []
+
+
+# --------------------------------------------------------------------------------------------------
+# events: typed, sizes in KiB/MiB, byte progress
+
+
+def test_push_reports_typed_events_with_byte_progress(tmp_path, hub):
+    events: list[Event] = []
+    push_dataset(single(tmp_path / "ds", n_shards=3), REPO, max_commit_bytes=150, on_event=events.append)
+    assert all(isinstance(e, Event) for e in events)
+    kinds = [e.kind for e in events]
+    assert kinds[:3] == ["start", "planned", "compared"] and kinds.count("commit") == 3
+    total = next(e for e in events if e.kind == "compared").progress.total
+    done = [e.progress.done for e in events if e.kind == "commit"]
+    assert all(e.progress.what == "bytes" and e.progress.total == total for e in events if e.kind == "commit")
+    assert done == sorted(done) and done[-1] == total
+    assert "B (" in next(e for e in events if e.kind == "planned").message
+
+
+def test_hub_messages_give_sizes_in_binary_units(tmp_path, hub):
+    events: list[Event] = []
+    shards = {"data/public-00000-of-00001.parquet": b"z" * 3000}
+    push_dataset(make_dataset(tmp_path / "ds", shards), REPO, on_event=events.append)
+    text = " ".join(e.message for e in events)
+    assert "KiB" in text and " kB" not in text
+
+
+def test_pull_reports_byte_progress_up_to_the_total(tmp_path, hub):
+    push_dataset(multi(tmp_path / "src"), REPO)
+    events: list[Event] = []
+    result = pull_dataset(REPO, output=tmp_path / "out", on_event=events.append)
+    pre = next(e for e in events if e.kind == "preflight")
+    assert pre.progress == Progress("bytes", 0, result.bytes)
+    last = [e.progress for e in events if e.progress is not None][-1]
+    assert (last.what, last.done, last.total) == ("bytes", result.bytes, result.bytes)
+
+
+def test_the_download_watcher_reports_bytes_as_they_reach_the_disk(tmp_path):
+    import threading
+
+    from whestbench.dataset.hub import _DiskProgress
+
+    seen: list[Progress] = []
+    arrived = threading.Event()
+
+    def sink(e: Event) -> None:
+        seen.append(e.progress)
+        if e.progress.done == 300:
+            arrived.set()
+
+    (tmp_path / "old").write_bytes(b"o" * 50)  # already there: not counted as this download's
+    with _DiskProgress(tmp_path, 300, sink, interval=0.01):
+        (tmp_path / "a.incomplete").write_bytes(b"a" * 300)
+        assert arrived.wait(5)
+    assert seen[-1] == Progress("bytes", 300, 300)
+
+
+# --------------------------------------------------------------------------------------------------
+# the Hub unreachable: one bounded retry policy, one line naming the network
+
+
+def test_an_unreachable_hub_is_retried_for_the_announced_time_then_named(tmp_path, hub, clock):
+    hub.offline = True
+    events: list[Event] = []
+    with pytest.raises(HubError) as info:
+        pull_dataset(REPO, output=tmp_path / "out", on_event=events.append)
+    notes = [e.message for e in events if e.kind == "note"]
+    assert len(notes) == 1 and "retrying for up to 20 s" in notes[0]
+    assert sum(clock.sleeps) == pytest.approx(20)
+    text = str(info.value)
+    assert "\n" not in text and "could not reach the Hugging Face Hub" in text and "The network is the problem" in text
+    assert "after retrying for 20 s" in text and "huggingface-cli" not in text
+
+
+def test_the_retry_time_can_be_set_and_zero_means_no_retry(tmp_path, hub, clock, monkeypatch):
+    hub.offline = True
+    monkeypatch.setenv("WHEST_HUB_RETRY_SECONDS", "0")
+    events: list[Event] = []
+    with pytest.raises(HubError, match="could not reach"):
+        push_dataset(single(tmp_path / "ds"), REPO, on_event=events.append)
+    assert clock.sleeps == [] and not [e for e in events if e.kind == "note" and "retrying" in e.message]
+
+
+def test_a_bad_retry_setting_is_a_usage_error(tmp_path, hub, monkeypatch):
+    hub.offline = True
+    monkeypatch.setenv("WHEST_HUB_RETRY_SECONDS", "soon")
+    with pytest.raises(UsageError, match="WHEST_HUB_RETRY_SECONDS"):
+        pull_dataset(REPO)
+
+
+def test_a_hub_that_comes_back_within_the_wait_is_used(tmp_path, hub, clock):
+    push_dataset(single(tmp_path / "src"), REPO)
+    hub.flaky = 2
+    result = pull_dataset(REPO, output=tmp_path / "out")
+    assert result.path.is_dir() and clock.sleeps == [1.0, 2.0]
+
+
+def test_a_commit_is_not_retried_when_its_answer_is_lost(tmp_path, hub, clock):
+    hub.fail_commit_at = 1
+    with pytest.raises(HubError, match="could not reach"):
+        push_dataset(single(tmp_path / "ds"), REPO)
+    assert len(hub.commits()) == 1 and clock.sleeps == []
+
+
+# --------------------------------------------------------------------------------------------------
+# publish_dataset: whestbench 0.16's Python push
+
+
+def test_publish_dataset_has_the_reference_signature_and_top_level_name():
+    # whestbench 0.16.2: publish_dataset(local_dir, *, repo_id, tag=None, token=None,
+    #                                    commit_message=None, private=False, repo_exist_ok=True) -> str
+    params = inspect.signature(whestbench.publish_dataset).parameters
+    assert [(p.name, p.kind.name, p.default) for p in params.values()] == [
+        ("local_dir", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        ("repo_id", "KEYWORD_ONLY", inspect.Parameter.empty),
+        ("tag", "KEYWORD_ONLY", None),
+        ("token", "KEYWORD_ONLY", None),
+        ("commit_message", "KEYWORD_ONLY", None),
+        ("private", "KEYWORD_ONLY", False),
+        ("repo_exist_ok", "KEYWORD_ONLY", True),
+    ]
+    assert whestbench.publish_dataset is publish_dataset
+
+
+def test_publish_dataset_returns_the_commit_that_the_tag_names(tmp_path, hub):
+    ds = single(tmp_path / "ds", n_shards=2)
+    before = tree_bytes(ds)
+    sha = publish_dataset(ds, repo_id=REPO, tag="v1", commit_message="round 1", token=TOKEN)
+    assert sha == hub.head(REPO) == hub.repos[REPO]["tags"]["v1"]
+    assert [c["message"] for c in hub.commits()] == ["round 1"]
+    assert all(kw["token"] == TOKEN for _, kw in hub.calls)
+    assert tree_bytes(ds) == before  # unlike 0.16, the local README.md is not rewritten
+
+
+def test_publish_dataset_with_repo_exist_ok_false_refuses_an_existing_repo(tmp_path, hub):
+    hub.add_repo(REPO)
+    with pytest.raises(UsageError, match="already exists"):
+        publish_dataset(single(tmp_path / "ds"), repo_id=REPO, repo_exist_ok=False)
+    assert hub.commits() == []
+
+
+def test_publish_dataset_refuses_a_partial_dataset_as_push_does(tmp_path, hub):
+    ds = make_dataset(tmp_path / "part", {"data/public-00000-of-00001.parquet": b"x" * 10},
+                      base_metadata(n_mlps=2, is_partial=True, mlp_range=[0, 2], total_n_mlps=4))
+    with pytest.raises(InvalidDatasetError, match="partial"):
+        publish_dataset(ds, repo_id=REPO)
+    assert hub.calls == []
+
+
+def test_schema_version_is_a_top_level_name():
+    assert whestbench.SCHEMA_VERSION == "3.0" and "SCHEMA_VERSION" in whestbench.__all__
+
+
+def test_repo_ids_may_use_dots_underscores_and_capitals():
     assert check_repo_id("AIcrowd/whestbench-2026.v1_a") == "AIcrowd/whestbench-2026.v1_a"

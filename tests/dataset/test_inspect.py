@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from hub_fake import FakeHub, clock, no_network  # noqa: F401  (autouse fixtures)
+
 from whestbench.dataset.bake import create_dataset
+from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.dataset.hubref import HubError
 from whestbench.dataset.inspect import describe, plot_means
 from whestbench.errors import UsageError
 
@@ -105,53 +109,99 @@ def test_a_missing_shard_is_reported(baked, tmp_path):
     assert "missing" in lines[-1] and "MISMATCH" in lines[-1]
 
 
-def test_a_hub_repo_fetches_only_metadata(golden_dir, monkeypatch):
-    import huggingface_hub
+@pytest.fixture
+def hub(monkeypatch, tmp_path) -> FakeHub:
+    return FakeHub().install(monkeypatch, tmp_path / "hf-cache")
 
-    calls = []
 
-    def fake_download(**kwargs):
-        calls.append(kwargs)
-        return str(golden_dir / "combined-w64-d4" / "metadata.json")
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+def test_a_hub_repo_fetches_only_metadata(golden_dir, hub):
+    hub.add_dir("aicrowd/evals", golden_dir / "combined-w64-d4")
+    hub.repos["aicrowd/evals"]["tags"]["v1"] = hub.head("aicrowd/evals")
     lines = describe("aicrowd/evals", revision="v1")
-    assert calls == [{"repo_id": "aicrowd/evals", "filename": "metadata.json", "repo_type": "dataset", "revision": "v1"}]
+    assert [name for name, _ in hub.calls] == ["dataset_info", "hf_hub_download"]
+    assert hub.calls[1][1]["filename"] == "metadata.json"
+    assert hub.calls[1][1]["revision"] == hub.head("aicrowd/evals")  # the commit v1 named, resolved first
     ref = reference_lines(golden_dir, "combined-w64-d4")
     assert lines[: len(ref)] == ref
-    assert "  source: hf://aicrowd/evals@v1 (only metadata.json fetched)" in lines
+    sha = hub.head("aicrowd/evals")[:12]
+    assert f"  source: hf://aicrowd/evals@v1 (commit {sha}; only metadata.json fetched)" in lines
     assert "    public: 6 MLPs (from metadata)" in lines
     assert lines[-1].startswith("  integrity: not checked")
 
 
-def test_an_hf_url_carries_its_revision(golden_dir, monkeypatch):
-    import huggingface_hub
-
-    seen = {}
-    monkeypatch.setattr(
-        huggingface_hub, "hf_hub_download",
-        lambda **kw: seen.update(kw) or str(golden_dir / "full-w64-d4" / "metadata.json"),
-    )
+def test_an_hf_url_carries_its_revision(golden_dir, hub):
+    hub.add_dir("aicrowd/evals", golden_dir / "full-w64-d4")
+    hub.repos["aicrowd/evals"]["tags"]["round-1"] = hub.head("aicrowd/evals")
     describe("hf://aicrowd/evals@round-1")
-    assert (seen["repo_id"], seen["revision"]) == ("aicrowd/evals", "round-1")
+    assert hub.calls[0][1]["revision"] == "round-1"
     with pytest.raises(UsageError, match="--revision"):
         describe("hf://aicrowd/evals@round-1", revision="main")
 
 
-def test_a_hub_failure_names_the_repo_and_the_fix(monkeypatch):
-    import huggingface_hub
-
-    def boom(**kw):
-        raise RuntimeError("404 Not Found")
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", boom)
-    with pytest.raises(OSError, match="'aicrowd/missing'.*404 Not Found.*--revision"):
+def test_a_missing_hub_repo_names_the_repo_and_the_login(hub):
+    with pytest.raises(HubError) as info:
         describe("aicrowd/missing")
+    text = str(info.value)
+    assert "'aicrowd/missing' was not found" in text and "hf auth login" in text
+    assert "huggingface-cli" not in text and "\n" not in text
+
+
+def test_a_hub_repo_without_metadata_is_not_a_whestbench_dataset(hub):
+    hub.add_repo("aicrowd/plain", {"data/train.csv": b"a,b\n"})
+    with pytest.raises(InvalidDatasetError, match="has no metadata.json, so it is not a WhestBench dataset"):
+        describe("aicrowd/plain")
+    assert "hf_hub_download" not in hub.names()
+
+
+def test_an_unreachable_hub_is_retried_for_the_announced_time_then_named(hub, clock):
+    hub.offline = True
+    events = []
+    with pytest.raises(HubError) as info:
+        describe("aicrowd/evals", on_event=events.append)
+    assert [e.kind for e in events] == ["note"] and "retrying for up to 20 s" in events[0].message
+    assert sum(clock.sleeps) == pytest.approx(20)
+    assert "could not reach the Hugging Face Hub" in str(info.value)
+    assert "huggingface-cli" not in str(info.value)
 
 
 def test_a_missing_local_path_is_a_usage_error(tmp_path):
-    with pytest.raises(UsageError, match="not an existing directory"):
+    with pytest.raises(UsageError, match="no such dataset directory"):
         describe(str(tmp_path / "no-such-dataset"))
+
+
+# Escape sequences a hostile metadata.json could carry: clear screen, window title, cursor up, C1 CSI.
+ESC = "\x1b[2J\x1b]0;pwned\x07\x1b[1A\x9b31m"
+
+
+def _hostile(md: dict) -> dict:
+    md = dict(md)
+    md["seed_source"] = {"method": "derived", "root_seed": f"7{ESC}"}
+    md["created_at_utc"] = f"2026{ESC}"
+    md["backend"] = f"numpy{ESC}\nintegrity: checksums ok"
+    md["sampler"] = {"name": f"pcg64{ESC}", "version": 1}
+    return md
+
+
+def test_escape_codes_in_local_metadata_are_never_printed(golden_dir, tmp_path):
+    ds = Path(shutil.copytree(golden_dir / "full-w64-d4", tmp_path / "ds"))
+    md = json.loads((ds / "metadata.json").read_text())
+    (ds / "metadata.json").write_text(json.dumps(_hostile(md)))
+    lines = describe(ds)
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
+    assert any(line.startswith("  seed source: derived from root seed 7") for line in lines)
+    assert not any(line.startswith("integrity") for line in lines)  # an embedded newline makes no line
+
+
+def test_escape_codes_in_hub_metadata_are_never_printed(golden_dir, tmp_path, hub):
+    ds = Path(shutil.copytree(golden_dir / "full-w64-d4", tmp_path / "ds"))
+    md = json.loads((ds / "metadata.json").read_text())
+    (ds / "metadata.json").write_text(json.dumps(_hostile(md)))
+    hub.add_dir("aicrowd/hostile", ds)
+    text = "\n".join(describe("aicrowd/hostile"))
+    assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
+    assert any(line.startswith("  created_at_utc: 2026") for line in text.splitlines())
+    assert not any(line.startswith("integrity") for line in text.splitlines())
 
 
 def test_metadata_missing_keys_never_crash_the_multi_split_summary(tmp_path):

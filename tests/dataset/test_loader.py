@@ -1,7 +1,8 @@
 """loader: load_dataset, metadata, iter_mlps, mlp_at and mlp_from_row, on datasets made by whestbench 0.16.2.
 
-Hub loads are exercised with ``huggingface_hub.hf_hub_download``, ``snapshot_download`` and
-``datasets.load_dataset`` replaced by fakes that record their arguments: nothing touches the network.
+Hub loads are exercised against tests/hub_fake.py (``HfApi.dataset_info``, ``hf_hub_download``,
+``snapshot_download`` and ``datasets.load_dataset`` replaced by a fake that records its arguments):
+nothing touches the network.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ import shutil
 from pathlib import Path
 
 import datasets
-import huggingface_hub
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from huggingface_hub.utils import EntryNotFoundError, HFValidationError
+from hub_fake import FakeHub, clock, no_network, offline_download_error  # noqa: F401  (autouse fixtures)
 
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.seeds import estimator_seed
 from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.dataset.hubref import HubError
 from whestbench.dataset.loader import iter_mlps, load_dataset, metadata, mlp_at, mlp_from_row
 from whestbench.dataset.reader import data_checksums, file_sha256, read_metadata
 from whestbench.dataset.schema import COLUMNS
@@ -244,12 +245,12 @@ def test_a_non_string_split_is_refused(golden_dir: Path):
 
 
 @pytest.mark.parametrize("path", ["./no-such-dir", "/no/such/dataset", "~/no-such-whest-dataset", "sub/no-such"])
-def test_a_missing_path_is_reported_not_looked_up_on_the_hub(path: str, tmp_path: Path, monkeypatch):
+def test_a_missing_path_is_reported_not_looked_up_on_the_hub(path: str, tmp_path: Path, monkeypatch, hub):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", _must_not_be_called)
     with pytest.raises(InvalidDatasetError, match="no such dataset directory"):
         load_dataset(path)
+    assert hub.calls == []
 
 
 def test_a_missing_shard_is_refused(full: Path):
@@ -517,149 +518,172 @@ def test_mlp_from_row_validates_the_weights():
 # ------------------------------------------------------------------------- Hugging Face Hub (faked)
 
 
-def _must_not_be_called(*args, **kwargs):
-    raise AssertionError(f"unexpected Hub call {args} {kwargs}")
+@pytest.fixture
+def hub(monkeypatch, tmp_path) -> FakeHub:
+    """tests/hub_fake.py's Hub, answering datasets.load_dataset from the repo's shards too."""
+    return FakeHub().install(monkeypatch, tmp_path / "hf-cache", with_datasets=True)
 
 
-class FakeHub:
-    """Stands in for the Hub: serves one local fixture's metadata.json and its splits' rows."""
-
-    def __init__(self, monkeypatch, fixture: Path, *, snapshot: Path | None = None):
-        self.fixture = fixture
-        self.downloads: list[tuple] = []
-        self.loads: list[tuple] = []
-        self.snapshots: list[tuple] = []
-        self.snapshot = snapshot
-        monkeypatch.setattr(huggingface_hub, "hf_hub_download", self.hf_hub_download)
-        monkeypatch.setattr(huggingface_hub, "snapshot_download", self.snapshot_download)
-        monkeypatch.setattr(datasets, "load_dataset", self.load_dataset)
-
-    def hf_hub_download(self, repo_id, filename, **kw):
-        self.downloads.append((repo_id, filename, kw))
-        return str(self.fixture / filename)
-
-    def snapshot_download(self, repo_id, **kw):
-        self.snapshots.append((repo_id, kw))
-        if self.snapshot is None:
-            raise OSError("offline")
-        return str(self.snapshot)
-
-    def load_dataset(self, path, name=None, **kw):
-        self.loads.append((path, name, kw))
-        split = kw["split"]
-        ds = REAL_LOAD_DATASET(
-            "parquet", data_files={split: str(self.fixture / "data" / f"{split}-00000-of-00001.parquet")}, split=split
-        )
-        return ds.to_iterable_dataset() if kw.get("streaming") else ds
+def _publish(hub: FakeHub, repo: str, fixture: Path, *, tag: str | None = None) -> str:
+    hub.add_dir(repo, fixture)
+    sha = hub.head(repo)
+    if tag:
+        hub.repos[repo]["tags"][tag] = sha
+    return sha
 
 
-def test_hub_single_split_fetches_metadata_then_the_split(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "full-w64-d4")
+def test_hub_single_split_fetches_metadata_then_the_split_from_one_commit(hub, golden_dir: Path):
+    sha = _publish(hub, "org/golden", golden_dir / "full-w64-d4", tag="v1")
     ds = load_dataset("org/golden", revision="v1", token="tok")
-    assert hub.downloads == [("org/golden", "metadata.json", {"repo_type": "dataset", "revision": "v1", "token": "tok"})]
-    assert hub.loads == [("org/golden", None, {"split": "public", "revision": "v1", "token": "tok", "streaming": False})]
+    assert hub.names() == ["dataset_info", "hf_hub_download", "load_dataset"]
+    assert hub.calls[0][1] == {"repo_id": "org/golden", "revision": "v1", "token": "tok"}
+    assert hub.calls[1][1] == {"repo_id": "org/golden", "filename": "metadata.json", "revision": sha, "token": "tok"}
+    assert hub.loads() == [{"repo_id": "org/golden", "name": None, "split": "public", "revision": sha,
+                            "token": "tok", "streaming": False}]
     assert len(ds) == 6 and metadata(ds) == read_metadata(golden_dir / "full-w64-d4")
 
 
-def test_hub_single_split_with_a_config_names_it(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "holdout-w64-d4")
+def test_hub_rows_come_from_the_commit_the_metadata_came_from(hub, golden_dir: Path, full: Path, monkeypatch):
+    sha = _publish(hub, "org/golden", golden_dir / "full-w64-d4")
+    fetch = hub.hf_hub_download
+
+    def then_the_branch_moves(*a, **k):
+        path = fetch(*a, **k)
+        _edit_metadata(full, n_mlps=5)
+        hub._commit("org/golden", {**hub.files("org/golden"), "metadata.json": (full / "metadata.json").read_bytes()})
+        return path
+
+    monkeypatch.setattr(hub, "hf_hub_download", then_the_branch_moves)
+    ds = load_dataset("org/golden")
+    assert hub.head("org/golden") != sha
+    assert hub.loads()[0]["revision"] == sha and len(ds) == 6 and metadata(ds)["n_mlps"] == 6
+
+
+def test_hub_single_split_with_a_config_names_it(hub, golden_dir: Path):
+    _publish(hub, "org/holdout", golden_dir / "holdout-w64-d4")
     load_dataset("org/holdout")
-    assert hub.loads == [("org/holdout", "holdout", {"split": "holdout", "revision": None, "token": None, "streaming": False})]
+    assert [(kw["name"], kw["split"]) for kw in hub.loads()] == [("holdout", "holdout")]
 
 
-def test_hub_accepts_an_hf_url_with_a_revision(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "full-w64-d4")
-    load_dataset("hf://org/golden@v2")
-    assert hub.downloads[0][0] == "org/golden" and hub.downloads[0][2]["revision"] == "v2"
-    assert hub.loads[0][2]["revision"] == "v2"
+@pytest.mark.parametrize("ref", ["hf://org/golden@v2", "org/golden@v2", "hf://datasets/org/golden@v2"])
+def test_hub_accepts_every_form_of_a_reference_with_a_revision(hub, golden_dir: Path, ref: str):
+    sha = _publish(hub, "org/golden", golden_dir / "full-w64-d4", tag="v2")
+    load_dataset(ref)
+    assert hub.calls[0][1]["repo_id"] == "org/golden" and hub.calls[0][1]["revision"] == "v2"
+    assert hub.loads()[0]["revision"] == sha
 
 
-def test_hub_refuses_two_different_revisions(monkeypatch, golden_dir: Path):
-    FakeHub(monkeypatch, golden_dir / "full-w64-d4")
+def test_hub_refuses_two_different_revisions(hub, golden_dir: Path):
+    _publish(hub, "org/golden", golden_dir / "full-w64-d4")
     with pytest.raises(ValueError, match="give the revision once"):
         load_dataset("hf://org/golden@v2", revision="v3")
+    assert hub.calls == []
 
 
-def test_hub_streaming_gives_an_iterable_dataset_that_iter_mlps_reads(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "full-w64-d4")
+def test_hub_streaming_gives_an_iterable_dataset_that_iter_mlps_reads(hub, golden_dir: Path):
+    _publish(hub, "org/golden", golden_dir / "full-w64-d4")
     ds = load_dataset("org/golden", streaming=True)
     assert isinstance(ds, datasets.IterableDataset)
-    assert hub.loads[0][2]["streaming"] is True
+    assert hub.loads()[0]["streaming"] is True
     assert [m.seed for m in iter_mlps(ds)] == [m.seed for m in iter_mlps(load_dataset(golden_dir / "full-w64-d4"))]
 
 
-def test_hub_multi_split_with_split_uses_the_prepared_copy(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "combined-w64-d4", snapshot=golden_dir / "combined-w64-d4")
+def test_hub_multi_split_with_split_uses_the_prepared_copy(hub, golden_dir: Path):
+    sha = _publish(hub, "org/combined", golden_dir / "combined-w64-d4", tag="v1")
     ds = load_dataset("org/combined", split="holdout", revision="v1")
-    assert hub.snapshots == [
-        ("org/combined", {"repo_type": "dataset", "revision": "v1", "token": None, "allow_patterns": ["prepared/holdout/**"]})
-    ]
-    assert hub.loads == []
+    (snap,) = [kw for name, kw in hub.calls if name == "snapshot_download"]
+    assert (snap["revision"], snap["allow_patterns"]) == (sha, ["prepared/holdout/**"])
+    assert hub.loads() == []
     assert len(ds) == 3 and metadata(ds)["config"] == "holdout"
 
 
-def test_hub_multi_split_falls_back_to_the_splits_config_when_prepared_fails(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "combined-w64-d4")  # snapshot_download raises
+def test_hub_multi_split_falls_back_to_the_splits_config_when_prepared_fails(hub, golden_dir: Path):
+    _publish(hub, "org/combined", golden_dir / "combined-w64-d4")
+    hub.fail_download = OSError("offline")
     ds = load_dataset("org/combined", split="holdout")
-    assert hub.loads == [("org/combined", "holdout", {"split": "holdout", "revision": None, "token": None, "streaming": False})]
+    assert [(kw["name"], kw["split"]) for kw in hub.loads()] == [("holdout", "holdout")]
     assert len(ds) == 3
 
 
-def test_hub_streaming_skips_the_prepared_copy(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "combined-w64-d4", snapshot=golden_dir / "combined-w64-d4")
+def test_hub_streaming_skips_the_prepared_copy(hub, golden_dir: Path):
+    _publish(hub, "org/combined", golden_dir / "combined-w64-d4")
     ds = load_dataset("org/combined", split="public", streaming=True)
-    assert hub.snapshots == []
-    assert hub.loads == [("org/combined", "default", {"split": "public", "revision": None, "token": None, "streaming": True})]
+    assert "snapshot_download" not in hub.names()
+    assert [(kw["name"], kw["split"], kw["streaming"]) for kw in hub.loads()] == [("default", "public", True)]
     assert isinstance(ds, datasets.IterableDataset)
 
 
-def test_hub_multi_split_without_split_gives_a_sorted_datasetdict(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "combined-w64-d4")
+def test_hub_multi_split_without_split_gives_a_sorted_datasetdict(hub, golden_dir: Path):
+    _publish(hub, "org/combined", golden_dir / "combined-w64-d4")
     dd = load_dataset("org/combined")
     assert isinstance(dd, datasets.DatasetDict) and list(dd) == ["holdout", "public"]
-    assert [(name, kw["split"]) for _, name, kw in hub.loads] == [("holdout", "holdout"), ("default", "public")]
+    assert [(kw["name"], kw["split"]) for kw in hub.loads()] == [("holdout", "holdout"), ("default", "public")]
     assert metadata(dd) == read_metadata(golden_dir / "combined-w64-d4")
     assert metadata(dd["holdout"])["n_mlps"] == 3
 
 
-def test_hub_streaming_multi_split_without_split_gives_an_iterable_datasetdict(monkeypatch, golden_dir: Path):
-    FakeHub(monkeypatch, golden_dir / "combined-w64-d4")
+def test_hub_streaming_multi_split_without_split_gives_an_iterable_datasetdict(hub, golden_dir: Path):
+    _publish(hub, "org/combined", golden_dir / "combined-w64-d4")
     assert isinstance(load_dataset("org/combined", streaming=True), datasets.IterableDatasetDict)
 
 
-def test_hub_legacy_multi_split_without_configs_loads_from_the_default_config(monkeypatch, fixtures16: Path):
-    hub = FakeHub(monkeypatch, fixtures16 / "multi_split_v3.0")
+def test_hub_legacy_multi_split_without_configs_loads_from_the_default_config(hub, fixtures16: Path):
+    _publish(hub, "org/legacy", fixtures16 / "multi_split_v3.0")
+    hub.fail_download = OSError("no prepared copy")
     load_dataset("org/legacy", split="holdout")
-    assert [(name, kw["split"]) for _, name, kw in hub.loads] == [(None, "holdout")]
+    assert [(kw["name"], kw["split"]) for kw in hub.loads()] == [(None, "holdout")]
 
 
-def test_hub_partial_is_refused(monkeypatch, golden_dir: Path):
-    hub = FakeHub(monkeypatch, golden_dir / "part-1-of-3")
+def test_hub_partial_is_refused(hub, golden_dir: Path):
+    _publish(hub, "org/part", golden_dir / "part-1-of-3")
     with pytest.raises(InvalidDatasetError, match="partial dataset"):
         load_dataset("org/part")
-    assert hub.loads == []
+    assert hub.loads() == []
 
 
-def test_hub_rows_that_disagree_with_n_mlps_are_refused(monkeypatch, full: Path):
+def test_hub_rows_that_disagree_with_n_mlps_are_refused(hub, full: Path):
     _edit_metadata(full, n_mlps=5)
-    FakeHub(monkeypatch, full)
+    _publish(hub, "org/golden", full)
     with pytest.raises(MergeCorruptError, match="holds 6 rows but metadata.json says n_mlps=5"):
         load_dataset("org/golden")
 
 
-def test_hub_repo_without_metadata_is_not_a_whestbench_dataset(monkeypatch):
-    def missing(*args, **kwargs):
-        raise EntryNotFoundError("404")
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", missing)
+def test_hub_repo_without_metadata_is_not_a_whestbench_dataset(hub):
+    hub.add_repo("org/plain", {"data/train-00000-of-00001.parquet": b"x"})
     with pytest.raises(InvalidDatasetError, match="has no metadata.json, so it is not a WhestBench dataset"):
         load_dataset("org/plain")
 
 
-def test_a_name_that_is_neither_a_directory_nor_a_repo_says_so(monkeypatch):
-    def invalid(*args, **kwargs):
-        raise HFValidationError("Repo id must use alphanumeric chars")
+def test_hub_offline_is_a_network_error_not_a_missing_metadata_json(hub, clock):
+    hub.offline = True
+    with pytest.raises(HubError) as info:
+        load_dataset("org/name")
+    text = str(info.value)
+    assert "could not reach the Hugging Face Hub" in text and "metadata.json" not in text
+    assert sum(clock.sleeps) == pytest.approx(20)
 
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", invalid)
-    with pytest.raises(InvalidDatasetError, match="neither a local dataset directory nor a dataset repo"):
+
+def test_hub_offline_where_only_the_metadata_download_fails_is_a_network_error(hub, golden_dir, monkeypatch):
+    # hf_hub_download says "unreachable" with LocalEntryNotFoundError, an EntryNotFoundError subclass
+    _publish(hub, "org/golden", golden_dir / "full-w64-d4")
+    monkeypatch.setenv("WHEST_HUB_RETRY_SECONDS", "0")
+
+    def unreachable(*a, **k):
+        raise offline_download_error()
+
+    monkeypatch.setattr(hub, "hf_hub_download", unreachable)
+    with pytest.raises(HubError, match="could not reach the Hugging Face Hub"):
+        load_dataset("org/golden")
+
+
+def test_hub_offline_retry_is_announced_as_a_logged_warning(hub, caplog):
+    hub.offline = True
+    with caplog.at_level("WARNING", logger="whestbench.hub"), pytest.raises(HubError):
+        load_dataset("org/name")
+    assert [r.getMessage() for r in caplog.records if "retrying for up to 20 s" in r.getMessage()]
+
+
+def test_a_name_that_is_neither_a_directory_nor_a_repo_says_so(hub):
+    with pytest.raises(InvalidDatasetError, match="'no such thing' is not a Hub dataset id"):
         load_dataset("no such thing")
+    assert hub.calls == []

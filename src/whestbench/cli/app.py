@@ -3,7 +3,7 @@
 Exit codes: 0 success; 2 a usage error (bad flag or input: fix the command); 1 the work failed;
 75 a bake stopped on a signal with its progress saved (re-run the same command to resume);
 130 interrupted from the keyboard. Errors are one line on stderr, never a traceback
-(set WHEST_DEBUG=1 to see one).
+(set WHEST_DEBUG=1 to see one first, scrubbed of tokens; the exit code stays the same).
 """
 
 from __future__ import annotations
@@ -88,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except UsageError as exc:
         if debug:
-            raise
+            _print_traceback(exc)
         err.print(f"error: {_one_line(exc)}", markup=False)
         return 2
     except Exception as exc:  # every other failure: one line, exit 1
         if debug:
-            raise
+            _print_traceback(exc)
         from whestbench.work.executor import BakeInterrupted
 
         if isinstance(exc, BakeInterrupted):
@@ -124,9 +124,18 @@ def run() -> None:
     sys.exit(code)
 
 
+def _print_traceback(exc: BaseException) -> None:
+    """WHEST_DEBUG: the traceback, every chained exception included, with tokens and escape codes removed."""
+    from whestbench.dataset.hubref import format_traceback
+
+    err.print(format_traceback(exc).rstrip("\n"), markup=False, highlight=False, emoji=False)
+
+
 def _one_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
+    """The error as one line, safe for a terminal (messages may quote dataset or server text)."""
+    from whestbench.text import one_line, sanitize
+
+    return one_line(sanitize(str(exc) or type(exc).__name__))
 
 
 if __name__ == "__main__":  # pragma: no cover

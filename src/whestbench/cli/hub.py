@@ -1,82 +1,92 @@
 """``whest dataset push`` (alias ``upload``) and ``pull`` (alias ``download``): flags -> ``dataset.hub``.
 
-The token is handed to huggingface_hub and never printed; without ``--token`` it comes from
-HF_TOKEN or the stored ``hf auth login``.
+The token is handed to huggingface_hub and never printed. The safe way to give it is HF_TOKEN (or
+the stored ``hf auth login``); ``--token-file PATH`` (``-``: standard input) reads it from a file,
+and ``--token`` still works but shows in ``ps`` and in the shell history.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from whestbench.cli.common import err, out
+from whestbench.errors import UsageError
+from whestbench.events import Event
+from whestbench.text import format_bytes, plural
 
-_TOKEN_HELP = "Hub token (default: HF_TOKEN, or the one `hf auth login` stored). Never printed or saved."
+_TOKEN_HELP = (
+    "Hub token. Visible to other users in `ps` and kept in shell history: prefer HF_TOKEN (the safe "
+    "way) or --token-file. Default: HF_TOKEN, or the token `hf auth login` stored. Never printed or saved."
+)
+_TOKEN_FILE_HELP = "Read the Hub token from this file (its first line), or from standard input with '-'."
+# Events whose message is a line of the verb's output; others (progress) are for cli/progress.py.
+_SAID = {"start", "planned", "compared", "commit", "tagged", "preflight"}
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
-
-
-def _files(n: int) -> str:
-    return f"{n} file" if n == 1 else f"{n} files"
+def read_token(token: str | None, token_file: str | None) -> str | None:
+    """The token from ``--token`` or ``--token-file`` (``-``: stdin); None means HF_TOKEN / the stored login."""
+    if token_file is None:
+        if token is not None and not token.strip():
+            raise UsageError("--token is empty; pass a Hub token, or leave it out to use HF_TOKEN.")
+        return token
+    if token is not None:
+        raise UsageError("give the token once: --token or --token-file, not both.")
+    try:
+        text = sys.stdin.read() if token_file == "-" else Path(token_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--token-file {token_file}: cannot read it ({e.__class__.__name__}); "
+                         "pass a readable file holding the token, or '-' for standard input.") from None
+    lines = text.strip().splitlines()
+    if not lines or not lines[0].strip():
+        where = "standard input" if token_file == "-" else token_file
+        raise UsageError(f"--token-file: {where} holds no token; put the token on its first line.")
+    return lines[0].strip()
 
 
 def _say(text: str) -> None:
-    out.print(text, markup=False)
+    out.print(text, markup=False, emoji=False)
+
+
+def on_event(event: Event) -> None:
+    """Hub events as the verb's lines: messages on stdout, notes on stderr; byte progress is left out."""
+    if event.kind in ("note", "warning"):
+        err.print(f"{event.kind}: {event.message}", markup=False, emoji=False)
+    elif event.kind in _SAID and event.message:
+        _say(event.message)
+
+
+def _token_options(f):
+    f = click.option("--token-file", default=None, metavar="PATH", help=_TOKEN_FILE_HELP)(f)
+    return click.option("--token", default=None, metavar="TOKEN", help=_TOKEN_HELP)(f)
 
 
 @click.command("push")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--repo", "repo_id", required=True, metavar="ORG/NAME", help="Hub dataset repo (created if needed).")
+@click.option("--repo", "repo", required=True, metavar="ORG/NAME",
+              help="Hub dataset repo (created if needed); hf://ORG/NAME works too.")
 @click.option("--tag", default=None, help="Tag the published commit (for example v1); the card links to it.")
 @click.option("--message", default=None, help="Commit message (default: 'Upload whestbench dataset').")
 @click.option("--private", is_flag=True, help="Create the repo private (an existing public repo is refused).")
-@click.option("--token", default=None, metavar="TOKEN", help=_TOKEN_HELP)
-def push(directory: Path, repo_id: str, tag: str | None, message: str | None, private: bool, token: str | None) -> None:
+@_token_options
+def push(directory: Path, repo: str, tag: str | None, message: str | None, private: bool, token: str | None,
+         token_file: str | None) -> None:
     """Publish a complete dataset to the Hugging Face Hub.
 
-    Partial and damaged datasets are refused before anything is sent. Files the Hub already holds
-    are skipped, so re-running an interrupted push resumes it; metadata.json and the card (rendered
-    for this repo and revision) go last, with the removal of shards an earlier push left behind.
+    Partial and damaged datasets, and datasets with a symlink in data/, are refused before anything
+    is sent. Files the Hub already holds are skipped, so re-running an interrupted push resumes it;
+    metadata.json and the card (rendered for this repo and revision) go last, with the removal of
+    shards an earlier push left behind. The token: HF_TOKEN is the safe way (--token shows in `ps`).
 
     \b
     whest dataset push ./ds --repo aicrowd/whestbench-public --tag v1
     """
     from whestbench.dataset.hub import hf_ref, push_dataset
 
-    def on_event(e: dict) -> None:
-        kind = e["event"]
-        if kind == "planned":
-            _say(f"Uploading {directory} → {hf_ref(e['repo_id'], e['revision'])}")
-            _say(f"Total: {_size(e['bytes'])} ({_files(e['files'])}) — will create repo if needed.")
-            if e["ignored"]:
-                more = len(e["ignored"]) - 5
-                shown = ", ".join(e["ignored"][:5]) + (f" (+{more} more)" if more > 0 else "")
-                err.print(f"note: not part of the dataset, not uploaded: {shown}", markup=False)
-        elif kind == "compared":
-            parts = [f"{e['unchanged']} already on the Hub"] if e["unchanged"] else []
-            if e["upload_files"]:
-                parts.append(f"uploading {_files(e['upload_files'])} ({_size(e['upload_bytes'])}) "
-                             f"in {e['commits']} commit{'s' if e['commits'] != 1 else ''}")
-            if e["stale"]:
-                parts.append(f"removing {len(e['stale'])} stale file{'s' if len(e['stale']) != 1 else ''} "
-                             "from an earlier push")
-            _say("Hub: " + ("; ".join(parts) if parts else "nothing to do"))
-        elif kind == "commit":
-            removed = f", {e['deleted']} removed" if e["deleted"] else ""
-            _say(f"  commit {e['index']}/{e['total']}: {_files(e['files'])} ({_size(e['bytes'])}{removed}) "
-                 f"→ {e['oid'][:12]}")
-        elif kind == "tagged":
-            _say(f"Tagged {e['oid'][:12]} as {e['tag']}")
-
-    result = push_dataset(directory, repo_id, tag=tag, message=message, private=private, token=token,
-                          on_event=on_event)
+    result = push_dataset(directory, repo, tag=tag, message=message, private=private,
+                          token=read_token(token, token_file), on_event=on_event)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
         _say(f"✓ Uploaded {directory} → {where}")
@@ -92,12 +102,14 @@ def push(directory: Path, repo_id: str, tag: str | None, message: str | None, pr
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Directory to create (must not exist); default: the Hugging Face cache.")
 @click.option("--split", default=None, help="Fetch only this split's shards (plus metadata.json and README.md).")
-@click.option("--token", default=None, metavar="TOKEN", help=_TOKEN_HELP)
-def pull(repo: str, revision: str | None, output: Path | None, split: str | None, token: str | None) -> None:
+@_token_options
+def pull(repo: str, revision: str | None, output: Path | None, split: str | None, token: str | None,
+         token_file: str | None) -> None:
     """Download a dataset from the Hugging Face Hub and check its checksums.
 
     With --output the directory appears complete or not at all (an interrupted download is kept
-    beside it and resumed by re-running the command).
+    beside it and resumed by re-running the command). The token: HF_TOKEN is the safe way
+    (--token shows in `ps`).
 
     \b
     whest dataset pull aicrowd/whestbench-public --revision v1 --output ./ds
@@ -105,19 +117,17 @@ def pull(repo: str, revision: str | None, output: Path | None, split: str | None
     """
     from whestbench.dataset.hub import hf_ref, pull_dataset
 
-    def on_event(e: dict) -> None:
-        if e["event"] == "preflight":
-            _say(f"Preflight: {_files(e['files'])}, {_size(e['bytes'])} at commit {e['commit'][:12]}.")
-
-    result = pull_dataset(repo, revision=revision, output=output, split=split, token=token, on_event=on_event)
+    result = pull_dataset(repo, revision=revision, output=output, split=split,
+                          token=read_token(token, token_file), on_event=on_event)
     where = hf_ref(result.repo_id, result.revision or "main")
     what = f"split {result.split!r} of {where}" if result.split else where
+    size = f"{plural(len(result.files), 'file')}, {format_bytes(result.bytes)}"
     if result.cached:
-        _say(f"Cached {what} ({_files(len(result.files))}, {_size(result.bytes)}) in the Hugging Face cache.")
+        _say(f"Cached {what} ({size}) in the Hugging Face cache.")
     else:
-        _say(f"Downloaded {what} ({_files(len(result.files))}, {_size(result.bytes)}) → {result.path}")
+        _say(f"Downloaded {what} ({size}) → {result.path}")
     if result.verified:
-        _say(f"Checksums: {_files(result.verified).replace('file', 'data file')} verified.")
+        _say(f"Checksums: {plural(result.verified, 'data file')} verified.")
     else:
         _say("Checksums: metadata.json has none (made by whestbench 0.16?); files not verified.")
     _say(f"Location: {result.path}")

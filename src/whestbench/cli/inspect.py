@@ -17,17 +17,21 @@ from whestbench.cli.common import out
 def inspect(source: str, revision: str | None, plot: Path | None) -> None:
     """Summarise a dataset: metadata, per-split counts, sizes and checksum status.
 
+    SOURCE is a local dataset directory or a Hub dataset (ORG/NAME, ORG/NAME@REV, hf://ORG/NAME@REV);
+    for a private repo set HF_TOKEN or run `hf auth login`.
+
     \b
     whest dataset inspect ./final-eval
     whest dataset inspect aicrowd/arc-whestbench-2026 --revision v1
     whest dataset inspect ./final-eval --plot means.png
     """
+    from whestbench.cli.hub import on_event
     from whestbench.dataset.inspect import describe, plot_means
     from whestbench.errors import UsageError
 
     if plot is not None and not Path(source).is_dir():
         raise UsageError(f"--plot reads the data files, so SOURCE must be a local dataset directory; `whest dataset pull {source}` first.")
-    for line in describe(source, revision=revision):
+    for line in describe(source, revision=revision, on_event=on_event):
         out.print(line, markup=False, emoji=False)
     if plot is not None:
         plot_means(source, plot)

@@ -1,10 +1,14 @@
-"""Publish a dataset to the Hugging Face Hub (``push``) and fetch one back (``pull``).
+"""Publish a dataset to the Hugging Face Hub (``push``, ``publish_dataset``) and fetch one back (``pull``).
+
+References, the retry policy, metadata fetching and the wording of Hub errors live in
+``dataset/hubref.py``; this module is the two transfers.
 
 Push checks everything it can before the first network call: the directory is a complete
-(non-partial), valid dataset whose data files match ``metadata.json``'s checksums. It then sends
-the files in a few ordinary commits of at most ``MAX_COMMIT_BYTES`` each, skipping every file the
-branch already holds with the same content, and puts ``metadata.json``, the card and the removal
-of stale shards into the **last** commit. So:
+(non-partial), valid dataset whose data files match ``metadata.json``'s checksums, with no symlink
+in what it publishes, and every file the checksums list (and every shard) is among the files that
+go up. It then sends the files in a few ordinary commits of at most ``MAX_COMMIT_BYTES`` each,
+skipping every file the branch already holds with the same content, and puts ``metadata.json``,
+the card and the removal of stale shards into the **last** commit. So:
 
 * an interrupted push is resumed by re-running it: finished commits are on the Hub and their files
   are skipped; blobs of an unfinished commit that already reached the Hub's storage are not sent
@@ -29,25 +33,43 @@ Pull resolves the revision to a commit first (one metadata call that also sizes 
 catches a ``--split`` that matches nothing), downloads into ``.<output>.pull-staging`` beside
 ``--output`` (kept on a network failure so re-running resumes), checks the checksums, and renames.
 
-Tokens are passed to huggingface_hub and nowhere else: they are never in results, events, errors
-or files (errors are scrubbed of anything that looks like one).
+Both report through ``whestbench.events.Event``; the bytes moved are ``Progress("bytes", ...)``
+(per commit for a push; about once a second for a pull, from a watcher thread, so a sink given to
+``pull_dataset`` must accept calls from another thread).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
-import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from whestbench.atomic import fsync_dir, fsync_tree
 from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.dataset.hubref import (
+    DEFAULT_BRANCH,
+    HUB_URL,
+    METADATA,
+    REPO_TYPE,
+    DatasetSourceError,
+    HubError,
+    HubRef,
+    call,
+    hf_ref,
+    hub_exception,
+    local_dataset_dir,
+    not_a_dataset,
+    parse_ref,
+    remember_token,
+    repo_info,
+    tree_url,
+)
 from whestbench.dataset.reader import (
     checksums_block,
     data_files,
@@ -58,83 +80,37 @@ from whestbench.dataset.reader import (
     verify_checksums,
 )
 from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
-from whestbench.errors import UsageError, WorkFailed
+from whestbench.errors import UsageError
+from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.text import format_bytes, plural, sanitize
 
-REPO_TYPE = "dataset"
-DEFAULT_BRANCH = "main"
 DEFAULT_MESSAGE = "Upload whestbench dataset"
 # A commit is the unit that survives an interruption; the writer's shards are <= 2 GiB, so two per commit.
 MAX_COMMIT_BYTES = 4 * 1024**3
 # The Hub processes a commit's files in one request: keep it small (its own guidance is ~100s of files).
 MAX_COMMIT_FILES = 100
-HUB_URL = "https://huggingface.co"
 
-METADATA = "metadata.json"
 CARD = "README.md"
 DATA = "data"
 PREPARED = "prepared"
 _PUBLISHED_DIRS = (DATA, PREPARED)  # remote files under these that the local dataset lacks are stale
 _STAGING_MARK = ".whestbench-pull.json"
-
-Event = Callable[[dict[str, Any]], None]
-
-
-class HubError(WorkFailed):
-    """A call to the Hugging Face Hub failed; the message names the fix (login, repo id, revision, network)."""
+_PROGRESS_SECONDS = 1.0  # how often a pull reports the bytes on disk
 
 
-# --------------------------------------------------------------------------------------------------
-# Repo ids and revisions
+def push_ref(repo: str) -> HubRef:
+    """The repo a push publishes to: ``ORG/NAME`` or ``hf://[datasets/]ORG/NAME``, without a revision.
 
-
-_REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
-
-
-def check_repo_id(repo_id: object) -> str:
-    """``repo_id`` if it is a Hub dataset id ``ORG/NAME``, else UsageError.
-
-    Guards against ids the Hub would reject only after the local checks (and, for push, a bare
-    ``NAME`` that would silently land in the token owner's namespace).
+    Push always commits to the main branch and names a version with ``--tag``; an ``@REV`` in the
+    repo would suggest otherwise, so it is refused.
     """
-    ok = isinstance(repo_id, str) and repo_id.count("/") == 1 and len(repo_id) <= 96
-    if ok:
-        parts = repo_id.split("/")
-        ok = all(_REPO_PART.match(p) and "--" not in p and ".." not in p for p in parts)
-        ok = ok and not repo_id.endswith(".git")
-    if not ok:
-        raise UsageError(
-            f"repo id {repo_id!r} is not a Hub dataset id: use ORG/NAME (letters, digits, '-', '_', '.'), "
-            "for example aicrowd/whestbench-public."
+    ref = parse_ref(repo)
+    if ref.revision is not None:
+        raise DatasetSourceError(
+            f"{repo!r} names a revision; push commits to the {DEFAULT_BRANCH} branch and names versions "
+            f"with --tag: pass --repo {ref.repo_id} --tag {ref.revision}."
         )
-    return repo_id
-
-
-def parse_repo_ref(text: str, revision: str | None = None) -> tuple[str, str | None]:
-    """``ORG/NAME``, ``hf://ORG/NAME`` or ``hf://ORG/NAME@REV`` (as push prints it) -> (repo id, revision).
-
-    An ``@REV`` that disagrees with an explicit ``revision`` is a UsageError.
-    """
-    ref = text[len("hf://"):] if text.startswith("hf://") else text
-    if ref.startswith("datasets/"):
-        ref = ref[len("datasets/"):]
-    embedded = None
-    if "@" in ref:
-        ref, embedded = ref.split("@", 1)
-        if not embedded:
-            raise UsageError(f"{text!r} ends in '@' with no revision; write ORG/NAME@REV or pass --revision.")
-    if embedded and revision and embedded != revision:
-        raise UsageError(
-            f"{text!r} names revision {embedded!r} but --revision is {revision!r}; give the revision once."
-        )
-    return check_repo_id(ref), revision or embedded
-
-
-def hf_ref(repo_id: str, revision: str) -> str:
-    return f"hf://{repo_id}@{revision}"
-
-
-def tree_url(repo_id: str, revision: str) -> str:
-    return f"{HUB_URL}/datasets/{repo_id}/tree/{revision}"
+    return ref
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,18 +183,25 @@ def _walk(root: Path) -> Iterator[Path]:
             yield base / name
 
 
-def plan_push(directory: str | Path, repo_id: str, *, tag: str | None = None) -> PushPlan:
-    """Check ``directory`` and decide what a push to ``repo_id`` publishes. Makes no network call.
+def _under(rel: str, top: str) -> bool:
+    return rel == top or rel.startswith(top + "/")
+
+
+def plan_push(directory: str | Path, repo: str, *, tag: str | None = None) -> PushPlan:
+    """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
 
     Refuses (InvalidDatasetError): a partial dataset (merge it first), metadata that fails
     ``validate_metadata``, data files that do not match their checksums, a split without shards,
-    symlinks or files the checksums do not vouch for under ``data/`` — everything that would
-    otherwise be discovered by whoever downloads the published dataset.
+    files under ``data/`` the checksums do not vouch for, a symlink anywhere in what is published
+    (``data/``, a prepared split's directory, or a directory above one: what ``verify`` and
+    ``load_dataset`` read through a link is not what the Hub would get), and a dataset whose listed
+    files are not all going up (a hidden path such as a leftover staging directory) — everything
+    that would otherwise be discovered by whoever downloads the published dataset.
     """
-    check_repo_id(repo_id)
+    ref = push_ref(repo)
     if tag is not None:
         _check_tag(tag)
-    directory = Path(directory)
+    directory = local_dataset_dir(directory)
     md = read_metadata(directory)
     if isinstance(md, dict) and md.get("is_partial"):
         raise InvalidDatasetError(
@@ -228,13 +211,17 @@ def plan_push(directory: str | Path, repo_id: str, *, tag: str | None = None) ->
         )
     validate_metadata(md)
     verify_checksums(directory, md)
+    needed: set[str] = set()
     for split in split_names(md):
-        data_files(directory, split)  # raises when a split has no shards or holes in its shard set
+        # raises when a split has no shards or holes in its shard set
+        needed.update(p.relative_to(directory).as_posix() for p in data_files(directory, split))
     listed = checksums_block(md)
+    needed.update(listed or ())
 
     prepared_dirs = set()
     for entry in (md.get("prepared_splits") or {}).values():
         prepared_dirs.add(entry["path"].strip("/"))
+    tops = (DATA, *sorted(prepared_dirs))
 
     data: list[LocalFile] = []
     ignored: list[str] = []
@@ -243,22 +230,33 @@ def plan_push(directory: str | Path, repo_id: str, *, tag: str | None = None) ->
         if rel in (METADATA, CARD):
             continue  # sent from memory: the metadata as read, the card rendered for the repo
         hidden = any(part.startswith(".") for part in rel.split("/"))
-        published = rel.startswith(DATA + "/") or any(rel.startswith(d + "/") for d in prepared_dirs)
+        published = any(_under(rel, t) or t.startswith(rel + "/") for t in tops)
         if hidden or not published:
             ignored.append(rel)
             continue
         if p.is_symlink() or not p.is_file():
             raise InvalidDatasetError(
-                f"{p} is a symlink or not a regular file; push publishes regular files only. Replace "
-                "it with a copy of what it points to and push again."
+                f"{sanitize(str(p))} is a symlink or not a regular file; push publishes regular files and "
+                "directories only (the Hub would not get what the link points to). Replace it with a copy "
+                "of what it points to (for example `cp -rL`) and push again."
             )
         if rel.startswith(DATA + "/") and listed is not None and rel not in listed:
             raise InvalidDatasetError(
-                f"{p} is not listed in metadata.json checksums, so nothing vouches for it; remove it "
-                "(or re-bake the dataset) before pushing."
+                f"{sanitize(str(p))} is not listed in metadata.json checksums, so nothing vouches for it; "
+                "remove it (or re-bake the dataset) before pushing."
             )
         digest = listed[rel] if listed is not None and rel in listed else file_sha256(p)
         data.append(LocalFile(path=rel, size=p.stat().st_size, sha256=digest.split(":", 1)[1], source=p))
+    going = {f.path for f in data}
+    left_out = sorted(needed - going)
+    if left_out:
+        more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
+        raise InvalidDatasetError(
+            f"metadata.json lists {sanitize(left_out[0])}{more}, which push does not publish (only regular files "
+            f"under {DATA}/ and the prepared splits' directories, never hidden paths), so the published "
+            f"dataset would fail its own checksums. Re-create the dataset's files (`whest dataset "
+            f"prepare-arrow {directory}` for prepared copies, a re-bake for data/) and push again."
+        )
     for d in sorted(prepared_dirs):
         if not any(f.path.startswith(d + "/") for f in data):
             raise InvalidDatasetError(
@@ -271,10 +269,10 @@ def plan_push(directory: str | Path, repo_id: str, *, tag: str | None = None) ->
     from whestbench.dataset.card import render_card
 
     revision = tag or DEFAULT_BRANCH
-    card = render_card(md, repo_id=repo_id, revision=revision).encode("utf-8")
+    card = render_card(md, repo_id=ref.repo_id, revision=revision).encode("utf-8")
     return PushPlan(
         directory=directory,
-        repo_id=repo_id,
+        repo_id=ref.repo_id,
         revision=revision,
         metadata=md,
         data=tuple(data),
@@ -352,95 +350,145 @@ def _batches(files: Sequence[LocalFile], max_bytes: int, max_files: int) -> list
 
 def push_dataset(
     directory: str | Path,
-    repo_id: str,
+    repo: str,
     *,
     tag: str | None = None,
     message: str | None = None,
     private: bool = False,
     token: str | None = None,
-    on_event: Event | None = None,
+    exist_ok: bool = True,
+    on_event: EventSink | None = None,
     max_commit_bytes: int = MAX_COMMIT_BYTES,
     max_commit_files: int = MAX_COMMIT_FILES,
 ) -> PushResult:
-    """Publish the dataset at ``directory`` to the Hub dataset repo ``repo_id`` (branch ``main``).
+    """Publish the dataset at ``directory`` to the Hub dataset repo ``repo`` (branch ``main``).
 
+    ``repo``: ``ORG/NAME`` or ``hf://ORG/NAME`` (no ``@REV``: name versions with ``tag``).
     ``token``: a Hub token, or None for HF_TOKEN / the stored ``hf auth login``. ``tag``: created on
     the final commit once it has landed (refused up front if it already exists). ``private``: create
     the repo private; an existing public repo is refused rather than silently published to.
-    Events (``on_event``): ``planned`` (local totals, before any network call), ``compared``
-    (what the Hub already holds), ``commit`` (after each commit), ``tagged``.
+    ``exist_ok=False``: refuse a repo that already exists.
+    Events (``on_event``): ``start`` and ``planned`` (local totals, before any network call), a
+    ``note`` when files are left out or the Hub is being retried, ``compared`` (what the Hub already
+    holds; progress total = the bytes to send), ``commit`` after each commit (progress = bytes sent
+    so far), ``tagged``.
     """
-    emit = on_event or (lambda _e: None)
-    plan = plan_push(directory, repo_id, tag=tag)
-    emit({"event": "planned", "files": len(plan.files), "bytes": plan.total_bytes, "ignored": list(plan.ignored),
-          "repo_id": repo_id, "revision": plan.revision})
+    emit = on_event or ignore
+    plan = plan_push(directory, repo, tag=tag)
+    repo_id = plan.repo_id
+    ref = HubRef(repo_id, DEFAULT_BRANCH)
+    remember_token(token)
+    emit(Event("start", message=f"Uploading {plan.directory} → {hf_ref(repo_id, plan.revision)}",
+               data={"repo_id": repo_id, "revision": plan.revision}))
+    emit(Event("planned", message=f"Total: {format_bytes(plan.total_bytes)} ({plural(len(plan.files), 'file')}) "
+                                  "— will create repo if needed.",
+               data={"files": len(plan.files), "bytes": plan.total_bytes, "ignored": list(plan.ignored)}))
+    if plan.ignored:
+        more = len(plan.ignored) - 5
+        shown = ", ".join(sanitize(p) for p in plan.ignored[:5]) + (f" (+{more} more)" if more > 0 else "")
+        emit(Event("note", message=f"not part of the dataset, not uploaded: {shown}"))
 
     import huggingface_hub
 
-    api = huggingface_hub.HfApi(token=token)
-    branch = DEFAULT_BRANCH
-    with _hub_errors(f"pushing to {hf_ref(repo_id, plan.revision)}", repo_id, branch, token):
+    api = huggingface_hub.HfApi()
+    what = f"pushing to {hf_ref(repo_id, plan.revision)}"
+
+    def hub(fn, *, retry: bool = True):
+        return call(fn, what=what, ref=ref, token=token, on_event=emit, retry=retry)
+
+    def create_repo() -> None:
         extra = {"private": True} if private else {}
-        api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True, token=token, **extra)
-        info = _branch_info(api, repo_id, branch, token)
-        if private and info is not None and getattr(info, "private", None) is False:
+        try:
+            api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=exist_ok, token=token, **extra)
+        except hub_exception("HfHubHTTPError") as e:
+            if exist_ok or getattr(getattr(e, "response", None), "status_code", None) != 409:
+                raise
+            raise UsageError(f"{repo_id} already exists on the Hub and repo_exist_ok=False was asked: "
+                             "publish to a new repo, or allow an existing one.") from None
+
+    def branch_info() -> Any:
+        """The branch's head commit and files (with sizes and hashes), or None for a repo without it."""
+        try:
+            return api.dataset_info(repo_id, revision=DEFAULT_BRANCH, files_metadata=True, token=token)
+        except hub_exception("RevisionNotFoundError"):
+            return None
+
+    hub(create_repo)
+    info = hub(branch_info)
+    if private and info is not None and getattr(info, "private", None) is False:
+        raise UsageError(
+            f"{repo_id} already exists and is public; --private does not change an existing repo. "
+            f"Make it private in its settings ({HUB_URL}/datasets/{repo_id}/settings) or push to a new repo."
+        )
+    if tag is not None:
+        refs = hub(lambda: api.list_repo_refs(repo_id, repo_type=REPO_TYPE, token=token))
+        if any(t.name == tag for t in getattr(refs, "tags", None) or []):
             raise UsageError(
-                f"{repo_id} already exists and is public; --private does not change an existing repo. "
-                f"Make it private in its settings ({HUB_URL}/datasets/{repo_id}/settings) or push to a new repo."
+                f"tag {tag!r} already exists in {repo_id}; choose a new --tag (tags name one "
+                "published version and are never moved)."
             )
-        if tag is not None:
-            refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE, token=token)
-            if any(t.name == tag for t in getattr(refs, "tags", None) or []):
-                raise UsageError(
-                    f"tag {tag!r} already exists in {repo_id}; choose a new --tag (tags name one "
-                    "published version and are never moved)."
-                )
 
-        remote = _remote_files(info)
-        head = getattr(info, "sha", None) if info is not None else None
-        todo = [f for f in plan.data if not (f.path in remote and _same_content(f, remote[f.path]))]
-        finals = [f for f in (plan.metadata_file, plan.card)
-                  if not (f.path in remote and _same_content(f, remote[f.path]))]
-        local_paths = {f.path for f in plan.files}
-        stale = sorted(p for p in remote if p.split("/", 1)[0] in _PUBLISHED_DIRS and p not in local_paths)
-        sent = {f.path for f in todo + finals}
-        unchanged = sorted(f.path for f in plan.files if f.path not in sent)
+    remote = _remote_files(info)
+    head = getattr(info, "sha", None) if info is not None else None
+    todo = [f for f in plan.data if not (f.path in remote and _same_content(f, remote[f.path]))]
+    finals = [f for f in (plan.metadata_file, plan.card)
+              if not (f.path in remote and _same_content(f, remote[f.path]))]
+    local_paths = {f.path for f in plan.files}
+    stale = sorted(p for p in remote if p.split("/", 1)[0] in _PUBLISHED_DIRS and p not in local_paths)
+    sent = {f.path for f in todo + finals}
+    unchanged = sorted(f.path for f in plan.files if f.path not in sent)
 
-        batches = _batches(todo, max_commit_bytes, max_commit_files)
-        if finals or stale:
-            if not batches:
-                batches.append([])
-            batches[-1] = batches[-1] + finals
-        emit({"event": "compared", "upload_files": len(todo) + len(finals),
-              "upload_bytes": sum(f.size for f in todo + finals), "unchanged": len(unchanged),
-              "stale": stale, "commits": len(batches)})
+    batches = _batches(todo, max_commit_bytes, max_commit_files)
+    if finals or stale:
+        if not batches:
+            batches.append([])
+        batches[-1] = batches[-1] + finals
+    upload_bytes = sum(f.size for f in todo + finals)
+    parts = [f"{len(unchanged)} already on the Hub"] if unchanged else []
+    if todo or finals:
+        parts.append(f"uploading {plural(len(todo) + len(finals), 'file')} ({format_bytes(upload_bytes)}) "
+                     f"in {plural(len(batches), 'commit')}")
+    if stale:
+        parts.append(f"removing {plural(len(stale), 'stale file')} from an earlier push")
+    emit(Event("compared", message="Hub: " + ("; ".join(parts) if parts else "nothing to do"),
+               progress=Progress("bytes", 0, upload_bytes),
+               data={"upload_files": len(todo) + len(finals), "upload_bytes": upload_bytes,
+                     "unchanged": len(unchanged), "stale": stale, "commits": len(batches)}))
 
-        commits: list[Commit] = []
-        parent = head
-        for i, batch in enumerate(batches, 1):
-            last = i == len(batches)
-            ops: list[Any] = [huggingface_hub.CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.payload())
-                              for f in batch]
-            if last:
-                ops += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in stale]
-            text = message or DEFAULT_MESSAGE
-            if len(batches) > 1:
-                text = f"{text} ({i}/{len(batches)})"
-            kwargs = {"parent_commit": parent} if parent else {}
-            done = api.create_commit(repo_id, ops, commit_message=text, repo_type=REPO_TYPE,
-                                     revision=branch, token=token, **kwargs)
-            parent = done.oid
-            c = Commit(oid=done.oid, files=len(batch), bytes=sum(f.size for f in batch),
-                       deleted=len(stale) if last else 0)
-            commits.append(c)
-            emit({"event": "commit", "index": i, "total": len(batches), "oid": c.oid, "files": c.files,
-                  "bytes": c.bytes, "deleted": c.deleted})
-        final = parent
-        if final is None:  # nothing to commit and no head: cannot happen (the card is always new then)
-            raise HubError(f"the Hub reported no commit on {repo_id}@{branch}; re-run the push.")
-        if tag is not None:
-            api.create_tag(repo_id, tag=tag, revision=final, repo_type=REPO_TYPE, token=token)
-            emit({"event": "tagged", "tag": tag, "oid": final})
+    commits: list[Commit] = []
+    parent = head
+    done_bytes = 0
+    for i, batch in enumerate(batches, 1):
+        last = i == len(batches)
+        ops: list[Any] = [huggingface_hub.CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.payload())
+                          for f in batch]
+        if last:
+            ops += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in stale]
+        text = message or DEFAULT_MESSAGE
+        if len(batches) > 1:
+            text = f"{text} ({i}/{len(batches)})"
+        kwargs = {"parent_commit": parent} if parent else {}
+        # a commit is not retried: one whose answer was lost may have landed (re-running resumes)
+        landed = hub(lambda: api.create_commit(repo_id, ops, commit_message=text, repo_type=REPO_TYPE,
+                                               revision=DEFAULT_BRANCH, token=token, **kwargs), retry=False)
+        parent = landed.oid
+        c = Commit(oid=landed.oid, files=len(batch), bytes=sum(f.size for f in batch),
+                   deleted=len(stale) if last else 0)
+        commits.append(c)
+        done_bytes += c.bytes
+        removed = f", {c.deleted} removed" if c.deleted else ""
+        emit(Event("commit", message=f"  commit {i}/{len(batches)}: {plural(c.files, 'file')} "
+                                     f"({format_bytes(c.bytes)}{removed}) → {c.oid[:12]}",
+                   progress=Progress("bytes", done_bytes, upload_bytes),
+                   data={"index": i, "total": len(batches), "oid": c.oid, "files": c.files, "bytes": c.bytes,
+                         "deleted": c.deleted}))
+    final = parent
+    if final is None:  # nothing to commit and no head: cannot happen (the card is always new then)
+        raise HubError(f"the Hub reported no commit on {repo_id}@{DEFAULT_BRANCH}; re-run the push.")
+    if tag is not None:
+        hub(lambda: api.create_tag(repo_id, tag=tag, revision=final, repo_type=REPO_TYPE, token=token),
+            retry=False)
+        emit(Event("tagged", message=f"Tagged {final[:12]} as {tag}", data={"tag": tag, "oid": final}))
     return PushResult(
         repo_id=repo_id, revision=plan.revision, commit=final, url=tree_url(repo_id, plan.revision),
         commits=tuple(commits), uploaded=tuple(f.path for f in todo + finals), unchanged=tuple(unchanged),
@@ -448,16 +496,26 @@ def push_dataset(
     )
 
 
-def _branch_info(api: Any, repo_id: str, branch: str, token: str | None) -> Any:
-    """The branch's head commit and files (with sizes and hashes), or None for a repo without it."""
-    try:
-        return api.dataset_info(repo_id, revision=branch, files_metadata=True, token=token)
-    except _hub_exception("RevisionNotFoundError"):
-        return None
+def publish_dataset(
+    local_dir: str | Path,
+    *,
+    repo_id: str,
+    tag: str | None = None,
+    token: str | None = None,
+    commit_message: str | None = None,
+    private: bool = False,
+    repo_exist_ok: bool = True,
+) -> str:
+    """whestbench 0.16's Python push: publish ``local_dir`` to ``repo_id`` and return the commit id.
 
-
-# --------------------------------------------------------------------------------------------------
-# Pull
+    The same push as ``whest dataset push`` (``push_dataset``): the dataset is checked first
+    (partial, tampered or incomplete datasets are refused before any upload), the card is rendered
+    for ``repo_id`` and ``tag`` into the upload only (the local README.md is left as it is), and the
+    returned commit is the one that holds the whole dataset (the one ``tag`` names).
+    """
+    result = push_dataset(local_dir, repo_id, tag=tag, message=commit_message, private=private, token=token,
+                          exist_ok=repo_exist_ok)
+    return result.commit
 
 
 @dataclass(frozen=True)
@@ -510,18 +568,19 @@ def pull_dataset(
     output: str | Path | None = None,
     split: str | None = None,
     token: str | None = None,
-    on_event: Event | None = None,
+    on_event: EventSink | None = None,
 ) -> PullResult:
-    """Download the Hub dataset ``repo`` (``ORG/NAME`` or ``hf://ORG/NAME@REV``) and check it.
+    """Download the Hub dataset ``repo`` (any form of ``hubref``'s reference grammar) and check it.
 
     With ``output``: into that new directory (refused up front if it exists), atomically — it
     appears complete or not at all. Without: into the Hugging Face cache (reruns are free).
     ``split``: only that split's shards (and its prepared Arrow copy), metadata.json and README.md.
     Data files are checked against metadata.json's checksums when it has them.
-    Events: ``preflight`` (files, bytes, commit), ``downloaded``, ``verified``.
+    Events: ``preflight`` (files, bytes, commit; progress total = the bytes to fetch), ``progress``
+    (bytes on disk, about once a second, from a watcher thread), ``downloaded``, ``verified``.
     """
-    emit = on_event or (lambda _e: None)
-    repo_id, revision = parse_repo_ref(repo, revision)
+    emit = _serialized(on_event or ignore)
+    ref = parse_ref(repo, revision)
     if split is not None:
         try:
             check_split_name(split)
@@ -533,35 +592,41 @@ def pull_dataset(
 
     import huggingface_hub
 
-    where = hf_ref(repo_id, revision or DEFAULT_BRANCH)
-    api = huggingface_hub.HfApi(token=token)
-    with _hub_errors(f"pulling {where}", repo_id, revision, token):
-        info = api.dataset_info(repo_id, revision=revision, files_metadata=True, token=token)
+    remember_token(token)
+    where = ref.uri
+    what = f"pulling {where}"
+    info = repo_info(ref, token=token, files_metadata=True, what=what, on_event=emit)
     commit = info.sha
     sizes = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
     if METADATA not in sizes:
-        raise InvalidDatasetError(
-            f"{where} has no metadata.json, so it is not a WhestBench dataset; check the repo id and --revision."
-        )
+        raise not_a_dataset(where)
     if split is not None:
         wanted = split_files(list(sizes), split)
         if not any(p.startswith(DATA + "/") for p in wanted):
             raise InvalidDatasetError(
                 f"--split {split!r} matched no parquet files in {where}; its splits are "
-                f"{_remote_splits(list(sizes))}. Pass one of them, or omit --split for the whole dataset."
+                f"{[sanitize(s) for s in _remote_splits(list(sizes))]}. Pass one of them, or omit --split for the whole dataset."
             )
         patterns: list[str] | None = [_literal(p) for p in wanted]
     else:
         wanted = sorted(sizes)
         patterns = None
     total = sum(sizes[p] for p in wanted)
-    emit({"event": "preflight", "files": len(wanted), "bytes": total, "commit": commit, "repo_id": repo_id})
+    emit(Event("preflight", message=f"Preflight: {plural(len(wanted), 'file')}, {format_bytes(total)} at commit "
+                                    f"{commit[:12]}.",
+               progress=Progress("bytes", 0, total),
+               data={"files": len(wanted), "bytes": total, "commit": commit, "repo_id": ref.repo_id}))
+
+    def download(**where_to: Any) -> str:
+        return call(lambda: huggingface_hub.snapshot_download(
+            ref.repo_id, repo_type=REPO_TYPE, revision=commit, allow_patterns=patterns, token=token, **where_to),
+            what=what, ref=ref, token=token, on_event=emit)
 
     if out is None:
-        with _hub_errors(f"pulling {where}", repo_id, revision, token):
-            path = Path(huggingface_hub.snapshot_download(
-                repo_id, repo_type=REPO_TYPE, revision=commit, allow_patterns=patterns, token=token))
-        emit({"event": "downloaded", "path": str(path), "cached": True})
+        with _DiskProgress(_cache_folder(ref.repo_id), total, emit):
+            path = Path(download())
+        emit(Event("downloaded", message=f"Cached {where} in {path}", progress=Progress("bytes", total, total),
+                   data={"path": str(path), "cached": True}))
         try:
             md, verified = _check_download(path, split, where)
         except InvalidDatasetError as e:
@@ -569,24 +634,23 @@ def pull_dataset(
                 f"{e} If the dataset on the Hub is intact, the cached copy in {path} is damaged: "
                 "remove it with `hf cache delete` and re-run."
             ) from e
-        emit({"event": "verified", "files": verified})
+        emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
-        staging = _fresh_staging(out, {"repo_id": repo_id, "commit": commit, "files": wanted})
+        staging = _fresh_staging(out, {"repo_id": ref.repo_id, "commit": commit, "files": wanted})
         try:
-            with _hub_errors(f"pulling {where}", repo_id, revision, token):
-                huggingface_hub.snapshot_download(
-                    repo_id, repo_type=REPO_TYPE, revision=commit, allow_patterns=patterns, token=token,
-                    local_dir=str(staging))
+            with _DiskProgress(staging, total, emit):
+                download(local_dir=str(staging))
         except HubError as e:
             raise HubError(f"{e} The files downloaded so far are kept in {staging}; re-running the same "
                            "command resumes.") from e
-        emit({"event": "downloaded", "path": str(staging), "cached": False})
+        emit(Event("downloaded", message=f"Downloaded {where} into {staging}",
+                   progress=Progress("bytes", total, total), data={"path": str(staging), "cached": False}))
         try:
             shutil.rmtree(staging / ".cache", ignore_errors=True)  # huggingface_hub's resume state
             (staging / _STAGING_MARK).unlink(missing_ok=True)
             md, verified = _check_download(staging, split, where)
-            emit({"event": "verified", "files": verified})
+            emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
             if out.exists():
                 raise UsageError(f"--output {out} appeared while downloading; the download is in {staging}.")
             fsync_tree(staging)
@@ -596,8 +660,72 @@ def pull_dataset(
             shutil.rmtree(staging, ignore_errors=True)  # bad content: resuming would keep it
             raise
         path = out
-    return PullResult(repo_id=repo_id, revision=revision, commit=commit, path=path, files=tuple(wanted),
+    return PullResult(repo_id=ref.repo_id, revision=ref.revision, commit=commit, path=path, files=tuple(wanted),
                       bytes=total, verified=verified, cached=out is None, split=split, metadata=md)
+
+
+def _serialized(sink: EventSink) -> EventSink:
+    """``sink`` behind a lock: a pull emits from its own thread and from the progress watcher."""
+    lock = threading.Lock()
+
+    def emit(event: Event) -> None:
+        with lock:
+            sink(event)
+
+    return emit
+
+
+def _cache_folder(repo_id: str) -> Path:
+    """Where huggingface_hub caches ``repo_id``'s blobs (what a pull without --output fills)."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE) / ("datasets--" + repo_id.replace("/", "--"))
+
+
+def _bytes_under(root: Path) -> int:
+    """The size of the regular files under ``root`` (downloads in progress included; links not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:  # renamed or removed while we looked
+                continue
+            if not os.path.islink(os.path.join(dirpath, name)):
+                total += st.st_size
+    return total
+
+
+class _DiskProgress:
+    """While a download runs, report the bytes that reached ``root`` as ``Progress("bytes", done, total)``.
+
+    Counts what appeared under ``root`` since it started (files a resumed pull already had are not
+    fetched again, so the count can end short of ``total``; the ``downloaded`` event then says
+    ``total``). Works for any huggingface_hub release without hooking its progress bars.
+    """
+
+    def __init__(self, root: Path, total: int, emit: EventSink, interval: float = _PROGRESS_SECONDS):
+        self.root, self.total, self.emit, self.interval = root, total, emit, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="whestbench-pull-progress", daemon=True)
+
+    def __enter__(self) -> "_DiskProgress":
+        self.start = _bytes_under(self.root)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        last = -1
+        while not self._stop.wait(self.interval):
+            grown = max(0, _bytes_under(self.root) - self.start)
+            done = min(self.total, grown)
+            if done != last:
+                last = done
+                self.emit(Event("progress", progress=Progress("bytes", done, self.total)))
 
 
 def _fresh_staging(out: Path, mark: dict[str, Any]) -> Path:
@@ -629,121 +757,3 @@ def _check_download(path: Path, split: str | None, where: str) -> tuple[dict[str
     else:
         verified = sum(1 for rel in listed if rel.startswith(DATA + "/") and is_shard_of(rel.split("/", 1)[1], split))
     return md, verified
-
-
-# --------------------------------------------------------------------------------------------------
-# Hub errors -> one line that names the fix
-
-
-_TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
-_LOGIN = "log in with `hf auth login`, set HF_TOKEN, or pass --token"
-
-
-def scrub(text: str, token: str | None) -> str:
-    """``text`` with the token (given, or from the environment) and anything token-shaped masked."""
-    for secret in (token, os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")):
-        if secret:
-            text = text.replace(secret, "***")
-    return _TOKEN_RE.sub("hf_***", text)
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """Connection/timeout error bases of the HTTP client huggingface_hub uses (whichever is loaded)."""
-    found: list[type[BaseException]] = []
-    for mod, names in (("requests", ("RequestException",)), ("httpx", ("TransportError", "HTTPError")),
-                       ("httpx2", ("TransportError", "HTTPError")), ("urllib3.exceptions", ("HTTPError",))):
-        m = sys.modules.get(mod)
-        for name in names:
-            cls = getattr(m, name, None) if m is not None else None
-            if isinstance(cls, type) and issubclass(cls, BaseException):
-                found.append(cls)
-    return tuple(found)
-
-
-class _Absent(Exception):
-    """Stands in for an exception class this huggingface_hub release does not define."""
-
-
-def _hub_exception(name: str) -> type[BaseException]:
-    """huggingface_hub's exception class ``name`` (``errors`` since 0.22, ``utils`` before), or _Absent."""
-    import importlib
-
-    for mod in ("huggingface_hub.errors", "huggingface_hub.utils"):
-        try:
-            cls = getattr(importlib.import_module(mod), name, None)
-        except ImportError:
-            continue
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            return cls
-    return _Absent
-
-
-def explain(exc: BaseException, *, repo_id: str, revision: str | None, token: str | None) -> Exception | None:
-    """The exception to raise instead of ``exc`` (a Hub or network error), or None to let it through."""
-    raw = " ".join(scrub(str(exc), token).split())
-    url = f"{HUB_URL}/datasets/{repo_id}"
-    if isinstance(exc, _hub_exception("HFValidationError")):
-        return UsageError(f"invalid repo id or revision for the Hub: {raw}")
-    if isinstance(exc, _hub_exception("GatedRepoError")):
-        return HubError(f"{repo_id} is gated: accept its conditions at {url}, then {_LOGIN}.")
-    if isinstance(exc, _hub_exception("DisabledRepoError")):
-        return HubError(f"{repo_id} has been disabled on the Hub; use another repo.")
-    if isinstance(exc, _hub_exception("RepositoryNotFoundError")):
-        return HubError(
-            f"dataset repo {repo_id!r} was not found or your token cannot access it: check the repo id "
-            f"(ORG/NAME), and for a private repo {_LOGIN}."
-        )
-    if isinstance(exc, _hub_exception("RevisionNotFoundError")):
-        return HubError(
-            f"revision {revision!r} does not exist in {repo_id}: pass an existing branch, tag or commit "
-            f"with --revision (see {url}/tree/main)."
-        )
-    if isinstance(exc, _hub_exception("EntryNotFoundError")):
-        return HubError(f"a file is missing from {repo_id}: {raw}. Check --revision, or re-push the dataset.")
-    if isinstance(exc, _hub_exception("LocalTokenNotFoundError")):
-        return HubError(f"no Hugging Face token found: {_LOGIN}.")
-    if isinstance(exc, _hub_exception("OfflineModeIsEnabled")):
-        return HubError("HF_HUB_OFFLINE is set, so the Hub cannot be reached: unset it and re-run.")
-    if isinstance(exc, _hub_exception("HfHubHTTPError")):
-        response = getattr(exc, "response", None)
-        status = getattr(response, "status_code", None)
-        fixes = {
-            401: f"the Hub rejected the credentials (401): {_LOGIN} with a valid token.",
-            403: f"your token may not write to or read {repo_id} (403): use a token with write access to "
-                 "that namespace (fine-grained tokens need it granted), or ask the org for access.",
-            409: f"the Hub refused the change as a conflict (409): {raw}",
-            412: f"{repo_id} changed while pushing (someone else committed): re-run the command; "
-                 "finished files are skipped.",
-            429: "the Hub is rate-limiting these requests (429): wait a few minutes and re-run; "
-                 "finished files are skipped.",
-        }
-        if status in fixes:
-            return HubError(fixes[status])
-        if isinstance(status, int) and status >= 500:
-            return HubError(f"the Hub failed with {status}: try again later; re-running resumes. ({raw})")
-        return HubError(f"the Hub refused the request: {raw}")
-    transport = _transport_errors()
-    if (transport and isinstance(exc, transport)) or isinstance(exc, (ConnectionError, TimeoutError)):
-        return HubError(
-            f"could not reach the Hugging Face Hub ({raw or type(exc).__name__}): check the network "
-            "connection (and HF_ENDPOINT / proxy settings), then re-run."
-        )
-    if type(exc).__module__.startswith("huggingface_hub"):
-        return HubError(f"the Hugging Face Hub client failed: {raw}")
-    return None
-
-
-@contextlib.contextmanager
-def _hub_errors(what: str, repo_id: str, revision: str | None, token: str | None) -> Iterator[None]:
-    """Turn Hub and network failures inside the block into one-line HubError/UsageError."""
-    try:
-        yield
-    except (UsageError, InvalidDatasetError, HubError):
-        raise
-    except Exception as exc:
-        better = explain(exc, repo_id=repo_id, revision=revision, token=token)
-        if better is None:
-            raise
-        if isinstance(better, HubError):
-            better = HubError(f"{what}: {better}")
-        raise better from exc

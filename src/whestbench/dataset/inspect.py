@@ -4,6 +4,9 @@
 formatting, so tools that parse them keep working — then ours: sampler, seed source, partial
 range, per-split row and shard counts with sizes, and the checksum status. A tampered dataset is
 reported (``integrity: checksums MISMATCH ...``), never raised on: inspecting is how one finds out.
+Every line is sanitised (``text.sanitize``): a value in ``metadata.json`` cannot put an escape
+sequence or an extra line on the terminal. Sources are resolved, and Hub metadata fetched, by
+``dataset/hubref.py``.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ import io
 from pathlib import Path
 from typing import Any
 
-from whestbench.dataset.reader import data_files, parquet_footer, read_metadata, read_metadata_file
+from whestbench.dataset.hubref import HubRef, RemoteMetadata, fetch_metadata, resolve_source
+from whestbench.dataset.reader import data_files, parquet_footer, read_metadata
 from whestbench.dataset.schema import split_names
 from whestbench.dataset.verify import check_checksums, infer_sampler
 from whestbench.errors import UsageError
+from whestbench.events import EventSink
+from whestbench.text import format_bytes, sanitize
 
 # whestbench 0.16's single-split keys, in its order; each printed only when present.
 _SINGLE_KEYS = (
@@ -24,21 +30,27 @@ _SINGLE_KEYS = (
 )
 
 
-def describe(dir_or_repo: str | Path, *, revision: str | None = None) -> list[str]:
+def describe(dir_or_repo: str | Path, *, revision: str | None = None, token: str | None = None,
+             on_event: EventSink | None = None) -> list[str]:
     """The ``whest dataset inspect`` lines for a local dataset directory or a Hub dataset repo.
 
     A path that exists is read locally (``revision`` does not apply). Anything else is a Hub
-    repo id (``org/name``, or ``hf://org/name@rev``), whose ``metadata.json`` alone is fetched:
-    its data files are neither counted nor checked.
+    reference (``org/name``, ``hf://org/name@rev``, ...), whose ``metadata.json`` alone is fetched:
+    its data files are neither counted nor checked. ``on_event`` hears the Hub retry note.
     """
-    source = str(dir_or_repo)
-    if Path(source).exists():
-        directory = Path(source)
-        md = read_metadata(directory)
-        return _info_lines(md) + _local_lines(directory, md)
-    repo, revision = _parse_repo(source, revision)
-    md = read_metadata_file(_fetch_metadata(repo, revision))
-    return _info_lines(md) + _hub_lines(repo, revision, md)
+    source = resolve_source(dir_or_repo, revision)
+    if isinstance(source, HubRef):
+        remote = fetch_metadata(source, token=token, what=f"inspecting {source.uri}", on_event=on_event)
+        lines = _info_lines(remote.metadata) + _hub_lines(remote)
+    else:
+        md = read_metadata(source)
+        lines = _info_lines(md) + _local_lines(source, md)
+    return [_safe(line) for line in lines]
+
+
+def _safe(line: str) -> str:
+    """One printable line: no control characters or escape sequences, no embedded newline."""
+    return sanitize(line, max_len=4096).replace("\n", " ")
 
 
 def plot_means(directory: str | Path, path: str | Path) -> Path:
@@ -206,17 +218,17 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
         try:
             rows = sum(parquet_footer(p).num_rows for p in files)
         except ValueError:
-            lines.append(f"    {split}: {shards}, {_size(size)} — UNREADABLE (truncated or corrupt Parquet)")
+            lines.append(f"    {split}: {shards}, {format_bytes(size)} — UNREADABLE (truncated or corrupt Parquet)")
             continue
         count = f"{_thousands(rows)} rows"
         if isinstance(declared, int) and rows != declared:
             count += f" (metadata says {_thousands(declared)})"
-        lines.append(f"    {split}: {count} in {shards}, {_size(size)}")
+        lines.append(f"    {split}: {count} in {shards}, {format_bytes(size)}")
     prepared = md.get("prepared_splits")
     if isinstance(prepared, dict) and prepared:
         lines.append(f"  prepared Arrow: {', '.join(sorted(prepared))}")
     files = [p for p in directory.rglob("*") if p.is_file()]
-    lines.append(f"  total size: {_size(sum(p.stat().st_size for p in files))} in {len(files)} files")
+    lines.append(f"  total size: {format_bytes(sum(p.stat().st_size for p in files))} in {len(files)} files")
     status, detail = check_checksums(directory, md)
     if status == "ok":
         lines.append(f"  integrity: checksums ok ({detail})")
@@ -227,61 +239,22 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _hub_lines(repo: str, revision: str | None, md: dict[str, Any]) -> list[str]:
+def _hub_lines(remote: RemoteMetadata) -> list[str]:
+    md, ref = remote.metadata, remote.ref
     lines = _extra_lines(md)
-    lines.append(f"  source: hf://{repo}@{revision or 'main'} (only metadata.json fetched)")
+    commit = f"commit {remote.commit[:12]}; " if remote.commit else ""
+    lines.append(f"  source: {ref.uri} ({commit}only metadata.json fetched)")
     splits = md.get("splits") if isinstance(md.get("splits"), dict) else None
     lines.append("  data:")
     for split in split_names(md):
-        n = (splits[split] or {}).get("n_mlps") if splits else md.get("n_mlps")
+        entry = splits.get(split) if splits else None
+        n = (entry.get("n_mlps") if isinstance(entry, dict) else None) if splits else md.get("n_mlps")
         lines.append(f"    {split}: {_thousands(n)} MLPs (from metadata)")
     checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
     lines.append(
-        f"  integrity: not checked ({checks}); `whest dataset pull {repo}` then `whest dataset verify DIR`"
+        f"  integrity: not checked ({checks}); `whest dataset pull {ref.repo_id}` then `whest dataset verify DIR`"
     )
     return lines
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
-
-
-def _parse_repo(source: str, revision: str | None) -> tuple[str, str | None]:
-    """``org/name`` or ``hf://org/name[@rev]`` → ``(repo_id, revision)``; a missing local path is a usage error."""
-    repo = source
-    if repo.startswith("hf://"):
-        repo = repo[len("hf://"):]
-        if repo.startswith("datasets/"):
-            repo = repo[len("datasets/"):]
-        if "@" in repo:
-            repo, rev = repo.split("@", 1)
-            if revision is not None and revision != rev:
-                raise UsageError(f"{source} names revision {rev!r} but --revision is {revision!r}; give one of them.")
-            revision = rev
-    parts = repo.split("/")
-    if repo.startswith((".", "/", "~")) or len(parts) != 2 or not all(parts):
-        raise UsageError(
-            f"{source} is not an existing directory, nor a Hub dataset repo id like 'org/name' "
-            "(or hf://org/name@revision)."
-        )
-    return repo, revision
-
-
-def _fetch_metadata(repo: str, revision: str | None) -> str:
-    from huggingface_hub import hf_hub_download
-
-    try:
-        return hf_hub_download(repo_id=repo, filename="metadata.json", repo_type="dataset", revision=revision)
-    except Exception as e:  # network, auth, missing repo or revision: each names itself in its message
-        rev = f" at revision {revision!r}" if revision else ""
-        raise OSError(
-            f"could not fetch metadata.json of Hub dataset {repo!r}{rev}: {type(e).__name__}: {e}. "
-            "Check the repo id and --revision; for a private repo log in with `huggingface-cli login`."
-        ) from e
 
 
 def _layer_means(directory: Path, split: str):

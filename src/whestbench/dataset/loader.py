@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import glob
-import hashlib
 import logging
 import operator
 import os
@@ -32,15 +31,15 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from whestbench.compute.mlp import MLP
-from whestbench.compute.seeds import estimator_seed
+from whestbench.compute.seed_protocol import SALT_ENV, seed_rule
 from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.dataset.hubref import HubRef, call, fetch_metadata, remember_token, resolve_source
 from whestbench.dataset.reader import (
     DATA_DIR,
     checksums_block,
     data_files,
     parquet_footer,
     read_metadata,
-    read_metadata_file,
     verify_checksums,
     verify_files,
 )
@@ -57,7 +56,6 @@ __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
 
 log = logging.getLogger(__name__)
 
-SALT_ENV = "WHEST_SEED_SALT"
 _MLP_COLUMNS = ["mlp_name", "mlp_seed", "weights"]
 _REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
 
@@ -79,60 +77,28 @@ def load_dataset(
 ):
     """Load a dataset directory or Hub repo as a ``datasets.Dataset`` or ``DatasetDict``.
 
-    ``path_or_repo``: an existing local path is a directory; anything else is a Hub repo id
-    (``org/name``, or ``hf://org/name[@revision]``) — except a string that plainly is a path
-    (``./x``, ``/x``, ``~/x``, or ``dir/x`` where ``dir`` exists), which is reported as missing
-    instead of being looked up on the Hub. ``revision`` and ``token`` only apply to the Hub.
+    ``path_or_repo``: an existing local path is a directory; anything else is a Hub reference
+    (``org/name``, ``org/name@rev``, ``hf://org/name[@rev]``: the grammar is in ``dataset/hubref.py``)
+    — except a string that plainly is a path (``./x``, ``/x``, ``~/x``, or ``dir/x`` where ``dir``
+    exists), which is reported as missing instead of being looked up on the Hub. ``revision`` and
+    ``token`` only apply to the Hub. A Hub dataset's metadata and rows come from one commit (the
+    revision is resolved first); network failures are retried as ``hubref.call`` says, then raised
+    as one ``HubError``.
     ``split``: for a single-split dataset it must be that split; for a multi-split dataset it picks
     one split (a ``Dataset``), and without it you get a ``DatasetDict`` of all splits.
     ``streaming=True`` (Hub only) returns an ``IterableDataset`` (or ``IterableDatasetDict``).
     """
     if split is not None and not isinstance(split, str):
         raise TypeError(f"split must be a split name (str); got {type(split).__name__}: {split!r}.")
-    local = _local_path(path_or_repo)
-    if local is None:
-        repo, revision = _hub_ref(str(path_or_repo), revision)
-        return _load_hub(repo, revision=revision, split=split, token=token, streaming=streaming)
-    if not local.exists():
-        raise InvalidDatasetError(
-            f"no such dataset directory: {local}. Check the path; to load from the Hugging Face "
-            "Hub pass a repo id such as 'org/name'."
-        )
+    source = resolve_source(path_or_repo, revision)
+    if isinstance(source, HubRef):
+        return _load_hub(source, split=split, token=token, streaming=streaming)
     if streaming:
         raise ValueError(
             "streaming=True is only supported for Hugging Face Hub repos, not local paths; "
-            f"load {local} without streaming (local data is memory-mapped, not read into RAM)."
+            f"load {source} without streaming (local data is memory-mapped, not read into RAM)."
         )
-    return _load_local(local, split)
-
-
-def _local_path(path_or_repo: str | os.PathLike) -> Path | None:
-    """The local path meant by ``path_or_repo``, or None if it names a Hub repo."""
-    if isinstance(path_or_repo, os.PathLike):
-        return Path(path_or_repo).expanduser()
-    s = str(path_or_repo)
-    if s.startswith("hf://"):
-        return None
-    p = Path(s).expanduser()
-    if p.exists() or s.startswith((".", "/", "~")):
-        return p
-    # "runs/set1" with a local "runs/" is a mistyped path, not the Hub repo "runs/set1"
-    if len(p.parts) > 1 and Path(p.parts[0]).exists():
-        return p
-    return None
-
-
-def _hub_ref(s: str, revision: str | None) -> tuple[str, str | None]:
-    """``(repo_id, revision)`` from ``org/name`` or ``hf://org/name[@rev]``."""
-    if not s.startswith("hf://"):
-        return s, revision
-    repo, _, embedded = s[len("hf://") :].partition("@")
-    if embedded and revision is not None and embedded != revision:
-        raise ValueError(
-            f"{s!r} names revision {embedded!r} but revision={revision!r} was also passed; "
-            "give the revision once."
-        )
-    return repo, embedded or revision
+    return _load_local(source, split)
 
 
 def _load_local(root: Path, split: str | None):
@@ -262,32 +228,35 @@ def _prepared(base: Path, md: Mapping[str, Any], split: str):
     return ds
 
 
-def _load_hub(repo: str, *, revision: str | None, split: str | None, token: Any, streaming: bool):
+def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
     import datasets
 
-    md = _hub_metadata(repo, revision=revision, token=token)
+    remember_token(token)
+    remote = fetch_metadata(ref, token=token, what=f"loading {ref.uri}")
+    md = remote.metadata
     validate_metadata(md)
-    kw = _hub_kwargs(revision=revision, token=token, streaming=streaming)
+    # the rows come from the commit the metadata came from (a branch may move in between)
+    pinned = HubRef(ref.repo_id, remote.commit or ref.revision)
+    kw = _hub_kwargs(revision=pinned.revision, token=token, streaming=streaming)
+    where = f"hf://{ref.repo_id}"
     if "splits" not in md:
-        s = _single_split(md, split, where=f"hf://{repo}")
+        s = _single_split(md, split, where=where)
         config = md.get("config")
-        if isinstance(config, str) and config != DEFAULT_CONFIG:
-            ds = datasets.load_dataset(repo, config, split=s, **kw)
-        else:
-            ds = datasets.load_dataset(repo, split=s, **kw)
+        name = config if isinstance(config, str) and config != DEFAULT_CONFIG else None
+        ds = _hub_load(pinned, name, s, kw)
         if not streaming:
-            _check_rows(len(ds), md.get("n_mlps"), f"hf://{repo} split {s!r}")
+            _check_rows(len(ds), md.get("n_mlps"), f"{where} split {s!r}")
         _attach(ds, md)
         return ds
     splits = md["splits"]
     if split is not None:
         _check_split(split, splits)
-        ds = None if streaming else _hub_prepared(repo, md, split, revision=revision, token=token)
+        ds = None if streaming else _hub_prepared(pinned, md, split, token=token)
         if ds is None:
-            ds = _hub_split(repo, md, split, kw)
+            ds = _hub_split(pinned, md, split, kw)
         _attach(ds, _project(md, split))
         return ds
-    members = {s: _hub_split(repo, md, s, kw) for s in sorted(splits)}
+    members = {s: _hub_split(pinned, md, s, kw) for s in sorted(splits)}
     dd = datasets.IterableDatasetDict(members) if streaming else datasets.DatasetDict(members)
     for s in dd:
         _attach(dd[s], _project(md, s))
@@ -305,39 +274,16 @@ def _hub_kwargs(*, revision: str | None, token: Any, streaming: bool) -> dict[st
     return kw
 
 
-def _hub_metadata(repo: str, *, revision: str | None, token: Any) -> dict[str, Any]:
-    import huggingface_hub
-    from huggingface_hub.utils import (
-        EntryNotFoundError,
-        HFValidationError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+def _hub_load(ref: HubRef, name: str | None, split: str, kw: dict[str, Any]):
+    """``datasets.load_dataset`` of one split, under the Hub retry policy (other failures pass through)."""
+    import datasets
 
-    where = f"hf://{repo}@{revision or 'main'}"
-    try:
-        path = huggingface_hub.hf_hub_download(
-            repo, "metadata.json", repo_type="dataset", revision=revision, token=token
-        )
-    except RevisionNotFoundError as e:
-        raise InvalidDatasetError(
-            f"revision {revision!r} does not exist in hf://{repo}; pass an existing tag, branch "
-            "or commit as revision=."
-        ) from e
-    except EntryNotFoundError as e:
-        raise InvalidDatasetError(
-            f"{where} has no metadata.json, so it is not a WhestBench dataset; load it with "
-            f"datasets.load_dataset({repo!r}) instead."
-        ) from e
-    except (RepositoryNotFoundError, HFValidationError) as e:
-        raise InvalidDatasetError(
-            f"{repo!r} is neither a local dataset directory nor a dataset repo on the Hugging Face "
-            f"Hub ({type(e).__name__}). Check the path or repo id; for a private repo pass token=."
-        ) from e
-    return read_metadata_file(path)
+    args = (ref.repo_id,) if name is None else (ref.repo_id, name)
+    return call(lambda: datasets.load_dataset(*args, split=split, **kw), what=f"loading {ref.uri}", ref=ref,
+                token=kw.get("token"), translate=False)
 
 
-def _hub_split(repo: str, md: Mapping[str, Any], split: str, kw: dict[str, Any]):
+def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any]):
     """One split of a multi-split Hub repo through the card's config manifest.
 
     The config that holds ``split`` is the split's declared ``config``; else ``default`` for the
@@ -345,8 +291,6 @@ def _hub_split(repo: str, md: Mapping[str, Any], split: str, kw: dict[str, Any])
     with a ``default_split``). Older cards list every split under ``default``, so a failed
     config lookup falls back to the repo's default config.
     """
-    import datasets
-
     entry = md["splits"][split]
     default_split = md.get("default_split")
     config = entry.get("config") if isinstance(entry.get("config"), str) else None
@@ -355,29 +299,29 @@ def _hub_split(repo: str, md: Mapping[str, Any], split: str, kw: dict[str, Any])
     ds = None
     if config is not None:
         try:
-            ds = datasets.load_dataset(repo, config, split=split, **kw)
+            ds = _hub_load(ref, config, split, kw)
         except (ValueError, KeyError, FileNotFoundError) as e:
-            log.debug("config %r of hf://%s has no split %r (%s); trying the default", config, repo, split, e)
+            log.debug("config %r of hf://%s has no split %r (%s); trying the default", config, ref.repo_id, split, e)
     if ds is None:
-        ds = datasets.load_dataset(repo, split=split, **kw)
+        ds = _hub_load(ref, None, split, kw)
     if not kw.get("streaming"):
-        _check_rows(len(ds), entry.get("n_mlps"), f"hf://{repo} split {split!r}")
+        _check_rows(len(ds), entry.get("n_mlps"), f"hf://{ref.repo_id} split {split!r}")
     return ds
 
 
-def _hub_prepared(repo: str, md: Mapping[str, Any], split: str, *, revision: str | None, token: Any):
+def _hub_prepared(ref: HubRef, md: Mapping[str, Any], split: str, *, token: Any):
     """Download only the split's prepared Arrow copy and load it; None falls back to Parquet."""
     import huggingface_hub
 
     entry = (md.get("prepared_splits") or {}).get(split)
     if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not entry["path"]:
         return None
-    log.info("whestbench: downloading %r split from hf://%s@%s", split, repo, revision or "main")
+    log.info("whestbench: downloading %r split from %s", split, ref.uri)
     try:
         local = huggingface_hub.snapshot_download(
-            repo,
+            ref.repo_id,
             repo_type="dataset",
-            revision=revision,
+            revision=ref.revision,
             token=token,
             allow_patterns=[f"{entry['path'].rstrip('/')}/**"],
         )
@@ -536,64 +480,17 @@ def _row_to_mlp(row: Mapping[str, Any], seed_of: Callable[[int], int], md: Mappi
 
 
 def _seed_rule(md_or_protocol: Mapping[str, Any] | str) -> Callable[[int], int]:
-    """``mlp_seed -> MLP.seed`` for a dataset's seed protocol (the salt is resolved once here)."""
+    """``mlp_seed -> MLP.seed`` for a dataset's seed protocol (rules: ``compute/seed_protocol.py``).
+
+    The environment is read here, not there: a 4.0 dataset whose salt is withheld takes it from
+    ``WHEST_SEED_SALT``.
+    """
     if isinstance(md_or_protocol, Mapping):
         version = protocol_version(dict(md_or_protocol))
         sp = md_or_protocol.get("seed_protocol")
     else:
         version, sp = str(md_or_protocol), None
-    if version == "2.0":
-        return int
-    if version == "3.0":
-        return estimator_seed
-    if version == "4.0":
-        if not isinstance(sp, Mapping):
-            raise ValueError(
-                "seed_protocol 4.0 derives seeds with the dataset's salt; pass the dataset's "
-                "metadata (metadata(ds)) instead of the bare version string."
-            )
-        salt = _salt(sp)
-        return lambda s: _v4_estimator_seed(s, salt)
-    raise ValueError(
-        f"unknown seed_protocol version {version!r}; this whestbench reads 2.0, 3.0 and 4.0 "
-        "datasets (upgrade whestbench for newer ones)."
-    )
-
-
-def _salt(sp: Mapping[str, Any]) -> bytes:
-    """A 4.0 dataset's salt: from metadata, or from ``WHEST_SEED_SALT`` when it is withheld."""
-    source = sp.get("salt_source")
-    if source == "env":
-        text = os.environ.get(SALT_ENV, "")
-        if not text.strip():
-            raise ValueError(
-                f"seed_protocol 4.0 keeps this dataset's salt out of it (salt_source 'env', "
-                f"salt_id {sp.get('salt_id')!r}); export the salt as hex in {SALT_ENV}."
-            )
-        where = SALT_ENV
-    else:
-        text, where = str(sp.get("salt") or ""), "metadata seed_protocol.salt"
-    try:
-        salt = bytes.fromhex(text.strip())
-    except ValueError as e:
-        raise ValueError(f"the seed_protocol 4.0 salt in {where} is not hex ({e}).") from e
-    if not salt:
-        raise ValueError(f"the seed_protocol 4.0 salt in {where} is empty.")
-    digest = sp.get("salt_digest")
-    if isinstance(digest, str) and hashlib.sha256(salt).hexdigest() != digest:
-        raise ValueError(
-            f"the salt in {where} does not match the dataset's salt_digest, so it would derive "
-            "different seeds than the bake used; use the salt the dataset was baked with."
-        )
-    return salt
-
-
-def _v4_estimator_seed(mlp_seed: int, salt: bytes) -> int:
-    """Protocol 4.0 ``MLP.seed``: keyed BLAKE2b of the input seed, low 32 bits."""
-    digest = hashlib.blake2b(
-        int(mlp_seed).to_bytes(8, "big"), digest_size=8, key=salt, person=b"whest-4.0-est"
-    ).digest()
-    return int.from_bytes(digest, "big") & 0xFFFFFFFF
+    return seed_rule(version, sp if isinstance(sp, Mapping) else None, env_salt=os.environ.get(SALT_ENV))
 
 
 def _dict_message(fn: str, ds: Any) -> str:
