@@ -292,16 +292,11 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
 
 
 def _rewrite(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically, keeping its permissions (the temp file is created 0600)."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
+    """Replace ``path`` atomically, keeping its permissions (a new file gets ``write_file_atomic``'s)."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
     write_file_atomic(path, data)
-    os.chmod(path, mode)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    if mode is not None:
+        os.chmod(path, mode)
 
 
 def build_prepared_splits_for_directory(
