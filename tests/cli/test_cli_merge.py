@@ -3,14 +3,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import datasets
 import pytest
 
+from whestbench.atomic import STAGING_MARK
 from whestbench.cli import main
 from whestbench.dataset.bake import create_dataset
+from whestbench.dataset.reader import checksum_state, read_metadata
 
 SHAPE = dict(n_samples=300, width=8, depth=2)
 
@@ -156,7 +164,176 @@ def test_prepare_arrow_refuses_a_single_split_dataset(baked, capsys):
 
 def test_prepare_arrow_on_a_missing_directory_is_a_usage_error(tmp_path, capsys):
     rc, _, err = _run(capsys, "prepare-arrow", tmp_path / "nope")
-    assert rc == 2 and "is not a directory" in _one_line_error(err)
+    assert rc == 2 and "nope does not exist" in _one_line_error(err)
+
+
+# --- hostile paths: exit 2, one line, before any work, inputs untouched -------------------------------
+
+
+def _tree_digest(d: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(d.rglob("*")):
+        h.update(p.relative_to(d).as_posix().encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def inputs_copy(baked, tmp_path):
+    """Private copies of the inputs (a refused command must leave them as they were)."""
+    import shutil
+
+    return {name: Path(shutil.copytree(baked[name], tmp_path / name)) for name in ("p0", "p1", "public", "holdout")}
+
+
+@pytest.mark.parametrize(
+    "verb, args, output",
+    [
+        ("merge", ["p0", "p1"], "p0/data/x"),
+        ("merge", ["p0", "p1"], "p1/inside"),
+        ("combine-splits", ["public", "holdout"], "public/data/inside"),
+        ("combine-splits", ["public", "holdout"], "holdout/x/y"),
+    ],
+)
+def test_an_output_inside_an_input_is_refused_before_any_work(inputs_copy, tmp_path, monkeypatch, capsys, verb, args, output):
+    monkeypatch.chdir(tmp_path)
+    before = {name: _tree_digest(d) for name, d in inputs_copy.items()}
+    rc, stdout, err = _run(capsys, verb, *args, "--output", output)
+    assert rc == 2 and "is inside the input" in _one_line_error(err) and stdout == ""
+    assert {name: _tree_digest(d) for name, d in inputs_copy.items()} == before
+    assert not (tmp_path / output).exists()
+
+
+@pytest.mark.parametrize("verb, args", [("merge", ["p0", "p1"]), ("combine-splits", ["public", "holdout"])])
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ("dangling", "is a symlink to"),
+        ("bad\udcff", "is not valid UTF-8"),
+        (".", "names no new directory"),
+        ("./", "names no new directory"),
+        ("/", "names no new directory"),
+        ("", "names no new directory"),
+    ],
+    ids=["dangling-symlink", "non-utf8", "dot", "dot-slash", "root", "empty"],
+)
+def test_an_output_that_is_no_new_directory_is_refused_before_any_work(
+    inputs_copy, tmp_path, monkeypatch, capsys, verb, args, output, message
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    before = sorted(os.listdir(tmp_path))
+    rc, stdout, err = _run(capsys, verb, *args, "--output", output)
+    assert rc == 2 and message in _one_line_error(err) and stdout == ""
+    assert sorted(os.listdir(tmp_path)) == before  # nothing staged, nothing created
+
+
+@pytest.mark.parametrize("name", ["nope", "../x", "public/../holdout"])
+def test_combine_splits_with_a_default_split_that_is_no_input_exits_2_naming_the_splits(baked, tmp_path, capsys, name):
+    out = tmp_path / "combined"
+    rc, _, err = _run(capsys, "combine-splits", baked["public"], baked["holdout"], "--output", out, "--default-split", name)
+    line = _one_line_error(err)
+    assert rc == 2 and f"default split {name!r} is not one of the input splits (public, holdout)" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [("", "an empty path"), ("dangling", "is a symlink to"), ("bad\udcff", "is not a valid UTF-8 path")],
+    ids=["empty", "dangling-symlink", "non-utf8"],
+)
+def test_prepare_arrow_on_a_path_that_is_no_dataset_directory_exits_2(tmp_path, monkeypatch, capsys, path, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    rc, _, err = _run(capsys, "prepare-arrow", path)
+    assert rc == 2 and message in _one_line_error(err)
+
+
+# --- a killed run leaves staging; the next run of the same output removes it (only if it is ours) ------
+
+# Runs `whest dataset ...` with one step of the writer replaced by: do the step, say so, sleep. The test
+# then SIGKILLs the process while its staging directory is on disk, half-way through the write.
+_KILLABLE = r"""
+import importlib, pathlib, sys, time
+module, name = sys.argv[1].rsplit(".", 1)
+mod = importlib.import_module(module)
+real = getattr(mod, name)
+def step_then_wait(*args, **kwargs):
+    real(*args, **kwargs)
+    pathlib.Path(sys.argv[2]).write_text("written")
+    time.sleep(600)
+setattr(mod, name, step_then_wait)
+from whestbench.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def _sigkill_during(tmp_path: Path, step: str, *argv) -> None:
+    ready = tmp_path / "step-written"
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE, step, str(ready), "dataset", *map(str, argv)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"`whest dataset {' '.join(map(str, argv))}` ended (exit {proc.returncode}) before the step: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{step} was not reached within 120 s")
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _staging_beside(target: Path) -> list[Path]:
+    return sorted(target.parent.glob(f".{target.name}.staging-*"))
+
+
+@pytest.mark.parametrize(
+    "verb, inputs, step",
+    [
+        ("merge", ("p0", "p1"), "whestbench.dataset.merge.finish_dataset_dir"),
+        ("combine-splits", ("public", "holdout"), "whestbench.dataset.combine.finish_dataset_dir"),
+    ],
+)
+def test_staging_left_by_a_killed_run_is_removed_by_the_next_run_of_that_output(baked, tmp_path, capsys, verb, inputs, step):
+    out = tmp_path / "out"
+    users = tmp_path / ".out.staging-mine"  # a user's directory with a staging-like name: never touched
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    args = [*(baked[name] for name in inputs), "--output", out]
+    _sigkill_during(tmp_path, step, verb, *args)
+    left = [p for p in _staging_beside(out) if p != users]
+    assert len(left) == 1 and (left[0] / STAGING_MARK).is_file() and (left[0] / "metadata.json").is_file()
+    assert not out.exists()
+
+    rc, _, err = _run(capsys, verb, *args)
+    assert rc == 0, err
+    assert f"note: removed 1 staging directory that an interrupted earlier run left beside {out}: {left[0].name}" in err
+    assert _staging_beside(out) == [users] and (users / "notes.txt").read_text() == "mine"
+    assert checksum_state(out, read_metadata(out)).state == "ok"
+
+
+def test_prepare_arrow_killed_mid_copy_never_lists_its_staging_and_the_rerun_removes_it(baked, tmp_path, capsys):
+    out = tmp_path / "combined"
+    assert _run(capsys, "combine-splits", baked["public"], baked["holdout"], "--output", out, "--skip-prepared-arrow")[0] == 0
+    _sigkill_during(tmp_path, "whestbench.dataset.combine.fsync_tree", "prepare-arrow", out)
+    left = sorted((out / "prepared").glob(".*.staging-*"))
+    assert len(left) == 1 and (left[0] / STAGING_MARK).is_file()
+
+    rc, _, err = _run(capsys, "prepare-arrow", out)
+    assert rc == 0, err
+    assert "note: removed 1 staging directory" in err
+    md = read_metadata(out)
+    assert not [rel for rel in md["checksums"] if "/." in rel]  # no hidden (staging) path is ever listed
+    assert not [p for p in (out / "prepared").iterdir() if p.name.startswith(".")]
+    assert checksum_state(out, md).state == "ok"
+    rc, _, err = _run(capsys, "verify", out)
+    assert rc == 0, err
 
 
 @pytest.mark.parametrize("verb", ["merge", "combine-splits", "prepare-arrow"])

@@ -15,13 +15,16 @@ import pytest
 from whestbench.dataset import combine as combine_mod
 from whestbench.dataset.bake import create_dataset
 from whestbench.dataset.combine import (
+    DefaultSplitError,
     build_prepared_splits_for_directory,
     combine_split_datasets,
     prepare_arrow,
     write_prepared_arrow_split,
 )
 from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
-from whestbench.dataset.merge import InputPathError, OutputExistsError
+from whestbench.dataset.inputs import InputPathError
+from whestbench.errors import UsageError
+from whestbench.outputs import OutputExistsError
 from whestbench.dataset.reader import file_sha256, verify_checksums
 from whestbench.dataset.schema import validate_metadata
 
@@ -96,7 +99,7 @@ def test_combined_metadata_has_the_multi_split_layout(combined):
     md = _md(combined)
     assert list(md) == [
         "schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth",
-        "created_at_utc", "hardware", "splits", "default_split", "prepared_splits", "checksums",
+        "created_at_utc", "hardware", "splits", "default_split", "prepared_splits", "checksums_written_for", "checksums",
     ]
     assert list(md["splits"]) == ["public", "holdout"]
     assert {k: v["n_mlps"] for k, v in md["splits"].items()} == {"public": 4, "holdout": 3}
@@ -166,11 +169,11 @@ def test_combining_0162_datasets_matches_0162s_combined_layout(golden_dir, tmp_p
         [golden_dir / "full-w64-d4", golden_dir / "holdout-w64-d4"], output_dir=tmp_path / "combined"
     )
     md, ref = _md(out), _md(golden_dir / "combined-w64-d4")
-    assert list(md) == list(ref) + ["checksums"]
+    assert list(md) == list(ref) + ["checksums_written_for", "checksums"]
     assert md["splits"] == ref["splits"]  # same entries, same key order (dict == ignores order: check it)
     for name in ref["splits"]:
         assert list(md["splits"][name]) == list(ref["splits"][name])
-    drop = ("hardware", "checksums")  # hardware: the combining host's
+    drop = ("hardware", "checksums_written_for", "checksums")  # hardware: the combining host's
     assert {k: v for k, v in md.items() if k not in drop} == {k: v for k, v in ref.items() if k not in drop}
 
 
@@ -194,9 +197,11 @@ def test_an_explicit_default_split_wins(baked, tmp_path):
     assert _md(out)["default_split"] == "holdout"
 
 
-def test_an_unknown_default_split_is_refused(baked, tmp_path):
-    with pytest.raises(MergeIncompatibleError, match=r"default_split='mini' is not one of the input splits \['holdout', 'public'\]"):
-        combine_split_datasets([baked["public"], baked["holdout"]], output_dir=tmp_path / "out", default_split="mini")
+@pytest.mark.parametrize("name", ["mini", "nope", "../x", "public/../holdout", ""])
+def test_a_default_split_that_is_not_an_input_split_is_a_usage_error_naming_them(baked, tmp_path, name):
+    with pytest.raises(DefaultSplitError, match=r"is not one of the input splits \(public, holdout\)") as info:
+        combine_split_datasets([baked["public"], baked["holdout"]], output_dir=tmp_path / "out", default_split=name)
+    assert isinstance(info.value, UsageError) and isinstance(info.value, MergeIncompatibleError)  # 0.16's type
     _no_output(tmp_path / "out")
 
 
@@ -313,7 +318,7 @@ def test_prepare_arrow_adds_prepared_copies_and_records_them(without_prepared):
     before = _md(without_prepared)
     assert prepare_arrow(without_prepared) == ["public", "holdout"]
     md = _md(without_prepared)
-    assert list(md) == list(before)[:-1] + ["prepared_splits", "checksums"]
+    assert list(md) == list(before)[:-2] + ["prepared_splits", "checksums_written_for", "checksums"]
     assert set(md["prepared_splits"]) == {"public", "holdout"}
     assert datasets.load_from_disk(str(without_prepared / "prepared" / "public")).num_rows == 4
     verify_checksums(without_prepared, md)  # the new prepared files are listed
@@ -361,7 +366,7 @@ def test_prepare_arrow_refuses_a_single_split_dataset(baked):
 
 
 def test_prepare_arrow_refuses_a_path_that_is_not_a_directory(baked):
-    with pytest.raises(InputPathError, match="is not a directory"):
+    with pytest.raises(InputPathError, match="is a file, not a multi-split dataset directory"):
         prepare_arrow(baked["public"] / "metadata.json")
 
 

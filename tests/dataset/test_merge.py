@@ -21,10 +21,12 @@ from whestbench.dataset.errors import (
     MergeIncompleteError,
     MergeOverlapError,
 )
-from whestbench.dataset.merge import InputPathError, OutputExistsError, full_bake_command, merge_datasets
+from whestbench.dataset.inputs import InputPathError
+from whestbench.dataset.merge import full_bake_command, merge_datasets
 from whestbench.dataset.reader import data_checksums, data_files, verify_checksums
 from whestbench.dataset.schema import validate_metadata
 from whestbench.errors import UsageError
+from whestbench.outputs import OutputExistsError
 
 SEEDS = [11, 22, 33, 44, 55]
 OTHER_SEEDS = [11, 22, 33, 44, 66]  # a different seed list: its digest differs
@@ -116,9 +118,11 @@ def test_merged_file_has_the_same_parquet_schema_as_a_bake(baked, tmp_path):
 def test_merged_metadata_is_the_first_partials_minus_partial_keys_then_merge_keys(baked, tmp_path, read_metadata):
     out = merge_datasets([baked["p0"], baked["p1"]], output_dir=tmp_path / "merged")
     md, first = read_metadata(out), read_metadata(baked["p0"])
-    dropped = {"is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", "checksums"}
+    dropped = {"is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", "checksums_written_for", "checksums"}
     kept = [k for k in first if k not in dropped]
-    assert list(md) == kept + ["created_at_utc", "merged_at_utc", "hardware_fingerprints", "partials_count", "checksums"]
+    assert list(md) == kept + [
+        "created_at_utc", "merged_at_utc", "hardware_fingerprints", "partials_count", "checksums_written_for", "checksums",
+    ]
     assert md["n_mlps"] == 5 and md["partials_count"] == 2
     assert md["seed_list_digest"] == read_metadata(baked["full"])["seed_list_digest"]
     assert md["created_at_utc"] == min(read_metadata(baked[p])["created_at_utc"] for p in ("p0", "p1"))
@@ -136,7 +140,7 @@ def test_merged_bake_command_is_the_whole_datasets(baked, tmp_path, read_metadat
     "recorded, expected",
     [
         ("whest dataset bake --n-mlps 6 --slice 1/3 --output p1", "whest dataset bake --n-mlps 6 --output OUT"),
-        ("whest dataset bake --mlp-range=0-3 --output=p0 --seed 1", "whest dataset bake --output=OUT --seed 1"),
+        ("whest dataset bake --mlp-range=0-3 --output=p0 --seed 1", "whest dataset bake --seed 1 --output OUT"),
         ("whest dataset bake --n-mlps 6 --mlp-range 2-3", "whest dataset bake --n-mlps 6 --output OUT"),
         (["whest", "--slice", "0/2", "--output", "a"], ["whest", "--output", "OUT"]),
         ("whest 'unbalanced", None),
@@ -238,9 +242,9 @@ def test_merging_0162_partials_reproduces_0162s_merged_dataset(golden_dir, tmp_p
         else:
             assert_bytes_equal(got[column], want[column], column)
     md, ref = read_metadata(out), read_metadata(golden)
-    assert list(md) == list(ref) + ["checksums"]
+    assert list(md) == list(ref) + ["checksums_written_for", "checksums"]
     assert md["hardware_fingerprints"] == ref["hardware_fingerprints"]
-    assert {k: v for k, v in md.items() if k not in ("merged_at_utc", "checksums")} == {
+    assert {k: v for k, v in md.items() if k not in ("merged_at_utc", "checksums_written_for", "checksums")} == {
         k: v for k, v in ref.items() if k != "merged_at_utc"
     } | {"hardware_fingerprints": ref["hardware_fingerprints"]}
 
@@ -293,8 +297,8 @@ def test_partials_of_different_seed_lists_are_refused(baked, tmp_path):
 
 def test_partials_without_digests_that_repeat_a_seed_are_refused(part, tmp_path):
     p0, dup = part("p0"), part("dup")
-    for d in (p0, dup):
-        _edit_metadata(d, seed_list_digest=None)  # as whestbench 0.16 partials: no digest to compare
+    for d in (p0, dup):  # as whestbench 0.16 partials: no digest to compare, no checksums
+        _edit_metadata(d, seed_list_digest=None, checksums=None, checksums_written_for=None)
     with pytest.raises(MergeIncompatibleError, match="mlp_seed 11 appears at MLPs 0 and 2"):
         merge_datasets([p0, dup], output_dir=tmp_path / "out")
 
@@ -343,10 +347,19 @@ def test_truncated_parquet_without_checksums_is_corrupt(baked, part, tmp_path):
 
 def test_shards_of_another_shape_are_corrupt(part, tmp_path):
     p0, p1 = part("p0"), part("p1")
-    for d in (p0, p1):
-        _edit_metadata(d, width=16)  # the metadata agree with each other, not with the files
+    for d in (p0, p1):  # the metadata agree with each other, not with the files (no checksums to say so)
+        _edit_metadata(d, width=16, checksums=None, checksums_written_for=None)
     with pytest.raises(MergeCorruptError, match="does not have the WhestBench columns for width=16"):
         merge_datasets([p0, p1], output_dir=tmp_path / "out")
+
+
+def test_a_width_edited_after_the_bake_is_refused_by_the_checksums(part, tmp_path):
+    p0, p1 = part("p0"), part("p1")
+    for d in (p0, p1):
+        _edit_metadata(d, width=16)
+    with pytest.raises(MergeCorruptError, match="metadata.json says width=16 but its checksums were written for width=8"):
+        merge_datasets([p0, p1], output_dir=tmp_path / "out")
+    _no_output(tmp_path / "out")
 
 
 def test_rows_whose_mlp_id_disagree_with_the_range_are_corrupt(baked, part, tmp_path):

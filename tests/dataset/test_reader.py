@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -12,8 +13,13 @@ import pytest
 
 from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
 from whestbench.dataset.reader import (
+    StaleChecksumsWarning,
+    checksum_facts,
+    checksum_state,
+    checksums_block,
     data_checksums,
     data_files,
+    dataset_checksums,
     read_metadata,
     read_table,
     verify_checksums,
@@ -235,3 +241,141 @@ def test_read_table_refuses_a_garbage_shard(full: Path):
     (full / SHARD).write_bytes(b"PAR1" + bytes(range(256)) * 16)
     with pytest.raises(InvalidDatasetError, match="is not a readable Parquet file"):
         read_table(full, "public")
+
+
+def test_dataset_checksums_never_list_hidden_paths(tmp_path: Path, golden_dir: Path):
+    d = Path(shutil.copytree(golden_dir / "combined-w64-d4", tmp_path / "combined"))
+    stale = d / "prepared" / ".public.staging-x1" / "cache"
+    stale.mkdir(parents=True)
+    (stale / "leftover.arrow").write_bytes(b"half-written")
+    (d / "data" / ".public-00000-of-00001.parquet.swp").write_bytes(b"editor")
+    listed = dataset_checksums(d)
+    assert listed and not any(part.startswith(".") for rel in listed for part in rel.split("/"))
+    assert {rel.split("/")[0] for rel in listed} == {"data", "prepared"}
+
+
+# ------------------------------------------------------------------ checksums bound to their metadata
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory) -> dict[str, Path]:
+    """Datasets we wrote (bound checksums): the first half of a bake of 4, and the whole bake."""
+    from whestbench.dataset.bake import create_dataset
+
+    root = tmp_path_factory.mktemp("bound")
+    shape = dict(n_mlps=4, n_samples=200, width=8, depth=2, mlp_seeds=[5, 6, 7, 8])
+    return {
+        "partial": create_dataset(**shape, output_path=root / "partial", mlp_range=(0, 2)),
+        "full": create_dataset(**shape, output_path=root / "full"),
+    }
+
+
+@pytest.fixture
+def copy_of(ours, tmp_path):
+    def copy(name: str) -> Path:
+        return Path(shutil.copytree(ours[name], tmp_path / name))
+
+    return copy
+
+
+def _flip_a_byte(d: Path) -> None:
+    raw = bytearray((d / SHARD).read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    (d / SHARD).write_bytes(bytes(raw))
+
+
+def test_our_checksums_are_bound_to_the_facts_they_were_written_for(ours):
+    for d in ours.values():
+        md = read_metadata(d)
+        assert md["checksums_written_for"] == checksum_facts(md)
+        assert checksum_state(d, md).state == "ok"
+    assert read_metadata(ours["partial"])["checksums_written_for"]["mlp_range"] == [0, 2]
+
+
+def test_checksums_a_0162_merge_carried_over_are_stale_not_a_mismatch(ours, copy_of, as_0162_merge):
+    d = copy_of("partial")
+    md = as_0162_merge(d, ours["full"])
+    state = checksum_state(d, md)
+    assert state.state == "stale" and state.error is None
+    assert "written by another program" in state.detail and "MLPs [0, 2) of 4" in state.detail
+    with pytest.warns(StaleChecksumsWarning, match="stale, written by another program"):
+        assert verify_checksums(d, md).state == "stale"
+    assert checksums_block(md) is None  # nothing vouches for these files
+
+
+def test_a_stale_merge_that_also_changed_another_fact_is_refused(ours, copy_of, as_0162_merge):
+    d = copy_of("partial")
+    md = as_0162_merge(d, ours["full"]) | {"n_samples": 201}
+    with pytest.raises(MergeCorruptError, match="says n_samples=201 but its checksums were written for n_samples=200"):
+        verify_checksums(d, md)
+
+
+@pytest.mark.parametrize("missing", ["partials_count", "merged_at_utc"])
+def test_a_merge_shape_without_the_merge_keys_is_refused(ours, copy_of, missing, as_0162_merge):
+    d = copy_of("partial")
+    md = as_0162_merge(d, ours["full"])
+    del md[missing]
+    with pytest.raises(MergeCorruptError, match="metadata.json was edited after the dataset was written"):
+        verify_checksums(d, md)
+
+
+def test_a_tampered_file_of_ours_is_refused_even_under_metadata_that_claims_a_merge(copy_of):
+    d = copy_of("full")
+    md = read_metadata(d) | {"merged_at_utc": "2026-01-01T00:00:00+00:00", "partials_count": 2}
+    _flip_a_byte(d)
+    with pytest.raises(MergeCorruptError, match="does not match its checksum"):
+        verify_checksums(d, md)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("n_mlps", 3), ("mlp_range", [0, 3]), ("total_n_mlps", 5), ("is_partial", None), ("width", 16),
+     ("n_samples", 100), ("split", "holdout"), ("seed_list_digest", "sha256:" + "0" * 64),
+     ("seed_protocol", {"name": "whestbench_seedsequence_hierarchy", "version": "2.0"})],
+)
+def test_editing_a_fact_the_checksums_were_written_for_is_refused_naming_it(copy_of, key, value):
+    d = copy_of("partial")
+    md = read_metadata(d)
+    md = {k: v for k, v in md.items() if k != key} if value is None else md | {key: value}
+    with pytest.raises(MergeCorruptError, match=rf"metadata.json says {key}="):
+        verify_checksums(d, md)
+    assert checksum_state(d, md).state == "mismatch"
+
+
+def test_editing_provenance_by_hand_keeps_the_checksums_in_force(copy_of):
+    d = copy_of("full")
+    md = read_metadata(d) | {"pretty_name": "mine", "bake_command": "whest ...", "hardware": {}, "created_at_utc": "x"}
+    assert checksum_state(d, md).state == "ok"
+    _flip_a_byte(d)
+    with pytest.raises(MergeCorruptError, match="does not match its checksum"):
+        verify_checksums(d, md)
+
+
+def test_a_malformed_binding_is_refused(copy_of):
+    d = copy_of("full")
+    md = read_metadata(d) | {"checksums_written_for": ["not", "an", "object"]}
+    with pytest.raises(InvalidDatasetError, match="checksums_written_for"):
+        verify_checksums(d, md)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "delete", "extra shard", "edit a fact", "malformed"])
+def test_the_report_and_the_refusal_are_one_judgement(copy_of, damage):
+    d = copy_of("full")
+    md = read_metadata(d)
+    if damage == "flip":
+        _flip_a_byte(d)
+    elif damage == "truncate":
+        os.truncate(d / SHARD, 100)
+    elif damage == "delete":
+        (d / SHARD).unlink()
+    elif damage == "extra shard":
+        shutil.copy(d / SHARD, d / "data" / "public-00001-of-00002.parquet")
+    elif damage == "edit a fact":
+        md["n_mlps"] = 5
+    else:
+        md["checksums"] = {"../x": "sha256:" + "0" * 64}
+    state = checksum_state(d, md)
+    assert state.state == "mismatch" and state.error is not None
+    with pytest.raises(type(state.error)) as raised:
+        verify_checksums(d, md)
+    assert str(raised.value) == str(state.error)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from whestbench.dataset.reader import data_checksums
+from whestbench.dataset.reader import checksum_facts, data_checksums
 from whestbench.dataset.writer import (
     row_bytes,
     shard_name,
@@ -101,7 +101,8 @@ def test_write_dataset_makes_the_directory_and_records_checksums(tmp_path):
     assert len(list((out / "data").iterdir())) == 3
     written = json.loads((out / "metadata.json").read_text())
     assert written["checksums"] == data_checksums(out) == md["checksums"]
-    assert list(written)[-1] == "checksums"
+    assert list(written)[-2:] == ["checksums_written_for", "checksums"]
+    assert written["checksums_written_for"] == checksum_facts(written)  # bound to what it was written for
     assert (out / "README.md").read_text() == "# card\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no staging dir left beside it
 
@@ -133,5 +134,6 @@ def test_an_existing_output_is_never_overwritten(tmp_path):
 
 def test_checksums_cover_only_the_data_files(tmp_path):
     out = write_dataset(tmp_path / "ds", "public", _rows(2), 2, W, D, _md(), render_card=_card)
-    # metadata.json and README.md are not covered: a hand-edited metadata.json is judged on its content.
+    # metadata.json and README.md are not listed: a hand-edited metadata.json is judged on its content
+    # (only the facts in checksums_written_for are bound).
     assert list(data_checksums(out)) == ["data/public-00000-of-00001.parquet"]

@@ -1,7 +1,9 @@
 """``whest dataset merge``, ``combine-splits`` and ``prepare-arrow``: flags -> one library call each.
 
 Errors are raised, not printed: ``whestbench.cli.app.main`` turns them into one line and an exit code
-(2 for a wrong command: a missing input, an existing --output; 1 for data that cannot be merged).
+(2 for a wrong command: a missing input, an --output that exists or lies inside an input, a
+--default-split that is not an input's split; 1 for data that cannot be merged). Notes (a killed
+earlier run's staging, removed) and warnings (an input's stale checksums) go to stderr.
 """
 
 from __future__ import annotations
@@ -10,15 +12,25 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import out
+from whestbench.cli.common import err, out
+from whestbench.events import Event
+from whestbench.text import sanitize
 
-_PATH = click.Path(path_type=Path)
+# Paths stay strings until the library checks them: ``Path("")`` would turn an empty argument into ".".
+_PATH = click.Path()
+
+
+def _tell(event: Event) -> None:
+    if event.kind == "start":
+        out.print(event.message, markup=False)
+    elif event.kind in ("note", "warning"):
+        err.print(f"{event.kind}: {sanitize(event.message)}", markup=False, emoji=False)
 
 
 @click.command("merge")
 @click.argument("partials", nargs=-1, required=True, type=_PATH)
-@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist).")
-def merge(partials: tuple[Path, ...], output: Path) -> None:
+@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside a partial).")
+def merge(partials: tuple[str, ...], output: str) -> None:
     """Check the partials of one bake and assemble the complete dataset.
 
     \b
@@ -27,18 +39,17 @@ def merge(partials: tuple[Path, ...], output: Path) -> None:
     from whestbench.dataset.merge import merge_datasets
     from whestbench.dataset.reader import read_metadata
 
-    out.print(f"Merging {len(partials)} partials → {output}", markup=False)
-    merge_datasets(list(partials), output_dir=output)
+    merge_datasets(list(partials), output_dir=output, on_event=_tell)  # "start": once the paths are fine
     n = read_metadata(output).get("n_mlps")
     out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
 
 
 @click.command("combine-splits")
 @click.argument("inputs", nargs=-1, required=True, type=_PATH)
-@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist).")
-@click.option("--default-split", default=None, help="Split that load_dataset(repo) returns (default: the one input with config 'default').")
+@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside an input).")
+@click.option("--default-split", default=None, help="Split that load_dataset(repo) returns: one of the inputs' splits (default: the one input with config 'default').")
 @click.option("--skip-prepared-arrow", is_flag=True, help="Do not write prepared/<split> Arrow copies.")
-def combine_splits(inputs: tuple[Path, ...], output: Path, default_split: str | None, skip_prepared_arrow: bool) -> None:
+def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | None, skip_prepared_arrow: bool) -> None:
     """Combine single-split datasets (one per split) into one multi-split dataset.
 
     \b
@@ -52,6 +63,7 @@ def combine_splits(inputs: tuple[Path, ...], output: Path, default_split: str | 
         output_dir=output,
         default_split=default_split,
         write_prepared_arrow=not skip_prepared_arrow,
+        on_event=_tell,
     )
     md = read_metadata(output)
     splits = md["splits"]
@@ -66,7 +78,7 @@ def combine_splits(inputs: tuple[Path, ...], output: Path, default_split: str | 
 
 @click.command("prepare-arrow")
 @click.argument("dataset_dir", type=_PATH)
-def prepare_arrow(dataset_dir: Path) -> None:
+def prepare_arrow(dataset_dir: str) -> None:
     """(Re)build the prepared Arrow copies (prepared/<split>/) of a multi-split dataset.
 
     \b
@@ -74,7 +86,7 @@ def prepare_arrow(dataset_dir: Path) -> None:
     """
     from whestbench.dataset.combine import prepare_arrow as build
 
-    names = build(dataset_dir)
+    names = build(dataset_dir, on_event=_tell)
     out.print(
         f"Patched {dataset_dir} with prepared Arrow artifacts for {len(names)} split(s): "
         f"{', '.join(sorted(names))}",

@@ -18,6 +18,9 @@ from typing import Any
 
 import yaml
 
+from whestbench.dataset import command
+from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.dataset.reader import checksums_block
 from whestbench.dataset.schema import DEFAULT_CONFIG, split_names
 
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
@@ -26,7 +29,6 @@ DEFAULT_PRETTY_NAME = "WhestBench 2026: ARC White-Box Estimation Challenge"
 LICENSE = "cc-by-4.0"
 TAGS = ["whestbench", "alignment", "neural-network-statistics", "benchmark", "white-box"]
 PLACEHOLDER_REPO = "<your-repo>"
-
 
 
 def card_size_category(n: int) -> str:
@@ -158,57 +160,10 @@ def _arg(v: Any, placeholder: str) -> str:
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else placeholder
 
 
-_RANGE_FLAGS = ("--slice", "--mlp-range")
-
-
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    for i, token in enumerate(argv):
-        if token == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if token.startswith(flag + "="):
-            return token[len(flag) + 1 :]
-    return None
-
-
-def _without_range(argv: list[str]) -> list[str]:
-    """``argv`` minus ``--slice``/``--mlp-range``: a merged dataset keeps its first partial's command."""
-    out: list[str] = []
-    skip = False
-    for token in argv:
-        if skip:
-            skip = False
-        elif token in _RANGE_FLAGS:
-            skip = True
-        elif not token.startswith(tuple(f + "=" for f in _RANGE_FLAGS)):
-            out.append(token)
-    return out
-
-
-def _with_output(argv: list[str], output: str) -> list[str]:
-    """``argv`` writing to ``output``: the recorded path is the baker's, and it already exists."""
-    out: list[str] = []
-    skip = False
-    for token in argv:
-        if skip:
-            skip = False
-        elif token == "--output":
-            skip = True
-        elif not token.startswith("--output="):
-            out.append(token)
-    return out + ["--output", output]
-
-
 def _recorded_argv(md: dict[str, Any], split: str) -> list[str] | None:
+    """The recorded ``bake_command`` of ``split``; None (so the command is rebuilt) when unusable."""
     entry = _splits(md).get(split, {})
-    recorded = entry.get("bake_command") if _is_multi(md) else md.get("bake_command")
-    if isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded):
-        return list(recorded)
-    if isinstance(recorded, str) and recorded.strip():
-        try:
-            return shlex.split(recorded)
-        except ValueError:  # unbalanced quotes: fall back to a rebuilt command
-            return None
-    return None
+    return command.parse(entry.get("bake_command") if _is_multi(md) else md.get("bake_command"))
 
 
 def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> list[str]:
@@ -223,8 +178,8 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
     recorded = _recorded_argv(md, split)
     partial = not _is_multi(md) and bool(md.get("is_partial"))
     if recorded is not None:
-        argv = recorded if partial else _without_range(recorded)
-        return _with_output(argv, f"./rebake-{split}")
+        argv = recorded if partial else command.drop_flags(recorded, command.RANGE_FLAGS)
+        return command.set_flag(argv, "--output", f"./rebake-{split}")
     entry = _splits(md).get(split, {})
     argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
     rng = md.get("mlp_range")
@@ -339,9 +294,9 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
                 "created_at_utc": str(entry.get("created_at_utc") or md.get("created_at_utc") or "unknown"),
                 "seed": entry.get("seed"),
                 "load_args": load_args,
-                "seeds_file": _flag_value(argv, "--mlp-seeds"),
+                "seeds_file": command.flag_value(argv, "--mlp-seeds"),
                 "rebake": format_command(argv),
-                "output": shlex.quote(_flag_value(argv, "--output") or ""),
+                "output": shlex.quote(command.flag_value(argv, "--output") or ""),
             }
         )
     total = sum(_n_mlps(e) for e in _splits(md).values())
@@ -378,11 +333,19 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
             f["split"] for c in configs_block(md) if c["config_name"] == DEFAULT_CONFIG for f in c["data_files"]
         ],
         "blas": _blas(md.get("blas")),
-        "has_checksums": isinstance(md.get("checksums"), dict) and bool(md.get("checksums")),
+        "has_checksums": _has_checksums(md),
         "has_prepared": multi and isinstance(md.get("prepared_splits"), dict) and bool(md.get("prepared_splits")),
         "provenance": _provenance(md),
         "citation": _citation(md.get("pretty_name") or DEFAULT_PRETTY_NAME),
     }
+
+
+def _has_checksums(md: dict[str, Any]) -> bool:
+    """Whether checksums vouch for the files (not when absent, stale, malformed or edited away)."""
+    try:
+        return bool(checksums_block(md))
+    except InvalidDatasetError:
+        return False
 
 
 def _partial_range(md: dict[str, Any]) -> str:

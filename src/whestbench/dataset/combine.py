@@ -9,15 +9,20 @@ refused because ``datasets`` cannot load them), the same ``schema_version``, ``f
 ``backend``, ``n_samples``, ``width``, ``depth`` and ``seed_protocol``, intact files, and **no
 seed shared between splits** (a holdout that repeats a public MLP is no holdout).
 
-Layout written (whestbench 0.16's, plus ``checksums``)::
+Layout written (whestbench 0.16's, plus ``checksums_written_for`` and ``checksums``)::
 
     <out>/data/<split>-NNNNN-of-MMMMM.parquet   # each input's shards, copied byte for byte
     <out>/prepared/<split>/                     # Dataset.save_to_disk copies (unless skipped)
     <out>/metadata.json                         # the multi-split block, facts §3.3 key order
     <out>/README.md
 
-``checksums`` lists every file under ``data/`` and ``prepared/``: the loader uses a prepared
-copy only when its bytes are vouched for.
+``checksums`` lists every file under ``data/`` and ``prepared/`` (never a hidden staging path):
+the loader uses a prepared copy only when its bytes are vouched for.
+
+Wrong paths are refused before any work (``inputs``): an output that exists or lies inside an
+input, an input that is not a dataset directory, a ``default_split`` that is not an input's split
+(all ``UsageError``, exit 2). A killed earlier run's staging (``.<out>.staging-*`` beside the output,
+``prepared/.<split>.staging-*`` inside the dataset) is removed by the next run of the same output.
 """
 
 from __future__ import annotations
@@ -27,24 +32,36 @@ import copy
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from whestbench.atomic import fsync_dir, fsync_tree, staged_dir, write_file_atomic
+from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, write_file_atomic
 from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
-from whestbench.dataset.merge import (
-    InputPathError,
+from whestbench.dataset.inputs import (
     check_files,
-    check_output_free,
+    claim_output,
+    clean_abandoned_staging,
+    input_dir,
     open_input,
     read_column,
     shard_files,
     split_of,
 )
-from whestbench.dataset.reader import DATA_DIR, data_files, file_sha256, read_metadata, verify_checksums
-from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, validate_metadata
-from whestbench.dataset.writer import finish_dataset_dir, write_metadata_json
+from whestbench.dataset.reader import (
+    CHECKSUMS,
+    WRITTEN_FOR,
+    DATA_DIR,
+    PREPARED_DIR,
+    bind_checksums,
+    data_files,
+    dataset_checksums,
+    read_metadata,
+    verify_checksums,
+)
+from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, split_names, validate_metadata
+from whestbench.dataset.writer import finish_dataset_dir
+from whestbench.errors import UsageError
+from whestbench.events import EventSink, ignore
 
 __all__ = [
     "combine_split_datasets",
@@ -55,13 +72,19 @@ __all__ = [
     "build_prepared_splits_for_directory",
 ]
 
-PREPARED_DIR = "prepared"
 PREPARED_FORMAT = "save_to_disk"
 
 # Must be equal across the splits of one dataset (compared with the first input, in this order).
 _SAME_KEYS = ("schema_version", "format", "backend", "n_samples", "width", "depth", "seed_protocol")
 # Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
 _SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command")
+
+
+class DefaultSplitError(UsageError, MergeIncompatibleError):
+    """``default_split`` is not one of the inputs' splits: the command is wrong (exit 2).
+
+    Still a ``MergeIncompatibleError``, as whestbench 0.16 raised for it.
+    """
 
 
 class _Split:
@@ -77,17 +100,19 @@ def combine_split_datasets(
     output_dir: str | Path,
     default_split: str | None = None,
     write_prepared_arrow: bool = True,
+    on_event: EventSink = ignore,
 ) -> Path:
     """Write the multi-split dataset made of ``inputs`` (one single-split dataset each) at ``output_dir``.
 
     ``default_split``: the split ``load_dataset(repo)`` returns; when None and exactly one input
-    has config ``default``, that input's split. Raises OutputExistsError (before any work),
-    InputPathError, InvalidDatasetError, MergeIncompatibleError or MergeCorruptError; nothing
-    is left at ``output_dir`` on failure.
+    has config ``default``, that input's split. Raises UsageError (``OutputExistsError``, an
+    output inside an input, ``DefaultSplitError``: before any work), InputPathError,
+    InvalidDatasetError, MergeIncompatibleError or MergeCorruptError; nothing is left at
+    ``output_dir`` on failure. ``on_event`` hears notes (a killed earlier run's staging, removed)
+    and warnings (an input's stale checksums).
     """
-    output = Path(output_dir)
-    check_output_free(output)
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    output = claim_output(output_dir, inputs, on_event=on_event)
     if not inputs:
         raise MergeIncompatibleError(
             "no datasets to combine; pass one single-split dataset directory per split."
@@ -102,8 +127,9 @@ def combine_split_datasets(
             )
         seen[s.split] = s.path
     if default_split is not None and default_split not in seen:
-        raise MergeIncompatibleError(
-            f"default_split={default_split!r} is not one of the input splits {sorted(seen)}."
+        raise DefaultSplitError(
+            f"default split {default_split!r} is not one of the input splits ({', '.join(seen)}); "
+            "pass one of those, or leave it out."
         )
     first = splits[0]
     for s in splits[1:]:
@@ -117,7 +143,7 @@ def combine_split_datasets(
                 )
     for s in splits:
         s.files = shard_files(s.path, s.split)
-        check_files(s.path, s.md, s.files, s.md["n_mlps"])
+        check_files(s.path, s.md, s.files, s.md["n_mlps"], on_event=on_event)
         s.seeds = read_column(s.files, "mlp_seed")
     _check_independent(splits)
 
@@ -220,33 +246,21 @@ def combined_metadata(
     return md
 
 
-def dataset_checksums(root: Path) -> dict[str, str]:
-    """``{"data/…" | "prepared/…": "sha256:<hex>"}`` for every file of the dataset's data, sorted."""
-    files = sorted(
-        p for sub in (DATA_DIR, PREPARED_DIR) if (root / sub).is_dir() for p in (root / sub).rglob("*") if p.is_file()
-    )
-    return {p.relative_to(root).as_posix(): file_sha256(p) for p in files}
-
-
 # ---------------------------------------------------------------------------------------------
 # Prepared Arrow
 
 
-def prepare_arrow(directory: str | Path) -> list[str]:
+def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> list[str]:
     """(Re)build ``prepared/<split>/`` for every split of a multi-split dataset; return the split names.
 
     Crash-safe in three atomic steps: metadata.json first stops naming the old copies (a reader
     meanwhile loads Parquet), each split's copy is then built beside its target and renamed into
     place, and metadata.json (``prepared_splits``; ``checksums`` when the dataset has them) and
-    README.md are rewritten last. Idempotent. A single-split dataset is refused: it loads from
-    Parquet directly.
+    README.md are rewritten last. Idempotent; the staging a killed earlier run left in
+    ``prepared/`` is removed first (``on_event`` hears a note). A single-split dataset is
+    refused: it loads from Parquet directly.
     """
-    root = Path(directory)
-    if not root.is_dir():
-        raise InputPathError(
-            f"{root} is not a directory; pass a multi-split dataset directory "
-            "(made by `whest dataset combine-splits`)."
-        )
+    root = input_dir(directory, what="multi-split dataset directory")
     md = read_metadata(root)
     if "splits" not in md:
         raise InvalidDatasetError(
@@ -254,19 +268,21 @@ def prepare_arrow(directory: str | Path) -> list[str]:
             f"{root / 'metadata.json'}); a single-split dataset loads from its Parquet directly."
         )
     validate_metadata(md)
-    names = list(md["splits"])
+    names = split_names(md)
     for name in names:
         verify_checksums(root, md, split=name)  # never publish a prepared copy of tampered data
-    has_checksums = isinstance(md.get("checksums"), dict)
+    for name in names:
+        clean_abandoned_staging(root / PREPARED_DIR / name, on_event=on_event)
+    has_checksums = isinstance(md.get(CHECKSUMS), dict)
     if has_checksums:
-        md["checksums"] = {k: v for k, v in md["checksums"].items() if not k.startswith(PREPARED_DIR + "/")}
+        md[CHECKSUMS] = {k: v for k, v in md[CHECKSUMS].items() if not k.startswith(PREPARED_DIR + "/")}
     if "prepared_splits" in md or has_checksums:
         interim = {k: v for k, v in md.items() if k != "prepared_splits"}
         _rewrite(root / "metadata.json", json.dumps(interim, indent=2).encode())
     build_prepared_splits_for_directory(root, names, md)
     if has_checksums:
         fresh = {k: v for k, v in dataset_checksums(root).items() if k.startswith(PREPARED_DIR + "/")}
-        md["checksums"] = dict(sorted({**md.pop("checksums"), **fresh}.items()))
+        bind_checksums(md, {**md[CHECKSUMS], **fresh})
     validate_metadata(md)
     _rewrite(root / "metadata.json", json.dumps(md, indent=2).encode())
     from whestbench.dataset.card import render_card
@@ -276,16 +292,11 @@ def prepare_arrow(directory: str | Path) -> list[str]:
 
 
 def _rewrite(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically, keeping its permissions (the temp file is created 0600)."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
+    """Replace ``path`` atomically, keeping its permissions (a new file gets ``write_file_atomic``'s)."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
     write_file_atomic(path, data)
-    os.chmod(path, mode)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    if mode is not None:
+        os.chmod(path, mode)
 
 
 def build_prepared_splits_for_directory(
@@ -303,8 +314,9 @@ def build_prepared_splits_for_directory(
         build_prepared_split(files, root / PREPARED_DIR / name, split=name)
         prepared[name] = {"path": f"{PREPARED_DIR}/{name}", "format": PREPARED_FORMAT}
     metadata["prepared_splits"] = prepared
-    if "checksums" in metadata:
-        metadata["checksums"] = metadata.pop("checksums")
+    for key in (WRITTEN_FOR, CHECKSUMS):  # stay last
+        if key in metadata:
+            metadata[key] = metadata.pop(key)
     return prepared
 
 
@@ -318,8 +330,7 @@ def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> 
     import datasets
 
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    work = new_staging_dir(target)
     try:
         built = work / "out"
         with _quiet_datasets():

@@ -14,47 +14,57 @@ row group), so the merged dataset equals a single-host bake of the same seeds on
 ``sampling_budget_breakdown`` (measured times). The output is staged and renamed: a refusal or a
 crash leaves nothing at ``output_dir``.
 
-Errors: a missing or non-directory input, or an existing output, is the caller's to fix
-(``UsageError``, exit 2 in the CLI); everything wrong with the data is an ``InvalidDatasetError``
-or one of the four ``Merge*Error`` (exit 1).
+Errors: a missing or non-directory input, or an output that exists, is not a new directory or lies
+inside an input, is the caller's to fix (``UsageError``, exit 2 in the CLI, before any work; see
+``inputs``); everything wrong with the data is an ``InvalidDatasetError`` or one of the four
+``Merge*Error`` (exit 1).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from whestbench.atomic import staged_dir
 from whestbench.compute.seeds import seed_list_digest
+from whestbench.dataset import command
+from whestbench.dataset.bakemeta import now_utc
 from whestbench.dataset.errors import (
-    InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
     MergeIncompleteError,
     MergeOverlapError,
 )
-from whestbench.dataset.bakemeta import now_utc
-from whestbench.dataset.reader import DATA_DIR, data_checksums, data_files, is_shard_of, read_metadata, verify_checksums
-from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, make_features, validate_metadata
+from whestbench.dataset.inputs import (
+    InputPathError,
+    check_files,
+    claim_output,
+    open_input,
+    read_column,
+    shard_files,
+    split_of,
+)
+from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums
+from whestbench.dataset.schema import make_features, validate_metadata
 from whestbench.dataset.writer import (
     MAX_ROW_GROUP_BYTES,
     MAX_SHARD_BYTES,
+    finish_dataset_dir,
     row_bytes,
     shard_name,
     shard_plan,
-    finish_dataset_dir,
 )
-from whestbench.errors import UsageError
+from whestbench.events import Event, EventSink, ignore
+from whestbench.outputs import OutputExistsError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "InputPathError",
-    "OutputExistsError",
+    "InputPathError",  # re-exported from inputs (its home), as merge raised it before
+    "OutputExistsError",  # re-exported from whestbench.outputs (its home), as merge raised it before
     "merge_datasets",
     "merged_metadata",
     "hardware_fingerprints",
@@ -62,122 +72,6 @@ __all__ = [
 ]
 
 _REBAKE = "re-bake that slice with the same `whest dataset bake` command"
-
-
-class InputPathError(UsageError, InvalidDatasetError):
-    """An input path is missing or is not a directory: the command is wrong (exit 2).
-
-    Still an ``InvalidDatasetError`` (a ``ValueError``), as whestbench 0.16 raised for it.
-    """
-
-
-class OutputExistsError(UsageError, FileExistsError):
-    """The output directory already exists (exit 2); a ``FileExistsError`` as in whestbench 0.16."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Input checks shared with combine
-
-
-def check_output_free(output: Path) -> None:
-    """Refuse an existing output before any work, so a refusal costs nothing and touches nothing."""
-    if Path(output).exists():
-        raise OutputExistsError(
-            f"output directory {output} already exists; choose a new --output or remove it first."
-        )
-
-
-def open_input(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """``(path, metadata)`` of one input dataset directory, its metadata validated (partials allowed)."""
-    p = Path(path)
-    if not p.exists():
-        raise InputPathError(
-            f"{p} does not exist; pass a dataset directory (the one holding metadata.json and data/)."
-        )
-    if not p.is_dir():
-        raise InputPathError(
-            f"{p} is a file, not a dataset directory; pass the directory holding metadata.json and data/."
-        )
-    md = read_metadata(p)
-    validate_metadata(md, allow_partial=True)
-    return p, md
-
-
-def split_of(path: Path, md: dict[str, Any]) -> str:
-    """The input's split name, from its metadata (never from file names), checked loadable."""
-    try:
-        return check_split_name(md.get("split", DEFAULT_SPLIT), "split")
-    except InvalidDatasetError as e:
-        raise MergeIncompatibleError(f"{path}: {e}") from None
-
-
-def shard_files(path: Path, split: str) -> list[Path]:
-    """The split's shards in order; any other Parquet file under ``data/`` is refused.
-
-    Guards against a missing shard (fewer rows) and a stray file from another bake or split
-    (rows nobody declared), which 0.16 caught only as "expected one parquet file".
-    """
-    try:
-        files = data_files(path, split)
-    except InvalidDatasetError as e:
-        raise MergeCorruptError(str(e)) from None
-    for p in sorted((path / DATA_DIR).rglob("*.parquet")):
-        if p.parent != path / DATA_DIR or not is_shard_of(p.name, split):
-            raise MergeCorruptError(
-                f"{path}: {p.relative_to(path).as_posix()} is not a shard of split {split!r}; "
-                f"a dataset directory holds one split's shards only. Remove the stray file or "
-                f"re-bake the dataset."
-            )
-    return files
-
-
-def check_files(path: Path, md: dict[str, Any], files: Sequence[Path], n_rows: int) -> None:
-    """Checksums (when recorded), readable footers, the HF schema of (width, depth), the row count."""
-    import pyarrow.parquet as pq
-
-    verify_checksums(path, md)
-    width, depth = md.get("width"), md.get("depth")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, depth)):
-        raise InvalidDatasetError(
-            f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
-            f"{depth!r}); it was edited or is not a WhestBench dataset. Re-bake or re-download it."
-        )
-    expected = make_features(width, depth).arrow_schema  # also registers Array2D/3D with pyarrow
-    rows = 0
-    for f in files:
-        try:
-            meta = pq.ParquetFile(f).metadata
-            schema = meta.schema.to_arrow_schema()
-        except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
-            raise MergeCorruptError(
-                f"{f} is not a readable Parquet file (truncated or corrupt?): {e}. Re-bake or "
-                "re-download that dataset."
-            ) from e
-        if not schema.equals(expected, check_metadata=False):
-            raise MergeCorruptError(
-                f"{f} does not have the WhestBench columns for width={width}, "
-                f"depth={depth} (found {schema.names} with other types); the file does not "
-                "belong to this dataset. Re-bake it."
-            )
-        rows += meta.num_rows
-    if rows != n_rows:
-        raise MergeCorruptError(
-            f"{path}: its shards hold {rows} rows but metadata.json declares n_mlps={n_rows}; "
-            "the files were truncated or replaced. Re-bake or re-download it."
-        )
-
-
-def read_column(files: Sequence[Path], column: str) -> list:
-    """One column of every shard, as Python values (``mlp_id``, ``mlp_seed``: a few bytes per MLP)."""
-    import pyarrow.parquet as pq
-
-    values: list = []
-    for f in files:
-        try:
-            values.extend(pq.read_table(f, columns=[column]).column(0).to_pylist())
-        except Exception as e:  # a corrupt page deep inside the file
-            raise MergeCorruptError(f"{f}: cannot read column {column!r} ({e}); the file is corrupt.") from e
-    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,15 +93,20 @@ class _Partial:
         return self.md["mlp_range"][1]
 
 
-def merge_datasets(partials: Sequence[str | Path], *, output_dir: str | Path) -> Path:
+def merge_datasets(
+    partials: Sequence[str | Path], *, output_dir: str | Path, on_event: EventSink = ignore
+) -> Path:
     """Validate ``partials`` and write the complete dataset at ``output_dir``; return its path.
 
-    Raises OutputExistsError (before any work), InputPathError, InvalidDatasetError,
-    MergeIncompatibleError, MergeOverlapError, MergeIncompleteError or MergeCorruptError.
+    Raises UsageError (``OutputExistsError``, an output inside a partial: before any work),
+    InputPathError, InvalidDatasetError, MergeIncompatibleError, MergeOverlapError,
+    MergeIncompleteError or MergeCorruptError. ``on_event`` hears "start" once the paths are
+    checked, notes (staging that a killed earlier merge left, now removed) and warnings (a
+    partial's stale checksums).
     """
-    output = Path(output_dir)
-    check_output_free(output)
     partials = [partials] if isinstance(partials, (str, Path)) else list(partials)
+    output = claim_output(output_dir, partials, on_event=on_event)
+    on_event(Event("start", message=f"Merging {len(partials)} partials → {output}"))
     if not partials:
         raise MergeIncompatibleError(
             "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
@@ -217,7 +116,7 @@ def merge_datasets(partials: Sequence[str | Path], *, output_dir: str | Path) ->
     ordered = sorted(parts, key=lambda p: p.start)
     _check_coverage(ordered)
     for part in ordered:
-        _check_rows(part)
+        _check_rows(part, on_event)
     _check_seed_list(parts[0], ordered)
 
     first = parts[0].md
@@ -334,9 +233,9 @@ def _check_coverage(ordered: Sequence[_Partial]) -> None:
         )
 
 
-def _check_rows(part: _Partial) -> None:
+def _check_rows(part: _Partial, on_event: EventSink) -> None:
     part.files = shard_files(part.path, part.split)
-    check_files(part.path, part.md, part.files, part.md["n_mlps"])
+    check_files(part.path, part.md, part.files, part.md["n_mlps"], on_event=on_event)
     ids = read_column(part.files, "mlp_id")
     if ids != list(range(part.start, part.end)):
         raise MergeCorruptError(
@@ -370,7 +269,7 @@ def _check_seed_list(first: _Partial, ordered: Sequence[_Partial]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Metadata
 
-_PER_PARTIAL = ("is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", "checksums")
+_PER_PARTIAL = ("is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", WRITTEN_FOR, CHECKSUMS)
 
 
 def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dict[str, Any]:
@@ -405,36 +304,13 @@ def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dic
 
 def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | None:
     """A partial's recorded bake command turned into the whole dataset's: no ``--slice`` /
-    ``--mlp-range``, ``--output`` the merged directory. None if it cannot be parsed."""
-    if isinstance(recorded, list) and all(isinstance(a, str) for a in recorded):
-        argv = list(recorded)
-    elif isinstance(recorded, str):
-        try:
-            argv = shlex.split(recorded)
-        except ValueError:  # unbalanced quotes
-            return None
-    else:
+    ``--mlp-range``, ``--output`` the merged directory (given last). None if it cannot be parsed.
+    Returned as it was recorded: shell text, or an argv list."""
+    argv = command.parse(recorded)
+    if argv is None:
         return None
-    out: list[str] = []
-    it = iter(argv)
-    replaced = False
-    for tok in it:
-        if tok in ("--slice", "--mlp-range"):
-            next(it, None)
-        elif tok.startswith(("--slice=", "--mlp-range=")):
-            continue
-        elif tok == "--output":
-            next(it, None)
-            out += ["--output", str(output)]
-            replaced = True
-        elif tok.startswith("--output="):
-            out.append(f"--output={output}")
-            replaced = True
-        else:
-            out.append(tok)
-    if not replaced:
-        out += ["--output", str(output)]
-    return out if isinstance(recorded, list) else shlex.join(out)
+    argv = command.set_flag(command.drop_flags(argv, command.RANGE_FLAGS), "--output", str(output))
+    return argv if isinstance(recorded, list) else command.join(argv)
 
 
 _FP_KEYS = (

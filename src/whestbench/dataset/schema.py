@@ -100,6 +100,19 @@ def protocol_version(md: dict[str, Any]) -> str:
     return str(sp.get("version", "2.0")) if isinstance(sp, dict) else "2.0"
 
 
+def infer_sampler(md: dict[str, Any]) -> str:
+    """The sampler that drew a dataset's inputs; whestbench 0.16 datasets do not record it.
+
+    0.16's CPU path ("flopscope") is our pcg64 sampler; its torch path drew with ``torch.randn``.
+    """
+    s = md.get("sampler")
+    if isinstance(s, dict) and isinstance(s.get("name"), str):
+        return s["name"]
+    if md.get("backend") == "torch":
+        return "torch-randn"
+    return "pcg64"
+
+
 def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
     """Raise InvalidDatasetError naming the first field at fault; return None if ``md`` is valid."""
     if not isinstance(md, dict):

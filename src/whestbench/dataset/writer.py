@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from whestbench.atomic import staged_dir
-from whestbench.dataset.reader import data_checksums
+from whestbench.dataset.reader import bind_checksums, data_checksums
 from whestbench.dataset.schema import make_features
 
 MAX_SHARD_BYTES = 2 * 1024**3
@@ -107,10 +107,11 @@ def finish_dataset_dir(
     *,
     render_card: Callable[[dict[str, Any]], str] | None = None,
 ) -> None:
-    """The last step of every dataset we write (bake, merge, combine): ``md`` gains ``checksums``,
-    then ``metadata.json`` and the dataset card are written beside the data."""
+    """The last step of every dataset we write (bake, merge, combine): ``md`` gains ``checksums``
+    bound to its facts (``reader.bind_checksums``), then ``metadata.json`` and the dataset card are
+    written beside the data."""
     if render_card is None:
         from whestbench.dataset.card import render_card
-    md["checksums"] = checksums
+    bind_checksums(md, checksums)
     write_metadata_json(directory, md)
     (Path(directory) / "README.md").write_text(render_card(md))

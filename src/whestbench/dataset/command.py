@@ -1,0 +1,67 @@
+"""A recorded ``whest dataset bake`` command (``bake_command`` in metadata.json): parse it, rewrite it.
+
+A bake records the command that re-creates its numbers; merge turns a partial's into the whole
+dataset's (no slice flags, the merged ``--output``), and the dataset card shows one that re-bakes a
+split into a fresh directory. Every such rewrite goes through these functions, on an argv list:
+
+    argv = parse(md["bake_command"])            # None when it is missing or not a command
+    argv = set_flag(drop_flags(argv, RANGE_FLAGS), "--output", "./rebake")
+    flag_value(argv, "--mlp-seeds")              # "seeds.json"
+    text = join(argv)
+
+Both flag spellings are understood: ``--flag value`` and ``--flag=value``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Iterable, Sequence
+
+RANGE_FLAGS = ("--slice", "--mlp-range")
+"""The flags that make a bake a partial: a merged dataset's command has neither."""
+
+
+def parse(recorded: Any) -> list[str] | None:
+    """``recorded`` (shell text, or an argv list as some writers store it) as an argv list, or None
+    when it is not one (another type, empty, or text with unbalanced quotes)."""
+    if isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded):
+        return list(recorded)
+    if isinstance(recorded, str) and recorded.strip():
+        try:
+            return shlex.split(recorded)
+        except ValueError:  # unbalanced quotes
+            return None
+    return None
+
+
+def join(argv: Sequence[str]) -> str:
+    """Shell text of ``argv`` (each argument quoted as needed)."""
+    return shlex.join(argv)
+
+
+def drop_flags(argv: Sequence[str], flags: Iterable[str]) -> list[str]:
+    """``argv`` without ``flags``, each with its value (``--flag value`` or ``--flag=value``)."""
+    flags = tuple(flags)
+    out: list[str] = []
+    it = iter(argv)
+    for token in it:
+        if token in flags:
+            next(it, None)
+        elif not token.startswith(tuple(f + "=" for f in flags)):
+            out.append(token)
+    return out
+
+
+def set_flag(argv: Sequence[str], flag: str, value: str) -> list[str]:
+    """``argv`` with ``flag`` given once, as ``flag value`` at the end (earlier occurrences dropped)."""
+    return drop_flags(argv, (flag,)) + [flag, str(value)]
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of the first ``flag`` in ``argv``, or None when it is not given."""
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token[len(flag) + 1 :]
+    return None

@@ -1,0 +1,260 @@
+"""Compare a dataset with another bake of (some of) the same seeds: ``whest dataset verify --against``.
+
+MLPs are matched by ``mlp_seed``; their weights must be byte-identical, and their ground truth is
+compared as strictly as the two bakes allow (``compare_mode``):
+
+- **bits**: same sampler and recorded arithmetic (the seed page's bit-equivalence);
+- **gate**: philox on both (same samples), other arithmetic: held to SPEC §3's precision gate;
+- **f32**: pcg64 on both, arithmetic differs or is unrecorded: within float32 rounding (SPEC §2 b);
+- **stats**: the samples differ (another sampler, n_samples, or torch.randn under other
+  device/chunking/batch): z-scores of the differences, per-neuron variances from a pilot run.
+
+``arithmetic_identity`` says what besides the samples decides the rounding. Rows are read with
+``verify.scan_split``; the results are checks added to ``verify``'s report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS
+from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.dataset.reader import read_metadata
+from whestbench.dataset.schema import infer_sampler, split_names, validate_metadata
+from whestbench.dataset.verify import (
+    DatasetScan,
+    VerifyReport,
+    bonferroni_z,
+    chi2_mean_limit,
+    positive_int,
+    scan_split,
+)
+
+PILOT_SAMPLES = 4096
+"""Inputs pushed through each MLP to estimate per-neuron variances for the statistical comparison."""
+_PILOT_MIN_ACTIVE = 32  # a neuron active on fewer pilot inputs has no usable variance estimate
+
+# The seed page's tolerance for avg_variance between bit-equivalent bakes: the final
+# (sum_sq/N - mean²) subtraction may differ by ~1 float64 ulp.
+BIT_RTOL, BIT_ATOL = 1e-12, 1e-15
+# avg_variance under the gate: sums of squares carry the same ~1e-6 relative arithmetic error as means.
+GATE_VAR_RTOL = 1e-5
+# SPEC §2 (b): pcg64 bakes on another machine or BLAS kernel agree within float32 rounding; nearly
+# dead neurons move by ~1e-10 when a rare activation flips sign, hence the absolute term.
+F32_ULPS, F32_ATOL, F32_VAR_RTOL = 4, 1e-6, 1e-6
+
+
+def arithmetic_identity(md: dict[str, Any]) -> dict[str, Any] | None:
+    """What besides the samples decides the rounding of the sums, or None when not recorded.
+
+    Two bakes with equal identities must be bit-identical; otherwise only a tolerance applies.
+    CPU: the BLAS library, version and kernel. torch: device, GPU, torch version, kernel or
+    precision, and (0.16 torch bakes, whose sums depend on chunking) chunk size and batch.
+    """
+    ident: dict[str, Any] = {"backend": md.get("backend"), "sampler": md.get("sampler")}
+    recorded = False
+    blas = md.get("blas")
+    if isinstance(blas, dict) and blas.get("library") not in (None, "unknown"):
+        ident["blas"] = {k: blas.get(k) for k in ("library", "version", "kernel")}
+        recorded = True
+    for key in ("device", "cuda_device_name", "torch_version", "kernel", "precision", "matmul_precision"):
+        if key in md:
+            ident[key] = md[key]
+            recorded = recorded or key == "device"
+    if md.get("backend") == "torch" and not isinstance(md.get("sampler"), dict):
+        ident["chunk_size"] = md.get("chunk_size")
+        ident["mlps_per_batch"] = md.get("mlps_per_batch")
+    return ident if recorded else None
+
+
+def _describe_arith(md: dict[str, Any]) -> str:
+    ident = arithmetic_identity(md)
+    if ident is None:
+        return f"{md.get('backend')}, arithmetic not recorded"
+    parts = [str(md.get("backend"))]
+    if "blas" in ident:
+        b = ident["blas"]
+        parts.append(f"{b.get('library')} {b.get('version')} {b.get('kernel')}")
+    for key in ("device", "cuda_device_name", "kernel", "precision"):
+        if key in ident:
+            parts.append(str(ident[key]))
+    return " ".join(parts)
+
+
+def compare_mode(a: DatasetScan, b: DatasetScan) -> tuple[str, str]:
+    """How strictly the two bakes' ground truth can agree: ``(mode, reason)``.
+
+    "bits": same sampler and recorded arithmetic (the seed page's bit-equivalence);
+    "gate": philox on both (same samples), other arithmetic: SPEC §3's precision gate;
+    "f32": pcg64 on both, arithmetic differs or unrecorded: float32 rounding (SPEC §2 b);
+    "stats": the samples differ (other sampler, or torch.randn under other device/chunking/batch).
+    """
+    sa, sb = infer_sampler(a.md), infer_sampler(b.md)
+    ia, ib = arithmetic_identity(a.md), arithmetic_identity(b.md)
+    if sa != sb:
+        return "stats", f"different samplers ({sa} vs {sb}): different samples, compared statistically"
+    if ia is not None and ia == ib:
+        return "bits", f"same sampler ({sa}) and arithmetic ({_describe_arith(a.md)}): must be bit-identical"
+    arith = f"{_describe_arith(a.md)} vs {_describe_arith(b.md)}"
+    if sa == "philox":
+        return "gate", (
+            f"both philox, so the same samples; arithmetic differs ({arith}): the difference is "
+            f"arithmetic error only, held to the precision gate"
+        )
+    if sa == "pcg64":
+        return "f32", f"both pcg64 (same samples), arithmetic differs or is unrecorded: {arith}"
+    # torch.randn (0.16's torch path): which MLP gets which draws depends on device, chunk size and
+    # batch, so bakes that differ in any of them drew different samples.
+    return "stats", f"{sa} bakes with other device, chunking or batch draw other samples ({arith}): compared statistically"
+
+
+def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None) -> None:
+    """Add the ``against: …`` checks of ``a`` (already scanned by ``verify``) against the bake at ``other``."""
+    name = "against"
+    try:
+        md = read_metadata(other)
+        validate_metadata(md, allow_partial=True)
+    except InvalidDatasetError as e:
+        report.check(f"{name}: metadata", False, str(e))
+        return
+    width, depth, n_samples = (positive_int(md, k) for k in ("width", "depth", "n_samples"))
+    if (width, depth) != (a.width, a.depth):
+        report.check(f"{name}: shape", False, f"{other} is width={width} depth={depth}; {a.path} is width={a.width} depth={a.depth}")
+        return
+    if n_samples is None:
+        report.check(f"{name}: metadata", False, f"{other}: n_samples missing or not a positive integer")
+        return
+    b = DatasetScan(other, md, width, depth, n_samples, [])
+    try:
+        for split in split_names(md):
+            b.splits.append(scan_split(other, split, width, depth, rederive=False))
+    except InvalidDatasetError as e:
+        report.check(f"{name}: readable", False, str(e))
+        return
+    b_rows = {s.seeds[i]: (s, i) for s, i in b.rows()}
+    shared = [(sa, i, *b_rows[sa.seeds[i]]) for sa, i in a.rows() if sa.seeds[i] in b_rows]
+    if not shared:
+        report.check(f"{name}: shared MLPs", False, f"no mlp_seed in common with {other}: nothing to compare")
+        return
+    if n_check is not None:
+        shared = shared[:n_check]
+    report.check(f"{name}: shared MLPs", True, f"{len(shared)} MLP(s) matched by mlp_seed ({len(b_rows)} in {other})")
+
+    wbad = [sa.ids[i] for sa, i, sb, j in shared if sa.weight_digests[i] != sb.weight_digests[j]]
+    report.check(
+        f"{name}: weights",
+        not wbad,
+        f"byte-identical for all {len(shared)}" if not wbad else f"{len(wbad)} MLP(s) differ, first mlp_id {int(wbad[0])}",
+    )
+
+    ma = np.stack([sa.means[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
+    mb = np.stack([sb.means[j] for _, _, sb, j in shared])
+    fa = np.stack([sa.final[i] for sa, i, _, _ in shared])
+    fb = np.stack([sb.final[j] for _, _, sb, j in shared])
+    va = np.array([sa.avg_var[i] for sa, i, _, _ in shared])
+    vb = np.array([sb.avg_var[j] for _, _, sb, j in shared])
+    delta = ma.astype(np.float64) - mb.astype(np.float64)
+    max_d = float(np.max(np.abs(delta)))
+    n_diff = int(np.count_nonzero(ma.view(np.uint32) != mb.view(np.uint32)))
+    bit_equal = n_diff == 0 and np.array_equal(fa.view(np.uint32), fb.view(np.uint32))
+    var_rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(vb), 1e-300)))
+    diffs = f"max |Δmean| = {max_d:.3g} ({n_diff} of {delta.size} values differ), max rel Δ avg_variance = {var_rel:.3g}"
+
+    if a.n_samples != b.n_samples:
+        report.check(
+            f"{name}: n_samples",
+            False,
+            f"{a.n_samples:,} vs {b.n_samples:,}: different Monte-Carlo estimates, not comparable bit for bit; "
+            f"re-bake with --n-samples {a.n_samples} to compare",
+        )
+        _compare_stats(a, b, shared, delta, report, name, z_max, "different n_samples")
+        return
+    mode, reason = compare_mode(a, b)
+    if mode == "bits":
+        var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
+        ok = bit_equal and var_ok
+        head = "bit-identical" if ok else "NOT bit-identical"
+        report.check(
+            f"{name}: ground truth",
+            ok,
+            f"{head} ({reason}); means exact, avg_variance rtol={BIT_RTOL:g} atol={BIT_ATOL:g}: {diffs}",
+        )
+    elif mode == "gate":
+        layer_bias = np.abs(delta.mean(axis=(0, 2)))  # (depth,) mean over MLPs and neurons
+        var_ok = bool(np.all(np.isclose(va, vb, rtol=GATE_VAR_RTOL, atol=0)))
+        ok = max_d <= GATE_MAX_ABS and float(layer_bias.max()) <= GATE_MAX_BIAS and var_ok
+        report.check(
+            f"{name}: ground truth",
+            ok,
+            f"{'bit-identical' if bit_equal else 'not bit-identical'} ({reason}): {diffs}; max |mean Δ| per "
+            f"layer = {float(layer_bias.max()):.3g} (gate: max |Δ| <= {GATE_MAX_ABS:g}, |mean Δ| <= "
+            f"{GATE_MAX_BIAS:g} per layer, avg_variance rtol {GATE_VAR_RTOL:g})",
+        )
+    elif mode == "f32":
+        both = np.maximum(np.abs(ma), np.abs(mb))
+        tol = F32_ULPS * np.spacing(both).astype(np.float64) + F32_ATOL
+        ok = bool(np.all(np.abs(delta) <= tol)) and var_rel <= F32_VAR_RTOL
+        if bit_equal and bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL))):
+            detail = f"bit-identical: {diffs}; {reason}"
+        else:
+            detail = (
+                f"NOT bit-identical, {'within' if ok else 'BEYOND'} float32 rounding: {diffs} (tolerance "
+                f"{F32_ULPS} float32 ulps + {F32_ATOL:g}, avg_variance {F32_VAR_RTOL:g} relative); {reason}; "
+                "bit equality needs the same machine and BLAS kernel"
+            )
+        report.check(f"{name}: ground truth", ok, detail)
+    else:
+        _compare_stats(a, b, shared, delta, report, name, z_max, reason)
+
+
+def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer, per-neuron variance of the activations and how many pilot inputs activated each.
+
+    ``weights``: (depth, w, w) float32. A fixed input draw keeps the report reproducible. Returns
+    ``(var (depth, w), active (depth, w))``.
+    """
+    depth, width, _ = weights.shape
+    x = np.random.default_rng(0x5EED).standard_normal((PILOT_SAMPLES, width))  # (P, w) f64
+    var = np.empty((depth, width))
+    active = np.empty((depth, width), dtype=np.int64)
+    h = x
+    for layer in range(depth):
+        h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)  # (P, w)
+        var[layer] = h.var(axis=0, ddof=1)
+        active[layer] = np.count_nonzero(h > 0, axis=0)
+    return var, active
+
+
+def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str) -> None:
+    """z-scores of Δmean with both standard errors, per-neuron variances from a pilot run."""
+    from whestbench.compute.mlp import weights_for_seed
+
+    zs, skipped = [], 0
+    for (sa, i, _, _), d in zip(shared, delta):
+        w = weights_for_seed(sa.seeds[i], a.width, a.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != sa.weight_digests[i]:
+            skipped += 1  # protocol 2.0 or altered weights: the seed does not give the stored MLP
+            continue
+        var, active = _pilot_variance(w)
+        se = np.sqrt(var / a.n_samples + var / b.n_samples)  # (depth, w)
+        usable = active >= _PILOT_MIN_ACTIVE
+        zs.append((d[usable] / se[usable]).ravel())
+    if not zs:
+        report.check(f"{name}: ground truth", False, f"{reason}: no MLP's weights re-derive from its seed, so no variances to compare with")
+        return
+    z = np.concatenate(zs)
+    thr = z_max if z_max is not None else bonferroni_z(z.size)
+    max_z, mean_z2 = float(np.max(np.abs(z))), float(np.mean(z**2))
+    chi_thr = chi2_mean_limit(len(zs))
+    ok = max_z <= thr and mean_z2 <= chi_thr
+    note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
+    report.check(
+        f"{name}: ground truth",
+        ok,
+        f"statistical ({reason}): max |z| of Δmean = {max_z:.2f} over {z.size} means (limit {thr:.2f}), "
+        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}), max |Δmean| = {float(np.max(np.abs(delta))):.3g}{note}",
+    )

@@ -1,0 +1,80 @@
+"""atomic: a staged directory is marked while it is built and never published with its marker; only a
+killed writer's marked staging is removed later, never a live writer's, another host's or a user's."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from whestbench.atomic import STAGING_MARK, remove_abandoned_staging, staged_dir
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _staging(parent: Path, target: str, suffix: str = "abc123", **mark) -> Path:
+    d = parent / f".{target}.staging-{suffix}"
+    d.mkdir()
+    (d / "data.bin").write_bytes(b"x" * 100)
+    if mark:
+        (d / STAGING_MARK).write_text(json.dumps({"target": target, "host": socket.gethostname(), **mark}))
+    return d
+
+
+def test_a_staging_directory_is_marked_while_built_and_published_without_the_mark(tmp_path):
+    target = tmp_path / "out"
+    with staged_dir(target) as stage:
+        mark = json.loads((stage / STAGING_MARK).read_text())
+        assert mark == {"target": "out", "pid": os.getpid(), "host": socket.gethostname()}
+        (stage / "file").write_text("content")
+    assert sorted(p.name for p in target.iterdir()) == ["file"]
+
+
+def test_a_killed_writers_staging_is_removed(tmp_path):
+    left = _staging(tmp_path, "out", pid=_dead_pid())
+    assert remove_abandoned_staging(tmp_path / "out") == [left]
+    assert not left.exists()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["no marker (a user's directory)", "a live writer", "another host", "another target", "garbage marker"],
+)
+def test_staging_that_may_not_be_abandoned_is_left_alone(tmp_path, case):
+    if case == "no marker (a user's directory)":
+        d = _staging(tmp_path, "out")
+    elif case == "a live writer":
+        d = _staging(tmp_path, "out", pid=os.getppid())
+    elif case == "another host":
+        d = _staging(tmp_path, "out", pid=_dead_pid())
+        (d / STAGING_MARK).write_text(json.dumps({"target": "out", "host": "elsewhere", "pid": 1}))
+    elif case == "another target":
+        d = _staging(tmp_path, "out", pid=_dead_pid())
+        (d / STAGING_MARK).write_text(json.dumps({"target": "out2", "host": socket.gethostname(), "pid": 999_999_999}))
+    else:
+        d = _staging(tmp_path, "out")
+        (d / STAGING_MARK).write_text("{not json")
+    assert remove_abandoned_staging(tmp_path / "out") == []
+    assert (d / "data.bin").read_bytes() == b"x" * 100
+
+
+def test_only_the_targets_own_staging_is_considered(tmp_path):
+    other = _staging(tmp_path, "out-2", pid=_dead_pid())  # ".out-2.staging-*" is not ".out.staging-*"
+    assert remove_abandoned_staging(tmp_path / "out") == []
+    assert other.exists()
+
+
+def test_a_target_name_with_glob_characters_matches_literally(tmp_path):
+    mine = _staging(tmp_path, "o[u]t*", pid=_dead_pid())
+    theirs = _staging(tmp_path, "out", pid=_dead_pid())
+    assert remove_abandoned_staging(tmp_path / "o[u]t*") == [mine]
+    assert theirs.exists()
