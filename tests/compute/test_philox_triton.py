@@ -28,7 +28,8 @@ from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from whestbench.compute import precision as prec  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-KEY = (0xA4093822, 0x299F31D0)
+from philox_kat import KEY, ulps  # noqa: E402  (tests/philox_kat.py)
+
 KEYS = [KEY, (1, 2), (0xFFFFFFFF, 0)]
 
 
@@ -37,14 +38,6 @@ def tiny(rows: int = 32, precision: str = "ieee", **kw) -> ptt.KernelConfig:
     return ptt.KernelConfig(
         rows=rows, block_n=16, block_k=16, group_block=4, sum_block=16, precision=precision, num_warps=4, **kw
     )
-
-
-def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    def ordered(x):
-        i = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-
-    return np.abs(ordered(a) - ordered(b))
 
 
 def reference_tile_sums(weights, key, n0, rows, n_end, matmul) -> np.ndarray:
@@ -85,7 +78,7 @@ def test_in_kernel_normals_are_within_a_few_ulp_of_numpy():
     want = philox.normals(KEY, 5, 200, 37)
     # Uniforms are bit-exact; log/cos/sin are the platform's (libdevice on a GPU, numpy here).
     assert got.shape == want.shape and got.dtype == np.float32
-    assert _ulps(got, want).max() <= 4
+    assert ulps(got, want).max() <= 4
 
 
 # --- one tile ---------------------------------------------------------------------------------------
