@@ -27,7 +27,7 @@ from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from whestbench.compute import precision as prec  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-from philox_kat import KEY, ulps  # noqa: E402  (tests/philox_kat.py)
+from philox_kat import KEY  # noqa: E402  (tests/philox_kat.py)
 
 KEYS = [KEY, (1, 2), (0xFFFFFFFF, 0)]
 
@@ -77,7 +77,7 @@ def test_in_kernel_normals_are_within_a_few_ulp_of_numpy():
     want = philox.normals(KEY, 5, 200, 37)
     # Uniforms are bit-exact; log/cos/sin are the platform's (libdevice on a GPU, numpy here).
     assert got.shape == want.shape and got.dtype == np.float32
-    assert ulps(got, want).max() <= 4
+    assert prec.float32_ulps(got, want).max() <= 4
 
 
 # --- one tile ---------------------------------------------------------------------------------------

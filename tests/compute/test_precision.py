@@ -39,6 +39,13 @@ def test_a_split_keeps_about_22_bits_of_each_operand(precision):
     assert err.max() < 2.0**-19  # fp32 accumulation over K=256 dominates; one bf16 pass is ~2**-9
 
 
+def test_float32_ulps_counts_representable_steps_across_zero():
+    one, tiny = np.float32(1.0), np.float32(1e-45)  # tiny: the smallest subnormal
+    a = np.array([one, one, 0.0, -0.0, tiny, np.float32(2.0)], dtype=np.float32)
+    b = np.array([np.nextafter(one, np.float32(2)), np.nextafter(one, np.float32(0)), -0.0, -tiny, -tiny, one])
+    assert prec.float32_ulps(a, b.astype(np.float32)).tolist() == [1, 1, 0, 1, 2, 2**23]
+
+
 def test_gate_figures_are_the_largest_error_and_the_largest_signed_layer_bias():
     rng = np.random.default_rng(5)
     ref = rng.uniform(0.1, 1.0, (3, 8))  # (depth, width) means

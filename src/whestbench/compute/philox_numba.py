@@ -6,8 +6,9 @@ numpy and numba only (no torch), so the kernels can be imported, tested and meas
 - **Integer stage**: Philox4x32-10 vectorised across neuron groups, bit-identical to
   ``philox.philox_words``.
 - **Float stage**: the reference's Box-Muller in float32 with its own branch-free ``log`` and
-  ``sincos`` (so the loops vectorise); each normal is within 3 float32 ulp of the exact transform of
-  the same float32 inputs (``tests/compute/test_philox_numba.py``).
+  ``sincos`` (so the loops vectorise): within 3 float32 ulp of the exact transform of the same
+  float32 inputs, except next to a zero of cos or sin, where the argument reduction's ~3e-14
+  absolute error is more ulps of the tiny result (``docs/sampler-philox.md`` §3 has the measurement).
 - **Sums**: ReLU in place plus the reference's pairwise fp64 column tree in one pass over a chunk,
   bit-identical to ``philox.pairwise_colsum`` of the ReLU'd rows.
 """
