@@ -32,7 +32,7 @@ from whestbench.dataset.breakdown import NAMESPACE, operation_counts
 
 pytestmark = pytest.mark.reference
 
-GOLDEN_SEEDS = (11, 22, 33, 44, 55, 66)  # fixtures/whestbench-0.16/golden/seeds-6.json
+GOLDEN_SEEDS = (11, 22, 33, 44, 55, 66)  # the golden set's seeds-6.json (tests/conftest.py)
 SLICE_SEEDS = (5, 6004799503160661, 2**63 - 1, 0, 123456789)
 BREAKDOWN = "sampling_budget_breakdown"
 
