@@ -42,7 +42,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shapes import Shape, count, shape_arg  # this directory is on sys.path
+try:
+    from .shapes import Shape, count, shape_arg
+except ImportError:  # run as a script, ``python benchmarks/bench_gpu.py``: its folder is on sys.path
+    from shapes import Shape, count, shape_arg
 
 REF_CLI = "import sys; from whestbench.cli import main; sys.exit(main())"
 SPEC_SHAPES = ((256, 8), (1024, 16))  # where SPEC section 3 gates and section 6 sets targets

@@ -35,7 +35,10 @@ import time
 from dataclasses import astuple
 from pathlib import Path
 
-from shapes import Shape, shape_arg  # this directory is on sys.path
+try:
+    from .shapes import Shape, shape_arg
+except ImportError:  # run as a script, ``python benchmarks/bench_scaling.py``: its folder is on sys.path
+    from shapes import Shape, shape_arg
 
 CONFIGS = {
     "1 proc x 1 thread": ("single", 1),

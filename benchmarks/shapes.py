@@ -1,7 +1,6 @@
 """The bake shape every benchmark script takes: ``WxD:N_MLPS:N_SAMPLES`` and its effective FLOPs.
 
-Shared by ``bench_cpu.py``, ``bench_gpu.py`` and ``bench_scaling.py`` (run as scripts, so this
-directory is on ``sys.path``).
+Shared by ``bench_cpu.py``, ``bench_gpu.py`` and ``bench_scaling.py``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,46 @@
-"""Shared fixtures: where the shared reference material lives, and how to read a dataset's columns.
+"""Shared fixtures: the released whestbench 0.16.2 beside ours, the 0.16 datasets the tests compare
+with, and how to read a dataset's columns.
 
-CI clones the repository with ``shared/`` beside it (``<root>/main`` and ``<root>/shared``), so the
-path is found relative to this file; tests that need it skip cleanly where it is missing.
+Everything a test needs comes from the repository and the reference, never from a folder beside it:
+
+- ``fixtures16``: ``tests/fixtures/whestbench-0.16/``, datasets frozen in the reference's own
+  repository (older protocols 0.16.2 no longer bakes); see the README there.
+- ``golden_dir``: the golden set (the bakes, slices, merge, combine and ``info`` listings of
+  ``GOLDEN_COMMANDS``), baked by the reference at one BLAS thread the first time a test asks for it
+  and cached for the session under pytest's temp folder.
+
+The reference shares our package name and our ``whest`` command, so it lives in its own virtual
+environment and only ever runs in a subprocess. Where it comes from, in order:
+
+1. env ``WHEST_REFERENCE_PYTHON``: the python of an existing reference venv;
+2. ``tools/make-reference-venv.sh`` creating (or reusing) ``<repo>/.refvenv`` with the same numpy as
+   this environment — the first time this needs the package index;
+3. otherwise the tests that need it fail when ``WHEST_REQUIRE_REFERENCE=1`` (CI) and are skipped
+   elsewhere.
+
+The reference always runs with single-threaded BLAS unless a test says otherwise: SPEC §2 contract
+(a) holds bit-identity only against the reference's single-threaded bake (its own bytes move with
+the BLAS thread count). It runs offline, with a private Hugging Face cache.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-GOLDEN = SHARED / "fixtures" / "whestbench-0.16" / "golden"
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES16 = REPO / "tests" / "fixtures" / "whestbench-0.16"
+MAKE_VENV = REPO / "tools" / "make-reference-venv.sh"
+REFERENCE_VERSION = "0.16.2"
+
+SINGLE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 # Column name -> numpy dtype the arrays must have (the Parquet schema's leaf types).
 COLUMN_DTYPES = {
@@ -26,19 +52,82 @@ COLUMN_DTYPES = {
     "avg_variance": np.float64,
 }
 
+# The golden set: seeds files, then the reference commands run in its folder (as in its README, made
+# on another machine on 2026-11-21; its ground truth is kept in fixtures16 / golden-other-machine.npz).
+GOLDEN_SEEDS = {
+    "seeds-6.json": [11, 22, 33, 44, 55, 66],
+    "seeds-2.json": [6717184059027789272, 9223372036854775807],  # the largest int63 among them
+    "seeds-holdout-3.json": [101, 202, 303],
+}
+_W64 = "dataset bake --n-mlps 6 --n-samples 20001 --width 64 --depth 4 --mlp-seeds seeds-6.json".split()
+GOLDEN_COMMANDS: list[tuple[list[str], str | None]] = [  # (argv, file its stdout goes to)
+    (_W64 + ["--output", "full-w64-d4"], None),
+    *((_W64 + ["--slice", f"{k}/3", "--output", f"part-{k}-of-3"], None) for k in range(3)),
+    ("dataset merge part-0-of-3 part-1-of-3 part-2-of-3 --output merged-w64-d4".split(), None),
+    (
+        "dataset bake --n-mlps 2 --n-samples 5000 --width 256 --depth 8 --mlp-seeds seeds-2.json "
+        "--output full-w256-d8".split(),
+        None,
+    ),
+    (
+        "dataset bake --n-mlps 3 --n-samples 20001 --width 64 --depth 4 --mlp-seeds seeds-holdout-3.json "
+        "--split holdout --config holdout --output holdout-w64-d4".split(),
+        None,
+    ),
+    ("dataset combine-splits full-w64-d4 holdout-w64-d4 --output combined-w64-d4".split(), None),
+    ("dataset info combined-w64-d4".split(), "combined-w64-d4.info.txt"),
+    ("dataset info full-w64-d4".split(), "full-w64-d4.info.txt"),
+]
+
+# The reference's CLI, called the way its console script does (our `whest` may be first on PATH).
+_CLI = "import sys; from whestbench.cli import main; sys.exit(main())"
+
+# Several CLI calls in one interpreter (the reference's imports, datasets and flopscope, cost
+# seconds); an entry [argv, path] sends that call's stdout to path.
+_CLI_BATCH = """
+import contextlib, json, sys
+from whestbench.cli import main
+for argv, stdout in json.loads(sys.argv[1]):
+    with open(stdout, "w") if stdout else contextlib.nullcontext(sys.stdout) as out:
+        with contextlib.redirect_stdout(out):
+            rc = main(argv)
+    if rc:
+        sys.exit(f"reference `whest {' '.join(argv)}` exited {rc}")
+"""
+
+RunResult = subprocess.CompletedProcess
+
+
+# --- datasets ------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"shared reference folder not found at {SHARED} (clone it beside the repository)")
-    return SHARED
+def fixtures16() -> Path:
+    """The frozen whestbench 0.16 datasets kept in the repository (read-only: copy before writing)."""
+    return FIXTURES16
 
 
 @pytest.fixture(scope="session")
-def golden_dir(shared_dir: Path) -> Path:
-    if not GOLDEN.is_dir():
-        pytest.skip(f"whestbench 0.16 golden datasets not found at {GOLDEN}")
-    return GOLDEN
+def golden_dir(tmp_path_factory, run_reference_batch) -> Path:
+    """The golden set, baked by whestbench 0.16.2 at one BLAS thread (once per session; copy before writing)."""
+    root = tmp_path_factory.mktemp("golden-0.16")
+    for name, seeds in GOLDEN_SEEDS.items():
+        (root / name).write_text(json.dumps(seeds))
+    run_reference_batch([argv for argv, _ in GOLDEN_COMMANDS], stdout_to=[out for _, out in GOLDEN_COMMANDS], cwd=root)
+    return root
+
+
+@pytest.fixture
+def dataset16(request) -> Callable[[str], Path]:
+    """``dataset16(name)``: a whestbench 0.16 dataset, ``"golden/<name>"`` from ``golden_dir`` (baked on
+    first use) or another name from ``fixtures16``."""
+
+    def path(name: str) -> Path:
+        if name.startswith("golden/"):
+            return request.getfixturevalue("golden_dir") / name.removeprefix("golden/")
+        return FIXTURES16 / name
+
+    return path
 
 
 def _read_columns(dataset_dir: Path) -> dict[str, Any]:
@@ -86,3 +175,131 @@ def read_metadata():
 @pytest.fixture(scope="session")
 def assert_bytes_equal():
     return _assert_bytes_equal
+
+
+# --- the reference, in its own venv --------------------------------------------------------------
+
+
+def _require_or_skip(reason: str) -> None:
+    if os.environ.get("WHEST_REQUIRE_REFERENCE") == "1":
+        pytest.fail(f"{reason} (WHEST_REQUIRE_REFERENCE=1 makes this an error)", pytrace=False)
+    pytest.skip(f"{reason}; set WHEST_REFERENCE_PYTHON to a whestbench=={REFERENCE_VERSION} venv's python")
+
+
+def _check_reference(python: Path) -> str | None:
+    """None if ``python`` runs whestbench 0.16.2 with our numpy, else why not."""
+    probe = "from importlib.metadata import version as v; print(v('whestbench'), v('numpy'))"
+    try:
+        out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"cannot run the reference python {python}: {exc}"
+    got = out.stdout.split()
+    want = [REFERENCE_VERSION, np.__version__]
+    if got != want:
+        return f"{python} has whestbench, numpy = {got}; need {want} (re-run tools/make-reference-venv.sh)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def reference_python() -> Path:
+    """Path to the python of a venv holding whestbench 0.16.2 and this environment's numpy."""
+    given = os.environ.get("WHEST_REFERENCE_PYTHON")
+    if given:
+        python = Path(given)
+    else:
+        env = {**os.environ, "PYTHON": sys.executable}
+        try:
+            made = subprocess.run(
+                ["bash", str(MAKE_VENV)], capture_output=True, text=True, env=env, timeout=900, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            _require_or_skip(f"could not run {MAKE_VENV.name}: {exc}")
+        if made.returncode != 0:
+            tail = " | ".join(made.stderr.strip().splitlines()[-3:])
+            _require_or_skip(f"{MAKE_VENV.name} failed (exit {made.returncode}): {tail}")
+        python = Path(made.stdout.strip().splitlines()[-1])
+    problem = _check_reference(python)
+    if problem:
+        _require_or_skip(problem)
+    return python
+
+
+@pytest.fixture(scope="session")
+def reference_env(tmp_path_factory) -> dict[str, str]:
+    """Environment for reference runs: single-threaded BLAS, offline, a private HF cache."""
+    hf_home = tmp_path_factory.mktemp("reference-hf-home")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(SINGLE_THREAD)
+    env.update(
+        HF_HOME=str(hf_home),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        WHEST_SKIP_HARDWARE_FALLBACK_PROBES="1",
+        PYTHONWARNINGS="ignore",
+        TERM="dumb",
+        COLUMNS="200",
+    )
+    return env
+
+
+def _run(cmd: Sequence[str], env: Mapping[str, str], check: bool, cwd: Path | None, what: str) -> RunResult:
+    done = subprocess.run(list(cmd), capture_output=True, text=True, env=dict(env), cwd=cwd, timeout=600)
+    if check and done.returncode != 0:
+        pytest.fail(
+            f"reference run failed (exit {done.returncode}): {what}\n"
+            f"--- stdout ---\n{done.stdout[-3000:]}\n--- stderr ---\n{done.stderr[-3000:]}",
+            pytrace=False,
+        )
+    return done
+
+
+@pytest.fixture(scope="session")
+def run_reference(reference_python, reference_env) -> Callable[..., RunResult]:
+    """``run_reference(args, env=None, check=True, cwd=None)``: the reference's ``whest`` CLI.
+
+    ``args`` follow ``whest`` (e.g. ``["dataset", "bake", ...]``); ``env`` entries override the
+    single-threaded, offline defaults (pass ``{"OPENBLAS_NUM_THREADS": "2"}`` to unpin BLAS).
+    """
+
+    def run(args: Sequence[str], env: Mapping[str, str] | None = None, check: bool = True, cwd: Path | None = None):
+        cmd = [str(reference_python), "-c", _CLI, *map(str, args)]
+        return _run(cmd, {**reference_env, **(env or {})}, check, cwd, "whest " + " ".join(map(str, args)))
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def run_reference_batch(reference_python, reference_env) -> Callable[..., RunResult]:
+    """``run_reference_batch([args, ...], env=None, check=True, cwd=None, stdout_to=None)``: several
+    reference CLI calls in one interpreter; ``stdout_to[i]``, if given and not None, is the file
+    (relative to ``cwd``) that call ``i`` prints into."""
+
+    def run(
+        argvs: Sequence[Sequence[str]],
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        cwd: Path | None = None,
+        stdout_to: Sequence[str | None] | None = None,
+    ):
+        outs = list(stdout_to) if stdout_to is not None else [None] * len(argvs)
+        payload = json.dumps([[[str(a) for a in argv], out] for argv, out in zip(argvs, outs, strict=True)])
+        what = f"{len(argvs)} whest commands in one process (stderr names the one that failed)"
+        cmd = [str(reference_python), "-c", _CLI_BATCH, payload]
+        return _run(cmd, {**reference_env, **(env or {})}, check, cwd, what)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def run_reference_python(reference_python, reference_env) -> Callable[..., RunResult]:
+    """``run_reference_python(code, *args, env=None, check=True)``: a snippet in the reference venv.
+
+    ``args`` arrive as ``sys.argv[1:]``; a snippet reports back by printing (e.g. one JSON line).
+    """
+
+    def run(code: str, *args: str, env: Mapping[str, str] | None = None, check: bool = True):
+        cmd = [str(reference_python), "-c", code, *map(str, args)]
+        return _run(cmd, {**reference_env, **(env or {})}, check, None, "a python snippet in the reference venv")
+
+    return run

@@ -1,6 +1,6 @@
 """Philox4x32-10 known answers: Random123's tests/kat_vectors, its three "philox4x32 10" lines.
 
-Each entry is (counter, key, expected output); shared by the numpy, torch and Triton sampler tests.
+Each entry is (counter, key, expected output); shared by the numpy, numba, torch and Triton sampler tests.
 """
 
 KAT = [
@@ -13,3 +13,4 @@ KAT = [
     ),
 ]
 KEY = (0xA4093822, 0x299F31D0)  # the third line's key: a key with every byte in use
+

@@ -1,5 +1,7 @@
 """The philox sampler on torch matches the numpy reference: same integer stage bit for bit, floats
-within a few ulp, sums within arithmetic error, and no knob (chunk size, batch) changes a byte."""
+within a few ulp, sums within arithmetic error, and no knob (chunk size, batch) changes a byte.
+
+The numba kernels' own properties (no torch needed) are in ``test_philox_numba.py``."""
 
 from __future__ import annotations
 
@@ -12,22 +14,13 @@ from whestbench.compute import philox  # noqa: E402
 from whestbench.compute import philox_torch as pt  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
+from whestbench.compute.precision import float32_ulps as ulps  # noqa: E402
 from philox_kat import KAT, KEY  # noqa: E402  (tests/philox_kat.py)
 
 WIDTH, DEPTH, BLOCK = 37, 3, 1024
-N_RAGGED = 2 * BLOCK + 300  # three blocks, the last one ragged
+N_RAGGED = 2 * BLOCK + 301  # three blocks, the last one ragged (and not a whole number of 4-row leaves)
 METHODS = ["numba", "torch"]
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-
-
-def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distance in float32 units in the last place (monotone integer mapping of the bit patterns)."""
-
-    def ordered(x):
-        i = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-
-    return np.abs(ordered(a) - ordered(b))
 
 
 def _same(a, b) -> bool:
@@ -51,13 +44,6 @@ def test_torch_integer_stage_is_bit_identical_to_numpy(device):
         assert np.array_equal(got[b], philox.philox_words(tuple(int(k) for k in key), n0, n0 + 80, WIDTH))
 
 
-def test_numba_integer_stage_is_bit_identical_to_numpy():
-    n0 = 2**32 - 40
-    out = np.empty((80, 4 * philox.n_groups(WIDTH)), dtype=np.uint32)
-    pt._words_rows(np.array(philox.round_keys(KEY), dtype=np.uint32), n0, out)
-    assert np.array_equal(out, philox.philox_words(KEY, n0, n0 + 80, WIDTH))
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_uniforms_are_bit_identical_to_numpy(device):
     words = philox.philox_words(KEY, 0, 64, 64)
@@ -70,35 +56,11 @@ def test_torch_uniforms_are_bit_identical_to_numpy(device):
 def test_normals_are_within_a_few_ulp_of_numpy(method, device):
     # log/cos/sin are each within ~1-2 ulp of exact on every platform we know (numpy's SIMD log
     # is the worst at 4); 8 ulp leaves room for a different libm without hiding a wrong formula.
+    # (Rare values next to a zero of cos/sin can be further apart in ulps: docs/sampler-philox.md §3.)
     ref = philox.normals(KEY, 1000, 3000, WIDTH)
     got = pt.normals_torch(KEY, 1000, 3000, WIDTH, device, method=method).cpu().numpy()
     assert got.shape == ref.shape and got.dtype == np.float32
-    assert _ulps(got, ref).max() <= 8
-
-
-def test_numba_normals_are_within_three_ulp_of_the_exact_transform():
-    words = philox.philox_words(KEY, 0, 2048, 64)
-    u = philox.uniforms(words).astype(np.float64)
-    theta = (philox.TWO_PI * philox.uniforms(words)[:, 1::2]).astype(np.float64)  # the float32 angle
-    r = np.sqrt(-2 * np.log(u[:, 0::2]))
-    exact = np.empty(words.shape)
-    exact[:, 0::2], exact[:, 1::2] = r * np.cos(theta), r * np.sin(theta)
-    got = pt.normals_torch(KEY, 0, 2048, 64, "cpu", method="numba").numpy()
-    assert _ulps(got, exact.astype(np.float32)).max() <= 3
-
-
-@pytest.mark.parametrize("rows,valid", [(64, 64), (64, 37), (1024, 1000), (8, 1), (16, 15), (16, 6)])
-def test_numba_relu_tree_is_bit_identical_to_the_reference_tree(rows, valid):
-    h = np.random.default_rng(rows + valid).standard_normal((rows, 29)).astype(np.float32)
-    h[valid:] = 0.0
-    relu = np.maximum(h, np.float32(0.0)).astype(np.float64)
-    levels = philox.level_of(rows) + 1
-    out, out_sq = np.empty(29), np.empty(29)
-    stack, stack_sq, used = np.empty((levels, 29)), np.empty((levels, 29)), np.empty(levels, bool)
-    pt._relu_tree(h, valid, True, out, out_sq, stack, stack_sq, used)
-    assert np.array_equal(h, relu.astype(np.float32))  # ReLU applied in place
-    assert (out + 0.0).tobytes() == (philox.pairwise_colsum(relu) + 0.0).tobytes()
-    assert (out_sq + 0.0).tobytes() == (philox.pairwise_colsum(relu**2) + 0.0).tobytes()
+    assert ulps(got, ref).max() <= 8
 
 
 def test_torch_tree_is_bit_identical_to_the_reference_tree():

@@ -11,7 +11,6 @@ the compiled kernel.
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -28,7 +27,8 @@ from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from whestbench.compute import precision as prec  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-KEY = (0xA4093822, 0x299F31D0)
+from philox_kat import KEY  # noqa: E402  (tests/philox_kat.py)
+
 KEYS = [KEY, (1, 2), (0xFFFFFFFF, 0)]
 
 
@@ -37,14 +37,6 @@ def tiny(rows: int = 32, precision: str = "ieee", **kw) -> ptt.KernelConfig:
     return ptt.KernelConfig(
         rows=rows, block_n=16, block_k=16, group_block=4, sum_block=16, precision=precision, num_warps=4, **kw
     )
-
-
-def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    def ordered(x):
-        i = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-
-    return np.abs(ordered(a) - ordered(b))
 
 
 def reference_tile_sums(weights, key, n0, rows, n_end, matmul) -> np.ndarray:
@@ -85,7 +77,7 @@ def test_in_kernel_normals_are_within_a_few_ulp_of_numpy():
     want = philox.normals(KEY, 5, 200, 37)
     # Uniforms are bit-exact; log/cos/sin are the platform's (libdevice on a GPU, numpy here).
     assert got.shape == want.shape and got.dtype == np.float32
-    assert _ulps(got, want).max() <= 4
+    assert prec.float32_ulps(got, want).max() <= 4
 
 
 # --- one tile ---------------------------------------------------------------------------------------
@@ -243,48 +235,3 @@ def test_padded_width_is_a_multiple_of_every_block():
     assert cfg.padded_width(37) % cfg.quantum == 0 and cfg.padded_width(37) >= 37
     assert ptt.default_config(256).padded_width(256) == 256
     assert ptt.default_config(1024).padded_width(1024) == 1024
-
-
-# --- the GPU benchmark's CPU parts ------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def bench():
-    import importlib.util
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parents[2] / "benchmarks"
-    spec = importlib.util.spec_from_file_location("bench_gpu", here / "bench_gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = module  # dataclasses look their module up while the file executes
-    sys.path.insert(0, str(here))  # as when it runs as a script: its shapes.py is importable
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(here))
-        sys.modules.pop("bench_gpu", None)
-        sys.modules.pop("shapes", None)
-
-
-def test_gpu_benchmark_dry_run_prints_every_section(bench, capsys):
-    assert bench.main(["--dry-run", "--shape", "256x8:2:2**20", "--precision", "4xfp16"]) == 0
-    out = capsys.readouterr().out
-    for part in ("--torch --device cuda --compile", "== 256x8: 2 MLPs x 1048576", "precision gate", "projected"):
-        assert part in out
-
-
-def test_gpu_benchmark_reports_rates_ceilings_ratios_and_projections(bench):
-    shape = bench.shape_arg("256x8:100:1e9")
-    fused = bench.finish(bench.Timing("fused", "4xfp16", [2.0 * 3600]), shape, bench.H100_PEAKS)
-    ref = bench.finish(bench.Timing("reference", "fp32", [8.0 * 3600]), shape, bench.H100_PEAKS)
-    assert fused.tflops == pytest.approx(shape.flops / 7200 / 1e12)
-    assert fused.ceiling_tflops == pytest.approx(989 / 4)
-    gate = [bench.GateLine("256x8", "fused", "4xfp16", 1e-8, 3e-10, True)]
-    out = bench.format_report("test", [bench.ShapeReport(shape, [fused, ref])], gate, bench.H100_PEAKS)
-    line = next(li for li in out.splitlines() if li.startswith("fused"))
-    assert "4.00" in line  # 4x the reference
-    assert "PASS" in out
-    # 100 MLPs x 1e9 took 2 h on one GPU, so 1000 MLPs on 8 GPUs take 2.5 h.
-    proj = next(li for li in out.splitlines() if li.split()[:2] == ["256x8", "fused"] and "max|d|" not in li)
-    assert proj.split()[-4:] == ["2.00", "0.25", "20.00", "2.50"]

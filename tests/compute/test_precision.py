@@ -39,6 +39,32 @@ def test_a_split_keeps_about_22_bits_of_each_operand(precision):
     assert err.max() < 2.0**-19  # fp32 accumulation over K=256 dominates; one bf16 pass is ~2**-9
 
 
+def test_float32_ulps_counts_representable_steps_across_zero():
+    one, tiny = np.float32(1.0), np.float32(1e-45)  # tiny: the smallest subnormal
+    a = np.array([one, one, 0.0, -0.0, tiny, np.float32(2.0)], dtype=np.float32)
+    b = np.array([np.nextafter(one, np.float32(2)), np.nextafter(one, np.float32(0)), -0.0, -tiny, -tiny, one])
+    assert prec.float32_ulps(a, b.astype(np.float32)).tolist() == [1, 1, 0, 1, 2, 2**23]
+
+
+def test_gate_figures_are_the_largest_error_and_the_largest_signed_layer_bias():
+    rng = np.random.default_rng(5)
+    ref = rng.uniform(0.1, 1.0, (3, 8))  # (depth, width) means
+    delta = np.zeros((3, 8))
+    delta[0, :4], delta[0, 4:] = 2e-6, -2e-6  # a layer whose errors cancel: large, but no bias
+    delta[1, 2] = -3e-6  # one neuron off: the largest error, bias = -3e-6 / 8 on its layer
+    delta[2] = 5e-7  # a whole layer shifted: bias = 5e-7
+    max_abs, max_bias = prec.gate_figures(ref + delta, ref)
+    assert max_abs == pytest.approx(3e-6, rel=1e-6)
+    assert max_bias == pytest.approx(5e-7, rel=1e-6)  # not 2e-6 (|delta| averaged) nor 3e-6/24 (overall)
+    assert prec.gate_figures(ref, ref + delta) == pytest.approx((max_abs, max_bias), rel=1e-12)
+
+
+def test_the_gate_passes_at_its_thresholds_and_fails_just_above():
+    assert prec.gate_passes(prec.GATE_MAX_ABS, prec.GATE_MAX_BIAS)
+    assert not prec.gate_passes(prec.GATE_MAX_ABS * 1.01, 0.0)
+    assert not prec.gate_passes(0.0, prec.GATE_MAX_BIAS * 1.01)
+
+
 def _gate(width, depth, n, precision, seed=12345):
     weights = weights_for_seed(seed, width, depth)
     x = np.random.default_rng(1).standard_normal((n, width), dtype=np.float32)  # identical samples for both

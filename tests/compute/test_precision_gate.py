@@ -18,6 +18,7 @@ from whestbench.compute.mlp import sample_weights  # noqa: E402
 from whestbench.compute.philox_torch import block_sums_torch, normals_torch  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS as MAX_ABS  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_BIAS as MAX_LAYER_BIAS  # noqa: E402
+from whestbench.compute.precision import gate_figures  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 
 N = 1 << 16  # one canonical block
@@ -36,11 +37,6 @@ def fp64_reference_means(weights: np.ndarray, key, n: int) -> np.ndarray:
     return (sums / n).numpy()
 
 
-def gate_figures(fast: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
-    delta = fast - ref  # (depth, width)
-    return float(np.abs(delta).max()), float(np.abs(delta.mean(axis=1)).max())
-
-
 def _mlp(seed: int, width: int, depth: int):
     weight_ss, sample_ss, _ = spawn_streams(seed)
     return sample_weights(weight_ss, width, depth), philox.philox_key(sample_ss)
@@ -54,12 +50,6 @@ def _check_gate(device: str, width: int, depth: int) -> tuple[float, float]:
     assert max_abs <= MAX_ABS, f"{device} {width}x{depth}: max |Δ mean| = {max_abs:.3e} > {MAX_ABS}"
     assert layer_bias <= MAX_LAYER_BIAS, f"{device} {width}x{depth}: per-layer |mean Δ| = {layer_bias:.3e} > {MAX_LAYER_BIAS}"
     return max_abs, layer_bias
-
-
-def test_gate_figures_measure_what_the_gate_bounds():
-    ref = np.zeros((2, 4))
-    fast = np.array([[1e-6, -1e-6, 3e-6, 0.0], [0.0, 0.0, 0.0, -4e-7]])
-    assert gate_figures(fast, ref) == pytest.approx((3e-6, 7.5e-7))
 
 
 def test_one_bf16_pass_fails_the_gate():

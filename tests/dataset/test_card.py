@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shlex
 import shutil
 from pathlib import Path
@@ -33,16 +32,8 @@ COLUMNS = [
 ]
 
 
-@pytest.fixture
-def shared_fixtures() -> Path:
-    root = Path(os.environ.get("WHESTBENCH_SHARED_FIXTURES", "/work/shared/fixtures/whestbench-0.16"))
-    if not root.is_dir():
-        pytest.skip(f"whestbench 0.16 fixtures not found at {root}")
-    return root
-
-
-def fixture_md(root: Path, name: str) -> dict:
-    return json.loads((root / name / "metadata.json").read_text())
+def fixture_md(path: Path) -> dict:
+    return json.loads((path / "metadata.json").read_text())
 
 
 def split_card(text: str) -> tuple[str, str]:
@@ -130,9 +121,9 @@ def test_card_size_category_buckets(n, category):
         "single_split_v3_protocol",  # no split/config keys at all
     ],
 )
-def test_front_matter_text_equals_the_reference_card(shared_fixtures, name):
-    ours, _ = split_card(render_card(fixture_md(shared_fixtures, name)))
-    reference, _ = split_card((shared_fixtures / name / "README.md").read_text())
+def test_front_matter_text_equals_the_reference_card(dataset16, name):
+    ours, _ = split_card(render_card(fixture_md(dataset16(name))))
+    reference, _ = split_card((dataset16(name) / "README.md").read_text())
     assert ours == reference
 
 
@@ -215,9 +206,9 @@ def test_one_shared_non_default_config_still_falls_back_to_a_default_config():
     assert names(configs_block(multi_md({"x": "a", "y": "a"}))) == [("default", ["x", "y"])]
 
 
-def test_legacy_multi_split_fixture_lists_both_splits_under_default(shared_fixtures):
+def test_legacy_multi_split_fixture_lists_both_splits_under_default(fixtures16):
     # The fixture's own README predates configs blocks; whestbench 0.16.2 re-renders it this way.
-    md = fixture_md(shared_fixtures, "multi_split_v3.0")
+    md = fixture_md(fixtures16 / "multi_split_v3.0")
     assert front(render_card(md))["configs"] == [
         {
             "config_name": "default",
@@ -234,9 +225,9 @@ def test_split_configs_names_the_config_that_holds_each_split():
     assert split_configs(md) == {"public": "default", "holdout": "holdout"}
 
 
-def test_configs_block_makes_datasets_load_each_config(shared_fixtures, tmp_path):
+def test_configs_block_makes_datasets_load_each_config(golden_dir, tmp_path):
     datasets = pytest.importorskip("datasets")
-    src = shared_fixtures / "golden" / "combined-w64-d4"
+    src = golden_dir / "combined-w64-d4"
     root = tmp_path / "combined"
     shutil.copytree(src / "data", root / "data")
     md = json.loads((src / "metadata.json").read_text())
@@ -405,9 +396,20 @@ def test_protocol_4_salt_never_reaches_the_card():
 # --- robustness ----------------------------------------------------------------------------------
 
 
-def test_protocol_2_multi_split_fixture_renders(shared_fixtures):
-    text = render_card(fixture_md(shared_fixtures, "multi_split_v3.0"))
+def test_protocol_2_multi_split_fixture_renders(fixtures16):
+    text = render_card(fixture_md(fixtures16 / "multi_split_v3.0"))
     assert "whestbench_seedsequence_hierarchy" in text
+
+
+def rows_per_split(path: Path) -> dict[str, int]:
+    """Rows in each split's ``data/<split>-*.parquet`` files: counted from the data, not the metadata."""
+    import pyarrow.parquet as pq
+
+    rows: dict[str, int] = {}
+    for f in sorted((path / "data").glob("*.parquet")):
+        split = f.name.rsplit("-", 3)[0]
+        rows[split] = rows.get(split, 0) + pq.ParquetFile(f).metadata.num_rows
+    return rows
 
 
 @pytest.mark.parametrize(
@@ -415,8 +417,22 @@ def test_protocol_2_multi_split_fixture_renders(shared_fixtures):
     ["golden/full-w64-d4", "golden/merged-w64-d4", "golden/part-1-of-3", "golden/combined-w64-d4",
      "multi_config_v3.0", "multi_split_v3.0", "single_split_v3_protocol"],
 )
-def test_every_fixture_metadata_renders(shared_fixtures, name):
-    assert "# " in split_card(render_card(fixture_md(shared_fixtures, name)))[1]
+def test_every_fixture_card_states_its_sample_count_shape_rows_and_range(dataset16, read_columns, name):
+    path = dataset16(name)
+    md = fixture_md(path)
+    text = " ".join(split_card(render_card(md))[1].split())  # the prose, line breaks undone
+    assert f"**N = {md['n_samples']:,}** inputs per network" in text
+    assert f"width {md['width']} and depth {md['depth']}" in text
+    rows = rows_per_split(path)
+    if len(rows) == 1:
+        ((split, n),) = rows.items()
+        assert f"This is the `{split}` split: {n} networks" in text
+    else:
+        assert f"holds {len(rows)} splits, {sum(rows.values())} networks in all" in text
+        assert all(f"`{split}`: {n} MLPs" in text for split, n in rows.items())
+    if md.get("is_partial"):
+        ids = read_columns(path)["mlp_id"]
+        assert f"MLPs {ids.min()} to {ids.max()} of {md['total_n_mlps']}" in text
 
 
 @pytest.mark.parametrize("drop", ["n_mlps", "n_samples", "width", "depth", "hardware", "seed_protocol",

@@ -30,12 +30,6 @@ SHARD = "data/public-00000-of-00001.parquet"
 REAL_LOAD_DATASET = datasets.load_dataset
 
 
-@pytest.fixture(scope="session")
-def fixtures16(shared_dir: Path) -> Path:
-    """Datasets made by whestbench 0.16.2 (golden/ plus the three legacy fixtures of its repo)."""
-    return shared_dir / "fixtures" / "whestbench-0.16"
-
-
 @pytest.fixture(scope="module", autouse=True)
 def private_hf_cache(tmp_path_factory):
     """Keep the Arrow cache that parquet loads build out of the user's ~/.cache."""
@@ -109,9 +103,9 @@ def test_legacy_single_split_without_split_key_loads_public(fixtures16: Path):
 
 
 @pytest.mark.parametrize("name", ["golden/combined-w64-d4", "multi_split_v3.0", "multi_config_v3.0"])
-def test_multi_split_without_split_gives_a_datasetdict_over_sorted_splits(name: str, fixtures16: Path):
-    dd = load_dataset(fixtures16 / name)
-    md = read_metadata(fixtures16 / name)
+def test_multi_split_without_split_gives_a_datasetdict_over_sorted_splits(name: str, dataset16):
+    dd = load_dataset(dataset16(name))
+    md = read_metadata(dataset16(name))
     assert isinstance(dd, datasets.DatasetDict)
     assert list(dd) == sorted(md["splits"])
     assert {s: len(dd[s]) for s in dd} == {s: e["n_mlps"] for s, e in md["splits"].items()}

@@ -1,14 +1,18 @@
-"""Our CPU bake is byte-identical to whestbench 0.16.2's, run side by side with one BLAS thread.
+"""Our CPU bake's columns are byte-identical to whestbench 0.16.2's, run side by side with one BLAS thread.
 
 SPEC §2, pcg64 contract (a): same seeds and shape ⇒ the same bytes in every column except the
 timings inside ``sampling_budget_breakdown`` (whose FLOP counts still match). Contract (c): our
 bytes do not depend on our worker-thread count. The shapes cover the reference's chunk rule
 (``max(1024, min(16384, 2**20 // width))`` rows per chunk): several chunks with a ragged tail, one
-partial chunk, an odd width, a last chunk of exactly one row, and a single sample.
+partial chunk, an odd width, width 1, a last chunk of exactly one row, and a single sample.
+
+The pieces are also held to the reference's own code: the plain sampling formulation, the weights
+over a grid of shapes, and the closed-form FLOP counts against flopscope's count of its loop.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,13 +21,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from threadpoolctl import threadpool_limits
 
-from whestbench.compute.seeds import slice_bounds
+from whestbench.compute.mlp import sample_weights, weights_for_seed
+from whestbench.compute.pcg64 import sample_layer_sums
+from whestbench.compute.seeds import slice_bounds, spawn_streams
+from whestbench.compute.stats import finalize
 from whestbench.dataset.bake import create_dataset
+from whestbench.dataset.breakdown import NAMESPACE, operation_counts
 
 pytestmark = pytest.mark.reference
 
-GOLDEN_SEEDS = (11, 22, 33, 44, 55, 66)  # fixtures/whestbench-0.16/golden/seeds-6.json
+GOLDEN_SEEDS = (11, 22, 33, 44, 55, 66)  # the golden set's seeds-6.json (tests/conftest.py)
 SLICE_SEEDS = (5, 6004799503160661, 2**63 - 1, 0, 123456789)
 BREAKDOWN = "sampling_budget_breakdown"
 
@@ -55,6 +64,8 @@ CASES = [
     Case("w128-d2-n8193", 128, 2, 8193, (3, 4)),
     # a single sample: variance of one draw is 0 up to rounding
     Case("w8-d2-n1", 8, 2, 1, (1001, 2002, 3003)),
+    # width 1: an (n, 1) column, which numpy sums pairwise, so our fused kernels step aside
+    Case("w1-d2-n3000", 1, 2, 3000, (9, 10)),
 ]
 THREAD_CASE = CASES[0]
 SLICE = (1, 3)  # --slice 1/3 of SLICE_CASE's five MLPs
@@ -211,15 +222,84 @@ def test_our_bytes_do_not_depend_on_the_thread_count(threads, workdir, reference
     assert_columns_identical(out, reference_bakes[THREAD_CASE.name])
 
 
-def test_reference_with_two_blas_threads_is_recorded_not_required(workdir, reference_bakes, run_reference, record_property):
-    """The reference is not thread-invariant (SPEC §2 (c)): its 2-thread bytes may differ; we only record by how much."""
-    case = CASES[2]  # width 256: big enough for OpenBLAS to split the work
-    out = workdir / "ref-2-threads"
-    run_reference(case.bake_args(workdir / f"{case.name}-seeds.json", out), env={"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"})
-    one, two = read_split(reference_bakes[case.name]), read_split(out)
-    means = [np.asarray(t.column("final_means").to_pylist(), dtype=np.float32) for t in (one, two)]
-    diff = float(np.max(np.abs(means[0].astype(np.float64) - means[1])))
-    identical = all(column_bytes(one, c) == column_bytes(two, c) for c in ("all_layer_means", "final_means", "avg_variance"))
-    record_property("reference_2_threads_identical_to_1", identical)
-    record_property("reference_2_threads_max_abs_final_means_diff", diff)
-    print(f"reference, 2 vs 1 BLAS threads at {case.name}: identical={identical}, max |Δ final_means|={diff:.3g}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_the_plain_formulation_is_byte_identical_to_the_reference(case, reference_bakes):
+    """``sample_layer_sums(fused=False)``, the executable specification the fused kernels are held to
+    (``tests/compute/test_pcg64.py``), gives the reference's numeric columns at one BLAS thread."""
+    ref = read_split(reference_bakes[case.name])
+    means, final, avg_var = [], [], []
+    with threadpool_limits(limits=1, user_api="blas"):
+        for seed in case.seeds:
+            weight_ss, sample_ss, _ = spawn_streams(seed)
+            sums = sample_layer_sums(sample_weights(weight_ss, case.width, case.depth), sample_ss, case.n_samples, fused=False)
+            m, f, v = finalize(sums)
+            means.append(m), final.append(f), avg_var.append(v)
+    assert np.stack(means).tobytes() == column_bytes(ref, "all_layer_means")
+    assert np.stack(final).tobytes() == column_bytes(ref, "final_means")
+    assert np.array(avg_var, dtype=np.float64).tobytes() == column_bytes(ref, "avg_variance")
+
+
+# Seeds, widths and depths for the weights: width 1, odd and power-of-two widths, depth 1, the
+# largest int63 seed and seed 0.
+WEIGHT_SHAPES = [(0, 1, 1), (1, 2, 5), (7, 37, 3), (2**63 - 1, 64, 2), (123456789, 256, 1), (42, 100, 4)]
+
+
+def test_weights_equal_the_references_for_every_shape(run_reference_python):
+    code = """
+import hashlib, json, sys
+import flopscope.numpy as fnp
+import numpy as np
+from whestbench.generation import sample_mlp
+from whestbench.seeds import derive_seed_streams
+out = []
+for seed, width, depth in json.loads(sys.argv[1]):
+    weight_ss, _, est = derive_seed_streams(seed)
+    mlp = sample_mlp(width, depth, fnp.random.default_rng(weight_ss), seed=est)
+    out.append(hashlib.sha256(np.stack([np.asarray(w) for w in mlp.weights]).astype(np.float32).tobytes()).hexdigest())
+print(json.dumps(out))
+"""
+    ref = json.loads(run_reference_python(code, json.dumps(WEIGHT_SHAPES)).stdout.splitlines()[-1])
+    ours = [hashlib.sha256(weights_for_seed(s, w, d).tobytes()).hexdigest() for s, w, d in WEIGHT_SHAPES]
+    assert ours == ref
+
+
+# (n_samples, width, depth, chunk rows): whole chunks, a ragged tail, a one-row last chunk (n = 1
+# too), and chunk sizes the reference's width rule never picks.
+COUNT_SHAPES = [
+    (20001, 64, 4, 16384),
+    (5000, 256, 8, 4096),
+    (16384, 64, 2, 16384),
+    (16385, 64, 2, 16384),
+    (1, 37, 3, 1024),
+    (7000, 37, 5, 1000),
+    (3073, 1024, 1, 1024),
+    (50, 8, 2, 7),
+]
+
+
+def test_operation_counts_equal_the_references_flopscope_counts(run_reference_python):
+    """``breakdown.operation_counts`` is a closed form; flopscope measures the reference's loop."""
+    code = """
+import json, sys
+import flopscope as flops
+import flopscope.numpy as fnp
+import whestbench.simulation as sim
+from whestbench.generation import sample_mlp
+from whestbench.scoring import _normalize_sampling_budget_breakdown
+out = []
+for n, w, d, chunk in json.loads(sys.argv[1]):
+    sim._pick_chunk_size = lambda width, chunk=chunk: chunk  # the reference's loop at any chunk size
+    mlp = sample_mlp(w, d, fnp.random.default_rng(1), seed=1)
+    with flops.BudgetContext(flop_budget=int(1e15), quiet=True) as budget:
+        with flops.namespace("sampling"):
+            with flops.namespace("sample_layer_statistics"):
+                sim.sample_layer_statistics(mlp, n, rng=fnp.random.default_rng(2))
+    row = _normalize_sampling_budget_breakdown(budget.summary_dict(by_namespace=True))
+    out.append({ns: [[op, v["flop_cost"], v["calls"]] for op, v in b["operations"].items()]
+                for ns, b in row["by_namespace"].items()})
+print(json.dumps(out))
+"""
+    measured = json.loads(run_reference_python(code, json.dumps(COUNT_SHAPES)).stdout.splitlines()[-1])
+    for shape, ref in zip(COUNT_SHAPES, measured, strict=True):
+        ours = [[op, cost, calls] for op, (cost, calls) in operation_counts(*shape).items()]
+        assert ref == {NAMESPACE: ours}, shape  # every count, in the reference's order of first call

@@ -2,7 +2,8 @@
 
 Same integer stage bit for bit, same float transform up to a few ulp, same pairwise summation tree,
 so the only differences from ``compute/philox.py`` are the platform's ``log``/``cos``/``sin`` and the
-matmul kernel. Import this module only where torch is wanted; nothing else imports torch.
+matmul kernel. Importing this module imports torch, so code that must also run without torch (the
+bake, the work units) imports it inside the function that needs it.
 
 Two ways to draw and sum, picked by ``method`` (``"auto"`` chooses by device):
 
@@ -10,9 +11,8 @@ Two ways to draw and sum, picked by ``method`` (``"auto"`` chooses by device):
   words live in int64 tensors: a 32x32-bit product fits 64 bits, wraps identically (two's
   complement) on every backend, and masking with ``0xFFFFFFFF`` after the shift recovers the high
   word exactly. The tree sums are strided adds, so their order never depends on tensor sizes.
-- ``"numba"`` (CPU only): compiled kernels that fill the inputs and do ReLU plus the pairwise sums
-  in one pass per layer, around torch's ``bmm``. Philox is vectorised across neuron groups and the
-  float stage uses its own vectorisable ``log``/``sincos`` (within 3 float32 ulp of exact).
+- ``"numba"`` (CPU only): the kernels of ``compute/philox_numba.py`` fill the inputs and do ReLU
+  plus the pairwise sums in one pass per layer, around torch's ``bmm``.
 
 Invariance: a chunk is an aligned power-of-two run of rows inside a block, padded with zero rows
 when ragged, so every chunk sum is a subtree of the reference's tree; and the matmul row count is a
@@ -26,15 +26,11 @@ single-threaded, and one caller with several torch threads leaves cores idle dur
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
 
 from whestbench.compute import philox as ref
+from whestbench.compute import philox_numba
 from whestbench.compute.stats import LayerSums
 
 MIN_CHUNK = 64  # smallest matmul row count (below it BLAS switches to row-count-dependent kernels)
@@ -102,229 +98,6 @@ def box_muller_torch(words: torch.Tensor) -> torch.Tensor:
     return z
 
 
-# --- CPU kernels (numba) -------------------------------------------------------------------------
-
-
-@intrinsic
-def _f32_bits(typingctx, x):  # pragma: no cover - compiled
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
-def _bits_f32(typingctx, x):  # pragma: no cover - compiled
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
-
-
-_F = np.float32
-# log(1+f) = f - f^2/2 + s*(f^2/2 + R(s^2)), s = f/(2+f): the classic fdlibm/Cephes float32 scheme.
-_LG1, _LG2, _LG3, _LG4 = _F(0.66666662693), _F(0.40000972152), _F(0.28498786688), _F(0.24279078841)
-_LN2_HI, _LN2_LO = _F(6.9313812256e-01), _F(9.0580006145e-06)
-# pi/2 in three parts (Cody-Waite), the first two short enough that q*part is exact for q <= 4.
-_PIO2_1, _PIO2_2, _PIO2_3 = _F(1.5703125), _F(4.837512969970703125e-4), _F(7.54978995489188216e-8)
-_TWO_OVER_PI = _F(2.0 / math.pi)
-_TWO_PI = ref.TWO_PI
-_S1, _S2, _S3 = _F(-1.6666654611e-1), _F(8.3321608736e-3), _F(-1.9515295891e-4)
-_C1, _C2, _C3 = _F(4.166664568298827e-2), _F(-1.388731625493765e-3), _F(2.443315711809948e-5)
-
-
-@njit(inline="always", error_model="numpy")
-def _logf(u):  # pragma: no cover - compiled
-    """float32 natural log of a positive normal float32 (within 1 ulp), branch-free so loops vectorise."""
-    ix = _f32_bits(u) - np.int32(0x3F3504F3)  # split around sqrt(1/2): u = 2**k * m, m in [0.707, 1.414)
-    k = ix >> np.int32(23)
-    f = _bits_f32((ix & np.int32(0x007FFFFF)) + np.int32(0x3F3504F3)) - _F(1.0)
-    s = f / (_F(2.0) + f)
-    z = s * s
-    w = z * z
-    r = z * (_LG1 + w * _LG3) + w * (_LG2 + w * _LG4)
-    hfsq = _F(0.5) * f * f
-    dk = _F(k)
-    return s * (hfsq + r) + dk * _LN2_LO - hfsq + f + dk * _LN2_HI
-
-
-@njit(inline="always", error_model="numpy")
-def _uniform(word):  # pragma: no cover - compiled
-    return _F(word) * ref.U_SCALE + ref.U_OFFSET
-
-
-@njit(inline="always", error_model="numpy")
-def _radius(word):  # pragma: no cover - compiled
-    """``sqrt(-2 log u)`` of a word's uniform."""
-    return np.sqrt(_F(-2.0) * _logf(_uniform(word)))
-
-
-@njit(inline="always", error_model="numpy")
-def _sincos_turn(word):  # pragma: no cover - compiled
-    """``(cos theta, sin theta)`` with ``theta = TWO_PI * u`` rounded to float32 as the reference does."""
-    theta = _TWO_PI * _uniform(word)
-    # theta = q*pi/2 + y with |y| <= pi/4; cos and sin of y by polynomials, then a quadrant swap.
-    q = np.rint(theta * _TWO_OVER_PI)
-    y = ((theta - q * _PIO2_1) - q * _PIO2_2) - q * _PIO2_3
-    y2 = y * y
-    sn = y + y * y2 * (_S1 + y2 * (_S2 + y2 * _S3))
-    cs = _F(1.0) - _F(0.5) * y2 + y2 * y2 * (_C1 + y2 * (_C2 + y2 * _C3))
-    qi = np.int32(q) & np.int32(3)
-    even = (qi & np.int32(1)) == 0
-    one = np.int32(1)
-    c = _bits_f32(_f32_bits(cs if even else sn) ^ ((((qi + one) >> one) & one) << np.int32(31)))  # -: q=1,2
-    s = _bits_f32(_f32_bits(sn if even else cs) ^ ((qi >> one) << np.int32(31)))  # -: q=2,3
-    return c, s
-
-
-@njit(inline="always", error_model="numpy")
-def _philox_row(rk, n, words):  # pragma: no cover - compiled
-    """``words`` (4G,) uint32 <- Philox4x32-10 of counters ``(lo32(n), hi32(n), g, 0)``, g < G."""
-    lo = np.uint32(n & np.uint64(0xFFFFFFFF))
-    hi = np.uint32(n >> np.uint64(32))
-    for g in range(words.shape[0] // 4):  # vectorised across groups: AVX2 does 4 products at a time
-        c0 = lo
-        c1 = hi
-        c2 = np.uint32(g)
-        c3 = np.uint32(0)
-        for r in range(10):
-            p0 = np.uint64(c0) * np.uint64(0xD2511F53)
-            p1 = np.uint64(c2) * np.uint64(0xCD9E8D57)
-            c0 = np.uint32(p1 >> np.uint64(32)) ^ c1 ^ rk[r, 0]
-            c1 = np.uint32(p1)
-            c2 = np.uint32(p0 >> np.uint64(32)) ^ c3 ^ rk[r, 1]
-            c3 = np.uint32(p0)
-        words[4 * g] = c0
-        words[4 * g + 1] = c1
-        words[4 * g + 2] = c2
-        words[4 * g + 3] = c3
-
-
-@njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
-def _words_rows(rk, n0, out):  # pragma: no cover - compiled
-    """``out`` (rows, 4G) uint32 <- the integer stage for samples ``n0 ..`` (for tests and tools)."""
-    for i in range(out.shape[0]):
-        _philox_row(rk, np.uint64(n0 + i), out[i])
-
-
-@njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
-def _normals_rows(rk, n0, out, words):  # pragma: no cover - compiled
-    """``out`` (rows, width) float32 <- normals of samples ``n0 ..``; ``rk`` (10, 2) uint32 round keys;
-    ``words`` (4G,) uint32 scratch."""
-    rows, width = out.shape
-    for i in range(rows):
-        _philox_row(rk, np.uint64(n0 + i), words)
-        row = out[i]
-        for p in range(width // 2):
-            c, s = _sincos_turn(words[2 * p + 1])
-            rad = _radius(words[2 * p])
-            row[2 * p] = rad * c
-            row[2 * p + 1] = rad * s
-        if width % 2:
-            c, s = _sincos_turn(words[width])
-            row[width - 1] = _radius(words[width - 1]) * c
-
-
-@njit(inline="always", error_model="numpy")
-def _relu(x):  # pragma: no cover - compiled
-    """max(x, 0) exactly (x + |x| is 2x or +0; halving is exact); numba vectorises this, not a select."""
-    return (x + abs(x)) * _F(0.5)
-
-
-@njit(inline="always", boundscheck=False, error_model="numpy")
-def _relu_tree_impl(h, n, with_sq, out, out_sq, stack, stack_sq, used):  # pragma: no cover - compiled
-    """ReLU in place on rows ``[0, n)`` of ``h`` (R, w) float32, and their pairwise fp64 column sums.
-
-    ``out`` (w,) <- the tree of the rows (zero rows beyond ``n`` are skipped: same bits up to the
-    sign of zero); with ``with_sq`` also ``out_sq`` <- the tree of the squares. Scratch: ``stack``,
-    ``stack_sq`` (L, w) fp64 and ``used`` (L,) bool with ``L > log2(R)``. Leaves are built four rows
-    at a time, ``(x0 + x1) + (x2 + x3)`` (a level-2 subtree), then a binary counter merges equal
-    levels, left + right; a ragged end adds a level-1 and a level-0 leaf; the rest fold right to left.
-    """
-    w = h.shape[1]
-    used[:] = False
-    for i in range(0, n - 3, 4):  # (a bound of ``n - n % 4`` here stops LLVM vectorising the body)
-        top = 2
-        while used[top]:
-            top += 1
-        for j in range(w):
-            a = _relu(h[i, j])
-            b = _relu(h[i + 1, j])
-            c = _relu(h[i + 2, j])
-            d = _relu(h[i + 3, j])
-            h[i, j] = a
-            h[i + 1, j] = b
-            h[i + 2, j] = c
-            h[i + 3, j] = d
-            stack[top, j] = (np.float64(a) + np.float64(b)) + (np.float64(c) + np.float64(d))
-        if with_sq:
-            for j in range(w):
-                a = np.float64(h[i, j])
-                b = np.float64(h[i + 1, j])
-                c = np.float64(h[i + 2, j])
-                d = np.float64(h[i + 3, j])
-                stack_sq[top, j] = (a * a + b * b) + (c * c + d * d)
-        # Slots 2..top-1 hold left siblings of levels 2..top-1: merge them in, lowest first.
-        for lvl in range(2, top):
-            for j in range(w):
-                stack[top, j] = stack[lvl, j] + stack[top, j]
-            if with_sq:
-                for j in range(w):
-                    stack_sq[top, j] = stack_sq[lvl, j] + stack_sq[top, j]
-            used[lvl] = False
-        used[top] = True
-    i = n - n % 4
-    if n - i >= 2:
-        for j in range(w):
-            a = _relu(h[i, j])
-            b = _relu(h[i + 1, j])
-            h[i, j] = a
-            h[i + 1, j] = b
-            stack[1, j] = np.float64(a) + np.float64(b)
-            stack_sq[1, j] = np.float64(a) * np.float64(a) + np.float64(b) * np.float64(b)
-        used[1] = True
-        i += 2
-    if n - i == 1:
-        for j in range(w):
-            a = _relu(h[i, j])
-            h[i, j] = a
-            stack[0, j] = np.float64(a)
-            stack_sq[0, j] = np.float64(a) * np.float64(a)
-        used[0] = True
-    first = True
-    for lvl in range(used.shape[0]):
-        if used[lvl]:
-            if first:
-                out[:] = stack[lvl]
-                if with_sq:
-                    out_sq[:] = stack_sq[lvl]
-                first = False
-            else:
-                for j in range(w):
-                    out[j] = stack[lvl, j] + out[j]
-                if with_sq:
-                    for j in range(w):
-                        out_sq[j] = stack_sq[lvl, j] + out_sq[j]
-
-
-@njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
-def _relu_tree_plain(h, n, out, stack, used):  # pragma: no cover - compiled
-    _relu_tree_impl(h, n, False, out, out, stack, stack, used)
-
-
-@njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
-def _relu_tree_sq(h, n, out, out_sq, stack, stack_sq, used):  # pragma: no cover - compiled
-    _relu_tree_impl(h, n, True, out, out_sq, stack, stack_sq, used)
-
-
-def _relu_tree(h, n, with_sq, out, out_sq, stack, stack_sq, used) -> None:
-    """``_relu_tree_impl`` compiled once per ``with_sq`` (a constant, so the unused loops vanish)."""
-    if with_sq:
-        _relu_tree_sq(h, n, out, out_sq, stack, stack_sq, used)
-    else:
-        _relu_tree_plain(h, n, out, stack, used)
-
-
 # --- public functions ----------------------------------------------------------------------------
 
 
@@ -336,12 +109,6 @@ def _resolve_method(method: str, device: torch.device) -> str:
     if method == "numba" and device.type != "cpu":
         raise ValueError(f"method 'numba' runs on the CPU only; got device {device}. Use method='torch'.")
     return method
-
-
-def _normals_numba(key: tuple[int, int], n0: int, out: np.ndarray) -> None:
-    rk = np.array(ref.round_keys(key), dtype=np.uint32)  # (10, 2)
-    words = np.empty(4 * ref.n_groups(out.shape[1]), dtype=np.uint32)
-    _normals_rows(rk, n0, out, words)
 
 
 def normals_torch(
@@ -356,7 +123,7 @@ def normals_torch(
         raise ValueError(f"need 0 <= n0 <= n1; got n0={n0}, n1={n1}.")
     if _resolve_method(method, device) == "numba":
         out = np.empty((n1 - n0, width), dtype=np.float32)
-        _normals_numba(key, n0, out)
+        philox_numba.normals_into(key, n0, out)
         return torch.from_numpy(out)
     keys = np.array([key], dtype=np.uint32)
     return box_muller_torch(words_torch(keys, n0, n1, width, device))[0, :, :width]
@@ -518,7 +285,7 @@ def _chunk_numba(layers, keys, c0, valid, size, width, bufs) -> np.ndarray:
         bufs[size] = (np.zeros(shape, dtype=np.float32), np.empty(shape, dtype=np.float32))
     x, h = bufs[size]
     for b in range(n_mlps):
-        _normals_numba((int(keys[b, 0]), int(keys[b, 1])), c0, x[b, :valid])
+        philox_numba.normals_into((int(keys[b, 0]), int(keys[b, 1])), c0, x[b, :valid])
         x[b, valid:] = 0.0  # padding rows: zero inputs give zero activations in every layer
     xt, ht = torch.from_numpy(x), torch.from_numpy(h)
     levels = ref.level_of(size) + 1
@@ -530,6 +297,6 @@ def _chunk_numba(layers, keys, c0, valid, size, width, bufs) -> np.ndarray:
         torch.bmm(xt, w_l, out=ht)  # (B, size, w) float32
         last = layer == depth - 1
         for b in range(n_mlps):
-            _relu_tree(h[b], valid, last, packed[b, layer], packed[b, depth], stack, stack_sq, used)
+            philox_numba.relu_tree(h[b], valid, last, packed[b, layer], packed[b, depth], stack, stack_sq, used)
         x, h, xt, ht = h, x, ht, xt
     return packed
