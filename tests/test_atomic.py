@@ -78,3 +78,52 @@ def test_a_target_name_with_glob_characters_matches_literally(tmp_path):
     theirs = _staging(tmp_path, "out", pid=_dead_pid())
     assert remove_abandoned_staging(tmp_path / "o[u]t*") == [mine]
     assert theirs.exists()
+
+
+# --- permissions without touching the process umask ---------------------------------------------
+
+
+def test_atomic_writes_never_touch_the_process_umask(tmp_path, monkeypatch):
+    # Reading the umask means setting it; two threads doing that at once left it at 0 (every file
+    # created afterwards world-writable). So the atomic writers must never call os.umask at all.
+    from whestbench.atomic import write_file_atomic
+
+    def forbidden(*_a):
+        raise AssertionError("os.umask was called")
+
+    monkeypatch.setattr(os, "umask", forbidden)
+    write_file_atomic(tmp_path / "f.bin", b"data")
+    with staged_dir(tmp_path / "ds") as stage:
+        (stage / "x").write_text("y")
+    assert (tmp_path / "f.bin").read_bytes() == b"data" and (tmp_path / "ds" / "x").exists()
+
+
+def test_written_files_and_directories_get_the_users_normal_permissions(tmp_path):
+    code = (
+        "import os, sys; from pathlib import Path; os.umask(0o027)\n"
+        "from whestbench.atomic import staged_dir, write_file_atomic\n"
+        "t = Path(sys.argv[1]); write_file_atomic(t / 'f', b'x')\n"
+        "with staged_dir(t / 'ds') as s: (s / 'inner').write_text('y')\n"
+        "print(oct(os.stat(t / 'f').st_mode & 0o777), oct(os.stat(t / 'ds').st_mode & 0o777), oct(os.umask(0)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0o640", "0o750", "0o27"]  # 0666/0777 masked by the umask, umask intact
+
+
+def test_concurrent_atomic_writes_leave_the_umask_as_it_was(tmp_path):
+    import threading
+
+    from whestbench.atomic import write_file_atomic
+
+    before = os.umask(0o022)
+    os.umask(before)
+    threads = [threading.Thread(target=lambda i=i: [write_file_atomic(tmp_path / f"f{i}-{k}", b"x") for k in range(200)])
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = os.umask(before)
+    assert after == before
+    modes = {os.stat(p).st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {0o666 & ~before}

@@ -12,19 +12,30 @@ import contextlib
 import glob
 import json
 import os
+import secrets
 import shutil
 import socket
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 STAGING_MARK = ".whest-staging"
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _create(make, parent: Path, prefix: str, suffix: str = ""):
+    """``make(path)`` on a fresh random name in ``parent``; retried on the (unlikely) name collision.
+
+    Files and directories are created with modes 0666/0777, which the kernel masks with the
+    process umask: the result has the user's normal permissions. The umask itself is never read or
+    set here: ``os.umask`` can only be read by setting it, and doing that from worker threads races
+    (two threads reading at once leave it at 0: every file created afterwards world-writable).
+    """
+    for _ in range(100):
+        path = parent / f"{prefix}{secrets.token_hex(6)}{suffix}"
+        try:
+            return path, make(path)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a unique temporary name in {parent}")
 
 
 def fsync_tree(root: Path) -> None:
@@ -55,9 +66,8 @@ def new_staging_dir(target: Path) -> Path:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    staging, _ = _create(lambda p: os.mkdir(p, 0o777), target.parent, f".{target.name}.staging-")
     try:
-        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; the dataset should get normal permissions
         mark = {"target": target.name, "pid": os.getpid(), "host": socket.gethostname()}
         (staging / STAGING_MARK).write_text(json.dumps(mark))
     except BaseException:
@@ -132,9 +142,9 @@ def staged_dir(target: Path) -> Iterator[Path]:
 def write_file_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp, fd = _create(lambda p: os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), path.parent,
+                      f".{path.name}.", ".tmp")
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should get normal permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
