@@ -1,5 +1,5 @@
 """``python -m whestbench``: the same CLI as ``whest``."""
 
-from whestbench.cli.app import run
+from whestbench.cli.entry import run
 
 run()

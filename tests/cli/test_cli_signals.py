@@ -90,3 +90,29 @@ def test_resuming_with_different_n_samples_is_refused_naming_the_field(tmp_path)
     assert "re-run the original command" in err and "delete" in err  # the two ways out
     assert sorted(p.name for p in units_dir(output).glob("*.unit")) == saved  # the saved work is untouched
     assert not output.exists()
+
+
+# --- signals during start-up and set-up ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.3])
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 75), (signal.SIGUSR1, 75), (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGUSR1", "SIGINT"])
+def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resume_advice(tmp_path, delay, sig, code):
+    import time
+
+    output = tmp_path / "ds"
+    # A set-up with real work in it: a slice of a long derived seed list (seeds, names, planning).
+    args = ["--n-mlps", "300000", "--n-samples", "100000", "--width", "32", "--depth", "3", "--seed", "3",
+            "--mlp-range", "0-0", "--max-threads", "1", "--quiet"]
+    proc = start_bake(args, output)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    t0 = time.monotonic()
+    rc, err = finish(proc)
+    assert time.monotonic() - t0 < 2.0, "the bake took more than 2 s to end after the signal"
+    assert rc == code, err
+    assert "re-run the same command" in err, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 2, err  # the signal line (and at most one progress note)
+    assert not output.exists()

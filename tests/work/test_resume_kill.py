@@ -119,3 +119,47 @@ def test_resume_clears_the_staging_directory_of_a_writer_killed_mid_write(
     assert code == 0, err
     assert not stale.exists()
     _assert_same_rows(read_columns, assert_bytes_equal, output, uninterrupted(fields))
+
+
+# --- a kill inside one long unit loses at most a checkpoint interval ------------------------------
+
+ONE_MLP = dict(n_mlps=1, n_samples=1_200_000, width=64, depth=4, seed=3)
+
+
+@pytest.mark.parametrize("flags, fields", BACKENDS)
+def test_sigkill_at_65_percent_of_one_mlp_resumes_from_its_checkpoint_and_equals_uninterrupted(
+    tmp_path, flags, fields, read_columns, assert_bytes_equal
+):
+    import subprocess
+    import sys
+
+    from bake_procs import clean_env
+
+    output = tmp_path / "ds"
+    args = [
+        "--n-mlps", "1", "--n-samples", str(ONE_MLP["n_samples"]), "--width", "64", "--depth", "4", "--seed", "3",
+        "--checkpoint-every", "0.2", "--log-every", "0.05", *flags,
+    ]  # fmt: skip
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", *args, "--output", str(output)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=clean_env())
+    killed_at = None
+    for line in proc.stderr:  # plain progress lines: stderr is a pipe, not a terminal
+        m = re.search(r"([\d,]+)/([\d,]+) samples", line)
+        if m:
+            done, total = (int(v.replace(",", "")) for v in m.groups())
+            if done >= 0.65 * total:
+                proc.send_signal(signal.SIGKILL)
+                killed_at = done
+                break
+    proc.wait()
+    assert killed_at is not None and killed_at < ONE_MLP["n_samples"], "the bake ended before 65% was seen"
+    code, err = finish(start_bake([a for a in args if a not in ("--log-every", "0.05")] + ["--quiet"], output))
+    assert code == 0, err
+    m = re.search(r"resuming unit \S+ from its checkpoint at ([\d,]+) of", err)
+    assert m, err
+    resumed_from = int(m.group(1).replace(",", ""))
+    redone = killed_at - resumed_from
+    assert 0 < resumed_from and redone < killed_at / 2, (killed_at, resumed_from)  # redoes less than half
+    want = tmp_path / "want"
+    bake(BakeConfig(output=want, **ONE_MLP, **fields))
+    _assert_same_rows(read_columns, assert_bytes_equal, output, want)

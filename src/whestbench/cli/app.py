@@ -14,10 +14,9 @@ import sys
 import click
 
 from whestbench.cli.common import err, out
-from whestbench.errors import UsageError
+from whestbench.errors import SignalStop, UsageError
 
 ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
-RETRY = "re-run the same command to resume or start again"
 # click >= 8.2 raises this for a bare group (`whest`, `whest dataset`); older clicks print the help
 # and raise Exit(0) instead, so an empty tuple (matches nothing) is the right fallback.
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -83,9 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         cmd = exc.ctx.command_path if exc.ctx else "whest"
         err.print(f"error: {exc.format_message()} (see `{cmd} --help`)", markup=False)
         return 2
-    except (click.Abort, KeyboardInterrupt):
-        err.print(f"error: interrupted (Ctrl-C); nothing was left half-written: {RETRY}.", markup=False)
-        return 130
+    except (SignalStop, click.Abort, KeyboardInterrupt) as exc:  # a signal or Ctrl-C before a verb took it over
+        from whestbench.cli.entry import stopped
+
+        message, code = stopped(exc, argv if argv is not None else sys.argv[1:])
+        err.print(message, markup=False)
+        return code
     except UsageError as exc:
         if debug:
             _print_traceback(exc)

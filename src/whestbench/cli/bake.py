@@ -29,6 +29,7 @@ class StopSignals:
     def __init__(self) -> None:
         self.stop = threading.Event()
         self.running = False
+        self.writing = False
         self._previous: dict = {}
 
     def __enter__(self) -> "StopSignals":
@@ -49,11 +50,16 @@ class StopSignals:
         self.stop.set()
         if not self.running:
             raise BakeInterrupted(f"received {name} during set-up: nothing was computed yet; {RESUME}.", 75)
-        err.print(f"received {name}: checkpointing the units in flight, then stopping", markup=False)
+        if self.writing:
+            err.print(f"received {name} while writing the dataset: finishing it (seconds), then exiting", markup=False)
+        else:
+            err.print(f"received {name}: checkpointing the units in flight, then stopping", markup=False)
 
     def on_event(self, event) -> None:
         if event.kind == "start":
             self.running = True
+        elif event.kind == "writing":
+            self.writing = True
 
 
 @click.command("bake")

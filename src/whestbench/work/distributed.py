@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
-from whestbench.work.executor import BakeInterrupted, Job, Tracker, scan_ledger, unit_context
+from whestbench.work.executor import BakeInterrupted, Job, Tracker, scan_ledger, stop_summary, unit_context
 from whestbench.work.ledger import DamagedRecord, decode_record, encode_record
 from whestbench.work.steps import UnitStopped, run_unit
 from whestbench.work.units import Unit, WorkSpec
@@ -368,6 +368,9 @@ class _Epoch:
         t0 = time.perf_counter()
         try:
             sums = ctx.step(self.spec, self.job.compute, unit, uctx)
+        except UnitStopped:
+            self.tracker.unit_abandoned(unit, checkpointed=self.job.ledger is not None)
+            raise
         except BaseException:
             self.tracker.unit_abandoned(unit)
             raise
@@ -525,12 +528,7 @@ def _collect(run: _Epoch) -> None:
             for i, _, _ in _lost_units(run, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
                 inflight.discard(i)
             if not run.alive() and not inflight:
-                where = f" in {ledger.root}" if ledger is not None else ""
-                p = tracker.progress()
-                raise BakeInterrupted(
-                    f"stopped with {len(todo) - len(pending)} of {len(todo)} units of this run saved{where} "
-                    f"({p.mlps_done} of {p.mlps_total} MLPs complete); {RESUME_HINT}."
-                )
+                raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")
         else:
             for i, kind, why in _lost_units(run, inflight, owners, unowned_since, watch, ctx.peer_timeout_s):
                 if kind == "silent":

@@ -76,6 +76,7 @@ class Tracker:
         self.running = 0  # samples inside units not yet saved (this process)
         self.external = {}  # rank -> (running samples, checkpoints) reported by other ranks
         self.checkpoints = 0
+        self.kept = 0  # samples of stopped units that their checkpoints keep
         self.units_left: dict[int, int] = {}
         for u in units:
             if u.key not in done:
@@ -135,10 +136,14 @@ class Tracker:
                     self.units_left[i] = left
         self._emit("unit_done", unit=unit.key)
 
-    def unit_abandoned(self, unit: Unit) -> None:
-        """A unit stopped before finishing: its samples count again when it is resumed."""
+    def unit_abandoned(self, unit: Unit, *, checkpointed: bool = False) -> None:
+        """A unit stopped before finishing: its samples count again when it is resumed (those a
+        checkpoint kept are not computed again)."""
         with self.lock:
-            self.running -= self._reported.pop(unit.key, 0)
+            n = self._reported.pop(unit.key, 0)
+            self.running -= n
+            if checkpointed:
+                self.kept += n
 
     def set_external(self, rank: int, running: int, checkpoints: int) -> None:
         with self.lock:
@@ -201,7 +206,7 @@ class LocalExecutor:
             try:
                 sums = run_unit(job.spec, job.compute, unit, unit_context(job, tracker, unit, stop, on_event))
             except UnitStopped:
-                tracker.unit_abandoned(unit)
+                tracker.unit_abandoned(unit, checkpointed=job.ledger is not None)
                 stopped.append(unit)
                 return
             except BaseException:
@@ -243,10 +248,15 @@ class LocalExecutor:
 
     @staticmethod
     def _interrupted(job: Job, tracker: Tracker, code: int) -> BakeInterrupted:
-        p = tracker.progress()
-        where = f" in {job.ledger.root}" if job.ledger is not None else ""
-        return BakeInterrupted(
-            f"stopped with {p.mlps_done} of {p.mlps_total} MLPs and {p.done:,} of {p.total:,} samples saved"
-            f"{where} ({tracker.checkpoints} checkpoints); {RESUME_ADVICE}.",
-            exit_code=code,
-        )
+        return BakeInterrupted(f"{stop_summary(job, tracker)}; {RESUME_ADVICE}.", exit_code=code)
+
+
+def stop_summary(job: Job, tracker: Tracker) -> str:
+    """What a stopped bake keeps, in one clause: whole MLPs, samples, checkpoints, where."""
+    from whestbench.text import format_count, plural
+
+    p = tracker.progress()
+    saved = tracker.collected + tracker.kept
+    where = f" in {job.ledger.root}" if job.ledger is not None else ""
+    return (f"stopped: {p.mlps_done} of {plural(p.mlps_total, 'MLP')} complete, {format_count(saved)} of "
+            f"{format_count(p.total)} samples saved{where} ({plural(p.checkpoints, 'checkpoint')})")

@@ -117,6 +117,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
         try:
             stream.restore(*saved)
             ctx.on_resumed(stream.position)
+            ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {stream.position:,} of {spec.n_samples:,} samples")
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
             stream = Pcg64Stream(stream.weights, sample_ss, spec.n_samples)
@@ -154,6 +155,8 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
                 raise ValueError(f"next block {b} outside the unit")
             tree = philox.PairwiseStack.from_state(levels, [arrays[f"level{i}"] for i in range(len(levels))])
             ctx.on_resumed(done_samples * unit.mlp_count)
+            ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {done_samples:,} of "
+                        f"{spec.unit_samples(unit):,} samples")
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
             tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
