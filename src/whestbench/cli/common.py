@@ -98,6 +98,14 @@ def read_seeds_file(path: str) -> list:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"--mlp-seeds file {path!r} not found; create it with `whest dataset generate-seeds --n-mlps N > {path}`.")
+    from whestbench.dataset.plan import machine_memory
+
+    total, _ = machine_memory()
+    if total is not None and p.stat().st_size * 8 > total:  # a parsed seed costs ~5x its JSON text
+        from whestbench.text import format_bytes
+
+        raise UsageError(f"--mlp-seeds file {path!r} is {format_bytes(p.stat().st_size)}: parsing it needs more memory "
+                         f"than this machine's {format_bytes(total)}; bake from a shorter list, or use --seed S.")
     try:
         data = json.loads(p.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -254,13 +254,12 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     else:
         spec, compute, workers, label, sampler_md, kernel_md = _torch_plan(cfg, dist_env, notes)
         backend = BACKEND_TORCH
-    seeds, source = _known_seeds(cfg)
-    if seeds is not None:
-        spec = spec.with_seeds(seeds)
-    plan = BakePlan(cfg, spec, compute, workers, source, backend, label, sampler_md, kernel_md,
+    plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
                     needs=_needs(cfg, spec, compute, workers), notes=tuple(notes))
     if rank0 and cfg.output is not None:
-        _check_fits(plan)
+        _check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes
+    seeds, source = _known_seeds(cfg)
+    plan = plan.with_seeds(seeds, source) if seeds is not None else dataclasses.replace(plan, seed_source=source)
     if probe and plan.needs.flops > PROBE_FLOPS:
         plan = dataclasses.replace(plan, needs=_probe(plan))
     return plan

@@ -1,0 +1,271 @@
+"""What `whest dataset bake` refuses before any work, and what it tells an operator while it works.
+
+Refusals: sizes that cannot fit (the format's limits, this machine's memory and disk), outputs that
+could never be renamed into place, hostile seeds files, bad timing flags, a second bake on the same
+work directory, damaged work files. Each exits 2 with one line, no traceback, nothing written.
+Reporting: the plan's figures first, then plain progress lines in a log file (no terminal codes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bake_procs import clean_env, finish, start_bake, units_dir, wait_for_units
+from whestbench.cli import main
+from whestbench.work.ledger import work_dir_for
+
+TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # click-level usage errors may leave as SystemExit(2), as argparse does
+        rc = exc.code
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def refused(rc: int, out: str, err: str, match: str, output: Path | None = None) -> None:
+    assert rc == 2, f"exit code {rc}; stderr: {err!r}"
+    lines = [line for line in err.strip().splitlines() if line]
+    assert len(lines) == 1, f"stderr is not one line: {err!r}"
+    assert re.search(match, lines[0]), f"{match!r} not in {lines[0]!r}"
+    assert "Traceback" not in out + err and "Baking" not in out
+    if output is not None:
+        assert not os.path.lexists(output) or output.is_symlink(), f"{output} was created by a refused bake"
+        assert not work_dir_for(output).exists()
+
+
+# --- sizes --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag, value, match", [
+    ("--n-mlps", "1e12", r"int32 mlp_id.*did you mean --n-samples"),
+    ("--n-mlps", "1e400", r"int32 mlp_id"),
+    ("--n-samples", "1e400", r"below 2\*\*63"),
+    ("--n-samples", "9223372036854775808", r"below 2\*\*63"),
+])
+def test_sizes_beyond_the_formats_limits_are_refused_at_once(tmp_path, capsys, flag, value, match):
+    argv = ["dataset", "bake", "--n-mlps", "2", "--n-samples", "100", "--width", "4", "--depth", "1", "--seed", "1"]
+    argv[argv.index(flag) + 1] = value
+    t0 = time.perf_counter()
+    rc, out, err = run(argv + ["--output", str(tmp_path / "o")], capsys)
+    assert time.perf_counter() - t0 < 5
+    refused(rc, out, err, match, tmp_path / "o")
+
+
+def test_a_row_larger_than_a_shard_is_refused(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "10", "--width", "32768", "--depth", "1",
+                        "--seed", "1", "--output", str(tmp_path / "o")], capsys)
+    refused(rc, out, err, r"weights per MLP; one dataset row holds at most", tmp_path / "o")
+
+
+def test_more_mlps_than_the_memory_can_name_is_refused_without_growing(tmp_path):
+    # 10**9 MLPs fit the int32 column but not a 24 GiB machine's memory (seeds and names of all).
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", "--n-mlps", "1e9", "--n-samples", "1000",
+           "--width", "4", "--depth", "1", "--seed", "1", "--output", str(tmp_path / "o")]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert time.perf_counter() - t0 < 20
+    refused(done.returncode, done.stdout, done.stderr, r"needs about .* of memory .* but the machine has", tmp_path / "o")
+
+
+def test_more_disk_than_is_free_is_refused(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from whestbench.dataset import plan
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(plan.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--output", str(tmp_path / "o")], capsys)
+    refused(rc, out, err, r"writes about .* but .* has 1000 B free", tmp_path / "o")
+
+
+def test_the_plan_is_printed_before_any_work(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--output", str(tmp_path / "o")], capsys)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("Baking 3 MLPs") and lines[1].startswith("Plan: ")
+    assert all(k in lines[1] for k in ("FLOP", "output ≈", "work files ≈", "peak RAM ≈"))
+
+
+# --- outputs that could never be renamed into place ----------------------------------------------
+
+
+def _outputs(tmp_path: Path) -> dict[str, str]:
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    return {
+        "dangling-symlink": str(dangling),
+        "dot": ".",
+        "dot-slash": "./",
+        "root": "/",
+        "empty": "",
+        "non-utf8": os.fsdecode(bytes(tmp_path / "bad") + b"\xff"),
+        "under-a-file": str(tmp_path / "afile" / "ds"),
+    }
+
+
+@pytest.mark.parametrize("case", ["dangling-symlink", "dot", "dot-slash", "root", "empty", "non-utf8", "under-a-file"])
+def test_an_output_that_cannot_be_created_is_refused_before_any_work(tmp_path, capsys, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    output = _outputs(tmp_path)[case]
+    t0 = time.perf_counter()
+    # a bake that would take hours: the refusal must come first
+    rc, out, err = run(["dataset", "bake", "--n-mlps", "4", "--n-samples", "1e10", "--width", "256", "--depth", "8",
+                        "--seed", "1", "--output", output], capsys)
+    assert time.perf_counter() - t0 < 10
+    refused(rc, out, err, r"--output")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling"]
+
+
+# --- hostile seeds files -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[" * 100_000 + "]" * 100_000, r"nested too deeply"),
+    ("[" + "9" * 5000 + "]", r"not a usable seed"),
+    ("[1, 2, 1e400]", r"must be an int"),
+    ("[1, 2, 99999999999999999999999]", r"out of range"),
+    ('{"seeds": [1, 2, 3]}', r"must contain a JSON array"),
+    ("[1, 2, 2]", r"duplicate"),
+    ("\xff\xfe", r"not valid JSON"),
+])
+def test_a_hostile_seeds_file_is_a_usage_error(tmp_path, capsys, text, match):
+    seeds = tmp_path / "seeds.json"
+    seeds.write_bytes(text.encode("utf-8", "surrogateescape") if "\xff" not in text else b"\xff\xfe")
+    rc, out, err = run(["dataset", "bake", *TINY, "--mlp-seeds", str(seeds), "--output", str(tmp_path / "o")], capsys)
+    refused(rc, out, err, match, tmp_path / "o")
+
+
+# --- timing flags and calibrate's flags ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--peer-timeout", "--checkpoint-every", "--log-every"])
+@pytest.mark.parametrize("value", ["nan", "-5", "0", "inf", "soon"])
+def test_timing_flags_must_be_positive_finite_seconds(tmp_path, capsys, flag, value):
+    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", flag, value, "--output", str(tmp_path / "o")], capsys)
+    refused(rc, out, err, re.escape(flag), tmp_path / "o")
+
+
+CAL = {"--n-mlps": "2", "--n-samples": "1000", "--width": "4", "--depth": "1"}
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"--calib-mlps": "-1"}, r"--calib-mlps"),
+    ({"--calib-samples": "0"}, r"--calib-samples must be a positive integer"),
+    ({"--max-threads": "0"}, r"--max-threads must be a positive integer"),
+    ({"--width": "0"}, r"--width must be a positive integer"),
+    ({"--n-samples": "1e400"}, r"below 2\*\*63"),
+    ({"--device": "cpu", "--max-threads": "2"}, r"--max-threads applies to the CPU path only"),
+])
+def test_calibrate_validates_its_flags_as_bake_does(capsys, change, match):
+    flags = {**CAL, **change}
+    rc, out, err = run(["dataset", "calibrate", *[x for kv in flags.items() for x in kv]], capsys)
+    refused(rc, out, err, match)
+
+
+def test_calibrate_times_a_short_bake_and_projects_the_planned_one(capsys):
+    rc, out, err = run(["dataset", "calibrate", "--n-mlps", "100", "--n-samples", "1e9", "--width", "16", "--depth", "2",
+                        "--calib-mlps", "2", "--calib-samples", "200000"], capsys)
+    assert rc == 0, err
+    assert "Calibrating on cpu: 2 MLPs × 200,000 samples" in out
+    m = re.search(r"effective\s*│\s*([\d.]+) GFLOP/s", out)
+    assert m and float(m.group(1)) > 0
+    hours = re.search(r"projected wall time\s*│\s*([\d.]+) (s|min|h|days)", out)
+    assert hours, out
+    # 100 MLPs x 1e9 samples is 250,000 times the timed run: the projection says so
+    secs = float(re.search(r"in ([\d.]+) s", out).group(1))
+    value, unit = float(hours.group(1)), hours.group(2)
+    projected = value * {"s": 1, "min": 60, "h": 3600, "days": 86400}[unit]
+    assert 0.5 * 250_000 * secs < projected < 2 * 250_000 * secs
+
+
+# --- the work directory: one bake at a time, damaged files never trusted --------------------------
+
+SHAPE = ["--n-mlps", "6", "--n-samples", "150000", "--width", "32", "--depth", "3", "--seed", "5", "--max-threads", "1",
+         "--quiet"]
+
+
+def test_a_second_bake_on_the_same_output_is_refused_naming_the_first(tmp_path):
+    output = tmp_path / "ds"
+    first = start_bake(SHAPE, output)
+    try:
+        wait_for_units(first, output, 1)
+        second = start_bake(SHAPE, output)
+        code, err = finish(second)
+        assert code == 2, err
+        assert f"pid {first.pid}" in err and "wait for it to finish" in err and "remove" in err
+        assert first.poll() is None  # the first bake was not disturbed
+    finally:
+        code, err = finish(first)
+    assert code == 0, err
+
+
+def test_swapped_unit_files_are_recomputed_with_a_line_each(tmp_path, read_columns, assert_bytes_equal):
+    import signal
+
+    output = tmp_path / "ds"
+    proc = start_bake(SHAPE, output)
+    wait_for_units(proc, output, 2)
+    proc.send_signal(signal.SIGTERM)
+    assert finish(proc)[0] == 75
+    a, b = sorted(units_dir(output).glob("*.unit"))[:2]
+    tmp = a.with_suffix(".swap")
+    a.rename(tmp), b.rename(a), tmp.rename(b)
+    code, err = finish(start_bake(SHAPE, output))
+    assert code == 0, err
+    assert len(re.findall(r"work file .* failed its check \(holds unit .*\); recomputing that unit", err)) == 2, err
+    want = tmp_path / "want"
+    assert finish(start_bake(SHAPE, want))[0] == 0
+    got, exp = read_columns(output), read_columns(want)
+    for col in ("mlp_seed", "all_layer_means", "final_means", "avg_variance"):
+        assert_bytes_equal(got[col], exp[col], col)
+
+
+def test_an_edited_seeds_file_in_the_work_directory_is_refused_naming_it(tmp_path):
+    import signal
+
+    output = tmp_path / "ds"
+    random_seeds = [a for a in SHAPE if a not in ("--seed", "5")]
+    proc = start_bake(random_seeds, output)
+    wait_for_units(proc, output, 1)
+    proc.send_signal(signal.SIGTERM)
+    assert finish(proc)[0] == 75
+    path = work_dir_for(output) / "auto-seeds.json"
+    data = json.loads(path.read_text())
+    data["seeds"] = [5] * len(data["seeds"])
+    path.write_text(json.dumps(data))
+    code, err = finish(start_bake(random_seeds, output))
+    assert code == 2, err
+    assert str(path) in err and "remove" in err
+    assert not output.exists()
+
+
+# --- progress in a log file ---------------------------------------------------------------------
+
+
+def test_progress_goes_to_a_log_file_as_plain_lines(tmp_path):
+    log = tmp_path / "bake.log"
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", "--n-mlps", "3", "--n-samples", "400000", "--width", "32",
+           "--depth", "3", "--seed", "1", "--max-threads", "1", "--log-every", "0.2", "--output", str(tmp_path / "o")]
+    with open(log, "w") as f:
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=f, env=clean_env(), timeout=300)
+    assert done.returncode == 0
+    text = log.read_text()
+    assert "\x1b" not in text and "\r" not in text  # no terminal codes in a log
+    lines = [line for line in text.splitlines() if " samples (" in line]
+    assert len(lines) >= 3, text
+    line = lines[len(lines) // 2]
+    assert re.match(r"\[\d\d:\d\d:\d\d\] bake: \d+/3 MLPs, [\d,]+/1,200,000 samples \([\d.]+%\), [\d.]+ \w? ?samples/s, "
+                    r"[\d.]+ GFLOP/s, ETA \d+:\d\d:\d\d, \d+ checkpoints?$", line), line
