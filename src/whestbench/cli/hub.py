@@ -50,15 +50,18 @@ def _say(text: str) -> None:
     out.print(text, markup=False, emoji=False)
 
 
-def on_event(event: Event) -> None:
-    """Hub events as the verb's lines: messages on stdout, notes on stderr; byte progress is left out."""
-    if event.kind in ("note", "warning"):
-        err.print(f"{event.kind}: {event.message}", markup=False, emoji=False)
-    elif event.kind in _SAID and event.message:
-        _say(event.message)
+def _events(label: str, log_every: float):
+    """Hub events as the verb's lines: messages on stdout, notes on stderr, bytes moved as a bar on a
+    terminal or as log lines in a log file."""
+    from whestbench.cli.progress import VerbEvents
+
+    return VerbEvents(label, _SAID, _say, log_every=log_every)
 
 
 def _token_options(f):
+    from whestbench.cli.progress import log_every_option
+
+    f = log_every_option(f)
     f = click.option("--token-file", default=None, metavar="PATH", help=_TOKEN_FILE_HELP)(f)
     return click.option("--token", default=None, metavar="TOKEN", help=_TOKEN_HELP)(f)
 
@@ -72,7 +75,7 @@ def _token_options(f):
 @click.option("--private", is_flag=True, help="Create the repo private (an existing public repo is refused).")
 @_token_options
 def push(directory: Path, repo: str, tag: str | None, message: str | None, private: bool, token: str | None,
-         token_file: str | None) -> None:
+         token_file: str | None, log_every: float) -> None:
     """Publish a complete dataset to the Hugging Face Hub.
 
     Partial and damaged datasets, and datasets with a symlink in data/, are refused before anything
@@ -85,8 +88,9 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     """
     from whestbench.dataset.hub import hf_ref, push_dataset
 
-    result = push_dataset(directory, repo, tag=tag, message=message, private=private,
-                          token=read_token(token, token_file), on_event=on_event)
+    with _events("push", log_every) as events:
+        result = push_dataset(directory, repo, tag=tag, message=message, private=private,
+                              token=read_token(token, token_file), on_event=events)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
         _say(f"✓ Uploaded {directory} → {where}")
@@ -104,7 +108,7 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
 @click.option("--split", default=None, help="Fetch only this split's shards (plus metadata.json and README.md).")
 @_token_options
 def pull(repo: str, revision: str | None, output: Path | None, split: str | None, token: str | None,
-         token_file: str | None) -> None:
+         token_file: str | None, log_every: float) -> None:
     """Download a dataset from the Hugging Face Hub and check its checksums.
 
     With --output the directory appears complete or not at all (an interrupted download is kept
@@ -117,8 +121,9 @@ def pull(repo: str, revision: str | None, output: Path | None, split: str | None
     """
     from whestbench.dataset.hub import hf_ref, pull_dataset
 
-    result = pull_dataset(repo, revision=revision, output=output, split=split,
-                          token=read_token(token, token_file), on_event=on_event)
+    with _events("pull", log_every) as events:
+        result = pull_dataset(repo, revision=revision, output=output, split=split,
+                              token=read_token(token, token_file), on_event=events)
     where = hf_ref(result.repo_id, result.revision or "main")
     what = f"split {result.split!r} of {where}" if result.split else where
     size = f"{plural(len(result.files), 'file')}, {format_bytes(result.bytes)}"

@@ -25,13 +25,15 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
     whest dataset inspect aicrowd/arc-whestbench-2026 --revision v1
     whest dataset inspect ./final-eval --plot means.png
     """
-    from whestbench.cli.hub import on_event
+    from whestbench.cli.progress import Reporter
     from whestbench.dataset.inspect import describe, plot_means
     from whestbench.errors import UsageError
 
     if plot is not None and not Path(source).is_dir():
         raise UsageError(f"--plot reads the data files, so SOURCE must be a local dataset directory; `whest dataset pull {source}` first.")
-    for line in describe(source, revision=revision, on_event=on_event):
+    with Reporter("inspect", mode="quiet") as notes:  # a retry's note, if the Hub is slow to answer
+        lines = describe(source, revision=revision, on_event=notes)
+    for line in lines:
         out.print(line, markup=False, emoji=False)
     if plot is not None:
         plot_means(source, plot)

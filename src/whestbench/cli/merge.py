@@ -12,25 +12,23 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import err, out
-from whestbench.events import Event
-from whestbench.text import sanitize
+from whestbench.cli.common import out
+from whestbench.cli.progress import VerbEvents, log_every_option
 
 # Paths stay strings until the library checks them: ``Path("")`` would turn an empty argument into ".".
 _PATH = click.Path()
 
 
-def _tell(event: Event) -> None:
-    if event.kind == "start":
-        out.print(event.message, markup=False)
-    elif event.kind in ("note", "warning"):
-        err.print(f"{event.kind}: {sanitize(event.message)}", markup=False, emoji=False)
+def _events(label: str, log_every: float) -> VerbEvents:
+    """Notes and warnings on stderr, progress as a bar or log lines, the "start" line on stdout."""
+    return VerbEvents(label, {"start"}, lambda text: out.print(text, markup=False, emoji=False), log_every=log_every)
 
 
 @click.command("merge")
 @click.argument("partials", nargs=-1, required=True, type=_PATH)
 @click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside a partial).")
-def merge(partials: tuple[str, ...], output: str) -> None:
+@log_every_option
+def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
     """Check the partials of one bake and assemble the complete dataset.
 
     \b
@@ -39,7 +37,8 @@ def merge(partials: tuple[str, ...], output: str) -> None:
     from whestbench.dataset.merge import merge_datasets
     from whestbench.dataset.reader import read_metadata
 
-    merge_datasets(list(partials), output_dir=output, on_event=_tell)  # "start": once the paths are fine
+    with _events("merge", log_every) as events:
+        merge_datasets(list(partials), output_dir=output, on_event=events)  # "start": once the paths are fine
     n = read_metadata(output).get("n_mlps")
     out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
 
@@ -49,7 +48,9 @@ def merge(partials: tuple[str, ...], output: str) -> None:
 @click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside an input).")
 @click.option("--default-split", default=None, help="Split that load_dataset(repo) returns: one of the inputs' splits (default: the one input with config 'default').")
 @click.option("--skip-prepared-arrow", is_flag=True, help="Do not write prepared/<split> Arrow copies.")
-def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | None, skip_prepared_arrow: bool) -> None:
+@log_every_option
+def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | None, skip_prepared_arrow: bool,
+                   log_every: float) -> None:
     """Combine single-split datasets (one per split) into one multi-split dataset.
 
     \b
@@ -58,13 +59,14 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     from whestbench.dataset.combine import combine_split_datasets
     from whestbench.dataset.reader import read_metadata
 
-    combine_split_datasets(
-        list(inputs),
-        output_dir=output,
-        default_split=default_split,
-        write_prepared_arrow=not skip_prepared_arrow,
-        on_event=_tell,
-    )
+    with _events("combine-splits", log_every) as events:
+        combine_split_datasets(
+            list(inputs),
+            output_dir=output,
+            default_split=default_split,
+            write_prepared_arrow=not skip_prepared_arrow,
+            on_event=events,
+        )
     md = read_metadata(output)
     splits = md["splits"]
     out.print(f"Combined {len(splits)} splits into {output}:", markup=False)
@@ -86,7 +88,8 @@ def prepare_arrow(dataset_dir: str) -> None:
     """
     from whestbench.dataset.combine import prepare_arrow as build
 
-    names = build(dataset_dir, on_event=_tell)
+    with _events("prepare-arrow", 60.0) as events:
+        names = build(dataset_dir, on_event=events)
     out.print(
         f"Patched {dataset_dir} with prepared Arrow artifacts for {len(names)} split(s): "
         f"{', '.join(sorted(names))}",

@@ -85,8 +85,7 @@ class Reporter:
 
     def __call__(self, event: Event) -> None:
         if event.kind in ("note", "warning"):
-            prefix = "warning: " if event.kind == "warning" else ""
-            self._say(f"{prefix}{sanitize(event.message)}")
+            self._say(f"{event.kind}: {sanitize(event.message)}")
         if event.progress is None:
             return
         with self._lock:
@@ -148,3 +147,27 @@ class Reporter:
             self._task = self._bar.add_task(self.label if p.what == "samples" else p.what.capitalize(),
                                             total=p.total, completed=p.done, status="")
         self._bar.update(self._task, completed=p.done, status=self.status(p))
+
+
+def log_every_option(f):
+    """The ``--log-every SECONDS`` option every long verb takes."""
+    import click
+
+    from whestbench.cli.common import SECONDS
+
+    return click.option("--log-every", type=SECONDS, default=DEFAULT_LOG_EVERY, show_default=True,
+                        help="When stderr is not a terminal: seconds between progress lines.")(f)
+
+
+class VerbEvents(Reporter):
+    """A verb's event sink: progress and notes as ``Reporter`` shows them; the messages of the kinds
+    in ``say`` (a verb's own lines, such as "Merging 4 partials → out") printed by ``print_line``."""
+
+    def __init__(self, label: str, say: set[str], print_line, **kw):
+        super().__init__(label, **kw)
+        self.say, self.print_line = say, print_line
+
+    def __call__(self, event: Event) -> None:
+        if event.kind in self.say and event.message:
+            self.print_line(sanitize(event.message))
+        super().__call__(event)

@@ -61,7 +61,7 @@ from whestbench.dataset.reader import (
 from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, split_names, validate_metadata
 from whestbench.dataset.writer import finish_dataset_dir
 from whestbench.errors import UsageError
-from whestbench.events import EventSink, ignore
+from whestbench.events import Event, EventSink, Progress, ignore
 
 __all__ = [
     "combine_split_datasets",
@@ -154,9 +154,13 @@ def combine_split_datasets(
     with staged_dir(output) as stage:
         data = stage / DATA_DIR
         data.mkdir()
-        for s in splits:
-            for f in s.files:
-                shutil.copyfile(f, data / f.name)
+        files = [f for s in splits for f in s.files]
+        total, copied = sum(f.stat().st_size for f in files), 0
+        on_event(Event("progress", progress=Progress("bytes", 0, total)))
+        for f in files:
+            shutil.copyfile(f, data / f.name)
+            copied += f.stat().st_size
+            on_event(Event("progress", progress=Progress("bytes", copied, total)))
         if write_prepared_arrow:
             build_prepared_splits_for_directory(stage, [s.split for s in splits], md)
         validate_metadata(md)

@@ -56,7 +56,7 @@ from whestbench.dataset.writer import (
     shard_name,
     shard_plan,
 )
-from whestbench.events import Event, EventSink, ignore
+from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.outputs import OutputExistsError
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def merge_datasets(
     validate_metadata(md)
     width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
     with staged_dir(output) as stage:
-        _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth)
+        _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth, on_event)
         finish_dataset_dir(stage, md, data_checksums(stage))
     return output
 
@@ -406,9 +406,11 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
 # Rows
 
 
-def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, width: int, depth: int) -> None:
+def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, width: int, depth: int,
+               on_event: EventSink = ignore) -> None:
     """Stream the rows of ``files`` (in order) into new shards laid out as the writer lays out a
-    bake of ``n_rows`` (same shard plan, row groups, schema and compression)."""
+    bake of ``n_rows`` (same shard plan, row groups, schema and compression); ``on_event`` hears
+    ``Progress("rows", ...)`` after each row group."""
     import pyarrow.parquet as pq
 
     schema = make_features(width, depth).arrow_schema
@@ -417,6 +419,8 @@ def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, widt
     source = _Rebatcher(_tables(files, group_rows, schema))
     data = stage / DATA_DIR
     data.mkdir(parents=True, exist_ok=True)
+    done = 0
+    on_event(Event("progress", progress=Progress("rows", 0, n_rows)))
     for i, count in enumerate(plan):
         with pq.ParquetWriter(data / shard_name(split, i, len(plan)), schema, compression="snappy") as writer:
             left = count
@@ -424,6 +428,8 @@ def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, widt
                 table = source.take(min(left, group_rows))
                 writer.write_table(table, row_group_size=table.num_rows)
                 left -= table.num_rows
+                done += table.num_rows
+                on_event(Event("progress", progress=Progress("rows", done, n_rows)))
 
 
 def _tables(files: Sequence[Path], batch_rows: int, schema: "pa.Schema") -> Iterator["pa.Table"]:
