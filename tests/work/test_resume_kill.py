@@ -111,13 +111,22 @@ def test_resume_clears_the_staging_directory_of_a_writer_killed_mid_write(
     wait_for_units(proc, output, 1, must_live=False)
     proc.send_signal(signal.SIGKILL)
     finish(proc)
-    # what a SIGKILL between "start writing" and "rename into place" leaves beside the output
+    # what a SIGKILL between "start writing" and "rename into place" leaves beside the output: a
+    # staging directory marked by a process that no longer runs
+    import json
+    import socket
+
+    from whestbench.atomic import STAGING_MARK
+
     stale = tmp_path / ".ds.staging-k1ll3d"
     (stale / "data").mkdir(parents=True)
     (stale / "data" / "public-00000-of-00001.parquet").write_bytes(b"half a parquet file")
+    (stale / STAGING_MARK).write_text(json.dumps({"target": "ds", "pid": proc.pid, "host": socket.gethostname()}))
+    users = tmp_path / ".ds.staging-mine"  # a user's directory with a similar name, not ours
+    users.mkdir()
     code, err = finish(start_bake(_bake_args(SHAPE, flags), output))
     assert code == 0, err
-    assert not stale.exists()
+    assert not stale.exists() and users.exists()
     _assert_same_rows(read_columns, assert_bytes_equal, output, uninterrupted(fields))
 
 

@@ -8,6 +8,7 @@ Exit codes: 0 success; 2 a usage error (bad flag or input: fix the command); 1 t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -66,11 +67,30 @@ def _register() -> None:
 _register()
 
 
+@contextlib.contextmanager
+def _warnings_as_lines():
+    """Python warnings raised under a verb (stale checksums, say) as one ``warning:`` line each."""
+    import warnings
+
+    from whestbench.text import one_line, sanitize
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        err.print(f"warning: {one_line(sanitize(message))}", markup=False, emoji=False)
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never prints a traceback unless debugging)."""
     debug = os.environ.get("WHEST_DEBUG", "").lower() not in ("", "0", "false", "no")
     try:
-        rv = cli.main(args=argv, prog_name="whest", standalone_mode=False)
+        with _warnings_as_lines():
+            rv = cli.main(args=argv, prog_name="whest", standalone_mode=False)
         # click returns (rather than raises) the code of ctx.exit(n) when not standalone
         return rv if isinstance(rv, int) else 0
     except _NO_ARGS_HELP as exc:

@@ -7,7 +7,6 @@ stop (exit 75). Ctrl-C does the same with exit 130. Either way the same command 
 
 from __future__ import annotations
 
-import shlex
 import signal
 import sys
 import threading
@@ -138,6 +137,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         mlps_per_batch = chunk_size = None
     if device is not None and not use_torch:
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
+    from whestbench.dataset import command
     from whestbench.dataset.bake import bake as run_bake
     from whestbench.dataset.plan import BakeConfig, plan_bake
 
@@ -147,7 +147,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         max_threads=max_threads, seeds_file=mlp_seeds, seeds_from_peer=peer,
         backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
-        bake_command=shlex.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
+        bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
     plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
     start, end = cfg.range

@@ -18,7 +18,6 @@ writes identical numeric columns.
 from __future__ import annotations
 
 import contextlib
-import shlex
 import shutil
 import sys
 import threading
@@ -29,6 +28,7 @@ from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
 from whestbench.compute.seeds import estimator_seed, random_seeds, seed_list_digest, validate_mlp_seeds
 from whestbench.compute.stats import LayerSums, finalize
+from whestbench.dataset import command
 from whestbench.dataset.bakemeta import bake_metadata
 from whestbench.dataset.plan import BakeConfig, BakePlan, plan_bake
 from whestbench.dataset.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
@@ -165,7 +165,7 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
         start, end = cfg.range
         parts += ["--mlp-range", f"{start}-{end - 1}"]
     parts += ["--output", str(cfg.output)]
-    return shlex.join(parts)
+    return command.join(parts)
 
 
 def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore) -> None:

@@ -234,6 +234,8 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
         lines.append(f"  integrity: checksums ok ({detail})")
     elif status == "absent":
         lines.append(f"  integrity: checksums absent — {detail}; `whest dataset verify {directory}` checks the content")
+    elif status == "stale":
+        lines.append(f"  integrity: checksums stale — {detail}; `whest dataset verify {directory}` checks the content")
     else:
         lines.append(f"  integrity: checksums MISMATCH — {detail}; re-download or re-bake the dataset")
     return lines

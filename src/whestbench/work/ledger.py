@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from whestbench.atomic import fsync_dir, write_file_atomic
+from whestbench.atomic import fsync_dir, remove_abandoned_staging, write_file_atomic
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError
 
@@ -212,21 +212,12 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
 # ------------------------------------------------------------------------------------ the ledger
 
 
-def remove_stale_staging(work_dir: Path) -> list[Path]:
-    """Delete the staging directories a killed writer of this bake's output left behind.
-
-    ``whestbench.atomic.staged_dir`` builds the output as ``.<name>.staging-*`` beside it and
-    renames it when complete; a SIGKILL (or power loss) mid-write leaves that directory. It is
-    only ours to delete while the bake is unfinished, i.e. while its work directory exists.
-    """
-    work_dir = Path(work_dir)
-    if not work_dir.name.endswith(WORK_SUFFIX):
-        return []
-    name = work_dir.name[: -len(WORK_SUFFIX)]
-    stale = sorted(p for p in work_dir.parent.glob(f".{name}.staging-*") if p.is_dir())
-    for p in stale:
-        shutil.rmtree(p, ignore_errors=True)
-    return stale
+def output_for(work_dir: Path) -> Path | None:
+    """The output a work directory belongs to (``work_dir_for`` reversed); None for another name."""
+    name = Path(work_dir).name
+    if not name.endswith(WORK_SUFFIX) or name == WORK_SUFFIX:
+        return None
+    return Path(work_dir).with_name(name[: -len(WORK_SUFFIX)])
 
 
 def identity_digest(identity: dict[str, Any]) -> str:
@@ -258,7 +249,9 @@ class Ledger:
                     f"work directory {self.root} holds results of a different bake (differs in: {diff}); "
                     f"re-run the original command to resume it, or delete {self.root} to start over."
                 )
-            remove_stale_staging(self.root)  # resuming: a previous run may have died mid-write
+            # resuming: a previous run may have died mid-write, leaving its marked staging directory
+            if output_for(self.root) is not None:
+                remove_abandoned_staging(output_for(self.root))
         else:
             self.units_dir.mkdir(parents=True, exist_ok=True)
             fsync_dir(self.root.parent)
