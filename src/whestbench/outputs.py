@@ -45,9 +45,9 @@ def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        shown = os.fsencode(text).decode("utf-8", "backslashreplace")
         raise UsageError(
-            f"{flag} {shown!r} is not valid UTF-8 (datasets, pyarrow and the Hub need UTF-8 names); "
+            f"{flag} '{shown}' is not valid UTF-8 (datasets, pyarrow and the Hub need UTF-8 names); "
             "choose a name of UTF-8 characters."
         ) from None
     if len(p.name.encode("utf-8")) > _NAME_MAX:

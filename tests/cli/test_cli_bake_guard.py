@@ -269,3 +269,9 @@ def test_progress_goes_to_a_log_file_as_plain_lines(tmp_path):
     line = lines[len(lines) // 2]
     assert re.match(r"\[\d\d:\d\d:\d\d\] bake: \d+/3 MLPs, [\d,]+/1,200,000 samples \([\d.]+%\), [\d.]+ \w? ?samples/s, "
                     r"[\d.]+ GFLOP/s, ETA \d+:\d\d:\d\d, \d+ checkpoints?$", line), line
+
+
+def test_the_fused_gpu_kernel_without_the_torch_backend_is_refused(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--gpu-kernel", "fused", "--output", str(tmp_path / "o")],
+                       capsys)
+    refused(rc, out, err, r"--gpu-kernel fused runs on the torch backend", tmp_path / "o")

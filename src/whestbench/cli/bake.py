@@ -130,6 +130,8 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     peer = dist_env is not None and dist_env.rank != 0
     seeds = tuple(read_seeds_file(mlp_seeds)) if mlp_seeds is not None and not peer else None
     torch_backend = use_torch or device is not None
+    if gpu_kernel != "torch" and not torch_backend:
+        raise UsageError(f"--gpu-kernel {gpu_kernel} runs on the torch backend: add --torch --device cuda.")
     if not torch_backend and (mlps_per_batch is not None or chunk_size is not None):
         flags = " and ".join(f for f, v in (("--mlps-per-batch", mlps_per_batch), ("--chunk-size", chunk_size)) if v is not None)
         err.print(f"note: {flags} ignored: the CPU path's chunking is fixed by bit-identity with whestbench 0.16 "
