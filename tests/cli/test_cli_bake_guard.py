@@ -257,8 +257,8 @@ def test_an_edited_seeds_file_in_the_work_directory_is_refused_naming_it(tmp_pat
 
 def test_progress_goes_to_a_log_file_as_plain_lines(tmp_path):
     log = tmp_path / "bake.log"
-    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", "--n-mlps", "3", "--n-samples", "400000", "--width", "32",
-           "--depth", "3", "--seed", "1", "--max-threads", "1", "--log-every", "0.2", "--output", str(tmp_path / "o")]
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", "--n-mlps", "3", "--n-samples", "1000000", "--width", "32",
+           "--depth", "3", "--seed", "1", "--max-threads", "1", "--log-every", "0.1", "--output", str(tmp_path / "o")]
     with open(log, "w") as f:
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=f, env=clean_env(), timeout=300)
     assert done.returncode == 0
@@ -267,7 +267,7 @@ def test_progress_goes_to_a_log_file_as_plain_lines(tmp_path):
     lines = [line for line in text.splitlines() if " samples (" in line and "ETA ?" not in line]
     assert len(lines) >= 3, text
     line = lines[len(lines) // 2]
-    assert re.match(r"\[\d\d:\d\d:\d\d\] bake: \d+/3 MLPs, [\d,]+/1,200,000 samples \([\d.]+%\), [\d.]+ \w? ?samples/s, "
+    assert re.match(r"\[\d\d:\d\d:\d\d\] bake: \d+/3 MLPs, [\d,]+/3,000,000 samples \([\d.]+%\), [\d.]+ \w? ?samples/s, "
                     r"[\d.]+ GFLOP/s, ETA \d+:\d\d:\d\d, \d+ checkpoints?$", line), line
 
 

@@ -63,7 +63,7 @@ def test_sums_have_one_row_per_layer_and_count_every_sample():
     weights, sample_ss = _streams(3, 6, 4)
     s = sample_layer_sums(weights, sample_ss, 2500)
     assert s.sums.shape == (4, 6) and s.sums.dtype == np.float64
-    assert s.sumsq.shape == (6,) and s.sumsq.dtype == np.float64
+    assert s.sumsq.shape == (4, 6) and s.sumsq.dtype == np.float64  # every layer's squares
     assert s.count == 2500
 
 
@@ -81,7 +81,7 @@ def test_non_positive_sample_count_is_refused():
 
 
 def test_finalize_subtracts_the_float32_rounded_final_mean():
-    sums = LayerSums(sums=np.array([[1.0, 2.0], [0.1, 0.7]]), sumsq=np.array([0.5, 1.5]), count=3)
+    sums = LayerSums(sums=np.array([[1.0, 2.0], [0.1, 0.7]]), sumsq=np.array([[9.0, 9.0], [0.5, 1.5]]), count=3)
     means, final, avg_var = finalize(sums)
     assert means.dtype == np.float32 and final.dtype == np.float32
     np.testing.assert_array_equal(final, means[-1])

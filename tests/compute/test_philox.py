@@ -129,7 +129,7 @@ def _same(a, b):
 
 def test_block_sums_covers_the_blocks_samples_and_the_last_block_is_ragged(weights):
     s = philox.block_sums(weights, KEY, 5, N_RAGGED, block_size=BLOCK)
-    assert s.count == 77 and s.sums.shape == (DEPTH, WIDTH) and s.sumsq.shape == (WIDTH,)
+    assert s.count == 77 and s.sums.shape == (DEPTH, WIDTH) and s.sumsq.shape == (DEPTH, WIDTH)
     assert s.sums.dtype == np.float64 and np.all(s.sums >= 0)
 
 
@@ -139,7 +139,7 @@ def test_block_sums_equal_the_definition_on_the_blocks_inputs(weights):
     for layer in range(DEPTH):
         h = np.maximum(h @ weights[layer], np.float32(0.0))
         np.testing.assert_allclose(s.sums[layer], h.astype(np.float64).sum(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(s.sumsq, (h.astype(np.float64) ** 2).sum(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(s.sumsq[layer], (h.astype(np.float64) ** 2).sum(axis=0), rtol=1e-12)
 
 
 def test_per_block_results_combine_to_the_whole_range_bit_for_bit(weights, sample_ss, whole):
@@ -199,7 +199,7 @@ def test_an_exact_zero_sum_is_stored_as_positive_zero():
     # Padding and skipped subtrees may flip the sign of an exact zero; the final +0.0 erases it.
     from whestbench.compute.stats import LayerSums
 
-    negative_zero = LayerSums(sums=np.array([[-0.0, 1.0]]), sumsq=np.array([-0.0, 1.0]), count=4)
+    negative_zero = LayerSums(sums=np.array([[-0.0, 1.0]]), sumsq=np.array([[-0.0, 1.0]]), count=4)
     out = philox.combine_in_order([negative_zero])
     assert not np.any(np.signbit(out.sums)) and not np.any(np.signbit(out.sumsq))
 

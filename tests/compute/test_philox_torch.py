@@ -58,14 +58,14 @@ def test_normals_are_within_a_few_ulp_of_numpy(method, device):
     # is the worst at 4); 8 ulp leaves room for a different libm without hiding a wrong formula.
     # (Rare values next to a zero of cos/sin can be further apart in ulps: docs/sampler-philox.md §3.)
     ref = philox.normals(KEY, 1000, 3000, WIDTH)
-    got = pt.normals_torch(KEY, 1000, 3000, WIDTH, device, method=method).cpu().numpy()
+    got = pt.normals_torch(KEY, 1000, 3000, WIDTH, device, engine=method).cpu().numpy()
     assert got.shape == ref.shape and got.dtype == np.float32
     assert ulps(got, ref).max() <= 8
 
 
 def test_torch_tree_is_bit_identical_to_the_reference_tree():
     h = np.maximum(np.random.default_rng(3).standard_normal((2, 256, 29)), 0).astype(np.float32)
-    got = pt._tree_rows(torch.from_numpy(h), torch.float64).numpy()
+    got = pt._tree_groups(torch.from_numpy(h), torch.float64)[:, 0].numpy()
     for b in range(2):
         assert got[b].tobytes() == philox.pairwise_colsum(h[b].astype(np.float64)).tobytes()
 
@@ -89,7 +89,7 @@ def test_block_sums_torch_agree_with_numpy_within_arithmetic_error(batch, method
     # one activation a hair from zero lands on the other side of the ReLU, hence the absolute
     # floor on the mean (1e-8, a hundredth of the precision gate). One wrong sample would be ~1e-3.
     weights, keys = batch
-    got = pt.block_sums_torch(weights, keys, block, N_RAGGED, "cpu", block_size=BLOCK, method=method)
+    got = pt.block_sums_torch(weights, keys, block, N_RAGGED, "cpu", block_size=BLOCK, engine=method)
     for b in range(len(keys)):
         ref = philox.block_sums(weights[b], tuple(int(k) for k in keys[b]), block, N_RAGGED, block_size=BLOCK)
         assert got[b].count == ref.count
@@ -102,7 +102,7 @@ def test_block_sums_torch_agree_with_numpy_within_arithmetic_error(batch, method
 def test_chunk_size_never_changes_a_byte(batch, method):
     weights, keys = batch
     runs = [
-        pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, chunk_size=c, method=method)
+        pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, chunk_size=c, engine=method)
         for c in (64, 100, 256, 1024, 10**6)
     ]
     for run in runs[1:]:
@@ -114,7 +114,7 @@ def test_batch_composition_never_changes_a_byte(batch, method):
     weights, keys = batch
 
     def run(w, k):
-        return pt.block_sums_torch(w, k, 0, N_RAGGED, "cpu", block_size=BLOCK, method=method)
+        return pt.block_sums_torch(w, k, 0, N_RAGGED, "cpu", block_size=BLOCK, engine=method)
 
     together = run(weights, keys)
     for b in range(len(keys)):
@@ -172,7 +172,7 @@ def test_layer1_means_match_the_exact_value_within_five_standard_errors(batch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_sums_match_cpu_on_the_same_samples_and_ignore_chunking(batch):
     weights, keys = batch
-    cpu = pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, method="torch")
+    cpu = pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, engine="torch")
     runs = [
         pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cuda", block_size=BLOCK, chunk_size=chunk)
         for chunk in (64, 1024)
@@ -197,12 +197,12 @@ def test_weights_must_be_a_float32_batch(batch):
         pt.block_sums_torch(weights.astype(np.float64), keys, 0, N_RAGGED, "cpu", block_size=BLOCK)
 
 
-def test_numba_method_is_cpu_only():
+def test_the_numba_engine_is_cpu_only():
     with pytest.raises(ValueError, match="CPU only"):
-        pt.normals_torch(KEY, 0, 4, 8, "meta", method="numba")
+        pt.normals_torch(KEY, 0, 4, 8, "meta", engine="numba")
 
 
 def test_kernel_name_separates_what_changes_the_numbers():
     names = {pt.kernel_name("cpu", "numba"), pt.kernel_name("cpu", "torch"), pt.kernel_name("mps", "torch")}
     assert len(names) == 3
-    assert pt.kernel_name("cpu").endswith("-numba-fp32-fp64acc") and "fp32acc" in pt.kernel_name("mps")
+    assert pt.kernel_name("cpu").endswith("-numba2-fp32-fp64acc") and "fp32acc" in pt.kernel_name("mps")

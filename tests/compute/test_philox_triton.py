@@ -40,17 +40,18 @@ def tiny(rows: int = 32, precision: str = "ieee", **kw) -> ptt.KernelConfig:
 
 
 def reference_tile_sums(weights, key, n0, rows, n_end, matmul) -> np.ndarray:
-    """(depth+1, width) fp64: one tile through numpy -- philox.normals, ``matmul`` per layer, ReLU,
-    and philox.pairwise_colsum over the tile's rows (rows past ``n_end`` are zero inputs)."""
+    """(2·depth, width) fp64: one tile through numpy -- philox.normals, ``matmul`` per layer, ReLU,
+    and philox.pairwise_colsum over the tile's rows of every layer, then of its squares (rows past
+    ``n_end`` are zero inputs)."""
     depth, width, _ = weights.shape
     x = np.zeros((rows, width), dtype=np.float32)
     valid = max(0, min(rows, n_end - n0))
     x[:valid] = philox.normals(key, n0, n0 + valid, width)
-    out = np.empty((depth + 1, width))
+    out = np.empty((2 * depth, width))
     for layer in range(depth):
         x = np.maximum(matmul(x, weights[layer]), np.float32(0.0))  # (rows, width) float32
         out[layer] = philox.pairwise_colsum(x.astype(np.float64))
-    out[depth] = philox.pairwise_colsum(x.astype(np.float64) ** 2)
+        out[depth + layer] = philox.pairwise_colsum(x.astype(np.float64) ** 2)
     return out
 
 
@@ -92,7 +93,7 @@ def test_tile_sums_are_the_reference_tree_of_the_same_tile(width, depth, rows):
     n_end = n_first + 2 * rows + rows // 2 + 3  # the last tile is ragged
     got = ptt.tile_sums_triton(weights[None], [KEY], n_first, n_tiles, n_end, config=tiny(rows), device=DEVICE)
     got = got.cpu().numpy()
-    assert got.shape == (1, n_tiles, depth + 1, width) and got.dtype == np.float64
+    assert got.shape == (1, n_tiles, 2 * depth, width) and got.dtype == np.float64
     for t in range(n_tiles):
         want = reference_tile_sums(weights, KEY, n_first + t * rows, rows, n_end, np.matmul)
         np.testing.assert_allclose(got[0, t], want, rtol=RTOL, atol=ATOL)

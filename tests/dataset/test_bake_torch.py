@@ -93,7 +93,7 @@ def test_metadata_records_what_can_change_the_numbers(tmp_path):
     assert md["backend"] == "torch"
     assert md["sampler"]["name"] == "philox" and md["sampler"]["block_size"] == 65536
     assert md["device"] == "cpu" and md["torch_version"] == torch.__version__
-    assert md["kernel"]["precision_class"].endswith("-cpu-numba-fp32-fp64acc")  # names the arithmetic
+    assert md["kernel"]["precision_class"].endswith("-cpu-numba2-fp32-fp64acc")  # names the arithmetic
     assert md["kernel"]["accumulation"] == "float64"
     assert "--torch" in md["bake_command"]
 

@@ -355,7 +355,7 @@ def _fake_unit(spec, compute, unit, ctx):
 
     ctx.on_samples(spec.n_samples)
     sums = np.full((spec.depth, spec.width), float(unit.mlp_index + 1))
-    return LayerSums(sums=sums, sumsq=sums[-1] * 2.0, count=spec.n_samples)
+    return LayerSums(sums=sums, sumsq=sums * 2.0, count=spec.n_samples)
 
 
 def _spec(seeds=(), n_samples: int = 10):
@@ -491,7 +491,7 @@ def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_
     e1 = dist.PrefixStore("e1", old)
     e1.set("plan", '{"identity": {}, "seeds": [], "todo": []}')
     e1.set("claim", "5")
-    junk = LayerSums(sums=np.full((1, 2), 99.0), sumsq=np.zeros(2), count=10)
+    junk = LayerSums(sums=np.full((1, 2), 99.0), sumsq=np.zeros((1, 2)), count=10)
     for i in range(5):
         e1.set(f"result/{i}", _result_blob(_spec(range(8)), Unit(i), junk, 0.0))
     results, peer = _ranks(port, 2, seeds=range(8), tmp_path=tmp_path)
@@ -527,7 +527,7 @@ def test_protocol_a_damaged_result_is_computed_again_at_rank_0(agent_store, tmp_
     def liar(spec, compute, unit, ctx):  # rank 1 posts results that no sampling produces
         ctx.on_samples(spec.n_samples)
         bad = np.full((spec.depth, spec.width), np.nan)
-        return LayerSums(sums=bad, sumsq=bad[-1], count=spec.n_samples)
+        return LayerSums(sums=bad, sumsq=bad, count=spec.n_samples)
 
     def slow(spec, compute, unit, ctx):
         time.sleep(0.05)

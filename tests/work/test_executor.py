@@ -124,7 +124,7 @@ def test_a_failing_unit_propagates_its_exception(monkeypatch, workers):
     def broken(spec, compute, unit, ctx=None):
         if unit.mlp_index == 2:
             raise UnitBroke(f"unit {unit.key} broke")
-        return LayerSums(sums=np.zeros((spec.depth, spec.width)), sumsq=np.zeros(spec.width), count=spec.n_samples)
+        return LayerSums(sums=np.zeros((spec.depth, spec.width)), sumsq=np.zeros((spec.depth, spec.width)), count=spec.n_samples)
 
     monkeypatch.setattr(executor, "run_unit", broken)
     with pytest.raises(UnitBroke, match="mlp00000002 broke"):

@@ -34,7 +34,7 @@ IDENTITY = SPEC.identity()
 
 def _sums(seed: int) -> LayerSums:
     rng = np.random.default_rng(seed)
-    return LayerSums(sums=rng.random((2, 4)), sumsq=rng.random(4), count=100)
+    return LayerSums(sums=rng.random((2, 4)), sumsq=rng.random((2, 4)), count=100)
 
 
 def _check(key, sums):
@@ -100,7 +100,7 @@ def _damage_cases():
         "swapped": (swap, "not mlp0000000"),
         "nan-sums": (lambda lg: rewrite(lg, "mlp00000000", nan), "non-finite"),
         "count-zero": (lambda lg: rewrite(lg, "mlp00000000", _sums(0), count=0), "covers 0 samples"),
-        "wrong-shape": (lambda lg: rewrite(lg, "mlp00000000", LayerSums(np.ones((3, 4)), np.ones(4), 100)), "shape"),
+        "wrong-shape": (lambda lg: rewrite(lg, "mlp00000000", LayerSums(np.ones((3, 4)), np.ones((3, 4)), 100)), "shape"),
         "truncated": (lambda lg: lg.unit_path("mlp00000000").write_bytes(lg.unit_path("mlp00000000").read_bytes()[:50]), "checksum"),
         "zero-bytes": (lambda lg: lg.unit_path("mlp00000000").write_bytes(b""), "too short"),
         "garbage": (lambda lg: lg.unit_path("mlp00000000").write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4), "wrong header"),

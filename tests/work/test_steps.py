@@ -43,8 +43,8 @@ _needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed
 CASES = [
     pytest.param(PCG, Compute(), id="pcg64"),
     pytest.param(PHILOX, Compute("numpy"), id="philox-numpy"),
-    pytest.param(PHILOX, Compute("numba", chunk_rows=64), id="philox-numba", marks=_needs_torch),
-    pytest.param(PHILOX, Compute("torch", chunk_rows=64), id="philox-torch", marks=_needs_torch),
+    pytest.param(PHILOX, Compute("numba", step_rows=64), id="philox-numba", marks=_needs_torch),
+    pytest.param(PHILOX, Compute("torch", step_rows=64), id="philox-torch", marks=_needs_torch),
 ]
 
 

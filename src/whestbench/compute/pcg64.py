@@ -31,48 +31,59 @@ class Pcg64Stream:
     ``state()`` is everything needed to continue (the bit generator's state, the position, the
     fp64 partial sums), so ``restore(state)`` then ``run()`` gives the same bits as one
     uninterrupted ``run()``: the chunks, their draws and the order of every addition are unchanged.
-    ``weights``: (depth, width, width) float32.
+    ``weights``: (depth, width, width) float32. With ``controls`` (``compute.estimators``) each
+    chunk is also a batch of the control-variate estimator: its ``n·r̄`` and ``n·r̄²`` are added to
+    ``cv`` and ``cvsq`` in chunk order.
     """
 
-    def __init__(self, weights: np.ndarray, sample_ss: np.random.SeedSequence, n_samples: int, *, fused: bool = True):
+    def __init__(self, weights: np.ndarray, sample_ss: np.random.SeedSequence, n_samples: int, *,
+                 fused: bool = True, controls=None):
         depth, width, _ = weights.shape
         if n_samples <= 0:
             raise ValueError(f"n_samples must be positive; got {n_samples}.")
-        self.weights, self.n_samples = weights, int(n_samples)
+        self.weights, self.n_samples, self.controls = weights, int(n_samples), controls
         self.rng = np.random.default_rng(sample_ss)
         self.chunk = chunk_rows(width)
         self.position = 0
         self.sums = np.zeros((depth, width), dtype=np.float64)
-        self.sumsq = np.zeros(width, dtype=np.float64)
+        self.sumsq = np.zeros((depth, width), dtype=np.float64)
+        self.cv = np.zeros((depth, width), dtype=np.float64) if controls is not None else None
+        self.cvsq = np.zeros((depth, width), dtype=np.float64) if controls is not None else None
         # At width 1 the (n, 1) array is one contiguous column, which numpy sums pairwise rather than
         # row by row; the plain formulation is the reference's arithmetic there (and is cheap anyway).
         self.fused = fused and width > 1
         if self.fused:
             self._buf = [np.empty((self.chunk, width), dtype=np.float32) for _ in range(2)]
-            self._part = np.empty(width, dtype=np.float64)
-            self._part_sq = np.empty(width, dtype=np.float64)
+            self._part = np.empty((depth, width), dtype=np.float64)
+            self._part_sq = np.empty((depth, width), dtype=np.float64)
 
     @property
     def done(self) -> bool:
         return self.position >= self.n_samples
 
+    def _arrays(self) -> dict[str, np.ndarray]:
+        out = {"sums": self.sums, "sumsq": self.sumsq}
+        if self.controls is not None:
+            out.update(cv=self.cv, cvsq=self.cvsq)
+        return out
+
     def state(self) -> tuple[dict, dict[str, np.ndarray]]:
         """``(meta, arrays)``: JSON-able generator state and position, and the partial sums."""
-        return {"position": self.position, "bit_generator": self.rng.bit_generator.state}, {
-            "sums": self.sums.copy(), "sumsq": self.sumsq.copy(),
-        }
+        meta = {"position": self.position, "bit_generator": self.rng.bit_generator.state}
+        return meta, {k: v.copy() for k, v in self._arrays().items()}
 
     def restore(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
         """Continue from a ``state()``; ValueError if it cannot belong to this stream."""
         position = int(meta["position"])
         if not 0 <= position <= self.n_samples or (position % self.chunk and position != self.n_samples):
             raise ValueError(f"position {position} is not a chunk boundary of this stream")
-        if arrays["sums"].shape != self.sums.shape or arrays["sumsq"].shape != self.sumsq.shape:
-            raise ValueError("partial sums have the wrong shape")
+        mine = self._arrays()
+        if set(arrays) != set(mine) or any(arrays[k].shape != v.shape for k, v in mine.items()):
+            raise ValueError("partial sums have the wrong names or shapes")
         self.rng.bit_generator.state = meta["bit_generator"]
         self.position = position
-        self.sums = np.array(arrays["sums"], dtype=np.float64)
-        self.sumsq = np.array(arrays["sumsq"], dtype=np.float64)
+        for k in mine:
+            setattr(self, k, np.array(arrays[k], dtype=np.float64))
 
     def step(self) -> int:
         """Sample the next chunk through every layer; return its row count (0 when done)."""
@@ -81,31 +92,44 @@ class Pcg64Stream:
             return 0
         depth = self.weights.shape[0]
         x = self.rng.standard_normal((n, self.weights.shape[1]), dtype=np.float32)  # (n, width)
+        z2sq = None
         if self.fused:
-            from whestbench.compute.fused import relu_colsum, relu_colsum_sq
+            from whestbench.compute.fused import relu_colsum_sq
 
+            part, part_sq = self._part, self._part_sq
             for layer in range(depth):
                 h = self._buf[layer % 2][:n]
                 np.matmul(x, self.weights[layer], out=h)  # (n, width) float32 sgemm
-                if layer == depth - 1:
-                    relu_colsum_sq(h, self._part, self._part_sq)
-                    self.sumsq += self._part_sq
-                else:
-                    relu_colsum(h, self._part)
-                self.sums[layer] += self._part
+                if layer == 1 and self.controls is not None:
+                    z2sq = np.einsum("ij,ij->j", h, h, dtype=np.float64)  # layer 2's pre-activations squared
+                relu_colsum_sq(h, part[layer], part_sq[layer])
+                self.sums[layer] += part[layer]
+                self.sumsq[layer] += part_sq[layer]
                 x = h
         else:
+            part = np.empty((depth, x.shape[1]))
             for layer in range(depth):
-                x = np.maximum(np.matmul(x, self.weights[layer]), 0.0)
-                self.sums[layer] = self.sums[layer] + np.sum(x.astype(np.float64), axis=0)
-            self.sumsq = self.sumsq + np.sum(x.astype(np.float64) ** 2, axis=0)
+                z = np.matmul(x, self.weights[layer])
+                if layer == 1 and self.controls is not None:
+                    z2sq = np.einsum("ij,ij->j", z, z, dtype=np.float64)
+                x = np.maximum(z, 0.0)
+                part[layer] = np.sum(x.astype(np.float64), axis=0)
+                self.sums[layer] = self.sums[layer] + part[layer]
+                self.sumsq[layer] = self.sumsq[layer] + np.sum(x.astype(np.float64) ** 2, axis=0)
+        if self.controls is not None:
+            from whestbench.compute.estimators import batch_rows
+
+            z2 = z2sq if z2sq is not None else np.zeros(self.weights.shape[1])
+            cv, cvsq = batch_rows(self.controls, part[None], z2[None], np.array([n]))
+            self.cv += cv[0]
+            self.cvsq += cvsq[0]
         self.position += n
         return n
 
     def result(self) -> LayerSums:
         if not self.done:
             raise ValueError(f"the stream is at sample {self.position} of {self.n_samples}")
-        return LayerSums(sums=self.sums, sumsq=self.sumsq, count=self.n_samples)
+        return LayerSums.from_arrays(self._arrays(), self.n_samples)
 
 
 def sample_layer_sums(
@@ -115,6 +139,7 @@ def sample_layer_sums(
     *,
     on_chunk: Callable[[int], None] | None = None,
     fused: bool = True,
+    controls=None,
 ) -> LayerSums:
     """fp64 sums of every layer's post-ReLU activations over ``n_samples`` Gaussian inputs.
 
@@ -122,7 +147,7 @@ def sample_layer_sums(
     ``fused=False`` runs the plain numpy formulation (the executable specification the fused
     kernels are tested against).
     """
-    stream = Pcg64Stream(weights, sample_ss, n_samples, fused=fused)
+    stream = Pcg64Stream(weights, sample_ss, n_samples, fused=fused, controls=controls)
     while not stream.done:
         n = stream.step()
         if on_chunk is not None:

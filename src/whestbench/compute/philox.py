@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from whestbench.compute.estimators import CV_BATCH
 from whestbench.compute.stats import LayerSums
 
 SAMPLER_NAME = "philox"
@@ -41,8 +42,10 @@ U_SCALE = np.float32(2.0**-32)
 U_OFFSET = np.float32(2.0**-33)
 TWO_PI = np.float32(2.0 * np.pi)  # 6.2831855 (the float32 nearest 2*pi)
 
-# Rows per internal chunk of the numpy reference (memory only: results do not depend on it).
-_REF_CHUNK = 4096
+# Samples per batch: the unit of the control-variate estimator's batch means, and the numpy
+# reference's internal chunk (a block smaller than this is one batch). Batches are aligned runs,
+# subtrees of the pairwise tree.
+BATCH = CV_BATCH
 # Philox calls per numpy tile: keeps the six uint64 temporaries in L1/L2 (measured fastest).
 _WORD_TILE_CALLS = 4096
 
@@ -281,13 +284,68 @@ def _check_block_size(block_size: int) -> None:
 
 
 def pack(s: LayerSums) -> np.ndarray:
-    """One MLP's sums as one (rows, width) array, the form the tree adds (``unpack`` reverses it)."""
-    return np.concatenate([s.sums, s.sumsq[None, :]])  # (depth+1, width)
+    """One MLP's sums as one (rows, width) array, the form the tree adds (``unpack`` reverses it):
+    ``sums``, ``sumsq`` and, for the control-variate estimator, ``cv`` and ``cvsq``, depth rows each."""
+    return np.concatenate(list(s.arrays().values()))  # (2 or 4 * depth, width)
 
 
-def unpack(packed: np.ndarray, count: int) -> LayerSums:
-    packed = packed + 0.0  # the final +0.0: an exact zero sum is +0.0 whatever the path
-    return LayerSums(sums=packed[:-1].copy(), sumsq=packed[-1].copy(), count=int(count))
+def unpack(packed: np.ndarray, count: int, depth: int) -> LayerSums:
+    packed = np.asarray(packed) + 0.0  # the final +0.0: an exact zero sum is +0.0 whatever the path
+    n = packed.shape[0] // depth
+    return LayerSums.from_arrays(
+        {name: packed[k * depth : (k + 1) * depth].copy() for k, name in enumerate(LayerSums.FIELDS[:n])}, count
+    )
+
+
+def batch_raw(weights: np.ndarray, key: tuple[int, int], s0: int, s1: int) -> np.ndarray:
+    """The raw sums of the samples ``[s0, s1)`` (one batch: at most ``BATCH`` samples, aligned):
+    ``(2·depth + 1, width)`` fp64 rows — every layer's post-ReLU column sums, every layer's sums of
+    squares, and the sums of layer 2's pre-activations squared (zeros at depth 1) — each the
+    pairwise tree over the samples. Matmuls in float32; leaves converted to fp64 exactly."""
+    depth, width, _ = weights.shape
+    x = normals(key, s0, s1, width)  # (rows, width) float32
+    raw = np.zeros((2 * depth + 1, width), dtype=np.float64)
+    for layer in range(depth):
+        z = np.matmul(x, weights[layer])  # (rows, width) float32
+        if layer == 1:
+            raw[2 * depth] = pairwise_colsum(z.astype(np.float64) ** 2)
+        x = np.maximum(z, np.float32(0.0))
+        raw[layer] = pairwise_colsum(x.astype(np.float64))
+        raw[depth + layer] = pairwise_colsum(x.astype(np.float64) ** 2)
+    return raw
+
+
+def block_batches(weights: np.ndarray, key: tuple[int, int], block_index: int, n_samples: int, *,
+                  block_size: int = BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """One canonical block cut into batches of ``BATCH`` samples: ``(raw (n_batches, 2·depth+1,
+    width), counts (n_batches,))`` with ``batch_raw``'s rows."""
+    start, end = block_bounds(block_index, n_samples, block_size)
+    step = min(BATCH, block_size)
+    bounds = [(c0, min(c0 + step, end)) for c0 in range(start, end, step)]
+    raw = np.stack([batch_raw(weights, key, c0, c1) for c0, c1 in bounds])
+    return raw, np.array([c1 - c0 for c0, c1 in bounds], dtype=np.int64)
+
+
+def batch_packed(raw: np.ndarray, counts: np.ndarray, depth: int, controls=None) -> np.ndarray:
+    """What the tree adds per batch: ``raw``'s sums and sums of squares, and with ``controls`` the
+    control-variate rows ``n_b·r̄_b``, ``n_b·r̄_b²`` (``compute.estimators``).
+    ``raw``: (..., n_batches, 2·depth+1, width) -> (..., n_batches, 2 or 4 * depth, width)."""
+    plain = raw[..., : 2 * depth, :]
+    if controls is None:
+        return plain
+    from whestbench.compute.estimators import batch_rows
+
+    lead = raw.shape[:-2]
+    flat = raw.reshape((-1,) + raw.shape[-2:])
+    n = np.broadcast_to(counts, lead).reshape(-1)
+    cv, cvsq = batch_rows(controls, flat[:, :depth], flat[:, 2 * depth], n)
+    return np.concatenate([plain, cv.reshape(lead + cv.shape[1:]), cvsq.reshape(lead + cv.shape[1:])], axis=-2)
+
+
+def push_batches(tree: "PairwiseStack", packed: np.ndarray, counts: np.ndarray) -> None:
+    """Push consecutive batches' values (n_batches, rows, width) into ``tree``, each at its level."""
+    for value, c in zip(packed, counts):
+        tree.push(value, level_of(int(c)))
 
 
 def block_sums(
@@ -297,27 +355,19 @@ def block_sums(
     n_samples: int,
     *,
     block_size: int = BLOCK_SIZE,
+    controls=None,
 ) -> LayerSums:
-    """One canonical block's fp64 sums: every layer's post-ReLU column sums and the last layer's
-    column sums of squares, each the pairwise tree over the block's samples.
+    """One canonical block's fp64 sums: every layer's post-ReLU column sums and sums of squares,
+    each the pairwise tree over the block's samples (with ``controls``, the control-variate sums
+    too, the tree over its batches).
 
-    ``weights``: (depth, width, width) float32. A pure function of its arguments: the block is
-    processed in fixed internal chunks, matmuls in float32 (numpy/BLAS), leaves converted to fp64
-    exactly (squares of float32 values are exact in fp64 too).
+    ``weights``: (depth, width, width) float32. A pure function of its arguments.
     """
-    depth, width, _ = weights.shape
-    start, end = block_bounds(block_index, n_samples, block_size)
+    depth = weights.shape[0]
+    raw, counts = block_batches(weights, key, block_index, n_samples, block_size=block_size)
     tree = PairwiseStack()
-    for c0 in range(start, end, _REF_CHUNK):
-        c1 = min(c0 + _REF_CHUNK, end)
-        x = normals(key, c0, c1, width)  # (rows, width) float32
-        packed = np.empty((depth + 1, width), dtype=np.float64)
-        for layer in range(depth):
-            x = np.maximum(np.matmul(x, weights[layer]), np.float32(0.0))  # (rows, width) float32
-            packed[layer] = pairwise_colsum(x.astype(np.float64))
-        packed[depth] = pairwise_colsum(x.astype(np.float64) ** 2)
-        tree.push(packed, level_of(c1 - c0))
-    return unpack(tree.value(), end - start)
+    push_batches(tree, batch_packed(raw, counts, depth, controls), counts)
+    return unpack(tree.value(), int(counts.sum()), depth)
 
 
 def combine_in_order(parts: Sequence[LayerSums]) -> LayerSums:
@@ -344,7 +394,7 @@ def combine_in_order(parts: Sequence[LayerSums]) -> LayerSums:
             )
         tree.push(pack(part), level_of(c))
         total += c
-    return unpack(tree.value(), total)
+    return unpack(tree.value(), total, parts[0].sums.shape[-2])
 
 
 def sample_layer_sums_philox(
@@ -355,6 +405,7 @@ def sample_layer_sums_philox(
     block_range: tuple[int, int] | None = None,
     on_block: Callable[[int], None] | None = None,
     block_size: int = BLOCK_SIZE,
+    controls=None,
 ) -> LayerSums:
     """fp64 sums over all of an MLP's samples (or over the aligned ``block_range``), numpy reference.
 
@@ -366,7 +417,7 @@ def sample_layer_sums_philox(
     key = philox_key(sample_ss)
     parts = []
     for b in range(b0, b1):
-        parts.append(block_sums(weights, key, b, n_samples, block_size=block_size))
+        parts.append(block_sums(weights, key, b, n_samples, block_size=block_size, controls=controls))
         if on_block is not None:
             on_block(parts[-1].count)
     return combine_in_order(parts)

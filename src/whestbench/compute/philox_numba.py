@@ -256,6 +256,15 @@ def relu_tree(h, n, with_sq, out, out_sq, stack, stack_sq, used) -> None:
         _relu_tree_plain(h, n, out, stack, used)
 
 
+def square_tree(z, n, out_sq, scratch, out_scratch, stack, stack_sq, used) -> None:
+    """``out_sq`` <- the pairwise fp64 column sums of ``z[:n]**2`` (pre-activations: signed values),
+    the same tree ``relu_tree`` builds: ``|z|`` is copied into ``scratch`` (same shape as ``z``),
+    where the ReLU is the identity and ``relu(|z|)² = z²`` exactly; ``out_scratch`` receives the
+    unused plain sums."""
+    np.abs(z[:n], out=scratch[:n])
+    _relu_tree_sq(scratch, n, out_scratch, out_sq, stack, stack_sq, used)
+
+
 def _round_keys(key: tuple[int, int]) -> np.ndarray:
     return np.array(ref.round_keys(key), dtype=np.uint32)  # (10, 2)
 

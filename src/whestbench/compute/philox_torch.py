@@ -5,7 +5,7 @@ so the only differences from ``compute/philox.py`` are the platform's ``log``/``
 matmul kernel. Importing this module imports torch, so code that must also run without torch (the
 bake, the work units) imports it inside the function that needs it.
 
-Two ways to draw and sum, picked by ``method`` (``"auto"`` chooses by device):
+Two engines draw and sum, picked by ``engine`` (``"auto"`` chooses by device):
 
 - ``"torch"``: plain torch ops on any device. torch has no uint32 multiply-high, so the Philox
   words live in int64 tensors: a 32x32-bit product fits 64 bits, wraps identically (two's
@@ -101,18 +101,18 @@ def box_muller_torch(words: torch.Tensor) -> torch.Tensor:
 # --- public functions ----------------------------------------------------------------------------
 
 
-def _resolve_method(method: str, device: torch.device) -> str:
-    if method == "auto":
+def _resolve_engine(engine: str, device: torch.device) -> str:
+    if engine == "auto":
         return "numba" if device.type == "cpu" else "torch"
-    if method not in ("numba", "torch"):
-        raise ValueError(f"method must be 'auto', 'numba' or 'torch'; got {method!r}.")
-    if method == "numba" and device.type != "cpu":
-        raise ValueError(f"method 'numba' runs on the CPU only; got device {device}. Use method='torch'.")
-    return method
+    if engine not in ("numba", "torch"):
+        raise ValueError(f"engine must be 'auto', 'numba' or 'torch'; got {engine!r}.")
+    if engine == "numba" and device.type != "cpu":
+        raise ValueError(f"engine 'numba' runs on the CPU only; got device {device}. Use engine='torch'.")
+    return engine
 
 
 def normals_torch(
-    key: tuple[int, int], n0: int, n1: int, width: int, device, *, method: str = "auto"
+    key: tuple[int, int], n0: int, n1: int, width: int, device, *, engine: str = "auto"
 ) -> torch.Tensor:
     """``(n1-n0, width)`` float32 normals for samples ``[n0, n1)`` on ``device``.
 
@@ -121,7 +121,7 @@ def normals_torch(
     device = torch.device(device)
     if not 0 <= n0 <= n1:
         raise ValueError(f"need 0 <= n0 <= n1; got n0={n0}, n1={n1}.")
-    if _resolve_method(method, device) == "numba":
+    if _resolve_engine(engine, device) == "numba":
         out = np.empty((n1 - n0, width), dtype=np.float32)
         philox_numba.normals_into(key, n0, out)
         return torch.from_numpy(out)
@@ -129,18 +129,20 @@ def normals_torch(
     return box_muller_torch(words_torch(keys, n0, n1, width, device))[0, :, :width]
 
 
-def kernel_name(device, method: str = "auto") -> str:
+def kernel_name(device, engine: str = "auto") -> str:
     """Names the arithmetic (the "kernel precision class"): bakes with the same name give the same bytes.
 
     Includes what changes the numbers: the float transform's implementation, the matmul library
     and the accumulation type. (The device model matters on GPUs too; provenance records it.)
     """
     device = torch.device(device)
-    method = _resolve_method(method, device)
+    engine = _resolve_engine(engine, device)
+    # "numba2": the numba tree of every layer but the last was wrong for a ragged tail before v2
+    tag = "numba2" if engine == "numba" else engine
     acc = "fp32acc" if device.type == "mps" else "fp64acc"
     # "high"/"medium" let torch use TF32 or bf16 for float32 matmuls: a different kernel class.
     mm = "fp32" if torch.get_float32_matmul_precision() == "highest" else torch.get_float32_matmul_precision()
-    return f"philox-torch{torch.__version__.split('+')[0]}-{device.type}-{method}-{mm}-{acc}"
+    return f"philox-torch{torch.__version__.split('+')[0]}-{device.type}-{tag}-{mm}-{acc}"
 
 
 def default_chunk_size(device, n_mlps: int, width: int) -> int:
@@ -151,7 +153,7 @@ def default_chunk_size(device, n_mlps: int, width: int) -> int:
     return _GPU_CHUNK_ELEMS // max(1, n_mlps * width)
 
 
-def chunk_rows(
+def step_rows(
     chunk_size: int | None, device: torch.device, n_mlps: int, width: int, block_size: int
 ) -> int:
     """``chunk_size`` rounded down to a power of two, within ``[MIN_CHUNK, block_size]``."""
@@ -162,18 +164,19 @@ def chunk_rows(
     return min(max(c, MIN_CHUNK), block_size)
 
 
-def _tree_rows(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(B, R, w) -> (B, w): the pairwise tree over rows (R a power of two) in ``dtype``."""
-    if x.shape[1] == 1:
-        return x[:, 0].to(dtype)
+def _tree_groups(x: torch.Tensor, dtype: torch.dtype, groups: int = 1) -> torch.Tensor:
+    """(B, R, w) -> (B, groups, w): the pairwise tree over each run of ``R/groups`` rows (R and
+    ``groups`` powers of two) in ``dtype``; ``groups=1`` is the tree over all rows."""
+    if x.shape[1] == groups:
+        return x.to(dtype)
     a = x[:, 0::2].to(dtype)
     a += x[:, 1::2]  # promoted to ``dtype`` before the add: fp64(x) + fp64(y)
-    while a.shape[1] > 1:
+    while a.shape[1] > groups:
         a = a[:, 0::2] + a[:, 1::2]
-    return a[:, 0]
+    return a
 
 
-def block_sums_torch(
+def block_batches_torch(
     weights_batch,
     keys,
     block_index: int,
@@ -182,16 +185,20 @@ def block_sums_torch(
     *,
     chunk_size: int | None = None,
     block_size: int = ref.BLOCK_SIZE,
-    method: str = "auto",
-) -> list[LayerSums]:
-    """One canonical block's sums for each of ``B`` MLPs: the reference's ``block_sums``, batched.
+    engine: str = "auto",
+    z2sq: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One canonical block's batches for each of ``B`` MLPs: the reference's ``block_batches``, batched.
 
+    Returns ``(raw (B, n_batches, 2·depth+1, width) fp64, counts (n_batches,))`` with the rows of
+    ``philox.batch_raw``; ``z2sq=False`` leaves the last row (layer 2's squared pre-activations,
+    needed by the control-variate estimator only) zero.
     ``weights_batch``: (B, depth, width, width) float32 (numpy or a tensor, moved to ``device``).
     ``keys``: (B, 2) uint32 Philox keys. Accumulation is fp64 on CPU and CUDA, fp32 on MPS (no
     fp64 there). Neither ``chunk_size`` nor ``B`` changes a bit of any MLP's result.
     """
     device = torch.device(device)
-    method = _resolve_method(method, device)
+    engine = _resolve_engine(engine, device)
     w_t = torch.as_tensor(weights_batch, device=device)
     if w_t.dim() != 4 or w_t.shape[2] != w_t.shape[3] or w_t.dtype != torch.float32:
         raise ValueError(
@@ -204,28 +211,67 @@ def block_sums_torch(
             f"keys has {len(keys)} rows but weights_batch has {n_mlps} MLPs; pass one key per MLP."
         )
     start, end = ref.block_bounds(block_index, n_samples, block_size)
-    rows = chunk_rows(chunk_size, device, n_mlps, width, block_size)
+    batch = min(ref.BATCH, block_size)
+    rows = step_rows(chunk_size, device, n_mlps, width, block_size)
+    if engine == "numba":
+        rows = min(rows, batch)  # the numba tree runs inside one batch
     layers = [w_t[:, layer].contiguous() for layer in range(depth)]  # depth x (B, w, w)
     acc = torch.float32 if device.type == "mps" else torch.float64
-    tree = ref.PairwiseStack()
+    out: list[np.ndarray] = []
+    counts: list[int] = []
+    pending, pending_count = ref.PairwiseStack(), 0
     bufs: dict = {}
     for c0 in range(start, end, rows):
         valid = min(rows, end - c0)
         # A ragged chunk is padded to a power of two (>= MIN_CHUNK) with zero rows, which add nothing.
         size = min(rows, max(MIN_CHUNK, 1 << ref.level_of(valid)))
-        if method == "numba":
-            packed = _chunk_numba(layers, keys, c0, valid, size, width, bufs)
-            tree.push(packed, ref.level_of(valid))
+        if engine == "numba":
+            raw = _chunk_numba(layers, keys, c0, valid, size, width, bufs, z2sq)  # (B, 2d+1, w)
+            pending.push(raw, ref.level_of(valid))
         else:
-            packed = _chunk_torch(layers, keys, c0, valid, size, width, device, acc)
-            tree.push(packed, ref.level_of(size))
-    total = tree.value()
-    total = total.cpu().numpy() if isinstance(total, torch.Tensor) else total
-    total = total.astype(np.float64) + 0.0  # the reference's final +0.0
-    return [
-        LayerSums(sums=total[b, :depth].copy(), sumsq=total[b, depth].copy(), count=end - start)
-        for b in range(n_mlps)
-    ]
+            groups = max(1, size // batch)
+            raw = _chunk_torch(layers, keys, c0, valid, size, width, device, acc, groups, z2sq)  # (B, g, 2d+1, w)
+            if groups > 1 or size == batch:
+                raw = raw.cpu().numpy().astype(np.float64)
+                for g in range(groups):
+                    n_g = min(batch, valid - g * batch)
+                    if n_g > 0:  # groups past the data are zero padding
+                        out.append(raw[:, g] + 0.0)
+                        counts.append(n_g)
+                continue
+            pending.push(raw[:, 0], ref.level_of(size))
+        pending_count += valid
+        if pending_count == batch or c0 + valid == end:
+            total = pending.value()
+            total = total.cpu().numpy() if isinstance(total, torch.Tensor) else total
+            out.append(np.asarray(total, dtype=np.float64) + 0.0)
+            counts.append(pending_count)
+            pending, pending_count = ref.PairwiseStack(), 0
+    return np.stack(out, axis=1), np.array(counts, dtype=np.int64)
+
+
+def block_sums_torch(
+    weights_batch,
+    keys,
+    block_index: int,
+    n_samples: int,
+    device,
+    *,
+    chunk_size: int | None = None,
+    block_size: int = ref.BLOCK_SIZE,
+    engine: str = "auto",
+) -> list[LayerSums]:
+    """One canonical block's sums for each of ``B`` MLPs: the reference's ``block_sums``, batched
+    (every layer's sums and sums of squares, the tree over the block's batches)."""
+    raw, counts = block_batches_torch(weights_batch, keys, block_index, n_samples, device, chunk_size=chunk_size,
+                                      block_size=block_size, engine=engine, z2sq=False)
+    depth = (raw.shape[2] - 1) // 2
+    out = []
+    for b in range(raw.shape[0]):
+        tree = ref.PairwiseStack()
+        ref.push_batches(tree, ref.batch_packed(raw[b], counts, depth), counts)
+        out.append(ref.unpack(tree.value(), int(counts.sum()), depth))
+    return out
 
 
 def sample_layer_sums_torch(
@@ -238,7 +284,7 @@ def sample_layer_sums_torch(
     on_block=None,
     chunk_size: int | None = None,
     block_size: int = ref.BLOCK_SIZE,
-    method: str = "auto",
+    engine: str = "auto",
 ) -> list[LayerSums]:
     """``block_sums_torch`` over every block (or the aligned ``block_range``), combined in order.
 
@@ -252,7 +298,7 @@ def sample_layer_sums_torch(
     for b in range(b0, b1):
         per_block.append(
             block_sums_torch(
-                w_t, keys, b, n_samples, device, chunk_size=chunk_size, block_size=block_size, method=method
+                w_t, keys, b, n_samples, device, chunk_size=chunk_size, block_size=block_size, engine=engine
             )
         )
         if on_block is not None:
@@ -260,30 +306,40 @@ def sample_layer_sums_torch(
     return [ref.combine_in_order([blk[m] for blk in per_block]) for m in range(len(per_block[0]))]
 
 
-def _chunk_torch(layers, keys, c0, valid, size, width, device, acc) -> torch.Tensor:
-    """(B, depth+1, w) tree sums of one chunk with plain torch ops."""
+def _chunk_torch(layers, keys, c0, valid, size, width, device, acc, groups: int, z2sq: bool) -> torch.Tensor:
+    """(B, groups, 2·depth+1, w) tree sums of one chunk with plain torch ops: per group of
+    ``size/groups`` rows, every layer's sums, every layer's sums of squares, layer 2's z² sums."""
     x = box_muller_torch(words_torch(keys, c0, c0 + valid, width, device))[:, :, :width]  # (B, valid, w)
     if size > valid:
         x = torch.cat([x, x.new_zeros((x.shape[0], size - valid, width))], dim=1)  # (B, size, w)
-    parts = []
-    for w_l in layers:
-        x = torch.bmm(x, w_l).clamp_(min=0.0)  # (B, size, w) float32
-        parts.append(_tree_rows(x, acc))
-    sq = x.to(acc)
-    parts.append(_tree_rows(sq.mul_(sq), acc))
-    return torch.stack(parts, dim=1)  # (B, depth+1, w)
+    sums, squares = [], []
+    z2 = None
+    for layer, w_l in enumerate(layers):
+        x = torch.bmm(x, w_l)  # (B, size, w) float32 pre-activations
+        if layer == 1 and z2sq:
+            z = x.to(acc)
+            z2 = _tree_groups(z.mul_(z), acc, groups)
+        x = x.clamp_(min=0.0)
+        sums.append(_tree_groups(x, acc, groups))
+        sq = x.to(acc)
+        squares.append(_tree_groups(sq.mul_(sq), acc, groups))
+    if z2 is None:
+        z2 = torch.zeros_like(sums[0])
+    return torch.stack(sums + squares + [z2], dim=2)  # (B, groups, 2d+1, w)
 
 
-def _chunk_numba(layers, keys, c0, valid, size, width, bufs) -> np.ndarray:
-    """(B, depth+1, w) tree sums of one chunk: numba normals and ReLU+tree around torch's bmm.
+def _chunk_numba(layers, keys, c0, valid, size, width, bufs, z2sq: bool) -> np.ndarray:
+    """(B, 2·depth+1, w) tree sums of one chunk (inside one batch): numba normals and ReLU+tree
+    around torch's bmm.
 
-    ``bufs`` maps a row count to reusable (x, h) float32 buffers of shape (B, rows, w).
+    ``bufs`` maps a row count to reusable (x, h, scratch) float32 buffers of shape (B, rows, w).
     """
     n_mlps, depth = len(keys), len(layers)
     if size not in bufs:
         shape = (n_mlps, size, width)
-        bufs[size] = (np.zeros(shape, dtype=np.float32), np.empty(shape, dtype=np.float32))
-    x, h = bufs[size]
+        bufs[size] = (np.zeros(shape, dtype=np.float32), np.empty(shape, dtype=np.float32),
+                      np.empty((size, width), dtype=np.float32))
+    x, h, scratch = bufs[size]
     for b in range(n_mlps):
         philox_numba.normals_into((int(keys[b, 0]), int(keys[b, 1])), c0, x[b, :valid])
         x[b, valid:] = 0.0  # padding rows: zero inputs give zero activations in every layer
@@ -292,11 +348,13 @@ def _chunk_numba(layers, keys, c0, valid, size, width, bufs) -> np.ndarray:
     stack = np.empty((levels, width))
     stack_sq = np.empty((levels, width))
     used = np.empty(levels, dtype=np.bool_)
-    packed = np.empty((n_mlps, depth + 1, width))
+    packed = np.zeros((n_mlps, 2 * depth + 1, width))
+    unused = np.empty(width)
     for layer, w_l in enumerate(layers):
         torch.bmm(xt, w_l, out=ht)  # (B, size, w) float32
-        last = layer == depth - 1
         for b in range(n_mlps):
-            philox_numba.relu_tree(h[b], valid, last, packed[b, layer], packed[b, depth], stack, stack_sq, used)
+            if layer == 1 and z2sq:
+                philox_numba.square_tree(h[b], valid, packed[b, 2 * depth], scratch, unused, stack, stack_sq, used)
+            philox_numba.relu_tree(h[b], valid, True, packed[b, layer], packed[b, depth + layer], stack, stack_sq, used)
         x, h, xt, ht = h, x, ht, xt
     return packed

@@ -13,7 +13,7 @@ consecutive samples of one MLP (``ROWS`` a power of two, the tile starting at a 
 3. after every layer sums the tile's post-ReLU columns in fp64 as the *pairwise tree* over its rows
    (``reshape`` to ``(ROWS/2, 2, cols)`` and add the pairs, level by level: exactly the reference's
    ``a[0::2] + a[1::2]``), plus the last layer's fp64 sums of squares, and writes only those
-   ``(depth+1, width)`` fp64 values.
+   ``(2·depth, width)`` fp64 values (every layer's sums, then every layer's sums of squares).
 
 A tile's sums are an aligned subtree of the reference tree (rows past the end of the data are zero
 inputs, hence zero activations: the reference's zero padding), so the host combines tiles into
@@ -233,7 +233,7 @@ def _fused_mlp_tile_kernel(
     # pointers
     w_ptr,  # (B, depth, WP, WP) float32, zero-padded weights, indexed (input, output)
     key_ptr,  # (B, 2) int64: each MLP's Philox key (k0, k1), uint32 values
-    out_ptr,  # (B, n_tiles, depth + 1, WP) float64: per-tile column sums, then the last sums of squares
+    out_ptr,  # (B, n_tiles, 2 * depth, WP) float64: per-tile column sums of each layer, then of its squares
     scratch_ptr,  # (n_programs, 2, ROWS, WP) float32: this program's ping-pong activation buffers
     # sizes
     n_mlps,
@@ -337,12 +337,9 @@ def _fused_mlp_tile_kernel(
                 cs = c0 + tl.arange(0, SUM_BLOCK)
                 x = tl.load(dst + rows[:, None] * WP + cs[None, :]).to(tl.float64)  # exact
                 tl.store(o_tile + layer * stride_ol + cs, _pairwise_colsum(x, ROWS, SUM_BLOCK, LOG_ROWS))
+                # squares of float32 values are exact in fp64
+                tl.store(o_tile + (depth + layer) * stride_ol + cs, _pairwise_colsum(x * x, ROWS, SUM_BLOCK, LOG_ROWS))
             src, dst = dst, src
-        # The last layer's activations are in src now: sums of squares (exact in fp64).
-        for c0 in range(0, WP, SUM_BLOCK):
-            cs = c0 + tl.arange(0, SUM_BLOCK)
-            x = tl.load(src + rows[:, None] * WP + cs[None, :]).to(tl.float64)
-            tl.store(o_tile + depth * stride_ol + cs, _pairwise_colsum(x * x, ROWS, SUM_BLOCK, LOG_ROWS))
 
 
 # --- debug kernels: the sampler stages alone, for bit-for-bit tests ------------------------------
@@ -449,7 +446,7 @@ def tile_sums_triton(
     n_programs: int | None = None,
     device=None,
 ) -> torch.Tensor:
-    """Per-tile fp64 sums: ``(B, n_tiles, depth+1, width)``; tile ``t`` covers samples
+    """Per-tile fp64 sums: ``(B, n_tiles, 2·depth, width)``; tile ``t`` covers samples
     ``[n_first + t*rows, n_first + (t+1)*rows)``, samples ``>= n_end`` counting as zero rows.
 
     ``weights_batch``: (B, depth, w, w) float32, or already ``pad_weights``-ed (then pass ``width``).
@@ -474,7 +471,7 @@ def tile_sums_triton(
         raise ValueError(f"n_tiles must be positive; got {n_tiles}.")
     items = n_mlps * n_tiles
     programs = min(items, n_programs or _default_programs(device))
-    out = torch.empty((n_mlps, n_tiles, depth + 1, wp), dtype=torch.float64, device=device)
+    out = torch.empty((n_mlps, n_tiles, 2 * depth, wp), dtype=torch.float64, device=device)
     scratch = torch.empty((programs, 2, config.rows, wp), dtype=torch.float32, device=device)
     _fused_mlp_tile_kernel[(programs,)](
         w_t,
@@ -546,7 +543,7 @@ def range_sums_triton(
     b0, b1 = ref.check_block_range(block_range, n_samples, block_size)
     w_p = pad_weights(w_t, config, w_t.device)
     tiles_per_block = block_size // config.rows
-    per_block_bytes = n_mlps * tiles_per_block * (depth + 1) * width * 8
+    per_block_bytes = n_mlps * tiles_per_block * 2 * depth * width * 8
     blocks_per_launch = max(1, _TILE_SUMS_BUDGET // per_block_bytes)
     stack = ref.PairwiseStack()
     for lb0 in range(b0, b1, blocks_per_launch):
@@ -555,12 +552,12 @@ def range_sums_triton(
         n_tiles = -(-(end - start) // config.rows)
         tiles = tile_sums_triton(
             w_p, keys, start, n_tiles, end, width=width, config=config, n_programs=n_programs
-        )  # (B, T, depth+1, w)
+        )  # (B, T, 2*depth, w)
         full = (lb1 - lb0) * tiles_per_block
         if n_tiles < full:  # the data's last block is ragged: its missing tiles are zero subtrees
-            tiles = torch.cat([tiles, tiles.new_zeros((n_mlps, full - n_tiles, depth + 1, width))], dim=1)
-        per_block = tiles.reshape(n_mlps * (lb1 - lb0), tiles_per_block, depth + 1, width)
-        blocks = _tree_tiles(per_block).reshape(n_mlps, lb1 - lb0, depth + 1, width)
+            tiles = torch.cat([tiles, tiles.new_zeros((n_mlps, full - n_tiles, 2 * depth, width))], dim=1)
+        per_block = tiles.reshape(n_mlps * (lb1 - lb0), tiles_per_block, 2 * depth, width)
+        blocks = _tree_tiles(per_block).reshape(n_mlps, lb1 - lb0, 2 * depth, width)
         for i, blk in enumerate(range(lb0, lb1)):
             s, e = ref.block_bounds(blk, n_samples, block_size)
             stack.push(blocks[:, i], ref.level_of(e - s))
@@ -568,7 +565,7 @@ def range_sums_triton(
             on_blocks(lb1 - lb0)
     total = stack.value().cpu().numpy() + 0.0  # the reference's final +0.0
     count = min(b1 * block_size, n_samples) - b0 * block_size
-    return [LayerSums(sums=total[b, :depth].copy(), sumsq=total[b, depth].copy(), count=count) for b in range(n_mlps)]
+    return [ref.unpack(total[b], count, depth) for b in range(n_mlps)]
 
 
 def block_sums_triton(

@@ -291,7 +291,7 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     # On the CPU one MLP per worker thread (one per core, torch single-threaded: the numba passes
     # are single-threaded, so this keeps every core busy); on a GPU, batches of up to 16.
     batch = cfg.mlps_per_batch or (1 if device == "cpu" else min(end - start, 16))
-    rows = philox_torch.chunk_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
+    rows = philox_torch.step_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
     engine = "numba" if device == "cpu" else "torch"
     kernel_md: dict[str, Any] = {"name": f"philox-{engine}-{device}", "precision_class": philox_torch.kernel_name(device, engine)}
     config = None
@@ -350,7 +350,7 @@ def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | Non
         per_mlp_units = -(-block_count(cfg.n_samples, spec.block_size) // spec.unit_blocks)
         batch = max(1, spec.mlps_per_unit)
         units = -(-rows // batch) * per_mlp_units
-        per_unit, chunk = batch * result_bytes + 1024, (compute.chunk_rows or 1024) * batch
+        per_unit, chunk = batch * result_bytes + 1024, (compute.step_rows or 1024) * batch
     worker_bytes = 4 * d * w * w * max(1, spec.mlps_per_unit) + 3 * chunk * w * 4 + 4 * result_bytes
     ram = (_PROCESS_BYTES + (_TORCH_BYTES if cfg.backend == "torch" else 0) + n_workers * worker_bytes
            + min(MAX_ROW_GROUP_BYTES, rows * row_bytes(w, d)) + cfg.n_mlps * _PER_MLP_LIST_BYTES)

@@ -13,6 +13,7 @@ continues from there with the same bits as an uninterrupted one.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ class Compute:
     """pcg64: "numpy". philox: "numpy" (the reference), "numba" (CPU), "torch" (any device), "triton" (CUDA)."""
     device: str = "cpu"
     """Resolved device: "cpu", "cuda:<i>" or "mps"."""
-    chunk_rows: int | None = None
+    step_rows: int | None = None
     """philox on torch: rows per step (a power of two); None for the engine's default."""
     kernel_config: Any = None
     """triton: the fused kernel's ``KernelConfig``."""
@@ -110,8 +111,11 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     from whestbench.compute.mlp import sample_weights
     from whestbench.compute.pcg64 import Pcg64Stream
 
-    weight_ss, sample_ss, _ = spawn_streams(spec.seeds[unit.mlp_index])
-    stream = Pcg64Stream(sample_weights(weight_ss, spec.width, spec.depth), sample_ss, spec.n_samples)
+    seed = spec.seeds[unit.mlp_index]
+    weight_ss, sample_ss, _ = spawn_streams(seed)
+    weights = sample_weights(weight_ss, spec.width, spec.depth)
+    controls = controls_for(seed, weights) if spec.estimator == "control-variate" else None
+    stream = Pcg64Stream(weights, sample_ss, spec.n_samples, controls=controls)
     saved = ctx.resume(unit.key)
     if saved is not None:
         try:
@@ -120,7 +124,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
             ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {stream.position:,} of {spec.n_samples:,} samples")
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
-            stream = Pcg64Stream(stream.weights, sample_ss, spec.n_samples)
+            stream = Pcg64Stream(weights, sample_ss, spec.n_samples, controls=controls)
     while not stream.done:
         ctx.on_samples(stream.step())
         if not stream.done:
@@ -130,18 +134,20 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
 
 def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) -> LayerSums:
     """A batch of MLPs over an aligned block range, block by block (the fused kernel: groups of
-    blocks), the blocks' sums pushed into the pairwise tree as they come."""
+    blocks), each block's batches pushed into the pairwise tree as they come."""
     from whestbench.compute import philox
     from whestbench.compute.mlp import sample_weights
 
-    weights, keys = [], []
+    weights, keys, controls = [], [], []
     for i in unit.mlps:
         weight_ss, sample_ss, _ = spawn_streams(spec.seeds[i])
         weights.append(sample_weights(weight_ss, spec.width, spec.depth))
         keys.append(philox.philox_key(sample_ss))
+        if spec.estimator == "control-variate":
+            controls.append(controls_for(spec.seeds[i], weights[-1]))
     w_batch = np.stack(weights)  # (B, depth, width, width)
     key_arr = np.array(keys, dtype=np.uint32)  # (B, 2)
-    blocks = _block_runner(spec, compute, w_batch, key_arr)
+    blocks = _block_runner(spec, compute, w_batch, key_arr, controls or None)
     step = TRITON_GROUP_BLOCKS if compute.engine == "triton" else 1
 
     tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
@@ -168,27 +174,52 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
 
     while b < unit.block_end:
         e = min(b + step, unit.block_end)
-        packed, count = blocks(b, e)  # (B, rows, w) fp64, samples per MLP
-        tree.push(packed, philox.level_of(count))
+        packed, counts = blocks(b, e)  # (B, parts, rows, w) fp64 and the samples of each part
+        for k, c in enumerate(counts):
+            tree.push(packed[:, k], philox.level_of(int(c)))
+        count = int(np.sum(counts))
         b, done_samples = e, done_samples + count
         ctx.on_samples(count * unit.mlp_count)
         if b < unit.block_end:
             ctx.after_step(unit.key, state)
     total = np.asarray(tree.value())
-    return LayerSums.stack([philox.unpack(total[j], done_samples) for j in range(unit.mlp_count)])
+    return LayerSums.stack([philox.unpack(total[j], done_samples, spec.depth) for j in range(unit.mlp_count)])
 
 
-def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: np.ndarray):
-    """``run(b0, b1) -> (packed (B, rows, w) fp64, samples per MLP)`` for the aligned blocks [b0, b1)."""
+@functools.lru_cache(maxsize=64)
+def _controls(seed: int, width: int, depth: int):
+    from whestbench.compute.estimators import fit_controls, pilot_stream
+    from whestbench.compute.mlp import weights_for_seed
+
+    return fit_controls(weights_for_seed(seed, width, depth), pilot_stream(seed))
+
+
+def controls_for(seed: int, weights: np.ndarray):
+    """The control-variate estimator's controls of the MLP with this seed (its pilot fitted once per
+    process: every unit of the MLP uses the same coefficients)."""
+    depth, width, _ = weights.shape
+    return _controls(int(seed), width, depth)
+
+
+def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: np.ndarray, controls):
+    """``run(b0, b1) -> (packed (B, parts, rows, w) fp64, samples of each part)`` for the aligned
+    blocks ``[b0, b1)``: the parts are batches (the fused kernel: the whole range, plain sums only)."""
     from whestbench.compute import philox
 
-    n, bs = spec.n_samples, spec.block_size
+    n, bs, depth = spec.n_samples, spec.block_size, spec.depth
+
+    def packed(raw: np.ndarray, counts: np.ndarray) -> np.ndarray:  # raw (B, nb, 2d+1, w)
+        if controls is None:
+            return philox.batch_packed(raw, counts, depth)
+        return np.stack([philox.batch_packed(raw[j], counts, depth, controls[j]) for j in range(len(raw))])
+
     if compute.engine == "numpy":
 
         def run(b0: int, b1: int):
-            parts = [[philox.block_sums(w, (int(k[0]), int(k[1])), b, n, block_size=bs) for b in range(b0, b1)] for w, k in zip(w_batch, keys)]
-            sums = [philox.combine_in_order(p) for p in parts]
-            return np.stack([philox.pack(s) for s in sums]), sums[0].count
+            assert b1 == b0 + 1
+            parts = [philox.block_batches(w, (int(k[0]), int(k[1])), b0, n, block_size=bs) for w, k in zip(w_batch, keys)]
+            counts = parts[0][1]
+            return packed(np.stack([raw for raw, _ in parts]), counts), counts
 
         return run
     if compute.pins_torch_threads:
@@ -199,20 +230,20 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
         def run(b0: int, b1: int):
             sums = range_sums_triton(w_batch, keys, (b0, b1), n, block_size=bs, device=compute.device,
                                      config=compute.kernel_config)
-            return np.stack([philox.pack(s) for s in sums]), sums[0].count
+            return np.stack([philox.pack(s) for s in sums])[:, None], np.array([sums[0].count])
 
         return run
     import torch
 
-    from whestbench.compute.philox_torch import block_sums_torch
+    from whestbench.compute.philox_torch import block_batches_torch
 
     w_dev = torch.as_tensor(w_batch, device=torch.device(compute.device))  # moved once, reused per block
 
     def run(b0: int, b1: int):
         assert b1 == b0 + 1
-        sums = block_sums_torch(w_dev, keys, b0, n, compute.device, chunk_size=compute.chunk_rows,
-                                block_size=bs, method=compute.engine)
-        return np.stack([philox.pack(s) for s in sums]), sums[0].count
+        raw, counts = block_batches_torch(w_dev, keys, b0, n, compute.device, chunk_size=compute.step_rows,
+                                          block_size=bs, engine=compute.engine, z2sq=controls is not None)
+        return packed(raw, counts), counts
 
     return run
 

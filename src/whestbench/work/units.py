@@ -59,12 +59,16 @@ class WorkSpec:
     """Names the float arithmetic (matmul library, precision, accumulation): equal names give equal bytes."""
     block_size: int = 0
     """philox: samples per canonical block (a power of two). pcg64: 0 (chunks follow the reference's rule)."""
+    estimator: str = "plain"
+    """"plain" (the reference's sample means) or "control-variate" (``compute/estimators.py``)."""
     unit_blocks: int = field(default=0, compare=False)
     """philox: canonical blocks per unit (a power of two). Scheduling only."""
     mlps_per_unit: int = field(default=1, compare=False)
     """philox: MLPs batched in one unit (one batched matmul on a GPU). Scheduling only."""
 
     def __post_init__(self) -> None:
+        if self.estimator not in ("plain", "control-variate"):
+            raise ValueError(f"unknown estimator {self.estimator!r}; use 'plain' or 'control-variate'.")
         if self.sampler not in ("pcg64", "philox"):
             raise ValueError(f"unknown sampler {self.sampler!r}; use 'pcg64' or 'philox'.")
         if self.sampler == "philox":
@@ -84,6 +88,7 @@ class WorkSpec:
             "sampler": self.sampler,
             "arithmetic": self.arithmetic,
             "block_size": self.block_size,
+            "estimator": self.estimator,
         }
 
     def with_seeds(self, seeds) -> "WorkSpec":
@@ -125,20 +130,22 @@ class WorkSpec:
         Guards against a work file that passed its checksum but holds what no sampling produces.
         """
         lead = () if unit.block_end is None else (unit.mlp_count,)
-        want = {"sums": lead + (self.depth, self.width)}
-        for name, shape in want.items():
-            got = getattr(sums, name).shape
-            if got != shape:
-                return f"{name} has shape {got}, expected {shape}"
-        if sums.count != self.unit_samples(unit):
-            return f"covers {sums.count} samples, expected {self.unit_samples(unit)}"
-        for name, arr in sums.arrays().items():
+        shape = lead + (self.depth, self.width)
+        want = ("sums", "sumsq", "cv", "cvsq") if self.estimator == "control-variate" else ("sums", "sumsq")
+        arrays = sums.arrays()
+        if tuple(arrays) != want:
+            return f"holds {', '.join(arrays)}, expected {', '.join(want)}"
+        for name, arr in arrays.items():
+            if arr.shape != shape:
+                return f"{name} has shape {arr.shape}, expected {shape}"
             if arr.dtype != np.float64:
                 return f"{name} is {arr.dtype}, expected float64"
             if not np.all(np.isfinite(arr)):
                 return f"{name} holds non-finite values"
-            if np.any(arr < 0):
-                return f"{name} holds negative values (post-ReLU sums cannot be)"
+            if name != "cv" and np.any(arr < 0):  # residual sums may be negative; nothing else can
+                return f"{name} holds negative values (sums of post-ReLU values and squares cannot be)"
+        if sums.count != self.unit_samples(unit):
+            return f"covers {sums.count} samples, expected {self.unit_samples(unit)}"
         return None
 
 

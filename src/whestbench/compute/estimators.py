@@ -1,0 +1,174 @@
+"""Estimators of the layer means and of their standard errors: plain Monte Carlo, and control variates.
+
+Plain (the default, the reference's): ``mean = Σy / N`` per neuron, and the standard error
+``sqrt(s² / N)`` with the sample variance ``s² = (Σy² − N·mean²) / (N − 1)``, from the fp64 sums
+and sums of squares every sampler accumulates.
+
+Control variates (``--estimator control-variate``, docs/error-bars.md). Some functions of an input
+``x ~ N(0, I)`` have means known exactly, because layer 1's pre-activations ``z₁ = x W₁`` are
+Gaussian with covariance ``K = W₁ᵀW₁``:
+
+- ``y₁ = relu(z₁)``: ``E y₁ⱼ = ‖W₁[:, j]‖ / √(2π)``, so layer 1's means are known exactly;
+- ``E[y₁ y₁ᵀ] = M``, the degree-1 arc-cosine kernel of ``K`` (Cho & Saul), so for layer 2's
+  pre-activations ``z₂ = y₁ W₂`` (linear in ``y₁``) ``E z₂ⱼ² = (W₂ᵀ M W₂)ⱼⱼ`` exactly.
+
+The controls are ``φ(x) = [y₁ − E y₁, z₂² − E z₂²]`` (2·width numbers, mean exactly 0). For every
+later layer the estimate of ``E yₗⱼ`` is the mean of ``rₗⱼ = yₗⱼ − φ·Bₗ[:, j]``: unbiased for any
+fixed coefficients ``B``, and nearly as precise as ``yₗ``'s regression on ``φ`` allows when ``B`` is
+that regression. ``B`` is fitted on a **pilot**: ``PILOT_SAMPLES`` inputs drawn from a stream of
+their own (the MLP seed's fourth spawned SeedSequence), independent of the samples that make the
+estimate, so the estimate is exactly unbiased.
+
+Standard error of the control-variate estimate: batch means. The samples are cut into fixed
+batches (the pcg64 chunks; ``CV_BATCH`` samples for philox), each batch gives its own estimate
+``r̄_b`` (a mean of independent residuals with the same fixed ``B``), and ``Var(mean) =
+Σ_b n_b (r̄_b − r̄)² / ((n_batches − 1)·N)``: honest whatever the correlations between layers and
+neurons, because the batches are independent. The samplers accumulate ``Σ_b n_b r̄_b`` and
+``Σ_b n_b r̄_b²`` per neuron beside their sums, in the same canonical order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from whestbench.compute.stats import LayerSums
+
+ESTIMATORS = ("plain", "control-variate")
+ESTIMATOR_VERSION = "1"
+CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
+PILOT_SAMPLES = 1 << 14
+_RIDGE = 1e-6  # relative to the mean diagonal of the pilot's Gram matrix: keeps the solve well posed
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def pilot_stream(mlp_seed: int) -> np.random.SeedSequence:
+    """The pilot's own stream: the fourth child of the MLP's SeedSequence (the first three are the
+    weights, the samples and the estimator seed), so the pilot never reuses a sample."""
+    return np.random.SeedSequence(int(mlp_seed)).spawn(4)[3]
+
+
+def layer1_means(w1: np.ndarray) -> np.ndarray:
+    """``(width,)`` fp64: the exact layer-1 means ``‖W₁[:, j]‖ / √(2π)``."""
+    return np.linalg.norm(np.asarray(w1, dtype=np.float64), axis=0) / _SQRT_2PI
+
+
+def relu_second_moments(w1: np.ndarray) -> np.ndarray:
+    """``(width, width)`` fp64: ``E[relu(z_i) relu(z_k)]`` for ``z = x W₁``, ``x ~ N(0, I)``.
+
+    For jointly Gaussian ``(u, v)`` with variances ``a², b²`` and correlation ``cos θ``:
+    ``E[relu(u) relu(v)] = a·b·(sin θ + (π − θ)·cos θ) / (2π)``.
+    """
+    w1 = np.asarray(w1, dtype=np.float64)
+    k = w1.T @ w1  # (w, w) covariance of z
+    s = np.sqrt(np.diag(k))
+    outer = np.outer(s, s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.clip(np.where(outer > 0, k / np.where(outer > 0, outer, 1.0), 1.0), -1.0, 1.0)
+    theta = np.arccos(c)
+    return outer * (np.sin(theta) + (np.pi - theta) * c) / (2.0 * np.pi)
+
+
+@dataclass(frozen=True)
+class Controls:
+    """The control-variate estimator of one MLP: the controls' exact means and the pilot's coefficients."""
+
+    mu1: np.ndarray
+    """(width,) exact layer-1 means."""
+    ez2sq: np.ndarray
+    """(width,) exact ``E z₂²`` (layer 2's pre-activations squared); empty for depth 1."""
+    coef: np.ndarray
+    """(2·width, (depth−1)·width): ``B`` for layers 2..depth, side by side; empty for depth 1."""
+
+    @property
+    def depth(self) -> int:
+        return 1 + self.coef.shape[1] // self.mu1.shape[0] if self.coef.size else 1
+
+    def residual_means(self, ymean: np.ndarray, z2sq_mean: np.ndarray) -> np.ndarray:
+        """Per-batch estimates ``r̄``: ``ymean`` (..., depth, width) batch means of the activations,
+        ``z2sq_mean`` (..., width) batch means of ``z₂²``. Layer 1 is the exact mean."""
+        ymean = np.asarray(ymean, dtype=np.float64)
+        out = np.empty_like(ymean)
+        out[..., 0, :] = self.mu1
+        if ymean.shape[-2] > 1:
+            phi = np.concatenate([ymean[..., 0, :] - self.mu1, np.asarray(z2sq_mean, dtype=np.float64) - self.ez2sq],
+                                 axis=-1)  # (..., 2w)
+            fit = phi @ self.coef  # (..., (depth-1)*w)
+            out[..., 1:, :] = ymean[..., 1:, :] - fit.reshape(ymean.shape[:-2] + (ymean.shape[-2] - 1, ymean.shape[-1]))
+        return out
+
+
+def fit_controls(weights: np.ndarray, pilot_ss: np.random.SeedSequence, n_pilot: int = PILOT_SAMPLES) -> Controls:
+    """The controls of the MLP ``weights`` (depth, width, width) float32, ``B`` fitted on ``n_pilot``
+    inputs of ``pilot_ss`` (float32 forward pass as the samplers run it; moments in fp64).
+
+    Deterministic: a function of the weights, the pilot stream and ``n_pilot`` (BLAS single-threaded,
+    as every bake runs its units).
+    """
+    weights = np.asarray(weights, dtype=np.float32)
+    depth, width, _ = weights.shape
+    mu1 = layer1_means(weights[0])
+    if depth == 1:
+        return Controls(mu1, np.zeros(0), np.zeros((2 * width, 0)))
+    w2 = weights[1].astype(np.float64)
+    ez2sq = np.einsum("ij,ik,kj->j", w2, relu_second_moments(weights[0]), w2)
+    x = np.random.default_rng(pilot_ss).standard_normal((n_pilot, width), dtype=np.float32)
+    h = np.maximum(x @ weights[0], np.float32(0.0))  # (n, w) layer 1
+    z2 = h @ weights[1]
+    phi = np.concatenate([h.astype(np.float64) - mu1, z2.astype(np.float64) ** 2 - ez2sq], axis=1)  # (n, 2w)
+    ys = []
+    h = np.maximum(z2, np.float32(0.0))
+    for layer in range(1, depth):
+        if layer > 1:
+            h = np.maximum(h @ weights[layer], np.float32(0.0))
+        ys.append(h.astype(np.float64))
+    y = np.concatenate(ys, axis=1)  # (n, (depth-1) w)
+    gram = phi.T @ phi / n_pilot  # (2w, 2w)
+    cross = phi.T @ (y - y.mean(axis=0)) / n_pilot  # (2w, (depth-1) w)
+    ridge = _RIDGE * float(np.mean(np.diag(gram))) or _RIDGE
+    coef = np.linalg.solve(gram + ridge * np.eye(2 * width), cross)
+    return Controls(mu1, ez2sq, coef)
+
+
+def batch_rows(controls: Controls, sums: np.ndarray, z2sq: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(n_b·r̄_b, n_b·r̄_b²)`` per batch, each (n_batches, depth, width) fp64, from the batches'
+    fp64 sums of activations ``sums`` (n_batches, depth, width), of ``z₂²`` ``z2sq`` (n_batches,
+    width) and their sample counts ``counts`` (n_batches,)."""
+    n = np.asarray(counts, dtype=np.float64)[:, None, None]
+    r = controls.residual_means(sums / n, np.asarray(z2sq) / n[:, :, 0])
+    return r * n, r * r * n
+
+
+def finalize_estimates(s: LayerSums, estimator: str, n_batches: int = 0, mu1: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """``(means, stderr)``, both (depth, width) fp64, of a sampler's sums under ``estimator``.
+
+    plain: the sample mean and ``sqrt(s²/N)`` (NaN when N < 2: one sample has no variance).
+    control-variate: ``Σ n_b r̄_b / N`` and the batch-means standard error over ``n_batches``
+    batches (NaN with fewer than 2); layer 1 is ``mu1`` exactly, with standard error 0.
+    """
+    n = float(s.count)
+    if estimator == "plain":
+        means = s.sums / n
+        if s.count < 2:
+            return means, np.full_like(means, np.nan)
+        var = np.maximum(s.sumsq - s.sums * means, 0.0) / (n - 1.0)
+        return means, np.sqrt(var / n)
+    if estimator != "control-variate":
+        raise ValueError(f"estimator must be one of {ESTIMATORS}; got {estimator!r}.")
+    means = s.cv / n
+    if n_batches < 2:
+        stderr = np.full_like(means, np.nan)
+    else:
+        dev = np.maximum(s.cvsq - s.cv * means, 0.0)  # Σ n_b (r̄_b − r̄)²
+        stderr = np.sqrt(dev / ((n_batches - 1) * n))
+    if mu1 is not None:
+        means[0] = mu1
+        stderr[0] = 0.0
+    return means, stderr
+
+
+def n_batches(n_samples: int, batch: int) -> int:
+    return -(-int(n_samples) // int(batch))
