@@ -127,4 +127,4 @@ def test_the_python_block_runs(tmp_path, shell_env):
     proc = subprocess.run([sys.executable, "-c", small(code)], cwd=tmp_path, env=shell_env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (tmp_path / "ds").is_dir()
+    assert all((tmp_path / made).is_dir() for made in ("ds", "merged", "holdout", "eval"))
