@@ -5,7 +5,8 @@
     md = whestbench.metadata(ds)
     for mlp in whestbench.iter_mlps(ds): ...
 
-Names resolve lazily so that ``import whestbench`` (and ``whest --help``) stay fast.
+Names resolve lazily so that ``import whestbench`` (and ``whest --help``) stay fast. No public name
+may equal a submodule's name (importing the submodule would replace it): ``tests/test_api.py`` checks.
 """
 
 from __future__ import annotations

@@ -23,7 +23,10 @@ TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
+        rc = exc.code
     captured = capsys.readouterr()
     return rc, captured.out, captured.err
 

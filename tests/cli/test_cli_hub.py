@@ -29,7 +29,10 @@ def hub(monkeypatch, tmp_path):
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(["dataset", *args])
+    try:
+        code = main(["dataset", *args])
+    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
+        code = exc.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -19,7 +19,10 @@ def baked(tmp_path_factory) -> Path:
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
+        rc = exc.code
     captured = capsys.readouterr()
     return rc, captured.out, captured.err
 

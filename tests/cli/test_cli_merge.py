@@ -43,7 +43,10 @@ def hf_cache(tmp_path, monkeypatch):
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = main(["dataset", *map(str, argv)])
+    try:
+        rc = main(["dataset", *map(str, argv)])
+    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
+        rc = exc.code
     captured = capsys.readouterr()
     return rc, captured.out, captured.err
 

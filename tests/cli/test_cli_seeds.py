@@ -11,7 +11,10 @@ from whestbench.compute.seeds import derived_seeds
 
 
 def generate(capsys, *args: str) -> tuple[int, str, str]:
-    rc = main(["dataset", "generate-seeds", *args])
+    try:
+        rc = main(["dataset", "generate-seeds", *args])
+    except SystemExit as exc:  # parser errors end the run, as in 0.16
+        rc = exc.code
     captured = capsys.readouterr()
     return rc, captured.out, captured.err
 

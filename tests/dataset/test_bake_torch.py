@@ -99,7 +99,10 @@ def test_metadata_records_what_can_change_the_numbers(tmp_path):
 
 
 def _cli(capsys, *args):
-    rc = main(["dataset", "bake", *args])
+    try:
+        rc = main(["dataset", "bake", *args])
+    except SystemExit as exc:  # parser errors end the run, as in 0.16
+        rc = exc.code
     return rc, capsys.readouterr()
 
 

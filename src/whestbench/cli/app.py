@@ -4,6 +4,11 @@ Exit codes: 0 success; 2 a usage error (bad flag or input: fix the command); 1 t
 75 a bake stopped on a signal with its progress saved (re-run the same command to resume);
 130 interrupted from the keyboard. Errors are one line on stderr, never a traceback
 (set WHEST_DEBUG=1 to see one first, scrubbed of tokens; the exit code stays the same).
+
+``main(argv)`` returns the exit code, except where the command line itself ends the run, as
+whestbench 0.16's argparse ``main`` did: after printing the help or the version it raises
+``SystemExit(0)``, and after printing a parser error (unknown option or verb, missing option,
+bad value for a flag's type or choices) it raises ``SystemExit(2)``.
 """
 
 from __future__ import annotations
@@ -32,16 +37,30 @@ class AliasGroup(click.Group):
         return (cmd.name if cmd else name), cmd, rest
 
 
-def _version() -> str:
+def _version_line() -> str:
     from whestbench.dataset.provenance import whestbench_version
 
-    return whestbench_version()
+    return f"whest, version {whestbench_version()}"
+
+
+def _version_option(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``whest --version``: the version line, then the run ends (``main`` raises ``SystemExit(0)``)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(_version_line())
+        ctx.exit(0)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(version=None, package_name="whestbench", prog_name="whest")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version_option,
+              help="Show the version and exit.")
 def cli() -> None:
     """whest — bake, verify and publish WhestBench ground-truth datasets."""
+
+
+@cli.command("version")
+def version() -> None:
+    """Print the version (what `whest --version` prints)."""
+    click.echo(_version_line())
 
 
 @cli.group(cls=AliasGroup)
@@ -86,26 +105,31 @@ def _warnings_as_lines():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code (never raises, never prints a traceback unless debugging)."""
+    """Run the CLI and return its exit code; never prints a traceback unless debugging.
+
+    Raises ``SystemExit(0)`` after printing the help or the version, and ``SystemExit(2)`` after
+    printing a command-line parser error (as whestbench 0.16's argparse ``main`` did).
+    """
     debug = os.environ.get("WHEST_DEBUG", "").lower() not in ("", "0", "false", "no")
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        with _warnings_as_lines():
-            rv = cli.main(args=argv, prog_name="whest", standalone_mode=False)
-        # click returns (rather than raises) the code of ctx.exit(n) when not standalone
-        return rv if isinstance(rv, int) else 0
-    except _NO_ARGS_HELP as exc:
-        out.print(exc.ctx.get_help(), markup=False)
+        # make_context + invoke (not cli.main) so that the help's and version's Exit reach us
+        with _warnings_as_lines(), cli.make_context("whest", args) as ctx:
+            cli.invoke(ctx)
         return 0
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.UsageError as exc:
+    except _NO_ARGS_HELP as exc:  # a bare group: its help, as for --help
+        out.print(exc.ctx.get_help(), markup=False)
+        raise SystemExit(0) from None
+    except click.exceptions.Exit as exc:  # --help, --version
+        raise SystemExit(exc.exit_code) from None
+    except click.UsageError as exc:  # the parser refused the command line
         cmd = exc.ctx.command_path if exc.ctx else "whest"
         err.print(f"error: {exc.format_message()} (see `{cmd} --help`)", markup=False)
-        return 2
+        raise SystemExit(2) from None
     except (SignalStop, click.Abort, KeyboardInterrupt) as exc:  # a signal or Ctrl-C before a verb took it over
         from whestbench.cli.entry import stopped
 
-        message, code = stopped(exc, argv if argv is not None else sys.argv[1:])
+        message, code = stopped(exc, args)
         err.print(message, markup=False)
         return code
     except UsageError as exc:
@@ -137,7 +161,10 @@ def run() -> None:
     hides the exit code, so such a process flushes its output and leaves at once: its dataset, ledger
     and messages are already written.
     """
-    code = main()
+    try:
+        code = main()
+    except SystemExit as exc:  # the help, the version, a parser error: the code is all that is left
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     dist = sys.modules.get("whestbench.work.distributed")
     if dist is not None and dist.lingering_threads():
         for stream in (sys.stdout, sys.stderr):

@@ -1,7 +1,10 @@
 """Dataset layer: schema, metadata, writer, loader, merge/combine, verify, hub, and the bake pipeline.
 
 Public face kept from whestbench 0.16: ``whestbench.dataset.create_dataset``, ``load_dataset``,
-``metadata``, ``iter_mlps``, ``mlp_at`` (resolved lazily; submodules import nothing from here).
+``metadata``, ``iter_mlps``, ``mlp_at``, and the names 0.16's module also carried (``MLP``,
+``InvalidDatasetError``, ``SCHEMA_VERSION``, ``DEFAULT_SPLIT``). They resolve lazily; submodules
+import nothing from here. No public name may equal a submodule's name (importing the submodule
+would replace it on the package): ``tests/test_api.py`` checks.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ _EXPORTS = {
     "metadata": "whestbench.dataset.loader",
     "iter_mlps": "whestbench.dataset.loader",
     "mlp_at": "whestbench.dataset.loader",
+    "MLP": "whestbench.compute.mlp",
+    "InvalidDatasetError": "whestbench.dataset.errors",
+    "SCHEMA_VERSION": "whestbench.dataset.schema",
+    "DEFAULT_SPLIT": "whestbench.dataset.schema",
 }
 
 __all__ = sorted(_EXPORTS)

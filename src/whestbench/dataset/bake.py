@@ -223,7 +223,7 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
     for n, ((i, sums, wall), name) in enumerate(zip(_mlp_results(spec, ledger, indices), names), 1):
         means, final, avg_var = finalize(sums)
         seed = spec.seeds[i]
-        yield {
+        row = {
             "mlp_id": i,
             "mlp_name": name,
             "mlp_seed": seed,
@@ -235,7 +235,9 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
                 sampling_budget_breakdown(spec.n_samples, spec.width, spec.depth, chunk, wall_time_s=wall, row_kind=row_kind)
             ),
         }
+        # before the yield: the writer takes the last row and never resumes this generator
         emit(Event("progress", progress=Progress("rows", n, total)))
+        yield row
 
 
 # --- the Python API -------------------------------------------------------------------------------
@@ -276,10 +278,11 @@ def legacy_progress(callback: Any) -> EventSink | None:
     phases = {"progress": "sampling", "unit_done": "sampling", "checkpoint": "sampling"}
 
     def sink(event: Event) -> None:
-        info: dict[str, Any] = {"phase": phases.get(event.kind, event.kind), "event": event}
+        p = event.progress
+        writing = p is not None and p.what == "rows"  # the writer's progress is not sampling
+        info: dict[str, Any] = {"phase": "writing" if writing else phases.get(event.kind, event.kind), "event": event}
         if event.message:
             info["message"] = event.message
-        p = event.progress
         if p is not None:
             info.update(completed=p.done, total=p.total, unit=p.what, mlps_done=p.mlps_done, mlps_total=p.mlps_total)
         callback(info)

@@ -13,13 +13,25 @@ from typing import Any
 from whestbench.errors import UsageError
 
 
+class TorchMissingError(UsageError, ImportError):
+    """The torch backend was asked for but torch is not installed.
+
+    An ``ImportError`` (what whestbench 0.16 raised, and what ``except ImportError`` expects) and a
+    ``UsageError`` (the CLI's one-line message and exit 2). ``UsageError`` is a ``ValueError``, whose
+    instances have the plain exception layout that ``ImportError`` extends, so the two combine.
+    """
+
+
 def import_torch():
+    """``torch``, or ``TorchMissingError`` saying how to install it."""
     try:
         import torch
     except ImportError:
-        raise UsageError(
+        exc = TorchMissingError(
             "the torch backend needs torch: pip install 'whestbench[gpu]' (or drop --torch/--device for the CPU path)."
-        ) from None
+        )
+        exc.name = "torch"
+        raise exc from None
     return torch
 
 
