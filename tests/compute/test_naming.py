@@ -168,6 +168,18 @@ def test_compiled_draws_are_random_randoms_for_a_hundred_thousand_keys(monkeypat
     assert got.tolist() == [list(w) for w in want]
 
 
+@pytest.mark.parametrize("u", [0.0, 0.125, 0.25, 0.5, 0.75, 0.9, 1 - 2**-53])
+def test_a_draw_on_a_cumulative_weight_picks_as_random_choices_does(u):
+    # u * total == a cumulative weight exactly (0.25 * 4 == 1.0): choices bisects to the right.
+    class Fixed(random.Random):
+        def random(self):
+            return u
+
+    weights = {"a": 1.0, "b": 1.0, "c": 2.0}
+    want = Fixed().choices(list(weights), weights=list(weights.values()), k=1)[0]
+    assert "abc"[int(naming._Words.of(weights).pick(np.array([u]))[0])] == want
+
+
 @pytest.mark.slow
 def test_names_are_fakers_names_for_a_hundred_thousand_seeds():
     # ~10 s, faker's own calls; benchmarks/bench_seed_list.py --check N compares more.

@@ -228,6 +228,12 @@ def test_estimator_seeds_are_numpys_for_a_hundred_thousand_int63s():
     assert estimator_seeds(seeds).tolist() == [estimator_seed(s) for s in seeds.tolist()]
 
 
+@pytest.mark.parametrize("seeds", [[-1], np.array([3, -1]), [2**64], [1.5]])
+def test_estimator_seeds_refuse_what_seedsequence_refuses(seeds):
+    with pytest.raises((ValueError, OverflowError)):
+        estimator_seeds(seeds)
+
+
 def test_estimator_seeds_take_lists_tuples_and_arrays():
     want = [estimator_seed(s) for s in EDGE_SEEDS]
     for seeds in (EDGE_SEEDS, tuple(EDGE_SEEDS), np.array(EDGE_SEEDS, dtype=np.uint64)):

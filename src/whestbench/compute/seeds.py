@@ -153,7 +153,10 @@ def estimator_seeds(mlp_seeds: Sequence[int] | np.ndarray) -> np.ndarray:
     SeedSequence objects, ~0.1 µs here). The hash constants do not depend on the data: they are
     advanced as Python ints.
     """
-    s = np.asarray(mlp_seeds, dtype=np.uint64).reshape(-1)
+    arr = np.asarray(mlp_seeds).reshape(-1)
+    if arr.size and (arr.dtype.kind not in "iuO" or (arr.dtype.kind == "i" and arr.min() < 0)):
+        raise ValueError(f"estimator seeds need non-negative int seeds; got {arr.dtype} values down to {arr.min()}.")
+    s = arr.astype(np.uint64)  # Python ints out of [0, 2**64) raise OverflowError
     zero = np.zeros_like(s, dtype=np.uint32)
     entropy = [(s & np.uint64(0xFFFFFFFF)).astype(np.uint32), (s >> np.uint64(32)).astype(np.uint32),
                zero, zero, zero + np.uint32(2)]  # fmt: skip

@@ -119,7 +119,7 @@ def _prefetch_writer_imports() -> None:
 
             from whestbench.compute.naming import mlp_name
 
-            mlp_name(0)  # builds faker's en_US provider
+            mlp_name(0)  # reads faker's en_US word lists
         finally:
             sys.setswitchinterval(previous)
 
