@@ -16,7 +16,7 @@ Names are unique within a dataset: the k-th repeat of a base name in the whole s
 ``base-k``. A row's suffix depends on every row before it, so ``unique_names(seeds, start, end)``
 (rows ``[start, end)``, a slice) draws the words of ``seeds[:end]`` as arrays, makes each distinct
 name's text once, and counts the earlier rows that share a slice row's name. A 2-row slice at row
-500,000 of a 10⁶-seed list takes ~0.3 s (naming the list through faker took ~2 minutes).
+500,000 of a 10⁶-seed list takes under a second (naming the list through faker took ~2 minutes).
 """
 
 from __future__ import annotations
