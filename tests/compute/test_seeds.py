@@ -10,9 +10,11 @@ import pytest
 from whestbench.compute.seeds import (
     SEED_LIMIT,
     SeedError,
+    _first_distinct,
     check_range,
     derived_seeds,
     estimator_seed,
+    estimator_seeds,
     random_seeds,
     seed_list_digest,
     slice_bounds,
@@ -69,6 +71,40 @@ def test_wrong_length_names_both_counts():
         validate_mlp_seeds([1, 2], 3)
 
 
+LONG = list(range(10, 100_010))
+
+
+def test_a_long_valid_list_is_returned_as_is():
+    out = validate_mlp_seeds(LONG, len(LONG))
+    assert out == LONG and out is not LONG
+
+
+@pytest.mark.parametrize(
+    "tail, message",
+    [
+        ([10], r"duplicate at indices \[0, 100000\]: both = 10"),
+        ([True], r"mlp_seeds\[100000\] must be an int; got bool"),
+        ([-1], r"mlp_seeds\[100000\] = -1 is out of range"),
+        ([SEED_LIMIT], rf"mlp_seeds\[100000\] = {SEED_LIMIT} is out of range"),
+        ([2**70], r"mlp_seeds\[100000\] = 1180591620717411303424 is out of range"),
+        ([3.0], r"mlp_seeds\[100000\] must be an int; got float"),
+    ],
+)
+def test_a_long_list_names_its_first_bad_entry(tail, message):
+    with pytest.raises(SeedError, match=message):
+        validate_mlp_seeds(LONG + tail)
+
+
+def test_a_long_list_with_numpy_ints_is_returned_as_plain_ints():
+    out = validate_mlp_seeds(LONG[:-1] + [np.int64(5)])
+    assert out == LONG[:-1] + [5] and all(type(v) is int for v in out)
+
+
+def test_a_long_list_of_the_wrong_length_names_both_counts():
+    with pytest.raises(SeedError, match=r"has 100000 entries but --n-mlps is 99999"):
+        validate_mlp_seeds(LONG, 99_999)
+
+
 @pytest.mark.parametrize("value, type_name", [({"a": 1}, "dict"), (5, "int"), ("1,2", "str"), (None, "NoneType")])
 def test_a_non_list_is_refused_naming_its_type(value, type_name):
     with pytest.raises(SeedError, match=rf"must be a JSON array of ints; got {type_name}"):
@@ -117,6 +153,44 @@ def test_derived_seeds_for_n_are_a_prefix_of_those_for_more():
     assert derived_seeds(99, 10) == derived_seeds(99, 1000)[:10]
 
 
+def single_draw_derived_seeds(root: int, n: int) -> list[int]:
+    """The definition, one int63 draw at a time (as derived lists were first made)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(root)))
+    out: list[int] = []
+    while len(out) < n:
+        v = int(rng.integers(0, SEED_LIMIT, dtype=np.int64))
+        if v not in out:
+            out.append(v)
+    return out
+
+
+@pytest.mark.parametrize("root", [0, 1, 7, 2**32, SEED_LIMIT - 1])
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 2000])
+def test_derived_seeds_are_the_single_draw_stream(root, n):
+    assert derived_seeds(root, n) == single_draw_derived_seeds(root, n)
+
+
+def test_an_int63_draw_is_one_64_bit_output_shifted_right():
+    # Why a batched draw is the single-draw stream: each value of [0, 2**63) takes exactly one 64-bit
+    # output of the bit generator (it is that output >> 1), however many are drawn at once.
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(3)))
+    raw = np.random.PCG64(np.random.SeedSequence(3)).random_raw(10_000)
+    got = np.concatenate([rng.integers(0, SEED_LIMIT, size=k, dtype=np.int64) for k in (1, 999, 1, 4_000, 4_999)])
+    assert (got.astype(np.uint64) == raw >> np.uint64(1)).all()
+
+
+def test_first_distinct_skips_repeats_and_draws_no_further_than_needed():
+    stream = iter([5, 5, 3, 5, 7, 3, 9, 5, 11, 12])
+    drawn: list[int] = []
+
+    def draw(k: int) -> np.ndarray:
+        drawn.extend(next(stream) for _ in range(k))
+        return np.array(drawn[-k:], dtype=np.int64)
+
+    assert _first_distinct(draw, 4) == [5, 3, 7, 9]
+    assert drawn == [5, 5, 3, 5, 7, 3, 9]
+
+
 @pytest.mark.parametrize("root", [-1, True, 1.0])
 def test_derived_seeds_refuse_a_bad_root(root):
     with pytest.raises(SeedError, match="--seed must be a non-negative int"):
@@ -138,6 +212,33 @@ def test_estimator_seed_is_the_third_spawned_streams_first_word():
 def test_estimator_seed_is_uint32_at_the_int63_edges():
     for s in (0, 1, SEED_LIMIT - 1):
         assert 0 <= estimator_seed(s) < 2**32
+
+
+EDGE_SEEDS = [0, 1, 2, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**62, SEED_LIMIT - 2, SEED_LIMIT - 1, 6717184059027789272]
+
+
+def test_estimator_seeds_are_numpys_at_the_edges():
+    got = estimator_seeds(EDGE_SEEDS)
+    assert got.dtype == np.uint32
+    assert got.tolist() == [estimator_seed(s) for s in EDGE_SEEDS]
+
+
+def test_estimator_seeds_are_numpys_for_a_hundred_thousand_int63s():
+    seeds = np.random.default_rng(11).integers(0, SEED_LIMIT, 100_000, dtype=np.int64)
+    assert estimator_seeds(seeds).tolist() == [estimator_seed(s) for s in seeds.tolist()]
+
+
+@pytest.mark.parametrize("seeds", [[-1], np.array([3, -1]), [2**64], [1.5]])
+def test_estimator_seeds_refuse_what_seedsequence_refuses(seeds):
+    with pytest.raises((ValueError, OverflowError)):
+        estimator_seeds(seeds)
+
+
+def test_estimator_seeds_take_lists_tuples_and_arrays():
+    want = [estimator_seed(s) for s in EDGE_SEEDS]
+    for seeds in (EDGE_SEEDS, tuple(EDGE_SEEDS), np.array(EDGE_SEEDS, dtype=np.uint64)):
+        assert estimator_seeds(seeds).tolist() == want
+    assert estimator_seeds([]).tolist() == []
 
 
 # --- slices and ranges --------------------------------------------------------------------------

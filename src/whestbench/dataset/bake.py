@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
-from whestbench.compute.seeds import estimator_seed, random_seeds, seed_list_digest, validate_mlp_seeds
+from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
 from whestbench.compute.stats import LayerSums, finalize
 from whestbench.dataset import command
 from whestbench.dataset.bakemeta import bake_metadata
@@ -119,7 +119,7 @@ def _prefetch_writer_imports() -> None:
 
             from whestbench.compute.naming import mlp_name
 
-            mlp_name(0)  # builds faker's en_US provider
+            mlp_name(0)  # reads faker's en_US word lists
         finally:
             sys.setswitchinterval(previous)
 
@@ -172,7 +172,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore) -> Non
     """Read each MLP's sums back from ``ledger``, turn them into rows and write the dataset atomically."""
     cfg, spec = plan.config, plan.spec
     start, end = cfg.range
-    names = unique_names(estimator_seed(s) for s in spec.seeds)[start:end]
+    names = unique_names(estimator_seeds(spec.seeds[:end]), start, end)  # names of seeds[:end] only
     if plan.kernel_md is None:
         backend_fields, chunk, row_kind = None, plan.sampler_md["block_size"], "cpu"
     else:
