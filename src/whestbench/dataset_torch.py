@@ -31,6 +31,9 @@ def create_dataset_torch(
     mlp_range: tuple[int, int] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     compile: bool = False,
+    estimator: str = "plain",
+    target_stderr: float | None = None,
+    stderr_layer: str = "last",
 ) -> Path:
     """Bake with the torch backend (philox sampler) on ``device`` and return the output path.
 
@@ -42,5 +45,6 @@ def create_dataset_torch(
         n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
         split=split, config=config, mlp_range=mlp_range,
         backend="torch", device=device, mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
+        estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
     )
     return bake(cfg, on_event=legacy_progress(progress))

@@ -93,7 +93,8 @@ def test_verify_of_a_golden_dataset_marks_absent_checksums_as_skipped(golden_dir
     rc, out, _ = run(["dataset", "verify", str(golden_dir / "full-w64-d4")], capsys)
     assert rc == 0
     assert any(line.startswith("– checksums: ") for line in out.splitlines())
-    assert "1 skipped" in out.splitlines()[-1]
+    assert any(line.startswith("– stderr: no all_layer_stderr column") for line in out.splitlines())
+    assert "2 skipped" in out.splitlines()[-1]
 
 
 def test_verify_of_a_missing_directory_exits_2(tmp_path, capsys):

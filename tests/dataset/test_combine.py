@@ -99,7 +99,8 @@ def test_combined_metadata_has_the_multi_split_layout(combined):
     md = _md(combined)
     assert list(md) == [
         "schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth",
-        "created_at_utc", "hardware", "splits", "default_split", "prepared_splits", "checksums_written_for", "checksums",
+        "created_at_utc", "hardware", "splits", "default_split", "estimator", "prepared_splits",
+        "checksums_written_for", "checksums",
     ]
     assert list(md["splits"]) == ["public", "holdout"]
     assert {k: v["n_mlps"] for k, v in md["splits"].items()} == {"public": 4, "holdout": 3}

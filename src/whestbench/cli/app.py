@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+_STOP_CODES = (75, 130, 128 + 15, 128 + 10)  # resumable stop, Ctrl-C, SIGTERM, SIGUSR1
+
+
 def run() -> None:
     """The process entry point (``whest``, ``whestbench``, ``python -m whestbench``): ``main``, then exit.
 
@@ -166,7 +169,10 @@ def run() -> None:
     except SystemExit as exc:  # the help, the version, a parser error: the code is all that is left
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     dist = sys.modules.get("whestbench.work.distributed")
-    if dist is not None and dist.lingering_threads():
+    # A stopped command (a signal, Ctrl-C) has saved what it keeps and said so: it leaves at once,
+    # without waiting for the interpreter to tear down (an import still running on a helper thread
+    # can hold that up for a second). So does a rank with a thread still in a store call.
+    if code in _STOP_CODES or (dist is not None and dist.lingering_threads()):
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(code)

@@ -80,6 +80,14 @@ class StopSignals:
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
 @click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel (split-precision tensor cores; experimental).")
+@click.option("--estimator", type=click.Choice(["plain", "control-variate"]), default="plain", show_default=True,
+              help="plain: whestbench 0.16's sample means; control-variate: the same samples with exact-mean "
+                   "controls, several times more accurate per sample (docs/error-bars.md).")
+@click.option("--target-stderr", type=float, default=None, metavar="E",
+              help="Sample each MLP only until the chosen neurons' standard errors are at most E "
+                   "(checked at fixed points; --n-samples becomes the cap).")
+@click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
+              help="The neurons --target-stderr applies to.")
 @click.option("--checkpoint-every", type=SECONDS, default=60.0, show_default=True,
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
 @click.option("--log-every", type=SECONDS, default=60.0, show_default=True,
@@ -88,8 +96,8 @@ class StopSignals:
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
-         max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, checkpoint_every, log_every,
-         peer_timeout, quiet) -> None:
+         max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
+         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
@@ -102,8 +110,14 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
         try:
             _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
                   mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel,
-                  checkpoint_every, log_every, peer_timeout, quiet)
+                  checkpoint_every, log_every, peer_timeout, quiet,
+                  dict(estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer))
         except KeyboardInterrupt:
+            if signals.writing:
+                from whestbench.work.ledger import work_dir_for
+
+                raise BakeInterrupted(f"interrupted while writing the dataset: every unit is kept in "
+                                      f"{work_dir_for(output)}; re-run the same command to write it.", 130) from None
             if signals.running:
                 raise
             raise BakeInterrupted(f"interrupted during set-up: nothing was computed yet; {RESUME}.", 130) from None
@@ -111,7 +125,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
 
 def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
           max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, checkpoint_every, log_every,
-          peer_timeout, quiet) -> None:
+          peer_timeout, quiet, estimation) -> None:
     if slice_ is not None and mlp_range is not None:
         raise UsageError("use either --mlp-range or --slice, not both.")
     rng = None
@@ -149,6 +163,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         max_threads=max_threads, seeds_file=mlp_seeds, seeds_from_peer=peer,
         backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
+        **estimation,
         bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
     plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line

@@ -164,11 +164,21 @@ def finalize_estimates(s: LayerSums, estimator: str, n_batches: int = 0, mu1: np
     else:
         dev = np.maximum(s.cvsq - s.cv * means, 0.0)  # Σ n_b (r̄_b − r̄)²
         stderr = np.sqrt(dev / ((n_batches - 1) * n))
+    stderr[0] = 0.0  # layer 1 is known exactly
     if mu1 is not None:
         means[0] = mu1
-        stderr[0] = 0.0
     return means, stderr
 
 
 def n_batches(n_samples: int, batch: int) -> int:
     return -(-int(n_samples) // int(batch))
+
+
+CHECK_SPAN = 256  # steps: a target is checked after 1, 2, 4, ..., 256 steps, then every 256 steps
+
+
+def is_check_point(steps: int) -> bool:
+    """Whether a bake with a target standard error checks it after ``steps`` steps of an MLP (pcg64
+    chunks or philox blocks): a fixed schedule, so where an MLP stops is a function of its samples
+    alone — never of timing, workers or resumes."""
+    return steps > 0 and ((steps & (steps - 1) == 0 and steps <= CHECK_SPAN) or steps % CHECK_SPAN == 0)

@@ -126,10 +126,11 @@ class Pcg64Stream:
         self.position += n
         return n
 
-    def result(self) -> LayerSums:
-        if not self.done:
+    def result(self, *, partial: bool = False) -> LayerSums:
+        """The sums so far: all ``n_samples`` (``partial=True``: the samples drawn up to now)."""
+        if not (self.done or partial):
             raise ValueError(f"the stream is at sample {self.position} of {self.n_samples}")
-        return LayerSums.from_arrays(self._arrays(), self.n_samples)
+        return LayerSums.from_arrays({k: v.copy() for k, v in self._arrays().items()}, self.position)
 
 
 def sample_layer_sums(

@@ -24,14 +24,16 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import numpy as np
+
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
 from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
-from whestbench.compute.stats import LayerSums, finalize
+from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.dataset import command
 from whestbench.dataset.bakemeta import bake_metadata
 from whestbench.dataset.plan import BakeConfig, BakePlan, plan_bake
-from whestbench.dataset.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
+from whestbench.dataset.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
 from whestbench.work.ledger import Ledger, hold_lock, load_seeds, save_seeds
@@ -187,7 +189,10 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore) -> Non
         depth=cfg.depth, mlp_range=(start, end), total_n_mlps=cfg.n_mlps, sampler=plan.sampler_md,
         seed_list_digest=seed_list_digest(spec.seeds), seed_source=plan.seed_source,
         bake_command=cfg.bake_command or canonical_command(cfg, plan.seed_source),
-        backend=plan.backend, backend_fields=backend_fields,
+        backend=plan.backend, backend_fields=backend_fields, estimator=plan.estimator_md,
+        target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer,
+                        "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps",
+                        "step_samples": spec.step_samples} if spec.target_stderr is not None else None),
     )
     from whestbench.dataset.writer import write_dataset
 
@@ -215,26 +220,51 @@ def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tup
         yield i, total, wall
 
 
+def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """One MLP's numeric columns: ``(all_layer_means, final_means, avg_variance, all_layer_stderr)``.
+
+    plain: the reference's rounding steps exactly (``stats.finalize``). control-variate: layer 1 is
+    the exact mean, later layers the control-variate estimates. ``avg_variance`` keeps the
+    reference's definition (the sample variance around the stored final means).
+    """
+    from whestbench.compute.estimators import finalize_estimates, layer1_means, n_batches
+
+    if spec.estimator == "plain":
+        means, final, avg_var = finalize(sums)
+        _, stderr = finalize_estimates(sums, "plain")
+    else:
+        m64, stderr = finalize_estimates(sums, spec.estimator, n_batches(sums.count, spec.cv_batch),
+                                         layer1_means(weights[0]))
+        means = m64.astype(np.float32)
+        final = means[-1].copy()
+        avg_var = avg_variance(sums.sumsq[-1], sums.count, final)
+    return means, final, avg_var, stderr.astype(np.float32)
+
+
 def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
           emit: EventSink) -> Iterator[dict[str, Any]]:
     from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
     for n, ((i, sums, wall), name) in enumerate(zip(_mlp_results(spec, ledger, indices), names), 1):
-        means, final, avg_var = finalize(sums)
         seed = spec.seeds[i]
+        weights = weights_for_seed(seed, spec.width, spec.depth)
+        means, final, avg_var, stderr = estimates(spec, sums, weights)
         row = {
             "mlp_id": i,
             "mlp_name": name,
             "mlp_seed": seed,
-            "weights": weights_for_seed(seed, spec.width, spec.depth),
+            "weights": weights,
             "all_layer_means": means,
             "final_means": final,
             "avg_variance": avg_var,
             "sampling_budget_breakdown": breakdown_json(
-                sampling_budget_breakdown(spec.n_samples, spec.width, spec.depth, chunk, wall_time_s=wall, row_kind=row_kind)
+                sampling_budget_breakdown(sums.count, spec.width, spec.depth, chunk, wall_time_s=wall, row_kind=row_kind)
             ),
+            STDERR_COLUMN: stderr,
         }
+        if spec.target_stderr is not None:
+            row[N_USED_COLUMN] = sums.count
         # before the yield: the writer takes the last row and never resumes this generator
         emit(Event("progress", progress=Progress("rows", n, total)))
         yield row
@@ -257,6 +287,9 @@ def create_dataset(
     seed: int | None = None,
     max_threads: int | None = None,
     progress: EventSink | None = None,
+    estimator: str = "plain",
+    target_stderr: float | None = None,
+    stderr_layer: str = "last",
 ) -> Path:
     """Bake a dataset on the default CPU path (pcg64, whestbench 0.16's numbers) and return its path.
 
@@ -265,6 +298,7 @@ def create_dataset(
     cfg = api_config(
         n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
         split=split, config=config, mlp_range=mlp_range, max_threads=max_threads,
+        estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
     )
     return bake(cfg, on_event=legacy_progress(progress))
 

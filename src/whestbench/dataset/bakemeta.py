@@ -30,6 +30,8 @@ def bake_metadata(
     bake_command: str | None,
     backend: str = BACKEND_CPU,
     backend_fields: dict[str, Any] | None = None,
+    estimator: dict[str, Any] | None = None,
+    target_stderr: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Metadata of a bake. A range short of ``[0, total_n_mlps)`` makes it a partial.
 
@@ -55,6 +57,10 @@ def bake_metadata(
     }
     md.update(backend_fields or {})
     md["sampler"] = sampler
+    if estimator:
+        md["estimator"] = estimator
+    if target_stderr:
+        md["target_stderr"] = target_stderr
     md["seed_list_digest"] = seed_list_digest
     md["seed_source"] = seed_source
     if backend == BACKEND_CPU:

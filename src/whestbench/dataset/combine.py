@@ -75,7 +75,8 @@ __all__ = [
 PREPARED_FORMAT = "save_to_disk"
 
 # Must be equal across the splits of one dataset (compared with the first input, in this order).
-_SAME_KEYS = ("schema_version", "format", "backend", "n_samples", "width", "depth", "seed_protocol")
+_SAME_KEYS = ("schema_version", "format", "backend", "n_samples", "width", "depth", "seed_protocol", "estimator",
+              "target_stderr")
 # Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
 _SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command")
 
@@ -247,6 +248,9 @@ def combined_metadata(
         md["splits"][split] = entry
     if default_split is not None:
         md["default_split"] = default_split
+    for key in ("estimator", "target_stderr"):  # ours: every split's (equal by the checks above)
+        if key in first:
+            md[key] = copy.deepcopy(first[key])
     return md
 
 

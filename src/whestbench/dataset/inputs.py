@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 from whestbench.atomic import remove_abandoned_staging
 from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
 from whestbench.dataset.reader import DATA_DIR, checksum_state, data_files, is_shard_of, read_metadata
-from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, make_features, validate_metadata
+from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, columns_for, make_features, validate_metadata
 from whestbench.errors import UsageError
 from whestbench.events import Event, EventSink, ignore
 from whestbench.outputs import check_new_output, check_outside_inputs
@@ -142,7 +142,7 @@ def check_files(
             f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
             f"{depth!r}); it was edited or is not a WhestBench dataset. Re-bake or re-download it."
         )
-    expected = make_features(width, depth).arrow_schema  # also registers Array2D/3D with pyarrow
+    expected = make_features(width, depth, columns_for(md)).arrow_schema  # also registers Array2D/3D with pyarrow
     rows = 0
     for f in files:
         try:
@@ -156,7 +156,7 @@ def check_files(
         if not schema.equals(expected, check_metadata=False):
             raise MergeCorruptError(
                 f"{f} does not have the WhestBench columns for width={width}, "
-                f"depth={depth} (found {schema.names} with other types); the file does not "
+                f"depth={depth} (found {schema.names}, expected {list(columns_for(md))} with their types); the file does not "
                 "belong to this dataset. Re-bake it."
             )
         rows += meta.num_rows

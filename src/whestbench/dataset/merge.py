@@ -47,7 +47,7 @@ from whestbench.dataset.inputs import (
     split_of,
 )
 from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums
-from whestbench.dataset.schema import make_features, validate_metadata
+from whestbench.dataset.schema import COLUMNS, columns_for, make_features, validate_metadata
 from whestbench.dataset.writer import (
     MAX_ROW_GROUP_BYTES,
     MAX_SHARD_BYTES,
@@ -124,7 +124,8 @@ def merge_datasets(
     validate_metadata(md)
     width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
     with staged_dir(output) as stage:
-        _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth, on_event)
+        _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth, on_event,
+                   columns_for(first))
         finish_dataset_dir(stage, md, data_checksums(stage))
     return output
 
@@ -177,7 +178,8 @@ def _check_compatible(parts: Sequence[_Partial]) -> None:
         for key in _SAME_KEYS:
             _same(part, first, key)
         _same_seed_list(part, first)
-        _same(part, first, "sampler")
+        for key in ("sampler", "estimator", "target_stderr"):
+            _same(part, first, key)
 
 
 def _same(part: _Partial, first: _Partial, key: str) -> None:
@@ -407,13 +409,13 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, width: int, depth: int,
-               on_event: EventSink = ignore) -> None:
+               on_event: EventSink = ignore, columns: tuple[str, ...] = COLUMNS) -> None:
     """Stream the rows of ``files`` (in order) into new shards laid out as the writer lays out a
     bake of ``n_rows`` (same shard plan, row groups, schema and compression); ``on_event`` hears
     ``Progress("rows", ...)`` after each row group."""
     import pyarrow.parquet as pq
 
-    schema = make_features(width, depth).arrow_schema
+    schema = make_features(width, depth, columns).arrow_schema
     plan = shard_plan(n_rows, width, depth, MAX_SHARD_BYTES)
     group_rows = max(1, MAX_ROW_GROUP_BYTES // row_bytes(width, depth))
     source = _Rebatcher(_tables(files, group_rows, schema))

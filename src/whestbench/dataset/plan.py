@@ -86,6 +86,13 @@ class BakeConfig:
     tensor cores; opt-in until measured on a GPU). Changes the arithmetic, so it is recorded."""
     checkpoint_every: float = 60.0
     """Seconds between checkpoints inside a unit; a kill loses at most this much work per worker."""
+    estimator: str = "plain"
+    """"plain" (whestbench 0.16's sample means) or "control-variate" (docs/error-bars.md)."""
+    target_stderr: float | None = None
+    """Sample each MLP only until the chosen neurons' standard errors are at most this; ``n_samples``
+    is then the cap."""
+    stderr_layer: str = "last"
+    """The neurons ``target_stderr`` applies to: the "last" layer's, or "all"."""
 
     def __post_init__(self) -> None:
         for flag, value in (("--n-mlps", self.n_mlps), ("--n-samples", self.n_samples),
@@ -132,6 +139,16 @@ class BakeConfig:
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None:
                 _positive_int(flag, value)
+        if self.estimator not in ("plain", "control-variate"):
+            raise UsageError(f"--estimator must be 'plain' or 'control-variate'; got {self.estimator!r}.")
+        if self.stderr_layer not in ("last", "all"):
+            raise UsageError(f"--stderr-layer must be 'last' or 'all'; got {self.stderr_layer!r}.")
+        t = self.target_stderr
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
+            raise UsageError(f"--target-stderr must be a positive, finite number; got {t!r}.")
+        if self.estimator == "control-variate" and self.gpu_kernel == "fused":
+            raise UsageError("the fused GPU kernel does not compute the control variates yet: use --gpu-kernel torch, "
+                             "or --estimator plain.")
         ce = self.checkpoint_every
         if isinstance(ce, bool) or not isinstance(ce, (int, float)) or not ce > 0 or ce == float("inf"):
             raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {ce!r}.")
@@ -194,6 +211,8 @@ class BakePlan:
     """torch: the kernel block of metadata (name, precision class, config)."""
     needs: Needs
     notes: tuple[str, ...] = field(default=())
+    estimator_md: dict[str, Any] = field(default_factory=dict)
+    """The ``estimator`` block of metadata.json."""
     """Warnings to show before the bake (e.g. MPS has no float64)."""
 
     @property
@@ -247,7 +266,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         from whestbench.compute.pcg64 import SAMPLER_NAME, SAMPLER_VERSION, chunk_rows
 
         spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
-                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32")
+                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", **_estimation(cfg))
         compute, workers, label, kernel_md = Compute("numpy"), cfg.max_threads, "cpu", None
         sampler_md = {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk_rows(cfg.width)}
         backend = BACKEND_CPU
@@ -255,7 +274,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         spec, compute, workers, label, sampler_md, kernel_md = _torch_plan(cfg, dist_env, notes)
         backend = BACKEND_TORCH
     plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
-                    needs=_needs(cfg, spec, compute, workers), notes=tuple(notes))
+                    needs=_needs(cfg, spec, compute, workers), notes=tuple(notes), estimator_md=_estimator_md(spec))
     if rank0 and cfg.output is not None:
         _check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes
     seeds, source = _known_seeds(cfg)
@@ -263,6 +282,24 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     if probe and plan.needs.flops > PROBE_FLOPS:
         plan = dataclasses.replace(plan, needs=_probe(plan))
     return plan
+
+
+def _estimation(cfg: BakeConfig) -> dict[str, Any]:
+    """The WorkSpec fields of the estimator and the target standard error."""
+    return {"estimator": cfg.estimator, "target_stderr": cfg.target_stderr, "stderr_layer": cfg.stderr_layer}
+
+
+def _estimator_md(spec: WorkSpec) -> dict[str, Any]:
+    """The ``estimator`` block of metadata.json: which estimator made the means and the standard errors."""
+    from whestbench.compute.estimators import ESTIMATOR_VERSION, PILOT_SAMPLES
+
+    if spec.estimator == "plain":
+        return {"name": "plain", "version": ESTIMATOR_VERSION,
+                "stderr": "sqrt(sample variance / N) per neuron, from fp64 sums of squares"}
+    return {"name": "control-variate", "version": ESTIMATOR_VERSION,
+            "controls": "layer-1 activations and layer-2 squared pre-activations (exact means)",
+            "pilot_samples": PILOT_SAMPLES, "pilot_stream": "SeedSequence(mlp_seed).spawn(4)[3]",
+            "stderr": "batch means", "batch_samples": spec.cv_batch, "docs": "docs/error-bars.md"}
 
 
 def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
@@ -291,6 +328,8 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     # On the CPU one MLP per worker thread (one per core, torch single-threaded: the numba passes
     # are single-threaded, so this keeps every core busy); on a GPU, batches of up to 16.
     batch = cfg.mlps_per_batch or (1 if device == "cpu" else min(end - start, 16))
+    if cfg.target_stderr is not None:
+        batch = 1  # each MLP stops at its own check point
     rows = philox_torch.step_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
     engine = "numba" if device == "cpu" else "torch"
     kernel_md: dict[str, Any] = {"name": f"philox-{engine}-{device}", "precision_class": philox_torch.kernel_name(device, engine)}
@@ -315,11 +354,14 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     distributed = dist_env is not None and dist_env.world_size > 1
     where = f"cuda:{dist_env.local_rank}" if device == "cuda" and distributed else device  # one GPU per local rank
     workers = (os.cpu_count() or 1) if device == "cpu" and not distributed else 1
+    unit_blocks = PHILOX_UNIT_BLOCKS
+    if cfg.target_stderr is not None:  # one unit per MLP: its blocks run in order, checked on the way
+        unit_blocks = 1 << max(philox.block_count(cfg.n_samples) - 1, 0).bit_length()
     spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
                     sampler=philox.SAMPLER_NAME, arithmetic=kernel_md["precision_class"], block_size=philox.BLOCK_SIZE,
-                    unit_blocks=PHILOX_UNIT_BLOCKS, mlps_per_unit=batch)
+                    unit_blocks=unit_blocks, mlps_per_unit=batch, **_estimation(cfg))
     sampler_md = {"name": philox.SAMPLER_NAME, "version": philox.SAMPLER_VERSION, "block_size": philox.BLOCK_SIZE,
-                  "unit_blocks": PHILOX_UNIT_BLOCKS, "summation": "pairwise-tree"}
+                  "unit_blocks": unit_blocks, "summation": "pairwise-tree"}
     kernel_md = {**kernel_md, "mlps_per_batch": batch, "chunk_size": rows}
     return spec, Compute(engine, where, rows, config), workers, f"torch ({where})", sampler_md, kernel_md
 

@@ -36,6 +36,18 @@ COLUMNS = (
     "sampling_budget_breakdown",
 )
 NUMERIC_COLUMNS = ("all_layer_means", "final_means", "avg_variance")
+# Ours, after the reference's eight (its loader ignores them): the standard error of every stored
+# mean (bakes that record an ``estimator``), and the samples each MLP used (``target_stderr`` bakes).
+STDERR_COLUMN = "all_layer_stderr"
+N_USED_COLUMN = "n_samples_used"
+
+
+def columns_for(md: dict[str, Any]) -> tuple[str, ...]:
+    """The columns a dataset with metadata ``md`` holds: the reference's eight, then ours."""
+    extra = (STDERR_COLUMN,) if isinstance(md.get("estimator"), dict) else ()
+    if isinstance(md.get("target_stderr"), dict):
+        extra += (N_USED_COLUMN,)
+    return COLUMNS + extra
 
 # whestbench 0.16's rule: lowercase words joined by single hyphens.
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -69,22 +81,29 @@ def check_config_name(name: object) -> str:
     return name
 
 
-def make_features(width: int, depth: int):
-    """HF ``Features`` of the 8 columns (the exact types whestbench 0.16 writes)."""
+def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
+    """HF ``Features`` of ``columns`` (the reference's eight by default, with the exact types
+    whestbench 0.16 writes; ``all_layer_stderr`` is typed as ``all_layer_means``)."""
     from datasets import Array2D, Array3D, Features, List, Value
 
-    return Features(
-        {
-            "mlp_id": Value("int32"),
-            "mlp_name": Value("string"),
-            "mlp_seed": Value("int64"),
-            "weights": Array3D(shape=(depth, width, width), dtype="float32"),
-            "all_layer_means": Array2D(shape=(depth, width), dtype="float32"),
-            "final_means": List(Value("float32"), length=width),
-            "avg_variance": Value("float64"),
-            "sampling_budget_breakdown": Value("string"),
-        }
-    )
+    every = {
+        "mlp_id": Value("int32"),
+        "mlp_name": Value("string"),
+        "mlp_seed": Value("int64"),
+        "weights": Array3D(shape=(depth, width, width), dtype="float32"),
+        "all_layer_means": Array2D(shape=(depth, width), dtype="float32"),
+        "final_means": List(Value("float32"), length=width),
+        "avg_variance": Value("float64"),
+        "sampling_budget_breakdown": Value("string"),
+        STDERR_COLUMN: Array2D(shape=(depth, width), dtype="float32"),
+        N_USED_COLUMN: Value("int64"),
+    }
+    return Features({name: every[name] for name in columns})
+
+
+def features_for(md: dict[str, Any]):
+    """The ``Features`` of a single-split dataset's (or one split's) files, from its metadata."""
+    return make_features(md["width"], md["depth"], columns_for(md))
 
 
 def split_names(md: dict[str, Any]) -> list[str]:

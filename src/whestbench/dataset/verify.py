@@ -33,7 +33,15 @@ import numpy as np
 
 from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.reader import checksum_state, data_files, read_metadata
-from whestbench.dataset.schema import COLUMNS, protocol_version, split_names, validate_metadata
+from whestbench.dataset.schema import (
+    COLUMNS,
+    N_USED_COLUMN,
+    STDERR_COLUMN,
+    columns_for,
+    protocol_version,
+    split_names,
+    validate_metadata,
+)
 from whestbench.dataset.schema import infer_sampler  # noqa: F401  (re-exported: dataset.inspect imports it from here)
 from whestbench.errors import UsageError
 
@@ -175,6 +183,8 @@ class SplitScan:
     final: np.ndarray  # (n, w) float32
     avg_var: np.ndarray  # (n,) float64
     weight_mismatch: list[tuple[int, str]]  # (mlp_id, what differs) against the re-derived weights
+    stderr: np.ndarray | None = None  # (n, depth, w) float32: all_layer_stderr, when the dataset has it
+    n_used: np.ndarray | None = None  # (n,) int64: n_samples_used, when the dataset has it
 
 
 @dataclass
@@ -248,8 +258,11 @@ def _dense(arr, inner: tuple[int, ...], column: str, ids: np.ndarray) -> np.ndar
     return arr.to_numpy(zero_copy_only=False).reshape((n, *inner))
 
 
-def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool) -> SplitScan:
-    """Read ``split`` batch by batch; with ``rederive`` compare each MLP's weights with its seed's."""
+def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool,
+               columns: tuple[str, ...] = COLUMNS) -> SplitScan:
+    """Read ``split`` batch by batch; with ``rederive`` compare each MLP's weights with its seed's.
+    ``columns``: the dataset's columns (``schema.columns_for``): its stderr and sample counts are
+    read when it has them."""
     import pyarrow.parquet as pq
 
     from whestbench.compute.mlp import weights_for_seed
@@ -257,10 +270,12 @@ def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool
 
     batch_rows = max(1, _BATCH_BYTES // row_bytes(width, depth))
     ids, names, seeds, digests, sig, means, final, avg, mismatch = [], [], [], [], [], [], [], [], []
+    stderr, n_used = [], []
+    wanted = _READ_COLUMNS + [c for c in (STDERR_COLUMN, N_USED_COLUMN) if c in columns]
     for shard in data_files(path, split):
         try:
             pf = pq.ParquetFile(shard)
-            batches = pf.iter_batches(batch_size=batch_rows, columns=_READ_COLUMNS)
+            batches = pf.iter_batches(batch_size=batch_rows, columns=wanted)
             for batch in batches:
                 b_ids = np.asarray(batch.column("mlp_id").to_numpy(zero_copy_only=False), dtype=np.int64)
                 b_seeds = [int(v) for v in batch.column("mlp_seed").to_pylist()]
@@ -283,6 +298,10 @@ def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool
                 means.append(m.astype(np.float32, copy=False))
                 final.append(f.astype(np.float32, copy=False))
                 avg.append(np.asarray(batch.column("avg_variance").to_numpy(zero_copy_only=False), dtype=np.float64))
+                if STDERR_COLUMN in wanted:
+                    stderr.append(_dense(batch.column(STDERR_COLUMN), (depth, width), STDERR_COLUMN, b_ids).astype(np.float32))
+                if N_USED_COLUMN in wanted:
+                    n_used.append(np.asarray(batch.column(N_USED_COLUMN).to_numpy(zero_copy_only=False), dtype=np.int64))
         except InvalidDatasetError:
             raise
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException for a corrupt file
@@ -302,6 +321,8 @@ def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool
         final=cat(final, (0, width), np.float32),
         avg_var=cat(avg, (0,), np.float64),
         weight_mismatch=mismatch,
+        stderr=cat(stderr, (0, depth, width), np.float32) if STDERR_COLUMN in wanted else None,
+        n_used=cat(n_used, (0,), np.int64) if N_USED_COLUMN in wanted else None,
     )
 
 
@@ -346,14 +367,14 @@ def _sig_text(sig: Any) -> str:
     return str(sig)
 
 
-def _schema_problems(path: Path, split: str, width: int, depth: int) -> list[str]:
+def _schema_problems(path: Path, split: str, width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> list[str]:
     """What is wrong with the Arrow schema of ``split``'s shards (empty when nothing is)."""
     import pyarrow.parquet as pq
     from datasets import Features
 
     from whestbench.dataset.schema import make_features
 
-    features = make_features(width, depth)
+    features = make_features(width, depth, columns)
     expected = features.arrow_schema
     problems = []
     for shard in data_files(path, split):
@@ -362,10 +383,10 @@ def _schema_problems(path: Path, split: str, width: int, depth: int) -> list[str
         except Exception as e:  # corrupt footer
             problems.append(f"{shard.name}: unreadable footer ({e})")
             continue
-        if list(schema.names) != list(COLUMNS):
-            problems.append(f"{shard.name}: columns {schema.names}, expected {list(COLUMNS)}")
+        if list(schema.names) != list(columns):
+            problems.append(f"{shard.name}: columns {schema.names}, expected {list(columns)}")
             continue
-        for name in COLUMNS:
+        for name in columns:
             got, want = _field_sig(schema.field(name)), _field_sig(expected.field(name))
             if got != want:
                 problems.append(f"{shard.name}: {name} is {_sig_text(got)}, expected {_sig_text(want)}")
@@ -443,7 +464,7 @@ def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
     for split in splits:
         prefix = f"{split}: " if multi else ""
         try:
-            problems = _schema_problems(path, split, width, depth)
+            problems = _schema_problems(path, split, width, depth, columns_for(md))
         except InvalidDatasetError as e:
             report.check(f"{prefix}files", False, str(e))
             continue
@@ -451,13 +472,13 @@ def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
         report.check(
             f"{prefix}schema",
             not problems,
-            shown if problems else f"8 columns with the Arrow/HF types of width={width} depth={depth}",
+            shown if problems else f"{len(columns_for(md))} columns with the Arrow/HF types of width={width} depth={depth}",
         )
         if problems:
             continue
         rederive = version in ("3.0", "4.0")
         try:
-            s = scan_split(path, split, width, depth, rederive=rederive)
+            s = scan_split(path, split, width, depth, rederive=rederive, columns=columns_for(md))
         except InvalidDatasetError as e:
             report.check(f"{prefix}rows", False, str(e))
             continue
@@ -578,11 +599,17 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
     if not rows:
         report.skip("layer-1 means", "the dataset has no rows")
         return
-    n = ds.n_samples
+    # each MLP's sample count: n_samples, or what it used when it stopped at a target standard error
+    n = np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])[:, None]
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
-    se = sigma * math.sqrt(_RELU_VAR / n)
     exact = sigma / _SQRT_2PI
+    estimator = (ds.md.get("estimator") or {}).get("name") if isinstance(ds.md.get("estimator"), dict) else None
+    if estimator == "control-variate":
+        _exact_layer1(ds, rows, mean1, exact, report)
+        _stderr_checks(ds, rows, None, report)
+        return
+    se = sigma * np.sqrt(_RELU_VAR / n)
     with np.errstate(divide="ignore", invalid="ignore"):
         # A zero weight column gives a neuron that is always 0: its mean must be exactly 0.
         z = np.where(se > 0, (mean1 - exact) / np.where(se > 0, se, 1.0), np.where(mean1 == exact, 0.0, np.inf))
@@ -612,3 +639,53 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
         report.check("avg_variance", False, f"{int(bad.sum())} MLP(s) with avg_variance not positive and finite, first mlp_id {int(s.ids[i])}: {s.avg_var[i]}")
     else:
         report.check("avg_variance", True, f"positive and finite for {len(rows)} MLP(s) (range {var.min():.4g} to {var.max():.4g})")
+    _stderr_checks(ds, rows, se, report)
+
+
+def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
+    """The control-variate estimator stores layer 1's exact means: equal within float32 rounding."""
+    tol = F32_ULPS * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) + 1e-12
+    bad = np.abs(mean1 - exact) > tol
+    if bad.any():
+        r, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        report.check("layer-1 means", False, f"control-variate estimator: layer 1 must be the exact ‖W₁[:,j]‖/√(2π); "
+                     f"mlp_id {int(s.ids[i])} neuron {j} is {mean1[r, j]:.9g}, exact {exact[r, j]:.9g}")
+    else:
+        report.check("layer-1 means", True, f"{len(rows)} MLP(s): exact ‖W₁[:,j]‖/√(2π) within float32 rounding "
+                     "(control-variate estimator)")
+
+
+def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report: VerifyReport) -> None:
+    """The stored standard errors: finite and >= 0, and (plain estimator) layer 1's equal to the
+    exact ``sqrt(Var relu / N)`` within the sampling error of a sample standard deviation."""
+    if any(s.stderr is None for s, _ in rows):
+        report.skip("stderr", "no all_layer_stderr column (a whestbench 0.16 dataset)")
+        return
+    se = np.stack([s.stderr[i] for s, i in rows]).astype(np.float64)  # (m, depth, w)
+    if not np.all(np.isfinite(se)) or np.any(se < 0):
+        bad = ~np.isfinite(se) | (se < 0)
+        r, layer, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        report.check("stderr", False, f"{int(bad.sum())} standard error(s) not finite and >= 0, first mlp_id {int(s.ids[i])} "
+                     f"layer {layer + 1} neuron {j}: {se[r, layer, j]}")
+        return
+    detail = "per layer, median (max): " + ", ".join(
+        f"{np.median(se[:, k]):.3g} ({np.max(se[:, k]):.3g})" for k in range(se.shape[1]))
+    if analytic_se is None:
+        report.check("stderr", True, f"finite and >= 0; {detail}")
+        return
+    live = analytic_se > 0
+    n = np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])
+    # a sample sd's relative error is about sqrt((kurtosis - 1) / 4N); relu of a Gaussian: kurtosis < 6
+    tol = 6.0 * np.sqrt(5.0 / (4.0 * np.maximum(n, 1.0)))[:, None] + 1e-3
+    ratio = np.where(live, se[:, 0] / np.where(live, analytic_se, 1.0), 1.0)
+    bad = live & (np.abs(ratio - 1.0) > tol)
+    if bad.any():
+        r, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        report.check("stderr", False, f"layer-1 standard error of mlp_id {int(s.ids[i])} neuron {j} is {se[r, 0, j]:.4g}, "
+                     f"exact sqrt(Var relu / N) = {analytic_se[r, j]:.4g}")
+    else:
+        report.check("stderr", True, f"layer 1 matches the exact sqrt(Var relu / N) (max ratio off by "
+                     f"{float(np.max(np.abs(ratio - 1.0))):.2g}); {detail}")

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from whestbench.atomic import staged_dir
 from whestbench.dataset.reader import bind_checksums, data_checksums
-from whestbench.dataset.schema import make_features
+from whestbench.dataset.schema import COLUMNS, columns_for, make_features
 
 MAX_SHARD_BYTES = 2 * 1024**3
 MAX_ROW_GROUP_BYTES = 256 * 1024**2
@@ -52,12 +52,13 @@ def write_parquet_shards(
     *,
     max_shard_bytes: int = MAX_SHARD_BYTES,
     max_row_group_bytes: int = MAX_ROW_GROUP_BYTES,
+    columns: tuple[str, ...] = COLUMNS,
 ) -> list[Path]:
-    """Stream ``rows`` (dicts with the 8 columns) into ``directory/data`` shards; return their paths."""
+    """Stream ``rows`` (dicts holding ``columns``) into ``directory/data`` shards; return their paths."""
     import datasets
     import pyarrow.parquet as pq
 
-    features = make_features(width, depth)
+    features = make_features(width, depth, columns)
     schema = features.arrow_schema
     plan = shard_plan(n_rows, width, depth, max_shard_bytes)
     group_rows = max(1, max_row_group_bytes // row_bytes(width, depth))
@@ -95,7 +96,8 @@ def write_dataset(
 ) -> Path:
     """Write a complete dataset directory at ``output`` atomically; ``md`` gains ``checksums``."""
     with staged_dir(Path(output)) as stage:
-        write_parquet_shards(stage, split, rows, n_rows, width, depth, max_shard_bytes=max_shard_bytes)
+        write_parquet_shards(stage, split, rows, n_rows, width, depth, max_shard_bytes=max_shard_bytes,
+                             columns=columns_for(md))
         finish_dataset_dir(stage, md, data_checksums(stage), render_card=render_card)
     return Path(output)
 

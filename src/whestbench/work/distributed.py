@@ -509,7 +509,7 @@ def _collect(run: _Epoch) -> None:
             pending.discard(i)
             inflight.discard(i)
             got = True
-            tracker.unit_done(unit)
+            tracker.unit_done(unit, sums.count)
         now = time.monotonic()
         if now - read_progress >= PROGRESS_EVERY_S:
             read_progress = now
@@ -600,7 +600,9 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         by_key = {u.key: u for u in all_units}
         todo = [by_key[k] for k in plan["todo"]]
         here = Job(spec, job.compute, None, job.checkpoint_every)  # no ledger here: rank 0 keeps it
-        tracker = Tracker(spec, all_units, {u.key for u in all_units} - set(plan["todo"]), ctx.emit)
+        todo_keys = set(plan["todo"])
+        tracker = Tracker(spec, all_units, {u.key: spec.unit_samples(u) for u in all_units if u.key not in todo_keys},
+                          ctx.emit)
         tracker.start(units_total=len(all_units), units_done=len(all_units) - len(todo))
         run = _Epoch(ctx, ns, epoch, here, todo, tracker)
         with threadpool_limits(limits=1, user_api="blas"):

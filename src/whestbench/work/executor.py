@@ -67,11 +67,14 @@ class Tracker:
     """Where a job stands, for progress events: samples (done, running, recovered), whole MLPs,
     checkpoints. Thread-safe; used by both executors."""
 
-    def __init__(self, spec: WorkSpec, units: list[Unit], done: set[str], emit: EventSink):
+    def __init__(self, spec: WorkSpec, units: list[Unit], done: dict[str, int], emit: EventSink):
+        """``done``: unit key -> samples per MLP of the units already finished (a unit that reached
+        its target standard error early covers fewer than planned)."""
         self.spec, self.emit = spec, emit
         self.lock = threading.Lock()
-        self.total = sum(spec.unit_samples(u) * u.mlp_count for u in units)
-        self.collected = sum(spec.unit_samples(u) * u.mlp_count for u in units if u.key in done)
+        count = {u.key: done.get(u.key, spec.unit_samples(u)) for u in units}
+        self.total = sum(count[u.key] * u.mlp_count for u in units)
+        self.collected = sum(count[u.key] * u.mlp_count for u in units if u.key in done)
         self.recovered = self.collected
         self.running = 0  # samples inside units not yet saved (this process)
         self.external = {}  # rank -> (running samples, checkpoints) reported by other ranks
@@ -124,10 +127,15 @@ class Tracker:
             self.checkpoints += 1
         self._emit("checkpoint")
 
-    def unit_done(self, unit: Unit) -> None:
+    def unit_done(self, unit: Unit, count: int | None = None) -> None:
+        """``unit`` is saved; ``count``: the samples per MLP it covered (fewer than planned when it
+        reached its target standard error early: the total shrinks by the rest)."""
+        planned = self.spec.unit_samples(unit)
+        count = planned if count is None else count
         with self.lock:
             self.running -= self._reported.pop(unit.key, 0)
-            self.collected += self.spec.unit_samples(unit) * unit.mlp_count
+            self.collected += count * unit.mlp_count
+            self.total -= (planned - count) * unit.mlp_count
             for i in unit.mlps:
                 left = self.units_left.get(i, 0) - 1
                 if left <= 0:
@@ -153,10 +161,11 @@ class Tracker:
         self._emit("done")
 
 
-def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> set[str]:
-    """Keys of the units the ledger holds and that pass their checks; one note per damaged file."""
+def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
+    """The units the ledger holds and that pass their checks (key -> samples per MLP); one note per
+    damaged file."""
     if job.ledger is None:
-        return set()
+        return {}
     by_key = {u.key: u for u in units}
     done, damaged = job.ledger.scan(by_key, lambda k, s: job.spec.check_result(by_key[k], s))
     for path, why in damaged:
@@ -216,7 +225,7 @@ class LocalExecutor:
             if job.ledger is not None:
                 job.ledger.save(unit.key, sums, time.perf_counter() - t0)
                 job.ledger.drop_checkpoint(unit.key)
-            tracker.unit_done(unit)
+            tracker.unit_done(unit, sums.count)
 
         if todo:
             from threadpoolctl import threadpool_limits

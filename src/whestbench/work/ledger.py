@@ -297,18 +297,18 @@ class Ledger:
         return sums, wall
 
     def scan(self, keys: Iterable[str], check: Callable[[str, LayerSums], str | None] | None = None
-             ) -> tuple[set[str], list[tuple[Path, str]]]:
+             ) -> tuple[dict[str, int], list[tuple[Path, str]]]:
         """Which of ``keys`` are finished and pass their checks, and ``(file, reason)`` for each that
         does not. Failed files are renamed ``*.damaged`` (kept for a look, never read again)."""
-        done: set[str] = set()
+        done: dict[str, int] = {}
         damaged: list[tuple[Path, str]] = []
         for key in keys:
             path = self.unit_path(key)
             if not path.exists():
                 continue
             try:
-                self.load(key, (lambda s, k=key: check(k, s)) if check else None)
-                done.add(key)
+                sums, _ = self.load(key, (lambda s, k=key: check(k, s)) if check else None)
+                done[key] = sums.count
             except (DamagedRecord, OSError) as e:
                 damaged.append((path, str(e)))
                 with contextlib.suppress(OSError):

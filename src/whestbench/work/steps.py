@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from whestbench.compute.estimators import is_check_point
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
 from whestbench.work.ledger import DamagedRecord, Ledger
@@ -127,8 +128,13 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
             stream = Pcg64Stream(weights, sample_ss, spec.n_samples, controls=controls)
     while not stream.done:
         ctx.on_samples(stream.step())
-        if not stream.done:
-            ctx.after_step(unit.key, stream.state)
+        if stream.done:
+            break
+        if spec.target_stderr is not None and is_check_point(stream.position // stream.chunk):
+            partial = stream.result(partial=True)
+            if spec.target_reached(partial):
+                return partial
+        ctx.after_step(unit.key, stream.state)
     return stream.result()
 
 
@@ -148,7 +154,8 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
     w_batch = np.stack(weights)  # (B, depth, width, width)
     key_arr = np.array(keys, dtype=np.uint32)  # (B, 2)
     blocks = _block_runner(spec, compute, w_batch, key_arr, controls or None)
-    step = TRITON_GROUP_BLOCKS if compute.engine == "triton" else 1
+    # the fused kernel runs groups of blocks per launch, unless a target is checked after each block
+    step = TRITON_GROUP_BLOCKS if compute.engine == "triton" and spec.target_stderr is None else 1
 
     tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
     saved = ctx.resume(unit.key)
@@ -180,8 +187,14 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
         count = int(np.sum(counts))
         b, done_samples = e, done_samples + count
         ctx.on_samples(count * unit.mlp_count)
-        if b < unit.block_end:
-            ctx.after_step(unit.key, state)
+        if b >= unit.block_end:
+            break
+        if spec.target_stderr is not None and is_check_point(b - unit.block_start):
+            now = np.asarray(tree.value())
+            partial = [philox.unpack(now[j], done_samples, spec.depth) for j in range(unit.mlp_count)]
+            if all(spec.target_reached(p) for p in partial):
+                return LayerSums.stack(partial)
+        ctx.after_step(unit.key, state)
     total = np.asarray(tree.value())
     return LayerSums.stack([philox.unpack(total[j], done_samples, spec.depth) for j in range(unit.mlp_count)])
 

@@ -61,6 +61,11 @@ class WorkSpec:
     """philox: samples per canonical block (a power of two). pcg64: 0 (chunks follow the reference's rule)."""
     estimator: str = "plain"
     """"plain" (the reference's sample means) or "control-variate" (``compute/estimators.py``)."""
+    target_stderr: float | None = None
+    """Sample each MLP only until the chosen neurons' standard errors are all at most this, checked
+    at fixed check points (``estimators.is_check_point``), with ``n_samples`` as the cap."""
+    stderr_layer: str = "last"
+    """Which neurons the target applies to: the "last" layer's or "all"."""
     unit_blocks: int = field(default=0, compare=False)
     """philox: canonical blocks per unit (a power of two). Scheduling only."""
     mlps_per_unit: int = field(default=1, compare=False)
@@ -69,6 +74,8 @@ class WorkSpec:
     def __post_init__(self) -> None:
         if self.estimator not in ("plain", "control-variate"):
             raise ValueError(f"unknown estimator {self.estimator!r}; use 'plain' or 'control-variate'.")
+        if self.stderr_layer not in ("last", "all"):
+            raise ValueError(f"unknown stderr_layer {self.stderr_layer!r}; use 'last' or 'all'.")
         if self.sampler not in ("pcg64", "philox"):
             raise ValueError(f"unknown sampler {self.sampler!r}; use 'pcg64' or 'philox'.")
         if self.sampler == "philox":
@@ -89,10 +96,49 @@ class WorkSpec:
             "arithmetic": self.arithmetic,
             "block_size": self.block_size,
             "estimator": self.estimator,
+            **({"target_stderr": self.target_stderr, "stderr_layer": self.stderr_layer}
+               if self.target_stderr is not None else {}),
         }
 
     def with_seeds(self, seeds) -> "WorkSpec":
         return dataclasses.replace(self, seeds=tuple(int(s) for s in seeds))
+
+    @property
+    def step_samples(self) -> int:
+        """Samples per step of a unit: a pcg64 chunk, a philox block (the target's check points
+        fall after whole steps)."""
+        if self.sampler == "pcg64":
+            from whestbench.compute.pcg64 import chunk_rows
+
+            return chunk_rows(self.width)
+        return self.block_size
+
+    @property
+    def cv_batch(self) -> int:
+        """Samples per batch of the control-variate estimator's batch means."""
+        from whestbench.compute.estimators import CV_BATCH
+
+        return self.step_samples if self.sampler == "pcg64" else min(CV_BATCH, self.block_size)
+
+    def target_reached(self, sums: LayerSums) -> bool:
+        """Whether every chosen neuron's standard error is at most the target (one MLP's sums)."""
+        from whestbench.compute.estimators import finalize_estimates, n_batches
+
+        _, stderr = finalize_estimates(sums, self.estimator, n_batches(sums.count, self.cv_batch))
+        chosen = stderr[-1:] if self.stderr_layer == "last" else stderr
+        return bool(np.all(chosen <= self.target_stderr))  # NaN (too few samples) is never reached
+
+    def count_allowed(self, unit: Unit, count: int) -> bool:
+        """Whether a unit's result may cover ``count`` samples per MLP: all of them, or (with a target)
+        a check point where it stopped early."""
+        planned = self.unit_samples(unit)
+        if count == planned:
+            return True
+        if self.target_stderr is None or not 0 < count < planned or count % self.step_samples:
+            return False
+        from whestbench.compute.estimators import is_check_point
+
+        return is_check_point(count // self.step_samples)
 
     @property
     def flops_per_sample(self) -> int:
@@ -144,7 +190,7 @@ class WorkSpec:
                 return f"{name} holds non-finite values"
             if name != "cv" and np.any(arr < 0):  # residual sums may be negative; nothing else can
                 return f"{name} holds negative values (sums of post-ReLU values and squares cannot be)"
-        if sums.count != self.unit_samples(unit):
+        if not self.count_allowed(unit, sums.count):
             return f"covers {sums.count} samples, expected {self.unit_samples(unit)}"
         return None
 
