@@ -45,6 +45,10 @@ class MLP:
     depth: int
     name: str = ""
     seed: int | None = None
+    means: np.ndarray | None = None
+    """(depth, width) float32 ground truth (``all_layer_means``), when the MLP comes from a dataset."""
+    stderr: np.ndarray | None = None
+    """(depth, width) float32 standard errors of ``means`` (``all_layer_stderr``), when the dataset has them."""
 
     def validate(self) -> None:
         if self.width <= 0 or self.depth <= 0:

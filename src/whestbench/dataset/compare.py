@@ -24,7 +24,7 @@ import numpy as np
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS
 from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.reader import read_metadata
-from whestbench.dataset.schema import infer_sampler, split_names, validate_metadata
+from whestbench.dataset.schema import columns_for, infer_sampler, split_names, validate_metadata
 from whestbench.dataset.verify import (
     DatasetScan,
     VerifyReport,
@@ -97,6 +97,9 @@ def compare_mode(a: DatasetScan, b: DatasetScan) -> tuple[str, str]:
     ia, ib = arithmetic_identity(a.md), arithmetic_identity(b.md)
     if sa != sb:
         return "stats", f"different samplers ({sa} vs {sb}): different samples, compared statistically"
+    ea, eb = _estimator(a.md), _estimator(b.md)
+    if ea != eb:
+        return "stats", f"different estimators ({ea} vs {eb}): different estimates of the same means, compared statistically"
     if ia is not None and ia == ib:
         return "bits", f"same sampler ({sa}) and arithmetic ({_describe_arith(a.md)}): must be bit-identical"
     arith = f"{_describe_arith(a.md)} vs {_describe_arith(b.md)}"
@@ -110,6 +113,11 @@ def compare_mode(a: DatasetScan, b: DatasetScan) -> tuple[str, str]:
     # torch.randn (0.16's torch path): which MLP gets which draws depends on device, chunk size and
     # batch, so bakes that differ in any of them drew different samples.
     return "stats", f"{sa} bakes with other device, chunking or batch draw other samples ({arith}): compared statistically"
+
+
+def _estimator(md: dict) -> str:
+    est = md.get("estimator")
+    return est.get("name", "plain") if isinstance(est, dict) else "plain"
 
 
 def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None) -> None:
@@ -131,7 +139,7 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
     b = DatasetScan(other, md, width, depth, n_samples, [])
     try:
         for split in split_names(md):
-            b.splits.append(scan_split(other, split, width, depth, rederive=False))
+            b.splits.append(scan_split(other, split, width, depth, rederive=False, columns=columns_for(md)))
     except InvalidDatasetError as e:
         report.check(f"{name}: readable", False, str(e))
         return
@@ -230,9 +238,19 @@ def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str) -> None:
-    """z-scores of Δmean with both standard errors, per-neuron variances from a pilot run."""
+    """z-scores of Δmean in units of both bakes' standard errors: the stored ones (``all_layer_stderr``)
+    when both bakes have them, else per-neuron variances from a pilot run."""
     from whestbench.compute.mlp import weights_for_seed
 
+    if all(sa.stderr is not None and sb.stderr is not None for sa, _, sb, _ in shared):
+        se = np.stack([np.hypot(sa.stderr[i].astype(np.float64), sb.stderr[j].astype(np.float64))
+                       for sa, i, sb, j in shared])  # (m, depth, w)
+        usable = se > 0  # exact on both sides (layer 1 of control variates, dead neurons): no noise to compare
+        zs = [(d[u] / s[u]).ravel() for d, s, u in zip(delta, se, usable)]
+        exact_bad = float(np.max(np.abs(delta[~usable]), initial=0.0))
+        _z_verdict(report, name, z_max, reason + "; in units of the two bakes' stored standard errors", zs, delta,
+                   f"; where both are exact |Δ| <= {exact_bad:.2g}" if (~usable).any() else "", extra_ok=exact_bad <= 1e-6)
+        return
     zs, skipped = [], 0
     for (sa, i, _, _), d in zip(shared, delta):
         w = weights_for_seed(sa.seeds[i], a.width, a.depth)
@@ -246,12 +264,20 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
     if not zs:
         report.check(f"{name}: ground truth", False, f"{reason}: no MLP's weights re-derive from its seed, so no variances to compare with")
         return
-    z = np.concatenate(zs)
+    note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
+    _z_verdict(report, name, z_max, reason, zs, delta, note)
+
+
+def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str, zs: list[np.ndarray], delta: np.ndarray,
+               note: str, extra_ok: bool = True) -> None:
+    z = np.concatenate(zs) if zs else np.zeros(0)
+    if z.size == 0:
+        report.check(f"{name}: ground truth", extra_ok, f"statistical ({reason}): no noisy mean to compare{note}")
+        return
     thr = z_max if z_max is not None else bonferroni_z(z.size)
     max_z, mean_z2 = float(np.max(np.abs(z))), float(np.mean(z**2))
     chi_thr = chi2_mean_limit(len(zs))
-    ok = max_z <= thr and mean_z2 <= chi_thr
-    note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
+    ok = max_z <= thr and mean_z2 <= chi_thr and extra_ok
     report.check(
         f"{name}: ground truth",
         ok,

@@ -224,6 +224,7 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
         if isinstance(declared, int) and rows != declared:
             count += f" (metadata says {_thousands(declared)})"
         lines.append(f"    {split}: {count} in {shards}, {format_bytes(size)}")
+        lines += _stderr_lines(directory, split, md)
     prepared = md.get("prepared_splits")
     if isinstance(prepared, dict) and prepared:
         lines.append(f"  prepared Arrow: {', '.join(sorted(prepared))}")
@@ -259,14 +260,41 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
     return lines
 
 
-def _layer_means(directory: Path, split: str):
-    """``split``'s ``all_layer_means`` as ``(n, depth, width)`` float32."""
+def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
+    """The standard errors of ``split``'s means in one line per layer (median and max over its MLPs
+    and neurons), and the samples the MLPs used when the bake had a target standard error."""
+    import numpy as np
+
+    from whestbench.dataset.reader import read_table
+    from whestbench.dataset.schema import N_USED_COLUMN, STDERR_COLUMN, columns_for
+
+    columns = columns_for(md)
+    if STDERR_COLUMN not in columns:
+        return []
+    try:
+        se = _layer_means(directory, split, STDERR_COLUMN)
+    except ValueError:
+        return [f"      stderr: unreadable {STDERR_COLUMN} column"]
+    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
+    for layer in range(se.shape[1] if se.size else 0):
+        lines.append(f"        layer {layer + 1}: {np.nanmedian(se[:, layer]):.3g} / {np.nanmax(se[:, layer]):.3g}")
+    if N_USED_COLUMN in columns:
+        used = read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy()
+        target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else {}
+        lines.append(f"      samples used (target stderr {sanitize(target.get('value'))} on the {sanitize(target.get('layer'))} "
+                     f"layer): min {int(used.min()):,}, median {int(np.median(used)):,}, max {int(used.max()):,}")
+    return lines
+
+
+def _layer_means(directory: Path, split: str, column: str = "all_layer_means"):
+    """``split``'s ``column`` (``all_layer_means`` or ``all_layer_stderr``) as ``(n, depth, width)`` float32."""
     import numpy as np
     import pyarrow as pa
 
     from whestbench.dataset.reader import read_table
 
-    col = read_table(directory, split, ["all_layer_means"]).column("all_layer_means").combine_chunks()
+    col = read_table(directory, split, [column]).column(column).combine_chunks()
     if isinstance(col, pa.ExtensionArray):
         col = col.storage
     n = len(col)

@@ -57,6 +57,7 @@ __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
 log = logging.getLogger(__name__)
 
 _MLP_COLUMNS = ["mlp_name", "mlp_seed", "weights"]
+_TRUTH_COLUMNS = ["all_layer_means", "all_layer_stderr"]  # carried into MLP.means / MLP.stderr when present
 _REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
 
 # id(obj) -> metadata. A weakref finalizer drops the entry when the object dies, so an id is never
@@ -405,7 +406,7 @@ def _numpy_rows(ds: Any) -> Any:
         raise InvalidDatasetError(
             f"this Dataset has no {missing} column(s); it is not a WhestBench dataset split."
         )
-    return ds.select_columns(_MLP_COLUMNS).with_format("numpy")
+    return ds.select_columns(_MLP_COLUMNS + [c for c in _TRUTH_COLUMNS if c in ds.column_names]).with_format("numpy")
 
 
 def mlp_at(ds: Any, i: int) -> MLP:
@@ -474,9 +475,19 @@ def _row_to_mlp(row: Mapping[str, Any], seed_of: Callable[[int], int], md: Mappi
         depth=int(w.shape[0]),
         name=str(row["mlp_name"]),
         seed=seed_of(int(row["mlp_seed"])),
+        means=_truth(row, "all_layer_means", w.shape[:2]),
+        stderr=_truth(row, "all_layer_stderr", w.shape[:2]),
     )
     mlp.validate()
     return mlp
+
+
+def _truth(row: Mapping[str, Any], column: str, shape: tuple[int, int]) -> np.ndarray | None:
+    """A (depth, width) float32 column of ``row`` as an array, or None when the row lacks it."""
+    if column not in row or row[column] is None:
+        return None
+    values = np.asarray(row[column], dtype=np.float32)
+    return values.reshape(shape) if values.size == shape[0] * shape[1] else None
 
 
 def _seed_rule(md_or_protocol: Mapping[str, Any] | str) -> Callable[[int], int]:

@@ -561,7 +561,11 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     else:
         report.skip(f"{prefix}weights", "seed protocol 2.0 derives weights from the dataset's root seed; not re-derived")
 
-    bad_means = ~np.isfinite(s.means) | (s.means < 0)
+    # Sample means of post-ReLU values are >= 0; a control-variate estimate of a nearly dead neuron
+    # may dip below 0, but not by more than a few of its standard errors.
+    cv = isinstance(ds.md.get("estimator"), dict) and ds.md["estimator"].get("name") == "control-variate"
+    floor = -6.0 * s.stderr.astype(np.float64) - 1e-12 if cv and s.stderr is not None else 0.0
+    bad_means = ~np.isfinite(s.means) | (s.means < floor)
     bad_var = ~np.isfinite(s.avg_var)
     if bad_means.any() or bad_var.any() or not np.isfinite(s.final).all():
         what = []
@@ -575,7 +579,8 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
             what.append("final_means has non-finite values")
         report.check(f"{prefix}finite", False, "; ".join(what))
     else:
-        report.check(f"{prefix}finite", True, "all means finite and >= 0 (post-ReLU), avg_variance finite")
+        report.check(f"{prefix}finite", True, "all means finite and >= 0 (post-ReLU)" + (" within 6 standard errors" if cv else "")
+                     + ", avg_variance finite")
 
     same = np.array_equal(s.final.view(np.uint32), s.means[:, -1].view(np.uint32))
     if same:
@@ -644,7 +649,7 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
 
 def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
     """The control-variate estimator stores layer 1's exact means: equal within float32 rounding."""
-    tol = F32_ULPS * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) + 1e-12
+    tol = 2 * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) + 1e-12  # stored in float32
     bad = np.abs(mean1 - exact) > tol
     if bad.any():
         r, j = (int(v) for v in np.argwhere(bad)[0])
