@@ -68,6 +68,7 @@ def bake(
     else:
         executor = LocalExecutor(plan.workers)
     if distributed and dist_env.rank != 0:
+        _load_kernels(plan, emit)
         with torch_threads(plan):
             executor.run(plan.job(None), on_event=emit, stop=stop)
         return None
@@ -79,6 +80,7 @@ def bake(
             plan = _with_random_seeds(plan)
             ledger = Ledger(work, plan.spec.identity())
             _prefetch_writer_imports()
+            _load_kernels(plan, emit)
             with torch_threads(plan):
                 executor.run(plan.job(ledger), on_event=emit, stop=stop)
             write_baked(plan, ledger, emit)
@@ -123,6 +125,29 @@ def _prefetch_writer_imports() -> None:
             sys.setswitchinterval(previous)
 
     threading.Thread(target=load, name="whest-prefetch", daemon=True).start()
+
+
+KERNELS_SLOW_S = 1.0  # loading cached kernels takes ~0.1 s; compiling them (a cold cache) seconds
+KERNELS_NOTE = ("compiling the CPU kernels for this machine (first run only: numba caches them for "
+                "later runs; see docs/performance.md, \"Start-up\")")
+
+
+def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
+    """Compile, or load from numba's cache, the kernels the units will call, before they start;
+    when that takes longer than ``KERNELS_SLOW_S`` (a cold cache: first run on a machine, or after
+    an upgrade) say why the bake is quiet."""
+    from whestbench.work.steps import kernel_loader
+
+    load = kernel_loader(plan.spec, plan.compute)
+    if load is None:
+        return
+    note = threading.Timer(KERNELS_SLOW_S, lambda: emit(Event("note", message=KERNELS_NOTE)))
+    note.daemon = True
+    note.start()
+    try:
+        load()
+    finally:
+        note.cancel()
 
 
 @contextlib.contextmanager

@@ -106,12 +106,33 @@ def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | No
     return _run_philox(spec, compute, unit, ctx)
 
 
+def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None:
+    """The ``load_kernels`` of the numba kernels this bake's units will call (None: they call none),
+    so a bake can compile or load them before its units start (see ``compute/jit.py``)."""
+    if spec.sampler == "pcg64":
+        from whestbench.compute.pcg64 import fused_pays
+
+        start, end = spec.mlp_range
+        if fused_pays(end - start, spec.n_samples, spec.width, spec.depth):
+            from whestbench.compute.fused import load_kernels
+
+            return load_kernels
+        return None
+    if compute.engine == "numba":
+        from whestbench.compute.philox_numba import load_kernels
+
+        return load_kernels
+    return None
+
+
 def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     from whestbench.compute.mlp import sample_weights
-    from whestbench.compute.pcg64 import Pcg64Stream
+    from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
 
     weight_ss, sample_ss, _ = spawn_streams(spec.seeds[unit.mlp_index])
-    stream = Pcg64Stream(sample_weights(weight_ss, spec.width, spec.depth), sample_ss, spec.n_samples)
+    start, end = spec.mlp_range
+    fused = fused_pays(end - start, spec.n_samples, spec.width, spec.depth)
+    stream = Pcg64Stream(sample_weights(weight_ss, spec.width, spec.depth), sample_ss, spec.n_samples, fused=fused)
     saved = ctx.resume(unit.key)
     if saved is not None:
         try:
@@ -119,7 +140,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
             ctx.on_resumed(stream.position)
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
-            stream = Pcg64Stream(stream.weights, sample_ss, spec.n_samples)
+            stream = Pcg64Stream(stream.weights, sample_ss, spec.n_samples, fused=fused)
     while not stream.done:
         ctx.on_samples(stream.step())
         if not stream.done:
