@@ -106,9 +106,10 @@ def _with_random_seeds(plan: BakePlan) -> BakePlan:
 
 
 def _prefetch_writer_imports() -> None:
-    """Import what writing needs (pyarrow ~0.2 s, faker ~0.3 s with its provider) on a background
-    thread while the first units compute: the workers release the GIL in BLAS, numba and the
-    samplers, so this start-up cost disappears from the wall time of short bakes."""
+    """Import what writing needs (pyarrow ~0.2 s, faker ~0.3 s with its provider, the card's
+    template ~0.1 s) on a background thread while the first units compute: the workers release the
+    GIL in BLAS, numba and the samplers, so this start-up cost disappears from the wall time of
+    short bakes."""
 
     def load() -> None:
         # While this (pure Python) import holds the GIL, a worker returning from BLAS waits up to
@@ -121,6 +122,11 @@ def _prefetch_writer_imports() -> None:
             from whestbench.compute.naming import mlp_name
 
             mlp_name(0)  # builds faker's en_US provider
+            from whestbench.dataset.card import prepare
+
+            prepare()
+        except Exception:  # noqa: BLE001 - writing meets the same error on the main thread and reports it
+            pass
         finally:
             sys.setswitchinterval(previous)
 
