@@ -19,9 +19,9 @@ from whestbench.compute.stats import LayerSums
 SAMPLER_NAME = "pcg64"
 SAMPLER_VERSION = "1"
 # The fused kernels (compute/fused.py) save ~0.6 ns per activation over the plain numpy passes, but
-# importing numba and loading them costs ~0.35 s per process (~1 s to compile them on a cold cache):
-# bakes of fewer activations than this (samples x width x depth, summed over the MLPs) run the plain
-# passes, which give the same bits (docs/performance.md, "Start-up").
+# importing numba and loading them costs ~0.3-0.5 s per process (~1 s to compile them on a cold
+# cache): bakes of fewer activations than this (samples x width x depth, summed over the MLPs) run
+# the plain passes, which give the same bits (docs/performance.md, "Start-up").
 FUSED_MIN_ACTIVATIONS = 2**29
 
 

@@ -110,10 +110,7 @@ def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None
     """The ``load_kernels`` of the numba kernels this bake's units will call (None: they call none),
     so a bake can compile or load them before its units start (see ``compute/jit.py``)."""
     if spec.sampler == "pcg64":
-        from whestbench.compute.pcg64 import fused_pays
-
-        start, end = spec.mlp_range
-        if fused_pays(end - start, spec.n_samples, spec.width, spec.depth):
+        if _pcg64_fused(spec):
             from whestbench.compute.fused import load_kernels
 
             return load_kernels
@@ -125,13 +122,21 @@ def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None
     return None
 
 
+def _pcg64_fused(spec: WorkSpec) -> bool:
+    """Whether this bake's pcg64 units run the fused (numba) kernels: only bakes big enough to repay
+    numba's start-up; the plain numpy passes give the same bits."""
+    from whestbench.compute.pcg64 import fused_pays
+
+    start, end = spec.mlp_range
+    return fused_pays(end - start, spec.n_samples, spec.width, spec.depth)
+
+
 def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     from whestbench.compute.mlp import sample_weights
-    from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
+    from whestbench.compute.pcg64 import Pcg64Stream
 
     weight_ss, sample_ss, _ = spawn_streams(spec.seeds[unit.mlp_index])
-    start, end = spec.mlp_range
-    fused = fused_pays(end - start, spec.n_samples, spec.width, spec.depth)
+    fused = _pcg64_fused(spec)
     stream = Pcg64Stream(sample_weights(weight_ss, spec.width, spec.depth), sample_ss, spec.n_samples, fused=fused)
     saved = ctx.resume(unit.key)
     if saved is not None:
