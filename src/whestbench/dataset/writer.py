@@ -172,7 +172,8 @@ def rows_table(batch: list[dict[str, Any]], width: int, depth: int, schema: "pa.
         np.cumsum([len(b) for b in data], out=offsets[1:])
         if offsets[-1] >= 2**31:
             raise ValueError(f"column {name}: more than 2 GiB of text in one row group.")
-        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))])
+        buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
+        return pa.Array.from_buffers(pa.string(), n, buffers)
 
     def floats(name: str, shape: tuple[int, ...]) -> "np.ndarray":
         out = np.empty((n, *shape), dtype=np.float32)
@@ -200,7 +201,9 @@ def rows_table(batch: list[dict[str, Any]], width: int, depth: int, schema: "pa.
         "mlp_seed": numbers("mlp_seed", np.int64),
         "weights": nested(floats("weights", (depth, width, width))),
         "all_layer_means": nested(floats("all_layer_means", (depth, width))),
-        "final_means": pa.FixedSizeListArray.from_arrays(buffer_array(pa.float32(), floats("final_means", (width,)).reshape(-1)), width),
+        "final_means": pa.FixedSizeListArray.from_arrays(
+            buffer_array(pa.float32(), floats("final_means", (width,)).reshape(-1)), width
+        ),
         "avg_variance": numbers("avg_variance", np.float64),
         "sampling_budget_breakdown": strings("sampling_budget_breakdown"),
     }
