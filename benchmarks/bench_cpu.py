@@ -7,7 +7,8 @@ alternating (ours, reference, ours, reference, ...) so drifting machine load hit
 the median wall time of each, the ratio, and the effective throughput ``2·w²·d·N·n_mlps / s``. Both
 run the way users run them: ours with its default worker count (all cores), the reference with its
 default BLAS threading (no ``OPENBLAS_NUM_THREADS`` pin). Times are whole-process wall times, so they
-include each tool's start-up (about 1–2 s: imports), as a user's would.
+include each tool's start-up (ours ~0.4 s, ~2 s with torch; the reference's ~1.2 s: see
+``bench_startup.py``), as a user's would. Our side runs this checkout's ``src/``.
 
 It also reports this machine's fp32 matmul rate (numpy sgemm, 4096×256 @ 256×256, all threads and
 one), ours as a percentage of it, our peak RSS at N and 4·N samples (memory must not grow with
@@ -133,9 +134,11 @@ class Bakers:
     def bake(self, who: str, shape: Shape, *, extra_env: dict[str, str] | None = None, keep: bool = False) -> tuple[float, int, Path]:
         self.n += 1
         output = self.workdir / f"{self.n:03d}-{who}-{shape.label}"
-        head = [self.our_python, "-m", "whestbench"] if who.startswith("ours") else [self.ref_python, "-c", REF_CLI]
+        ours = who.startswith("ours")
+        head = [self.our_python, "-m", "whestbench"] if ours else [self.ref_python, "-c", REF_CLI]
         tail = ["--torch", "--device", "cpu"] if who == "ours-torch" else []
-        wall, rss = run_timed(head + self._args(shape, output) + tail, {**self.env, **(extra_env or {})}, output.with_suffix(".log"))
+        env = {**self.env, **({"PYTHONPATH": str(REPO / "src")} if ours else {}), **(extra_env or {})}  # this checkout's code
+        wall, rss = run_timed(head + self._args(shape, output) + tail, env, output.with_suffix(".log"))
         if not keep:
             shutil.rmtree(output, ignore_errors=True)
         return wall, rss, output

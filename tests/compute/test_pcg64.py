@@ -170,3 +170,13 @@ def test_ground_truth_matches_the_small_fixture(fixtures16, read_columns):
 
 def test_weights_for_seed_is_the_weight_stream():
     np.testing.assert_array_equal(weights_for_seed(8, 4, 2), _streams(8, 4, 2)[0])
+
+
+def test_the_fused_kernels_are_used_only_where_they_repay_numbas_start_up():
+    from whestbench.compute.pcg64 import FUSED_MIN_ACTIVATIONS, fused_pays
+
+    assert not fused_pays(1, 1000, 64, 4)  # a small bake: numba's import would cost more than it saves
+    assert fused_pays(2, 1_200_000, 256, 8)
+    assert fused_pays(1, FUSED_MIN_ACTIVATIONS // 8, 2, 4)  # from the threshold on, over all MLPs
+    assert not fused_pays(1, FUSED_MIN_ACTIVATIONS // 8 - 1, 2, 4)
+    assert not fused_pays(10**6, 10**9, 1, 8)  # width 1: the plain formulation is the reference's arithmetic

@@ -206,3 +206,18 @@ def test_kernel_name_separates_what_changes_the_numbers():
     names = {pt.kernel_name("cpu", "numba"), pt.kernel_name("cpu", "torch"), pt.kernel_name("mps", "torch")}
     assert len(names) == 3
     assert pt.kernel_name("cpu").endswith("-numba2-fp32-fp64acc") and "fp32acc" in pt.kernel_name("mps")
+
+
+def test_numba_load_kernels_compiles_the_specialisations_a_cpu_bake_then_uses():
+    """``philox_numba.load_kernels`` (run by a bake before its units start) must load what the units
+    call, or they would compile again, silently, on a cold cache."""
+    from whestbench.compute import philox_numba as pn
+
+    pn.load_kernels()
+    kernels = (pn._normals_rows, pn._relu_tree_plain, pn._relu_tree_sq)
+    loaded = [list(k.signatures) for k in kernels]
+    weights = np.stack([weights_for_seed(s, WIDTH, DEPTH) for s in (1, 2)])
+    pt.sample_layer_sums_torch(weights, np.array([[1, 2], [3, 4]], dtype=np.uint32), N_RAGGED, "cpu",
+                               block_size=BLOCK, engine="numba")
+    assert [list(k.signatures) for k in kernels] == loaded
+    assert all(loaded)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -230,3 +232,48 @@ def test_identity_columns_reproduce_the_golden_bake(golden_dir, tmp_path, read_c
     for col in ("mlp_id", "mlp_seed", "weights"):
         assert_bytes_equal(ours[col], golden[col], col)
     assert ours["mlp_name"] == golden["mlp_name"]
+
+
+# --- start-up --------------------------------------------------------------------------------------
+
+
+def test_a_small_bake_imports_neither_datasets_pandas_numba_nor_torch(tmp_path):
+    """Each would add to a small bake's start-up (~1 s, 0.15 s, 0.3 s, 1.4 s): docs/performance.md."""
+    code = (
+        "import sys\n"
+        "from whestbench.dataset.bake import create_dataset\n"
+        f"create_dataset(2, 1000, 8, 3, mlp_seeds=[1, 2], output_path={str(tmp_path / 'ds')!r})\n"
+        "print(sorted(m for m in ('datasets', 'pandas', 'numba', 'torch') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    assert (tmp_path / "ds" / "metadata.json").is_file()
+
+
+def test_a_slow_kernel_load_is_announced_before_the_units_start(tmp_path, monkeypatch):
+    """A cold numba cache (first run on a machine) takes seconds to compile: the bake says why it is quiet."""
+    import time
+
+    from whestbench.dataset import bake as bake_module
+    from whestbench.work import steps
+
+    monkeypatch.setattr(bake_module, "KERNELS_SLOW_S", 0.05)
+    monkeypatch.setattr(steps, "kernel_loader", lambda spec, compute: lambda: time.sleep(0.5))
+    events = []
+    _bake(tmp_path / "ds", progress=lambda info: events.append(info["event"]))
+    kinds = [(e.kind, e.message) for e in events]
+    note = ("note", bake_module.KERNELS_NOTE)
+    assert note in kinds
+    assert kinds.index(note) < [k for k, _ in kinds].index("start")
+
+
+def test_a_quick_kernel_load_says_nothing(tmp_path, monkeypatch):
+    from whestbench.dataset import bake as bake_module
+    from whestbench.work import steps
+
+    loaded = []
+    monkeypatch.setattr(steps, "kernel_loader", lambda spec, compute: lambda: loaded.append(1))
+    events = []
+    _bake(tmp_path / "ds", progress=lambda info: events.append(info["event"]))
+    assert loaded == [1]
+    assert all(e.message != bake_module.KERNELS_NOTE for e in events)

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from whestbench.dataset.reader import checksum_facts, data_checksums
 from whestbench.dataset.writer import (
+    hf_features,
     row_bytes,
+    rows_table,
     shard_name,
     shard_plan,
+    shard_schema,
     write_dataset,
     write_parquet_shards,
 )
@@ -137,3 +143,97 @@ def test_checksums_cover_only_the_data_files(tmp_path):
     # metadata.json and README.md are not listed: a hand-edited metadata.json is judged on its content
     # (only the facts in checksums_written_for are bound).
     assert list(data_checksums(out)) == ["data/public-00000-of-00001.parquet"]
+
+
+# --- the shards are what `datasets` writes, without importing it --------------------------------
+
+
+@pytest.mark.parametrize(("width", "depth"), [(W, D), (1, 1), (64, 5)])
+@pytest.mark.parametrize("extra", [(), ("all_layer_stderr",), ("all_layer_stderr", "n_samples_used")],
+                         ids=["reference-8", "with-stderr", "with-stderr-and-n-used"])
+def test_shard_schema_serialises_to_the_bytes_of_the_datasets_features(width, depth, extra):
+    from whestbench.dataset.schema import COLUMNS, make_features
+
+    columns = COLUMNS + extra
+    features = make_features(width, depth, columns)
+    ours = shard_schema(width, depth, columns)
+    assert ours.serialize().to_pybytes() == features.arrow_schema.serialize().to_pybytes()
+    assert json.dumps(hf_features(width, depth, columns)) == json.dumps(features.to_dict())  # key order too
+
+
+def test_shards_are_byte_identical_to_the_ones_datasets_builds(tmp_path):
+    """The writer's former path: ``datasets`` builds the row group's table, the same ParquetWriter writes it."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    from whestbench.dataset.schema import make_features
+
+    rows = list(_rows(5))
+    (ours,) = write_parquet_shards(tmp_path / "ours", "public", iter(rows), 5, W, D)
+    features = make_features(W, D)
+    table = datasets.Dataset.from_dict({c: [r[c] for r in rows] for c in features}, features=features).data.table
+    theirs = tmp_path / "theirs.parquet"
+    with pq.ParquetWriter(theirs, features.arrow_schema, compression="snappy") as writer:
+        writer.write_table(table, row_group_size=5)
+    assert ours.read_bytes() == theirs.read_bytes()
+
+
+def test_shard_arrow_schema_equals_a_datasets_to_parquet_file_exactly(tmp_path):
+    """As whestbench 0.16 writes (``Dataset.from_dict(..., features).to_parquet``): the same Arrow
+    schema with every field's and the schema's metadata, and the same serialised ``ARROW:schema``."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    from whestbench.dataset.schema import make_features
+
+    rows = list(_rows(3))
+    (ours,) = write_parquet_shards(tmp_path / "ours", "public", iter(rows), 3, W, D)
+    features = make_features(W, D)
+    theirs = tmp_path / "theirs.parquet"
+    datasets.Dataset.from_dict({c: [r[c] for r in rows] for c in features}, features=features).to_parquet(str(theirs))
+    a, b = pq.read_schema(ours), pq.read_schema(theirs)
+    assert a.equals(b, check_metadata=True)
+    assert [f.metadata for f in a] == [f.metadata for f in b]
+    meta_a, meta_b = pq.ParquetFile(ours).metadata.metadata, pq.ParquetFile(theirs).metadata.metadata
+    assert meta_a[b"ARROW:schema"] == meta_b[b"ARROW:schema"]
+    assert meta_a[b"huggingface"] == meta_b[b"huggingface"]
+
+
+def test_writing_a_dataset_imports_neither_datasets_nor_pandas(tmp_path):
+    """``datasets`` (~1 s) and pandas (~0.15 s, which ``pa.array`` pulls in) stay out of a bake's start-up."""
+    code = f"""
+import sys
+import numpy as np
+from whestbench.dataset.writer import write_dataset
+row = dict(mlp_id=0, mlp_name="a", mlp_seed=1, weights=np.zeros(({D}, {W}, {W}), np.float32),
+           all_layer_means=np.zeros(({D}, {W}), np.float32), final_means=np.zeros({W}, np.float32),
+           avg_variance=0.0, sampling_budget_breakdown="{{}}")
+write_dataset({str(tmp_path / "ds")!r}, "public", [row], 1, {W}, {D}, {{}}, render_card=lambda md: "")
+print(sorted(m for m in ("datasets", "pandas") if m in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    assert (tmp_path / "ds" / "data" / "public-00000-of-00001.parquet").is_file()
+
+
+def test_rows_table_names_a_column_with_the_wrong_shape():
+    rows = list(_rows(2))
+    rows[1]["weights"] = np.zeros((W, W, D), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"row 1: weights has shape \(4, 4, 2\); expected \(2, 4, 4\)"):
+        rows_table(rows, W, D)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("mlp_id", 2**31, "mlp_id: values must fit int32"),
+        ("mlp_id", 1.5, "mlp_id: expected one integer per row"),
+        ("mlp_seed", 2**64, "mlp_seed: expected one integer per row"),
+        ("mlp_name", 7, "mlp_name: expected a str per row; got int"),
+    ],
+)
+def test_rows_table_refuses_values_the_schema_cannot_hold(column, value, message):
+    rows = list(_rows(2))
+    rows[0][column] = value
+    with pytest.raises(ValueError, match=message):
+        rows_table(rows, W, D)

@@ -18,6 +18,17 @@ from whestbench.compute.stats import LayerSums
 
 SAMPLER_NAME = "pcg64"
 SAMPLER_VERSION = "1"
+# The fused kernels (compute/fused.py) save ~0.6 ns per activation over the plain numpy passes, but
+# importing numba and loading them costs ~0.3-0.5 s per process (~1 s to compile them on a cold
+# cache): bakes of fewer activations than this (samples x width x depth, summed over the MLPs) run
+# the plain passes, which give the same bits (docs/performance.md, "Start-up").
+FUSED_MIN_ACTIVATIONS = 2**29
+
+
+def fused_pays(n_mlps: int, n_samples: int, width: int, depth: int) -> bool:
+    """Whether a bake of ``n_mlps`` MLPs gains from the fused kernels, numba's start-up included
+    (at width 1 they are never used: see ``Pcg64Stream``)."""
+    return width > 1 and n_mlps * n_samples * width * depth >= FUSED_MIN_ACTIVATIONS
 
 
 def chunk_rows(width: int) -> int:

@@ -23,6 +23,9 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from whestbench.compute import philox as ref
+from whestbench.compute.jit import ensure_cache_dir
+
+ensure_cache_dir()
 
 
 @intrinsic
@@ -279,3 +282,14 @@ def normals_into(key: tuple[int, int], n0: int, out: np.ndarray) -> None:
     few ulp)."""
     words = np.empty(4 * ref.n_groups(out.shape[1]), dtype=np.uint32)
     _normals_rows(_round_keys(key), n0, out, words)
+
+
+def load_kernels() -> None:
+    """Compile (or load from numba's cache) the kernels ``philox_torch`` calls, for the arguments it
+    passes: ``normals_into`` and both ``relu_tree`` variants on C-contiguous arrays."""
+    h = np.zeros((4, 2), dtype=np.float32)
+    normals_into((0, 0), 0, h)
+    levels = ref.level_of(4) + 1
+    for with_sq in (False, True):
+        relu_tree(h, 4, with_sq, np.zeros(2), np.zeros(2), np.zeros((levels, 2)), np.zeros((levels, 2)),
+                  np.zeros(levels, dtype=np.bool_))

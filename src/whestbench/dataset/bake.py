@@ -70,6 +70,7 @@ def bake(
     else:
         executor = LocalExecutor(plan.workers)
     if distributed and dist_env.rank != 0:
+        _load_kernels(plan, emit)
         with torch_threads(plan):
             executor.run(plan.job(None), on_event=emit, stop=stop)
         return None
@@ -81,6 +82,7 @@ def bake(
             plan = _with_random_seeds(plan)
             ledger = Ledger(work, plan.spec.identity())
             _prefetch_writer_imports()
+            _load_kernels(plan, emit)
             with torch_threads(plan):
                 executor.run(plan.job(ledger), on_event=emit, stop=stop)
             write_baked(plan, ledger, emit)
@@ -106,9 +108,10 @@ def _with_random_seeds(plan: BakePlan) -> BakePlan:
 
 
 def _prefetch_writer_imports() -> None:
-    """Import what writing needs (``datasets`` ~1 s, pyarrow, faker) on a background thread while
-    the first units compute: the workers release the GIL in BLAS, numba and the samplers, so this
-    start-up cost disappears from the wall time of short bakes."""
+    """Import what writing needs (pyarrow ~0.2 s, faker ~0.3 s with its provider, the card's
+    template ~0.1 s) on a background thread while the first units compute: the workers release the
+    GIL in BLAS, numba and the samplers, so this start-up cost disappears from the wall time of
+    short bakes."""
 
     def load() -> None:
         # While this (pure Python) import holds the GIL, a worker returning from BLAS waits up to
@@ -116,16 +119,43 @@ def _prefetch_writer_imports() -> None:
         previous = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)
         try:
-            import datasets  # noqa: F401
             import pyarrow.parquet  # noqa: F401
 
             from whestbench.compute.naming import mlp_name
 
             mlp_name(0)  # reads faker's en_US word lists
+            from whestbench.dataset.card import prepare
+
+            prepare()
+        except Exception:  # noqa: BLE001 - writing meets the same error on the main thread and reports it
+            pass
         finally:
             sys.setswitchinterval(previous)
 
     threading.Thread(target=load, name="whest-prefetch", daemon=True).start()
+
+
+KERNELS_SLOW_S = 1.0  # loading cached kernels takes ~0.1 s; compiling them (a cold cache) seconds
+KERNELS_NOTE = ("compiling the CPU kernels for this machine (first run only: numba caches them for "
+                "later runs; see docs/performance.md, \"Start-up\")")
+
+
+def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
+    """Compile, or load from numba's cache, the kernels the units will call, before they start;
+    when that takes longer than ``KERNELS_SLOW_S`` (a cold cache: first run on a machine, or after
+    an upgrade) say why the bake is quiet."""
+    from whestbench.work.steps import kernel_loader
+
+    load = kernel_loader(plan.spec, plan.compute)
+    if load is None:
+        return
+    note = threading.Timer(KERNELS_SLOW_S, lambda: emit(Event("note", message=KERNELS_NOTE)))
+    note.daemon = True
+    note.start()
+    try:
+        load()
+    finally:
+        note.cancel()
 
 
 @contextlib.contextmanager

@@ -135,6 +135,12 @@ def render_card(md: dict[str, Any], *, repo_id: str = PLACEHOLDER_REPO, revision
     return "---\n" + head + "---\n\n" + body
 
 
+def prepare() -> None:
+    """Import jinja2 and compile the template now (~60 ms), so that the first ``render_card`` is
+    quick: a bake calls this on its prefetch thread while its units compute."""
+    _template()
+
+
 @lru_cache(maxsize=1)
 def _template():
     from importlib.resources import files

@@ -108,6 +108,31 @@ def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | No
     return _run_philox(spec, compute, unit, ctx)
 
 
+def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None:
+    """The ``load_kernels`` of the numba kernels this bake's units will call (None: they call none),
+    so a bake can compile or load them before its units start (see ``compute/jit.py``)."""
+    if spec.sampler == "pcg64":
+        if _pcg64_fused(spec):
+            from whestbench.compute.fused import load_kernels
+
+            return load_kernels
+        return None
+    if compute.engine == "numba":
+        from whestbench.compute.philox_numba import load_kernels
+
+        return load_kernels
+    return None
+
+
+def _pcg64_fused(spec: WorkSpec) -> bool:
+    """Whether this bake's pcg64 units run the fused (numba) kernels: only bakes big enough to repay
+    numba's start-up; the plain numpy passes give the same bits."""
+    from whestbench.compute.pcg64 import fused_pays
+
+    start, end = spec.mlp_range
+    return fused_pays(end - start, spec.n_samples, spec.width, spec.depth)
+
+
 def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     from whestbench.compute.mlp import sample_weights
     from whestbench.compute.pcg64 import Pcg64Stream
@@ -116,7 +141,8 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     weight_ss, sample_ss, _ = spawn_streams(seed)
     weights = sample_weights(weight_ss, spec.width, spec.depth)
     controls = controls_for(seed, weights) if spec.estimator == "control-variate" else None
-    stream = Pcg64Stream(weights, sample_ss, spec.n_samples, controls=controls)
+    fused = _pcg64_fused(spec)
+    stream = Pcg64Stream(weights, sample_ss, spec.n_samples, fused=fused, controls=controls)
     saved = ctx.resume(unit.key)
     if saved is not None:
         try:
@@ -125,7 +151,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
             ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {stream.position:,} of {spec.n_samples:,} samples")
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
-            stream = Pcg64Stream(weights, sample_ss, spec.n_samples, controls=controls)
+            stream = Pcg64Stream(weights, sample_ss, spec.n_samples, fused=fused, controls=controls)
     while not stream.done:
         ctx.on_samples(stream.step())
         if stream.done:

@@ -1,0 +1,18 @@
+"""The fused ReLU + column-sum kernels: loaded up front for exactly the arguments pcg64 passes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from whestbench.compute import fused
+from whestbench.compute.pcg64 import sample_layer_sums
+
+
+def test_load_kernels_compiles_the_specialisations_a_bake_then_uses():
+    fused.load_kernels()
+    loaded = [list(k.signatures) for k in (fused.relu_colsum, fused.relu_colsum_sq)]
+    weights = np.random.default_rng(0).standard_normal((3, 8, 8)).astype(np.float32)
+    sample_layer_sums(weights, np.random.SeedSequence(1), 2000, fused=True)
+    assert [list(k.signatures) for k in (fused.relu_colsum, fused.relu_colsum_sq)] == loaded
+    assert all(loaded)
+
