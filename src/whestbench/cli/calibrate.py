@@ -19,10 +19,16 @@ from whestbench.cli.common import COUNT, out
 @click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel.")
 @click.option("--max-threads", type=int, default=None, help="CPU path: worker threads.")
+@click.option("--estimator", type=click.Choice(["plain", "control-variate"]), default="plain", show_default=True,
+              help="The estimator of the planned bake (its standard errors set the samples a target needs).")
+@click.option("--target-stderr", type=float, default=None, metavar="E",
+              help="Also project the samples and time needed to bring the standard errors down to E.")
+@click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
+              help="The neurons --target-stderr applies to.")
 @click.option("--calib-mlps", type=COUNT, default=None, help="MLPs in the timed run (default: a full round of workers/batch).")
 @click.option("--calib-samples", type=COUNT, default=None, help="Samples per MLP in the timed run (default: 1e5 on CPU, 1e6 on GPU).")
 def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, max_threads,
-              calib_mlps, calib_samples) -> None:
+              estimator, target_stderr, stderr_layer, calib_mlps, calib_samples) -> None:
     """Time a short bake of this shape and project the planned bake's wall time.
 
     \b
@@ -42,6 +48,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=None,
         backend="torch" if torch_path else "cpu", device=(device or "auto") if torch_path else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, max_threads=max_threads,
+        estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
     )
     for flag, value in (("--calib-mlps", calib_mlps), ("--calib-samples", calib_samples)):
         if value is not None and value <= 0:
@@ -59,9 +66,15 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     out.print(f"Calibrating on {plan.device_label}: {k} MLPs × {n:,} samples (after a warm-up)…", markup=False)
     from whestbench.dataset.bake import torch_threads
 
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.dataset.bake import estimates
+
+    def stderr_of(spec, sums, i):
+        return estimates(spec, sums, weights_for_seed(spec.seeds[i], spec.width, spec.depth))[3]
+
     with torch_threads(plan):
-        cal = run_calibration(plan.scaled_job, planned_mlps=n_mlps, planned_samples=n_samples,
-                              calib_mlps=k, calib_samples=n, workers=plan.workers, sync=sync)
+        cal = run_calibration(plan.scaled_job, planned_mlps=n_mlps, planned_samples=n_samples, calib_mlps=k, calib_samples=n,
+                              workers=plan.workers, sync=sync, finalize=stderr_of)
     table = Table(title=f"Calibration: width {width}, depth {depth}")
     table.add_column("")
     table.add_column("value", justify="right")
@@ -71,6 +84,18 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_row("effective", f"{cal.gflops:.1f} GFLOP/s ({cal.gflops / 1e3:.3f} TFLOP/s)")
     table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
     table.add_row("projected wall time", format_duration(cal.projected_s))
+    if cal.stderr:
+        import numpy as np
+
+        last = np.stack([se[-1] for se in cal.stderr])
+        table.add_row(f"stderr at N={n:,} ({estimator}, last layer)", f"median {np.nanmedian(last):.3g}, max {np.nanmax(last):.3g}")
+    if target_stderr is not None and cal.stderr:
+        every, median = cal.samples_for(target_stderr, stderr_layer), cal.samples_for(target_stderr, stderr_layer, 0.5)
+        capped = min(every, n_samples)
+        table.add_row(f"samples for stderr <= {target_stderr:g} ({stderr_layer} layer)",
+                      f"{every:,.0f} per MLP at every neuron; {median:,.0f} at the median neuron"
+                      + (f" (capped at {n_samples:,})" if every > n_samples else ""))
+        table.add_row("projected wall time to that target", format_duration(cal.seconds / (k * n) * n_mlps * capped))
     out.print(table)
 
 

@@ -226,9 +226,10 @@ class BakePlan:
         return Job(self.spec, self.compute, ledger, self.config.checkpoint_every)
 
     def scaled_job(self, n_mlps: int, n_samples: int) -> Job:
-        """The same bake's job at another size (seeds derived from 0, no ledger): for calibration."""
+        """The same bake's job at another size (seeds derived from 0, no ledger, no target standard
+        error: every MLP takes all ``n_samples``): for calibration."""
         spec = dataclasses.replace(self.spec, seeds=tuple(derived_seeds(0, n_mlps)), n_samples=n_samples,
-                                   mlp_range=(0, n_mlps))
+                                   mlp_range=(0, n_mlps), target_stderr=None)
         return Job(spec, self.compute, None, self.config.checkpoint_every)
 
 
@@ -273,6 +274,13 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     else:
         spec, compute, workers, label, sampler_md, kernel_md = _torch_plan(cfg, dist_env, notes)
         backend = BACKEND_TORCH
+    if spec.estimator == "control-variate":
+        from whestbench.compute.estimators import n_batches
+
+        k = n_batches(cfg.n_samples, spec.cv_batch)
+        if k < 32:
+            notes.append(f"control-variate standard errors come from {k} batches of {spec.cv_batch:,} samples "
+                         f"({k - 1} degrees of freedom): rough; bake >= {32 * spec.cv_batch:,} samples for reliable ones.")
     plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
                     needs=_needs(cfg, spec, compute, workers), notes=tuple(notes), estimator_md=_estimator_md(spec))
     if rank0 and cfg.output is not None:

@@ -2,16 +2,24 @@
 
 The seed page's calibration recipe as a function: a warm-up run (JIT compilation, kernel caches,
 device initialisation), then a timed run of a few MLPs at a reduced sample count with the device
-synchronised, then a linear projection (a bake is linear in n_mlps and n_samples).
+synchronised, then a linear projection (a bake is linear in n_mlps and n_samples). The timed run's
+standard errors also project the samples a target standard error needs: they shrink as 1/√N.
 """
 
 from __future__ import annotations
 
+import math
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from whestbench.work.executor import Job, LocalExecutor
+from whestbench.work.ledger import Ledger
+from whestbench.work.units import mlp_totals
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,8 @@ class Calibration:
     seconds: float
     planned_mlps: int
     planned_samples: int
+    stderr: list[np.ndarray] = field(default_factory=list)
+    """(depth, width) standard errors of each timed MLP at ``calib_samples`` (the bake's estimator)."""
 
     @property
     def samples_per_s(self) -> float:
@@ -36,6 +46,19 @@ class Calibration:
     def projected_s(self) -> float:
         return self.planned_mlps * self.planned_samples / self.samples_per_s
 
+    def samples_for(self, target: float, layer: str = "last", quantile: float = 1.0) -> float:
+        """Samples per MLP that bring the chosen neurons' standard error down to ``target``: the
+        ``quantile`` over neurons (1.0: every neuron, the stopping rule's; 0.5: the median neuron) of
+        each timed MLP, then the median over MLPs. The standard error shrinks as 1/√N."""
+        needs = []
+        for se in self.stderr:
+            chosen = (se[-1:] if layer == "last" else se).ravel()
+            chosen = chosen[np.isfinite(chosen) & (chosen > 0)]
+            if chosen.size:
+                worst = float(np.quantile(chosen, quantile))
+                needs.append(self.calib_samples * (worst / target) ** 2)
+        return float(np.median(needs)) if needs else math.nan
+
 
 def calibrate(
     job_for: Callable[[int, int], Job],
@@ -46,22 +69,32 @@ def calibrate(
     calib_samples: int,
     workers: int | None = None,
     sync: Callable[[], None] = lambda: None,
+    finalize: Callable | None = None,
 ) -> Calibration:
     """Warm up, then time ``calib_mlps`` MLPs x ``calib_samples`` samples; project the planned bake.
 
     ``job_for(n_mlps, n_samples)`` is the planned bake's job at another size (same shape, device,
     engine and chunking; no ledger). ``sync`` waits for the device (``torch.cuda.synchronize``).
+    ``finalize(spec, sums, weights_index) -> stderr`` (optional) turns each timed MLP's sums into
+    its standard errors, for ``Calibration.samples_for``.
     """
     executor = LocalExecutor(workers)
     warm = job_for(min(calib_mlps, 2), max(1, min(calib_samples, 10_000)))
     executor.run(warm)
     sync()
     job = job_for(calib_mlps, calib_samples)
-    t0 = time.perf_counter()
-    executor.run(job)
-    sync()
-    seconds = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="whest-calibrate-") as tmp:
+        ledger = Ledger(Path(tmp) / "work", job.spec.identity()) if finalize is not None else None
+        timed = Job(job.spec, job.compute, ledger, job.checkpoint_every)
+        t0 = time.perf_counter()
+        executor.run(timed)
+        sync()
+        seconds = time.perf_counter() - t0
+        stderr = []
+        if ledger is not None:
+            results = {u.key: ledger.load(u.key)[0] for u in job.spec.units()}
+            stderr = [finalize(job.spec, mlp_totals(job.spec, i, results), i) for i in range(*job.spec.mlp_range)]
     return Calibration(
         width=job.spec.width, depth=job.spec.depth, calib_mlps=calib_mlps, calib_samples=calib_samples,
-        seconds=seconds, planned_mlps=planned_mlps, planned_samples=planned_samples,
+        seconds=seconds, planned_mlps=planned_mlps, planned_samples=planned_samples, stderr=stderr,
     )
