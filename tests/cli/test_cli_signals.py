@@ -102,8 +102,9 @@ def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resum
     import time
 
     output = tmp_path / "ds"
-    # A set-up with real work in it: a slice of a long derived seed list (seeds, names, planning).
-    args = ["--n-mlps", "300000", "--n-samples", "100000", "--width", "32", "--depth", "3", "--seed", "3",
+    # A set-up with work in it (a slice of a long derived seed list: seeds, names, planning) and a unit
+    # of several seconds after it, so each delay lands before the bake could have finished.
+    args = ["--n-mlps", "300000", "--n-samples", "50000000", "--width", "32", "--depth", "3", "--seed", "3",
             "--mlp-range", "0-0", "--max-threads", "1", "--quiet"]
     proc = start_bake(args, output)
     time.sleep(delay)

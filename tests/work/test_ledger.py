@@ -61,7 +61,7 @@ def test_scan_finds_the_finished_units(tmp_path):
     ledger.save("mlp00000000", _sums(0), 1.0)
     ledger.save("mlp00000002", _sums(2), 1.0)
     done, damaged = ledger.scan([u.key for u in SPEC.units()], _check)
-    assert done == {"mlp00000000", "mlp00000002"} and damaged == []
+    assert done == {"mlp00000000": 100, "mlp00000002": 100} and damaged == []  # key -> samples counted
 
 
 def test_saving_leaves_no_temp_files(tmp_path):
@@ -76,7 +76,7 @@ def test_a_stray_temp_file_from_a_crash_is_ignored(tmp_path):
     ledger = Ledger(tmp_path / "w", IDENTITY)
     ledger.save("mlp00000000", _sums(0), 1.0)
     (ledger.units_dir / ".mlp00000001.unit.k3j2h1.tmp").write_bytes(b"WHESTREC1\n truncated")
-    assert ledger.scan([u.key for u in SPEC.units()], _check) == ({"mlp00000000"}, [])
+    assert ledger.scan([u.key for u in SPEC.units()], _check) == ({"mlp00000000": 100}, [])
 
 
 # --- damaged unit files: found, reported, renamed aside, recomputed -------------------------------
