@@ -117,3 +117,29 @@ def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resum
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) <= 2, err  # the signal line (and at most one progress note)
     assert not output.exists()
+
+
+@pytest.mark.parametrize("sig, raised", [(signal.SIGUSR1, "SignalStop"), (signal.SIGINT, "KeyboardInterrupt")])
+def test_a_stop_that_lands_inside_a_c_callback_is_kept_and_raised_before_the_units_start(capsys, sig, raised):
+    """numba calls back into Python while it loads cached kernels: a signal handled there raises where
+    Python cannot deliver it ("Exception ignored in ..." and a traceback). The bake keeps it silently
+    and stops before its units start."""
+    import ctypes
+    import os
+
+    from whestbench.cli.bake import StopSignals
+    from whestbench.events import Event
+
+    @ctypes.CFUNCTYPE(None)
+    def callback():
+        os.kill(os.getpid(), sig)
+        for _ in range(10_000):  # the handler runs here, inside the callback
+            pass
+
+    signals = StopSignals()
+    with signals, pytest.raises(BaseException) as stopped:
+        callback()  # the stop cannot leave the callback
+        signals.on_event(Event("start"))
+    assert type(stopped.value).__name__ == raised
+    assert not signals.running
+    assert "Traceback" not in capsys.readouterr().err

@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import COUNT, SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
-from whestbench.errors import UsageError
+from whestbench.errors import SignalStop, UsageError
 
-RESUME = "re-run the same command to resume"
+from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
 
 
 class StopSignals:
@@ -30,25 +30,28 @@ class StopSignals:
         self.running = False
         self.writing = False
         self._previous: dict = {}
+        self._previous_hook = None
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
                 if sig is not None:
                     self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous_hook, sys.unraisablehook = sys.unraisablehook, swallowed_stops
+            raise_pending()  # a stop that start-up could not deliver
         return self
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        if self._previous_hook is not None:
+            sys.unraisablehook = self._previous_hook
 
     def _handle(self, signum, _frame) -> None:
-        from whestbench.work.executor import BakeInterrupted
-
         name = signal.Signals(signum).name
         self.stop.set()
-        if not self.running:
-            raise BakeInterrupted(f"received {name} during set-up: nothing was computed yet; {RESUME}.", 75)
+        if not self.running:  # set-up: end at once (``cli.entry.stopped`` words it, exit 75)
+            raise SignalStop(signum)
         if self.writing:
             err.print(f"received {name} while writing the dataset: finishing it (seconds), then exiting", markup=False)
         else:
@@ -56,6 +59,7 @@ class StopSignals:
 
     def on_event(self, event) -> None:
         if event.kind == "start":
+            raise_pending()  # a stop that set-up could not deliver (it arrived inside a C callback)
             self.running = True
         elif event.kind == "writing":
             self.writing = True

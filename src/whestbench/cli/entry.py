@@ -4,6 +4,12 @@ SIGTERM and SIGUSR1 (SLURM's pre-timeout signal) get a handler before anything h
 so a signal that arrives during start-up ends the command with the documented exit code and advice
 instead of the interpreter's default death; so does Ctrl-C. A verb that runs long replaces the
 handler with its own (a bake checkpoints and stops).
+
+A signal that lands while the main thread runs Python code called back from C (numba loading its
+cached kernels calls back into Python) raises where Python cannot deliver the exception: it would
+print "Exception ignored in ..." with a traceback and the stop would be lost. ``swallowed_stops``,
+installed as ``sys.unraisablehook``, keeps such a stop silently in ``pending``; ``raise_pending``
+raises it again at the next point where stopping is clean (a bake checks before its units start).
 """
 
 from __future__ import annotations
@@ -13,11 +19,35 @@ import sys
 
 from whestbench.errors import SignalStop
 
+RESUME = "re-run the same command to resume"
 RETRY = "re-run the same command to resume or start again"
+pending: list[int] = []
+"""Signals whose stop was raised inside a C callback and swallowed there (see the module docstring)."""
 
 
 def _stop(signum, _frame) -> None:
     raise SignalStop(signum)
+
+
+def swallowed_stops(hook_args) -> None:
+    """``sys.unraisablehook``: keep a stop (a signal's SignalStop, Ctrl-C's KeyboardInterrupt) that
+    could not propagate in ``pending``, silently; anything else goes to Python's default hook."""
+    exc = hook_args.exc_value
+    if isinstance(exc, SignalStop):
+        pending.append(exc.signum)
+    elif isinstance(exc, KeyboardInterrupt):
+        pending.append(signal.SIGINT)
+    else:
+        sys.__unraisablehook__(hook_args)
+
+
+def raise_pending() -> None:
+    """Raise the first stop that a C callback swallowed, if any."""
+    if pending:
+        signum = pending.pop(0)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SignalStop(signum)
 
 
 def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
@@ -31,12 +61,13 @@ def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
     else:
         name, code = "Ctrl-C", 130
     if "bake" in args[:3]:
-        return (f"received {name} during start-up: nothing was computed yet; re-run the same command to resume.",
+        return (f"received {name} before the bake started: nothing was computed yet; {RESUME}.",
                 75 if isinstance(exc, SignalStop) else 130)
     return f"error: interrupted ({name}); nothing was left half-written: {RETRY}.", code
 
 
 def run() -> None:
+    sys.unraisablehook = swallowed_stops
     for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
         if sig is not None:
             signal.signal(sig, _stop)

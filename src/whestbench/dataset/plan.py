@@ -275,12 +275,13 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         spec, compute, workers, label, sampler_md, kernel_md = _torch_plan(cfg, dist_env, notes)
         backend = BACKEND_TORCH
     if spec.estimator == "control-variate":
-        from whestbench.compute.estimators import n_batches
+        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
 
         k = n_batches(cfg.n_samples, spec.cv_batch)
-        if k < 32:
+        if k < MIN_RELIABLE_BATCHES:
             notes.append(f"control-variate standard errors come from {k} batches of {spec.cv_batch:,} samples "
-                         f"({k - 1} degrees of freedom): rough; bake >= {32 * spec.cv_batch:,} samples for reliable ones.")
+                         f"({k - 1} degrees of freedom): rough; bake >= {MIN_RELIABLE_BATCHES * spec.cv_batch:,} "
+                         "samples for reliable ones.")
     plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
                     needs=_needs(cfg, spec, compute, workers), notes=tuple(notes), estimator_md=_estimator_md(spec))
     if rank0 and cfg.output is not None:

@@ -121,10 +121,14 @@ class WorkSpec:
         return self.step_samples if self.sampler == "pcg64" else min(CV_BATCH, self.block_size)
 
     def target_reached(self, sums: LayerSums) -> bool:
-        """Whether every chosen neuron's standard error is at most the target (one MLP's sums)."""
-        from whestbench.compute.estimators import finalize_estimates, n_batches
+        """Whether every chosen neuron's standard error is at most the target (one MLP's sums). A
+        control-variate estimate is not judged before it has ``MIN_RELIABLE_BATCHES`` batches."""
+        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, finalize_estimates, n_batches
 
-        _, stderr = finalize_estimates(sums, self.estimator, n_batches(sums.count, self.cv_batch))
+        batches = n_batches(sums.count, self.cv_batch)
+        if self.estimator == "control-variate" and batches < MIN_RELIABLE_BATCHES:
+            return False
+        _, stderr = finalize_estimates(sums, self.estimator, batches)
         chosen = stderr[-1:] if self.stderr_layer == "last" else stderr
         return bool(np.all(chosen <= self.target_stderr))  # NaN (too few samples) is never reached
 
