@@ -276,11 +276,14 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     store = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=60))  # noqa: F841
-    peer_computed, units = threading.Event(), {0: 0, 1: 0}
+    peer_computed, units, runs = threading.Event(), {0: 0, 1: 0}, {}
 
     class Executor(distributed.StoreExecutor):
         def __init__(self, env, **kw):
             def step(spec, compute, unit, ctx):
+                runs[unit.key] = runs.get(unit.key, 0) + 1
+                if runs[unit.key] > 2:  # rank 0 recomputes a damaged result; a third time would never end
+                    raise RuntimeError(f"unit {unit.key} computed {runs[unit.key]} times")
                 if env.rank == 0:
                     peer_computed.wait(60)
                 sums = run_unit(spec, compute, unit, ctx)
@@ -292,13 +295,16 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
 
     monkeypatch.setattr(distributed, "StoreExecutor", Executor)
 
+    notes = []
+
     def rank(r: int):
         env = distributed.DistEnv(r, 2, r, "127.0.0.1", port, run_id="t", agent_store=True)
-        return bake(cfg, dist_env=env, peer_timeout_s=60)
+        return bake(cfg, dist_env=env, peer_timeout_s=60, on_event=lambda e: notes.append(e.message) if e.kind == "note" else None)
 
     with ThreadPoolExecutor(2) as pool:
         out, peer = pool.map(rank, [0, 1])
     assert peer is None
+    assert not [n for n in notes if "damaged" in n], notes  # every result crossed the store intact
     return out, units
 
 
@@ -347,6 +353,7 @@ def test_a_stopped_bake_resumes_to_the_same_numbers(where, estimator, backend, t
 
 
 @pytest.mark.distributed
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("backend", ["cpu", "torch"])
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_two_ranks_write_the_same_numbers_as_one_process(estimator, backend, tmp_path, monkeypatch):
