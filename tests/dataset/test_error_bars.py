@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -597,3 +598,14 @@ def test_verify_against_fails_when_the_control_variate_means_are_shifted(verify_
     assert verify_dataset(shifted).ok  # alone it is a valid dataset: only the comparison can tell
     check = by_name(verify_dataset(shifted, against=verify_bakes["cpu-plain"]))["against: ground truth"]
     assert not check.ok, check.detail
+
+
+def test_verify_against_compares_bakes_too_small_for_a_standard_error(tmp_path):
+    """One batch per MLP: no stored standard error (NaN) in layers 2..; those means are compared in
+    units of the pilot's plain variance instead of failing as if both sides were exact."""
+    small = dict(n_mlps=2, n_samples=3000, width=8, depth=3, seed=4, estimator="control-variate")
+    cpu = create_dataset(**small, output_path=tmp_path / "cpu")
+    on_torch = create_dataset_torch(**small, output_path=tmp_path / "torch", device="cpu")
+    check = by_name(verify_dataset(cpu, against=on_torch))["against: ground truth"]
+    assert check.ok and "pilot variances" in check.detail, check.detail
+    assert int(re.search(r"over (\d+) means", check.detail).group(1)) >= 24  # most of layers 2-3's 32 means
