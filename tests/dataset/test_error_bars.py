@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +37,7 @@ import pytest
 from whestbench.compute import philox
 from whestbench.compute.estimators import finalize_estimates, fit_controls, is_check_point, pilot_stream
 from whestbench.compute.mlp import weights_for_seed
-from whestbench.compute.pcg64 import Pcg64Stream, chunk_rows, sample_layer_sums
+from whestbench.compute.pcg64 import chunk_rows, sample_layer_sums
 from whestbench.compute.seeds import derived_seeds, spawn_streams
 from whestbench.compute.stats import LayerSums
 from whestbench.dataset.bake import BakeConfig, bake, create_dataset, estimates
@@ -276,7 +275,8 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    store = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=60))  # noqa: F841
+    # the store torchrun's agent would host; kept referenced until the ranks are done
+    store = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=60))
     peer_computed, units, runs = threading.Event(), {0: 0, 1: 0}, {}
 
     class Executor(distributed.StoreExecutor):
@@ -300,10 +300,12 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
 
     def rank(r: int):
         env = distributed.DistEnv(r, 2, r, "127.0.0.1", port, run_id="t", agent_store=True)
-        return bake(cfg, dist_env=env, peer_timeout_s=60, on_event=lambda e: notes.append(e.message) if e.kind == "note" else None)
+        return bake(cfg, dist_env=env, peer_timeout_s=60,
+                    on_event=lambda e: notes.append(e.message) if e.kind == "note" else None)
 
     with ThreadPoolExecutor(2) as pool:
         out, peer = pool.map(rank, [0, 1])
+    store.set("test/done", "1")
     assert peer is None
     assert not [n for n in notes if "damaged" in n], notes  # every result crossed the store intact
     return out, units
@@ -325,7 +327,8 @@ def test_torch_numbers_do_not_depend_on_how_an_mlp_is_cut_into_units(estimator, 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_cpu_numbers_do_not_depend_on_the_thread_count(estimator, tmp_path):
-    assert_same_numbers(cpu_bake(tmp_path, "one", estimator, max_threads=1), cpu_bake(tmp_path, "two", estimator, max_threads=2))
+    one, two = (cpu_bake(tmp_path, name, estimator, max_threads=t) for name, t in (("one", 1), ("two", 2)))
+    assert_same_numbers(one, two)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "torch"])
@@ -482,7 +485,8 @@ def test_the_recorded_and_the_cards_rebake_commands_carry_the_estimator_and_the_
 
     md = metadata(target_bakes["cpu", "control-variate"])
     want = ["--estimator", "control-variate", "--target-stderr", "0.0007", "--stderr-layer", "last"]
-    for argv in (command.parse(md["bake_command"]), rebake_argv({k: v for k, v in md.items() if k != "bake_command"}, "public")):
+    unrecorded = {k: v for k, v in md.items() if k != "bake_command"}  # the card rebuilds the command
+    for argv in (command.parse(md["bake_command"]), rebake_argv(unrecorded, "public")):
         assert [command.flag_value(argv, f) for f in want[::2]] == want[1::2], argv
     plain = metadata(target_bakes["cpu", "plain"])
     assert command.flag_value(command.parse(plain["bake_command"]), "--estimator") is None  # the default stays implicit
@@ -552,7 +556,8 @@ def test_a_control_variate_layer_1_mean_off_by_a_thousandth_fails(verify_bakes, 
         if i == 0:
             row["all_layer_means"][0][3] *= 1.001
 
-    check = by_name(verify_dataset(rewrite_dataset(verify_bakes["torch-cv"], tmp_path / "off", edit_row=shift)))["layer-1 means"]
+    off = rewrite_dataset(verify_bakes["torch-cv"], tmp_path / "off", edit_row=shift)
+    check = by_name(verify_dataset(off))["layer-1 means"]
     assert not check.ok and "mlp_id 0 neuron 3" in check.detail
 
 
