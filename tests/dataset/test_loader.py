@@ -436,6 +436,47 @@ def test_iter_mlps_reads_an_iterable_dataset(golden_dir: Path):
     assert names == ds["mlp_name"]
 
 
+# ------------------------------------------------------- the error bars (issue 14): columns and MLPs
+
+
+@pytest.fixture(scope="module")
+def target_bake(tmp_path_factory) -> Path:
+    """A control-variate bake to a target standard error: its MLPs stop at different sample counts."""
+    from whestbench.dataset.bake import create_dataset
+
+    return create_dataset(3, 3 * 16384 + 100, 8, 2, seed=5, output_path=tmp_path_factory.mktemp("cv") / "ds",
+                          estimator="control-variate", target_stderr=8e-4)
+
+
+def test_load_dataset_exposes_the_stderr_and_samples_used_columns(target_bake: Path):
+    ds = load_dataset(target_bake)
+    assert ds.column_names[-2:] == ["all_layer_stderr", "n_samples_used"]
+    rows = pq.read_table(target_bake / SHARD).to_pydict()
+    stderr = np.asarray(ds.with_format("numpy")[:]["all_layer_stderr"])
+    assert stderr.dtype == np.float32 and stderr.shape == (3, 2, 8)
+    assert stderr.tobytes() == np.asarray(rows["all_layer_stderr"], dtype=np.float32).tobytes()
+    assert ds["n_samples_used"] == rows["n_samples_used"] and len(set(ds["n_samples_used"])) > 1
+
+
+def test_iter_mlps_and_mlp_at_carry_the_means_and_their_standard_errors(target_bake: Path):
+    ds = load_dataset(target_bake)
+    rows = ds.with_format("numpy")[:]
+    mlps = list(iter_mlps(ds))
+    for i, m in enumerate(mlps):
+        for got in (m, mlp_at(ds, i)):
+            assert got.means.dtype == got.stderr.dtype == np.float32 and got.means.shape == got.stderr.shape == (2, 8)
+            assert got.means.tobytes() == rows["all_layer_means"][i].tobytes()
+            assert got.stderr.tobytes() == rows["all_layer_stderr"][i].tobytes()
+        assert not m.stderr[0].any()  # control variates: layer 1 is exact
+
+
+def test_a_016_dataset_gives_mlps_with_means_and_no_stderr(golden_dir: Path):
+    ds = load_dataset(golden_dir / "full-w64-d4")
+    assert "all_layer_stderr" not in ds.column_names
+    m = mlp_at(ds, 0)
+    assert m.stderr is None and m.means.tobytes() == ds.with_format("numpy")[0]["all_layer_means"].tobytes()
+
+
 def test_without_metadata_mlp_seed_is_taken_raw_with_a_warning(fixtures16: Path):
     ds = REAL_LOAD_DATASET("parquet", data_files=str(fixtures16 / "single_split_v3_protocol" / SHARD), split="train")
     with pytest.warns(UserWarning, match="seed_protocol 2.0"):

@@ -35,6 +35,7 @@ pytestmark = pytest.mark.reference
 GOLDEN_SEEDS = (11, 22, 33, 44, 55, 66)  # the golden set's seeds-6.json (tests/conftest.py)
 SLICE_SEEDS = (5, 6004799503160661, 2**63 - 1, 0, 123456789)
 BREAKDOWN = "sampling_budget_breakdown"
+OUR_COLUMNS = ["all_layer_stderr"]  # issue 14: every bake of ours stores its standard errors
 
 
 @dataclass(frozen=True)
@@ -91,18 +92,12 @@ def column_bytes(table: pa.Table, name: str) -> bytes:
     return np.asarray(arr.to_numpy(zero_copy_only=False)).tobytes()
 
 
-# Columns the reference does not write (issue 14): every bake of ours carries its standard errors.
-OUR_EXTRA_COLUMNS = ("all_layer_stderr",)
-
-
 def assert_columns_identical(ours: Path, ref: Path) -> None:
-    """The reference's columns, in its order, byte for byte; ours adds only OUR_EXTRA_COLUMNS."""
+    """Every reference column, in its order, with its bytes; ours adds the standard errors after them."""
     a, b = read_split(ours), read_split(ref)
-    assert [c for c in a.column_names if c not in OUR_EXTRA_COLUMNS] == b.column_names
-    assert set(a.column_names) - set(b.column_names) == set(OUR_EXTRA_COLUMNS)
-    a = a.drop_columns(list(OUR_EXTRA_COLUMNS))
+    assert a.column_names == b.column_names + OUR_COLUMNS
     assert a.column("mlp_id").to_pylist() == b.column("mlp_id").to_pylist()
-    for name in a.column_names:
+    for name in b.column_names:
         if name == BREAKDOWN:
             continue
         assert a.schema.field(name).type == b.schema.field(name).type, name
@@ -194,36 +189,33 @@ def test_breakdown_flop_counts_equal_the_reference(case, our_bakes, reference_ba
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_parquet_schema_equals_the_reference(case, our_bakes, reference_bakes):
-    """Same Arrow types, field metadata and HF features text, so either side's readers see one format:
-    the reference's schema is ours without the stderr column (field and feature)."""
+def test_parquet_schema_is_the_references_plus_our_columns(case, our_bakes, reference_bakes):
+    """The reference's fields with the same Arrow types and field metadata, and its HF features
+    text with ours appended, so either side's readers see one format."""
     ours = pq.read_schema(sorted((our_bakes[case.name] / "data").glob("*.parquet"))[0])
     ref = pq.read_schema(sorted((reference_bakes[case.name] / "data").glob("*.parquet"))[0])
-    hf = json.loads(ours.metadata[b"huggingface"])
-    assert list(hf["info"]["features"]) == [f.name for f in ours]  # the features text lists the new column too
-    for name in OUR_EXTRA_COLUMNS:
-        del hf["info"]["features"][name]
-        ours = ours.remove(ours.get_field_index(name))
-    ours = ours.with_metadata({**ours.metadata, b"huggingface": json.dumps(hf).encode()})
-    assert ours.equals(ref, check_metadata=True)
+    shared = pa.schema([ours.field(name) for name in ref.names])
+    assert shared.equals(ref.remove_metadata(), check_metadata=True) and ours.names == ref.names + OUR_COLUMNS
+    features = json.loads(ours.metadata[b"huggingface"])["info"]["features"]
+    ref_features = json.loads(ref.metadata[b"huggingface"])["info"]["features"]
+    assert list(features) == list(ref_features) + OUR_COLUMNS
+    assert {k: features[k] for k in ref_features} == ref_features
+    assert features["all_layer_stderr"] == {**ref_features["all_layer_means"]}  # Array2D (depth, width) float32
+    assert {k: v for k, v in ours.metadata.items() if k != b"huggingface"} == \
+        {k: v for k, v in ref.metadata.items() if k != b"huggingface"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_the_stderr_column_matches_the_references_avg_variance(case, our_bakes, reference_bakes):
-    """Both come from the same samples: the reference's ``avg_variance`` (the final layer's population
-    variance averaged over neurons) is N/(N-1)·stderr²·N averaged, up to float32 rounding of the
-    stderr; and the stderr column has the means' type and shape."""
+@pytest.mark.parametrize("case", [c for c in CASES if c.n_samples > 1], ids=lambda c: c.name)
+def test_our_last_layer_stderr_agrees_with_the_references_avg_variance(case, our_bakes, reference_bakes):
+    """``avg_variance`` (the reference's, an independent computation) is the mean over the final
+    neurons of ``sumsq/N − mean²``; ours is ``sqrt(that · N/(N−1) / N)`` per neuron, so
+    ``mean(stderr² · (N − 1)) == avg_variance`` up to float32 rounding of the stored values."""
     ours, ref = read_split(our_bakes[case.name]), read_split(reference_bakes[case.name])
-    assert ours.schema.field("all_layer_stderr").type == ours.schema.field("all_layer_means").type
-    stderr = np.asarray(ours.column("all_layer_stderr").to_pylist(), dtype=np.float64)
-    assert stderr.shape == np.asarray(ours.column("all_layer_means").to_pylist()).shape
     n = case.n_samples
-    if n == 1:  # no variance from one draw: the stderr is undefined and stored as NaN
-        assert np.isnan(stderr).all()
-        return
-    implied = (stderr[:, -1, :] ** 2 * n * (n - 1) / n).mean(axis=1)
+    stderr = np.asarray(ours.column("all_layer_stderr").to_pylist(), dtype=np.float64)  # (m, depth, w)
+    from_ours = np.mean(stderr[:, -1] ** 2 * (n - 1), axis=1)
     avg_var = np.asarray(ref.column("avg_variance").to_pylist())
-    np.testing.assert_allclose(implied, avg_var, rtol=2e-6, atol=1e-12)
+    np.testing.assert_allclose(from_ours, avg_var, rtol=2e-6, atol=1e-12)
 
 
 def test_slice_boundaries_follow_the_docs_not_the_references_floor_rule(our_slice, reference_bakes):

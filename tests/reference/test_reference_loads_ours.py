@@ -4,6 +4,11 @@ For each layout we produce — a single-split bake, a split in several Parquet s
 partials, each split of a multi-split dataset — the reference's ``load_dataset`` / ``metadata`` /
 ``iter_mlps`` / ``mlp_at`` must give our rows, names, seeds and protocol-3.0 ``MLP.seed``, and its
 ``whest dataset info`` must exit 0. The reference runs once, in its own venv, over all of them.
+
+Every bake of ours adds ``all_layer_stderr`` (issue 14), and a bake to a target standard error adds
+``n_samples_used``: the ``target-*`` layouts are control-variate bakes to a target whose MLPs stop
+at different sample counts, single, merged from slices, and as the splits of a combined dataset.
+The reference must read those columns as ours wrote them.
 """
 
 from __future__ import annotations
@@ -27,7 +32,11 @@ SEEDS = [101, 2**62 + 5, 7, 123456789, 2**63 - 1]
 HOLDOUT_SEEDS = [31, 32, 33]
 WIDTH, DEPTH, N_SAMPLES = 8, 2, 300
 SHARDS = 3  # 5 rows at 2 per shard
-KINDS = ["single", "multi-shard", "merged", "multi-split-public", "multi-split-holdout"]
+# control variates to a target: at width 8, two of SEEDS stop at 2 chunks (32768 samples), the rest at the cap
+TARGET = dict(n_samples=3 * 16384 + 100, estimator="control-variate", target_stderr=8e-4)
+TARGET_KINDS = ["target-single", "target-merged", "target-multi-split-public", "target-multi-split-holdout"]
+KINDS = ["single", "multi-shard", "merged", "multi-split-public", "multi-split-holdout"] + TARGET_KINDS
+OURS = ("all_layer_stderr", "n_samples_used")  # the columns only our bakes write
 
 # Runs in the reference venv: load each dataset through 0.16.2's public API, report what it saw.
 _PROBE = r'''
@@ -57,9 +66,12 @@ for key, path, split in json.loads(sys.argv[1]):
             got["rows"] = [
                 {"mlp_id": r["mlp_id"], "mlp_name": r["mlp_name"], "mlp_seed": r["mlp_seed"], "weights": sha(r["weights"]),
                  "all_layer_means": sha(r["all_layer_means"]), "final_means": sha(r["final_means"]),
-                 "avg_variance": r["avg_variance"]}
+                 "avg_variance": r["avg_variance"],
+                 "all_layer_stderr": sha(r["all_layer_stderr"]) if "all_layer_stderr" in r else None,
+                 "n_samples_used": r.get("n_samples_used")}
                 for r in ds
             ]
+            got["columns"] = sorted(ds.column_names)
             got["iter_mlps"] = [mlp(m) for m in whestbench.iter_mlps(ds)]
             got["mlp_at"] = [mlp(whestbench.mlp_at(ds, i)) for i in range(len(ds))]
     except Exception as exc:
@@ -93,7 +105,9 @@ def expected(directory: Path, split: str) -> dict:
         "rows": [
             {"mlp_id": r["mlp_id"], "mlp_name": r["mlp_name"], "mlp_seed": r["mlp_seed"], "weights": sha(r["weights"]),
              "all_layer_means": sha(r["all_layer_means"]), "final_means": sha(r["final_means"]),
-             "avg_variance": r["avg_variance"]}
+             "avg_variance": r["avg_variance"],
+             "all_layer_stderr": sha(r["all_layer_stderr"]) if "all_layer_stderr" in r else None,
+             "n_samples_used": r.get("n_samples_used")}
             for r in rows
         ],
         "mlps": [
@@ -103,8 +117,10 @@ def expected(directory: Path, split: str) -> dict:
     }
 
 
-def bake(out: Path, seeds: list[int], split: str = "public", mlp_range=None) -> Path:
-    return create_dataset(len(seeds), N_SAMPLES, WIDTH, DEPTH, mlp_seeds=seeds, output_path=out, split=split, mlp_range=mlp_range)
+def bake(out: Path, seeds: list[int], split: str = "public", mlp_range=None, **kw) -> Path:
+    kw = {"n_samples": N_SAMPLES, **kw}
+    return create_dataset(len(seeds), width=WIDTH, depth=DEPTH, mlp_seeds=seeds, output_path=out, split=split,
+                          mlp_range=mlp_range, **kw)
 
 
 def rewrite_in_shards(src: Path, out: Path, n_shards: int) -> Path:
@@ -146,6 +162,16 @@ def datasets(tmp_path_factory) -> dict[str, tuple[Path, str | None] | str]:
         made["multi-split-public"] = (combined, "public")
         made["multi-split-holdout"] = (combined, "holdout")
         made["multi-split"] = (combined, None)
+    from whestbench.dataset_io import combine_split_datasets, merge_datasets
+
+    target = bake(root / "target-single", SEEDS, **TARGET)
+    made["target-single"] = (target, "public")
+    parts = [bake(root / f"target-part-{k}", SEEDS, mlp_range=r, **TARGET) for k, r in enumerate([(0, 2), (2, 5)])]
+    made["target-merged"] = (Path(merge_datasets(parts, output_dir=root / "target-merged")), "public")
+    holdout = bake(root / "target-holdout", HOLDOUT_SEEDS, split="holdout", **TARGET)
+    combined = Path(combine_split_datasets([target, holdout], output_dir=root / "target-combined"))
+    made["target-multi-split-public"] = (combined, "public")
+    made["target-multi-split-holdout"] = (combined, "holdout")
     return made
 
 
@@ -194,16 +220,31 @@ def test_reference_mlp_at_agrees_with_iter_mlps(kind, datasets, seen):
 def test_reference_metadata_reads_our_shape_and_split(kind, datasets, seen):
     got, _, split = loaded(kind, datasets, seen)
     n = len(HOLDOUT_SEEDS) if split == "holdout" else len(SEEDS)
+    n_samples = TARGET["n_samples"] if kind in TARGET_KINDS else N_SAMPLES
     assert {k: got["metadata"][k] for k in ("n_mlps", "n_samples", "width", "depth")} == {
-        "n_mlps": n, "n_samples": N_SAMPLES, "width": WIDTH, "depth": DEPTH,
+        "n_mlps": n, "n_samples": n_samples, "width": WIDTH, "depth": DEPTH,
     }
     assert got["metadata"]["split"] in (split, None)  # multi-split projections carry no split key
 
 
-def test_reference_loads_our_merge_as_the_same_rows_as_the_whole_bake(datasets, seen):
-    got, _, _ = loaded("merged", datasets, seen)
-    single, _ = datasets["single"]
+@pytest.mark.parametrize("kind", ["merged", "target-merged"])
+def test_reference_loads_our_merge_as_the_same_rows_as_the_whole_bake(kind, datasets, seen):
+    got, _, _ = loaded(kind, datasets, seen)
+    single, _ = datasets[kind.replace("merged", "single")]
     assert got["rows"] == expected(single, "public")["rows"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reference_load_dataset_sees_our_error_bar_columns(kind, datasets, seen):
+    got, directory, split = loaded(kind, datasets, seen)
+    want = {"all_layer_stderr"} | ({"n_samples_used"} if kind in TARGET_KINDS else set())
+    assert {c for c in got["columns"] if c in OURS} == want
+    assert all(r["all_layer_stderr"] is not None for r in got["rows"])
+
+
+def test_the_target_bakes_stop_their_mlps_at_different_sample_counts(datasets, seen):
+    got, _, _ = loaded("target-single", datasets, seen)
+    assert sorted({r["n_samples_used"] for r in got["rows"]}) == [2 * 16384, TARGET["n_samples"]]
 
 
 def test_reference_gives_a_datasetdict_over_our_splits_without_split(datasets, seen):
@@ -212,7 +253,8 @@ def test_reference_gives_a_datasetdict_over_our_splits_without_split(datasets, s
     assert got["metadata_splits"] == ["holdout", "public"]
 
 
-@pytest.mark.parametrize("kind", ["single", "multi-shard", "merged", "multi-split"])
+@pytest.mark.parametrize("kind", ["single", "multi-shard", "merged", "multi-split", "target-single", "target-merged",
+                                  "target-multi-split-public"])
 def test_reference_info_runs_on_our_dataset(kind, datasets, seen):
     if isinstance(datasets[kind], str):
         pytest.skip(datasets[kind])

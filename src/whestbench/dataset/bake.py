@@ -193,6 +193,7 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
         parts += ["--torch", "--device", cfg.device or "auto"]
         if cfg.gpu_kernel != "torch":
             parts += ["--gpu-kernel", cfg.gpu_kernel]
+    parts += command.estimation_flags(cfg.estimator, cfg.target_stderr, cfg.stderr_layer)
     if cfg.is_partial:
         start, end = cfg.range
         parts += ["--mlp-range", f"{start}-{end - 1}"]

@@ -209,6 +209,9 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
             for key, flag in (("chunk_size", "--chunk-size"), ("mlps_per_batch", "--mlps-per-batch")):
                 if isinstance(md.get(key), int):
                     argv += [flag, str(md[key])]
+    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else {}
+    argv += command.estimation_flags(est.get("name"), target.get("value"), target.get("layer"))
     return argv + ["--output", f"./rebake-{split}"]
 
 

@@ -245,11 +245,22 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
     if all(sa.stderr is not None and sb.stderr is not None for sa, _, sb, _ in shared):
         se = np.stack([np.hypot(sa.stderr[i].astype(np.float64), sb.stderr[j].astype(np.float64))
                        for sa, i, sb, j in shared])  # (m, depth, w)
+        note = ""
+        for k, (sa, i, sb, j) in enumerate(shared):
+            unknown = np.isnan(se[k])  # a side too small for a standard error (one sample, one batch)
+            if unknown.any():
+                w = weights_for_seed(sa.seeds[i], a.width, a.depth)
+                var, active = _pilot_variance(w)  # the plain estimator's variance: conservative for control variates
+                fill = unknown & (active >= _PILOT_MIN_ACTIVE)  # else no usable variance: left out (NaN)
+                se[k][fill] = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))[fill]
+                note = "; pilot variances where a bake has too few samples for a standard error"
         usable = se > 0  # exact on both sides (layer 1 of control variates, dead neurons): no noise to compare
+        exact = se == 0
         zs = [(d[u] / s[u]).ravel() for d, s, u in zip(delta, se, usable)]
-        exact_bad = float(np.max(np.abs(delta[~usable]), initial=0.0))
+        exact_bad = float(np.max(np.abs(delta[exact]), initial=0.0))
         _z_verdict(report, name, z_max, reason + "; in units of the two bakes' stored standard errors", zs, delta,
-                   f"; where both are exact |Δ| <= {exact_bad:.2g}" if (~usable).any() else "", extra_ok=exact_bad <= 1e-6)
+                   (f"; where both are exact |Δ| <= {exact_bad:.2g}" if exact.any() else "") + note,
+                   extra_ok=exact_bad <= 1e-6)
         return
     zs, skipped = [], 0
     for (sa, i, _, _), d in zip(shared, delta):
@@ -266,6 +277,11 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
         return
     note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
     _z_verdict(report, name, z_max, reason, zs, delta, note)
+
+
+def _count(ds, s, i: int) -> float:
+    """The samples behind MLP ``i`` of split scan ``s``: what it used when it stopped at a target, else n_samples."""
+    return float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples)
 
 
 def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str, zs: list[np.ndarray], delta: np.ndarray,

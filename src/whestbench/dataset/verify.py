@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
@@ -604,8 +605,7 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
     if not rows:
         report.skip("layer-1 means", "the dataset has no rows")
         return
-    # each MLP's sample count: n_samples, or what it used when it stopped at a target standard error
-    n = np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])[:, None]
+    n = _sample_counts(ds, rows)[:, None]
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
     exact = sigma / _SQRT_2PI
@@ -661,27 +661,60 @@ def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, r
                      "(control-variate estimator)")
 
 
+def _sample_counts(ds: DatasetScan, rows) -> np.ndarray:
+    """(m,) each MLP's sample count: ``n_samples``, or what it used when it stopped at a target."""
+    return np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])
+
+
+def _undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """(m, depth, w) bool: where the estimator has no standard error and stores NaN — plain: fewer
+    than 2 samples; control variates: layers 2.. with fewer than 2 batches (layer 1 is exact)."""
+    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    undefined = np.zeros(shape, dtype=bool)
+    if est.get("name") == "control-variate":
+        batch = est.get("batch_samples")
+        if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
+            undefined[:, 1:] = (np.ceil(n / batch) < 2)[:, None, None]
+    else:
+        undefined[:] = (n < 2)[:, None, None]
+    return undefined
+
+
 def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report: VerifyReport) -> None:
-    """The stored standard errors: finite and >= 0, and (plain estimator) layer 1's equal to the
-    exact ``sqrt(Var relu / N)`` within the sampling error of a sample standard deviation."""
+    """The stored standard errors: finite and >= 0 (NaN where the estimator has none), control
+    variates' layer 1 exactly 0, and (plain estimator) layer 1's equal to the exact
+    ``sqrt(Var relu / N)`` within the sampling error of a sample standard deviation."""
     if any(s.stderr is None for s, _ in rows):
         report.skip("stderr", "no all_layer_stderr column (a whestbench 0.16 dataset)")
         return
     se = np.stack([s.stderr[i] for s, i in rows]).astype(np.float64)  # (m, depth, w)
-    if not np.all(np.isfinite(se)) or np.any(se < 0):
-        bad = ~np.isfinite(se) | (se < 0)
+    n = _sample_counts(ds, rows)
+    undefined = _undefined_stderr(ds.md, n, se.shape)
+    bad = np.where(undefined, ~np.isnan(se), ~np.isfinite(se) | (se < 0))
+    if bad.any():
         r, layer, j = (int(v) for v in np.argwhere(bad)[0])
         s, i = rows[r]
-        report.check("stderr", False, f"{int(bad.sum())} standard error(s) not finite and >= 0, first mlp_id {int(s.ids[i])} "
+        want = "NaN (too few samples for one)" if undefined[r, layer, j] else "finite and >= 0"
+        report.check("stderr", False, f"{int(bad.sum())} standard error(s) not {want}, first mlp_id {int(s.ids[i])} "
                      f"layer {layer + 1} neuron {j}: {se[r, layer, j]}")
         return
-    detail = "per layer, median (max): " + ", ".join(
-        f"{np.median(se[:, k]):.3g} ({np.max(se[:, k]):.3g})" for k in range(se.shape[1]))
+    cv = isinstance(ds.md.get("estimator"), dict) and ds.md["estimator"].get("name") == "control-variate"
+    if cv and np.any(se[:, 0] != 0):
+        r, j = (int(v) for v in np.argwhere(se[:, 0] != 0)[0])
+        s, i = rows[r]
+        report.check("stderr", False, f"control-variate estimator: layer 1 is exact, so its standard error must be 0; "
+                     f"mlp_id {int(s.ids[i])} layer 1 neuron {j} is {se[r, 0, j]:.4g}")
+        return
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a layer that is all NaN: "nan" in the summary
+        detail = "per layer, median (max): " + ", ".join(
+            f"{np.nanmedian(se[:, k]):.3g} ({np.nanmax(se[:, k]):.3g})" for k in range(se.shape[1]))
+    if undefined.any():
+        detail += f"; NaN where too few samples for one ({int(undefined.any(axis=(1, 2)).sum())} MLP(s))"
     if analytic_se is None:
         report.check("stderr", True, f"finite and >= 0; {detail}")
         return
-    live = analytic_se > 0
-    n = np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])
+    live = (analytic_se > 0) & ~undefined[:, 0]
     # a sample sd's relative error is about sqrt((kurtosis - 1) / 4N); relu of a Gaussian: kurtosis < 6
     tol = 6.0 * np.sqrt(5.0 / (4.0 * np.maximum(n, 1.0)))[:, None] + 1e-3
     ratio = np.where(live, se[:, 0] / np.where(live, analytic_se, 1.0), 1.0)
