@@ -474,6 +474,38 @@ def test_protocol_a_stop_on_rank_0_stops_every_rank_and_keeps_every_finished_uni
     assert 12 <= len(saved) < 60
 
 
+def test_protocol_a_stop_on_rank_0_ends_rank_0_while_its_own_unit_is_interrupted(agent_store, tmp_path):
+    """Real units honour the stop: rank 0's own unit in flight ends with UnitStopped (checkpointed),
+    posts no result, and rank 0 must not wait for it (it used to wait forever)."""
+    import threading
+
+    from whestbench.work.executor import BakeInterrupted
+    from whestbench.work.steps import UnitStopped
+
+    port, _ = agent_store
+    stop0 = threading.Event()
+    started: list[int] = []
+
+    def step(spec, compute, unit, ctx):
+        started.append(unit.mlp_index)
+        if len(started) == 6:
+            stop0.set()  # SIGTERM on rank 0 while this unit runs
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            if ctx.stop.is_set():
+                raise UnitStopped(unit.key)  # as run_unit does, after its checkpoint
+            time.sleep(0.01)
+        return _fake_unit(spec, compute, unit, ctx)
+
+    box: list = []
+    ranks = threading.Thread(target=lambda: box.append(
+        _ranks(port, 2, seeds=range(40), tmp_path=tmp_path, steps={0: step, 1: step}, stops={0: stop0})), daemon=True)
+    ranks.start()
+    ranks.join(30)
+    assert box, "rank 0 is still waiting for a unit that had stopped"
+    assert all(isinstance(o, BakeInterrupted) for o in box[0]), box[0]
+
+
 def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_store, tmp_path):
     import numpy as np
     import torch.distributed as dist

@@ -29,9 +29,11 @@ watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
   0 computes the lost unit itself. The other ranks fail when rank 0 goes silent, and follow rank 0
   to a new epoch when it restarts (torchrun ``--max-restarts``), which loses only the units that
   were in flight.
-- **stopping.** A stop (SIGTERM/SIGUSR1) on rank 0 sets ``stop`` so that no rank claims more; rank
-  0 then waits for the units already claimed, saves them and raises BakeInterrupted. A stop on
-  another rank finishes its units in flight, posts them, and raises BakeInterrupted there.
+- **stopping.** A stop (SIGTERM/SIGUSR1) on rank 0 sets ``stop`` so that no rank claims more and
+  every running unit stops after its current step (rank 0's own units checkpoint in its ledger);
+  rank 0 saves the results that arrive, stops waiting for units whose owner stopped or went
+  silent, and raises BakeInterrupted. A stop on another rank stops its units the same way and
+  raises BakeInterrupted there.
 - **endings.** The other ranks acknowledge every ending rank 0 announces (``done``, ``stop``,
   ``failed``) with ``bye/<rank>``, and rank 0 waits for that (bounded) before it returns: under
   srun the store lives in rank 0's process, and a rank that lost it could not tell success from a
@@ -527,6 +529,11 @@ def _collect(run: _Epoch) -> None:
             # stopping anyway: wait for the units in flight, but not for owners that look dead
             for i, _, _ in _lost_units(run, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
                 inflight.discard(i)
+            if not run.alive():
+                # this process's unit threads have ended: each of its units either posted its result
+                # (collected on the next poll) or stopped at a checkpoint and posts nothing
+                inflight -= {i for i in inflight
+                             if owners.get(i, (None, None))[1] == ctx.token and not ns.check([f"result/{i}"])}
             if not run.alive() and not inflight:
                 raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")
         else:
