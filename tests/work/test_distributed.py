@@ -300,6 +300,39 @@ def test_a_dead_peer_is_reported_within_the_timeout_and_a_rerun_resumes(tmp_path
     same_as(output, single(LARGE))
 
 
+# Two MLPs of several seconds each: one per rank, in flight when the stop comes.
+LONG = dict(n_mlps=2, n_samples=6_000_000, width=64, depth=4, seed=1)
+
+
+def _checkpoints(output: Path) -> list[str]:
+    return sorted(p.name for p in (output.parent / f"{output.name}.whest-work" / "units").glob("*.ckpt"))
+
+
+@pytest.mark.distributed
+def test_a_slurm_stop_keeps_every_ranks_checkpoint_and_the_requeue_resumes_them(tmp_path, procs, single, same_as):
+    """Every rank's unit checkpoints reach rank 0's ledger (periodically, and at the stop), so a
+    preempted multi-host bake loses at most a few seconds per rank, not a whole MLP per peer."""
+    output = tmp_path / "ds"
+    ranks = procs.srun(2, _free_port(), LONG, output, "--checkpoint-every", "0.5")
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while len(_checkpoints(output)) < 2:  # rank 1's periodic checkpoint arrives without any stop
+        assert all(p.poll() is None for p in ranks), "a rank ended before both had checkpointed"
+        assert time.monotonic() < deadline, f"only {_checkpoints(output)} within {STEP_TIMEOUT_S}s"
+        time.sleep(0.05)
+    for p in ranks:
+        p.send_signal(signal.SIGTERM)  # what SLURM sends every task before the time limit
+    for p in ranks:
+        code, out = _finish(p, timeout_s=30)
+        assert code == 75, out
+    assert _checkpoints(output) == ["mlp00000000.ckpt", "mlp00000001.ckpt"]
+    assert not output.exists()
+
+    outs = _finish_ok(*procs.srun(2, _free_port(), LONG, output, "--checkpoint-every", "0.5"))
+    resumed = re.findall(r"resuming unit (mlp\d+) from its checkpoint", "".join(outs))
+    assert sorted(resumed) == ["mlp00000000", "mlp00000001"], outs
+    same_as(output, single(LONG))
+
+
 def _children(pid: int) -> list[int]:
     kids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -570,6 +603,31 @@ def test_protocol_a_damaged_result_is_computed_again_at_rank_0(agent_store, tmp_
     assert results == _expected(20)  # every unit, each once, all computed honestly
     notes = [e.message for e in events if e.kind == "note" and "arrived damaged" in e.message]
     assert notes and "non-finite" in notes[0]
+
+
+def test_protocol_a_result_damaged_every_time_fails_instead_of_recomputing_forever(agent_store, tmp_path):
+    import threading
+
+    import numpy as np
+
+    from whestbench.compute.stats import LayerSums
+    from whestbench.errors import WorkFailed
+
+    port, _ = agent_store
+
+    def liar(spec, compute, unit, ctx):  # every rank, rank 0's recomputations too: a broken host
+        ctx.on_samples(spec.n_samples)
+        bad = np.full((spec.depth, spec.width), np.nan)
+        return LayerSums(sums=bad, sumsq=bad, count=spec.n_samples)
+
+    box: list = []
+    ranks = threading.Thread(target=lambda: box.append(
+        _ranks(port, 2, seeds=range(4), tmp_path=tmp_path, steps={0: liar, 1: liar})), daemon=True)
+    ranks.start()
+    ranks.join(60)
+    assert box, "rank 0 is still recomputing a unit whose result is always damaged"
+    failure = box[0][0]
+    assert isinstance(failure, WorkFailed) and "arrived damaged 3 times" in str(failure), box[0]
 
 
 def test_protocol_progress_counts_recovered_and_collected_units_of_every_rank(agent_store, tmp_path):

@@ -59,11 +59,11 @@ def test_a_unit_stopped_and_resumed_from_its_checkpoint_equals_an_uninterrupted_
     stop = threading.Event()
     saved = []
     with pytest.raises(UnitStopped):
-        run_unit(spec, compute, unit, UnitContext(on_samples=_stop_after(stop_at, stop), stop=stop, ledger=ledger,
+        run_unit(spec, compute, unit, UnitContext(on_samples=_stop_after(stop_at, stop), stop=stop, checkpoints=ledger,
                                                   on_checkpoint=lambda: saved.append(1)))
     assert saved == [1] and ledger.checkpoint_path(unit.key).exists()
     resumed_from, computed = [], []
-    again = run_unit(spec, compute, unit, UnitContext(ledger=ledger, on_resumed=resumed_from.append,
+    again = run_unit(spec, compute, unit, UnitContext(checkpoints=ledger, on_resumed=resumed_from.append,
                                                       on_samples=computed.append))
     assert _bits(again) == _bits(whole)
     total = spec.unit_samples(unit) * unit.mlp_count
@@ -78,7 +78,7 @@ def test_checkpoints_are_written_every_interval(tmp_path, monkeypatch):
     monkeypatch.setattr(steps.time, "monotonic", lambda: next(clock))
     ledger = Ledger(tmp_path / "w", PCG.identity())
     saved = []
-    run_unit(PCG, Compute(), PCG.units()[0], UnitContext(ledger=ledger, checkpoint_every=60, on_checkpoint=lambda: saved.append(1)))
+    run_unit(PCG, Compute(), PCG.units()[0], UnitContext(checkpoints=ledger, checkpoint_every=60, on_checkpoint=lambda: saved.append(1)))
     assert len(saved) == 1  # 3 chunk boundaries before the end, one of them 60 s after the start
 
 
@@ -87,11 +87,11 @@ def test_a_damaged_checkpoint_is_reported_and_the_unit_restarts(tmp_path):
     ledger = Ledger(tmp_path / "w", PCG.identity())
     stop = threading.Event()
     with pytest.raises(UnitStopped):
-        run_unit(PCG, Compute(), unit, UnitContext(on_samples=_stop_after(1, stop), stop=stop, ledger=ledger))
+        run_unit(PCG, Compute(), unit, UnitContext(on_samples=_stop_after(1, stop), stop=stop, checkpoints=ledger))
     path = ledger.checkpoint_path(unit.key)
     path.write_bytes(path.read_bytes()[:-10])  # truncated
     notes = []
-    again = run_unit(PCG, Compute(), unit, UnitContext(ledger=ledger, on_note=notes.append))
+    again = run_unit(PCG, Compute(), unit, UnitContext(checkpoints=ledger, on_note=notes.append))
     assert _bits(again) == _bits(run_unit(PCG, Compute(), unit))
     assert len(notes) == 1 and "failed its check" in notes[0] and str(path) in notes[0]
 
@@ -101,10 +101,10 @@ def test_a_checkpoint_of_another_unit_is_not_used(tmp_path):
     ledger = Ledger(tmp_path / "w", PCG.identity())
     stop = threading.Event()
     with pytest.raises(UnitStopped):
-        run_unit(PCG, Compute(), u0, UnitContext(on_samples=_stop_after(1, stop), stop=stop, ledger=ledger))
+        run_unit(PCG, Compute(), u0, UnitContext(on_samples=_stop_after(1, stop), stop=stop, checkpoints=ledger))
     ledger.checkpoint_path(u0.key).rename(ledger.checkpoint_path(u1.key))  # swapped in by hand
     notes = []
-    got = run_unit(PCG, Compute(), u1, UnitContext(ledger=ledger, on_note=notes.append))
+    got = run_unit(PCG, Compute(), u1, UnitContext(checkpoints=ledger, on_note=notes.append))
     assert _bits(got) == _bits(run_unit(PCG, Compute(), u1))
     assert notes and "not mlp00000001" in notes[0]
 
@@ -145,8 +145,8 @@ def test_a_fused_pcg64_unit_resumed_from_its_checkpoint_equals_an_uninterrupted_
     ledger = Ledger(tmp_path / "w", PCG.identity())
     stop = threading.Event()
     with pytest.raises(UnitStopped):
-        run_unit(PCG, Compute(), unit, UnitContext(on_samples=_stop_after(1, stop), stop=stop, ledger=ledger))
-    again = run_unit(PCG, Compute(), unit, UnitContext(ledger=ledger))
+        run_unit(PCG, Compute(), unit, UnitContext(on_samples=_stop_after(1, stop), stop=stop, checkpoints=ledger))
+    again = run_unit(PCG, Compute(), unit, UnitContext(checkpoints=ledger))
     assert _bits(again) == _bits(plain)
     assert calls  # the fused kernels ran
 

@@ -57,13 +57,14 @@ from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
 from whestbench.work.executor import BakeInterrupted, Job, Tracker, scan_ledger, stop_summary, unit_context
 from whestbench.work.ledger import DamagedRecord, decode_record, encode_record
-from whestbench.work.steps import UnitStopped, run_unit
+from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.units import Unit, WorkSpec
 
 HEARTBEAT_S = 0.5
 POLL_S = 0.05
 RESUME_HINT = "re-run the same command on every rank to resume"
 BYE_WAIT_S = 30.0
+MAX_DAMAGED_RESULTS = 2  # a unit's result that arrives damaged is recomputed on rank 0; this many times, then fail
 LEAVE_JOIN_S = 10.0  # how long a leaving rank waits for its own threads (see _join_all)
 THREAD_PREFIX = "whest-dist-"
 
@@ -224,6 +225,34 @@ def _read_result(spec: WorkSpec, unit: Unit, blob: bytes) -> tuple[LayerSums, fl
     return sums, wall
 
 
+class _StoreCheckpoints:
+    """A peer's checkpoints, kept in rank 0's ledger through the store (``steps.Checkpoints``).
+
+    Saving posts the checked record to ``ckpt/<i>``; rank 0 checks it and writes it to its ledger
+    (``_collect``). Loading reads ``ckpt-in/<i>``, which rank 0 publishes for every unit of the
+    epoch that has a checkpoint in its ledger, so a unit resumes wherever it is claimed.
+    """
+
+    def __init__(self, ns, todo: list[Unit], digest: str):
+        self.ns, self.digest = ns, digest
+        self.index = {u.key: i for i, u in enumerate(todo)}
+
+    def load_checkpoint(self, key: str):
+        name = f"ckpt-in/{self.index[key]}"
+        if not self.ns.check([name]):
+            return None
+        return decode_record(self.ns.get(name), kind="checkpoint", key=key, plan=self.digest)
+
+    def save_checkpoint(self, key: str, state: dict, arrays: dict) -> None:
+        self.ns.set(f"ckpt/{self.index[key]}", encode_record("checkpoint", key, self.digest, state, arrays))
+
+    def drop_checkpoint(self, key: str) -> None:
+        pass  # a damaged hand-over: the unit restarts; rank 0 replaces its file with the next one
+
+    def checkpoint_path(self, key: str) -> str:
+        return f"of unit {key} (from rank 0)"
+
+
 class StoreExecutor:
     """One rank of a distributed bake (torchrun or srun): ranks claim units from a shared counter
     in the rendezvous store and post results to rank 0, which saves them in its ledger.
@@ -312,6 +341,11 @@ class _Epoch:
         self.ctx, self.ns, self.epoch, self.job, self.todo, self.tracker = ctx, ns, epoch, job, todo, tracker
         self.spec = job.spec
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
+        self.checkpoints = None  # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
+        if ctx.env.rank != 0:
+            from whestbench.work.ledger import identity_digest
+
+            self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()))
         self.threads = [
             threading.Thread(target=self._worker, name=f"{THREAD_PREFIX}unit-{t}", daemon=True)
             for t in range(ctx.workers)
@@ -359,7 +393,7 @@ class _Epoch:
     def _compute(self, i: int) -> None:
         ctx, ns, unit = self.ctx, self.ns, self.todo[i]
         ns.set(f"owner/{i}", f"{ctx.env.rank} {ctx.token}")
-        uctx = unit_context(self.job, self.tracker, unit, ctx.stop, ctx.emit)
+        uctx = unit_context(self.job, self.tracker, unit, ctx.stop, ctx.emit, self.checkpoints)
         on_samples = uctx.on_samples
 
         def samples(n: int) -> None:
@@ -371,7 +405,8 @@ class _Epoch:
         try:
             sums = ctx.step(self.spec, self.job.compute, unit, uctx)
         except UnitStopped:
-            self.tracker.unit_abandoned(unit, checkpointed=self.job.ledger is not None)
+            self.tracker.unit_abandoned(unit, checkpointed=uctx.checkpoints is not None)
+            ns.set(f"stopped/{i}", "1")  # its checkpoint (if any) was posted first: rank 0 waits no longer
             raise
         except BaseException:
             self.tracker.unit_abandoned(unit)
@@ -410,6 +445,10 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         units = spec.units()
         done = scan_ledger(job, units, ctx.emit)
         todo = [u for u in units if u.key not in done]
+        for i, u in enumerate(todo):  # a unit resumes from its checkpoint whichever rank claims it
+            record = job.ledger.checkpoint_record(u.key) if job.ledger is not None else None
+            if record is not None:
+                ns.set(f"ckpt-in/{i}", record)
         ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo]}))
         beat.beat()
         base_store.set("current", str(epoch))
@@ -478,6 +517,7 @@ def _collect(run: _Epoch) -> None:
     unowned_since: dict[int, float] = {}
     stop_announced = False
     read_progress = 0.0
+    damaged: dict[int, int] = {}  # unit -> results that arrived damaged
     while pending:
         if ctx.errors:
             raise ctx.errors[0]
@@ -501,6 +541,11 @@ def _collect(run: _Epoch) -> None:
             try:
                 sums, wall = _read_result(run.spec, unit, blob)
             except DamagedRecord as e:
+                damaged[i] = damaged.get(i, 0) + 1
+                if damaged[i] > MAX_DAMAGED_RESULTS:
+                    raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
+                                     f"time computed by rank 0 itself: the computation, not the network, is at fault "
+                                     f"(check this host's memory and disk); finished units are saved — {RESUME_HINT}.")
                 ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
                 owners[i] = (ctx.env.rank, ctx.token)
                 run.recompute(i)
@@ -508,6 +553,8 @@ def _collect(run: _Epoch) -> None:
             if ledger is not None:
                 ledger.save(unit.key, sums, wall)
                 ledger.drop_checkpoint(unit.key)
+            for name in (f"ckpt-in/{i}", f"ckpt/{i}"):
+                ns.delete_key(name)
             pending.discard(i)
             inflight.discard(i)
             got = True
@@ -515,6 +562,8 @@ def _collect(run: _Epoch) -> None:
         now = time.monotonic()
         if now - read_progress >= PROGRESS_EVERY_S:
             read_progress = now
+            for i in sorted(inflight):  # the other ranks' checkpoints (every --checkpoint-every seconds)
+                _keep_checkpoint(run, i)
             for rank in range(1, ctx.env.world_size):
                 text = _get_text(ns, f"prog/{rank}")
                 if text:
@@ -527,7 +576,12 @@ def _collect(run: _Epoch) -> None:
                 ns.set("stop", "1")  # no rank claims more; the units already claimed still arrive
                 stop_announced = True
             # stopping anyway: wait for the units in flight, but not for owners that look dead
+            for i in sorted(inflight):  # stopped where they ran, their checkpoints posted first
+                if ns.check([f"stopped/{i}"]):
+                    _keep_checkpoint(run, i)
+                    inflight.discard(i)
             for i, _, _ in _lost_units(run, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
+                _keep_checkpoint(run, i)
                 inflight.discard(i)
             if not run.alive():
                 # this process's unit threads have ended: each of its units either posted its result
@@ -545,6 +599,24 @@ def _collect(run: _Epoch) -> None:
                 owners[i] = (ctx.env.rank, ctx.token)
                 run.recompute(i)
         time.sleep(POLL_S)
+
+
+def _keep_checkpoint(run: _Epoch, i: int) -> None:
+    """Rank 0: save the checkpoint another rank posted for unit ``i`` (if any) in the ledger."""
+    ns, unit, ledger = run.ns, run.todo[i], run.job.ledger
+    name = f"ckpt/{i}"
+    if ledger is None or not ns.check([name]):
+        return
+    blob = ns.get(name)
+    ns.delete_key(name)
+    try:
+        meta = ledger.keep_checkpoint_record(unit.key, blob)
+        kept = checkpoint_samples(run.spec, unit, meta)
+    except (DamagedRecord, KeyError, TypeError, ValueError) as e:
+        run.ctx.emit(Event("note", message=f"a checkpoint of unit {unit.key} arrived damaged ({e}); keeping the previous one"))
+        return
+    with run.tracker.lock:
+        run.tracker.kept_elsewhere[unit.key] = kept
 
 
 def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: dict, watch: _Watch, timeout: float):
@@ -693,7 +765,7 @@ def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bo
             if ctx.stop.is_set():
                 bye()
                 raise BakeInterrupted(
-                    f"rank {env.rank} stopped after sending its finished units to rank 0; {RESUME_HINT}."
+                    f"rank {env.rank} stopped after sending its finished units and checkpoints to rank 0; {RESUME_HINT}."
                 )
         current = _get_text(base_store, "current")
         if current is not None and int(current) != job.epoch:

@@ -80,6 +80,7 @@ class Tracker:
         self.external = {}  # rank -> (running samples, checkpoints) reported by other ranks
         self.checkpoints = 0
         self.kept = 0  # samples of stopped units that their checkpoints keep
+        self.kept_elsewhere: dict[str, int] = {}  # unit key -> samples its latest checkpoint from another rank keeps
         self.units_left: dict[int, int] = {}
         for u in units:
             if u.key not in done:
@@ -134,6 +135,7 @@ class Tracker:
         count = planned if count is None else count
         with self.lock:
             self.running -= self._reported.pop(unit.key, 0)
+            self.kept_elsewhere.pop(unit.key, None)
             self.collected += count * unit.mlp_count
             self.total -= (planned - count) * unit.mlp_count
             for i in unit.mlps:
@@ -175,14 +177,16 @@ def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
     return done
 
 
-def unit_context(job: Job, tracker: Tracker, unit: Unit, stop: threading.Event, emit: EventSink) -> UnitContext:
+def unit_context(job: Job, tracker: Tracker, unit: Unit, stop: threading.Event, emit: EventSink,
+                 checkpoints=None) -> UnitContext:
+    """The unit's context; its checkpoints go to ``checkpoints`` (default: the job's ledger)."""
     return UnitContext(
         on_samples=lambda n: tracker.samples(unit.key, n),
         on_resumed=lambda n: tracker.resumed(unit.key, n),
         on_checkpoint=tracker.checkpoint,
         on_note=lambda text: emit(Event("note", message=text)),
         stop=stop,
-        ledger=job.ledger,
+        checkpoints=checkpoints if checkpoints is not None else job.ledger,
         checkpoint_every=job.checkpoint_every,
     )
 
@@ -265,7 +269,7 @@ def stop_summary(job: Job, tracker: Tracker) -> str:
     from whestbench.text import format_count, plural
 
     p = tracker.progress()
-    saved = tracker.collected + tracker.kept
+    saved = tracker.collected + tracker.kept + sum(tracker.kept_elsewhere.values())
     where = f" in {job.ledger.root}" if job.ledger is not None else ""
     return (f"stopped: {p.mlps_done} of {plural(p.mlps_total, 'MLP')} complete, {format_count(saved)} of "
             f"{format_count(p.total)} samples saved{where} ({plural(p.checkpoints, 'checkpoint')})")

@@ -332,6 +332,20 @@ class Ledger:
             return None
         return decode_record(blob, kind="checkpoint", key=key, plan=self.digest)
 
+    def checkpoint_record(self, key: str) -> bytes | None:
+        """The checkpoint file's bytes as saved (a checked record), or None; for handing to another rank."""
+        try:
+            return self.checkpoint_path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def keep_checkpoint_record(self, key: str, blob: bytes) -> dict[str, Any]:
+        """Save a checkpoint record made elsewhere (another rank) after checking it belongs to this
+        bake and unit; returns its meta. DamagedRecord if it fails a check (nothing is written)."""
+        meta, _ = decode_record(blob, kind="checkpoint", key=key, plan=self.digest)
+        write_file_atomic(self.checkpoint_path(key), blob)
+        return meta
+
     def drop_checkpoint(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.checkpoint_path(key).unlink()

@@ -17,14 +17,14 @@ import functools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from whestbench.compute.estimators import is_check_point
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
-from whestbench.work.ledger import DamagedRecord, Ledger
+from whestbench.work.ledger import DamagedRecord
 from whestbench.work.units import Unit, WorkSpec
 
 ENGINES = ("numpy", "numba", "torch", "triton")
@@ -56,7 +56,29 @@ class Compute:
 
 
 class UnitStopped(Exception):
-    """A stop was requested while the unit ran; it saved a checkpoint (when it has a ledger)."""
+    """A stop was requested while the unit ran; it saved a checkpoint (when it has somewhere to)."""
+
+
+class Checkpoints(Protocol):
+    """Where a unit's checkpoints live: ``work.ledger.Ledger`` (files) or, on a distributed peer,
+    ``work.distributed``'s store-backed checkpoints (kept in rank 0's ledger)."""
+
+    def load_checkpoint(self, key: str) -> tuple[dict, dict[str, np.ndarray]] | None: ...
+
+    def save_checkpoint(self, key: str, state: dict, arrays: dict[str, np.ndarray]) -> None: ...
+
+    def drop_checkpoint(self, key: str) -> None: ...
+
+    def checkpoint_path(self, key: str) -> object:
+        """Where the checkpoint is, for messages."""
+        ...
+
+
+def checkpoint_samples(spec: WorkSpec, unit: Unit, meta: dict) -> int:
+    """The samples (over all of the unit's MLPs) a checkpoint's ``meta`` covers."""
+    if spec.sampler == "pcg64":
+        return int(meta["position"]) * unit.mlp_count
+    return int(meta["samples"]) * unit.mlp_count
 
 
 @dataclass
@@ -70,30 +92,31 @@ class UnitContext:
     on_checkpoint: Callable[[], None] = lambda: None
     on_note: Callable[[str], None] = lambda text: None
     stop: threading.Event = field(default_factory=threading.Event)
-    ledger: Ledger | None = None
-    """Where checkpoints go; None: no checkpoints (a distributed peer, calibration)."""
+    checkpoints: Checkpoints | None = None
+    """Where checkpoints go: the ledger, or (a distributed peer) rank 0 through the store; None: no
+    checkpoints (calibration)."""
     checkpoint_every: float = 60.0
 
     def __post_init__(self) -> None:
         self._last = time.monotonic()
 
     def resume(self, key: str) -> tuple[dict, dict[str, np.ndarray]] | None:
-        if self.ledger is None:
+        if self.checkpoints is None:
             return None
         try:
-            return self.ledger.load_checkpoint(key)
+            return self.checkpoints.load_checkpoint(key)
         except (DamagedRecord, OSError) as e:
-            self.on_note(f"checkpoint {self.ledger.checkpoint_path(key)} failed its check ({e}); restarting unit {key}")
-            self.ledger.drop_checkpoint(key)
+            self.on_note(f"checkpoint {self.checkpoints.checkpoint_path(key)} failed its check ({e}); restarting unit {key}")
+            self.checkpoints.drop_checkpoint(key)
             return None
 
     def after_step(self, key: str, state: Callable[[], tuple[dict, dict[str, np.ndarray]]]) -> None:
         """Checkpoint when due; on a stop request checkpoint and raise UnitStopped."""
         stopping = self.stop.is_set()
         now = time.monotonic()
-        if self.ledger is not None and (stopping or now - self._last >= self.checkpoint_every):
+        if self.checkpoints is not None and (stopping or now - self._last >= self.checkpoint_every):
             meta, arrays = state()
-            self.ledger.save_checkpoint(key, meta, arrays)
+            self.checkpoints.save_checkpoint(key, meta, arrays)
             self._last = time.monotonic()
             self.on_checkpoint()
         if stopping:
