@@ -52,6 +52,28 @@ def relu_colsum_sq(x, out, out_sq):  # pragma: no cover - compiled
             out_sq[j] += d * d
 
 
+@njit(nogil=True, cache=True, fastmath=False)
+def relu_colsum_sq_pre(x, out, out_sq, out_pre_sq):  # pragma: no cover - compiled
+    """As ``relu_colsum_sq``, plus ``out_pre_sq`` (w,) float64 <- column sums of float64(x)**2 taken
+    before the ReLU (the control-variate estimator's z₂², in the same sweep)."""
+    n, w = x.shape
+    for j in range(w):
+        out[j] = 0.0
+        out_sq[j] = 0.0
+        out_pre_sq[j] = 0.0
+    for i in range(n):
+        for j in range(w):
+            v = x[i, j]
+            p = np.float64(v)
+            out_pre_sq[j] += p * p
+            if v < 0.0:
+                v = np.float32(0.0)
+                x[i, j] = v
+            d = np.float64(v)
+            out[j] += d
+            out_sq[j] += d * d
+
+
 def load_kernels() -> None:
     """Compile (or load from numba's cache) both kernels for the arguments ``pcg64`` passes: a C-
     contiguous (n, w) float32 chunk and (w,) float64 sums."""
@@ -59,3 +81,4 @@ def load_kernels() -> None:
     out, out_sq = np.zeros(2), np.zeros(2)
     relu_colsum(x, out)
     relu_colsum_sq(x, out, out_sq)
+    relu_colsum_sq_pre(x, out, out_sq, np.zeros(2))

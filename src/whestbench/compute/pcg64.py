@@ -105,15 +105,17 @@ class Pcg64Stream:
         x = self.rng.standard_normal((n, self.weights.shape[1]), dtype=np.float32)  # (n, width)
         z2sq = None
         if self.fused:
-            from whestbench.compute.fused import relu_colsum_sq
+            from whestbench.compute.fused import relu_colsum_sq, relu_colsum_sq_pre
 
             part, part_sq = self._part, self._part_sq
             for layer in range(depth):
                 h = self._buf[layer % 2][:n]
                 np.matmul(x, self.weights[layer], out=h)  # (n, width) float32 sgemm
-                if layer == 1 and self.controls is not None:
-                    z2sq = np.einsum("ij,ij->j", h, h, dtype=np.float64)  # layer 2's pre-activations squared
-                relu_colsum_sq(h, part[layer], part_sq[layer])
+                if layer == 1 and self.controls is not None:  # layer 2's pre-activations squared, same sweep
+                    z2sq = np.empty(h.shape[1])
+                    relu_colsum_sq_pre(h, part[layer], part_sq[layer], z2sq)
+                else:
+                    relu_colsum_sq(h, part[layer], part_sq[layer])
                 self.sums[layer] += part[layer]
                 self.sumsq[layer] += part_sq[layer]
                 x = h
@@ -122,7 +124,8 @@ class Pcg64Stream:
             for layer in range(depth):
                 z = np.matmul(x, self.weights[layer])
                 if layer == 1 and self.controls is not None:
-                    z2sq = np.einsum("ij,ij->j", z, z, dtype=np.float64)
+                    z64 = z.astype(np.float64)
+                    z2sq = np.sum(z64 * z64, axis=0)  # row by row, as the fused kernel adds
                 x = np.maximum(z, 0.0)
                 part[layer] = np.sum(x.astype(np.float64), axis=0)
                 self.sums[layer] = self.sums[layer] + part[layer]

@@ -9,6 +9,7 @@ a distributed rank and a merge are checked against it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,9 +85,13 @@ class WorkSpec:
                 if v <= 0 or v & (v - 1):
                     raise ValueError(f"WorkSpec.{name} must be a positive power of two for philox; got {v}.")
 
+    @functools.cached_property
+    def _seed_digest(self) -> str:  # once per spec: a distributed rank 0 checks every result against it
+        return seed_list_digest(self.seeds)
+
     def identity(self) -> dict[str, Any]:
         return {
-            "seed_list_digest": seed_list_digest(self.seeds),
+            "seed_list_digest": self._seed_digest,
             "n_mlps": len(self.seeds),
             "n_samples": self.n_samples,
             "width": self.width,
@@ -101,7 +106,7 @@ class WorkSpec:
         }
 
     def with_seeds(self, seeds) -> "WorkSpec":
-        return dataclasses.replace(self, seeds=tuple(int(s) for s in seeds))
+        return dataclasses.replace(self, seeds=tuple(map(int, seeds)))
 
     @property
     def step_samples(self) -> int:
