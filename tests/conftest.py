@@ -205,7 +205,8 @@ def reference_python() -> Path:
     """Path to the python of a venv holding whestbench 0.16.2 and this environment's numpy."""
     given = os.environ.get("WHEST_REFERENCE_PYTHON")
     if given:
-        python = Path(given)
+        # Absolute (not resolved: a venv's python is a symlink), since tests run it from temp folders.
+        python = Path(given).absolute()
     else:
         env = {**os.environ, "PYTHON": sys.executable}
         try:

@@ -17,6 +17,9 @@ REFERENCE_VERSION="0.16.2"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 dir="${1:-$repo/.refvenv}"
+# Absolute, so the printed python works from any working directory (tests run it with cwd= a temp folder).
+mkdir -p "$(dirname "$dir")"
+dir="$(cd "$(dirname "$dir")" && pwd)/$(basename "$dir")"
 python="${PYTHON:-python3}"
 
 log() { echo "make-reference-venv: $*" >&2; }

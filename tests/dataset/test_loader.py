@@ -444,8 +444,9 @@ def target_bake(tmp_path_factory) -> Path:
     """A control-variate bake to a target standard error: its MLPs stop at different sample counts."""
     from whestbench.dataset.bake import create_dataset
 
-    return create_dataset(3, 3 * 16384 + 100, 8, 2, seed=5, output_path=tmp_path_factory.mktemp("cv") / "ds",
-                          estimator="control-variate", target_stderr=8e-4)
+    # judged first after 32 chunks of 16,384 (MIN_RELIABLE_BATCHES), then only at the cap: [524288, cap, 524288]
+    return create_dataset(3, 48 * 16384 + 100, 8, 2, seed=5, output_path=tmp_path_factory.mktemp("cv") / "ds",
+                          estimator="control-variate", target_stderr=2e-4)
 
 
 def test_load_dataset_exposes_the_stderr_and_samples_used_columns(target_bake: Path):

@@ -32,8 +32,9 @@ SEEDS = [101, 2**62 + 5, 7, 123456789, 2**63 - 1]
 HOLDOUT_SEEDS = [31, 32, 33]
 WIDTH, DEPTH, N_SAMPLES = 8, 2, 300
 SHARDS = 3  # 5 rows at 2 per shard
-# control variates to a target: at width 8, two of SEEDS stop at 2 chunks (32768 samples), the rest at the cap
-TARGET = dict(n_samples=3 * 16384 + 100, estimator="control-variate", target_stderr=8e-4)
+# control variates to a target: at width 8 (16,384-sample chunks) a target is first judged after 32 chunks
+# (MIN_RELIABLE_BATCHES) and next at 256; two of SEEDS stop at 32 chunks (524,288 samples), the rest at the cap
+TARGET = dict(n_samples=48 * 16384 + 100, estimator="control-variate", target_stderr=2e-4)
 TARGET_KINDS = ["target-single", "target-merged", "target-multi-split-public", "target-multi-split-holdout"]
 KINDS = ["single", "multi-shard", "merged", "multi-split-public", "multi-split-holdout"] + TARGET_KINDS
 OURS = ("all_layer_stderr", "n_samples_used")  # the columns only our bakes write
@@ -244,7 +245,7 @@ def test_reference_load_dataset_sees_our_error_bar_columns(kind, datasets, seen)
 
 def test_the_target_bakes_stop_their_mlps_at_different_sample_counts(datasets, seen):
     got, _, _ = loaded("target-single", datasets, seen)
-    assert sorted({r["n_samples_used"] for r in got["rows"]}) == [2 * 16384, TARGET["n_samples"]]
+    assert sorted({r["n_samples_used"] for r in got["rows"]}) == [32 * 16384, TARGET["n_samples"]]
 
 
 def test_reference_gives_a_datasetdict_over_our_splits_without_split(datasets, seen):
