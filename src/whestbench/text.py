@@ -53,8 +53,19 @@ def format_clock(seconds: float) -> str:
 
 
 def format_count(n: Any) -> str:
-    """``1000000`` -> ``'1,000,000'``; anything that is not an int is shown as it is."""
-    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else str(n)
+    """``1000000`` -> ``'1,000,000'``; an int of more than 21 digits -> ``'1.00e400'`` (a mistyped
+    exponent must not fill the screen); anything that is not an int is shown as it is."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        return str(n)
+    if abs(n) >= 10**21:
+        import math
+
+        e = int(math.log10(abs(n)))
+        lead = abs(n) // 10 ** (e - 2)
+        if lead >= 1000:  # log10 rounded up across a power of ten
+            e, lead = e + 1, lead // 10
+        return f"{'-' if n < 0 else ''}{lead // 100}.{lead % 100:02d}e{e}"
+    return f"{n:,}"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

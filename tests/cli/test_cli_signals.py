@@ -15,7 +15,8 @@ from bake_procs import finish, start_bake, units_dir, wait_for_units
 from whestbench.dataset.bake import BakeConfig, bake
 
 EXIT_RESUMABLE = 75
-COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
+COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
+            "all_layer_stderr")
 SHAPE = dict(n_mlps=10, n_samples=120_000, width=32, depth=3, seed=11)
 
 

@@ -22,7 +22,7 @@ from whestbench.dataset.merge import merge_datasets  # noqa: E402
 from whestbench.dataset_torch import create_dataset_torch  # noqa: E402
 from whestbench.work.executor import BakeInterrupted  # noqa: E402
 
-NUMERIC = ("all_layer_means", "final_means", "avg_variance")
+NUMERIC = ("all_layer_means", "final_means", "avg_variance", "all_layer_stderr")
 IDENTITY = ("mlp_id", "mlp_name", "mlp_seed", "weights")
 # 70000 samples = one full canonical block (65536) and a ragged one.
 SHAPE = dict(n_mlps=3, n_samples=70_000, width=12, depth=2)

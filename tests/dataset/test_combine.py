@@ -411,3 +411,15 @@ def test_build_prepared_splits_sets_prepared_splits_in_the_metadata(without_prep
     build_prepared_splits_for_directory(without_prepared, ["holdout"], md)
     assert md["prepared_splits"] == {"holdout": {"path": "prepared/holdout", "format": "save_to_disk"}}
     assert list(md)[-1] == "checksums"
+
+
+@pytest.mark.parametrize("extra, flag", [(dict(estimator="control-variate"), "--estimator"),
+                                         (dict(target_stderr=0.5), "--target-stderr")])
+def test_splits_baked_with_different_estimators_are_refused_naming_the_flag(tmp_path, extra, flag):
+    shape = dict(n_mlps=2, n_samples=3000, width=8, depth=2)
+    a = create_dataset(**shape, seed=1, output_path=tmp_path / "a", split="public")
+    b = create_dataset(**shape, seed=2, output_path=tmp_path / "b", split="holdout", **extra)
+    with pytest.raises(MergeIncompatibleError) as exc:
+        combine_split_datasets([a, b], output_dir=tmp_path / "out")
+    assert f"Re-bake that split with the same {flag}" in str(exc.value)
+    assert not (tmp_path / "out").exists()

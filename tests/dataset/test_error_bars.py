@@ -61,6 +61,17 @@ STEP_SAMPLES = {"pcg64": chunk_rows(8), "philox": philox.BLOCK_SIZE}  # one targ
 # --- helpers ------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def one_blas_thread():
+    """In-process sums at one BLAS thread, as every bake computes them (an sgemm's float32 result
+    can depend on its thread count; a bake's must not, so it always runs at one)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+
 def spec_of(sampler: str, estimator: str, n: int, width: int, depth: int, seed: int) -> WorkSpec:
     """The spec a one-MLP bake of ``seed`` runs (what ``estimates`` needs: estimator, batch size)."""
     extra = dict(block_size=philox.BLOCK_SIZE, unit_blocks=1 << philox.level_of(philox.block_count(n)))
@@ -129,9 +140,14 @@ def test_a_cpu_bakes_stderr_column_is_float32_sqrt_sample_variance_over_n(tmp_pa
     for i, seed in enumerate(seeds):
         weight_ss, sample_ss, _ = spawn_streams(seed)
         sums = sample_layer_sums(weights_for_seed(seed, width, depth), sample_ss, n)
-        want = np.sqrt((sums.sumsq - sums.sums**2 / n) / (n - 1) / n).astype(np.float32)
+        mean = sums.sums / n
+        # the stored arithmetic, bit for bit: s² = (Σx² - Σx·x̄) / (N - 1), stderr = sqrt(s² / N)
+        want = np.sqrt((sums.sumsq - sums.sums * mean) / (n - 1) / n).astype(np.float32)
         assert np.array_equal(cols["all_layer_stderr"][i], want), i
-        assert cols["all_layer_means"][i].tobytes() == (sums.sums / n).astype(np.float32).tobytes()
+        # and the textbook form of the same quantity, to float32 rounding
+        textbook = np.sqrt((sums.sumsq - sums.sums**2 / n) / (n - 1) / n)
+        np.testing.assert_allclose(cols["all_layer_stderr"][i], textbook, rtol=3e-7, atol=0)
+        assert cols["all_layer_means"][i].tobytes() == mean.astype(np.float32).tobytes()
 
 
 def test_a_torch_bakes_stderr_column_is_float32_sqrt_sample_variance_over_n(tmp_path):

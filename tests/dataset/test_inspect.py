@@ -229,3 +229,36 @@ def test_plot_overlays_the_splits_of_a_multi_split_dataset(golden_dir, tmp_path)
 def test_plot_refuses_an_unknown_format(baked, tmp_path):
     with pytest.raises(UsageError, match=r"\.png"):
         plot_means(baked, tmp_path / "means.bmp")
+
+
+# --- the standard errors ---------------------------------------------------------------------------
+
+
+def _stderr_summary(lines: list[str]) -> list[str]:
+    start = next(i for i, line in enumerate(lines) if "median / max per layer" in line)
+    return [line.strip() for line in lines[start + 1:] if line.strip().startswith("layer ")]
+
+
+def test_the_stderr_summary_is_the_median_and_max_of_each_layer(baked):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    lines = describe(baked)
+    assert any("stderr (plain estimator), median / max per layer:" in line for line in lines)
+    se = np.asarray(pq.read_table(baked / "data").column("all_layer_stderr").to_pylist(), dtype=np.float32)
+    want = [f"layer {k + 1}: {np.median(se[:, k]):.3g} / {se[:, k].max():.3g}" for k in range(3)]
+    assert _stderr_summary(lines) == want
+
+
+def test_a_bake_too_small_for_a_standard_error_says_so_instead_of_nan(tmp_path):
+    ds = create_dataset(n_mlps=2, n_samples=1, width=8, depth=2, seed=1, output_path=tmp_path / "one")
+    summary = _stderr_summary(describe(ds))
+    assert summary == [f"layer {k}: n/a (too few samples for a standard error)" for k in (1, 2)]
+    assert not any("nan" in line for line in describe(ds))
+
+
+def test_a_control_variate_bake_shows_layer_1_exact(tmp_path):
+    ds = create_dataset(n_mlps=2, n_samples=20_000, width=8, depth=2, seed=1, output_path=tmp_path / "cv",
+                        estimator="control-variate")
+    summary = _stderr_summary(describe(ds))
+    assert summary[0] == "layer 1: 0 / 0" and not summary[1].startswith("layer 2: 0 /")

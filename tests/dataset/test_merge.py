@@ -32,6 +32,7 @@ SEEDS = [11, 22, 33, 44, 55]
 OTHER_SEEDS = [11, 22, 33, 44, 66]  # a different seed list: its digest differs
 SHAPE = dict(n_mlps=5, n_samples=300, width=8, depth=2)
 DATA_COLUMNS = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
+OUR_COLUMNS = DATA_COLUMNS + ("all_layer_stderr",)  # what our bakes add to 0.16's columns
 SHARD = "data/public-00000-of-00001.parquet"
 
 
@@ -97,7 +98,7 @@ def _no_output(out: Path) -> None:
 def test_merge_equals_single_host_bake_on_every_data_column(baked, tmp_path, read_columns, assert_bytes_equal):
     out = merge_datasets([baked["p0"], baked["p1"]], output_dir=tmp_path / "merged")
     got, want = read_columns(out), read_columns(baked["full"])
-    for column in DATA_COLUMNS:
+    for column in OUR_COLUMNS:
         if column == "mlp_name":
             assert got[column] == want[column]
         else:

@@ -29,7 +29,8 @@ from bake_procs import clean_env  # noqa: E402
 from whestbench.compute.seeds import slice_bounds  # noqa: E402
 from whestbench.dataset.bake import BakeConfig, bake  # noqa: E402
 
-COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
+COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
+            "all_layer_stderr")
 # Equality tests: many small units, so both ranks get some; the time is mostly process start-up.
 SMALL = dict(n_mlps=12, n_samples=20_000, width=16, depth=3, seed=9)
 # Failure tests: units long enough that a kill lands while work is in flight.

@@ -22,7 +22,8 @@ from bake_procs import finish, start_bake, units_saved, wait_for_units
 from whestbench.dataset.bake import BakeConfig, bake
 
 # What identifies a row and what the bake computed: identical bytes, or the resume is wrong.
-COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance")
+COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
+            "all_layer_stderr")
 SHAPE = dict(n_mlps=12, n_samples=200_000, width=32, depth=3, seed=5)
 # The CPU path. The philox/torch path joins as another entry: (id, extra CLI flags, BakeConfig fields).
 BACKENDS = [

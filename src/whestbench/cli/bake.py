@@ -197,11 +197,18 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     from whestbench.text import format_bytes
 
     n = (end - start) * cfg.n_samples
-    flops = 2 * cfg.width * cfg.width * cfg.depth * n
+    last = reporter.latest.get("samples")
+    shape = f"{end - start} MLPs × {cfg.n_samples:,} samples"
+    if last is not None and last.total < n:
+        n = last.total  # MLPs that reached the target standard error stopped early
+        shape = f"{end - start} MLPs, {n:,} samples (the target standard error stopped some early)"
+    ran = min(reporter.computed(), n) if last is not None else n  # this run's own samples
+    flops = 2 * cfg.width * cfg.width * cfg.depth * ran
     size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    resumed = f", {n - ran:,} of them recovered from the work directory" if ran < n else ""
     out.print(
-        f"✓ Wrote {path} in {dt:.1f}s ({format_bytes(size)}): {end - start} MLPs × {cfg.n_samples:,} samples, "
-        f"{n / dt / 1e6:.2f} M samples/s, {flops / dt / 1e9:.1f} GFLOP/s effective",
+        f"✓ Wrote {path} in {dt:.1f}s ({format_bytes(size)}): {shape}{resumed}, "
+        f"{ran / dt / 1e6:.2f} M samples/s, {flops / dt / 1e9:.1f} GFLOP/s effective",
         markup=False,
     )
 

@@ -26,7 +26,7 @@ from whestbench.cli.common import COUNT, out
 @click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
 @click.option("--calib-mlps", type=COUNT, default=None, help="MLPs in the timed run (default: a full round of workers/batch).")
-@click.option("--calib-samples", type=COUNT, default=None, help="Samples per MLP in the timed run (default: 1e5 on CPU, 1e6 on GPU).")
+@click.option("--calib-samples", type=COUNT, default=None, help="Samples per MLP in the timed run (default: 131,072 on CPU, 1,000,000 on GPU).")
 def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, max_threads,
               estimator, target_stderr, stderr_layer, calib_mlps, calib_samples) -> None:
     """Time a short bake of this shape and project the planned bake's wall time.

@@ -13,6 +13,7 @@ Notes and warnings from the operation are one line each in both modes.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -51,12 +52,15 @@ class Reporter:
         self.last: Progress | None = None
         self._t0 = clock()
         self._done0 = 0  # items already done when this run started (excluded from rates)
+        self.latest: dict[str, Progress] = {}  # the last progress of each kind of item ("samples", "rows", …)
+        self._base: dict[str, int] = {}  # items of each kind already done when they first showed
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._timer: threading.Thread | None = None
         self._bar = None
         self._task = None
         self.started = threading.Event()
+        self._printed: tuple | None = None  # what the last log line showed
 
     # --- context
 
@@ -78,8 +82,8 @@ class Reporter:
             self._timer.join(timeout=1.0)
         if self._bar is not None:
             self._bar.__exit__(*exc)
-        elif self.mode == "log" and self.last is not None and exc[0] is None:
-            self._line()
+        elif self.mode == "log" and self.last is not None and exc[0] is None and self._printed != self._key(self.last):
+            self._line()  # the final count, unless the last line already showed it
 
     # --- events
 
@@ -90,11 +94,17 @@ class Reporter:
             return
         with self._lock:
             first = self.last is None or event.kind == "start" or event.progress.what != self.last.what
+            if not first and event.progress.done < self.last.done:
+                # never step backwards: a peer's running count can drop for a moment when its unit
+                # lands (its samples move from running to collected through the store, not at once)
+                event = dataclasses.replace(event, progress=dataclasses.replace(
+                    event.progress, done=min(self.last.done, event.progress.total)))
             if first:
                 self._t0 = self.clock()
                 self._done0 = event.progress.done
                 self.started.set()
-            self.last = event.progress
+            self._base.setdefault(event.progress.what, event.progress.done)
+            self.last = self.latest[event.progress.what] = event.progress
         if self._bar is not None:
             self._draw(event.progress, first)
         elif self.mode == "log" and first:
@@ -108,10 +118,16 @@ class Reporter:
 
     # --- rendering
 
+    def computed(self, what: str = "samples") -> int:
+        """Items of a kind this run did itself: what was done when they first showed, and samples a
+        unit took over from a checkpoint (``recovered``), are not this run's work."""
+        p = self.latest.get(what)
+        return 0 if p is None else max(p.done - max(self._base[what], p.recovered), 0)
+
     def status(self, p: Progress) -> str:
         """The one-line summary of ``p``: counts, rate, FLOP rate, ETA, checkpoints."""
         elapsed = max(self.clock() - self._t0, 1e-9)
-        rate = max(p.done - self._done0, 0) / elapsed
+        rate = max(p.done - max(self._done0, p.recovered), 0) / elapsed
         parts = []
         if p.mlps_total is not None:
             parts.append(f"{format_count(p.mlps_done)}/{format_count(p.mlps_total)} MLPs")
@@ -128,9 +144,14 @@ class Reporter:
             parts.append(f"{p.checkpoints} checkpoint{'s' if p.checkpoints != 1 else ''}")
         return ", ".join(parts)
 
+    @staticmethod
+    def _key(p: Progress) -> tuple:
+        return p.what, p.done, p.total, p.mlps_done, p.checkpoints
+
     def _line(self) -> None:
         p = self.last
         if p is not None:
+            self._printed = self._key(p)
             self._say(f"[{time.strftime('%H:%M:%S')}] {self.label}: {self.status(p)}")
 
     def _tick(self) -> None:

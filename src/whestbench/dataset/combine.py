@@ -77,6 +77,12 @@ PREPARED_FORMAT = "save_to_disk"
 # Must be equal across the splits of one dataset (compared with the first input, in this order).
 _SAME_KEYS = ("schema_version", "format", "backend", "n_samples", "width", "depth", "seed_protocol", "estimator",
               "target_stderr")
+_SHARED_BY_SPLITS = ("schema, backend, seed protocol, --n-samples, --width, --depth, --estimator and "
+                     "--target-stderr/--stderr-layer")
+_REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's estimator block)",
+                "target_stderr": "with the same --target-stderr and --stderr-layer (or neither)",
+                "backend": "on the same path (--torch or not)", "n_samples": "with the same --n-samples",
+                "width": "with the same --width", "depth": "with the same --depth"}
 # Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
 _SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command")
 
@@ -139,8 +145,7 @@ def combine_split_datasets(
             if a != b:
                 raise MergeIncompatibleError(
                     f"{s.path}: {key}={_show(a)} != {_show(b)} (from {first.path}); the splits of one "
-                    "dataset must share schema, backend, seed protocol, --n-samples, --width and "
-                    "--depth. Re-bake that split to match."
+                    f"dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {_REBAKE_HINT.get(key, 'to match')}."
                 )
     for s in splits:
         s.files = shard_files(s.path, s.split)

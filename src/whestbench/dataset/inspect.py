@@ -278,7 +278,14 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
     est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
     for layer in range(se.shape[1] if se.size else 0):
-        lines.append(f"        layer {layer + 1}: {np.nanmedian(se[:, layer]):.3g} / {np.nanmax(se[:, layer]):.3g}")
+        values = se[:, layer]
+        known = values[~np.isnan(values)]
+        if not known.size:  # plain: N < 2; control variates: fewer than 2 batches
+            lines.append(f"        layer {layer + 1}: n/a (too few samples for a standard error)")
+            continue
+        missing = values.size - known.size
+        lines.append(f"        layer {layer + 1}: {np.median(known):.3g} / {known.max():.3g}"
+                     + (f" ({missing:,} of {values.size:,} n/a: too few samples)" if missing else ""))
     if N_USED_COLUMN in columns:
         used = read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy()
         target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else {}

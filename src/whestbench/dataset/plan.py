@@ -211,9 +211,9 @@ class BakePlan:
     """torch: the kernel block of metadata (name, precision class, config)."""
     needs: Needs
     notes: tuple[str, ...] = field(default=())
+    """Warnings to show before the bake (e.g. MPS has no float64)."""
     estimator_md: dict[str, Any] = field(default_factory=dict)
     """The ``estimator`` block of metadata.json."""
-    """Warnings to show before the bake (e.g. MPS has no float64)."""
 
     @property
     def work_dir(self) -> Path | None:

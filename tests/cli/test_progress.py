@@ -1,0 +1,78 @@
+"""The progress reporter: rates count only this run's work, the count never steps backwards, log lines
+carry no terminal codes."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from whestbench.cli.progress import Reporter
+from whestbench.events import Event, Progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def samples(done: int, total: int = 1000, recovered: int = 0, **kw) -> Progress:
+    return Progress("samples", done, total, mlps_done=0, mlps_total=2, flops_per_item=1e8, recovered=recovered, **kw)
+
+
+def reporter(clock: Clock) -> tuple[Reporter, io.StringIO]:
+    stream = io.StringIO()
+    return Reporter("bake", mode="log", log_every=3600, stream=stream, clock=clock), stream
+
+
+def test_the_rate_counts_only_what_this_run_computed():
+    clock = Clock()
+    rep, _ = reporter(clock)
+    with rep:
+        rep(Event("start", progress=samples(400, recovered=400)))  # 400 finished by an earlier run
+        clock.t += 10
+        rep(Event("progress", progress=samples(700, recovered=600)))  # a unit resumed a 200-sample checkpoint
+        status = rep.status(rep.last)
+    assert rep.computed() == 100
+    assert "10 samples/s" in status and "1.0 GFLOP/s" in status  # 100 samples in 10 s, not 300 or 700
+    assert "ETA 0:00:30" in status
+
+
+def test_the_count_never_steps_backwards():
+    clock = Clock()
+    rep, _ = reporter(clock)
+    with rep:
+        rep(Event("start", progress=samples(0)))
+        rep(Event("progress", progress=samples(500)))
+        rep(Event("progress", progress=samples(450)))  # a peer's running count dropped for a moment
+        assert rep.last.done == 500
+        rep(Event("progress", progress=samples(600)))
+        assert rep.last.done == 600
+
+
+def test_the_final_line_has_no_terminal_codes_and_each_kind_keeps_its_own_count():
+    clock = Clock()
+    rep, stream = reporter(clock)
+    with rep:
+        rep(Event("start", progress=samples(0)))
+        clock.t += 2
+        rep(Event("progress", progress=samples(1000)))
+        rep(Event("note", message="a \x1b[31mred\x1b[0m note"))
+        rep(Event("progress", progress=Progress("rows", 0, 2)))
+        rep(Event("progress", progress=Progress("rows", 2, 2)))
+    text = stream.getvalue()
+    assert "\x1b" not in text and "note: a" in text
+    assert re.search(r"bake: 2/2 rows \(100\.0%\)", text)
+    assert rep.computed("samples") == 1000 and rep.computed("rows") == 2
+
+
+def test_the_closing_line_is_not_a_repeat_of_the_last_one():
+    clock = Clock()
+    rep, stream = reporter(clock)
+    with rep:
+        rep(Event("progress", progress=Progress("rows", 0, 2)))
+        rep(Event("progress", progress=Progress("rows", 2, 2)))
+        rep._line()  # the timer showed the final count already
+    assert stream.getvalue().count("2/2 rows") == 1
