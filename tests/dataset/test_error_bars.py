@@ -636,3 +636,30 @@ def test_verify_against_compares_bakes_too_small_for_a_standard_error(tmp_path):
     check = by_name(verify_dataset(cpu, against=on_torch))["against: ground truth"]
     assert check.ok and "pilot variances" in check.detail, check.detail
     assert int(re.search(r"over (\d+) means", check.detail).group(1)) >= 24  # most of layers 2-3's 32 means
+
+
+# --- plan notes ---------------------------------------------------------------------------------
+
+
+def _notes(**kw) -> tuple[str, ...]:
+    from whestbench.dataset.plan import plan_bake
+
+    cfg = BakeConfig(**{"n_mlps": 2, "n_samples": 100_000, "width": 8, "depth": 2, "seed": 1, "output": None, **kw})
+    return plan_bake(cfg, probe=False).notes
+
+
+def test_a_control_variate_plan_warns_of_few_batches_with_their_real_count_and_size():
+    (note,) = _notes(estimator="control-variate")
+    assert "7 batches of up to 16,384 samples (6 degrees of freedom)" in note and "524,288" in note
+    (note,) = _notes(estimator="control-variate", n_samples=3000)
+    assert "1 batch of 3,000 samples (0 degrees of freedom, so none is stored: NaN)" in note
+    assert _notes(estimator="control-variate", n_samples=32 * 16384) == ()
+
+
+def test_a_depth_1_control_variate_plan_does_not_warn_all_its_means_are_exact():
+    assert _notes(estimator="control-variate", depth=1, n_samples=3000) == ()
+
+
+def test_stderr_layer_without_a_target_is_noted_as_changing_nothing():
+    assert any("--stderr-layer applies to --target-stderr" in n for n in _notes(stderr_layer="all"))
+    assert _notes(stderr_layer="all", target_stderr=1e-3) == ()

@@ -278,10 +278,14 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
 
         k = n_batches(cfg.n_samples, spec.cv_batch)
-        if k < MIN_RELIABLE_BATCHES:
-            notes.append(f"control-variate standard errors come from {k} batches of {spec.cv_batch:,} samples "
-                         f"({k - 1} degrees of freedom): rough; bake >= {MIN_RELIABLE_BATCHES * spec.cv_batch:,} "
-                         "samples for reliable ones.")
+        if k < MIN_RELIABLE_BATCHES and cfg.depth > 1:  # depth 1: every mean is exact, no standard error to estimate
+            batches = (f"1 batch of {cfg.n_samples:,} samples" if k == 1 else
+                       f"{k} batches of up to {spec.cv_batch:,} samples")
+            notes.append(f"control-variate standard errors come from {batches} ({k - 1} degrees of freedom"
+                         f"{', so none is stored: NaN' if k == 1 else ''}): rough; bake >= "
+                         f"{MIN_RELIABLE_BATCHES * spec.cv_batch:,} samples for reliable ones.")
+    if cfg.stderr_layer != "last" and cfg.target_stderr is None:
+        notes.append("--stderr-layer applies to --target-stderr, which is not given: it changes nothing here.")
     plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
                     needs=_needs(cfg, spec, compute, workers), notes=tuple(notes), estimator_md=_estimator_md(spec))
     if rank0 and cfg.output is not None:
