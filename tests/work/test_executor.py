@@ -129,3 +129,15 @@ def test_a_failing_unit_propagates_its_exception(monkeypatch, workers):
     monkeypatch.setattr(executor, "run_unit", broken)
     with pytest.raises(UnitBroke, match="mlp00000002 broke"):
         LocalExecutor(workers).run(Job(SPEC, Compute()))
+
+
+def test_the_tracker_marks_resumed_samples_of_every_rank_as_recovered():
+    from whestbench.work.executor import Tracker
+
+    units = SPEC.units()
+    events = []
+    tracker = Tracker(SPEC, units, {units[0].key: 3000}, events.append)  # one unit finished by an earlier run
+    tracker.resumed(units[1].key, 1000)  # this rank continued a unit from its checkpoint
+    tracker.set_external(1, running=2500, checkpoints=2, resumed=2000)  # rank 1: 2000 of its 2500 from a checkpoint
+    p = tracker.progress()
+    assert p.done == 3000 + 1000 + 2500 and p.recovered == 3000 + 1000 + 2000 and p.checkpoints == 2

@@ -367,7 +367,8 @@ class _Epoch:
             return
         self._posted = now
         with self.tracker.lock:
-            text = f"{self.tracker.running} {self.tracker.checkpoints}"
+            t = self.tracker
+            text = f"{t.running} {t.checkpoints} {t.recovered - t.recovered_at_start}"
         try:
             self.ns.set(f"prog/{self.ctx.env.rank}", text)
         except Exception:
@@ -567,8 +568,7 @@ def _collect(run: _Epoch) -> None:
             for rank in range(1, ctx.env.world_size):
                 text = _get_text(ns, f"prog/{rank}")
                 if text:
-                    running, checkpoints = (int(v) for v in text.split())
-                    tracker.set_external(rank, running, checkpoints)
+                    tracker.set_external(rank, *(int(v) for v in text.split()))
         if got or not pending:
             continue
         if ctx.stop.is_set():

@@ -76,8 +76,9 @@ class Tracker:
         self.total = sum(count[u.key] * u.mlp_count for u in units)
         self.collected = sum(count[u.key] * u.mlp_count for u in units if u.key in done)
         self.recovered = self.collected
+        self.recovered_at_start = self.collected  # so ``recovered - recovered_at_start``: checkpoint resumes
         self.running = 0  # samples inside units not yet saved (this process)
-        self.external = {}  # rank -> (running samples, checkpoints) reported by other ranks
+        self.external = {}  # rank -> (running samples, checkpoints, checkpoint-resumed samples) of other ranks
         self.checkpoints = 0
         self.kept = 0  # samples of stopped units that their checkpoints keep
         self.kept_elsewhere: dict[str, int] = {}  # unit key -> samples its latest checkpoint from another rank keeps
@@ -94,12 +95,13 @@ class Tracker:
         return self.mlps_total - len(self.units_left)
 
     def progress(self) -> Progress:
-        ext_running = sum(r for r, _ in self.external.values())
-        ext_ckpt = sum(c for _, c in self.external.values())
+        ext_running = sum(r for r, _, _ in self.external.values())
+        ext_ckpt = sum(c for _, c, _ in self.external.values())
+        ext_resumed = sum(k for _, _, k in self.external.values())
         return Progress(
             "samples", min(self.total, self.collected + self.running + ext_running), self.total,
             mlps_done=self.mlps_done, mlps_total=self.mlps_total, checkpoints=self.checkpoints + ext_ckpt,
-            flops_per_item=self.spec.flops_per_sample, recovered=self.recovered,
+            flops_per_item=self.spec.flops_per_sample, recovered=self.recovered + ext_resumed,
         )
 
     def _emit(self, kind: str, message: str = "", **data) -> None:
@@ -155,9 +157,11 @@ class Tracker:
             if checkpointed:
                 self.kept += n
 
-    def set_external(self, rank: int, running: int, checkpoints: int) -> None:
+    def set_external(self, rank: int, running: int, checkpoints: int, resumed: int = 0) -> None:
+        """What another rank reports: samples inside its running units, checkpoints it took, and the
+        samples its units took over from checkpoints (not this run's work: excluded from rates)."""
         with self.lock:
-            self.external[rank] = (running, checkpoints)
+            self.external[rank] = (running, checkpoints, resumed)
 
     def done(self) -> None:
         self._emit("done")
