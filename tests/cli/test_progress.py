@@ -76,3 +76,22 @@ def test_the_closing_line_is_not_a_repeat_of_the_last_one():
         rep(Event("progress", progress=Progress("rows", 2, 2)))
         rep._line()  # the timer showed the final count already
     assert stream.getvalue().count("2/2 rows") == 1
+
+
+def test_notes_from_many_threads_come_out_as_whole_lines():
+    import threading
+
+    clock = Clock()
+    rep, stream = reporter(clock)
+    with rep:
+        def note(k):
+            for j in range(200):
+                rep(Event("note", message=f"thread {k} note {j}"))
+
+        threads = [threading.Thread(target=note, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 800 and all(re.fullmatch(r"note: thread \d note \d+", line) for line in lines)

@@ -663,3 +663,81 @@ def test_a_depth_1_control_variate_plan_does_not_warn_all_its_means_are_exact():
 def test_stderr_layer_without_a_target_is_noted_as_changing_nothing():
     assert any("--stderr-layer applies to --target-stderr" in n for n in _notes(stderr_layer="all"))
     assert _notes(stderr_layer="all", target_stderr=1e-3) == ()
+
+
+# --- verify: the size of the stored standard errors, the estimator, the target's promise -----------
+
+
+@pytest.mark.parametrize("factor", [100.0, 0.0])
+def test_plain_standard_errors_of_deep_layers_scaled_or_zeroed_fail_the_size_check(factor, verify_bakes, tmp_path,
+                                                                                  rewrite_dataset):
+    def scale(i, row):
+        row["all_layer_stderr"][1:] = [[factor * v for v in layer] for layer in row["all_layer_stderr"][1:]]
+
+    report = verify_dataset(rewrite_dataset(verify_bakes["cpu-plain"], tmp_path / "scaled", edit_row=scale))
+    checks = by_name(report)
+    assert checks["checksums"].ok and checks["stderr"].ok  # re-signed, finite, layer 1 untouched
+    assert not checks["stderr size"].ok and "layer 2" in checks["stderr size"].detail
+    assert by_name(verify_dataset(verify_bakes["cpu-plain"]))["stderr size"].ok
+
+
+def test_control_variate_standard_errors_inflated_fail_the_size_check(tmp_path, rewrite_dataset):
+    honest = create_dataset(2, 40 * chunk_rows(16), 16, 3, seed=8, output_path=tmp_path / "cv", estimator="control-variate")
+    assert by_name(verify_dataset(honest))["stderr size"].ok
+
+    def inflate(i, row):
+        row["all_layer_stderr"][2] = [100 * v for v in row["all_layer_stderr"][2]]
+
+    check = by_name(verify_dataset(rewrite_dataset(honest, tmp_path / "inflated", edit_row=inflate)))["stderr size"]
+    assert not check.ok and "layer 3" in check.detail
+
+
+@pytest.mark.parametrize("block", [{"name": "bogus", "version": "1"}, {"name": "plain", "version": "9"}])
+def test_an_unknown_estimator_in_the_metadata_fails_verify(block, verify_bakes, tmp_path, rewrite_dataset):
+    edited = rewrite_dataset(verify_bakes["cpu-plain"], tmp_path / "bogus", md_update={"estimator": block})
+    check = by_name(verify_dataset(edited))["estimator"]
+    assert not check.ok and "was metadata.json edited" in check.detail
+
+
+def test_a_target_bake_whose_samples_used_exceed_the_cap_or_miss_a_check_point_fails(target_bakes, tmp_path,
+                                                                                     rewrite_dataset):
+    src = target_bakes["cpu", "plain"]
+    for k, value in enumerate([CAP["cpu"] * 10, chunk_rows(8) * 3]):  # beyond the cap; 3 steps: no check point
+        def edit(i, row, value=value):
+            if i == 0:
+                row["n_samples_used"] = value
+
+        check = by_name(verify_dataset(rewrite_dataset(src, tmp_path / f"used{k}", edit_row=edit)))["target"]
+        assert not check.ok and "mlp_id 0" in check.detail, check.detail
+    assert by_name(verify_dataset(src))["target"].ok
+
+
+def test_a_target_edited_below_what_the_early_mlps_reached_fails(target_bakes, tmp_path, rewrite_dataset):
+    src = target_bakes["cpu", "control-variate"]
+    md = metadata(src)
+    edited = rewrite_dataset(src, tmp_path / "tighter", md_update={"target_stderr": {**md["target_stderr"], "value": 1e-6}})
+    check = by_name(verify_dataset(edited))["target"]
+    assert not check.ok and "> target 1e-06" in check.detail
+
+
+def test_a_one_sample_bake_passes_verify_whole(tmp_path):
+    report = verify_dataset(create_dataset(2, 1, 8, 2, seed=4, output_path=tmp_path / "one"))
+    assert report.ok, [c for c in report.checks if not c.ok]
+
+
+def test_verify_against_judges_a_target_bake_by_the_samples_each_mlp_used(target_bakes, tmp_path):
+    """A target bake against a plain bake of the same seeds and cap: the MLPs that ran to the cap must
+    be identical, those stopped early are other estimates (compared statistically); two target bakes
+    with other caps whose MLPs all stopped at the same points are bit-identical."""
+    src = target_bakes["cpu", "plain"]
+    used = read(src)["n_samples_used"]
+    plain = target_bake(tmp_path, "plain", "cpu", "plain", target_stderr=None)
+    report = verify_dataset(src, against=plain)
+    checks = by_name(report)
+    assert report.ok, [c for c in report.checks if not c.ok]
+    assert checks["against: sample counts"].ok
+    assert "statistical" in checks["against: ground truth, other sample counts"].detail
+    wider = target_bake(tmp_path, "wider", "cpu", "plain", target_stderr=5e-3, n_samples=int(used.max()) + 1000)
+    assert np.array_equal(read(wider)["n_samples_used"], used)  # same stop points under another cap
+    report = verify_dataset(src, against=wider)
+    assert report.ok and by_name(report)["against: ground truth"].detail.startswith("bit-identical")

@@ -262,3 +262,13 @@ def test_a_control_variate_bake_shows_layer_1_exact(tmp_path):
                         estimator="control-variate")
     summary = _stderr_summary(describe(ds))
     assert summary[0] == "layer 1: 0 / 0" and not summary[1].startswith("layer 2: 0 /")
+
+
+def test_a_nan_where_a_standard_error_must_exist_is_called_damage_not_too_few_samples(baked, tmp_path, rewrite_dataset):
+    def blank(i, row):
+        if i == 1:
+            row["all_layer_stderr"][1][2] = float("nan")
+
+    summary = _stderr_summary(describe(rewrite_dataset(baked, tmp_path / "nan", edit_row=blank)))
+    assert "1 NaN where a standard error must exist: damaged? run `whest dataset verify`" in summary[1]
+    assert "too few samples" not in " ".join(summary)

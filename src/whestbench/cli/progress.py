@@ -55,6 +55,7 @@ class Reporter:
         self.latest: dict[str, Progress] = {}  # the last progress of each kind of item ("samples", "rows", …)
         self._base: dict[str, int] = {}  # items of each kind already done when they first showed
         self._lock = threading.Lock()
+        self._say_lock = threading.Lock()
         self._halt = threading.Event()
         self._timer: threading.Thread | None = None
         self._bar = None
@@ -111,10 +112,12 @@ class Reporter:
             self._line()
 
     def _say(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.console.print(text, markup=False, highlight=False)
-        else:
-            print(text, file=self.stream, flush=True)
+        with self._say_lock:  # notes come from worker threads and the timer: one whole line at a time
+            if self._bar is not None:
+                self._bar.console.print(text, markup=False, highlight=False)
+            else:
+                self.stream.write(text + "\n")  # one write: print() writes the newline separately
+                self.stream.flush()
 
     # --- rendering
 

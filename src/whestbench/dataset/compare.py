@@ -159,6 +159,32 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
         f"byte-identical for all {len(shared)}" if not wbad else f"{len(wbad)} MLP(s) differ, first mlp_id {int(wbad[0])}",
     )
 
+    targeted = any(s.n_used is not None for s in a.splits) or any(s.n_used is not None for s in b.splits)
+    if not targeted and a.n_samples != b.n_samples:
+        _judge(a, b, shared, report, name, z_max, None, False)
+        return
+    if targeted:  # MLPs stopped at a target: what counts is the samples each MLP used, not the cap
+        same = [p for p in shared if _count(a, p[0], p[1]) == _count(b, p[2], p[3])]
+        other = [p for p in shared if _count(a, p[0], p[1]) != _count(b, p[2], p[3])]
+        report.check(f"{name}: sample counts", True,
+                     f"{len(same)} of {len(shared)} MLP(s) used the same number of samples in both bakes"
+                     + (f"; {len(other)} used other counts (a target stopped them at other points): "
+                        "different Monte-Carlo estimates, compared statistically" if other else ""))
+        if same:
+            _judge(a, b, same, report, name, z_max, "ground truth", True)
+        if other:
+            _judge(a, b, other, report, name, z_max, "ground truth, other sample counts", False,
+                   reason="MLPs that used other sample counts")
+        return
+    _judge(a, b, shared, report, name, z_max, "ground truth", True)
+
+
+def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, z_max: float | None,
+           check: str | None, same_counts: bool, reason: str = "") -> None:
+    """The ``{name}: {check}`` verdict on ``shared`` pairs of MLPs. ``same_counts``: every pair used the
+    same samples, so the bakes' sampler and arithmetic decide how closely they must agree; otherwise
+    they are different estimates, compared statistically (``check`` None: the bakes' n_samples differ,
+    which the seed page's bit-equivalence comparison reports as a failure)."""
     ma = np.stack([sa.means[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
     mb = np.stack([sb.means[j] for _, _, sb, j in shared])
     fa = np.stack([sa.final[i] for sa, i, _, _ in shared])
@@ -172,7 +198,7 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
     var_rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(vb), 1e-300)))
     diffs = f"max |Δmean| = {max_d:.3g} ({n_diff} of {delta.size} values differ), max rel Δ avg_variance = {var_rel:.3g}"
 
-    if a.n_samples != b.n_samples:
+    if check is None:
         report.check(
             f"{name}: n_samples",
             False,
@@ -181,13 +207,16 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
         )
         _compare_stats(a, b, shared, delta, report, name, z_max, "different n_samples")
         return
+    if not same_counts:
+        _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
+        return
     mode, reason = compare_mode(a, b)
     if mode == "bits":
         var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
         ok = bit_equal and var_ok
         head = "bit-identical" if ok else "NOT bit-identical"
         report.check(
-            f"{name}: ground truth",
+            f"{name}: {check}",
             ok,
             f"{head} ({reason}); means exact, avg_variance rtol={BIT_RTOL:g} atol={BIT_ATOL:g}: {diffs}",
         )
@@ -196,7 +225,7 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
         var_ok = bool(np.all(np.isclose(va, vb, rtol=GATE_VAR_RTOL, atol=0)))
         ok = max_d <= GATE_MAX_ABS and float(layer_bias.max()) <= GATE_MAX_BIAS and var_ok
         report.check(
-            f"{name}: ground truth",
+            f"{name}: {check}",
             ok,
             f"{'bit-identical' if bit_equal else 'not bit-identical'} ({reason}): {diffs}; max |mean Δ| per "
             f"layer = {float(layer_bias.max()):.3g} (gate: max |Δ| <= {GATE_MAX_ABS:g}, |mean Δ| <= "
@@ -214,9 +243,9 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
                 f"{F32_ULPS} float32 ulps + {F32_ATOL:g}, avg_variance {F32_VAR_RTOL:g} relative); {reason}; "
                 "bit equality needs the same machine and BLAS kernel"
             )
-        report.check(f"{name}: ground truth", ok, detail)
+        report.check(f"{name}: {check}", ok, detail)
     else:
-        _compare_stats(a, b, shared, delta, report, name, z_max, reason)
+        _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
 
 
 def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -237,7 +266,8 @@ def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return var, active
 
 
-def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str) -> None:
+def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str,
+                   check: str = "ground truth") -> None:
     """z-scores of Δmean in units of both bakes' standard errors: the stored ones (``all_layer_stderr``)
     when both bakes have them, else per-neuron variances from a pilot run."""
     from whestbench.compute.mlp import weights_for_seed
@@ -260,23 +290,23 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
         exact_bad = float(np.max(np.abs(delta[exact]), initial=0.0))
         _z_verdict(report, name, z_max, reason + "; in units of the two bakes' stored standard errors", zs, delta,
                    (f"; where both are exact |Δ| <= {exact_bad:.2g}" if exact.any() else "") + note,
-                   extra_ok=exact_bad <= 1e-6)
+                   extra_ok=exact_bad <= 1e-6, check=check)
         return
     zs, skipped = [], 0
-    for (sa, i, _, _), d in zip(shared, delta):
+    for (sa, i, sb, j), d in zip(shared, delta):
         w = weights_for_seed(sa.seeds[i], a.width, a.depth)
         if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != sa.weight_digests[i]:
             skipped += 1  # protocol 2.0 or altered weights: the seed does not give the stored MLP
             continue
         var, active = _pilot_variance(w)
-        se = np.sqrt(var / a.n_samples + var / b.n_samples)  # (depth, w)
+        se = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))  # (depth, w)
         usable = active >= _PILOT_MIN_ACTIVE
         zs.append((d[usable] / se[usable]).ravel())
     if not zs:
-        report.check(f"{name}: ground truth", False, f"{reason}: no MLP's weights re-derive from its seed, so no variances to compare with")
+        report.check(f"{name}: {check}", False, f"{reason}: no MLP's weights re-derive from its seed, so no variances to compare with")
         return
     note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
-    _z_verdict(report, name, z_max, reason, zs, delta, note)
+    _z_verdict(report, name, z_max, reason, zs, delta, note, check=check)
 
 
 def _count(ds, s, i: int) -> float:
@@ -285,17 +315,17 @@ def _count(ds, s, i: int) -> float:
 
 
 def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str, zs: list[np.ndarray], delta: np.ndarray,
-               note: str, extra_ok: bool = True) -> None:
+               note: str, extra_ok: bool = True, check: str = "ground truth") -> None:
     z = np.concatenate(zs) if zs else np.zeros(0)
     if z.size == 0:
-        report.check(f"{name}: ground truth", extra_ok, f"statistical ({reason}): no noisy mean to compare{note}")
+        report.check(f"{name}: {check}", extra_ok, f"statistical ({reason}): no noisy mean to compare{note}")
         return
     thr = z_max if z_max is not None else bonferroni_z(z.size)
     max_z, mean_z2 = float(np.max(np.abs(z))), float(np.mean(z**2))
     chi_thr = chi2_mean_limit(len(zs))
     ok = max_z <= thr and mean_z2 <= chi_thr and extra_ok
     report.check(
-        f"{name}: ground truth",
+        f"{name}: {check}",
         ok,
         f"statistical ({reason}): max |z| of Δmean = {max_z:.2f} over {z.size} means (limit {thr:.2f}), "
         f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}), max |Δmean| = {float(np.max(np.abs(delta))):.3g}{note}",

@@ -277,15 +277,26 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
         return [f"      stderr: unreadable {STDERR_COLUMN} column"]
     est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
+    from whestbench.dataset.verify import undefined_stderr
+
+    n_samples = md.get("n_samples") if isinstance(md.get("n_samples"), int) else 0
+    counts = (read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy().astype(np.float64)
+              if N_USED_COLUMN in columns else np.full(se.shape[0], float(n_samples)))
+    undefined = undefined_stderr(md, counts, se.shape)  # where the estimator has no standard error: NaN
     for layer in range(se.shape[1] if se.size else 0):
         values = se[:, layer]
-        known = values[~np.isnan(values)]
-        if not known.size:  # plain: N < 2; control variates: fewer than 2 batches
+        nan = np.isnan(values)
+        known = values[~nan]
+        damaged = int(np.count_nonzero(nan & ~undefined[:, layer]))
+        if not known.size and not damaged:
             lines.append(f"        layer {layer + 1}: n/a (too few samples for a standard error)")
             continue
-        missing = values.size - known.size
-        lines.append(f"        layer {layer + 1}: {np.median(known):.3g} / {known.max():.3g}"
-                     + (f" ({missing:,} of {values.size:,} n/a: too few samples)" if missing else ""))
+        text = f"        layer {layer + 1}: " + (f"{np.median(known):.3g} / {known.max():.3g}" if known.size else "-")
+        if damaged:
+            text += f" ({damaged:,} NaN where a standard error must exist: damaged? run `whest dataset verify`)"
+        elif nan.any():
+            text += f" ({int(nan.sum()):,} of {values.size:,} n/a: too few samples)"
+        lines.append(text)
     if N_USED_COLUMN in columns:
         used = read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy()
         target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else {}

@@ -45,6 +45,7 @@ from whestbench.dataset.schema import (
 )
 from whestbench.dataset.schema import infer_sampler  # noqa: F401  (re-exported: dataset.inspect imports it from here)
 from whestbench.errors import UsageError
+from whestbench.text import sanitize
 
 P_OVERALL = 1e-6
 """False-alarm probability of each statistical check for a correct dataset (whole dataset)."""
@@ -609,10 +610,13 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
     exact = sigma / _SQRT_2PI
+    known = _estimator_check(ds, report)
+    _target_checks(ds, rows, report)
     estimator = (ds.md.get("estimator") or {}).get("name") if isinstance(ds.md.get("estimator"), dict) else None
     if estimator == "control-variate":
         _exact_layer1(ds, rows, mean1, exact, report)
         _stderr_checks(ds, rows, None, report)
+        _stderr_spot_check(ds, rows, report)
         return
     se = sigma * np.sqrt(_RELU_VAR / n)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -636,8 +640,9 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
         f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f})",
     )
     var = np.concatenate([s.avg_var[[i]] for s, i in rows])
-    # A dead last layer (every final mean 0) has variance exactly 0; anything else must be > 0.
-    alive = np.array([bool(np.any(s.final[i] > 0)) for s, i in rows])
+    # A dead last layer (every final mean 0) has variance exactly 0, and so has a bake of one sample;
+    # anything else must be > 0.
+    alive = np.array([bool(np.any(s.final[i] > 0)) for s, i in rows]) & (n[:, 0] >= 2)
     bad = ~np.isfinite(var) | (alive & (var <= 0)) | (var < 0)
     if bad.any():
         s, i = rows[int(np.argmax(bad))]
@@ -645,6 +650,123 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
     else:
         report.check("avg_variance", True, f"positive and finite for {len(rows)} MLP(s) (range {var.min():.4g} to {var.max():.4g})")
     _stderr_checks(ds, rows, se, report)
+    if known:
+        _stderr_spot_check(ds, rows, report)
+
+
+def _estimator_check(ds: DatasetScan, report: VerifyReport) -> bool:
+    """Whether the recorded estimator is one this whestbench knows (its stderr checks depend on it)."""
+    from whestbench.compute.estimators import ESTIMATOR_VERSION, ESTIMATORS
+
+    est = ds.md.get("estimator")
+    if est is None:
+        return True  # a whestbench 0.16 dataset: plain means, no standard errors
+    name = est.get("name") if isinstance(est, dict) else None
+    version = est.get("version") if isinstance(est, dict) else None
+    if name not in ESTIMATORS or version != ESTIMATOR_VERSION:
+        report.check("estimator", False, f"metadata.json's estimator block names {sanitize(repr(name))} version "
+                     f"{sanitize(repr(version))}; this whestbench knows {', '.join(ESTIMATORS)} version "
+                     f"{ESTIMATOR_VERSION}, so the stored standard errors cannot be judged (was metadata.json edited?)")
+        return False
+    report.check("estimator", True, f"{name} (version {version})")
+    return True
+
+
+def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
+    """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
+    stopped only at a check point, and an MLP that stopped early has every chosen standard error
+    at or under the target."""
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, is_check_point, n_batches
+
+    target = ds.md.get("target_stderr")
+    if target is None:
+        return
+    value = target.get("value") if isinstance(target, dict) else None
+    layer = target.get("layer") if isinstance(target, dict) else None
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+            or layer not in ("last", "all")):
+        report.check("target", False, f"metadata.json's target_stderr block is {sanitize(json.dumps(target))}: "
+                     "needs a positive finite value and layer 'last' or 'all' (was it edited?)")
+        return
+    if any(s.n_used is None for s, _ in rows):
+        report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
+        return
+    sampler = ds.md.get("sampler") if isinstance(ds.md.get("sampler"), dict) else {}
+    step = sampler.get("block_size")
+    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+    batch = est.get("batch_samples")
+    cv = est.get("name") == "control-variate"
+    cap = ds.n_samples
+    problems = []
+    for s, i in rows:
+        used = int(s.n_used[i])
+        who = f"mlp_id {int(s.ids[i])}"
+        if not 1 <= used <= cap:
+            problems.append(f"{who} used {used:,} samples, outside 1..n_samples={cap:,}")
+        elif used < cap:
+            if isinstance(step, int) and step > 0 and (used % step or not is_check_point(used // step)):
+                problems.append(f"{who} stopped at {used:,} samples, not a check point (multiples of {step:,})")
+            elif cv and isinstance(batch, int) and batch > 0 and n_batches(used, batch) < MIN_RELIABLE_BATCHES:
+                problems.append(f"{who} stopped at {used:,} samples, before {MIN_RELIABLE_BATCHES} batches")
+            elif s.stderr is not None:
+                chosen = s.stderr[i][-1:] if layer == "last" else s.stderr[i]
+                if not np.all(chosen <= np.float32(value)):
+                    problems.append(f"{who} stopped early at {used:,} samples with a standard error of "
+                                    f"{float(np.nanmax(chosen)):.4g} > target {value:g}")
+        if len(problems) >= 3:
+            break
+    early = sum(int(s.n_used[i]) < cap for s, i in rows)
+    report.check("target", not problems, "; ".join(problems) if problems else
+                 f"{early} of {len(rows)} MLP(s) reached the target {value:g} ({layer} layer) before n_samples="
+                 f"{cap:,}, at check points; the rest used all n_samples")
+
+
+# The stored standard errors of layers 2.. against a fresh pilot: sd = stderr·sqrt(N) over the pilot's
+# per-neuron sd, median per layer. Plain: ~1 (bounds allow a small pilot's error); control variates:
+# below 1 by their variance reduction (up to ~30x at layer 2, so sd ratios down to ~0.18).
+SPOT_MLPS = 4
+SPOT_RATIO = {"plain": (0.67, 1.5), "control-variate": (0.03, 1.5)}
+SPOT_MIN_SAMPLES = 10_000  # below, a stored sd of a sparse neuron is itself too rough to hold to these bounds
+
+
+def _stderr_spot_check(ds: DatasetScan, rows, report: VerifyReport) -> None:
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.dataset.compare import _PILOT_MIN_ACTIVE, _pilot_variance
+
+    if ds.depth < 2 or any(s.stderr is None for s, _ in rows):
+        return
+    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+    lo, hi = SPOT_RATIO.get(est.get("name", "plain"), SPOT_RATIO["plain"])
+    batch = est.get("batch_samples") if est.get("name") == "control-variate" else None
+    n = _sample_counts(ds, rows)
+    checked, problems = 0, []
+    for (s, i), count in zip(rows, n):
+        if checked >= SPOT_MLPS:
+            break
+        if count < SPOT_MIN_SAMPLES or (isinstance(batch, int) and batch > 0
+                                        and n_batches(int(count), batch) < MIN_RELIABLE_BATCHES):
+            continue  # the stored standard errors are too rough (few samples or batches) to be held to bounds
+        w = weights_for_seed(int(s.seeds[i]), ds.width, ds.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+            continue  # weights that do not re-derive from the seed (an older protocol): nothing to run
+        se = s.stderr[i].astype(np.float64)
+        if np.isnan(se[1:]).all():
+            continue  # too few samples for a standard error
+        var, active = _pilot_variance(w)
+        checked += 1
+        for layer in range(1, ds.depth):
+            live = (active[layer] >= _PILOT_MIN_ACTIVE) & np.isfinite(se[layer]) & (var[layer] > 0)
+            if not live.any():
+                continue
+            ratio = float(np.median(se[layer][live] * math.sqrt(count) / np.sqrt(var[layer][live])))
+            if not lo <= ratio <= hi:
+                problems.append(f"mlp_id {int(s.ids[i])} layer {layer + 1}: stored standard errors are {ratio:.3g}x "
+                                f"what a fresh pilot's spread gives (allowed {lo:g} to {hi:g})")
+    if checked:
+        report.check("stderr size", not problems, "; ".join(problems[:3]) if problems else
+                     f"layers 2-{ds.depth} of {checked} MLP(s) against a fresh pilot: within {lo:g}x to {hi:g}x "
+                     f"of the per-sample spread ({est.get('name', 'plain')} estimator)")
 
 
 def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
@@ -666,7 +788,7 @@ def _sample_counts(ds: DatasetScan, rows) -> np.ndarray:
     return np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])
 
 
-def _undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """(m, depth, w) bool: where the estimator has no standard error and stores NaN — plain: fewer
     than 2 samples; control variates: layers 2.. with fewer than 2 batches (layer 1 is exact)."""
     est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
@@ -689,7 +811,7 @@ def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report
         return
     se = np.stack([s.stderr[i] for s, i in rows]).astype(np.float64)  # (m, depth, w)
     n = _sample_counts(ds, rows)
-    undefined = _undefined_stderr(ds.md, n, se.shape)
+    undefined = undefined_stderr(ds.md, n, se.shape)
     bad = np.where(undefined, ~np.isnan(se), ~np.isfinite(se) | (se < 0))
     if bad.any():
         r, layer, j = (int(v) for v in np.argwhere(bad)[0])
