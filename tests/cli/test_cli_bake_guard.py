@@ -191,6 +191,31 @@ def test_calibrate_times_a_short_bake_and_projects_the_planned_one(capsys):
     assert 0.5 * 250_000 * secs < projected < 2 * 250_000 * secs
 
 
+def test_calibrate_projects_where_a_control_variate_target_bake_would_stop(capsys, tmp_path):
+    """Not the bare 1/sqrt(N) estimate: the bake judges a target only at check points and, with
+    control variates, not before 32 batches; what calibrate says is what the bake then does."""
+    shape = ["--n-mlps", "2", "--n-samples", "2e6", "--width", "32", "--depth", "3"]
+    target = ["--estimator", "control-variate", "--target-stderr", "5e-3"]
+    rc, out, err = run(["dataset", "calibrate", *shape, *target], capsys)
+    assert rc == 0, err
+    stop = re.search(r"would stop each MLP at\s*│\s*([\d,]+) samples", out)
+    assert stop, out
+    rc, _, err = run(["dataset", "bake", *shape, *target, "--seed", "1", "--quiet", "--output", str(tmp_path / "b")], capsys)
+    assert rc == 0, err
+    import pyarrow.parquet as pq
+
+    used = pq.read_table(tmp_path / "b" / "data").column("n_samples_used").to_pylist()
+    assert used == [int(stop.group(1).replace(",", ""))] * 2
+
+
+def test_calibrate_with_too_few_samples_for_a_standard_error_says_how_many_it_needs(capsys):
+    rc, out, err = run(["dataset", "calibrate", "--n-mlps", "2", "--n-samples", "2e6", "--width", "32", "--depth", "3",
+                        "--calib-samples", "1000", "--estimator", "control-variate", "--target-stderr", "1e-3"], capsys)
+    assert rc == 0, err
+    assert "--calib-samples" in out and "32,768" in out  # (the table wraps the advice)
+    assert "nan" not in out.lower() and "All-NaN" not in err
+
+
 # --- the work directory: one bake at a time, damaged files never trusted --------------------------
 
 SHAPE = ["--n-mlps", "6", "--n-samples", "150000", "--width", "32", "--depth", "3", "--seed", "5", "--max-threads", "1",

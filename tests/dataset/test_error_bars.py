@@ -741,3 +741,15 @@ def test_verify_against_judges_a_target_bake_by_the_samples_each_mlp_used(target
     assert np.array_equal(read(wider)["n_samples_used"], used)  # same stop points under another cap
     report = verify_dataset(src, against=wider)
     assert report.ok and by_name(report)["against: ground truth"].detail.startswith("bit-identical")
+
+
+def test_a_target_the_cap_cannot_reach_is_warned_about_once(tmp_path):
+    def warned(name: str, target: float) -> list[str]:
+        events = []
+        bake(BakeConfig(n_mlps=3, n_samples=20_000, width=8, depth=2, seed=1, output=tmp_path / name,
+                        target_stderr=target), on_event=events.append)
+        return [e.message for e in events if e.kind == "warning"]
+
+    (far,) = warned("far", 1e-6)
+    assert far.startswith("3 of 3 MLP(s) used all --n-samples 20,000 without reaching the target standard error 1e-06")
+    assert warned("near", 0.5) == []

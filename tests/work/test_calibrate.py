@@ -51,3 +51,24 @@ def test_calibrate_times_the_planned_job_and_reports_its_standard_errors():
     assert cal.seconds > 0 and len(cal.stderr) == 2 and cal.stderr[0].shape == (2, 8)
     # a sample mean's standard error at N=20000 is ~ sd/141: small but not zero
     assert np.all(cal.stderr[0][cal.stderr[0] > 0] < 0.05)
+
+
+def test_a_bake_stops_at_the_first_check_point_past_what_the_target_needs():
+    from whestbench.compute.estimators import stop_point
+
+    step, cap = 1000, 10**9
+    assert stop_point(0, step, cap) == step  # reached at once: the first check point
+    assert stop_point(2500, step, cap) == 4 * step  # 1, 2, 4, ... steps
+    assert stop_point(256 * step + 1, step, cap) == 512 * step  # then every 256 steps
+    assert stop_point(1000, step, cap, min_samples=32 * step) == 32 * step  # control variates: 32 batches first
+    assert stop_point(5e12, step, cap) == cap and stop_point(float("nan"), step, cap) == cap
+    assert stop_point(2500, step, 3000) == 3000  # the cap comes first
+
+
+def test_exact_standard_errors_need_no_samples_and_nan_ones_give_no_projection():
+    exact = Calibration(width=2, depth=1, calib_mlps=1, calib_samples=100, seconds=1.0, planned_mlps=1,
+                        planned_samples=10**6, stderr=[np.zeros((1, 2))])
+    assert exact.samples_for(1e-3) == 0
+    short = Calibration(width=2, depth=1, calib_mlps=1, calib_samples=100, seconds=1.0, planned_mlps=1,
+                        planned_samples=10**6, stderr=[np.full((1, 2), np.nan)])
+    assert np.isnan(short.samples_for(1e-3))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from whestbench.cli.common import COUNT, out
+from whestbench.cli.common import COUNT, err, out
 
 
 @click.command("calibrate")
@@ -54,6 +54,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         if value is not None and value <= 0:
             raise UsageError(f"{flag} must be a positive integer; got {value}.")
     plan = plan_bake(cfg, probe=False)
+    for note in plan.notes:  # what the planned bake would warn about
+        err.print(f"warning: {note}", markup=False)
     workers = plan.workers or os.cpu_count() or 1
     gpu = plan.compute.device.startswith("cuda")
     k = min(calib_mlps or plan.spec.mlps_per_unit * workers, n_mlps)
@@ -84,18 +86,35 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_row("effective", f"{cal.gflops:.1f} GFLOP/s ({cal.gflops / 1e3:.3f} TFLOP/s)")
     table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
     table.add_row("projected wall time", format_duration(cal.projected_s))
-    if cal.stderr:
-        import numpy as np
+    import math
 
+    import numpy as np
+
+    spec = plan.spec
+    cv = estimator == "control-variate"
+    too_short = (f"n/a: {n:,} timed samples give no {estimator} standard error; use --calib-samples >= "
+                 f"{2 * spec.cv_batch if cv else 2:,}")
+    if cal.stderr:
         last = np.stack([se[-1] for se in cal.stderr])
-        table.add_row(f"stderr at N={n:,} ({estimator}, last layer)", f"median {np.nanmedian(last):.3g}, max {np.nanmax(last):.3g}")
+        finite = last[np.isfinite(last)]
+        table.add_row(f"stderr at N={n:,} ({estimator}, last layer)",
+                      f"median {np.median(finite):.3g}, max {finite.max():.3g}" if finite.size else too_short)
     if target_stderr is not None and cal.stderr:
+        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, stop_point
+
         every, median = cal.samples_for(target_stderr, stderr_layer), cal.samples_for(target_stderr, stderr_layer, 0.5)
-        capped = min(every, n_samples)
-        table.add_row(f"samples for stderr <= {target_stderr:g} ({stderr_layer} layer)",
-                      f"{every:,.0f} per MLP at every neuron; {median:,.0f} at the median neuron"
-                      + (f" (capped at {n_samples:,})" if every > n_samples else ""))
-        table.add_row("projected wall time to that target", format_duration(cal.seconds / (k * n) * n_mlps * capped))
+        label = f"samples for stderr <= {target_stderr:g} ({stderr_layer} layer)"
+        if math.isnan(every):
+            table.add_row(label, too_short)
+        else:
+            floor = MIN_RELIABLE_BATCHES * spec.cv_batch if cv else 0
+            stop = stop_point(every, spec.step_samples, n_samples, floor)
+            table.add_row(label, f"{every:,.0f} per MLP at every neuron; {median:,.0f} at the median neuron")
+            why = ("the cap, --n-samples" if stop == n_samples and every >= n_samples else
+                   f"the first check point after {MIN_RELIABLE_BATCHES} batches" if cv and stop == stop_point(0, spec.step_samples, n_samples, floor)
+                   else "the first check point past that")
+            table.add_row("the bake would stop each MLP at", f"{stop:,} samples ({why})")
+            table.add_row("projected wall time to that target", format_duration(cal.seconds / (k * n) * n_mlps * stop))
     out.print(table)
 
 

@@ -186,6 +186,19 @@ def n_batches(n_samples: int, batch: int) -> int:
 CHECK_SPAN = 256  # steps: a target is checked after 1, 2, 4, ..., 256 steps, then every 256 steps
 
 
+def stop_point(needed: float, step: int, cap: int, min_samples: int = 0) -> int:
+    """Samples an MLP uses in a bake to a target standard error that it reaches after ``needed``
+    samples: the first check point (in ``step``-sample steps) at or after ``max(needed,
+    min_samples)``, or ``cap`` (``--n-samples``) when that comes first. ``min_samples``: what the
+    estimator needs before a target is judged (control variates: ``MIN_RELIABLE_BATCHES`` batches)."""
+    want = max(float(needed), float(min_samples))
+    if not math.isfinite(want) or want >= cap:
+        return int(cap)
+    k = max(1, math.ceil(want / step))
+    k = 1 << (k - 1).bit_length() if k <= CHECK_SPAN else -(-k // CHECK_SPAN) * CHECK_SPAN
+    return int(min(k * step, cap))
+
+
 def is_check_point(steps: int) -> bool:
     """Whether a bake with a target standard error checks it after ``steps`` steps of an MLP (pcg64
     chunks or philox blocks): a fixed schedule, so where an MLP stops is a function of its samples

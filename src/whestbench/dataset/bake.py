@@ -277,6 +277,7 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
     from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
+    missed, worst = 0, 0.0  # MLPs that reached the cap before the target standard error
     for n, ((i, sums, wall), name) in enumerate(zip(_mlp_results(spec, ledger, indices), names), 1):
         seed = spec.seeds[i]
         weights = weights_for_seed(seed, spec.width, spec.depth)
@@ -296,8 +297,18 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
         }
         if spec.target_stderr is not None:
             row[N_USED_COLUMN] = sums.count
+            chosen = stderr[-1:] if spec.stderr_layer == "last" else stderr
+            if not np.all(chosen <= np.float32(spec.target_stderr)):
+                missed += 1
+                worst = max(worst, float(np.nanmax(chosen)) if np.isfinite(chosen).any() else 0.0)
         # before the yield: the writer takes the last row and never resumes this generator
         emit(Event("progress", progress=Progress("rows", n, total)))
+        if n == total and missed:
+            largest = f"largest {worst:.3g}" if worst else "too few samples for one"
+            emit(Event("warning", message=(
+                f"{missed} of {total} MLP(s) used all --n-samples {spec.n_samples:,} without reaching the target "
+                f"standard error {spec.target_stderr:g} ({largest}); they hold what the cap gave. Raise "
+                "--n-samples to reach it (`whest dataset calibrate --target-stderr` projects what it needs).")))
         yield row
 
 

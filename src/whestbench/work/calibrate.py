@@ -53,8 +53,8 @@ class Calibration:
         needs = []
         for se in self.stderr:
             chosen = (se[-1:] if layer == "last" else se).ravel()
-            chosen = chosen[np.isfinite(chosen) & (chosen > 0)]
-            if chosen.size:
+            chosen = chosen[np.isfinite(chosen)]  # NaN: the timed run was too short for a standard error
+            if chosen.size:  # all 0 (exact means, dead neurons): reached at once
                 worst = float(np.quantile(chosen, quantile))
                 needs.append(self.calib_samples * (worst / target) ** 2)
         return float(np.median(needs)) if needs else math.nan
