@@ -723,3 +723,18 @@ def test_a_name_that_is_neither_a_directory_nor_a_repo_says_so(hub):
     with pytest.raises(InvalidDatasetError, match="'no such thing' is not a Hub dataset id"):
         load_dataset("no such thing")
     assert hub.calls == []
+
+
+@pytest.mark.parametrize("column", ["all_layer_stderr", "n_samples_used"])
+def test_a_dataset_whose_metadata_records_our_columns_but_lacks_one_is_refused(column, target_bake, tmp_path):
+    """metadata.json records an estimator (and a target): a shard without the column it writes is
+    damaged, not a whestbench 0.16 dataset whose MLPs have no standard errors."""
+    broken = tmp_path / "broken"
+    shutil.copytree(target_bake, broken)
+    table = pq.read_table(broken / SHARD)
+    pq.write_table(table.drop([column]).replace_schema_metadata(table.schema.metadata), broken / SHARD)
+    md = json.loads((broken / "metadata.json").read_text())
+    md["checksums"][SHARD] = file_sha256(broken / SHARD)
+    (broken / "metadata.json").write_text(json.dumps(md, indent=2))
+    with pytest.raises(InvalidDatasetError, match=f"lacks the column\\(s\\) \\['{column}'\\]; metadata.json records"):
+        load_dataset(broken)

@@ -274,7 +274,8 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
     try:
         se = _layer_means(directory, split, STDERR_COLUMN)
     except ValueError:
-        return [f"      stderr: unreadable {STDERR_COLUMN} column"]
+        return [f"      stderr: {STDERR_COLUMN} column missing or unreadable though metadata.json records an estimator: "
+                "damaged? run `whest dataset verify`"]
     est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
     from whestbench.dataset.verify import undefined_stderr

@@ -48,6 +48,7 @@ from whestbench.dataset.schema import (
     DEFAULT_CONFIG,
     DEFAULT_SPLIT,
     check_split_name,
+    columns_for,
     protocol_version,
     validate_metadata,
 )
@@ -110,7 +111,7 @@ def _load_local(root: Path, split: str | None):
     if "splits" not in md:
         s = _single_split(md, split, where=str(root))
         verify_checksums(root, md)
-        ds = _local_parquet(root, s, md.get("n_mlps"))
+        ds = _local_parquet(root, s, md.get("n_mlps"), columns_for(md))
         _attach(ds, md)
         return ds
     splits = md["splits"]
@@ -119,12 +120,12 @@ def _load_local(root: Path, split: str | None):
         ds = _prepared(root, md, split)
         if ds is None:
             verify_checksums(root, md, split=split)
-            ds = _local_parquet(root, split, splits[split].get("n_mlps"))
+            ds = _local_parquet(root, split, splits[split].get("n_mlps"), columns_for(md))
         _attach(ds, _project(md, split))
         return ds
     verify_checksums(root, md)
     dd = datasets.DatasetDict(
-        {s: _local_parquet(root, s, splits[s].get("n_mlps")) for s in sorted(splits)}
+        {s: _local_parquet(root, s, splits[s].get("n_mlps"), columns_for(md)) for s in sorted(splits)}
     )
     for s in dd:
         _attach(dd[s], _project(md, s))
@@ -152,8 +153,10 @@ def _check_split(split: str, splits: Mapping[str, Any]) -> None:
         )
 
 
-def _local_parquet(root: Path, split: str, n_mlps: Any):
-    """One split from its Parquet shards, after checking the shard set, footers, columns and rows."""
+def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...] = COLUMNS):
+    """One split from its Parquet shards, after checking the shard set, footers, columns and rows.
+    ``columns``: what the metadata says the shards hold (``schema.columns_for``): 0.16's eight, and
+    ours where the metadata records an estimator or a target."""
     import datasets
     import pyarrow as pa
     from datasets.exceptions import DatasetGenerationError
@@ -163,11 +166,12 @@ def _local_parquet(root: Path, split: str, n_mlps: Any):
     rows = 0
     for f in files:
         footer = parquet_footer(f)
-        missing = [c for c in COLUMNS if c not in footer.schema.to_arrow_schema().names]
+        missing = [c for c in columns if c not in footer.schema.to_arrow_schema().names]
         if missing:
-            raise InvalidDatasetError(
-                f"{f} lacks the column(s) {missing}; it is not a WhestBench schema 3.0 shard. {_REDO}"
-            )
+            ours = [c for c in missing if c not in COLUMNS]
+            why = ("metadata.json records the estimator or target that writes them" if len(ours) == len(missing)
+                   else "it is not a WhestBench schema 3.0 shard")
+            raise InvalidDatasetError(f"{f} lacks the column(s) {missing}; {why}. {_REDO}")
         rows += footer.num_rows
     _check_rows(rows, n_mlps, f"{root / DATA_DIR}/{split}-*.parquet")
     try:
@@ -223,7 +227,7 @@ def _prepared(base: Path, md: Mapping[str, Any], split: str):
         log.debug("prepared Arrow for split %r unusable (%s); using Parquet", split, e)
         return None
     n = md["splits"][split].get("n_mlps")
-    if (isinstance(n, int) and len(ds) != n) or not set(COLUMNS) <= set(ds.column_names):
+    if (isinstance(n, int) and len(ds) != n) or not set(columns_for(md)) <= set(ds.column_names):
         log.debug("prepared Arrow for split %r does not match metadata; using Parquet", split)
         return None
     return ds

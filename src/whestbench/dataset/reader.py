@@ -159,7 +159,7 @@ def read_table(directory: str | Path, split: str, columns: list[str] | None = No
         missing = [c for c in columns or () if c not in pf.schema_arrow.names]
         if missing:
             raise InvalidDatasetError(
-                f"{path} has no column(s) {missing}; a WhestBench shard has {pf.schema_arrow.names}. "
+                f"{path} has no column(s) {missing} (it holds {pf.schema_arrow.names}). "
                 f"{_REDO}"
             )
         try:
