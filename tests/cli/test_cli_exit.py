@@ -31,3 +31,27 @@ def test_without_lingering_threads_the_entry_point_exits_normally():
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.startswith("error:")
+
+
+def test_a_finaliser_failing_at_shutdown_is_not_printed_but_one_failing_earlier_is(monkeypatch, capsys):
+    """After a stop, llvmlite's finalisers can fail while the interpreter shuts down; the command has
+    already said how it ended, so that traceback is noise. Earlier, Python's own hook reports it."""
+    import gc
+
+    from whestbench.cli import entry
+
+    class Handle:
+        def __del__(self):
+            raise AttributeError("'NoneType' object has no attribute '_as_parameter_'")
+
+    def failing(finalizing: bool) -> str:
+        monkeypatch.setattr(sys, "is_finalizing", lambda: finalizing)
+        h = Handle()
+        del h
+        gc.collect()
+        return capsys.readouterr().err
+
+    monkeypatch.setattr(sys, "unraisablehook", entry.swallowed_stops)
+    monkeypatch.delenv("WHEST_DEBUG", raising=False)
+    assert failing(True) == ""
+    assert "_as_parameter_" in failing(False)

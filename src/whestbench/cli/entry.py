@@ -14,6 +14,7 @@ raises it again at the next point where stopping is clean (a bake checks before 
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -37,6 +38,10 @@ def swallowed_stops(hook_args) -> None:
         pending.append(exc.signum)
     elif isinstance(exc, KeyboardInterrupt):
         pending.append(signal.SIGINT)
+    elif sys.is_finalizing() and not os.environ.get("WHEST_DEBUG"):
+        # A finaliser failing while the interpreter shuts down (llvmlite's, when a stop interrupted
+        # numba loading its kernels): the command has already said how it ended; this is noise.
+        return
     else:
         sys.__unraisablehook__(hook_args)
 
