@@ -39,7 +39,7 @@ STEP_TIMEOUT_S = 180
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    return clean_env(OMP_NUM_THREADS="1", **extra)
+    return clean_env(**{"OMP_NUM_THREADS": "1", **extra})
 
 
 def _free_port() -> int:
@@ -78,13 +78,16 @@ class Procs:
     def torchrun(self, launcher: list[str], shape: dict, output: Path, *extra: str) -> subprocess.Popen:
         return self.start(["-m", "torch.distributed.run", *launcher, *_bake_args(shape, output, *extra)])
 
-    def srun(self, n: int, port: int, shape: dict, output: Path, *extra: str, rank_args=None) -> list[subprocess.Popen]:
-        """``n`` ranks as srun would start them (SLURM_* set, no torchrun), rank 0 hosting the store."""
+    def srun(self, n: int, port: int, shape: dict, output: Path, *extra: str, rank_args=None,
+             blas_threads: int = 1) -> list[subprocess.Popen]:
+        """``n`` ranks as srun would start them (SLURM_* set, no torchrun), rank 0 hosting the store.
+        ``blas_threads``: what BLAS would use outside the bake's own one-thread limit."""
         ranks = []
         for r in range(n):
             env = _clean_env(
                 SLURM_PROCID=str(r), SLURM_NTASKS=str(n), SLURM_LOCALID=str(r), SLURM_JOB_ID="4242",
                 SLURM_JOB_NODELIST="localhost", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                OMP_NUM_THREADS=str(blas_threads), OPENBLAS_NUM_THREADS=str(blas_threads),
             )  # fmt: skip
             more = (rank_args or {}).get(r, [])
             ranks.append(self.start(_bake_args(shape, output, *extra, *more), env))
@@ -331,6 +334,29 @@ def test_a_slurm_stop_keeps_every_ranks_checkpoint_and_the_requeue_resumes_them(
     outs = _finish_ok(*procs.srun(2, _free_port(), LONG, output, "--checkpoint-every", "0.5"))
     resumed = re.findall(r"resuming unit (mlp\d+) from its checkpoint", "".join(outs))
     assert sorted(resumed) == ["mlp00000000", "mlp00000001"], outs
+    same_as(output, single(LONG))
+
+
+@pytest.mark.distributed
+def test_rank_0_failing_on_a_dead_peer_keeps_no_checkpoint_computed_after_its_blas_limit_went(tmp_path, procs, single,
+                                                                                              same_as):
+    """Rank 0 leaves on an error (a dead peer) while its own unit still runs: the units' BLAS limit of
+    one thread is lifted as it leaves, and what the unit computes after that (other float32 sgemm
+    results) must not reach a checkpoint, or the re-run resumes to other numbers."""
+    output = tmp_path / "ds"
+    rank0, rank1 = procs.srun(2, _free_port(), LONG, output, "--checkpoint-every", "0.3", "--peer-timeout", "3",
+                              blas_threads=2)  # OpenBLAS's float32 sgemm differs at 1 and 2 threads (measured: 4-11 % of a chunk's entries)
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while len(_checkpoints(output)) < 2:  # both ranks deep inside their MLPs
+        assert rank0.poll() is None and rank1.poll() is None, "a rank ended before both had checkpointed"
+        assert time.monotonic() < deadline, f"only {_checkpoints(output)} within {STEP_TIMEOUT_S}s"
+        time.sleep(0.05)
+    rank1.send_signal(signal.SIGKILL)
+    code, out = _finish(rank0, timeout_s=60)
+    assert code == 1 and "rank 1 stopped responding" in out, out
+    assert "mlp00000000.ckpt" in _checkpoints(output)  # rank 0's own unit kept its checkpoint
+    (out,) = _finish_ok(procs.start(_bake_args(LONG, output)))  # resumed in one process
+    assert "resuming unit mlp00000000 from its checkpoint" in out
     same_as(output, single(LONG))
 
 

@@ -161,3 +161,23 @@ def test_kernel_loader_names_the_kernels_the_units_call():
     assert kernel_loader(PHILOX, Compute("numpy")) is None
     assert kernel_loader(PHILOX, Compute("numba")) is philox_numba.load_kernels
     assert kernel_loader(PHILOX, Compute("torch")) is None
+
+
+def test_a_unit_saves_nothing_once_the_bakes_fixed_arithmetic_is_lifted():
+    """A bake leaving on an error lifts the BLAS limit while a unit may still run: the unit then
+    stops at its next step without saving a checkpoint of sums computed under other arithmetic."""
+    saved = []
+
+    class Store:
+        def save_checkpoint(self, key, meta, arrays):
+            saved.append(key)
+
+    held = threading.Event()
+    held.set()
+    ctx = UnitContext(checkpoints=Store(), checkpoint_every=0.0, arithmetic=held)
+    ctx.after_step("u", lambda: ({}, {}))  # due at once: saved while the arithmetic holds
+    assert saved == ["u"]
+    held.clear()
+    with pytest.raises(UnitStopped):
+        ctx.after_step("u", lambda: ({}, {}))
+    assert saved == ["u"] and not ctx.arithmetic_held()

@@ -55,7 +55,8 @@ from typing import Any, Callable, Sequence
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
-from whestbench.work.executor import BakeInterrupted, Job, Tracker, scan_ledger, stop_summary, unit_context
+from whestbench.work.executor import (BakeInterrupted, Job, Tracker, one_blas_thread, scan_ledger, stop_summary,
+                                      unit_context)
 from whestbench.work.ledger import DamagedRecord, decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.units import Unit, WorkSpec
@@ -325,6 +326,7 @@ class _Context:
 
     def __post_init__(self) -> None:
         self.quit = threading.Event()  # this process is leaving: workers claim nothing more
+        self.arithmetic = threading.Event()  # set while BLAS is held at one thread (executor.one_blas_thread)
         self.threads: list[threading.Thread] = []  # every unit thread this run started (joined on leaving)
         self.watch = _Watch(self.base_store)  # one history of heartbeats, so silence is never re-timed
         self.errors: list[BaseException] = []
@@ -394,7 +396,7 @@ class _Epoch:
     def _compute(self, i: int) -> None:
         ctx, ns, unit = self.ctx, self.ns, self.todo[i]
         ns.set(f"owner/{i}", f"{ctx.env.rank} {ctx.token}")
-        uctx = unit_context(self.job, self.tracker, unit, ctx.stop, ctx.emit, self.checkpoints)
+        uctx = unit_context(self.job, self.tracker, unit, ctx.stop, ctx.emit, self.checkpoints, ctx.arithmetic)
         on_samples = uctx.on_samples
 
         def samples(n: int) -> None:
@@ -405,6 +407,8 @@ class _Epoch:
         t0 = time.perf_counter()
         try:
             sums = ctx.step(self.spec, self.job.compute, unit, uctx)
+            if not uctx.arithmetic_held():
+                raise UnitStopped(unit.key)  # finished after the BLAS limit was lifted: not posted
         except UnitStopped:
             self.tracker.unit_abandoned(unit, checkpointed=uctx.checkpoints is not None)
             ns.set(f"stopped/{i}", "1")  # its checkpoint (if any) was posted first: rank 0 waits no longer
@@ -458,9 +462,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         tracker = Tracker(spec, units, done, ctx.emit)
         tracker.start(units_total=len(units), units_done=len(done))
         run = _Epoch(ctx, ns, epoch, job, todo, tracker)
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread(ctx.arithmetic):
             run.start()
             _collect(run)
         ns.set("done", "1")
@@ -654,8 +656,6 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
     """A non-zero rank: join rank 0's live epoch, work through it, follow rank 0 if it restarts."""
     env = ctx.env
     watch = ctx.watch
-    from threadpoolctl import threadpool_limits
-
     while True:
         epoch, ns = _join(ctx, base_store, watch)
         beat.join_epoch(epoch)
@@ -684,7 +684,7 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
                           ctx.emit)
         tracker.start(units_total=len(all_units), units_done=len(all_units) - len(todo))
         run = _Epoch(ctx, ns, epoch, here, todo, tracker)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread(ctx.arithmetic):
             run.start()
             if _supervise_peer(ctx, base_store, run, watch):
                 return

@@ -18,12 +18,14 @@ starts no new one; the executor then raises ``BakeInterrupted`` with the resume 
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Iterator, Protocol
 
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.ledger import Ledger
@@ -181,8 +183,24 @@ def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
     return done
 
 
+@contextlib.contextmanager
+def one_blas_thread(held: threading.Event) -> Iterator[None]:
+    """BLAS at one thread while the units run (an sgemm's float32 result depends on its thread count;
+    a bake's numbers must not), with ``held`` set for exactly as long. Units check ``held`` before
+    they save a checkpoint or a result, so what a unit computes after the limit is lifted — a bake
+    leaving on an error while a unit thread still runs — is never kept."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        held.set()
+        try:
+            yield
+        finally:
+            held.clear()  # before the limit goes: a unit that sees it set computed under the limit
+
+
 def unit_context(job: Job, tracker: Tracker, unit: Unit, stop: threading.Event, emit: EventSink,
-                 checkpoints=None) -> UnitContext:
+                 checkpoints=None, arithmetic: threading.Event | None = None) -> UnitContext:
     """The unit's context; its checkpoints go to ``checkpoints`` (default: the job's ledger)."""
     return UnitContext(
         on_samples=lambda n: tracker.samples(unit.key, n),
@@ -192,6 +210,7 @@ def unit_context(job: Job, tracker: Tracker, unit: Unit, stop: threading.Event, 
         stop=stop,
         checkpoints=checkpoints if checkpoints is not None else job.ledger,
         checkpoint_every=job.checkpoint_every,
+        arithmetic=arithmetic,
     )
 
 
@@ -214,14 +233,18 @@ class LocalExecutor:
         tracker.start(units_total=len(units), units_done=len(done))
         errors: list[BaseException] = []
         stopped: list[Unit] = []
+        arithmetic = threading.Event()
 
         def work(unit: Unit) -> None:
             if stop.is_set() or errors:
                 stopped.append(unit)
                 return
             t0 = time.perf_counter()
+            uctx = unit_context(job, tracker, unit, stop, on_event, arithmetic=arithmetic)
             try:
-                sums = run_unit(job.spec, job.compute, unit, unit_context(job, tracker, unit, stop, on_event))
+                sums = run_unit(job.spec, job.compute, unit, uctx)
+                if not uctx.arithmetic_held():
+                    raise UnitStopped(unit.key)  # finished after the BLAS limit was lifted: not kept
             except UnitStopped:
                 tracker.unit_abandoned(unit, checkpointed=job.ledger is not None)
                 stopped.append(unit)
@@ -236,11 +259,9 @@ class LocalExecutor:
             tracker.unit_done(unit, sums.count)
 
         if todo:
-            from threadpoolctl import threadpool_limits
-
             # Units always run on worker threads, also with one worker: the main thread stays free to
             # take signals (Ctrl-C, SIGTERM) while the workers checkpoint and stop cleanly.
-            with threadpool_limits(limits=1, user_api="blas"):
+            with one_blas_thread(arithmetic):
                 self._pool(todo, self.workers or default_workers(len(todo)), work, stop, job, tracker)
         if stopped:
             raise self._interrupted(job, tracker, 75)

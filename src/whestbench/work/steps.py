@@ -96,6 +96,12 @@ class UnitContext:
     """Where checkpoints go: the ledger, or (a distributed peer) rank 0 through the store; None: no
     checkpoints (calibration)."""
     checkpoint_every: float = 60.0
+    arithmetic: threading.Event | None = None
+    """Set while the bake's fixed arithmetic holds (BLAS at one thread, ``executor.one_blas_thread``);
+    None: not watched. A unit saves nothing computed once it is cleared."""
+
+    def arithmetic_held(self) -> bool:
+        return self.arithmetic is None or self.arithmetic.is_set()
 
     def __post_init__(self) -> None:
         self._last = time.monotonic()
@@ -111,7 +117,11 @@ class UnitContext:
             return None
 
     def after_step(self, key: str, state: Callable[[], tuple[dict, dict[str, np.ndarray]]]) -> None:
-        """Checkpoint when due; on a stop request checkpoint and raise UnitStopped."""
+        """Checkpoint when due; on a stop request checkpoint and raise UnitStopped. When the bake's
+        fixed arithmetic was lifted during the step (a bake ending on an error while this unit still
+        ran), the step's sums are not the bake's: stop without saving them (the last checkpoint stays)."""
+        if not self.arithmetic_held():
+            raise UnitStopped(key)
         stopping = self.stop.is_set()
         now = time.monotonic()
         if self.checkpoints is not None and (stopping or now - self._last >= self.checkpoint_every):
