@@ -253,6 +253,30 @@ def test_a_rank_started_with_different_arguments_fails_every_rank_naming_the_fie
     assert not output.exists()
 
 
+@pytest.mark.distributed
+def test_a_late_rank_with_other_arguments_leaves_rank_0s_unit_checkpointed(tmp_path, procs):
+    """Rank 0 has computed for a while when a rank with another command joins: the bake is refused
+    on every rank, and rank 0's unit in flight is checkpointed first (the default interval of 60 s
+    would otherwise have lost all of it)."""
+    output, port = tmp_path / "ds", _free_port()
+
+    def rank(r: int, *more: str) -> subprocess.Popen:
+        env = _clean_env(SLURM_PROCID=str(r), SLURM_NTASKS="2", SLURM_LOCALID=str(r), SLURM_JOB_ID="4243",
+                         SLURM_JOB_NODELIST="localhost", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        return procs.start(_bake_args(LONG, output, *more), env)
+
+    rank0 = rank(0)
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while not (output.parent / f"{output.name}.whest-work" / "plan.json").exists():  # rank 0 waits for rank 1 first
+        assert rank0.poll() is None and time.monotonic() < deadline, "rank 0 never planned"
+        time.sleep(0.05)
+    rank1 = rank(1, "--n-samples", "3000000")
+    for code, out in (_finish(rank0), _finish(rank1)):
+        assert code == 2 and "n_samples" in out, out
+    assert _checkpoints(output), "rank 0's unit in flight was not checkpointed"
+    assert not output.exists()
+
+
 def _holds_a_unit(port: int, rank: int, output: Path) -> bool:
     """Whether ``rank`` owns a unit rank 0 has not collected yet (read from the coordination store).
 

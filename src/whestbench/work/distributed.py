@@ -62,6 +62,7 @@ from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.units import Unit, WorkSpec
 
 HEARTBEAT_S = 0.5
+OWN_UNITS_WAIT_S = 10.0  # rank 0 leaving on an error: how long its own units get to checkpoint
 POLL_S = 0.05
 RESUME_HINT = "re-run the same command on every rank to resume"
 BYE_WAIT_S = 30.0
@@ -464,7 +465,11 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         run = _Epoch(ctx, ns, epoch, job, todo, tracker)
         with one_blas_thread(ctx.arithmetic):
             run.start()
-            _collect(run)
+            try:
+                _collect(run)
+            except BaseException:
+                _checkpoint_own_units(ctx, run)  # before the BLAS limit goes
+                raise
         ns.set("done", "1")
         _await_byes(ctx, epoch, BYE_WAIT_S)
         abort = _get_text(ns, "abort")
@@ -483,6 +488,16 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         except Exception:
             pass
         raise
+
+
+def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
+    """Rank 0 is leaving on an error (a dead peer, a rank started with other arguments): ask its own
+    units to checkpoint at their next step and wait for them a little, so the re-run keeps their
+    work. A unit still running after that saves nothing more (``one_blas_thread``)."""
+    ctx.stop.set()
+    deadline = time.monotonic() + OWN_UNITS_WAIT_S
+    for t in list(run.threads):
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _await_byes(ctx: _Context, epoch: int, cap_s: float) -> None:
