@@ -144,3 +144,23 @@ def test_a_stop_that_lands_inside_a_c_callback_is_kept_and_raised_before_the_uni
     assert type(stopped.value).__name__ == raised
     assert not signals.running
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_stop_that_arrives_after_the_dataset_is_written_does_not_fail_the_bake(tmp_path):
+    """SLURM's SIGTERM can land while a finished bake is exiting: the dataset is complete, so the
+    exit code stays 0 (not 143, which would mark the job step failed)."""
+    import subprocess
+    import sys
+
+    from bake_procs import clean_env
+
+    output = tmp_path / "ds"
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", *_args(n_samples=20_000), "--output", str(output)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+    for line in proc.stdout:
+        if line.startswith("✓ Wrote"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    proc.stdout.read()
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert output.exists()

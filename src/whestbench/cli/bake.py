@@ -42,8 +42,10 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc) -> None:
+        finished = exc[0] is None and _is_cli_bake()  # the dataset is written and this process only exits now
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            # a stop arriving as the process exits changes nothing: ignore it rather than die by it (143)
+            signal.signal(sig, signal.SIG_IGN if finished else handler)
         if self._previous_hook is not None:
             sys.unraisablehook = self._previous_hook
 
