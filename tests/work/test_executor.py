@@ -141,3 +141,13 @@ def test_the_tracker_marks_resumed_samples_of_every_rank_as_recovered():
     tracker.set_external(1, running=2500, checkpoints=2, resumed=2000)  # rank 1: 2000 of its 2500 from a checkpoint
     p = tracker.progress()
     assert p.done == 3000 + 1000 + 2500 and p.recovered == 3000 + 1000 + 2000 and p.checkpoints == 2
+
+
+def test_a_peers_unit_collected_by_rank_0_is_not_counted_twice():
+    from whestbench.work.executor import Tracker
+
+    units = SPEC.units()
+    tracker = Tracker(SPEC, units, {}, lambda e: None)
+    tracker.set_external(1, running=2900, checkpoints=0)  # rank 1's last report: unit 0 nearly done
+    tracker.unit_done(units[0], owner=1)  # its result arrives before rank 1's next report
+    assert tracker.progress().done == 3000  # not 3000 + 2900

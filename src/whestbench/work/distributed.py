@@ -576,7 +576,8 @@ def _collect(run: _Epoch) -> None:
             pending.discard(i)
             inflight.discard(i)
             got = True
-            tracker.unit_done(unit, sums.count)
+            owner = _get_text(ns, f"owner/{i}")
+            tracker.unit_done(unit, sums.count, owner=int(owner.split(" ")[0]) if owner else None)
         now = time.monotonic()
         if now - read_progress >= PROGRESS_EVERY_S:
             read_progress = now

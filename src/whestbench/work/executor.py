@@ -132,13 +132,17 @@ class Tracker:
             self.checkpoints += 1
         self._emit("checkpoint")
 
-    def unit_done(self, unit: Unit, count: int | None = None) -> None:
+    def unit_done(self, unit: Unit, count: int | None = None, owner: int | None = None) -> None:
         """``unit`` is saved; ``count``: the samples per MLP it covered (fewer than planned when it
-        reached its target standard error early: the total shrinks by the rest)."""
+        reached its target standard error early: the total shrinks by the rest). ``owner``: the other
+        rank that computed it, whose last report still counts it as running until its next one."""
         planned = self.spec.unit_samples(unit)
         count = planned if count is None else count
         with self.lock:
             self.running -= self._reported.pop(unit.key, 0)
+            if owner in self.external:  # not counted twice (collected and still "running" there)
+                running, checkpoints, resumed = self.external[owner]
+                self.external[owner] = (max(0, running - count * unit.mlp_count), checkpoints, resumed)
             self.kept_elsewhere.pop(unit.key, None)
             self.collected += count * unit.mlp_count
             self.total -= (planned - count) * unit.mlp_count
