@@ -39,13 +39,17 @@ def format_duration(seconds: float) -> str:
         return f"{seconds / 60:.1f} min"
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
+    if seconds < 2 * 365.25 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    return f"{seconds / (365.25 * 86400):,.0f} years"
 
 
 def format_clock(seconds: float) -> str:
     """``3725`` -> ``'1:02:05'`` (an ETA or elapsed time in a log line)."""
     if seconds != seconds or seconds < 0 or seconds == float("inf"):
         return "?"
+    if seconds >= 100 * 3600:  # an hours:minutes clock stops reading well here
+        return format_duration(seconds)
     s = int(round(seconds))
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)

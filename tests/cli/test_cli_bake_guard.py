@@ -63,6 +63,23 @@ def test_sizes_beyond_the_formats_limits_are_refused_at_once(tmp_path, capsys, f
     refused(rc, out, err, match, tmp_path / "o")
 
 
+@pytest.mark.parametrize("n_samples", ["1e18", "1e15"])
+def test_a_bake_projected_to_take_more_than_ten_years_is_refused_as_a_typo(tmp_path, capsys, n_samples):
+    t0 = time.perf_counter()
+    rc, out, err = run(["dataset", "bake", "--n-mlps", "2", "--n-samples", n_samples, "--width", "64", "--depth", "4",
+                        "--seed", "3", "--output", str(tmp_path / "o")], capsys)
+    assert time.perf_counter() - t0 < 10
+    refused(rc, out, err, r"would take about [\d,]+ years here .* surely a typo; check --n-samples", tmp_path / "o")
+
+
+def test_max_threads_beyond_the_mlps_does_not_inflate_the_memory_estimate(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", "--n-mlps", "2", "--n-samples", "1000", "--width", "64", "--depth", "4",
+                        "--seed", "1", "--max-threads", "10000", "--quiet", "--output", str(tmp_path / "o")], capsys)
+    assert rc == 0, err
+    ram = re.search(r"peak RAM ≈ ([\d.]+) (MiB|GiB)", out)
+    assert ram and ram.group(2) == "MiB", out  # two workers' buffers, not 10000
+
+
 def test_a_row_larger_than_a_shard_is_refused(tmp_path, capsys):
     rc, out, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "10", "--width", "32768", "--depth", "1",
                         "--seed", "1", "--output", str(tmp_path / "o")], capsys)

@@ -37,6 +37,7 @@ PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~6
 MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
 MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64-bit
 MAX_ROW_FLOATS = 2**29  # one row's weights (depth·width² float32) must fit an Arrow list and a 2 GiB shard
+MAX_BAKE_SECONDS = 10 * 365.25 * 86400  # a single-machine bake projected beyond this is refused as a typo
 PROBE_FLOPS = 5e12  # bakes bigger than this get a quick timing probe for the plan's time estimate
 
 
@@ -294,6 +295,14 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     plan = plan.with_seeds(seeds, source) if seeds is not None else dataclasses.replace(plan, seed_source=source)
     if probe and plan.needs.flops > PROBE_FLOPS:
         plan = dataclasses.replace(plan, needs=_probe(plan))
+        seconds = plan.needs.seconds
+        if seconds is not None and seconds > MAX_BAKE_SECONDS and (dist_env is None or dist_env.world_size == 1):
+            raise UsageError(
+                f"this bake would take about {format_duration(seconds)} here ({plan.needs.rate_flops / 1e9:.0f} GFLOP/s "
+                f"measured; {format_count(cfg.range[1] - cfg.range[0])} MLPs × {format_count(cfg.n_samples)} samples): "
+                "more than 10 years, so surely a typo; check --n-samples and --n-mlps (one sample count of 1e9 "
+                "is the benchmark's largest)."
+            )
     return plan
 
 
@@ -393,7 +402,6 @@ def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | Non
     w, d = cfg.width, cfg.depth
     start, end = cfg.range
     rows = end - start
-    n_workers = workers or (os.cpu_count() or 1)
     result_bytes = 2 * (d + 1) * w * 8  # one MLP's sums and sums of squares (fp64)
     if spec.sampler == "pcg64":
         from whestbench.compute.pcg64 import chunk_rows
@@ -406,6 +414,7 @@ def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | Non
         batch = max(1, spec.mlps_per_unit)
         units = -(-rows // batch) * per_mlp_units
         per_unit, chunk = batch * result_bytes + 1024, (compute.step_rows or 1024) * batch
+    n_workers = min(workers or (os.cpu_count() or 1), max(1, units))  # a worker per unit at most, as the executors run
     worker_bytes = 4 * d * w * w * max(1, spec.mlps_per_unit) + 3 * chunk * w * 4 + 4 * result_bytes
     ram = (_PROCESS_BYTES + (_TORCH_BYTES if cfg.backend == "torch" else 0) + n_workers * worker_bytes
            + min(MAX_ROW_GROUP_BYTES, rows * row_bytes(w, d)) + cfg.n_mlps * _PER_MLP_LIST_BYTES)

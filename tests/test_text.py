@@ -1,0 +1,26 @@
+"""How numbers are shown: counts, durations and clocks stay readable at any size."""
+
+from __future__ import annotations
+
+import pytest
+
+from whestbench.text import format_clock, format_count, format_duration
+
+
+@pytest.mark.parametrize("n, shown", [(5, "5"), (1_000_000, "1,000,000"), (10**21 - 1, "999,999,999,999,999,999,999"),
+                                      (10**21, "1.00e21"), (10**400, "1.00e400"), (-(10**25), "-1.00e25"),
+                                      (123456789 * 10**40, "1.23e48"), (True, "True"), ("x", "x")])
+def test_counts(n, shown):
+    assert format_count(n) == shown
+
+
+@pytest.mark.parametrize("s, shown", [(42.0, "42.0 s"), (5400, "1.5 h"), (3 * 86400, "3.0 days"),
+                                      (26946 * 365.25 * 86400, "26,946 years"), (float("nan"), "unknown")])
+def test_durations(s, shown):
+    assert format_duration(s) == shown
+
+
+@pytest.mark.parametrize("s, shown", [(3725, "1:02:05"), (99 * 3600, "99:00:00"), (400 * 3600, "16.7 days"),
+                                      (1e12, "31,688 years"), (-1, "?"), (float("inf"), "?")])
+def test_clocks(s, shown):
+    assert format_clock(s) == shown
