@@ -14,7 +14,7 @@ def test_counts(n, shown):
     assert format_count(n) == shown
 
 
-@pytest.mark.parametrize("s, shown", [(42.0, "42.0 s"), (5400, "1.5 h"), (3 * 86400, "3.0 days"),
+@pytest.mark.parametrize("s, shown", [(42.0, "42.0 s"), (5400, "90.0 min"), (9000, "2.5 h"), (3 * 86400, "3.0 days"),
                                       (26946 * 365.25 * 86400, "26,946 years"), (float("nan"), "unknown")])
 def test_durations(s, shown):
     assert format_duration(s) == shown

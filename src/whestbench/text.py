@@ -30,7 +30,7 @@ def format_bytes(n: int | float) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """``42.0`` -> ``'42.0 s'``, ``5400`` -> ``'1.5 h'``: one unit, the largest that keeps the number >= 2."""
+    """``42.0`` -> ``'42.0 s'``, ``9000`` -> ``'2.5 h'``: one unit, the largest that keeps the number >= 2."""
     if seconds != seconds or seconds in (float("inf"), float("-inf")):
         return "unknown"
     if seconds < 120:
