@@ -317,3 +317,21 @@ def test_the_fused_gpu_kernel_without_the_torch_backend_is_refused(tmp_path, cap
     rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--gpu-kernel", "fused", "--output", str(tmp_path / "o")],
                        capsys)
     refused(rc, out, err, r"--gpu-kernel fused runs on the torch backend", tmp_path / "o")
+
+
+@pytest.mark.parametrize("exc", [OSError(28, "No space left on device"),
+                                 OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")])
+def test_a_full_disk_is_one_line_naming_the_output_and_the_fix(tmp_path, capsys, monkeypatch, exc):
+    import whestbench.dataset.bake as bake_mod
+
+    def full(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(bake_mod, "bake", full)
+    output = tmp_path / "o"
+    rc, out, err = run(["dataset", "bake", "--n-mlps", "2", "--n-samples", "100", "--width", "4", "--depth", "1",
+                        "--seed", "1", "--quiet", "--output", str(output)], capsys)
+    assert rc == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: no space left on the device under --output {output}: free space")
+    assert "re-run resumes from the units and checkpoints already saved" in lines[0]

@@ -145,11 +145,38 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, BakeInterrupted):
             err.print(_one_line(exc), markup=False)
             return exc.exit_code
+        full = _disk_full(exc)
+        if full is not None:
+            from whestbench.text import sanitize
+
+            target = args[args.index("--output") + 1] if "--output" in args[:-1] else None
+            where = (f" writing {sanitize(str(full))}" if full else
+                     f" under --output {sanitize(target)}" if target else "")
+            kept = ("a re-run resumes from the units and checkpoints already saved" if "bake" in args[:3]
+                    else "nothing was left half-written")
+            err.print(f"error: no space left on the device{where}: free space (or choose another --output) and "
+                      f"re-run the same command; {kept}.", markup=False)
+            return 1
         if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
             err.print(f"error: {_one_line(exc)}", markup=False)
         else:
             err.print(f"error: {type(exc).__name__}: {_one_line(exc)} (set WHEST_DEBUG=1 for a traceback)", markup=False)
         return 1
+
+
+def _disk_full(exc: BaseException) -> str | None:
+    """The path a full disk (or quota) refused, '' when unnamed, None when ``exc`` is no such error
+    (pyarrow words it "Error writing bytes to file. Detail: [errno 28] ...")."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and (exc.errno in (errno.ENOSPC, errno.EDQUOT) or "[errno 28]" in str(exc).lower()):
+            return str(exc.filename) if exc.filename else ""
+        if "No space left on device" in str(exc):
+            return ""
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 _STOP_CODES = (75, 130, 128 + 15, 128 + 10)  # resumable stop, Ctrl-C, SIGTERM, SIGUSR1
