@@ -95,3 +95,15 @@ def test_notes_from_many_threads_come_out_as_whole_lines():
             t.join()
     lines = stream.getvalue().splitlines()
     assert len(lines) == 800 and all(re.fullmatch(r"note: thread \d note \d+", line) for line in lines)
+
+
+def test_a_phase_that_ends_gets_its_final_line_before_the_next_phase_starts():
+    clock = Clock()
+    rep, stream = reporter(clock)
+    with rep:
+        rep(Event("start", progress=samples(0)))
+        rep(Event("progress", progress=samples(1000)))  # between timer ticks: not printed yet
+        rep(Event("progress", progress=Progress("rows", 0, 2)))
+    lines = stream.getvalue().splitlines()
+    assert "0/1,000 samples (0.0%)" in lines[0] and "1,000/1,000 samples (100.0%)" in lines[1]
+    assert "0/2 rows" in lines[2]

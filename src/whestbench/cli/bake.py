@@ -55,7 +55,8 @@ class StopSignals:
         if not self.running:  # set-up: end at once (``cli.entry.stopped`` words it, exit 75)
             raise SignalStop(signum)
         if self.writing:
-            err.print(f"received {name} while writing the dataset: finishing it (seconds), then exiting", markup=False)
+            err.print(f"received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
+                      markup=False)
         else:
             err.print(f"received {name}: checkpointing the units in flight, then stopping", markup=False)
 
@@ -174,7 +175,9 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     )
     plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
     start, end = cfg.range
-    what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else f"{cfg.n_mlps} MLPs"
+    from whestbench.text import plural
+
+    what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else plural(cfg.n_mlps, "MLP")
     where = plan.device_label
     if dist_env is not None:
         where += f", rank {dist_env.rank} of {dist_env.world_size}"
@@ -200,10 +203,11 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
 
     n = (end - start) * cfg.n_samples
     last = reporter.latest.get("samples")
-    shape = f"{end - start} MLPs × {cfg.n_samples:,} samples"
+    mlps = plural(end - start, "MLP")
+    shape = f"{mlps} × {cfg.n_samples:,} samples"
     if last is not None and last.total < n:
         n = last.total  # MLPs that reached the target standard error stopped early
-        shape = f"{end - start} MLPs, {n:,} samples (the target standard error stopped some early)"
+        shape = f"{mlps}, {n:,} samples (the target standard error stopped some early)"
     ran = min(reporter.computed(), n) if last is not None else n  # this run's own samples
     flops = 2 * cfg.width * cfg.width * cfg.depth * ran
     size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())

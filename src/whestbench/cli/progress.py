@@ -95,6 +95,9 @@ class Reporter:
             return
         with self._lock:
             first = self.last is None or event.kind == "start" or event.progress.what != self.last.what
+            if (first and self.mode == "log" and self.last is not None and event.progress.what != self.last.what
+                    and self._printed != self._key(self.last)):
+                self._line()  # the phase that ends gets its final count (all samples) before the next starts
             if not first and event.progress.done < self.last.done:
                 # never step backwards: a peer's running count can drop for a moment when its unit
                 # lands (its samples move from running to collected through the store, not at once)
