@@ -753,3 +753,13 @@ def test_a_target_the_cap_cannot_reach_is_warned_about_once(tmp_path):
     (far,) = warned("far", 1e-6)
     assert far.startswith("3 of 3 MLP(s) used all --n-samples 20,000 without reaching the target standard error 1e-06")
     assert warned("near", 0.5) == []
+
+
+def test_a_control_variate_layer_its_controls_explain_exactly_passes_the_size_check(tmp_path):
+    """Width 1: layer 2 is relu(w·y1), y1 itself when w > 0, so its control-variate standard error is
+    ~0; honest, and no lower bound may fail it."""
+    out = create_dataset_torch(3, 200_000, 1, 3, seed=8, output_path=tmp_path / "w1", device="cpu",
+                               estimator="control-variate")
+    report = verify_dataset(out)
+    assert report.ok, [c for c in report.checks if not c.ok]
+    assert by_name(report)["stderr size"].detail.startswith("layers 2-3 of 3 MLP(s) against a fresh pilot: at most 1.5x")
