@@ -110,9 +110,12 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
             floor = MIN_RELIABLE_BATCHES * spec.cv_batch if cv else 0
             stop = stop_point(every, spec.step_samples, n_samples, floor)
             table.add_row(label, f"{every:,.0f} per MLP at every neuron; {median:,.0f} at the median neuron")
-            why = ("the cap, --n-samples" if stop == n_samples and every >= n_samples else
-                   f"the first check point after {MIN_RELIABLE_BATCHES} batches" if cv and stop == stop_point(0, spec.step_samples, n_samples, floor)
-                   else "the first check point past that")
+            if every >= n_samples:
+                why = "the cap, --n-samples"
+            elif every < floor:
+                why = f"the first check point after {MIN_RELIABLE_BATCHES} batches"
+            else:
+                why = "the first check point past that"
             table.add_row("the bake would stop each MLP at", f"{stop:,} samples ({why})")
             table.add_row("projected wall time to that target", format_duration(cal.seconds / (k * n) * n_mlps * stop))
     out.print(table)

@@ -51,9 +51,8 @@ class Reporter:
         self.mode = mode
         self.last: Progress | None = None
         self._t0 = clock()
-        self._done0 = 0  # items already done when this run started (excluded from rates)
         self.latest: dict[str, Progress] = {}  # the last progress of each kind of item ("samples", "rows", …)
-        self._base: dict[str, int] = {}  # items of each kind already done when they first showed
+        self._base: dict[str, int] = {}  # items of each kind already done when its phase started (not this run's)
         self._lock = threading.Lock()
         self._say_lock = threading.Lock()
         self._halt = threading.Event()
@@ -105,9 +104,8 @@ class Reporter:
                     event.progress, done=min(self.last.done, event.progress.total)))
             if first:
                 self._t0 = self.clock()
-                self._done0 = event.progress.done
+                self._base[event.progress.what] = event.progress.done
                 self.started.set()
-            self._base.setdefault(event.progress.what, event.progress.done)
             self.last = self.latest[event.progress.what] = event.progress
         if self._bar is not None:
             self._draw(event.progress, first)
@@ -125,15 +123,19 @@ class Reporter:
     # --- rendering
 
     def computed(self, what: str = "samples") -> int:
-        """Items of a kind this run did itself: what was done when they first showed, and samples a
-        unit took over from a checkpoint (``recovered``), are not this run's work."""
+        """Items of a kind this run did itself (see ``_own``)."""
         p = self.latest.get(what)
-        return 0 if p is None else max(p.done - max(self._base[what], p.recovered), 0)
+        return 0 if p is None else self._own(p)
+
+    def _own(self, p: Progress) -> int:
+        """What was done when the phase started, and samples a unit took over from a checkpoint
+        (``recovered``), are not this run's work."""
+        return max(p.done - max(self._base.get(p.what, 0), p.recovered), 0)
 
     def status(self, p: Progress) -> str:
         """The one-line summary of ``p``: counts, rate, FLOP rate, ETA, checkpoints."""
         elapsed = max(self.clock() - self._t0, 1e-9)
-        rate = max(p.done - max(self._done0, p.recovered), 0) / elapsed
+        rate = self._own(p) / elapsed
         parts = []
         if p.mlps_total is not None:
             parts.append(f"{format_count(p.mlps_done)}/{format_count(p.mlps_total)} MLPs")

@@ -195,8 +195,19 @@ def stop_point(needed: float, step: int, cap: int, min_samples: int = 0) -> int:
     if not math.isfinite(want) or want >= cap:
         return int(cap)
     k = max(1, math.ceil(want / step))
-    k = 1 << (k - 1).bit_length() if k <= CHECK_SPAN else -(-k // CHECK_SPAN) * CHECK_SPAN
+    while not is_check_point(k):  # at most CHECK_SPAN steps on: the schedule lives in is_check_point
+        k += 1
     return int(min(k * step, cap))
+
+
+def chosen_stderr(stderr: np.ndarray, layer: str) -> np.ndarray:
+    """The standard errors a target applies to (``--stderr-layer``): the last layer's, or all."""
+    return stderr[-1:] if layer == "last" else stderr
+
+
+def meets_target(stderr: np.ndarray, target: float, layer: str) -> bool:
+    """Whether every chosen standard error is at most ``target`` (a NaN one never is)."""
+    return bool(np.all(chosen_stderr(stderr, layer) <= target))
 
 
 def is_check_point(steps: int) -> bool:

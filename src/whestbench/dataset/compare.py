@@ -160,8 +160,14 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
     )
 
     targeted = any(s.n_used is not None for s in a.splits) or any(s.n_used is not None for s in b.splits)
-    if not targeted and a.n_samples != b.n_samples:
-        _judge(a, b, shared, report, name, z_max, None, False)
+    if not targeted and a.n_samples != b.n_samples:  # the seed page's bit-equivalence needs equal n_samples
+        report.check(
+            f"{name}: n_samples",
+            False,
+            f"{a.n_samples:,} vs {b.n_samples:,}: different Monte-Carlo estimates, not comparable bit for bit; "
+            f"re-bake with --n-samples {a.n_samples} to compare",
+        )
+        _judge(a, b, shared, report, name, z_max, "ground truth", False, reason="different n_samples")
         return
     if targeted:  # MLPs stopped at a target: what counts is the samples each MLP used, not the cap
         same = [p for p in shared if _count(a, p[0], p[1]) == _count(b, p[2], p[3])]
@@ -180,11 +186,10 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
 
 
 def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, z_max: float | None,
-           check: str | None, same_counts: bool, reason: str = "") -> None:
+           check: str, same_counts: bool, reason: str = "") -> None:
     """The ``{name}: {check}`` verdict on ``shared`` pairs of MLPs. ``same_counts``: every pair used the
     same samples, so the bakes' sampler and arithmetic decide how closely they must agree; otherwise
-    they are different estimates, compared statistically (``check`` None: the bakes' n_samples differ,
-    which the seed page's bit-equivalence comparison reports as a failure)."""
+    they are different estimates, compared statistically (``reason`` says why)."""
     ma = np.stack([sa.means[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
     mb = np.stack([sb.means[j] for _, _, sb, j in shared])
     fa = np.stack([sa.final[i] for sa, i, _, _ in shared])
@@ -198,15 +203,6 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
     var_rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(vb), 1e-300)))
     diffs = f"max |Δmean| = {max_d:.3g} ({n_diff} of {delta.size} values differ), max rel Δ avg_variance = {var_rel:.3g}"
 
-    if check is None:
-        report.check(
-            f"{name}: n_samples",
-            False,
-            f"{a.n_samples:,} vs {b.n_samples:,}: different Monte-Carlo estimates, not comparable bit for bit; "
-            f"re-bake with --n-samples {a.n_samples} to compare",
-        )
-        _compare_stats(a, b, shared, delta, report, name, z_max, "different n_samples")
-        return
     if not same_counts:
         _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
         return

@@ -281,8 +281,8 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
     from whestbench.dataset.verify import undefined_stderr
 
     n_samples = md.get("n_samples") if isinstance(md.get("n_samples"), int) else 0
-    counts = (read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy().astype(np.float64)
-              if N_USED_COLUMN in columns else np.full(se.shape[0], float(n_samples)))
+    counts = (read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy().astype(np.int64)
+              if N_USED_COLUMN in columns else np.full(se.shape[0], n_samples, dtype=np.int64))
     undefined = undefined_stderr(md, counts, se.shape)  # where the estimator has no standard error: NaN
     for layer in range(se.shape[1] if se.size else 0):
         values = se[:, layer]
@@ -299,10 +299,9 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
             text += f" ({int(nan.sum()):,} of {values.size:,} n/a: too few samples)"
         lines.append(text)
     if N_USED_COLUMN in columns:
-        used = read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy()
         target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else {}
         lines.append(f"      samples used (target stderr {sanitize(target.get('value'))} on the {sanitize(target.get('layer'))} "
-                     f"layer): min {int(used.min()):,}, median {int(np.median(used)):,}, max {int(used.max()):,}")
+                     f"layer): min {int(counts.min()):,}, median {int(np.median(counts)):,}, max {int(counts.max()):,}")
     return lines
 
 

@@ -676,7 +676,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
     stopped only at a check point, and an MLP that stopped early has every chosen standard error
     at or under the target."""
-    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, is_check_point, n_batches
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, chosen_stderr, is_check_point, meets_target, n_batches
 
     target = ds.md.get("target_stderr")
     if target is None:
@@ -708,11 +708,9 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
                 problems.append(f"{who} stopped at {used:,} samples, not a check point (multiples of {step:,})")
             elif cv and isinstance(batch, int) and batch > 0 and n_batches(used, batch) < MIN_RELIABLE_BATCHES:
                 problems.append(f"{who} stopped at {used:,} samples, before {MIN_RELIABLE_BATCHES} batches")
-            elif s.stderr is not None:
-                chosen = s.stderr[i][-1:] if layer == "last" else s.stderr[i]
-                if not np.all(chosen <= np.float32(value)):
-                    problems.append(f"{who} stopped early at {used:,} samples with a standard error of "
-                                    f"{float(np.nanmax(chosen)):.4g} > target {value:g}")
+            elif s.stderr is not None and not meets_target(s.stderr[i], np.float32(value), layer):
+                problems.append(f"{who} stopped early at {used:,} samples with a standard error of "
+                                f"{float(np.nanmax(chosen_stderr(s.stderr[i], layer))):.4g} > target {value:g}")
         if len(problems) >= 3:
             break
     early = sum(int(s.n_used[i]) < cap for s, i in rows)

@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from whestbench.compute.estimators import chosen_stderr
 from whestbench.work.executor import Job, LocalExecutor
 from whestbench.work.ledger import Ledger
 from whestbench.work.units import mlp_totals
@@ -52,7 +53,7 @@ class Calibration:
         each timed MLP, then the median over MLPs. The standard error shrinks as 1/√N."""
         needs = []
         for se in self.stderr:
-            chosen = (se[-1:] if layer == "last" else se).ravel()
+            chosen = chosen_stderr(se, layer).ravel()
             chosen = chosen[np.isfinite(chosen)]  # NaN: the timed run was too short for a standard error
             if chosen.size:  # all 0 (exact means, dead neurons): reached at once
                 worst = float(np.quantile(chosen, quantile))

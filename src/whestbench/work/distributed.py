@@ -408,8 +408,6 @@ class _Epoch:
         t0 = time.perf_counter()
         try:
             sums = ctx.step(self.spec, self.job.compute, unit, uctx)
-            if not uctx.arithmetic_held():
-                raise UnitStopped(unit.key)  # finished after the BLAS limit was lifted: not posted
         except UnitStopped:
             self.tracker.unit_abandoned(unit, checkpointed=uctx.checkpoints is not None)
             ns.set(f"stopped/{i}", "1")  # its checkpoint (if any) was posted first: rank 0 waits no longer
@@ -576,8 +574,12 @@ def _collect(run: _Epoch) -> None:
             pending.discard(i)
             inflight.discard(i)
             got = True
-            owner = _get_text(ns, f"owner/{i}")
-            tracker.unit_done(unit, sums.count, owner=int(owner.split(" ")[0]) if owner else None)
+            if i not in owners:  # known once its owner was watched; else as the owner posted it
+                text = _get_text(ns, f"owner/{i}")
+                owner = int(text.split(" ")[0]) if text else None
+            else:
+                owner = owners[i][0]
+            tracker.unit_done(unit, sums.count, owner=owner)
         now = time.monotonic()
         if now - read_progress >= PROGRESS_EVERY_S:
             read_progress = now

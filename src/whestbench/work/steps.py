@@ -134,11 +134,13 @@ class UnitContext:
 
 
 def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | None = None) -> LayerSums:
-    """Compute ``unit`` of ``spec`` (continuing from its checkpoint if it has one)."""
+    """Compute ``unit`` of ``spec`` (continuing from its checkpoint if it has one). UnitStopped when
+    the bake's fixed arithmetic was lifted before it finished: its result is not the bake's."""
     ctx = ctx or UnitContext()
-    if spec.sampler == "pcg64":
-        return _run_pcg64(spec, unit, ctx)
-    return _run_philox(spec, compute, unit, ctx)
+    sums = _run_pcg64(spec, unit, ctx) if spec.sampler == "pcg64" else _run_philox(spec, compute, unit, ctx)
+    if not ctx.arithmetic_held():
+        raise UnitStopped(unit.key)
+    return sums
 
 
 def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None:

@@ -128,14 +128,13 @@ class WorkSpec:
     def target_reached(self, sums: LayerSums) -> bool:
         """Whether every chosen neuron's standard error is at most the target (one MLP's sums). A
         control-variate estimate is not judged before it has ``MIN_RELIABLE_BATCHES`` batches."""
-        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, finalize_estimates, n_batches
+        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, finalize_estimates, meets_target, n_batches
 
         batches = n_batches(sums.count, self.cv_batch)
         if self.estimator == "control-variate" and batches < MIN_RELIABLE_BATCHES:
             return False
         _, stderr = finalize_estimates(sums, self.estimator, batches)
-        chosen = stderr[-1:] if self.stderr_layer == "last" else stderr
-        return bool(np.all(chosen <= self.target_stderr))  # NaN (too few samples) is never reached
+        return meets_target(stderr, self.target_stderr, self.stderr_layer)  # NaN (too few samples) never is
 
     def count_allowed(self, unit: Unit, count: int) -> bool:
         """Whether a unit's result may cover ``count`` samples per MLP: all of them, or (with a target)
