@@ -271,3 +271,50 @@ def test_honest_bakes_do_not_false_alarm_over_seeds_and_shapes(tmp_path):
             assert report.ok, (width, depth, estimator, n, failed(report))
             shutil.rmtree(ds)
     assert k >= 20
+
+
+# --- --recompute ------------------------------------------------------------------------------
+
+
+def test_recompute_is_bit_identical_on_an_honest_bake_and_reuses_its_work(plain, tmp_path):
+    report = verify_dataset(plain, recompute=2, sample_seed=1, recompute_root=tmp_path / "rc")
+    c = checks(report)
+    assert report.ok, failed(report)
+    assert "mlp_id" in c["recompute"].detail and "bit-identical" in c["recompute: ground truth"].detail
+    assert c["recompute: standard errors"].detail.startswith("bit-identical")
+    (done,) = list((tmp_path / "rc").iterdir())
+    stamp = (done / "metadata.json").stat().st_mtime_ns
+    assert verify_dataset(plain, recompute=2, sample_seed=1, recompute_root=tmp_path / "rc").ok
+    assert (done / "metadata.json").stat().st_mtime_ns == stamp  # reused, not baked again
+
+
+def test_recompute_sees_a_five_standard_error_shift_that_the_pilot_cannot(plain, tmp_path, rewrite_dataset):
+    def edit(i, row):
+        se = row["all_layer_stderr"][2][4]
+        row["all_layer_means"][2][4] += 5 * se
+        row["final_means"][4] = row["all_layer_means"][2][4]
+
+    shifted = rewrite_dataset(plain, tmp_path / "shift5", edit_row=edit)
+    assert verify_dataset(shifted).ok  # 5 standard errors at N = 2e5: below any pilot's resolution
+    bad = failed(verify_dataset(shifted, recompute=1, recompute_root=tmp_path / "rc"))
+    assert "recompute: ground truth" in bad and "NOT bit-identical" in bad["recompute: ground truth"]
+
+
+def test_recompute_of_a_philox_bake_on_the_cpu(tmp_path):
+    pytest.importorskip("torch")
+    from whestbench.dataset_torch import create_dataset_torch
+
+    ds = create_dataset_torch(n_mlps=3, n_samples=20_000, width=8, depth=2, seed=5, device="cpu",
+                              output_path=tmp_path / "philox")
+    report = verify_dataset(ds, recompute=1, device="cpu", recompute_root=tmp_path / "rc")
+    assert report.ok, failed(report)
+    assert "torch on cpu" in checks(report)["recompute"].detail
+
+
+def test_recompute_refuses_a_device_for_a_pcg64_dataset_before_any_check(plain):
+    from whestbench.errors import UsageError
+
+    with pytest.raises(UsageError, match="philox datasets only"):
+        verify_dataset(plain, recompute=1, device="cuda", on_check=lambda c: pytest.fail("a check ran"))
+    with pytest.raises(UsageError, match="--device applies to --recompute only"):
+        verify_dataset(plain, device="cpu")

@@ -49,12 +49,13 @@ class PilotMoments:
     y_sd: np.ndarray
     """the activation's own standard deviation (equals ``sd`` for the plain estimator)."""
     y_var: np.ndarray
-    """population variance of the activation (ddof 0): what ``avg_variance`` averages."""
+    """population variance of the activation (ddof 0), final layer only (0 elsewhere): what
+    ``avg_variance`` averages."""
     y_var_sd: np.ndarray
-    """standard error of ``y_var`` (``sqrt((μ₄ − σ⁴)/n)``)."""
+    """standard error of ``y_var`` (``sqrt((μ₄ − σ⁴)/n)``), final layer only."""
     corr_fro: np.ndarray
-    """(depth,) ``‖R‖_F`` of the estimated quantity's correlation matrix across a layer's live
-    neurons, biased upward by the pilot's noise (conservative)."""
+    """(depth,) control variates only (0 for plain): ``‖R‖_F`` of the residuals' correlation matrix
+    across a layer's live neurons, biased upward by the pilot's noise (conservative)."""
 
 
 def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, controls=None) -> PilotMoments:
@@ -69,51 +70,67 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     depth, width, _ = weights.shape
     rng = np.random.default_rng(audit_stream(seed))
     x = rng.standard_normal((n, width), dtype=np.float32)
-    vals = np.empty((depth, n, width), dtype=np.float64)  # the estimated quantity, per layer
-    ys = np.empty((depth, n, width), dtype=np.float32)  # the activations
+    vals = np.empty((depth, n, width), dtype=np.float32)  # the estimated quantity, per layer
+    y_sd = np.empty((depth, width))
     for lo in range(0, n, _ROWS):
         h = x[lo:lo + _ROWS]
-        rows = h.shape[0]
         phi = None
         for layer in range(depth):
             z = h @ weights[layer]  # (rows, w)
             h = np.maximum(z, np.float32(0.0))
-            ys[layer, lo:lo + rows] = h
             if controls is not None and layer == 1:
-                y1 = ys[0, lo:lo + rows].astype(np.float64)
-                z64 = z.astype(np.float64)
-                phi = np.concatenate([y1 - controls.mu1, z64 * z64 - controls.ez2sq], axis=1)  # (rows, 2w)
+                y1 = vals[0, lo:lo + h.shape[0]]
+                phi = np.concatenate([y1 - controls.mu1.astype(np.float32),
+                                      z * z - controls.ez2sq.astype(np.float32)], axis=1)  # (rows, 2w)
             if controls is not None and layer >= 1:
-                fit = phi @ controls.coef[:, (layer - 1) * width:layer * width]  # (rows, w)
-                vals[layer, lo:lo + rows] = h.astype(np.float64) - fit
+                coef = controls.coef[:, (layer - 1) * width:layer * width].astype(np.float32)
+                vals[layer, lo:lo + h.shape[0]] = h - phi @ coef  # (rows, w) residual
             else:
-                vals[layer, lo:lo + rows] = h
-    mean = vals.mean(axis=1)  # (depth, w)
-    dev = vals - mean[:, None, :]
-    m2 = np.mean(dev**2, axis=1)
-    m3 = np.mean(dev**3, axis=1)
-    m4 = np.mean(dev**4, axis=1)
+                vals[layer, lo:lo + h.shape[0]] = h
+    # moments per layer in fp64 accumulation over float32 deviations (~1e-7 relative: far below 1/sqrt(n))
+    mean = np.empty((depth, width))
+    m2, m3, m4 = (np.empty((depth, width)) for _ in range(3))
+    active = np.empty((depth, width), dtype=np.int64)
+    corr_fro = np.zeros(depth)
+    for layer in range(depth):
+        v = vals[layer]  # (n, w)
+        mean[layer] = v.sum(axis=0, dtype=np.float64) / n
+        dev = v - mean[layer].astype(np.float32)
+        sq = dev * dev
+        m2[layer] = sq.sum(axis=0, dtype=np.float64) / n
+        m3[layer] = (sq * dev).sum(axis=0, dtype=np.float64) / n
+        m4[layer] = (sq * sq).sum(axis=0, dtype=np.float64) / n
+        if controls is not None:
+            live = m2[layer] > 0
+            if live.any():
+                d = dev[:, live] / np.sqrt(m2[layer][live]).astype(np.float32)  # (n, k) standardised
+                corr = (d.T @ d).astype(np.float64) / n  # (k, k)
+                corr_fro[layer] = math.sqrt(float(np.sum(corr * corr)))
+        if controls is None:
+            active[layer] = np.count_nonzero(v > 0, axis=0)
+    if controls is not None:  # the activations themselves: their activity and spread (one more pass)
+        h = x
+        for layer in range(depth):
+            h = np.maximum(h @ weights[layer], np.float32(0.0))
+            active[layer] = np.count_nonzero(h > 0, axis=0)
+            y_sd[layer] = h.std(axis=0, dtype=np.float64, ddof=1)
+        final = h
+    else:
+        final = vals[-1]
     with np.errstate(divide="ignore", invalid="ignore"):
         skew = np.where(m2 > 0, m3 / np.where(m2 > 0, m2, 1.0) ** 1.5, 0.0)
         kurt = np.where(m2 > 0, m4 / np.where(m2 > 0, m2, 1.0) ** 2, 0.0)
     sd = np.sqrt(m2 * n / max(n - 1, 1))
-    y64 = ys.astype(np.float64)
-    ydev = y64 - y64.mean(axis=1)[:, None, :]
-    y_var = np.mean(ydev**2, axis=1)
-    y_var_sd = np.sqrt(np.maximum(np.mean(ydev**4, axis=1) - y_var**2, 0.0) / n)
-    active = np.count_nonzero(ys > 0, axis=1).astype(np.int64)
-    corr_fro = np.empty(depth)
-    for layer in range(depth):
-        live = m2[layer] > 0
-        k = int(live.sum())
-        if k == 0:
-            corr_fro[layer] = 0.0
-            continue
-        d = dev[layer][:, live] / np.sqrt(m2[layer][live])  # (n, k) standardised
-        corr = (d.T @ d) / n  # (k, k)
-        corr_fro[layer] = math.sqrt(float(np.sum(corr * corr)))
-    return PilotMoments(n, mean, sd, skew, kurt, active, np.sqrt(y_var * n / max(n - 1, 1)), y_var, y_var_sd,
-                        corr_fro)
+    if controls is None:
+        y_sd = sd
+    fmean = final.sum(axis=0, dtype=np.float64) / n
+    fdev = final - fmean.astype(np.float32)
+    fsq = fdev * fdev
+    y_var = np.zeros((depth, width))
+    y_var_sd = np.zeros((depth, width))
+    y_var[-1] = fsq.sum(axis=0, dtype=np.float64) / n  # only the final layer's: what avg_variance averages
+    y_var_sd[-1] = np.sqrt(np.maximum((fsq * fsq).sum(axis=0, dtype=np.float64) / n - y_var[-1] ** 2, 0.0) / n)
+    return PilotMoments(n, mean, sd, skew, kurt, active, y_sd, y_var, y_var_sd, corr_fro)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -120,9 +120,10 @@ def _estimator(md: dict) -> str:
     return est.get("name", "plain") if isinstance(est, dict) else "plain"
 
 
-def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None) -> None:
-    """Add the ``against: …`` checks of ``a`` (already scanned by ``verify``) against the bake at ``other``."""
-    name = "against"
+def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None,
+                 name: str = "against") -> None:
+    """Add the ``{name}: …`` checks of ``a`` (already scanned by ``verify``) against the bake at ``other``
+    (``verify --against``, or ``verify --recompute``'s fresh bake of some of its MLPs)."""
     try:
         md = read_metadata(other)
         validate_metadata(md, allow_partial=True)

@@ -112,6 +112,11 @@ def verify_dataset(
     on_check: Callable[[Check], None] | None = None,
     sample_mlps: int | None = None,
     sample_seed: int = 0,
+    recompute: int | None = None,
+    device: str | None = None,
+    recompute_root: str | Path | None = None,
+    on_event=None,
+    stop=None,
 ) -> VerifyReport:
     """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
 
@@ -119,6 +124,10 @@ def verify_dataset(
     covers every row).
     ``sample_mlps`` runs the per-MLP pilot statistics on that many MLPs chosen at random with
     ``sample_seed`` (huge datasets; the choice is reported).
+    ``recompute`` bakes that many MLPs (chosen at random with ``sample_seed``) again with the
+    dataset's own recipe (``device`` for philox datasets) in ``recompute_root`` (default: the user
+    cache; resumable) and compares every numeric column (``dataset.recompute``); ``on_event`` hears
+    that bake's progress and ``stop`` interrupts it (resumable).
     ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
     each check as it completes (the CLI prints it). Raises UsageError only for arguments that
     cannot name a dataset (a path that does not exist, a non-positive ``n_check``).
@@ -132,6 +141,19 @@ def verify_dataset(
         raise UsageError(f"--n-check must be a positive integer; got {n_check!r}.")
     if sample_mlps is not None and (isinstance(sample_mlps, bool) or not isinstance(sample_mlps, int) or sample_mlps <= 0):
         raise UsageError(f"--sample-mlps must be a positive integer; got {sample_mlps!r}.")
+    if recompute is not None and (isinstance(recompute, bool) or not isinstance(recompute, int) or recompute <= 0):
+        raise UsageError(f"--recompute must be a positive integer; got {recompute!r}.")
+    if device is not None and recompute is None:
+        raise UsageError("--device applies to --recompute only; add --recompute K, or leave --device out.")
+    if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
+        from whestbench.dataset.recompute import recipe
+
+        try:
+            recipe(read_metadata(directory), device)
+        except UsageError:
+            raise
+        except (InvalidDatasetError, KeyError, TypeError, ValueError):
+            pass  # the metadata check reports a broken dataset
     report = VerifyReport(directory, against, on_check=on_check)
     ds = _integrity(directory, report)
     if ds is None:
@@ -141,7 +163,31 @@ def verify_dataset(
         from whestbench.dataset.compare import compare_with  # compare builds on this module
 
         compare_with(ds, against, report, n_check=n_check, z_max=z_max)
+    if recompute is not None:
+        _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop)
     return report
+
+
+def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, device: str | None,
+               root, on_event, stop) -> None:
+    from whestbench.dataset import plausibility
+    from whestbench.dataset.compare import compare_with
+    from whestbench.dataset.recompute import recipe, recompute
+
+    rows = plausibility.choose_rows(list(ds.rows()), k, sample_seed)
+    if not rows:
+        report.skip("recompute", "the dataset has no rows")
+        return
+    rec = recipe(ds.md, device)
+    seeds = [int(s.seeds[i]) for s, i in rows]
+    ids = ", ".join((f"{s.name}:" if ds.is_multi else "") + str(int(s.ids[i])) for s, i in rows)
+    how = rec["backend"] + (f" on {rec['device']}" if rec["device"] else "")
+    report.check("recompute", True, f"{len(rows)} MLP(s) chosen at random with --sample-seed {sample_seed}: mlp_id {ids}; "
+                 f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
+                 + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
+    path = recompute(ds.md, seeds, device=device, root=Path(root) if root is not None else None, on_event=on_event,
+                     stop=stop)
+    compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
 
 
 def bonferroni_z(n_tests: int, p_overall: float = P_OVERALL) -> float:
