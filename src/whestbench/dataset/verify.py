@@ -756,7 +756,8 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
     stopped only at a check point, and an MLP that stopped early has every chosen standard error
     at or under the target."""
-    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, chosen_stderr, is_check_point, meets_target, n_batches
+    from whestbench.compute.estimators import (MIN_RELIABLE_BATCHES, TARGET_RULE, chosen_stderr, is_check_point,
+                                               meets_target, n_batches)
 
     target = ds.md.get("target_stderr")
     if target is None:
@@ -777,6 +778,9 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     batch = est.get("batch_samples")
     cv = est.get("name") == "control-variate"
     cap = ds.n_samples
+    if target.get("rule") == TARGET_RULE:
+        _planned_counts(ds, rows, report, float(value), layer, step, cv, batch)
+        return
     problems = []
     for s, i in rows:
         used = int(s.n_used[i])
@@ -793,10 +797,53 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
                                 f"{float(np.nanmax(chosen_stderr(s.stderr[i], layer))):.4g} > target {value:g}")
         if len(problems) >= 3:
             break
-    early = sum(int(s.n_used[i]) < cap for s, i in rows)
     report.check("target", not problems, "; ".join(problems) if problems else
-                 f"{early} of {len(rows)} MLP(s) reached the target {value:g} ({layer} layer) before n_samples="
-                 f"{cap:,}, at check points; the rest used all n_samples")
+                 f"{_stops(ds, rows, cap)} (sequential rule of whestbench 0.17.0 bakes: each early stop at a check point, "
+                 f"its standard errors at or under the target {value:g}, {layer} layer)")
+
+
+def _stops(ds: DatasetScan, rows, cap: int) -> str:
+    """How the MLPs of a target bake stopped, from the real counts."""
+    early = sum(int(s.n_used[i]) < cap for s, i in rows)
+    if early == len(rows):
+        return f"all {early} MLP(s) stopped before n_samples={cap:,}"
+    if early == 0:
+        return f"none of the {len(rows)} MLP(s) stopped before n_samples={cap:,} (the cap decided every count)"
+    return f"{early} of {len(rows)} MLP(s) stopped before n_samples={cap:,}, {len(rows) - early} used all of it"
+
+
+def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, layer: str, step, cv: bool,
+                    batch) -> None:
+    """The two-stage rule: each MLP's count is what its own pilot plans (``estimators.planned_samples``),
+    a function of the seed and the recipe alone: recompute it and require equality."""
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.work.units import _planned
+
+    if not (isinstance(step, int) and step > 0) or (cv and not (isinstance(batch, int) and batch > 0)):
+        report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
+                     "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")
+        return
+    min_samples = batch * MIN_RELIABLE_BATCHES if cv else 0
+    estimator = "control-variate" if cv else "plain"
+    problems, checked = [], 0
+    for s, i in rows:
+        seed = int(s.seeds[i])
+        w = weights_for_seed(seed, ds.width, ds.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+            continue  # weights that do not re-derive: the weights check has said so
+        want = _planned(seed, ds.width, ds.depth, estimator, value, layer, step, ds.n_samples, min_samples)
+        used = int(s.n_used[i])
+        checked += 1
+        if used != want:
+            problems.append(f"mlp_id {int(s.ids[i])} used {used:,} samples; its pilot plans {want:,} for a standard "
+                            f"error of {value:g} ({layer} layer)")
+        if len(problems) >= 3:
+            break
+    report.check("target", not problems, "; ".join(problems) + " (n_samples_used or the target was edited, or the "
+                 "bake is wrong)" if problems else f"{_stops(ds, rows, ds.n_samples)}; all {checked} counts equal what "
+                 f"each MLP's own pilot plans for a standard error of {value:g} ({layer} layer), fixed before "
+                 "sampling (unbiased)")
 
 
 def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
