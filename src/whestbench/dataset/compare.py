@@ -174,11 +174,12 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
         same = [p for p in shared if _count(a, p[0], p[1]) == _count(b, p[2], p[3])]
         other = [p for p in shared if _count(a, p[0], p[1]) != _count(b, p[2], p[3])]
         mode, _ = compare_mode(a, b)
-        if other and mode == "bits":
+        same_target = isinstance(a.md.get("target_stderr"), dict) and a.md.get("target_stderr") == b.md.get("target_stderr")
+        if other and mode == "bits" and same_target:
             sa, i, sb, j = other[0]
             report.check(f"{name}: sample counts", False,
                          f"{len(other)} of {len(shared)} MLP(s) used other sample counts, first mlp_id {int(sa.ids[i])}: "
-                         f"{int(_count(a, sa, i)):,} vs {int(_count(b, sb, j)):,}; bakes of the same samples and "
+                         f"{int(_count(a, sa, i)):,} vs {int(_count(b, sb, j)):,}; target bakes of the same samples, target and "
                          "arithmetic stop at the same check point (n_samples_used was edited, or a bake is wrong)")
         else:
             report.check(f"{name}: sample counts", True,

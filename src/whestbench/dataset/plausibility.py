@@ -291,8 +291,8 @@ def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> 
                                 f"float32 rounding, {tol:.2g})")
                 continue
         pm = a.pilot
-        if pm is None:
-            continue
+        if pm is None or a.n < 2:
+            continue  # one sample has no spread: avg_variance is 0 by definition
         want = float(np.mean(pm.y_var[-1]))
         sd = float(np.mean(pm.y_var_sd[-1]))  # the sd of a mean of correlated estimates is at most the mean sd
         z_lim = bonferroni_z(len(audited), p_overall / P_FAMILY_SHARE)
