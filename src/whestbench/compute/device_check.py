@@ -30,9 +30,9 @@ PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE = "philox-words", "block-sums", "row-in
 CHECK_NAMES = (PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE)
 
 # Fixed keys (Random123's known-answer key and an all-ones word) and counters: the start, around
-# lo32(n) wrapping into hi32(n) = 1, and the last samples below 2**63 (the largest n_samples).
+# lo32(n) wrapping into hi32(n) = 1, and the last samples a bake can have (n_samples < 2**63).
 CHECK_KEYS = ((0xA4093822, 0x299F31D0), (0xFFFFFFFF, 0x00000000))
-CHECK_COUNTERS = ((0, 128), (2**32 - 64, 2**32 + 64), (2**63 - 64, 2**63))
+CHECK_COUNTERS = ((0, 128), (2**32 - 64, 2**32 + 64), (2**63 - 65, 2**63 - 1))
 
 # Normals: |device - numpy| in float32 ulps of max(|numpy|, NORMAL_ULP_FLOOR). Measured (docs/
 # sampler-philox.md, 10**8 normals): <= 5 ulp for |x| >= 1e-3 between numpy and the numba kernel,
@@ -86,13 +86,16 @@ def _mismatches(device: np.ndarray | None, reference: np.ndarray) -> int:
 
 def judge_philox(words: list[np.ndarray], ref_words: list[np.ndarray], uniforms: list[np.ndarray] | None,
                  normals: list[np.ndarray], ref_normals: list[np.ndarray]) -> CheckResult:
-    """``philox-words`` from the device's words (uint32), uniforms (float32; None where the path does
-    not expose them) and normals, and the specification's, one array per (key, counter range)."""
+    """``philox-words`` from the device's words (uint32), the uniforms it makes of those words
+    (float32; None where the path does not expose them: compared with ``philox.uniforms`` of the same
+    words, so a wrong word is counted once) and its normals, against the specification's words and
+    normals, one array per (key, counter range)."""
     n_words = sum(int(r.size) for r in ref_words)
     bad_words = sum(_mismatches(np.asarray(w, dtype=np.uint32), r) for w, r in zip(words, ref_words))
     bad_unif = 0
     if uniforms is not None:
-        bad_unif = sum(_mismatches(np.asarray(u, dtype=np.float32), philox.uniforms(r)) for u, r in zip(uniforms, ref_words))
+        bad_unif = sum(_mismatches(np.asarray(u, dtype=np.float32), philox.uniforms(np.asarray(w, dtype=np.uint32)))
+                       for u, w in zip(uniforms, words))
     ulps = max((normal_ulps(n, r) for n, r in zip(normals, ref_normals)), default=0.0)
     passed = bad_words == 0 and bad_unif == 0 and ulps <= NORMAL_ULPS
     parts = [f"{bad_words} of {n_words} words"]
