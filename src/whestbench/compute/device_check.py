@@ -143,16 +143,19 @@ _ROW_NAMES = ("sums", "sums of squares", "control-variate sums", "control-variat
 
 def judge_block_sums(device: np.ndarray, reference: np.ndarray, count: int, depth: int) -> CheckResult:
     """``block-sums``: the device's packed sums ``(rows, width)`` against the fp64 reference's over the
-    same ``count`` samples, as means. Per value ``|Δ| / max(1, |reference mean|)`` (means of squares
-    can exceed 1: relative above 1, absolute below) must be at most ``GATE_MAX_ABS``; per layer and
-    kind, the mean of Δ over the neurons at most ``GATE_MAX_BIAS``."""
+    same ``count`` samples, as means, in the units of an activation: a mean's Δ as it is (relative
+    above 1), a mean square's Δ divided by ``2·rms`` (``Δ(h²) ≈ 2h·Δh``; absolute below rms 1/2).
+    Each must be at most ``GATE_MAX_ABS``; per layer and kind, their mean over the neurons at most
+    ``GATE_MAX_BIAS`` (SPEC section 3's gate, made for means, applied to every row)."""
     dev = np.asarray(device, dtype=np.float64) / count
     ref = np.asarray(reference, dtype=np.float64) / count
     if dev.shape != ref.shape or not np.all(np.isfinite(dev)):
         return CheckResult(BLOCK_SUMS, False, float("inf"), GATE_MAX_ABS,
                            f"the device path returned {dev.shape} values (finite: {bool(np.all(np.isfinite(dev)))}), "
                            f"expected {ref.shape} finite sums")
-    delta = (dev - ref) / np.maximum(1.0, np.abs(ref))
+    squares = (np.arange(ref.shape[0]) // depth % 2 == 1)[:, None]  # sums of squares, cv sums of squares
+    scale = np.where(squares, 2.0 * np.sqrt(np.abs(ref)), np.abs(ref))
+    delta = (dev - ref) / np.maximum(1.0, scale)
     worst = float(np.max(np.abs(delta)))
     bias_rows = np.abs(delta.mean(axis=1))
     bias = float(np.max(bias_rows))
