@@ -61,7 +61,8 @@ def report_lines(rec: dict[str, Any]) -> list[str]:
              f"  whestbench {v.get('whestbench')}, python {v.get('python')}, numpy {v.get('numpy')} with "
              f"{blas.get('library')} {blas.get('version') or ''} ({blas.get('kernel')}, {blas.get('threads')} threads), "
              f"numba {v.get('numba')}",
-             f"  torch {v.get('torch')}, CUDA {v.get('cuda')}, driver {v.get('cuda_driver')}, triton {v.get('triton')}",
+             f"  torch {v.get('torch') or 'not installed'}, CUDA {v.get('cuda') or 'none'}, "
+             f"driver {v.get('cuda_driver') or 'none'}, triton {v.get('triton') or 'not installed'}",
              "device:"]
     facts = [str(d.get("name"))]
     if d.get("capability"):

@@ -189,7 +189,7 @@ def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
                             calib_mlps=mlps, calib_samples=n, workers=plan.workers, sync=sync)
     return {"path": path.label, "shape": f"{width}x{depth}", "gflops": cal.gflops, "samples_per_s": cal.samples_per_s,
             "seconds": cal.seconds, "mlps": mlps, "samples_per_mlp": cal.calib_samples,
-            "projected_s": cal.projected_s, "projected": f"{PROJECT_MLPS} MLPs x {PROJECT_SAMPLES:.0e} samples"}
+            "projected_s": cal.projected_s, "projected": f"{PROJECT_MLPS} MLPs × {PROJECT_SAMPLES:,} samples"}
 
 
 def diagnose(device: str = "auto", *, quick: bool = False, on_note: Callable[[str], None] = lambda s: None) -> Diagnosis:
