@@ -194,3 +194,17 @@ def test_faults_fail_their_checks_on_cuda(monkeypatch):
     with monkeypatch.context() as m:  # the stretch's chunks: 8192 rows, then 2048
         m.setattr(torch, "bmm", row_count_dependent_bmm(4096))
         assert not dc.check_device(plan.spec, plan.compute).checks[2].passed
+
+
+def test_a_check_that_raises_fails_with_the_error_in_its_detail(monkeypatch):
+    from whestbench.compute import philox_numba
+
+    def broken(key, n0, out):
+        raise RuntimeError("no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(philox_numba, "normals_into", broken)
+    plan = _plan()
+    result = dc.check_device(plan.spec, plan.compute)
+    assert not result.passed  # the sampler feeds all three checks
+    assert [c.name for c in result.refusals()] == ["philox-words", "block-sums", "row-invariance"]
+    assert all(c.detail.startswith("could not run: RuntimeError: no kernel image") for c in result.checks)

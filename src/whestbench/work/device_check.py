@@ -260,9 +260,26 @@ def check_sums(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, CheckResu
     return block, rows
 
 
+def _raised(names: tuple[str, ...], exc: Exception) -> tuple[CheckResult, ...]:
+    """A check that could not run failed: on a new device a kernel that does not compile or a
+    driver error is exactly what the check is for, and it belongs in the report, not a traceback."""
+    from whestbench.text import one_line
+
+    why = f"could not run: {type(exc).__name__}: {one_line(str(exc))[:300]}"
+    return tuple(CheckResult(name, False, float("inf"), 0.0, why) for name in names)
+
+
 def run_checks(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, ...]:
-    """The three checks of ``compute``'s path at ``spec``'s shape."""
-    return (check_philox(compute, spec.width), *check_sums(spec, compute))
+    """The three checks of ``compute``'s path at ``spec``'s shape (one that raises fails)."""
+    try:
+        words = (check_philox(compute, spec.width),)
+    except Exception as exc:  # noqa: BLE001 - reported as the check's failure
+        words = _raised((PHILOX_WORDS,), exc)
+    try:
+        sums = check_sums(spec, compute)
+    except Exception as exc:  # noqa: BLE001
+        sums = _raised((BLOCK_SUMS, ROW_INVARIANCE), exc)
+    return (*words, *sums)
 
 
 # --- what the record says about the machine ---------------------------------------------------------
