@@ -28,7 +28,7 @@ import dataclasses
 import os
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from typing import Any, Callable
 
@@ -162,9 +162,7 @@ class _Stretch:
     weights: np.ndarray  # (B, depth, width, width) float32
     keys: np.ndarray  # (B, 2) uint32
     controls: list | None
-    seed0: int
     samples: int
-    extra: dict = field(default_factory=dict)
 
 
 def _stretch(spec: WorkSpec, batch: int) -> _Stretch:
@@ -183,7 +181,7 @@ def _stretch(spec: WorkSpec, batch: int) -> _Stretch:
         controls = [fit_controls(w0, pilot_stream(seeds[0]), n_pilot=_pilot_samples(spec))] * batch
     short = dataclasses.replace(spec, seeds=tuple(seeds), n_samples=n, mlp_range=(0, batch), target_stderr=None,
                                 mlps_per_unit=batch)
-    return _Stretch(short, weights, keys, controls, seeds[0], n)
+    return _Stretch(short, weights, keys, controls, n)
 
 
 def _pilot_samples(spec: WorkSpec) -> int:
@@ -233,7 +231,7 @@ def other_rows(compute: Compute, spec: WorkSpec, samples: int) -> int:
 def check_sums(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, CheckResult]:
     """``block-sums`` and ``row-invariance`` on one stretch (the first run serves both)."""
     batch = max(1, spec.mlps_per_unit)
-    st = _stretch(spec, max(batch, 2 if batch == 1 else batch))
+    st = _stretch(spec, max(batch, 2))  # the second run may batch 2
     first = device_packed(st, compute, batch)  # the bake's own chunk and batch
     # block-sums: MLP 0 against the fp64 forward pass on the inputs this path draws
     _, _, normals_of = sampler_stages(compute)
@@ -252,6 +250,8 @@ def check_sums(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, CheckResu
         what = f"batches of {batch} and {other_batch} MLPs"
     else:
         rows_a = min(compute.step_rows or st.samples, st.samples)
+        if compute.engine == "numba":
+            rows_a = min(rows_a, philox.BATCH)  # the numba tree runs inside one batch
         rows_b = other_rows(compute, st.spec, st.samples)
         second = device_packed(st, dataclasses.replace(compute, step_rows=rows_b), other_batch)
         what = (f"chunks of {rows_a:,} rows × {batch} MLP(s) and {rows_b:,} rows × {other_batch} MLP(s) "
