@@ -180,13 +180,13 @@ def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
 
         sync = torch.cuda.synchronize
     with torch_threads(plan):
-        first = calibrate(plan.scaled_job, planned_mlps=PROJECT_MLPS, planned_samples=PROJECT_SAMPLES,
-                          calib_mlps=mlps, calib_samples=step, workers=plan.workers, sync=sync)
-        cal = first
-        if first.seconds < seconds / 2:
-            n = max(step, int(step * seconds / max(first.seconds, 1e-6)) // step * step)
+        n = step
+        for _ in range(3):  # size the timed run from the last one (a short run's rate is a rough guide)
             cal = calibrate(plan.scaled_job, planned_mlps=PROJECT_MLPS, planned_samples=PROJECT_SAMPLES,
                             calib_mlps=mlps, calib_samples=n, workers=plan.workers, sync=sync)
+            if cal.seconds >= 0.6 * seconds:
+                break
+            n = max(n + step, int(n * seconds / max(cal.seconds, 1e-6)) // step * step)
     return {"path": path.label, "shape": f"{width}x{depth}", "gflops": cal.gflops, "samples_per_s": cal.samples_per_s,
             "seconds": cal.seconds, "mlps": mlps, "samples_per_mlp": cal.calib_samples,
             "projected_s": cal.projected_s, "projected": f"{PROJECT_MLPS} MLPs × {PROJECT_SAMPLES:,} samples"}
