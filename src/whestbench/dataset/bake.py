@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
+from whestbench.compute.estimators import TARGET_RULE
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
 from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
@@ -267,7 +268,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
         seed_list_digest=seed_list_digest(spec.seeds), seed_source=plan.seed_source,
         bake_command=cfg.bake_command or canonical_command(cfg, plan.seed_source),
         backend=plan.backend, backend_fields=backend_fields, estimator=plan.estimator_md,
-        target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer,
+        target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer, "rule": TARGET_RULE,
                         "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps",
                         "step_samples": spec.step_samples} if spec.target_stderr is not None else None),
         device_check=device_check,
