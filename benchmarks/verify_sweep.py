@@ -65,7 +65,7 @@ def bake_case(root: Path, c: dict, k: int) -> Path:
     if kind == "combined":
         a = one(root / "a", n_mlps=3, seed=500 + k)
         b = one(root / "b", n_mlps=2, seed=600 + k, split="holdout", config="holdout")
-        return combine_split_datasets([a, b], output_dir=root / "combined", skip_prepared_arrow=True)
+        return combine_split_datasets([a, b], output_dir=root / "combined", write_prepared_arrow=False)
     return one(root / "ds", n_mlps=4, seed=100 + k)
 
 
