@@ -318,3 +318,42 @@ def test_recompute_refuses_a_device_for_a_pcg64_dataset_before_any_check(plain):
         verify_dataset(plain, recompute=1, device="cuda", on_check=lambda c: pytest.fail("a check ran"))
     with pytest.raises(UsageError, match="--device applies to --recompute only"):
         verify_dataset(plain, device="cpu")
+
+
+def test_error_bars_understated_three_times_fail_even_for_few_mlps(plain, tmp_path, rewrite_dataset):
+    """--against's mean z² bound is loose for 3 MLPs (neurons of an MLP are correlated), but the
+    stored error bars are held to the pilot per MLP and layer: a 3x understatement fails verify."""
+    def edit(i, row):
+        row["all_layer_stderr"] = [[v / 3 for v in layer] for layer in row["all_layer_stderr"]]
+
+    bad = failed(verify_dataset(rewrite_dataset(plain, tmp_path / "third", edit_row=edit), n_check=3))
+    assert "stderr size" in bad
+
+
+def test_combine_splits_refuses_a_damaged_input_naming_it(plain, tmp_path, rewrite_dataset):
+    from whestbench.dataset_io import combine_split_datasets
+
+    def edit(i, row):
+        if i == 1:
+            row["avg_variance"] = 5.0
+
+    damaged = rewrite_dataset(plain, tmp_path / "damaged", edit_row=edit)
+    holdout = create_dataset(n_mlps=2, n_samples=N, width=WIDTH, depth=DEPTH, seed=99, split="holdout",
+                             config="holdout", output_path=tmp_path / "holdout")
+    with pytest.raises(InvalidDatasetError) as e:
+        combine_split_datasets([damaged, holdout], output_dir=tmp_path / "eval", write_prepared_arrow=False)
+    assert "damaged fails verify: avg_variance: mlp_id 1" in str(e.value)
+    assert not (tmp_path / "eval").exists()
+
+
+def test_the_cli_prints_the_sample_and_exits_1_on_damage(plain, tmp_path, rewrite_dataset):
+    from whestbench.cli import main
+
+    assert main(["dataset", "verify", str(plain), "--sample-mlps", "2", "--sample-seed", "4"]) == 0
+
+    def edit(i, row):
+        row["all_layer_means"][1] = [0.0 for _ in row["all_layer_means"][1]]
+
+    bad = rewrite_dataset(plain, tmp_path / "zero", edit_row=edit)
+    assert main(["dataset", "verify", str(bad)]) == 1
+    assert main(["dataset", "verify", str(plain), "--sample-mlps", "0"]) == 2
