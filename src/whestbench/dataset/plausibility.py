@@ -164,7 +164,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
     z_lim = bonferroni_z(max(tested, 1), p_overall / P_FAMILY_SHARE / 2)  # half for the pilot's sd, half for the stored
     problems: list[str] = []
     worst_low = (math.inf, "")
-    agg: dict[int, list[tuple[float, float]]] = {}  # layer -> [(mean q, its sd)] per MLP
+    agg: dict[int, list[tuple[float, float, str]]] = {}  # layer -> [(mean q, its sd, which MLP)] per MLP
     for a in live:
         pm = a.pilot
         s = a.split.stderr[a.index].astype(np.float64)
@@ -228,20 +228,22 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
             else:
                 stored_part = float(np.mean(np.sqrt(np.maximum(pm.kurt[layer][sel] - 1.0, 2.0) / a.n)))
             sd = math.hypot(pilot_part, stored_part)
-            agg.setdefault(layer, []).append((qbar, sd))
+            agg.setdefault(layer, []).append((qbar, sd, _where(ds, a)))
             margin = (1.0 - qbar) / sd if sd > 0 else 0.0
             if margin < worst_low[0]:
                 worst_low = (margin, f"{_where(ds, a)} layer {layer + 1}")
     n_layer_tests = max(1, sum(len(v) for v in agg.values()) + len(agg))
     z_agg = -_inv_norm(p_overall / P_FAMILY_SHARE / n_layer_tests)
     for layer, items in sorted(agg.items()):
-        qs = np.array([q for q, _ in items])
-        sds = np.array([sd for _, sd in items])
+        qs = np.array([q for q, _, _ in items])
+        sds = np.array([sd for _, sd, _ in items])
         low_mlp = (1.0 - qs) / np.where(sds > 0, sds, np.inf) > z_agg
         if low_mlp.any():
-            problems.append(f"layer {layer + 1}: {int(low_mlp.sum())} MLP(s) whose stored standard errors are, on "
-                            f"average, {math.sqrt(float(qs[int(np.argmax(low_mlp))])):.3g}x what a fresh pilot gives "
-                            f"(lower limit {math.sqrt(max(0.0, 1.0 - z_agg * float(sds[int(np.argmax(low_mlp))]))):.3g}x)")
+            r = int(np.argmax(low_mlp))
+            others = f" (and {int(low_mlp.sum()) - 1} more MLP(s))" if low_mlp.sum() > 1 else ""
+            problems.append(f"{items[r][2]} layer {layer + 1}{others}: stored standard errors are, on average, "
+                            f"{math.sqrt(max(float(qs[r]), 0.0)):.3g}x what a fresh pilot gives (lower limit "
+                            f"{math.sqrt(max(0.0, 1.0 - z_agg * float(sds[r]))):.3g}x)")
         total_sd = math.sqrt(float(np.sum(sds**2))) / len(qs)
         qmean = float(np.mean(qs))
         if total_sd > 0 and (1.0 - qmean) / total_sd > z_agg:
