@@ -1,20 +1,25 @@
-"""Verify a dataset: its integrity and a statistical spot check of its ground truth (and, through
-``compare``, a comparison with another bake).
+"""Verify a dataset: its integrity, and every stored number against an independent computation.
 
 ``verify_dataset(dir)`` returns a ``VerifyReport``: a list of named checks, each passed or failed
 with a one-line detail. Nothing raises on a broken dataset; a failed check says what is wrong.
+What each check catches and misses is tabled in docs/cli.md ("What verify proves").
 
-1. **Integrity** — metadata validates (a partial is allowed and reported); the data files match
-   their ``checksums`` (when present); every shard has the 8 columns with the Arrow types
+1. **Integrity** (here) — metadata validates (``schema.validate_metadata``, the one validator every
+   reader shares; a partial is allowed and reported); the data files match their ``checksums``
+   (when present); every shard has the columns ``schema.columns_for`` names (0.16's eight, plus
+   ``all_layer_stderr`` and ``n_samples_used`` where the metadata records them) with the Arrow types
    ``make_features`` gives; ``mlp_id`` is the declared range; ``mlp_seed`` values are distinct;
    ``mlp_name`` is what the seeds give; ``weights`` are byte-identical to the ones re-derived from
-   ``mlp_seed``; every number is finite; ``final_means == all_layer_means[-1]``.
-2. **Statistics** — the layer-1 mean has a closed form. With ``x ~ N(0, I)`` the pre-activation of
+   ``mlp_seed``; every number is finite; ``final_means == all_layer_means[-1]``; every
+   ``sampling_budget_breakdown`` parses.
+2. **Statistics** — layer 1 (here) has a closed form. With ``x ~ N(0, I)`` the pre-activation of
    neuron j is ``N(0, s_j²)``, ``s_j = ‖W₁[:, j]‖``, so ``E relu = s_j/√(2π)`` and
-   ``Var relu = s_j²/2 − s_j²/(2π)``. Each stored layer-1 mean is turned into a z-score with the
-   standard error ``sqrt(Var relu / N)``; the largest |z| must stay under a Bonferroni threshold.
+   ``Var relu = s_j²/2 − s_j²/(2π)``: each stored layer-1 mean and standard error is held to it.
+   Layers 2.., the standard errors and ``avg_variance`` are held to a fresh pilot of every MLP in
+   ``plausibility``; a target bake's sample counts to what each MLP's pilot plans.
 3. **Against another bake** (``against=DIR2``) — in ``compare``, which reads rows through
-   ``scan_split`` and the statistical limits here.
+   ``scan_split``; **recompute** (``recompute=K``) bakes K MLPs again (``recompute``) and compares
+   them the same way.
 
 Checksums are judged by ``reader.checksum_state`` (the one implementation the loader also uses).
 """
