@@ -71,6 +71,7 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     rng = np.random.default_rng(audit_stream(seed))
     x = rng.standard_normal((n, width), dtype=np.float32)
     vals = np.empty((depth, n, width), dtype=np.float32)  # the estimated quantity, per layer
+    ys = vals if controls is None else np.empty((depth, n, width), dtype=np.float32)  # the activations
     y_sd = np.empty((depth, width))
     for lo in range(0, n, _ROWS):
         h = x[lo:lo + _ROWS]
@@ -78,8 +79,10 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
         for layer in range(depth):
             z = h @ weights[layer]  # (rows, w)
             h = np.maximum(z, np.float32(0.0))
+            if controls is not None:
+                ys[layer, lo:lo + h.shape[0]] = h
             if controls is not None and layer == 1:
-                y1 = vals[0, lo:lo + h.shape[0]]
+                y1 = ys[0, lo:lo + h.shape[0]]
                 phi = np.concatenate([y1 - controls.mu1.astype(np.float32),
                                       z * z - controls.ez2sq.astype(np.float32)], axis=1)  # (rows, 2w)
             if controls is not None and layer >= 1:
@@ -108,15 +111,11 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
                 corr_fro[layer] = math.sqrt(float(np.sum(corr * corr)))
         if controls is None:
             active[layer] = np.count_nonzero(v > 0, axis=0)
-    if controls is not None:  # the activations themselves: their activity and spread (one more pass)
-        h = x
+    if controls is not None:  # the activations themselves: their activity and spread
         for layer in range(depth):
-            h = np.maximum(h @ weights[layer], np.float32(0.0))
-            active[layer] = np.count_nonzero(h > 0, axis=0)
-            y_sd[layer] = h.std(axis=0, dtype=np.float64, ddof=1)
-        final = h
-    else:
-        final = vals[-1]
+            active[layer] = np.count_nonzero(ys[layer] > 0, axis=0)
+            y_sd[layer] = ys[layer].std(axis=0, dtype=np.float64, ddof=1)
+    final = ys[-1]
     with np.errstate(divide="ignore", invalid="ignore"):
         skew = np.where(m2 > 0, m3 / np.where(m2 > 0, m2, 1.0) ** 1.5, 0.0)
         kurt = np.where(m2 > 0, m4 / np.where(m2 > 0, m2, 1.0) ** 2, 0.0)
