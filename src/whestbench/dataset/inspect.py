@@ -280,7 +280,7 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
                 "damaged? run `whest dataset verify`"]
     est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
-    from whestbench.dataset.verify import undefined_stderr
+    from whestbench.dataset.statistics import undefined_stderr
 
     n_samples = md.get("n_samples") if isinstance(md.get("n_samples"), int) else 0
     counts = (read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy().astype(np.int64)

@@ -1,0 +1,310 @@
+"""verify's statistics that need no pilot: layer 1 against its exact value, the stored standard
+errors' form, the estimator, and a target bake's promise; then the pilot checks of ``plausibility``.
+
+Layer 1 has a closed form. With ``x ~ N(0, I)`` the pre-activation of neuron j is ``N(0, s_j²)``,
+``s_j = ‖W₁[:, j]‖``, so ``E relu = s_j/√(2π)`` and ``Var relu = s_j²/2 − s_j²/(2π)``. Each stored
+layer-1 mean is turned into a z-score with the standard error ``sqrt(Var relu / N)``; the largest
+|z| must stay under a Bonferroni threshold, and their mean square under a chi-square one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import warnings
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from whestbench.dataset.scan import DatasetScan, SplitScan
+from whestbench.text import sanitize
+
+if TYPE_CHECKING:
+    from whestbench.dataset.verify import VerifyReport
+
+P_OVERALL = 1e-6
+"""False-alarm probability of each statistical check for a correct dataset (whole dataset)."""
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
+
+
+def bonferroni_z(n_tests: int, p_overall: float = P_OVERALL) -> float:
+    """Two-sided |z| threshold such that ``n_tests`` correct z-scores exceed it with probability ≤ p.
+
+    The union bound holds whatever the correlations between the tests (neurons of one MLP share
+    their inputs), so no independence is assumed: 48 tests give 5.6, 10⁴ give 6.5, 10⁶ give 7.1.
+    """
+    return -NormalDist().inv_cdf(p_overall / (2 * max(int(n_tests), 1)))
+
+
+def chi2_mean_limit(n_groups: int, p: float = P_OVERALL) -> float:
+    """Upper limit for the mean of z² over the neurons of ``n_groups`` independent MLPs.
+
+    Neurons of one MLP are correlated (shared inputs), so each MLP counts as one degree of
+    freedom: the sum of its w correlated z² has variance at most 2w², like w·χ²₁. The limit is
+    the χ²_k / k quantile at ``1 − p`` with k = n_groups (Wilson–Hilferty), conservative for
+    correlated neurons: 10.9 for 3 MLPs, 1.23 for 1000 (where a bias of half a standard error in
+    every mean fails while noise does not).
+    """
+    k = max(int(n_groups), 1)
+    z = -NormalDist().inv_cdf(p)
+    return (1.0 - 2.0 / (9.0 * k) + z * math.sqrt(2.0 / (9.0 * k))) ** 3
+
+
+
+def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
+    rows = list(ds.rows())
+    return rows[:n_check] if n_check is not None else rows
+
+
+def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None,
+                sample_mlps: int | None = None, sample_seed: int = 0) -> None:
+    from whestbench.dataset import plausibility
+
+    rows = _limit(ds, n_check)
+    if not rows:
+        report.skip("layer-1 means", "the dataset has no rows")
+        return
+    if sample_mlps is not None and sample_mlps < len(rows):
+        rows = plausibility.choose_rows(rows, sample_mlps, sample_seed)
+        ids = ", ".join(f"{s.name}:{int(s.ids[i])}" if ds.is_multi else str(int(s.ids[i])) for s, i in rows[:20])
+        report.check("sample", True, f"statistics on {len(rows)} MLP(s) chosen at random with --sample-seed "
+                     f"{sample_seed}: mlp_id {ids}{' ...' if len(rows) > 20 else ''} (integrity covered every row)")
+    n = _sample_counts(ds, rows)[:, None]
+    sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
+    mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
+    exact = sigma / _SQRT_2PI
+    known = _estimator_check(ds, report)
+    _target_checks(ds, rows, report)
+    estimator = (ds.md.get("estimator") or {}).get("name") if isinstance(ds.md.get("estimator"), dict) else None
+    if estimator == "control-variate":
+        _exact_layer1(ds, rows, mean1, exact, report)
+        _stderr_checks(ds, rows, None, report)
+    else:
+        se = sigma * np.sqrt(_RELU_VAR / n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # A zero weight column gives a neuron that is always 0: its mean must be exactly 0.
+            z = np.where(se > 0, (mean1 - exact) / np.where(se > 0, se, 1.0), np.where(mean1 == exact, 0.0, np.inf))
+        k = z.size
+        thr = z_max if z_max is not None else bonferroni_z(k)
+        r, j = np.unravel_index(int(np.argmax(np.abs(z))), z.shape)
+        s, i = rows[r]
+        where = f"{s.name} " if ds.is_multi else ""
+        max_z = float(np.abs(z[r, j]))
+        mean_z2 = float(np.mean(z**2))
+        chi_thr = chi2_mean_limit(len(rows))
+        ok = max_z <= thr and mean_z2 <= chi_thr
+        scope = f"{len(rows)} MLP(s) x {ds.width} neurons" + (f" (first {n_check})" if n_check is not None else "")
+        report.check(
+            "layer-1 means",
+            ok,
+            f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id {int(s.ids[i])} "
+            f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
+            f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f})",
+        )
+        _stderr_checks(ds, rows, se, report)
+    if not known:
+        return
+    audited = plausibility.audit_rows(ds, rows, n[:, 0])
+    plausibility.check_layer_means(ds, audited, report, P_OVERALL)
+    plausibility.check_avg_variance(ds, audited, report, P_OVERALL)
+    plausibility.check_stderr_size(ds, audited, report, P_OVERALL)
+
+
+def _estimator_check(ds: DatasetScan, report: VerifyReport) -> bool:
+    """Whether the recorded estimator is one this whestbench knows (its stderr checks depend on it)."""
+    from whestbench.compute.estimators import ESTIMATOR_VERSION, ESTIMATORS
+
+    est = ds.md.get("estimator")
+    if est is None:
+        return True  # a whestbench 0.16 dataset: plain means, no standard errors
+    name = est.get("name") if isinstance(est, dict) else None
+    version = est.get("version") if isinstance(est, dict) else None
+    if name not in ESTIMATORS or version != ESTIMATOR_VERSION:
+        report.check("estimator", False, f"metadata.json's estimator block names {sanitize(repr(name))} version "
+                     f"{sanitize(repr(version))}; this whestbench knows {', '.join(ESTIMATORS)} version "
+                     f"{ESTIMATOR_VERSION}, so the stored standard errors cannot be judged (was metadata.json edited?)")
+        return False
+    report.check("estimator", True, f"{name} (version {version})")
+    return True
+
+
+def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
+    """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
+    stopped only at a check point, and an MLP that stopped early has every chosen standard error
+    at or under the target."""
+    from whestbench.compute.estimators import (MIN_RELIABLE_BATCHES, TARGET_RULE, chosen_stderr, is_check_point,
+                                               meets_target, n_batches)
+
+    target = ds.md.get("target_stderr")
+    if target is None:
+        return
+    value = target.get("value") if isinstance(target, dict) else None
+    layer = target.get("layer") if isinstance(target, dict) else None
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+            or layer not in ("last", "all")):
+        report.check("target", False, f"metadata.json's target_stderr block is {sanitize(json.dumps(target))}: "
+                     "needs a positive finite value and layer 'last' or 'all' (was it edited?)")
+        return
+    if any(s.n_used is None for s, _ in rows):
+        report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
+        return
+    sampler = ds.md.get("sampler") if isinstance(ds.md.get("sampler"), dict) else {}
+    step = sampler.get("block_size")
+    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+    batch = est.get("batch_samples")
+    cv = est.get("name") == "control-variate"
+    cap = ds.n_samples
+    if target.get("rule") == TARGET_RULE:
+        _planned_counts(ds, rows, report, float(value), layer, step, cv, batch)
+        return
+    problems = []
+    for s, i in rows:
+        used = int(s.n_used[i])
+        who = f"mlp_id {int(s.ids[i])}"
+        if not 1 <= used <= cap:
+            problems.append(f"{who} used {used:,} samples, outside 1..n_samples={cap:,}")
+        elif used < cap:
+            if isinstance(step, int) and step > 0 and (used % step or not is_check_point(used // step)):
+                problems.append(f"{who} stopped at {used:,} samples, not a check point (multiples of {step:,})")
+            elif cv and isinstance(batch, int) and batch > 0 and n_batches(used, batch) < MIN_RELIABLE_BATCHES:
+                problems.append(f"{who} stopped at {used:,} samples, before {MIN_RELIABLE_BATCHES} batches")
+            elif s.stderr is not None and not meets_target(s.stderr[i], np.float32(value), layer):
+                problems.append(f"{who} stopped early at {used:,} samples with a standard error of "
+                                f"{float(np.nanmax(chosen_stderr(s.stderr[i], layer))):.4g} > target {value:g}")
+        if len(problems) >= 3:
+            break
+    report.check("target", not problems, "; ".join(problems) if problems else
+                 f"{_stops(ds, rows, cap)} (sequential rule of whestbench 0.17.0 bakes: each early stop at a check point, "
+                 f"its standard errors at or under the target {value:g}, {layer} layer)")
+
+
+def _stops(ds: DatasetScan, rows, cap: int) -> str:
+    """How the MLPs of a target bake stopped, from the real counts."""
+    early = sum(int(s.n_used[i]) < cap for s, i in rows)
+    if early == len(rows):
+        return f"all {early} MLP(s) stopped before n_samples={cap:,}"
+    if early == 0:
+        return f"none of the {len(rows)} MLP(s) stopped before n_samples={cap:,} (the cap decided every count)"
+    return f"{early} of {len(rows)} MLP(s) stopped before n_samples={cap:,}, {len(rows) - early} used all of it"
+
+
+def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, layer: str, step, cv: bool,
+                    batch) -> None:
+    """The two-stage rule: each MLP's count is what its own pilot plans (``estimators.planned_samples``),
+    a function of the seed and the recipe alone: recompute it and require equality."""
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.work.units import _planned
+
+    if not (isinstance(step, int) and step > 0) or (cv and not (isinstance(batch, int) and batch > 0)):
+        report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
+                     "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")
+        return
+    min_samples = batch * MIN_RELIABLE_BATCHES if cv else 0
+    estimator = "control-variate" if cv else "plain"
+    problems, checked = [], 0
+    for s, i in rows:
+        seed = int(s.seeds[i])
+        w = weights_for_seed(seed, ds.width, ds.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+            continue  # weights that do not re-derive: the weights check has said so
+        want = _planned(seed, ds.width, ds.depth, estimator, value, layer, step, ds.n_samples, min_samples)
+        used = int(s.n_used[i])
+        checked += 1
+        if used != want:
+            problems.append(f"mlp_id {int(s.ids[i])} used {used:,} samples; its pilot plans {want:,} for a standard "
+                            f"error of {value:g} ({layer} layer)")
+        if len(problems) >= 3:
+            break
+    report.check("target", not problems, "; ".join(problems) + " (n_samples_used or the target was edited, or the "
+                 "bake is wrong)" if problems else f"{_stops(ds, rows, ds.n_samples)}; all {checked} counts equal what "
+                 f"each MLP's own pilot plans for a standard error of {value:g} ({layer} layer), fixed before "
+                 "sampling (unbiased)")
+
+
+def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
+    """The control-variate estimator stores layer 1's exact means: equal within float32 rounding."""
+    tol = 2 * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) + 1e-12  # stored in float32
+    bad = np.abs(mean1 - exact) > tol
+    if bad.any():
+        r, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        report.check("layer-1 means", False, f"control-variate estimator: layer 1 must be the exact ‖W₁[:,j]‖/√(2π); "
+                     f"mlp_id {int(s.ids[i])} neuron {j} is {mean1[r, j]:.9g}, exact {exact[r, j]:.9g}")
+    else:
+        report.check("layer-1 means", True, f"{len(rows)} MLP(s): exact ‖W₁[:,j]‖/√(2π) within float32 rounding "
+                     "(control-variate estimator)")
+
+
+def _sample_counts(ds: DatasetScan, rows) -> np.ndarray:
+    """(m,) each MLP's sample count: ``n_samples``, or what it used when it stopped at a target."""
+    return np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])
+
+
+def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """(m, depth, w) bool: where the estimator has no standard error and stores NaN — plain: fewer
+    than 2 samples; control variates: layers 2.. with fewer than 2 batches (layer 1 is exact)."""
+    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    undefined = np.zeros(shape, dtype=bool)
+    if est.get("name") == "control-variate":
+        batch = est.get("batch_samples")
+        if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
+            undefined[:, 1:] = (np.ceil(n / batch) < 2)[:, None, None]
+    else:
+        undefined[:] = (n < 2)[:, None, None]
+    return undefined
+
+
+def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report: VerifyReport) -> None:
+    """The stored standard errors: finite and >= 0 (NaN where the estimator has none), control
+    variates' layer 1 exactly 0, and (plain estimator) layer 1's equal to the exact
+    ``sqrt(Var relu / N)`` within the sampling error of a sample standard deviation."""
+    if any(s.stderr is None for s, _ in rows):
+        report.skip("stderr", "no all_layer_stderr column (a whestbench 0.16 dataset)")
+        return
+    se = np.stack([s.stderr[i] for s, i in rows]).astype(np.float64)  # (m, depth, w)
+    n = _sample_counts(ds, rows)
+    undefined = undefined_stderr(ds.md, n, se.shape)
+    bad = np.where(undefined, ~np.isnan(se), ~np.isfinite(se) | (se < 0))
+    if bad.any():
+        r, layer, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        want = "NaN (too few samples for one)" if undefined[r, layer, j] else "finite and >= 0"
+        report.check("stderr", False, f"{int(bad.sum())} standard error(s) not {want}, first mlp_id {int(s.ids[i])} "
+                     f"layer {layer + 1} neuron {j}: {se[r, layer, j]}")
+        return
+    cv = isinstance(ds.md.get("estimator"), dict) and ds.md["estimator"].get("name") == "control-variate"
+    if cv and np.any(se[:, 0] != 0):
+        r, j = (int(v) for v in np.argwhere(se[:, 0] != 0)[0])
+        s, i = rows[r]
+        report.check("stderr", False, f"control-variate estimator: layer 1 is exact, so its standard error must be 0; "
+                     f"mlp_id {int(s.ids[i])} layer 1 neuron {j} is {se[r, 0, j]:.4g}")
+        return
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a layer that is all NaN: "nan" in the summary
+        detail = "per layer, median (max): " + ", ".join(
+            f"{np.nanmedian(se[:, k]):.3g} ({np.nanmax(se[:, k]):.3g})" for k in range(se.shape[1]))
+    if undefined.any():
+        detail += f"; NaN where too few samples for one ({int(undefined.any(axis=(1, 2)).sum())} MLP(s))"
+    if analytic_se is None:
+        report.check("stderr", True, f"finite and >= 0; {detail}")
+        return
+    live = (analytic_se > 0) & ~undefined[:, 0]
+    # a sample sd's relative error is about sqrt((kurtosis - 1) / 4N); relu of a Gaussian: kurtosis < 6
+    tol = 6.0 * np.sqrt(5.0 / (4.0 * np.maximum(n, 1.0)))[:, None] + 1e-3
+    ratio = np.where(live, se[:, 0] / np.where(live, analytic_se, 1.0), 1.0)
+    bad = live & (np.abs(ratio - 1.0) > tol)
+    if bad.any():
+        r, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        report.check("stderr", False, f"layer-1 standard error of mlp_id {int(s.ids[i])} neuron {j} is {se[r, 0, j]:.4g}, "
+                     f"exact sqrt(Var relu / N) = {analytic_se[r, j]:.4g}")
+    else:
+        report.check("stderr", True, f"layer 1 matches the exact sqrt(Var relu / N) (max ratio off by "
+                     f"{float(np.max(np.abs(ratio - 1.0))):.2g}); {detail}")
+
+
