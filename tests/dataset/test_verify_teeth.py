@@ -357,3 +357,25 @@ def test_the_cli_prints_the_sample_and_exits_1_on_damage(plain, tmp_path, rewrit
     bad = rewrite_dataset(plain, tmp_path / "zero", edit_row=edit)
     assert main(["dataset", "verify", str(bad)]) == 1
     assert main(["dataset", "verify", str(plain), "--sample-mlps", "0"]) == 2
+
+
+def test_against_a_bake_of_other_samples_holds_its_error_bars_too(plain, tmp_path, rewrite_dataset):
+    """Statistical mode (another sampler): neither side's error bars may be scaled to pass the z-test."""
+    pytest.importorskip("torch")
+    from whestbench.dataset.reader import read_metadata
+    from whestbench.dataset_torch import create_dataset_torch
+
+    import pyarrow.parquet as pq
+
+    seeds = pq.read_table(next((plain / "data").glob("*.parquet")), columns=["mlp_seed"]).column(0).to_pylist()
+    other = create_dataset_torch(n_mlps=6, n_samples=N, width=WIDTH, depth=DEPTH, mlp_seeds=seeds, device="cpu",
+                                 output_path=tmp_path / "philox")
+    assert read_metadata(other)["sampler"]["name"] == "philox"
+    ok = checks(verify_dataset(plain, against=other))
+    assert ok["against: ground truth"].ok and ok["against: standard errors"].ok, ok["against: standard errors"].detail
+
+    def inflate(i, row):
+        row["all_layer_stderr"] = [[10 * v for v in layer] for layer in row["all_layer_stderr"]]
+
+    bad = failed(verify_dataset(plain, against=rewrite_dataset(other, tmp_path / "inflated", edit_row=inflate)))
+    assert "stderr·√N is 0.1x" in bad["against: standard errors"]

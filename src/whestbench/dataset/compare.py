@@ -210,8 +210,11 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
 
     if not same_counts:
         _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
+        _spread_ratio(a, b, shared, report, name, check)
         return
     mode, reason = compare_mode(a, b)
+    if mode == "stats":
+        _spread_ratio(a, b, shared, report, name, check)
     _judge_stderr(a, b, shared, report, name, mode)
     if mode == "bits":
         var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
@@ -253,6 +256,59 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
 # Standard errors under the gate or float32 rounding: a square root of a difference of sums, so a
 # relative arithmetic error of the sums (~1e-6) can grow where the variance is small against the mean².
 SE_GATE_RTOL, SE_F32_RTOL = 1e-3, 1e-4
+
+
+SPREAD_MEDIAN = (0.8, 1.25)  # per MLP and layer: the median ratio of two honest bakes' stderr·√N
+SPREAD_NEURON = (0.2, 5.0)  # per neuron: a gross misstatement, whatever the neuron's sparsity
+
+
+def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, check: str) -> None:
+    """``{name}: standard errors, …``: bakes of other samples with the same estimator estimate the same
+    per-sample spread: ``stderr·√N`` of the two must agree (per MLP and layer, the median ratio within
+    0.8–1.25; per neuron within 0.2–5), so neither side's error bars can be scaled to pass the z-test."""
+    if _estimator(a.md) != _estimator(b.md) or any(sa.stderr is None or sb.stderr is None for sa, _, sb, _ in shared):
+        return
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
+
+    def rough(ds, s, i) -> bool:  # too few samples or batches for a standard error to be held to 25 %
+        n = int(_count(ds, s, i))
+        est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+        batch = est.get("batch_samples")
+        if est.get("name") == "control-variate":
+            return not (isinstance(batch, int) and batch > 0 and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
+        return n < 10_000
+
+    problems, worst = [], 1.0
+    for sa, i, sb, j in shared:
+        if rough(a, sa, i) or rough(b, sb, j):
+            continue
+        ra = sa.stderr[i].astype(np.float64) * np.sqrt(_count(a, sa, i))
+        rb = sb.stderr[j].astype(np.float64) * np.sqrt(_count(b, sb, j))
+        for layer in range(ra.shape[0]):
+            live = np.isfinite(ra[layer]) & np.isfinite(rb[layer]) & (rb[layer] > 0) & (ra[layer] > 0)
+            zero = np.isfinite(ra[layer]) & np.isfinite(rb[layer]) & ((ra[layer] > 0) != (rb[layer] > 0))
+            if zero.any():
+                problems.append(f"mlp_id {int(sa.ids[i])} layer {layer + 1}: {int(zero.sum())} standard error(s) 0 in one "
+                                "bake and not in the other")
+                continue
+            if not live.any():
+                continue
+            ratio = ra[layer][live] / rb[layer][live]
+            med = float(np.median(ratio))
+            worst = max(worst, med, 1 / med)
+            if not SPREAD_MEDIAN[0] <= med <= SPREAD_MEDIAN[1]:
+                problems.append(f"mlp_id {int(sa.ids[i])} layer {layer + 1}: stderr·√N is {med:.3g}x the other bake's "
+                                f"(median over neurons; allowed {SPREAD_MEDIAN[0]:g}-{SPREAD_MEDIAN[1]:g})")
+            elif ratio.min() < SPREAD_NEURON[0] or ratio.max() > SPREAD_NEURON[1]:
+                k = int(np.argmax(np.abs(np.log(ratio))))
+                problems.append(f"mlp_id {int(sa.ids[i])} layer {layer + 1}: one neuron's stderr·√N is {ratio[k]:.3g}x "
+                                f"the other bake's (allowed {SPREAD_NEURON[0]:g}-{SPREAD_NEURON[1]:g})")
+        if len(problems) >= 3:
+            break
+    label = f"{name}: standard errors" + (", other sample counts" if "other" in check else "")
+    report.check(label, not problems, "; ".join(problems[:3]) if problems else
+                 f"the same per-sample spread in both bakes (stderr·√N, median ratio per MLP and layer within "
+                 f"{1 / worst:.3g}-{worst:.3g})")
 
 
 def _judge_stderr(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, mode: str) -> None:
