@@ -236,46 +236,46 @@ def _validate_multi(md: dict, version: str) -> None:
         _check_seed_key(entry, version, where=f"splits[{name!r}]")
 
 
-FORMAT_NAME = "hf-datasets-parquet"
+FORMAT_NAME = FORMAT
+MAX_SAMPLES = 2**63 - 1  # counts are int64
+MAX_MLPS = 2**31 - 1  # mlp_id is int32
 
 
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+def _positive_int(v: Any, limit: int = MAX_SAMPLES) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= limit
 
 
 def _validate_recipe(md: dict) -> None:
     """The keys that say how the numbers were made: the format, the shape, the sampler, the estimator
     and a target. Every reader (load, verify, push, merge, combine, inspect) calls this through
     ``validate_metadata``, so a dataset one of them refuses the others refuse with the same words."""
-    from whestbench.compute.estimators import ESTIMATOR_VERSION, ESTIMATORS
+    from whestbench.compute.estimators import ESTIMATOR_VERSION, ESTIMATORS, PILOT_SAMPLES, TARGET_RULE
 
     fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
     if "format" in md and md["format"] != FORMAT_NAME:
         raise InvalidDatasetError(f"metadata format {_short(md['format'])} is not {FORMAT_NAME!r} {fix}.")
-    for key in ("width", "depth", "n_samples"):
-        if key in md and not _positive_int(md[key]):
-            raise InvalidDatasetError(f"metadata {key} {_short(md[key])} is not a positive integer {fix}.")
-    sampler = md.get("sampler")
-    if "sampler" in md:
-        known = _known_samplers()
-        if not isinstance(sampler, dict) or sampler.get("name") not in known:
-            name = sampler.get("name") if isinstance(sampler, dict) else sampler
-            raise InvalidDatasetError(f"metadata sampler {_short(name)} is not one this whestbench knows "
-                                      f"({', '.join(sorted(known))}) {fix}.")
-        if sampler.get("version") != known[sampler["name"]]:
-            raise InvalidDatasetError(f"metadata sampler {sampler['name']} version {_short(sampler.get('version'))} "
-                                      f"is not {known[sampler['name']]!r} {fix}.")
-        block = sampler.get("block_size")
-        if not _positive_int(block):
-            raise InvalidDatasetError(f"metadata sampler block_size {_short(block)} is not a positive integer {fix}.")
-        if sampler["name"] == "pcg64" and _positive_int(md.get("width")):
-            from whestbench.compute.pcg64 import chunk_rows
-
-            if block != chunk_rows(md["width"]):
-                raise InvalidDatasetError(f"metadata sampler block_size {block} is not the pcg64 chunk of width "
-                                          f"{md['width']} ({chunk_rows(md['width'])}) {fix}.")
-        if sampler["name"] == "philox" and block & (block - 1):
-            raise InvalidDatasetError(f"metadata sampler block_size {block} is not a power of two (philox) {fix}.")
+    for key, limit in (("width", MAX_MLPS), ("depth", MAX_MLPS), ("n_samples", MAX_SAMPLES), ("n_mlps", MAX_MLPS),
+                       ("total_n_mlps", MAX_MLPS)):
+        if key in md and not _positive_int(md[key], limit):
+            raise InvalidDatasetError(f"metadata {key} {_short(md[key])} is not a positive integer (at most {limit:,}) {fix}.")
+    for name, entry in (md.get("splits") or {}).items() if isinstance(md.get("splits"), dict) else ():
+        if isinstance(entry, dict) and "n_mlps" in entry and not _positive_int(entry["n_mlps"], MAX_MLPS):
+            raise InvalidDatasetError(f"metadata splits[{name!r}].n_mlps {_short(entry['n_mlps'])} is not a positive "
+                                      f"integer {fix}.")
+    if md.get("is_partial"):
+        rng, total = md.get("mlp_range"), md.get("total_n_mlps")
+        if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in rng)
+                and _positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
+            raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
+                                      f"mlp_range {_short(rng)}, total_n_mlps {_short(total)} {fix}.")
+    samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
+    for name, entry in (md.get("splits") or {}).items() if isinstance(md.get("splits"), dict) else ():
+        if isinstance(entry, dict) and "sampler" in entry:
+            samplers.append((entry["sampler"], f"splits[{name!r}].sampler"))
+    for sampler, where in samplers:
+        _check_sampler(sampler, where, md, fix)
+    if "estimator" in md and not samplers:
+        raise InvalidDatasetError(f"metadata has an estimator block but no sampler block {fix}.")
     if "estimator" in md:
         est = md["estimator"]
         name = est.get("name") if isinstance(est, dict) else est
@@ -283,9 +283,14 @@ def _validate_recipe(md: dict) -> None:
             version = est.get("version") if isinstance(est, dict) else None
             raise InvalidDatasetError(f"metadata estimator {_short(name)} version {_short(version)} is not one this "
                                       f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
-        if name == "control-variate" and not _positive_int(est.get("batch_samples")):
-            raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not a "
-                                      f"positive integer {fix}.")
+        if name == "control-variate":
+            want = {_cv_batch(s, md) for s, _ in samplers}
+            if est.get("batch_samples") not in want or None in want:
+                raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not "
+                                          f"what its sampler gives ({', '.join(map(str, sorted(w for w in want if w)))}) {fix}.")
+            if "pilot_samples" in est and est["pilot_samples"] != PILOT_SAMPLES:
+                raise InvalidDatasetError(f"metadata estimator pilot_samples {_short(est['pilot_samples'])} is not "
+                                          f"{PILOT_SAMPLES} {fix}.")
     if "target_stderr" in md:
         t = md["target_stderr"]
         value = t.get("value") if isinstance(t, dict) else None
@@ -296,6 +301,48 @@ def _validate_recipe(md: dict) -> None:
                                       f"'last' or 'all' {fix}.")
         if "estimator" not in md:
             raise InvalidDatasetError(f"metadata has a target_stderr but no estimator block {fix}.")
+        if "rule" in t and t["rule"] != TARGET_RULE:
+            raise InvalidDatasetError(f"metadata target_stderr rule {_short(t['rule'])} is not {TARGET_RULE!r} {fix}.")
+        steps = {s.get("block_size") for s, _ in samplers if isinstance(s, dict)}
+        if "step_samples" in t and t["step_samples"] not in steps:
+            raise InvalidDatasetError(f"metadata target_stderr step_samples {_short(t['step_samples'])} is not the "
+                                      f"sampler's block_size {fix}.")
+
+
+def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
+    known = _known_samplers()
+    if not isinstance(sampler, dict) or sampler.get("name") not in known:
+        name = sampler.get("name") if isinstance(sampler, dict) else sampler
+        raise InvalidDatasetError(f"metadata {where} {_short(name)} is not one this whestbench knows "
+                                  f"({', '.join(sorted(known))}) {fix}.")
+    if sampler.get("version") != known[sampler["name"]]:
+        raise InvalidDatasetError(f"metadata {where} {sampler['name']} version {_short(sampler.get('version'))} "
+                                  f"is not {known[sampler['name']]!r} {fix}.")
+    block = sampler.get("block_size")
+    if not _positive_int(block):
+        raise InvalidDatasetError(f"metadata {where} block_size {_short(block)} is not a positive integer {fix}.")
+    if sampler["name"] == "pcg64" and _positive_int(md.get("width")):
+        from whestbench.compute.pcg64 import chunk_rows
+
+        if block != chunk_rows(md["width"]):
+            raise InvalidDatasetError(f"metadata {where} block_size {block} is not the pcg64 chunk of width "
+                                      f"{md['width']} ({chunk_rows(md['width'])}) {fix}.")
+    if sampler["name"] == "philox" and block & (block - 1):
+        raise InvalidDatasetError(f"metadata {where} block_size {block} is not a power of two (philox) {fix}.")
+    backend = md.get("backend")
+    if (sampler["name"] == "philox") != (backend == BACKEND_TORCH):
+        raise InvalidDatasetError(f"metadata {where} {sampler['name']} does not go with backend {_short(backend)} "
+                                  f"(philox is the torch backend's sampler, pcg64 the CPU path's) {fix}.")
+
+
+def _cv_batch(sampler: Any, md: dict) -> int | None:
+    """The control-variate batch a sampler block implies: the pcg64 chunk, or min(CV_BATCH, block)."""
+    from whestbench.compute.estimators import CV_BATCH
+
+    if not isinstance(sampler, dict) or not _positive_int(sampler.get("block_size")):
+        return None
+    block = sampler["block_size"]
+    return block if sampler.get("name") == "pcg64" else min(CV_BATCH, block)
 
 
 def _known_samplers() -> dict[str, str]:

@@ -73,7 +73,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
         ids = ", ".join(f"{s.name}:{int(s.ids[i])}" if ds.is_multi else str(int(s.ids[i])) for s, i in rows[:20])
         report.check("sample", True, f"statistics on {len(rows)} MLP(s) chosen at random with --sample-seed "
                      f"{sample_seed}: mlp_id {ids}{' ...' if len(rows) > 20 else ''} (integrity covered every row)")
-    n = _sample_counts(ds, rows)[:, None]
+    n = np.maximum(_sample_counts(ds, rows), 1.0)[:, None]  # an impossible count (< 1) is named by the target check
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
     exact = sigma / _SQRT_2PI
@@ -152,7 +152,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     if any(s.n_used is None for s, _ in rows):
         report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
         return
-    sampler = ds.md.get("sampler") if isinstance(ds.md.get("sampler"), dict) else {}
+    sampler = sampler_of(ds.md, rows[0][0].name)
     step = sampler.get("block_size")
     est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
     batch = est.get("batch_samples")
@@ -180,6 +180,15 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     report.check("target", not problems, "; ".join(problems) if problems else
                  f"{_stops(ds, rows, cap)} (sequential rule of whestbench 0.17.0 bakes: each early stop at a check point, "
                  f"its standard errors at or under the target {value:g}, {layer} layer)")
+
+
+def sampler_of(md: dict[str, Any], split: str) -> dict[str, Any]:
+    """The sampler block that applies to ``split``: the top level's, or (combine-splits keeps it per
+    split) the split's entry's; {} when none is recorded."""
+    for where in (md, (md.get("splits") or {}).get(split) if isinstance(md.get("splits"), dict) else None):
+        if isinstance(where, dict) and isinstance(where.get("sampler"), dict):
+            return where["sampler"]
+    return {}
 
 
 def _stops(ds: DatasetScan, rows, cap: int) -> str:

@@ -289,7 +289,8 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
 
     md = ds.md
     start, end, n_mlps = _declared_rows(md, s.name)
-    expected = np.arange(start, end, dtype=np.int64) if end >= start else np.zeros(0, np.int64)
+    # the declared range, built only when it can hold these rows (a forged n_mlps of 10**20 must not allocate it)
+    expected = (np.arange(start, end, dtype=np.int64) if 0 <= end - start == len(s.ids) else np.full(1, -1, np.int64))
     if np.array_equal(s.ids, expected):
         report.check(f"{prefix}mlp_id", True, f"{len(s.ids)} rows, mlp_id {start}..{end - 1} as declared")
     else:
