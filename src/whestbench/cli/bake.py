@@ -162,7 +162,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
     from whestbench.dataset import command
     from whestbench.dataset.bake import bake as run_bake
-    from whestbench.dataset.plan import BakeConfig, plan_bake
+    from whestbench.dataset.plan import AlreadyBaked, BakeConfig, plan_bake
 
     cfg = BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
@@ -173,7 +173,12 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         **estimation,
         bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
-    plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
+    try:
+        plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
+    except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success
+        out.print(f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
+                  markup=False)
+        return
     start, end = cfg.range
     from whestbench.text import plural
 

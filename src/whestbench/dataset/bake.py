@@ -32,7 +32,7 @@ from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_di
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.dataset import command
 from whestbench.dataset.bakemeta import bake_metadata
-from whestbench.dataset.plan import BakeConfig, BakePlan, plan_bake
+from whestbench.dataset.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake
 from whestbench.dataset.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
@@ -57,9 +57,14 @@ def bake(
 
     With ``dist_env`` (several ranks) every rank computes units; rank 0 gathers, writes and returns
     the path, the other ranks return None. Raises BakeInterrupted (resumable) when ``stop`` is set.
+    A config whose output already holds this very bake, complete, is a no-op that returns the path.
     """
     emit = on_event or ignore
-    plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
+    try:
+        plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
+    except AlreadyBaked as done:  # a re-run of a finished bake: nothing to do
+        emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do"))
+        return done.output
     for note in plan.notes:
         emit(Event("warning", message=note))
     distributed = dist_env is not None and dist_env.world_size > 1
