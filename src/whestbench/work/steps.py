@@ -110,7 +110,14 @@ class UnitContext:
         if self.checkpoints is None:
             return None
         try:
-            return self.checkpoints.load_checkpoint(key)
+            saved = self.checkpoints.load_checkpoint(key)
+            if saved is not None:
+                # a record can pass its checksum and still hold what no sampling gives (forged, or a
+                # bug): checked as unit files are, so a bad one is recomputed, never carried forward
+                bad = [name for name, a in saved[1].items() if a.dtype.kind == "f" and not np.all(np.isfinite(a))]
+                if bad:
+                    raise DamagedRecord(f"{', '.join(bad)} hold{'s' if len(bad) == 1 else ''} non-finite values")
+            return saved
         except (DamagedRecord, OSError) as e:
             self.on_note(f"checkpoint {self.checkpoints.checkpoint_path(key)} failed its check ({e}); restarting unit {key}")
             self.checkpoints.drop_checkpoint(key)
