@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import COUNT, SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
+from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
 from whestbench.errors import SignalStop, UsageError
 
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
@@ -95,9 +95,9 @@ class StopSignals:
                    "(checked at fixed points; --n-samples becomes the cap).")
 @click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
-@click.option("--checkpoint-every", type=SECONDS, default=60.0, show_default=True,
+@click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=60.0, show_default=True,
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
-@click.option("--log-every", type=SECONDS, default=60.0, show_default=True,
+@click.option("--log-every", type=LOG_SECONDS, default=60.0, show_default=True,
               help="When stderr is not a terminal: seconds between progress lines.")
 @click.option("--peer-timeout", type=SECONDS, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")

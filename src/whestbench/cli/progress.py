@@ -182,9 +182,9 @@ def log_every_option(f):
     """The ``--log-every SECONDS`` option every long verb takes."""
     import click
 
-    from whestbench.cli.common import SECONDS
+    from whestbench.cli.common import LOG_SECONDS
 
-    return click.option("--log-every", type=SECONDS, default=DEFAULT_LOG_EVERY, show_default=True,
+    return click.option("--log-every", type=LOG_SECONDS, default=DEFAULT_LOG_EVERY, show_default=True,
                         help="When stderr is not a terminal: seconds between progress lines.")(f)
 
 

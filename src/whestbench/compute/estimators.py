@@ -210,6 +210,13 @@ def meets_target(stderr: np.ndarray, target: float, layer: str) -> bool:
     return bool(np.all(chosen_stderr(stderr, layer) <= target))
 
 
+def float32_target(target: float) -> np.float32:
+    """The target as the float32 the stored standard errors are compared in; a target beyond float32's
+    range (1e308) is its largest value, which every finite standard error meets, as it would the
+    target itself (casting it would overflow, with numpy's warning)."""
+    return np.float32(min(float(target), float(np.finfo(np.float32).max)))
+
+
 def is_check_point(steps: int) -> bool:
     """Whether a bake with a target standard error checks it after ``steps`` steps of an MLP (pcg64
     chunks or philox blocks): a fixed schedule, so where an MLP stops is a function of its samples

@@ -279,7 +279,7 @@ def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.
 
 def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
           emit: EventSink) -> Iterator[dict[str, Any]]:
-    from whestbench.compute.estimators import chosen_stderr, meets_target
+    from whestbench.compute.estimators import chosen_stderr, float32_target, meets_target
     from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
@@ -303,7 +303,7 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
         }
         if spec.target_stderr is not None:
             row[N_USED_COLUMN] = sums.count
-            if not meets_target(stderr, np.float32(spec.target_stderr), spec.stderr_layer):
+            if not meets_target(stderr, float32_target(spec.target_stderr), spec.stderr_layer):
                 chosen = chosen_stderr(stderr, spec.stderr_layer)
                 missed += 1
                 worst = max(worst, float(np.nanmax(chosen)) if np.isfinite(chosen).any() else 0.0)
