@@ -204,7 +204,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     if path is None:  # a non-zero rank: rank 0 writes the dataset
         out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
         return
-    from whestbench.text import format_bytes
+    from whestbench.text import format_bytes, format_rate
 
     n = (end - start) * cfg.n_samples
     last = reporter.latest.get("samples")
@@ -219,7 +219,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     resumed = f", {n - ran:,} of them recovered from the work directory" if ran < n else ""
     out.print(
         f"✓ Wrote {path} in {dt:.1f}s ({format_bytes(size)}): {shape}{resumed}, "
-        f"{ran / dt / 1e6:.2f} M samples/s, {flops / dt / 1e9:.1f} GFLOP/s effective",
+        f"{format_rate(ran / dt / 1e6)} M samples/s, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
         markup=False,
     )
 
