@@ -75,7 +75,7 @@ def bake(
     else:
         executor = LocalExecutor(plan.workers)
     if distributed and dist_env.rank != 0:
-        _load_kernels(plan, emit)
+        _load_kernels(plan, ignore)  # rank 0 says it if the cache is cold; one note, not one per rank
         with torch_threads(plan):
             executor.run(plan.job(None), on_event=emit, stop=stop)
         return None
@@ -147,18 +147,26 @@ KERNELS_NOTE = ("compiling the CPU kernels for this machine (first run only: num
 
 def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
     """Compile, or load from numba's cache, the kernels the units will call, before they start;
-    when that takes longer than ``KERNELS_SLOW_S`` (a cold cache: first run on a machine, or after
-    an upgrade) say why the bake is quiet."""
-    from whestbench.work.steps import kernel_loader
+    when numba's cache lacks them (a cold cache: first run on a machine, or after an upgrade) say
+    why the bake is quiet. A warm cache says nothing, however long loading takes on a loaded node;
+    where the cache cannot be read, the note comes when loading takes over ``KERNELS_SLOW_S``."""
+    from whestbench.compute.jit import cache_is_warm
+    from whestbench.work.steps import kernel_module
 
-    load = kernel_loader(plan.spec, plan.compute)
-    if load is None:
+    module = kernel_module(plan.spec, plan.compute)
+    if module is None:
+        return
+    warm = cache_is_warm(module)
+    if warm is not None:
+        if not warm:
+            emit(Event("note", message=KERNELS_NOTE))
+        module.load_kernels()
         return
     note = threading.Timer(KERNELS_SLOW_S, lambda: emit(Event("note", message=KERNELS_NOTE)))
     note.daemon = True
     note.start()
     try:
-        load()
+        module.load_kernels()
     finally:
         note.cancel()
 

@@ -150,20 +150,26 @@ def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | No
     return sums
 
 
+def kernel_module(spec: WorkSpec, compute: Compute):
+    """The module of the numba kernels this bake's units will call (None: they call none)."""
+    if spec.sampler == "pcg64":
+        if _pcg64_fused(spec):
+            from whestbench.compute import fused
+
+            return fused
+        return None
+    if compute.engine == "numba":
+        from whestbench.compute import philox_numba
+
+        return philox_numba
+    return None
+
+
 def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None:
     """The ``load_kernels`` of the numba kernels this bake's units will call (None: they call none),
     so a bake can compile or load them before its units start (see ``compute/jit.py``)."""
-    if spec.sampler == "pcg64":
-        if _pcg64_fused(spec):
-            from whestbench.compute.fused import load_kernels
-
-            return load_kernels
-        return None
-    if compute.engine == "numba":
-        from whestbench.compute.philox_numba import load_kernels
-
-        return load_kernels
-    return None
+    module = kernel_module(spec, compute)
+    return None if module is None else module.load_kernels
 
 
 def _pcg64_fused(spec: WorkSpec) -> bool:
