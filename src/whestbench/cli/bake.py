@@ -54,11 +54,13 @@ class StopSignals:
         self.stop.set()
         if not self.running:  # set-up: end at once (``cli.entry.stopped`` words it, exit 75)
             raise SignalStop(signum)
+        # stamped like the progress lines, so a log shows when the stop came
+        stamp = f"[{time.strftime('%H:%M:%S')}]"
         if self.writing:
-            err.print(f"received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
+            err.print(f"{stamp} received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
                       markup=False)
         else:
-            err.print(f"received {name}: checkpointing the units in flight, then stopping", markup=False)
+            err.print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
 
     def on_event(self, event) -> None:
         if event.kind == "start":
@@ -190,7 +192,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {cfg.output}",
               markup=False)
     if not peer:
-        out.print(f"Plan: {plan.needs.summary()}", markup=False)
+        out.print(f"Plan: {_plan_summary(plan)}", markup=False)
     from whestbench.cli.progress import Reporter
 
     t0 = time.perf_counter()
@@ -222,6 +224,26 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         f"{format_rate(ran / dt / 1e6)} M samples/s, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
         markup=False,
     )
+
+
+def _plan_summary(plan) -> str:
+    """The plan line: what this run will compute. A resumed bake projects the rest (FLOPs and the
+    timed estimate), and says how much its work directory already holds."""
+    import dataclasses
+
+    from whestbench.dataset.bake import saved_samples
+
+    saved = saved_samples(plan)
+    start, end = plan.config.range
+    total = (end - start) * plan.config.n_samples
+    if saved <= 0 or total <= 0:
+        return plan.needs.summary()
+    left = max(total - saved, 0) / total
+    needs = plan.needs
+    rest = dataclasses.replace(needs, flops=needs.flops * left,
+                               seconds=needs.seconds * left if needs.seconds is not None else None)
+    return (f"{rest.summary()} (the rest: {saved:,} of {total:,} samples are saved in {plan.work_dir} and are "
+            "not computed again)")
 
 
 def _is_cli_bake() -> bool:

@@ -99,6 +99,43 @@ def bake(
     return plan.config.output
 
 
+def saved_samples(plan: BakePlan) -> int:
+    """Samples a previous run of this very bake left in its work directory (finished units and
+    checkpoints, each passing its checks), read without writing or locking anything: what a
+    re-run will not compute again, for the plan line. 0 when there is none, or it cannot be read
+    (the bake itself then says why)."""
+    import json
+
+    from whestbench.work.ledger import decode_record, identity_digest
+    from whestbench.work.steps import checkpoint_samples
+
+    work = plan.work_dir
+    if work is None or work.is_symlink() or not (work / "plan.json").is_file():
+        return 0
+    try:
+        spec = plan.spec
+        if not spec.seeds:
+            seeds = load_seeds(work, plan.config.n_mlps, seed_list_digest, validate_mlp_seeds)
+            if seeds is None:
+                return 0
+            spec = spec.with_seeds(seeds)
+        digest = identity_digest(spec.identity())
+        if json.loads((work / "plan.json").read_text()).get("digest") != digest:
+            return 0
+        total = 0
+        for u in spec.units():
+            unit, ckpt = work / "units" / f"{u.key}.unit", work / "units" / f"{u.key}.ckpt"
+            if unit.is_file():
+                meta, _ = decode_record(unit.read_bytes(), kind="unit", key=u.key, plan=digest)
+                total += int(meta["count"]) * u.mlp_count
+            elif ckpt.is_file():
+                meta, _ = decode_record(ckpt.read_bytes(), kind="checkpoint", key=u.key, plan=digest)
+                total += checkpoint_samples(spec, u, meta)
+        return total
+    except Exception:  # noqa: BLE001 - a damaged work directory: the bake reports it by name
+        return 0
+
+
 def _with_random_seeds(plan: BakePlan) -> BakePlan:
     """Random seeds are drawn once and kept in the work directory, so a re-run of the same command
     resumes with the same seeds instead of starting a different dataset."""
