@@ -196,9 +196,12 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     from whestbench.cli.progress import Reporter
 
     t0 = time.perf_counter()
+    finished: dict = {}
     with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
         def sink(event) -> None:
             signals.on_event(event)
+            if event.kind == "done":
+                finished.update(event.data or {})
             reporter(event)
 
         path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
@@ -214,7 +217,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     shape = f"{mlps} × {cfg.n_samples:,} samples"
     if last is not None and last.total < n:
         n = last.total  # MLPs that reached the target standard error stopped early
-        shape = f"{mlps}, {n:,} samples (the target standard error stopped some early)"
+        shape = f"{mlps}, {n:,} samples ({_stops(finished, end - start)})"
     ran = min(reporter.computed(), n) if last is not None else n  # this run's own samples
     flops = 2 * cfg.width * cfg.width * cfg.depth * ran
     size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
@@ -224,6 +227,22 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         f"{format_rate(ran / dt / 1e6)} M samples/s, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
         markup=False,
     )
+
+
+def _stops(finished: dict, mlps: int) -> str:
+    """How a target bake's MLPs stopped, from the real counts (the writer's ``done`` event)."""
+    early, at_floor, floor = finished.get("early"), finished.get("at_floor"), finished.get("floor")
+    if not isinstance(early, int):
+        return "the target standard error stopped some early"
+    who = "all" if early == mlps else f"{early} of {mlps}"
+    text = f"the target standard error stopped {who} early"
+    if early < mlps:
+        text += f"; {mlps - early} used all --n-samples"
+    if floor and at_floor == mlps:
+        text = f"all stopped at {floor:,} samples, the control-variate floor: the floor, not the target, decided"
+    elif floor and at_floor:
+        text += f"; {at_floor} at the control-variate floor of {floor:,}"
+    return text
 
 
 def _plan_summary(plan) -> str:

@@ -39,6 +39,8 @@ from whestbench.work.executor import LocalExecutor
 from whestbench.work.ledger import Ledger, hold_lock, load_seeds, save_seeds
 from whestbench.work.units import WorkSpec, units_of_mlp
 
+MIN_CV_BATCHES = 32  # estimators.MIN_RELIABLE_BATCHES, for messages
+
 if TYPE_CHECKING:
     from whestbench.work.distributed import DistEnv
 
@@ -278,9 +280,26 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore) -> Non
     from whestbench.dataset.writer import write_dataset
 
     emit(Event("writing", message=f"writing {cfg.output}", progress=Progress("rows", 0, end - start)))
-    rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit)
+    stops: dict[str, Any] = {}
+    rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit, stops)
     write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
-    emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output)}))
+    emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output), **stops}))
+
+
+def floor_samples(spec: WorkSpec) -> int | None:
+    """The fewest samples at which a target bake may stop an MLP: the first check point (after 1, 2,
+    4, …, 256 steps, then every 256) where a control-variate estimate has its 32 batches, capped at
+    ``n_samples``. None without a control-variate target (a plain bake may stop at the first step)."""
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, is_check_point, n_batches
+
+    if spec.target_stderr is None or spec.estimator != "control-variate":
+        return None
+    step, k = spec.step_samples, 1
+    while True:
+        n = min(k * step, spec.n_samples)
+        if n >= spec.n_samples or (is_check_point(k) and n_batches(n, spec.cv_batch) >= MIN_RELIABLE_BATCHES):
+            return n
+        k += 1
 
 
 def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tuple[int, LayerSums, float]]:
@@ -323,12 +342,16 @@ def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.
 
 
 def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
-          emit: EventSink) -> Iterator[dict[str, Any]]:
+          emit: EventSink, stops: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The dataset's rows. ``stops`` (a target bake) receives how the MLPs stopped: ``early`` (before
+    ``n_samples``), ``at_floor`` (at ``floor_samples``, the control-variate floor) and ``floor``."""
     from whestbench.compute.estimators import chosen_stderr, float32_target, meets_target
     from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
     missed, worst = 0, 0.0  # MLPs that reached the cap before the target standard error
+    floor = floor_samples(spec)
+    early = at_floor = 0
     for n, ((i, sums, wall), name) in enumerate(zip(_mlp_results(spec, ledger, indices), names), 1):
         seed = spec.seeds[i]
         weights = weights_for_seed(seed, spec.width, spec.depth)
@@ -348,12 +371,22 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
         }
         if spec.target_stderr is not None:
             row[N_USED_COLUMN] = sums.count
+            early += sums.count < spec.n_samples
+            at_floor += floor is not None and sums.count == floor < spec.n_samples
             if not meets_target(stderr, float32_target(spec.target_stderr), spec.stderr_layer):
                 chosen = chosen_stderr(stderr, spec.stderr_layer)
                 missed += 1
                 worst = max(worst, float(np.nanmax(chosen)) if np.isfinite(chosen).any() else 0.0)
         # before the yield: the writer takes the last row and never resumes this generator
         emit(Event("progress", progress=Progress("rows", n, total)))
+        if n == total and spec.target_stderr is not None:
+            if stops is not None:
+                stops.update(early=early, at_floor=at_floor, floor=floor)
+            if floor is not None and at_floor == total:
+                emit(Event("note", message=(
+                    f"every MLP stopped at {floor:,} samples, the control-variate floor ({MIN_CV_BATCHES} batches, the "
+                    f"fewest it is judged on): the floor, not the target standard error {spec.target_stderr:g}, decided "
+                    "every stop (the target was already met there).")))
         if n == total and missed:
             largest = f"largest {worst:.3g}" if worst else "too few samples for one"
             emit(Event("warning", message=(
