@@ -19,6 +19,7 @@ from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, SECOND
 from whestbench.errors import SignalStop, UsageError
 
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
+from whestbench.cli.hub import card_options
 
 
 class StopSignals:
@@ -104,9 +105,10 @@ class StopSignals:
 @click.option("--peer-timeout", type=SECONDS, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@card_options
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
          max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
-         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet) -> None:
+         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet, pretty_name, license, homepage) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
@@ -120,7 +122,8 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
             _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
                   mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel,
                   checkpoint_every, log_every, peer_timeout, quiet,
-                  dict(estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer))
+                  dict(estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+                       card=_card(pretty_name, license, homepage)))
         except KeyboardInterrupt:
             if signals.writing:
                 from whestbench.work.ledger import work_dir_for
@@ -209,6 +212,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     if path is None:  # a non-zero rank: rank 0 writes the dataset
         out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
         return
+    from whestbench.cli.progress import _rate
     from whestbench.text import format_bytes, format_rate
 
     n = (end - start) * cfg.n_samples
@@ -224,9 +228,15 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     resumed = f", {n - ran:,} of them recovered from the work directory" if ran < n else ""
     out.print(
         f"✓ Wrote {path} in {dt:.1f}s ({format_bytes(size)}): {shape}{resumed}, "
-        f"{format_rate(ran / dt / 1e6)} M samples/s, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
+        f"{_rate(ran / dt, 'samples')}, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
         markup=False,
     )
+
+
+def _card(pretty_name, license, homepage) -> dict | None:
+    from whestbench.dataset.card import check_card_fields
+
+    return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage) or None
 
 
 def _stops(finished: dict, mlps: int) -> str:

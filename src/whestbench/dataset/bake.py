@@ -276,6 +276,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore) -> Non
         target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer,
                         "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps",
                         "step_samples": spec.step_samples} if spec.target_stderr is not None else None),
+        card=cfg.card,
     )
     from whestbench.dataset.writer import write_dataset
 

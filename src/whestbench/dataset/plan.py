@@ -94,6 +94,9 @@ class BakeConfig:
     is then the cap."""
     stderr_layer: str = "last"
     """The neurons ``target_stderr`` applies to: the "last" layer's, or "all"."""
+    card: dict[str, str] | None = None
+    """The dataset card's ``pretty_name``/``license``/``homepage`` (recorded in metadata ``card``;
+    ``dataset.card.check_card_fields`` checks them). Never changes the numbers."""
 
     def __post_init__(self) -> None:
         for flag, value in (("--n-mlps", self.n_mlps), ("--n-samples", self.n_samples),
