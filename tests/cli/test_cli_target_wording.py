@@ -34,3 +34,11 @@ def test_a_plain_target_bake_counts_the_mlps_it_stopped_early(tmp_path, capsys):
     wrote = next(line for line in out.splitlines() if line.startswith("✓ Wrote"))
     assert "the target standard error stopped all early" in wrote and "some" not in wrote
     assert "control-variate floor" not in err
+
+
+def test_the_control_variate_floor_is_the_first_check_point_with_32_batches():
+    from whestbench.compute.estimators import cv_floor_samples
+
+    assert cv_floor_samples(10**6, 16384, 16384) == 524_288  # 32 steps of 16,384: check point 32
+    assert cv_floor_samples(10**6, 8192, 16384) == 524_288  # 64 steps: check point 64
+    assert cv_floor_samples(100_000, 16384, 16384) == 100_000  # the cap comes first

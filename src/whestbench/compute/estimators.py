@@ -210,6 +210,18 @@ def meets_target(stderr: np.ndarray, target: float, layer: str) -> bool:
     return bool(np.all(chosen_stderr(stderr, layer) <= target))
 
 
+def cv_floor_samples(n_samples: int, step_samples: int, cv_batch: int) -> int:
+    """The fewest samples at which a control-variate target bake may stop an MLP: the first check
+    point (``is_check_point``) where the estimate has ``MIN_RELIABLE_BATCHES`` batches, capped at
+    ``n_samples``. (A plain target bake may stop at the first step.)"""
+    k = 1
+    while True:
+        n = min(k * step_samples, n_samples)
+        if n >= n_samples or (is_check_point(k) and n_batches(n, cv_batch) >= MIN_RELIABLE_BATCHES):
+            return n
+        k += 1
+
+
 def float32_target(target: float) -> np.float32:
     """The target as the float32 the stored standard errors are compared in; a target beyond float32's
     range (1e308) is its largest value, which every finite standard error meets, as it would the

@@ -291,16 +291,11 @@ def floor_samples(spec: WorkSpec) -> int | None:
     """The fewest samples at which a target bake may stop an MLP: the first check point (after 1, 2,
     4, …, 256 steps, then every 256) where a control-variate estimate has its 32 batches, capped at
     ``n_samples``. None without a control-variate target (a plain bake may stop at the first step)."""
-    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, is_check_point, n_batches
+    from whestbench.compute.estimators import cv_floor_samples
 
     if spec.target_stderr is None or spec.estimator != "control-variate":
         return None
-    step, k = spec.step_samples, 1
-    while True:
-        n = min(k * step, spec.n_samples)
-        if n >= spec.n_samples or (is_check_point(k) and n_batches(n, spec.cv_batch) >= MIN_RELIABLE_BATCHES):
-            return n
-        k += 1
+    return cv_floor_samples(spec.n_samples, spec.step_samples, spec.cv_batch)
 
 
 def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tuple[int, LayerSums, float]]:
