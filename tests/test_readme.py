@@ -89,6 +89,7 @@ def shell_env(tmp_path) -> dict[str, str]:
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
         "HF_HOME": str(tmp_path / "hf-home"),  # loading writes a datasets cache: keep it here
+        "WHEST_RECOMPUTE_DIR": str(tmp_path / "recompute"),  # verify --recompute's bakes: here, not ~/.cache
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
     }

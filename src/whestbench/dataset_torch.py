@@ -34,17 +34,22 @@ def create_dataset_torch(
     estimator: str = "plain",
     target_stderr: float | None = None,
     stderr_layer: str = "last",
+    skip_device_check: bool = False,
+    accept_non_invariant: bool = False,
 ) -> Path:
     """Bake with the torch backend (philox sampler) on ``device`` and return the output path.
 
     ``mlps_per_batch`` and ``chunk_size`` only trade memory for speed: the numbers are the same
     for every value. ``compile`` is accepted for compatibility with whestbench 0.16 and ignored
-    (our kernels need no ``torch.compile``).
+    (our kernels need no ``torch.compile``). The device is checked before any work (docs/gpu.md):
+    ``skip_device_check`` and ``accept_non_invariant`` are the CLI's ``--skip-device-check`` and
+    ``--accept-non-invariant``.
     """
     cfg = api_config(
         n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
         split=split, config=config, mlp_range=mlp_range,
         backend="torch", device=device, mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
         estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+        skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant,
     )
     return bake(cfg, on_event=legacy_progress(progress))

@@ -55,10 +55,11 @@ def test_generate_seeds_refuses_a_list_larger_than_memory(capsys, monkeypatch):
 @pytest.mark.parametrize("argv", [
     ["bake", *SHAPE, "--seed", "1", "--target-stderr", "1e308"],
     ["bake", *SHAPE, "--seed", "1", "--target-stderr", "1e308", "--stderr-layer", "all"],
+    ["bake", *SHAPE, "--seed", "1", "--target-stderr", "1e-300", "--estimator", "control-variate"],
     ["calibrate", *SHAPE, "--target-stderr", "1e308"],
     ["calibrate", *SHAPE, "--estimator", "control-variate", "--target-stderr", "1e308"],
 ])
-def test_a_target_beyond_float32_gives_no_numpy_warning(tmp_path, capsys, argv):
+def test_a_target_beyond_float32_gives_no_numpy_warning_or_overflow(tmp_path, capsys, argv):
     if argv[0] == "bake":
         argv = [*argv, "--output", str(tmp_path / "o"), "--quiet"]
     with warnings.catch_warnings(record=True) as caught:
@@ -66,4 +67,5 @@ def test_a_target_beyond_float32_gives_no_numpy_warning(tmp_path, capsys, argv):
         rc, out, err = run(["dataset", *argv], capsys)
     assert rc == 0, err
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+    assert "OverflowError" not in err
     assert "overflow" not in out + err and "encountered" not in out + err

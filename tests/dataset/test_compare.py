@@ -109,13 +109,13 @@ def _independent_estimate(seed_offset: int, shift: float = 0.0):
 
 def test_different_samplers_are_compared_statistically(baked, tmp_path, rewrite_dataset):
     other = rewrite_dataset(baked, tmp_path / "philox", edit_row=_independent_estimate(0),
-                    md_update={"backend": "torch", "device": "cpu", "sampler": {"name": "philox"}})
+                    md_update={"backend": "torch", "device": "cpu", "sampler": {"name": "philox", "version": "1", "block_size": 65536}})
     gt = verify_dataset(baked, against=other).get("against: ground truth")
     assert gt.ok and gt.detail.startswith("statistical (different samplers (pcg64 vs philox)")
 
 
 def test_a_statistically_different_bake_fails_the_comparison(baked, tmp_path, rewrite_dataset):
     other = rewrite_dataset(baked, tmp_path / "biased", edit_row=_independent_estimate(1, shift=0.1),
-                    md_update={"backend": "torch", "device": "cpu", "sampler": {"name": "philox"}})
+                    md_update={"backend": "torch", "device": "cpu", "sampler": {"name": "philox", "version": "1", "block_size": 65536}})
     gt = verify_dataset(baked, against=other).get("against: ground truth")
     assert not gt.ok

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -425,25 +426,67 @@ def test_a_target_bake_is_reproducible_to_the_byte(backend, estimator, target, t
 
 
 @pytest.mark.parametrize("backend, estimator, target", TARGETS, ids=TARGET_IDS)
-def test_each_mlp_stops_at_the_first_check_point_that_reaches_the_target(backend, estimator, target, target_bakes,
-                                                                        tmp_path):
+def test_each_mlp_stops_where_its_own_pilot_plans(backend, estimator, target, target_bakes, tmp_path):
+    """The two-stage rule: the count is the first check point past (pilot sd / target)², fixed before
+    sampling; the row equals a bake of exactly that many samples without a target."""
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, pilot_stream, stop_point
+    from whestbench.compute.mlp import weights_for_seed
+
     cols = read(target_bakes[backend, estimator])
     used, step, limit = cols["n_samples_used"], STEP_SAMPLES["pcg64" if backend == "cpu" else "philox"], cap(backend, estimator)
-    assert len(set(used.tolist())) >= 3 and used.max() < limit  # the MLPs stop at different check points
+    assert len(set(used.tolist())) >= 2 and used.max() < limit  # the MLPs stop at different check points
     seeds = derived_seeds(TARGET_SHAPE["seed"], TARGET_SHAPE["n_mlps"])
+    width, depth = TARGET_SHAPE["width"], TARGET_SHAPE["depth"]
+    batch = step if backend == "cpu" else 4096
     for i, (seed, n) in enumerate(zip(seeds, used.tolist())):
         assert n % step == 0 and is_check_point(n // step), (i, n)
-        # the same MLP baked with exactly that many samples and no target: the same bytes
+        # the need, from the pilot stream directly (plain: the activations' sd; an independent computation)
+        x = np.random.default_rng(pilot_stream(seed)).standard_normal((1 << 14, width)).astype(np.float32)
+        w = weights_for_seed(seed, width, depth)
+        h = x
+        for k in range(depth):
+            h = np.maximum(h @ w[k], 0)
+        if estimator == "plain":
+            need = float(np.max(h.astype(np.float64).std(axis=0, ddof=1))) ** 2 / target**2
+            assert n == stop_point(need, step, limit), (i, n, need)
+        else:
+            assert n >= MIN_RELIABLE_BATCHES * batch  # and the residual's need: checked through verify below
         one = dict(n_mlps=1, seed=None, mlp_seeds=[seed])
         exact = read(target_bake(tmp_path, f"exact-{i}", backend, estimator, n_samples=n, **one))
         for name in NUMERIC:
             assert exact[name].tobytes() == cols[name][i : i + 1].tobytes(), (i, name)
-        assert np.nanmax(chosen(cols["all_layer_stderr"][i], "last")) <= target
-        # ... and at the check point before, some chosen neuron was still above the target
-        before = max(s for s in range(1, n // step) if is_check_point(s)) * step if n > step else None
-        if before is not None:
-            early = read(target_bake(tmp_path, f"early-{i}", backend, estimator, n_samples=before, **one))
-            assert not np.all(chosen(early["all_layer_stderr"][0], "last") <= target), (i, before)
+        # planned from a 16,384-input pilot: the stored error bars sit at or near the target
+        assert np.nanmax(chosen(cols["all_layer_stderr"][i], "last")) <= 1.5 * target
+    assert by_name(verify_dataset(target_bakes[backend, estimator]))["target"].ok
+
+
+def test_the_two_stage_rule_leaves_no_early_stopping_bias(tmp_path):
+    """The issue's measurement, repeated: MLPs whose target stops them at the first or second check
+    point. With the stop decided on the pilot stream, the deciding neuron's z-score against its exact
+    mean has no bias (the sequential rule gave −0.37 ± 0.12, early minus late −0.58 ± 0.16)."""
+    from whestbench.compute.estimators import layer1_means
+    from whestbench.compute.mlp import weights_for_seed
+
+    m, width = 384, 4
+    step = chunk_rows(width)
+    ds = create_dataset(n_mlps=m, n_samples=4 * step, width=width, depth=1, seed=77, target_stderr=0.0083,
+                        output_path=tmp_path / "bias")
+    cols = read(ds)
+    used = cols["n_samples_used"]
+    z, early = [], []
+    for k, seed in enumerate(derived_seeds(77, m)):
+        se = cols["all_layer_stderr"][k, 0].astype(np.float64)
+        j = int(np.argmax(se))  # the neuron that decides the count (the largest spread)
+        exact = layer1_means(weights_for_seed(seed, width, 1)[0])[j]
+        z.append((float(cols["all_layer_means"][k, 0, j]) - exact) / se[j])
+        early.append(used[k] == step)
+    z, early = np.array(z), np.array(early)
+    assert 0.2 * m < early.sum() < 0.8 * m  # both stop points are well represented
+    bias, se_bias = float(z.mean()), float(z.std(ddof=1) / math.sqrt(m))
+    assert abs(bias) < 4 * se_bias + 0.02, (bias, se_bias)
+    diff = float(z[early].mean() - z[~early].mean())
+    se_diff = math.hypot(z[early].std(ddof=1) / math.sqrt(early.sum()), z[~early].std(ddof=1) / math.sqrt((~early).sum()))
+    assert abs(diff) < 4 * se_diff, (diff, se_diff)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "torch"])
@@ -463,7 +506,7 @@ def test_stderr_layer_all_waits_for_every_neuron(backend, estimator, target, tar
     assert np.all(every["n_samples_used"] >= last["n_samples_used"])
     assert np.any(every["n_samples_used"] > last["n_samples_used"])  # layer 1 or 2 was the slowest somewhere
     stopped = every["n_samples_used"] < cap(backend, estimator)
-    assert np.all(every["all_layer_stderr"][stopped] <= target)
+    assert np.all(every["all_layer_stderr"][stopped] <= 1.5 * target)  # planned from the pilot: at or near it
 
 
 @pytest.mark.parametrize("backend, estimator, target", TARGETS, ids=TARGET_IDS)
@@ -622,7 +665,8 @@ def test_verify_against_fails_when_the_control_variate_means_are_shifted(verify_
             row["final_means"] = row["all_layer_means"][2]
 
     shifted = rewrite_dataset(verify_bakes["cpu-cv"], tmp_path / "shifted", edit_row=shift)
-    assert verify_dataset(shifted).ok  # alone it is a valid dataset: only the comparison can tell
+    alone = by_name(verify_dataset(shifted))  # 8 combined standard errors is many of a fresh pilot's
+    assert not alone["layer means"].ok and "layer 3" in alone["layer means"].detail
     check = by_name(verify_dataset(shifted, against=verify_bakes["cpu-plain"]))["against: ground truth"]
     assert not check.ok, check.detail
 
@@ -695,8 +739,8 @@ def test_control_variate_standard_errors_inflated_fail_the_size_check(tmp_path, 
 @pytest.mark.parametrize("block", [{"name": "bogus", "version": "1"}, {"name": "plain", "version": "9"}])
 def test_an_unknown_estimator_in_the_metadata_fails_verify(block, verify_bakes, tmp_path, rewrite_dataset):
     edited = rewrite_dataset(verify_bakes["cpu-plain"], tmp_path / "bogus", md_update={"estimator": block})
-    check = by_name(verify_dataset(edited))["estimator"]
-    assert not check.ok and "was metadata.json edited" in check.detail
+    check = by_name(verify_dataset(edited))["metadata"]  # the one metadata validator refuses it
+    assert not check.ok and "was metadata.json edited" in check.detail and "estimator" in check.detail
 
 
 def test_a_target_bake_whose_samples_used_exceed_the_cap_or_miss_a_check_point_fails(target_bakes, tmp_path,
@@ -762,4 +806,4 @@ def test_a_control_variate_layer_its_controls_explain_exactly_passes_the_size_ch
                                estimator="control-variate")
     report = verify_dataset(out)
     assert report.ok, [c for c in report.checks if not c.ok]
-    assert by_name(report)["stderr size"].detail.startswith("layers 2-3 of 3 MLP(s) against a fresh pilot: at most 1.5x")
+    assert by_name(report)["stderr size"].detail.startswith("3 MLP(s), ")  # held per neuron to the refitted residual

@@ -74,6 +74,10 @@ def _register() -> None:
     for mod in (seeds, bake, merge, inspect, hub):
         for command in mod.COMMANDS:
             dataset.add_command(command)
+    from whestbench.cli import doctor
+
+    for command in doctor.COMMANDS:
+        cli.add_command(command)
     try:
         from whestbench.cli import calibrate
 

@@ -105,10 +105,16 @@ class StopSignals:
 @click.option("--peer-timeout", type=SECONDS, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@click.option("--skip-device-check", is_flag=True,
+              help="Torch: do not check the device before baking (recorded in metadata.json; docs/gpu.md).")
+@click.option("--accept-non-invariant", is_flag=True,
+              help="Torch: bake even if the device check finds results that depend on --chunk-size or "
+                   "--mlps-per-batch (recorded).")
 @card_options
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
          max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
-         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet, pretty_name, license, homepage) -> None:
+         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet, skip_device_check, accept_non_invariant,
+         pretty_name, license, homepage) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
@@ -123,6 +129,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
                   mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel,
                   checkpoint_every, log_every, peer_timeout, quiet,
                   dict(estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+                       skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant,
                        card=_card(pretty_name, license, homepage)))
         except KeyboardInterrupt:
             if signals.writing:

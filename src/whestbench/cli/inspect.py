@@ -45,16 +45,32 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 @click.option("--against", type=click.Path(path_type=Path), default=None,
               help="Another bake of (some of) the same seeds: compare weights and ground truth MLP by MLP.")
 @click.option("--n-check", type=int, default=None, help="Run the statistical checks on the first K MLPs only.")
-def verify(directory: Path, against: Path | None, n_check: int | None) -> None:
+@click.option("--sample-mlps", type=int, default=None,
+              help="Run the per-MLP pilot statistics on K MLPs chosen at random (huge datasets); default: every MLP.")
+@click.option("--sample-seed", type=int, default=0, show_default=True,
+              help="Seed of the --sample-mlps and --recompute choices (printed).")
+@click.option("--recompute", type=int, default=None,
+              help="Bake K MLPs (chosen at random) again with the dataset's own recipe and compare every column: "
+                   "bit for bit where the recipe allows, else within the precision gate. Resumable.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None,
+              help="With --recompute, for philox (torch) datasets: where to recompute (default cpu).")
+@click.option("--recompute-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where --recompute keeps its bakes (default $WHEST_RECOMPUTE_DIR or ~/.cache/whestbench/recompute).")
+def verify(directory: Path, against: Path | None, n_check: int | None, sample_mlps: int | None, sample_seed: int,
+           recompute: int | None, device: str | None, recompute_dir: Path | None) -> None:
     """Check a dataset's integrity and ground truth; exit 1 if any check fails.
 
     \b
     Integrity: metadata, checksums, schema, mlp_id range, seeds, names, weights re-derived
-    from the seeds, finite numbers. Statistics: layer-1 means against their exact value.
-    With --against: the bit-equivalence comparison of the parallel-bake guide.
+    from the seeds, finite numbers, breakdowns that parse. Statistics: layer-1 means against
+    their exact value; every MLP's later-layer means, standard errors and avg_variance against
+    a fresh, independent pilot of that MLP (docs/cli.md: what verify proves and what it cannot).
+    With --against: every numeric column compared with another bake of the same seeds.
     \b
     whest dataset verify ./final-eval
     whest dataset verify ./final-eval --against ./reference-4
+    whest dataset verify ./huge-eval --sample-mlps 50
+    whest dataset verify ./gpu-eval --recompute 1 --device cpu
     """
     from whestbench.dataset.verify import verify_dataset
 
@@ -62,7 +78,12 @@ def verify(directory: Path, against: Path | None, n_check: int | None) -> None:
         mark = "–" if check.skipped else ("✓" if check.ok else "✗")
         out.print(f"{mark} {check.name}: {check.detail}", markup=False, emoji=False)
 
-    report = verify_dataset(directory, against=against, n_check=n_check, on_check=show)
+    from whestbench.cli.progress import Reporter
+
+    with Reporter("recompute", mode="auto") as reporter:
+        report = verify_dataset(directory, against=against, n_check=n_check, on_check=show, sample_mlps=sample_mlps,
+                                sample_seed=sample_seed, recompute=recompute, device=device,
+                                recompute_root=recompute_dir, on_event=reporter)
     failed = report.failures
     skipped = sum(c.skipped for c in report.checks)
     tail = f", {skipped} skipped" if skipped else ""

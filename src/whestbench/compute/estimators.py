@@ -211,15 +211,10 @@ def meets_target(stderr: np.ndarray, target: float, layer: str) -> bool:
 
 
 def cv_floor_samples(n_samples: int, step_samples: int, cv_batch: int) -> int:
-    """The fewest samples at which a control-variate target bake may stop an MLP: the first check
-    point (``is_check_point``) where the estimate has ``MIN_RELIABLE_BATCHES`` batches, capped at
+    """The fewest samples a control-variate target bake gives an MLP: the first check point at or
+    after ``MIN_RELIABLE_BATCHES`` batches (``stop_point`` of a target already met), capped at
     ``n_samples``. (A plain target bake may stop at the first step.)"""
-    k = 1
-    while True:
-        n = min(k * step_samples, n_samples)
-        if n >= n_samples or (is_check_point(k) and n_batches(n, cv_batch) >= MIN_RELIABLE_BATCHES):
-            return n
-        k += 1
+    return stop_point(0.0, step_samples, n_samples, MIN_RELIABLE_BATCHES * cv_batch)
 
 
 def float32_target(target: float) -> np.float32:
@@ -234,3 +229,48 @@ def is_check_point(steps: int) -> bool:
     chunks or philox blocks): a fixed schedule, so where an MLP stops is a function of its samples
     alone — never of timing, workers or resumes."""
     return steps > 0 and ((steps & (steps - 1) == 0 and steps <= CHECK_SPAN) or steps % CHECK_SPAN == 0)
+
+
+TARGET_RULE = "pilot-planned"
+"""How a bake to a target standard error decides each MLP's sample count (``planned_samples``)."""
+
+
+def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, controls: Controls | None, target: float,
+                    layer: str, step: int, cap: int, min_samples: int = 0, n_pilot: int = PILOT_SAMPLES) -> int:
+    """The samples one MLP uses in a bake to the target standard error ``target``: decided before
+    any of its samples is drawn, from its own pilot stream (a two-stage rule).
+
+    Stopping where the running standard error first meets the target makes the count depend on the
+    estimate's own samples: a stop follows a low sample variance, which for right-skewed ReLU
+    outputs goes with a low mean (a bias of −0.37 standard errors on the deciding neuron, measured).
+    Here the count is a function of the weights and the pilot alone, so the estimate over it is
+    exactly unbiased. The pilot's per-sample standard deviation ``σ̂`` of each chosen neuron (plain:
+    the activation; control variates: the residual ``y − φ·B`` with the bake's own ``B``, fitted on
+    this same pilot) gives the need ``max_j (σ̂_j / target)²``; the count is the first check point at
+    or past it (``stop_point``), or ``cap``. The pilot's float32 forward pass runs at one BLAS
+    thread, as every unit does, so the count is the same on every run.
+    """
+    weights = np.asarray(weights, dtype=np.float32)
+    depth, width, _ = weights.shape
+    x = np.random.default_rng(pilot_ss).standard_normal((n_pilot, width), dtype=np.float32)
+    h = x
+    sds = np.empty((depth, width))
+    phi = None
+    for k in range(depth):
+        z = h @ weights[k]
+        h = np.maximum(z, np.float32(0.0))
+        v = h.astype(np.float64)
+        if controls is not None and k == 1:
+            y1 = np.maximum(x @ weights[0], np.float32(0.0)).astype(np.float64)
+            z64 = z.astype(np.float64)
+            phi = np.concatenate([y1 - controls.mu1, z64 * z64 - controls.ez2sq], axis=1)  # (n, 2w)
+        if controls is not None and k >= 1:
+            v = v - phi @ controls.coef[:, (k - 1) * width:k * width]
+        if controls is not None and k == 0:
+            sds[k] = 0.0  # layer 1 is exact under control variates
+            continue
+        sds[k] = v.std(axis=0, ddof=1)
+    chosen = sds[-1:] if layer == "last" else sds
+    ratio = float(np.max(chosen)) / float(target)
+    needed = ratio * ratio  # not ** 2 of each: a target of 1e308 (or 1e-300) would overflow a float's square
+    return stop_point(needed, step, cap, min_samples)

@@ -268,6 +268,23 @@ def square_tree(z, n, out_sq, scratch, out_scratch, stack, stack_sq, used) -> No
     _relu_tree_sq(scratch, n, out_scratch, out_sq, stack, stack_sq, used)
 
 
+@njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+def _uniforms_rows(words, out):  # pragma: no cover - compiled
+    """``out`` (rows, k) float32 <- the kernels' uniforms of ``words`` (rows, k) uint32."""
+    for i in range(words.shape[0]):
+        for j in range(words.shape[1]):
+            out[i, j] = _uniform(words[i, j])
+
+
+def uniforms_of(words: np.ndarray) -> np.ndarray:
+    """The uniforms these kernels make of ``words`` (rows, k) uint32 (``philox.uniforms``, bit for
+    bit): what the device check compares."""
+    words = np.ascontiguousarray(words, dtype=np.uint32)
+    out = np.empty(words.shape, dtype=np.float32)
+    _uniforms_rows(words, out)
+    return out
+
+
 def _round_keys(key: tuple[int, int]) -> np.ndarray:
     return np.array(ref.round_keys(key), dtype=np.uint32)  # (10, 2)
 

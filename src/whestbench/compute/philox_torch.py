@@ -83,13 +83,18 @@ def words_torch(keys: np.ndarray, n0: int, n1: int, width: int, device) -> torch
     return out.reshape(len(keys), n1 - n0, 4 * g)
 
 
+def uniforms_torch(words: torch.Tensor) -> torch.Tensor:
+    """``philox.uniforms`` on torch: int64 words -> float32 ``RN32(RN32(w) * 2**-32 + 2**-33)``, bit-exact."""
+    return words.to(torch.float32).mul_(float(ref.U_SCALE)).add_(float(ref.U_OFFSET))
+
+
 def box_muller_torch(words: torch.Tensor) -> torch.Tensor:
     """The float stage on torch: ``(..., 2m)`` int64 words -> ``(..., 2m)`` float32 normals.
 
     Each step is the reference's float32 operation; ``uniforms`` are bit-exact, ``log``/``cos``/
     ``sin`` are torch's (a few ulp from numpy's).
     """
-    u = words.to(torch.float32).mul_(float(ref.U_SCALE)).add_(float(ref.U_OFFSET))  # (..., 2m)
+    u = uniforms_torch(words)  # (..., 2m)
     r = u[..., 0::2].log().mul_(-2.0).sqrt_()  # (..., m)
     theta = u[..., 1::2].mul(float(ref.TWO_PI))
     z = torch.empty_like(u)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
+from whestbench.compute.estimators import TARGET_RULE
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
 from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
@@ -70,6 +71,7 @@ def bake(
     for note in plan.notes:
         emit(Event("warning", message=note))
     distributed = dist_env is not None and dist_env.world_size > 1
+    checked = check_device(plan, emit, dist_env.rank if distributed else 0)  # torch bakes; before any work
     if distributed:
         from whestbench.work.distributed import StoreExecutor
 
@@ -92,7 +94,7 @@ def bake(
             _load_kernels(plan, emit)
             with torch_threads(plan):
                 executor.run(plan.job(ledger), on_event=emit, stop=stop)
-            write_baked(plan, ledger, emit)
+            write_baked(plan, ledger, emit, device_check=checked)
             ledger.remove()
     except BaseException:
         if fresh and work.is_dir() and not (work / "plan.json").exists() and not (work / "auto-seeds.json").exists():
@@ -136,6 +138,49 @@ def saved_samples(plan: BakePlan) -> int:
         return total
     except Exception:  # noqa: BLE001 - a damaged work directory: the bake reports it by name
         return 0
+
+
+def device_check_report(output: Path, rank: int = 0) -> Path:
+    """Where a failed device check's JSON report goes: beside ``--output`` (per rank when distributed)."""
+    suffix = ".device-check.json" if rank == 0 else f".device-check.rank{rank}.json"
+    return Path(str(output) + suffix)
+
+
+def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dict[str, Any] | None:
+    """A torch bake's device check (``work/device_check.py``) on the plan's own path, before any
+    work: the ``device_check`` record for metadata.json (None off the torch backend). On a failure
+    the record goes to ``device_check_report(output)`` and DeviceCheckFailed (exit 1) says so."""
+    if plan.config.backend != "torch":
+        return None
+    from whestbench.work import device_check as dc
+
+    if plan.config.skip_device_check:
+        emit(Event("warning", message="device check skipped (--skip-device-check); metadata.json records the skip"))
+        return dc.skipped_check(plan.compute).record()
+    _load_kernels(plan, emit)  # compiled once here, so the check's time is the check's
+    with torch_threads(plan):
+        result = dc.check_device(plan.spec, plan.compute, accept_non_invariant=plan.config.accept_non_invariant)
+    record = result.record()
+    if result.refusals():
+        report = None
+        if plan.config.output is not None:
+            import json
+
+            from whestbench.atomic import write_file_atomic
+
+            path = device_check_report(plan.config.output, rank)
+            doc = {"device_check": record, "bake_command": plan.config.bake_command or canonical_command(
+                       plan.config, plan.seed_source), "kernel": plan.kernel_md, "sampler": plan.sampler_md}
+            try:
+                write_file_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
+                report = str(path)
+            except OSError as exc:
+                report = f"not written ({exc.strerror or exc})"
+        raise dc.DeviceCheckFailed(dc.failure_line(result, report))
+    for c in result.checks:
+        if c.name in result.accepted:
+            emit(Event("warning", message=f"{c.name} failed and was accepted ({dc.ACCEPT_FLAG}): {c.detail}"))
+    return record
 
 
 def _with_random_seeds(plan: BakePlan) -> BakePlan:
@@ -253,8 +298,10 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
     return command.join(parts)
 
 
-def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore) -> None:
-    """Read each MLP's sums back from ``ledger``, turn them into rows and write the dataset atomically."""
+def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
+                device_check: dict[str, Any] | None = None) -> None:
+    """Read each MLP's sums back from ``ledger``, turn them into rows and write the dataset atomically
+    (``device_check``: the record of the torch bake's device check)."""
     cfg, spec = plan.config, plan.spec
     start, end = cfg.range
     names = unique_names(estimator_seeds(spec.seeds[:end]), start, end)  # names of seeds[:end] only
@@ -273,10 +320,11 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore) -> Non
         seed_list_digest=seed_list_digest(spec.seeds), seed_source=plan.seed_source,
         bake_command=cfg.bake_command or canonical_command(cfg, plan.seed_source),
         backend=plan.backend, backend_fields=backend_fields, estimator=plan.estimator_md,
-        target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer,
+        target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer, "rule": TARGET_RULE,
                         "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps",
                         "step_samples": spec.step_samples} if spec.target_stderr is not None else None),
         card=cfg.card,
+        device_check=device_check,
     )
     from whestbench.dataset.writer import write_dataset
 

@@ -33,6 +33,7 @@ def bake_metadata(
     estimator: dict[str, Any] | None = None,
     target_stderr: dict[str, Any] | None = None,
     card: dict[str, str] | None = None,
+    device_check: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Metadata of a bake. A range short of ``[0, total_n_mlps)`` makes it a partial.
 
@@ -57,6 +58,8 @@ def bake_metadata(
         "flopscope_version": package_version("flopscope"),
     }
     md.update(backend_fields or {})
+    if device_check is not None:  # torch bakes: what the device check found (work/device_check.py)
+        md["device_check"] = device_check
     md["sampler"] = sampler
     if estimator:
         md["estimator"] = estimator

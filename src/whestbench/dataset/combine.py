@@ -58,6 +58,7 @@ from whestbench.dataset.reader import (
     read_metadata,
     verify_checksums,
 )
+from whestbench.dataset.verify import require_sound
 from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, split_names, validate_metadata
 from whestbench.dataset.writer import finish_dataset_dir
 from whestbench.errors import UsageError
@@ -152,6 +153,8 @@ def combine_split_datasets(
         check_files(s.path, s.md, s.files, s.md["n_mlps"], on_event=on_event)
         s.seeds = read_column(s.files, "mlp_seed")
     _check_independent(splits)
+    for s in splits:
+        require_sound(s.path, "input", MergeCorruptError)
 
     if default_split is None:
         defaults = [s.split for s in splits if s.config == DEFAULT_CONFIG]

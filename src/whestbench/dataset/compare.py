@@ -120,9 +120,10 @@ def _estimator(md: dict) -> str:
     return est.get("name", "plain") if isinstance(est, dict) else "plain"
 
 
-def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None) -> None:
-    """Add the ``against: …`` checks of ``a`` (already scanned by ``verify``) against the bake at ``other``."""
-    name = "against"
+def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None,
+                 name: str = "against") -> None:
+    """Add the ``{name}: …`` checks of ``a`` (already scanned by ``verify``) against the bake at ``other``
+    (``verify --against``, or ``verify --recompute``'s fresh bake of some of its MLPs)."""
     try:
         md = read_metadata(other)
         validate_metadata(md, allow_partial=True)
@@ -172,10 +173,19 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
     if targeted:  # MLPs stopped at a target: what counts is the samples each MLP used, not the cap
         same = [p for p in shared if _count(a, p[0], p[1]) == _count(b, p[2], p[3])]
         other = [p for p in shared if _count(a, p[0], p[1]) != _count(b, p[2], p[3])]
-        report.check(f"{name}: sample counts", True,
-                     f"{len(same)} of {len(shared)} MLP(s) used the same number of samples in both bakes"
-                     + (f"; {len(other)} used other counts (a target stopped them at other points): "
-                        "different Monte-Carlo estimates, compared statistically" if other else ""))
+        mode, _ = compare_mode(a, b)
+        same_target = isinstance(a.md.get("target_stderr"), dict) and a.md.get("target_stderr") == b.md.get("target_stderr")
+        if other and mode == "bits" and same_target:
+            sa, i, sb, j = other[0]
+            report.check(f"{name}: sample counts", False,
+                         f"{len(other)} of {len(shared)} MLP(s) used other sample counts, first mlp_id {int(sa.ids[i])}: "
+                         f"{int(_count(a, sa, i)):,} vs {int(_count(b, sb, j)):,}; target bakes of the same samples, target and "
+                         "arithmetic stop at the same check point (n_samples_used was edited, or a bake is wrong)")
+        else:
+            report.check(f"{name}: sample counts", True,
+                         f"{len(same)} of {len(shared)} MLP(s) used the same number of samples in both bakes"
+                         + (f"; {len(other)} used other counts (a target stopped them at other points): "
+                            "different Monte-Carlo estimates, compared statistically" if other else ""))
         if same:
             _judge(a, b, same, report, name, z_max, "ground truth", True)
         if other:
@@ -207,6 +217,7 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
         _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
         return
     mode, reason = compare_mode(a, b)
+    _judge_stderr(a, b, shared, report, name, mode)
     if mode == "bits":
         var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
         ok = bit_equal and var_ok
@@ -242,6 +253,48 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
         report.check(f"{name}: {check}", ok, detail)
     else:
         _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
+
+
+# Standard errors under the gate or float32 rounding: a square root of a difference of sums, so a
+# relative arithmetic error of the sums (~1e-6) can grow where the variance is small against the mean².
+SE_GATE_RTOL, SE_F32_RTOL = 1e-3, 1e-4
+
+
+def _judge_stderr(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, mode: str) -> None:
+    """``{name}: standard errors``: the stored error bars (and sample counts) of bakes of the same samples
+    must agree as closely as their means: bit for bit, or within the arithmetic's tolerance. Bakes of
+    other samples are not compared here (each one's error bars are held to a pilot by verify)."""
+    if mode == "stats" or any(sa.stderr is None or sb.stderr is None for sa, _, sb, _ in shared):
+        return
+    sa_ = np.stack([sa.stderr[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
+    sb_ = np.stack([sb.stderr[j] for _, _, sb, j in shared])
+    nan_a, nan_b = np.isnan(sa_), np.isnan(sb_)
+    both = ~nan_a & ~nan_b
+    rel = np.zeros(sa_.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel[both] = np.abs(sa_[both].astype(np.float64) - sb_[both]) / np.maximum(np.abs(sb_[both].astype(np.float64)), 1e-30)
+    rel[both & (sa_ == sb_)] = 0.0
+    bits = bool(np.array_equal(sa_.view(np.uint32), sb_.view(np.uint32)))
+    tol = {"bits": 0.0, "gate": SE_GATE_RTOL, "f32": SE_F32_RTOL}[mode]
+    where_bad = (nan_a != nan_b) | (rel > tol) if mode != "bits" else sa_.view(np.uint32) != sb_.view(np.uint32)
+    na = [sa.n_used[i] if sa.n_used is not None else None for sa, i, _, _ in shared]
+    nb = [sb.n_used[j] if sb.n_used is not None else None for _, _, sb, j in shared]
+    n_bad = [k for k, (x, y) in enumerate(zip(na, nb)) if x is not None and y is not None and int(x) != int(y)]
+    problems = []
+    if where_bad.any():
+        r, layer, j = (int(v) for v in np.argwhere(where_bad)[0])
+        sa, i = shared[r][0], shared[r][1]
+        problems.append(f"{int(where_bad.sum())} standard error(s) differ, first mlp_id {int(sa.ids[i])} layer {layer + 1} "
+                        f"neuron {j}: {float(sa_[r, layer, j]):.6g} vs {float(sb_[r, layer, j]):.6g} "
+                        f"(ratio {float(sa_[r, layer, j]) / float(sb_[r, layer, j]) if sb_[r, layer, j] else float('inf'):.3g})")
+    if n_bad:
+        sa, i = shared[n_bad[0]][0], shared[n_bad[0]][1]
+        problems.append(f"n_samples_used differs for {len(n_bad)} MLP(s), first mlp_id {int(sa.ids[i])}: "
+                        f"{int(na[n_bad[0]]):,} vs {int(nb[n_bad[0]]):,}")
+    want = "bit-identical" if mode == "bits" else f"within {tol:g} relative"
+    report.check(f"{name}: standard errors", not problems, "; ".join(problems) + f" (must be {want})" if problems else
+                 f"{'bit-identical' if bits else f'max relative difference {float(rel.max(initial=0.0)):.2g}, {want}'}"
+                 f" for {sa_.size} standard errors" + (", n_samples_used equal" if any(x is not None for x in na) else ""))
 
 
 def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ from whestbench.dataset.verify import check_checksums, infer_sampler
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
 from whestbench.text import format_bytes, sanitize
+from whestbench.work.device_check import summary_line as device_summary_line
 
 # whestbench 0.16's single-split keys, in its order; each printed only when present.
 _SINGLE_KEYS = (
@@ -178,6 +179,7 @@ def _extra_lines(md: dict[str, Any]) -> list[str]:
         lines.append("  seed source: " + "; ".join(f"{k}: {v}" for k, v in sources.items()))
     else:
         lines.append("  seed source: not recorded (per-MLP seeds are in the mlp_seed column)")
+    lines += [line for line in [device_summary_line(md.get("device_check"))] if line]
     if md.get("is_partial"):
         rng = md.get("mlp_range")
         span = f"[{rng[0]}, {rng[1]})" if isinstance(rng, list) and len(rng) == 2 else str(rng)

@@ -47,6 +47,7 @@ from whestbench.dataset.inputs import (
     split_of,
 )
 from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums
+from whestbench.dataset.verify import require_sound
 from whestbench.dataset.schema import COLUMNS, columns_for, make_features, validate_metadata
 from whestbench.dataset.writer import (
     MAX_ROW_GROUP_BYTES,
@@ -118,6 +119,8 @@ def merge_datasets(
     for part in ordered:
         _check_rows(part, on_event)
     _check_seed_list(parts[0], ordered)
+    for part in ordered:
+        require_sound(part.path, "partial", MergeCorruptError)
 
     first = parts[0].md
     md = merged_metadata([p.md for p in parts], output=output)

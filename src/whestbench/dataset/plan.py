@@ -97,6 +97,11 @@ class BakeConfig:
     card: dict[str, str] | None = None
     """The dataset card's ``pretty_name``/``license``/``homepage`` (recorded in metadata ``card``;
     ``dataset.card.check_card_fields`` checks them). Never changes the numbers."""
+    skip_device_check: bool = False
+    """Torch: do not check the device before baking (``work/device_check.py``); the skip is recorded."""
+    accept_non_invariant: bool = False
+    """Torch: bake even when the device check finds results that depend on the chunk or batch size
+    (row-invariance); the acceptance is recorded."""
 
     def __post_init__(self) -> None:
         for flag, value in (("--n-mlps", self.n_mlps), ("--n-samples", self.n_samples),
@@ -138,6 +143,9 @@ class BakeConfig:
             raise UsageError(f"backend must be 'cpu' or 'torch'; got {self.backend!r}.")
         if self.backend == "torch" and self.max_threads is not None:
             raise UsageError("--max-threads applies to the CPU path only; torch manages its own threads (drop --max-threads).")
+        if self.backend == "cpu" and (self.skip_device_check or self.accept_non_invariant):
+            flag = "--skip-device-check" if self.skip_device_check else "--accept-non-invariant"
+            raise UsageError(f"{flag} applies to the torch backend only (the CPU path has no device check); drop it.")
         if self.gpu_kernel not in ("torch", "fused"):
             raise UsageError(f"--gpu-kernel must be 'torch' or 'fused'; got {self.gpu_kernel!r}.")
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):

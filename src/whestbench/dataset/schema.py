@@ -7,6 +7,8 @@ keys that its loader ignores.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from typing import Any
 
@@ -163,6 +165,7 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
             raise InvalidDatasetError("seed_protocol salt_digest must be a string.")
         if src == "env" and "salt_digest" not in sp:
             raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' needs a salt_digest.")
+    _validate_recipe(md)
     if "split" in md:
         _check_name_field(md["split"], "split")
     if "config" in md:
@@ -231,3 +234,79 @@ def _validate_multi(md: dict, version: str) -> None:
         if "config" in entry:
             _check_name_field(entry["config"], "config")
         _check_seed_key(entry, version, where=f"splits[{name!r}]")
+
+
+FORMAT_NAME = "hf-datasets-parquet"
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _validate_recipe(md: dict) -> None:
+    """The keys that say how the numbers were made: the format, the shape, the sampler, the estimator
+    and a target. Every reader (load, verify, push, merge, combine, inspect) calls this through
+    ``validate_metadata``, so a dataset one of them refuses the others refuse with the same words."""
+    from whestbench.compute.estimators import ESTIMATOR_VERSION, ESTIMATORS
+
+    fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
+    if "format" in md and md["format"] != FORMAT_NAME:
+        raise InvalidDatasetError(f"metadata format {_short(md['format'])} is not {FORMAT_NAME!r} {fix}.")
+    for key in ("width", "depth", "n_samples"):
+        if key in md and not _positive_int(md[key]):
+            raise InvalidDatasetError(f"metadata {key} {_short(md[key])} is not a positive integer {fix}.")
+    sampler = md.get("sampler")
+    if "sampler" in md:
+        known = _known_samplers()
+        if not isinstance(sampler, dict) or sampler.get("name") not in known:
+            name = sampler.get("name") if isinstance(sampler, dict) else sampler
+            raise InvalidDatasetError(f"metadata sampler {_short(name)} is not one this whestbench knows "
+                                      f"({', '.join(sorted(known))}) {fix}.")
+        if sampler.get("version") != known[sampler["name"]]:
+            raise InvalidDatasetError(f"metadata sampler {sampler['name']} version {_short(sampler.get('version'))} "
+                                      f"is not {known[sampler['name']]!r} {fix}.")
+        block = sampler.get("block_size")
+        if not _positive_int(block):
+            raise InvalidDatasetError(f"metadata sampler block_size {_short(block)} is not a positive integer {fix}.")
+        if sampler["name"] == "pcg64" and _positive_int(md.get("width")):
+            from whestbench.compute.pcg64 import chunk_rows
+
+            if block != chunk_rows(md["width"]):
+                raise InvalidDatasetError(f"metadata sampler block_size {block} is not the pcg64 chunk of width "
+                                          f"{md['width']} ({chunk_rows(md['width'])}) {fix}.")
+        if sampler["name"] == "philox" and block & (block - 1):
+            raise InvalidDatasetError(f"metadata sampler block_size {block} is not a power of two (philox) {fix}.")
+    if "estimator" in md:
+        est = md["estimator"]
+        name = est.get("name") if isinstance(est, dict) else est
+        if not isinstance(est, dict) or name not in ESTIMATORS or est.get("version") != ESTIMATOR_VERSION:
+            version = est.get("version") if isinstance(est, dict) else None
+            raise InvalidDatasetError(f"metadata estimator {_short(name)} version {_short(version)} is not one this "
+                                      f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
+        if name == "control-variate" and not _positive_int(est.get("batch_samples")):
+            raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not a "
+                                      f"positive integer {fix}.")
+    if "target_stderr" in md:
+        t = md["target_stderr"]
+        value = t.get("value") if isinstance(t, dict) else None
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+              and t.get("layer") in ("last", "all"))
+        if not ok:
+            raise InvalidDatasetError(f"metadata target_stderr {_short(t)} needs a positive finite value and layer "
+                                      f"'last' or 'all' {fix}.")
+        if "estimator" not in md:
+            raise InvalidDatasetError(f"metadata has a target_stderr but no estimator block {fix}.")
+
+
+def _known_samplers() -> dict[str, str]:
+    from whestbench.compute import pcg64, philox
+
+    return {pcg64.SAMPLER_NAME: pcg64.SAMPLER_VERSION, philox.SAMPLER_NAME: philox.SAMPLER_VERSION}
+
+
+def _short(v: Any) -> str:
+    """A metadata value as one short, printable piece of a message."""
+    from whestbench.text import sanitize
+
+    text = json.dumps(v) if not isinstance(v, str) else repr(v)
+    return sanitize(text if len(text) <= 60 else text[:57] + "...")

@@ -1,20 +1,25 @@
-"""Verify a dataset: its integrity and a statistical spot check of its ground truth (and, through
-``compare``, a comparison with another bake).
+"""Verify a dataset: its integrity, and every stored number against an independent computation.
 
 ``verify_dataset(dir)`` returns a ``VerifyReport``: a list of named checks, each passed or failed
 with a one-line detail. Nothing raises on a broken dataset; a failed check says what is wrong.
+What each check catches and misses is tabled in docs/cli.md ("What verify proves").
 
-1. **Integrity** — metadata validates (a partial is allowed and reported); the data files match
-   their ``checksums`` (when present); every shard has the 8 columns with the Arrow types
+1. **Integrity** (here) — metadata validates (``schema.validate_metadata``, the one validator every
+   reader shares; a partial is allowed and reported); the data files match their ``checksums``
+   (when present); every shard has the columns ``schema.columns_for`` names (0.16's eight, plus
+   ``all_layer_stderr`` and ``n_samples_used`` where the metadata records them) with the Arrow types
    ``make_features`` gives; ``mlp_id`` is the declared range; ``mlp_seed`` values are distinct;
    ``mlp_name`` is what the seeds give; ``weights`` are byte-identical to the ones re-derived from
-   ``mlp_seed``; every number is finite; ``final_means == all_layer_means[-1]``.
-2. **Statistics** — the layer-1 mean has a closed form. With ``x ~ N(0, I)`` the pre-activation of
+   ``mlp_seed``; every number is finite; ``final_means == all_layer_means[-1]``; every
+   ``sampling_budget_breakdown`` parses.
+2. **Statistics** — layer 1 (here) has a closed form. With ``x ~ N(0, I)`` the pre-activation of
    neuron j is ``N(0, s_j²)``, ``s_j = ‖W₁[:, j]‖``, so ``E relu = s_j/√(2π)`` and
-   ``Var relu = s_j²/2 − s_j²/(2π)``. Each stored layer-1 mean is turned into a z-score with the
-   standard error ``sqrt(Var relu / N)``; the largest |z| must stay under a Bonferroni threshold.
+   ``Var relu = s_j²/2 − s_j²/(2π)``: each stored layer-1 mean and standard error is held to it.
+   Layers 2.., the standard errors and ``avg_variance`` are held to a fresh pilot of every MLP in
+   ``plausibility``; a target bake's sample counts to what each MLP's pilot plans.
 3. **Against another bake** (``against=DIR2``) — in ``compare``, which reads rows through
-   ``scan_split`` and the statistical limits here.
+   ``scan_split``; **recompute** (``recompute=K``) bakes K MLPs again (``recompute``) and compares
+   them the same way.
 
 Checksums are judged by ``reader.checksum_state`` (the one implementation the loader also uses).
 """
@@ -53,7 +58,8 @@ P_OVERALL = 1e-6
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
 _BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets
-_READ_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance"]
+_READ_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
+                 "sampling_budget_breakdown"]
 
 
 @dataclass(frozen=True)
@@ -109,11 +115,24 @@ def verify_dataset(
     n_check: int | None = None,
     z_max: float | None = None,
     on_check: Callable[[Check], None] | None = None,
+    sample_mlps: int | None = None,
+    sample_seed: int = 0,
+    recompute: int | None = None,
+    device: str | None = None,
+    recompute_root: str | Path | None = None,
+    on_event=None,
+    stop=None,
 ) -> VerifyReport:
     """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
 
     ``n_check`` limits the statistical check and the comparison to the first K MLPs (integrity
     covers every row).
+    ``sample_mlps`` runs the per-MLP pilot statistics on that many MLPs chosen at random with
+    ``sample_seed`` (huge datasets; the choice is reported).
+    ``recompute`` bakes that many MLPs (chosen at random with ``sample_seed``) again with the
+    dataset's own recipe (``device`` for philox datasets) in ``recompute_root`` (default: the user
+    cache; resumable) and compares every numeric column (``dataset.recompute``); ``on_event`` hears
+    that bake's progress and ``stop`` interrupts it (resumable).
     ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
     each check as it completes (the CLI prints it). Raises UsageError only for arguments that
     cannot name a dataset (a path that does not exist, a non-positive ``n_check``).
@@ -125,16 +144,55 @@ def verify_dataset(
         _require_dir(against, "--against")
     if n_check is not None and (isinstance(n_check, bool) or not isinstance(n_check, int) or n_check <= 0):
         raise UsageError(f"--n-check must be a positive integer; got {n_check!r}.")
+    if sample_mlps is not None and (isinstance(sample_mlps, bool) or not isinstance(sample_mlps, int) or sample_mlps <= 0):
+        raise UsageError(f"--sample-mlps must be a positive integer; got {sample_mlps!r}.")
+    if recompute is not None and (isinstance(recompute, bool) or not isinstance(recompute, int) or recompute <= 0):
+        raise UsageError(f"--recompute must be a positive integer; got {recompute!r}.")
+    if device is not None and recompute is None:
+        raise UsageError("--device applies to --recompute only; add --recompute K, or leave --device out.")
+    if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
+        from whestbench.dataset.recompute import recipe
+
+        try:
+            recipe(read_metadata(directory), device)
+        except UsageError:
+            raise
+        except (InvalidDatasetError, KeyError, TypeError, ValueError):
+            pass  # the metadata check reports a broken dataset
     report = VerifyReport(directory, against, on_check=on_check)
     ds = _integrity(directory, report)
     if ds is None:
         return report
-    _statistics(ds, report, n_check=n_check, z_max=z_max)
+    _statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed)
     if against is not None:
         from whestbench.dataset.compare import compare_with  # compare builds on this module
 
         compare_with(ds, against, report, n_check=n_check, z_max=z_max)
+    if recompute is not None:
+        _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop)
     return report
+
+
+def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, device: str | None,
+               root, on_event, stop) -> None:
+    from whestbench.dataset import plausibility
+    from whestbench.dataset.compare import compare_with
+    from whestbench.dataset.recompute import recipe, recompute
+
+    rows = plausibility.choose_rows(list(ds.rows()), k, sample_seed)
+    if not rows:
+        report.skip("recompute", "the dataset has no rows")
+        return
+    rec = recipe(ds.md, device)
+    seeds = [int(s.seeds[i]) for s, i in rows]
+    ids = ", ".join((f"{s.name}:" if ds.is_multi else "") + str(int(s.ids[i])) for s, i in rows)
+    how = rec["backend"] + (f" on {rec['device']}" if rec["device"] else "")
+    report.check("recompute", True, f"{len(rows)} MLP(s) chosen at random with --sample-seed {sample_seed}: mlp_id {ids}; "
+                 f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
+                 + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
+    path = recompute(ds.md, seeds, device=device, root=Path(root) if root is not None else None, on_event=on_event,
+                     stop=stop)
+    compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
 
 
 def bonferroni_z(n_tests: int, p_overall: float = P_OVERALL) -> float:
@@ -185,6 +243,7 @@ class SplitScan:
     final: np.ndarray  # (n, w) float32
     avg_var: np.ndarray  # (n,) float64
     weight_mismatch: list[tuple[int, str]]  # (mlp_id, what differs) against the re-derived weights
+    bad_breakdown: list[tuple[int, str]] = field(default_factory=list)  # (mlp_id, why) rows whose breakdown does not parse
     stderr: np.ndarray | None = None  # (n, depth, w) float32: all_layer_stderr, when the dataset has it
     n_used: np.ndarray | None = None  # (n,) int64: n_samples_used, when the dataset has it
 
@@ -272,7 +331,7 @@ def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool
 
     batch_rows = max(1, _BATCH_BYTES // row_bytes(width, depth))
     ids, names, seeds, digests, sig, means, final, avg, mismatch = [], [], [], [], [], [], [], [], []
-    stderr, n_used = [], []
+    stderr, n_used, bad_breakdown = [], [], []
     wanted = _READ_COLUMNS + [c for c in (STDERR_COLUMN, N_USED_COLUMN) if c in columns]
     for shard in data_files(path, split):
         try:
@@ -294,6 +353,10 @@ def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool
                             layer, i, j = (int(v) for v in diff[0])
                             mismatch.append((int(b_ids[k]), f"{len(diff)} value(s) differ, first weights[{layer}][{i}][{j}]"))
                 sig.append(np.sqrt(np.sum(w[:, 0].astype(np.float64) ** 2, axis=1)))  # (rows, width)
+                for k, text in enumerate(batch.column("sampling_budget_breakdown").to_pylist()):
+                    why = _breakdown_problem(text)
+                    if why:
+                        bad_breakdown.append((int(b_ids[k]), why))
                 ids.append(b_ids)
                 names.extend(str(v) for v in batch.column("mlp_name").to_pylist())
                 seeds.extend(b_seeds)
@@ -323,9 +386,23 @@ def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool
         final=cat(final, (0, width), np.float32),
         avg_var=cat(avg, (0,), np.float64),
         weight_mismatch=mismatch,
+        bad_breakdown=bad_breakdown,
         stderr=cat(stderr, (0, depth, width), np.float32) if STDERR_COLUMN in wanted else None,
         n_used=cat(n_used, (0,), np.int64) if N_USED_COLUMN in wanted else None,
     )
+
+
+def _breakdown_problem(text: Any) -> str:
+    """Why a row's ``sampling_budget_breakdown`` is not the JSON object bakes write ("" when it is)."""
+    if not isinstance(text, str):
+        return "null" if text is None else f"a {type(text).__name__}, not a JSON string"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return f"not JSON ({sanitize(text[:30])!r})"
+    except RecursionError:
+        return "JSON nested too deeply"
+    return "" if isinstance(value, dict) else f"JSON {type(value).__name__}, not an object"
 
 
 def _type_sig(t) -> Any:
@@ -584,6 +661,13 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         report.check(f"{prefix}finite", True, "all means finite and >= 0 (post-ReLU)" + (" within 6 standard errors" if cv else "")
                      + ", avg_variance finite")
 
+    if s.bad_breakdown:
+        mid, why = s.bad_breakdown[0]
+        report.check(f"{prefix}breakdown", False, f"{len(s.bad_breakdown)} row(s) whose sampling_budget_breakdown is "
+                     f"not a JSON object, first mlp_id {mid}: {why}")
+    else:
+        report.check(f"{prefix}breakdown", True, f"sampling_budget_breakdown parses as a JSON object in all {len(s.seeds)} rows")
+
     same = np.array_equal(s.final.view(np.uint32), s.means[:, -1].view(np.uint32))
     if same:
         report.check(f"{prefix}final_means", True, "final_means == all_layer_means[-1] bit for bit")
@@ -601,11 +685,19 @@ def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
     return rows[:n_check] if n_check is not None else rows
 
 
-def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None) -> None:
+def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None,
+                sample_mlps: int | None = None, sample_seed: int = 0) -> None:
+    from whestbench.dataset import plausibility
+
     rows = _limit(ds, n_check)
     if not rows:
         report.skip("layer-1 means", "the dataset has no rows")
         return
+    if sample_mlps is not None and sample_mlps < len(rows):
+        rows = plausibility.choose_rows(rows, sample_mlps, sample_seed)
+        ids = ", ".join(f"{s.name}:{int(s.ids[i])}" if ds.is_multi else str(int(s.ids[i])) for s, i in rows[:20])
+        report.check("sample", True, f"statistics on {len(rows)} MLP(s) chosen at random with --sample-seed "
+                     f"{sample_seed}: mlp_id {ids}{' ...' if len(rows) > 20 else ''} (integrity covered every row)")
     n = _sample_counts(ds, rows)[:, None]
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
@@ -616,42 +708,35 @@ def _statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z
     if estimator == "control-variate":
         _exact_layer1(ds, rows, mean1, exact, report)
         _stderr_checks(ds, rows, None, report)
-        _stderr_spot_check(ds, rows, report)
-        return
-    se = sigma * np.sqrt(_RELU_VAR / n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # A zero weight column gives a neuron that is always 0: its mean must be exactly 0.
-        z = np.where(se > 0, (mean1 - exact) / np.where(se > 0, se, 1.0), np.where(mean1 == exact, 0.0, np.inf))
-    k = z.size
-    thr = z_max if z_max is not None else bonferroni_z(k)
-    r, j = np.unravel_index(int(np.argmax(np.abs(z))), z.shape)
-    s, i = rows[r]
-    where = f"{s.name} " if ds.is_multi else ""
-    max_z = float(np.abs(z[r, j]))
-    mean_z2 = float(np.mean(z**2))
-    chi_thr = chi2_mean_limit(len(rows))
-    ok = max_z <= thr and mean_z2 <= chi_thr
-    scope = f"{len(rows)} MLP(s) x {ds.width} neurons" + (f" (first {n_check})" if n_check is not None else "")
-    report.check(
-        "layer-1 means",
-        ok,
-        f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id {int(s.ids[i])} "
-        f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
-        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f})",
-    )
-    var = np.concatenate([s.avg_var[[i]] for s, i in rows])
-    # A dead last layer (every final mean 0) has variance exactly 0, and so has a bake of one sample;
-    # anything else must be > 0.
-    alive = np.array([bool(np.any(s.final[i] > 0)) for s, i in rows]) & (n[:, 0] >= 2)
-    bad = ~np.isfinite(var) | (alive & (var <= 0)) | (var < 0)
-    if bad.any():
-        s, i = rows[int(np.argmax(bad))]
-        report.check("avg_variance", False, f"{int(bad.sum())} MLP(s) with avg_variance not positive and finite, first mlp_id {int(s.ids[i])}: {s.avg_var[i]}")
     else:
-        report.check("avg_variance", True, f"positive and finite for {len(rows)} MLP(s) (range {var.min():.4g} to {var.max():.4g})")
-    _stderr_checks(ds, rows, se, report)
-    if known:
-        _stderr_spot_check(ds, rows, report)
+        se = sigma * np.sqrt(_RELU_VAR / n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # A zero weight column gives a neuron that is always 0: its mean must be exactly 0.
+            z = np.where(se > 0, (mean1 - exact) / np.where(se > 0, se, 1.0), np.where(mean1 == exact, 0.0, np.inf))
+        k = z.size
+        thr = z_max if z_max is not None else bonferroni_z(k)
+        r, j = np.unravel_index(int(np.argmax(np.abs(z))), z.shape)
+        s, i = rows[r]
+        where = f"{s.name} " if ds.is_multi else ""
+        max_z = float(np.abs(z[r, j]))
+        mean_z2 = float(np.mean(z**2))
+        chi_thr = chi2_mean_limit(len(rows))
+        ok = max_z <= thr and mean_z2 <= chi_thr
+        scope = f"{len(rows)} MLP(s) x {ds.width} neurons" + (f" (first {n_check})" if n_check is not None else "")
+        report.check(
+            "layer-1 means",
+            ok,
+            f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id {int(s.ids[i])} "
+            f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
+            f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f})",
+        )
+        _stderr_checks(ds, rows, se, report)
+    if not known:
+        return
+    audited = plausibility.audit_rows(ds, rows, n[:, 0])
+    plausibility.check_layer_means(ds, audited, report, P_OVERALL)
+    plausibility.check_avg_variance(ds, audited, report, P_OVERALL)
+    plausibility.check_stderr_size(ds, audited, report, P_OVERALL)
 
 
 def _estimator_check(ds: DatasetScan, report: VerifyReport) -> bool:
@@ -676,7 +761,8 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
     stopped only at a check point, and an MLP that stopped early has every chosen standard error
     at or under the target."""
-    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, chosen_stderr, is_check_point, meets_target, n_batches
+    from whestbench.compute.estimators import (MIN_RELIABLE_BATCHES, TARGET_RULE, chosen_stderr, is_check_point,
+                                               meets_target, n_batches)
 
     target = ds.md.get("target_stderr")
     if target is None:
@@ -697,6 +783,9 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     batch = est.get("batch_samples")
     cv = est.get("name") == "control-variate"
     cap = ds.n_samples
+    if target.get("rule") == TARGET_RULE:
+        _planned_counts(ds, rows, report, float(value), layer, step, cv, batch)
+        return
     problems = []
     for s, i in rows:
         used = int(s.n_used[i])
@@ -713,60 +802,53 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
                                 f"{float(np.nanmax(chosen_stderr(s.stderr[i], layer))):.4g} > target {value:g}")
         if len(problems) >= 3:
             break
-    early = sum(int(s.n_used[i]) < cap for s, i in rows)
     report.check("target", not problems, "; ".join(problems) if problems else
-                 f"{early} of {len(rows)} MLP(s) reached the target {value:g} ({layer} layer) before n_samples="
-                 f"{cap:,}, at check points; the rest used all n_samples")
+                 f"{_stops(ds, rows, cap)} (sequential rule of whestbench 0.17.0 bakes: each early stop at a check point, "
+                 f"its standard errors at or under the target {value:g}, {layer} layer)")
 
 
-# The stored standard errors of layers 2.. against a fresh pilot: sd = stderr·sqrt(N) over the pilot's
-# per-neuron sd, median per layer. Plain: ~1 (bounds allow a small pilot's error). Control variates:
-# below 1 by their variance reduction, with no lower bound: a layer its controls explain exactly (at
-# width 1, relu(w·y1) with w > 0 is y1 scaled) has a standard error of ~0, rightly.
-SPOT_MLPS = 4
-SPOT_RATIO = {"plain": (0.67, 1.5), "control-variate": (0.0, 1.5)}
-SPOT_MIN_SAMPLES = 10_000  # below, a stored sd of a sparse neuron is itself too rough to hold to these bounds
+def _stops(ds: DatasetScan, rows, cap: int) -> str:
+    """How the MLPs of a target bake stopped, from the real counts."""
+    early = sum(int(s.n_used[i]) < cap for s, i in rows)
+    if early == len(rows):
+        return f"all {early} MLP(s) stopped before n_samples={cap:,}"
+    if early == 0:
+        return f"none of the {len(rows)} MLP(s) stopped before n_samples={cap:,} (the cap decided every count)"
+    return f"{early} of {len(rows)} MLP(s) stopped before n_samples={cap:,}, {len(rows) - early} used all of it"
 
 
-def _stderr_spot_check(ds: DatasetScan, rows, report: VerifyReport) -> None:
-    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
+def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, layer: str, step, cv: bool,
+                    batch) -> None:
+    """The two-stage rule: each MLP's count is what its own pilot plans (``estimators.planned_samples``),
+    a function of the seed and the recipe alone: recompute it and require equality."""
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
     from whestbench.compute.mlp import weights_for_seed
-    from whestbench.dataset.compare import _PILOT_MIN_ACTIVE, _pilot_variance
+    from whestbench.work.units import _planned
 
-    if ds.depth < 2 or any(s.stderr is None for s, _ in rows):
+    if not (isinstance(step, int) and step > 0) or (cv and not (isinstance(batch, int) and batch > 0)):
+        report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
+                     "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")
         return
-    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
-    lo, hi = SPOT_RATIO.get(est.get("name", "plain"), SPOT_RATIO["plain"])
-    batch = est.get("batch_samples") if est.get("name") == "control-variate" else None
-    n = _sample_counts(ds, rows)
-    checked, problems = 0, []
-    for (s, i), count in zip(rows, n):
-        if checked >= SPOT_MLPS:
-            break
-        if count < SPOT_MIN_SAMPLES or (isinstance(batch, int) and batch > 0
-                                        and n_batches(int(count), batch) < MIN_RELIABLE_BATCHES):
-            continue  # the stored standard errors are too rough (few samples or batches) to be held to bounds
-        w = weights_for_seed(int(s.seeds[i]), ds.width, ds.depth)
+    min_samples = batch * MIN_RELIABLE_BATCHES if cv else 0
+    estimator = "control-variate" if cv else "plain"
+    problems, checked = [], 0
+    for s, i in rows:
+        seed = int(s.seeds[i])
+        w = weights_for_seed(seed, ds.width, ds.depth)
         if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
-            continue  # weights that do not re-derive from the seed (an older protocol): nothing to run
-        se = s.stderr[i].astype(np.float64)
-        if np.isnan(se[1:]).all():
-            continue  # too few samples for a standard error
-        var, active = _pilot_variance(w)
+            continue  # weights that do not re-derive: the weights check has said so
+        want = _planned(seed, ds.width, ds.depth, estimator, value, layer, step, ds.n_samples, min_samples)
+        used = int(s.n_used[i])
         checked += 1
-        for layer in range(1, ds.depth):
-            live = (active[layer] >= _PILOT_MIN_ACTIVE) & np.isfinite(se[layer]) & (var[layer] > 0)
-            if not live.any():
-                continue
-            ratio = float(np.median(se[layer][live] * math.sqrt(count) / np.sqrt(var[layer][live])))
-            if not lo <= ratio <= hi:
-                problems.append(f"mlp_id {int(s.ids[i])} layer {layer + 1}: stored standard errors are {ratio:.3g}x "
-                                f"what a fresh pilot's spread gives (allowed {lo:g} to {hi:g})")
-    if checked:
-        bounds = f"within {lo:g}x to {hi:g}x" if lo > 0 else f"at most {hi:g}x"
-        report.check("stderr size", not problems, "; ".join(problems[:3]) if problems else
-                     f"layers 2-{ds.depth} of {checked} MLP(s) against a fresh pilot: {bounds} "
-                     f"of the per-sample spread ({est.get('name', 'plain')} estimator)")
+        if used != want:
+            problems.append(f"mlp_id {int(s.ids[i])} used {used:,} samples; its pilot plans {want:,} for a standard "
+                            f"error of {value:g} ({layer} layer)")
+        if len(problems) >= 3:
+            break
+    report.check("target", not problems, "; ".join(problems) + " (n_samples_used or the target was edited, or the "
+                 "bake is wrong)" if problems else f"{_stops(ds, rows, ds.n_samples)}; all {checked} counts equal what "
+                 f"each MLP's own pilot plans for a standard error of {value:g} ({layer} layer), fixed before "
+                 "sampling (unbiased)")
 
 
 def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
@@ -849,3 +931,17 @@ def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report
     else:
         report.check("stderr", True, f"layer 1 matches the exact sqrt(Var relu / N) (max ratio off by "
                      f"{float(np.max(np.abs(ratio - 1.0))):.2g}); {detail}")
+
+
+def require_sound(path: str | Path, what: str, error: type[InvalidDatasetError] = InvalidDatasetError) -> None:
+    """Raise ``error`` naming ``path`` and its first failed check when ``verify`` (integrity and the
+    per-MLP statistics) fails it: merge and combine-splits call this on each input before writing,
+    so a damaged input is refused instead of re-signed with fresh checksums."""
+    report = verify_dataset(path)
+    if report.ok:
+        return
+    bad = report.failures
+    first = bad[0]
+    more = f" (and {len(bad) - 1} more failed check(s))" if len(bad) > 1 else ""
+    raise error(f"{what} {sanitize(str(path))} fails verify: {first.name}: {first.detail}{more}. Re-bake it, or run "
+                f"`whest dataset verify {sanitize(str(path))}` for every check.")

@@ -21,7 +21,6 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from whestbench.compute.estimators import is_check_point
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
 from whestbench.work.ledger import DamagedRecord
@@ -190,24 +189,21 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     weights = sample_weights(weight_ss, spec.width, spec.depth)
     controls = controls_for(seed, weights) if spec.estimator == "control-variate" else None
     fused = _pcg64_fused(spec)
-    stream = Pcg64Stream(weights, sample_ss, spec.n_samples, fused=fused, controls=controls)
+    n = spec.planned_samples(unit.mlp_index)  # with a target: what the MLP's pilot plans, fixed before sampling
+    stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls)
     saved = ctx.resume(unit.key)
     if saved is not None:
         try:
             stream.restore(*saved)
             ctx.on_resumed(stream.position)
-            ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {stream.position:,} of {spec.n_samples:,} samples")
+            ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {stream.position:,} of {n:,} samples")
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
-            stream = Pcg64Stream(weights, sample_ss, spec.n_samples, fused=fused, controls=controls)
+            stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls)
     while not stream.done:
         ctx.on_samples(stream.step())
         if stream.done:
             break
-        if spec.target_stderr is not None and is_check_point(stream.position // stream.chunk):
-            partial = stream.result(partial=True)
-            if spec.target_reached(partial):
-                return partial
         ctx.after_step(unit.key, stream.state)
     return stream.result()
 
@@ -228,17 +224,21 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
     w_batch = np.stack(weights)  # (B, depth, width, width)
     key_arr = np.array(keys, dtype=np.uint32)  # (B, 2)
     blocks = _block_runner(spec, compute, w_batch, key_arr, controls or None)
-    # the fused kernel runs groups of blocks per launch, unless a target is checked after each block
-    step = TRITON_GROUP_BLOCKS if compute.engine == "triton" and spec.target_stderr is None else 1
+    step = TRITON_GROUP_BLOCKS if compute.engine == "triton" else 1  # the fused kernel: groups of blocks per launch
 
     tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
+    block_end = unit.block_end
+    if spec.target_stderr is not None:  # one MLP per unit, from block 0: stop where its pilot plans
+        planned = spec.planned_samples(unit.mlps[0])
+        if planned < spec.n_samples:
+            block_end = min(block_end, planned // spec.block_size)
     saved = ctx.resume(unit.key)
     if saved is not None:
         try:
             meta, arrays = saved
             b, done_samples = int(meta["next_block"]), int(meta["samples"])
             levels = [int(v) for v in meta["levels"]]
-            if not unit.block_start <= b <= unit.block_end:
+            if not unit.block_start <= b <= block_end:
                 raise ValueError(f"next block {b} outside the unit")
             tree = philox.PairwiseStack.from_state(levels, [arrays[f"level{i}"] for i in range(len(levels))])
             ctx.on_resumed(done_samples * unit.mlp_count)
@@ -253,21 +253,16 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
         meta = {"next_block": b, "samples": done_samples, "levels": levels}
         return meta, {f"level{i}": np.asarray(v) for i, v in enumerate(values)}
 
-    while b < unit.block_end:
-        e = min(b + step, unit.block_end)
+    while b < block_end:
+        e = min(b + step, block_end)
         packed, counts = blocks(b, e)  # (B, parts, rows, w) fp64 and the samples of each part
         for k, c in enumerate(counts):
             tree.push(packed[:, k], philox.level_of(int(c)))
         count = int(np.sum(counts))
         b, done_samples = e, done_samples + count
         ctx.on_samples(count * unit.mlp_count)
-        if b >= unit.block_end:
+        if b >= block_end:
             break
-        if spec.target_stderr is not None and is_check_point(b - unit.block_start):
-            now = np.asarray(tree.value())
-            partial = [philox.unpack(now[j], done_samples, spec.depth) for j in range(unit.mlp_count)]
-            if all(spec.target_reached(p) for p in partial):
-                return LayerSums.stack(partial)
         ctx.after_step(unit.key, state)
     total = np.asarray(tree.value())
     return LayerSums.stack([philox.unpack(total[j], done_samples, spec.depth) for j in range(unit.mlp_count)])

@@ -63,8 +63,9 @@ class WorkSpec:
     estimator: str = "plain"
     """"plain" (the reference's sample means) or "control-variate" (``compute/estimators.py``)."""
     target_stderr: float | None = None
-    """Sample each MLP only until the chosen neurons' standard errors are all at most this, checked
-    at fixed check points (``estimators.is_check_point``), with ``n_samples`` as the cap."""
+    """Sample each MLP only as many times as its own pilot says the chosen neurons need for standard
+    errors of this size (``planned_samples``: a check point, ``estimators.is_check_point``, or
+    ``n_samples``, the cap), decided before sampling so that the estimate stays unbiased."""
     stderr_layer: str = "last"
     """Which neurons the target applies to: the "last" layer's or "all"."""
     unit_blocks: int = field(default=0, compare=False)
@@ -125,16 +126,20 @@ class WorkSpec:
 
         return self.step_samples if self.sampler == "pcg64" else min(CV_BATCH, self.block_size)
 
-    def target_reached(self, sums: LayerSums) -> bool:
-        """Whether every chosen neuron's standard error is at most the target (one MLP's sums). A
-        control-variate estimate is not judged before it has ``MIN_RELIABLE_BATCHES`` batches."""
-        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, finalize_estimates, meets_target, n_batches
+    def planned_samples(self, index: int) -> int:
+        """Samples MLP ``index`` uses: ``n_samples``, or with a target the count its own pilot plans
+        (``estimators.planned_samples``: fixed before sampling, so the estimate is unbiased)."""
+        if self.target_stderr is None:
+            return self.n_samples
+        return _planned(self.seeds[index], self.width, self.depth, self.estimator, self.target_stderr,
+                        self.stderr_layer, self.step_samples, self.n_samples,
+                        self.cv_batch * self._min_batches() if self.estimator == "control-variate" else 0)
 
-        batches = n_batches(sums.count, self.cv_batch)
-        if self.estimator == "control-variate" and batches < MIN_RELIABLE_BATCHES:
-            return False
-        _, stderr = finalize_estimates(sums, self.estimator, batches)
-        return meets_target(stderr, self.target_stderr, self.stderr_layer)  # NaN (too few samples) never is
+    @staticmethod
+    def _min_batches() -> int:
+        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
+
+        return MIN_RELIABLE_BATCHES
 
     def count_allowed(self, unit: Unit, count: int) -> bool:
         """Whether a unit's result may cover ``count`` samples per MLP: all of them, or (with a target)
@@ -226,3 +231,19 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
     g = start + (i - start) // batch * batch
     count = min(batch, spec.mlp_range[1] - g)
     return [Unit(g, b0, b1, count) for b0, b1 in unit_block_ranges(spec.n_samples, spec.unit_blocks, spec.block_size)]
+
+
+@functools.lru_cache(maxsize=256)
+def _planned(seed: int, width: int, depth: int, estimator: str, target: float, layer: str, step: int, cap: int,
+             min_samples: int) -> int:
+    """``WorkSpec.planned_samples`` for one MLP, once per process (its pilot costs one forward pass)."""
+    from threadpoolctl import threadpool_limits
+
+    from whestbench.compute.estimators import pilot_stream, planned_samples
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.work.steps import controls_for  # the bake's own controls (fitted once per process)
+
+    weights = weights_for_seed(seed, width, depth)
+    with threadpool_limits(limits=1, user_api="blas"):  # the count must not depend on the thread count
+        controls = controls_for(seed, weights) if estimator == "control-variate" and depth > 1 else None
+        return planned_samples(weights, pilot_stream(seed), controls, target, layer, step, cap, min_samples)

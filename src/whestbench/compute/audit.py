@@ -1,0 +1,211 @@
+"""The independent recomputation behind ``whest dataset verify``: a fresh pilot per MLP, and exact bounds.
+
+``pilot_moments(weights, seed, ...)`` pushes ``n`` fresh inputs through one MLP and returns, per layer
+and neuron, the mean, standard deviation, skewness, kurtosis and activity of the value whose mean a
+bake estimates: the activation ``y`` (plain estimator), or the control-variate residual
+``r = y − φ·B`` (layers 2.., with the bake's own refitted ``B``). The inputs come from a stream of
+their own, ``SeedSequence(mlp_seed).spawn(6)[5]``: independent of the weights (child 0), the bake's
+samples (child 1, or philox keyed by the seed), the estimator seed (2) and the control-variate pilot
+(3), so nothing a bake computed is re-used to judge it.
+
+``chi2_quantile`` is the exact chi-square quantile (regularised incomplete gamma, bisection), used
+for batch-means standard errors, whose sampling distribution is ``σ·sqrt(χ²_k / k)``.
+
+Pure: arrays in, arrays out; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+AUDIT_STREAM = 5  # SeedSequence(mlp_seed).spawn(AUDIT_STREAM + 1)[AUDIT_STREAM]: verify's own inputs
+AUDIT_SAMPLES = 8192
+_ROWS = 2048  # inputs pushed through at a time: memory stays flat at width 1024+
+
+
+def audit_stream(mlp_seed: int) -> np.random.SeedSequence:
+    """The pilot inputs' stream: the sixth child of the MLP's SeedSequence (no bake uses it)."""
+    return np.random.SeedSequence(int(mlp_seed)).spawn(AUDIT_STREAM + 1)[AUDIT_STREAM]
+
+
+@dataclass(frozen=True)
+class PilotMoments:
+    """Per (layer, neuron) moments of the estimated quantity over ``n`` fresh inputs; each (depth, width) fp64."""
+
+    n: int
+    mean: np.ndarray
+    sd: np.ndarray
+    """sample standard deviation (ddof 1)."""
+    skew: np.ndarray
+    """standardised third central moment (0 where sd is 0)."""
+    kurt: np.ndarray
+    """standardised fourth central moment (3 for a Gaussian; 0 where sd is 0)."""
+    active: np.ndarray
+    """(depth, width) int64: inputs on which the neuron's activation was > 0."""
+    y_sd: np.ndarray
+    """the activation's own standard deviation (equals ``sd`` for the plain estimator)."""
+    y_var: np.ndarray
+    """population variance of the activation (ddof 0), final layer only (0 elsewhere): what
+    ``avg_variance`` averages."""
+    y_var_sd: np.ndarray
+    """standard error of ``y_var`` (``sqrt((μ₄ − σ⁴)/n)``), final layer only."""
+    corr_fro: np.ndarray
+    """(depth,) control variates only (0 for plain): ``‖R‖_F`` of the residuals' correlation matrix
+    across a layer's live neurons, biased upward by the pilot's noise (conservative)."""
+
+
+def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, controls=None) -> PilotMoments:
+    """Moments of one MLP's estimated quantity over ``n`` inputs of ``audit_stream(seed)``.
+
+    ``weights``: (depth, width, width) float32. ``controls``: an ``estimators.Controls`` (the bake's
+    refitted control variates) for the control-variate estimator, else None (plain). The forward
+    pass is float32 like the bakes'; its rounding (~1e-7 relative) is far below the pilot's
+    statistical error (~1/sqrt(n)).
+    """
+    weights = np.asarray(weights, dtype=np.float32)
+    depth, width, _ = weights.shape
+    rng = np.random.default_rng(audit_stream(seed))
+    x = rng.standard_normal((n, width), dtype=np.float32)
+    vals = np.empty((depth, n, width), dtype=np.float32)  # the estimated quantity, per layer
+    y_sd = np.empty((depth, width))
+    for lo in range(0, n, _ROWS):
+        h = x[lo:lo + _ROWS]
+        phi = None
+        for layer in range(depth):
+            z = h @ weights[layer]  # (rows, w)
+            h = np.maximum(z, np.float32(0.0))
+            if controls is not None and layer == 1:
+                y1 = vals[0, lo:lo + h.shape[0]]
+                phi = np.concatenate([y1 - controls.mu1.astype(np.float32),
+                                      z * z - controls.ez2sq.astype(np.float32)], axis=1)  # (rows, 2w)
+            if controls is not None and layer >= 1:
+                coef = controls.coef[:, (layer - 1) * width:layer * width].astype(np.float32)
+                vals[layer, lo:lo + h.shape[0]] = h - phi @ coef  # (rows, w) residual
+            else:
+                vals[layer, lo:lo + h.shape[0]] = h
+    # moments per layer in fp64 accumulation over float32 deviations (~1e-7 relative: far below 1/sqrt(n))
+    mean = np.empty((depth, width))
+    m2, m3, m4 = (np.empty((depth, width)) for _ in range(3))
+    active = np.empty((depth, width), dtype=np.int64)
+    corr_fro = np.zeros(depth)
+    for layer in range(depth):
+        v = vals[layer]  # (n, w)
+        mean[layer] = v.sum(axis=0, dtype=np.float64) / n
+        dev = v - mean[layer].astype(np.float32)
+        sq = dev * dev
+        m2[layer] = sq.sum(axis=0, dtype=np.float64) / n
+        m3[layer] = (sq * dev).sum(axis=0, dtype=np.float64) / n
+        m4[layer] = (sq * sq).sum(axis=0, dtype=np.float64) / n
+        if controls is not None:
+            live = m2[layer] > 0
+            if live.any():
+                d = dev[:, live] / np.sqrt(m2[layer][live]).astype(np.float32)  # (n, k) standardised
+                corr = (d.T @ d).astype(np.float64) / n  # (k, k)
+                corr_fro[layer] = math.sqrt(float(np.sum(corr * corr)))
+        if controls is None:
+            active[layer] = np.count_nonzero(v > 0, axis=0)
+    if controls is not None:  # the activations themselves: their activity and spread (one more pass)
+        h = x
+        for layer in range(depth):
+            h = np.maximum(h @ weights[layer], np.float32(0.0))
+            active[layer] = np.count_nonzero(h > 0, axis=0)
+            y_sd[layer] = h.std(axis=0, dtype=np.float64, ddof=1)
+        final = h
+    else:
+        final = vals[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        skew = np.where(m2 > 0, m3 / np.where(m2 > 0, m2, 1.0) ** 1.5, 0.0)
+        kurt = np.where(m2 > 0, m4 / np.where(m2 > 0, m2, 1.0) ** 2, 0.0)
+    sd = np.sqrt(m2 * n / max(n - 1, 1))
+    if controls is None:
+        y_sd = sd
+    fmean = final.sum(axis=0, dtype=np.float64) / n
+    fdev = final - fmean.astype(np.float32)
+    fsq = fdev * fdev
+    y_var = np.zeros((depth, width))
+    y_var_sd = np.zeros((depth, width))
+    y_var[-1] = fsq.sum(axis=0, dtype=np.float64) / n  # only the final layer's: what avg_variance averages
+    y_var_sd[-1] = np.sqrt(np.maximum((fsq * fsq).sum(axis=0, dtype=np.float64) / n - y_var[-1] ** 2, 0.0) / n)
+    return PilotMoments(n, mean, sd, skew, kurt, active, y_sd, y_var, y_var_sd, corr_fro)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bounds
+
+
+def bonferroni_z(n_tests: int, p_overall: float) -> float:
+    """Two-sided |z| limit that ``n_tests`` standard normal scores exceed with probability ≤ ``p_overall``
+    whatever their correlations (union bound)."""
+    return -NormalDist().inv_cdf(p_overall / (2 * max(int(n_tests), 1)))
+
+
+def _gamma_p(a: float, x: float) -> float:
+    """Regularised lower incomplete gamma P(a, x) (series below a + 1, continued fraction above)."""
+    if x <= 0:
+        return 0.0
+    log_front = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(100_000):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return min(1.0, total * math.exp(log_front))
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 100_000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-16:
+            break
+    return max(0.0, 1.0 - math.exp(log_front) * h)
+
+
+def chi2_cdf(x: float, k: float) -> float:
+    """P(χ²_k ≤ x)."""
+    return _gamma_p(k / 2.0, x / 2.0)
+
+
+def chi2_quantile(p: float, k: float) -> float:
+    """The ``p`` quantile of χ²_k, exact to ~1e-10 relative (bisection on the exact CDF)."""
+    if not 0.0 < p < 1.0 or k <= 0:
+        raise ValueError(f"chi2_quantile needs 0 < p < 1 and k > 0; got p={p}, k={k}")
+    lo, hi = 0.0, max(1.0, k)
+    while chi2_cdf(hi, k) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if chi2_cdf(mid, k) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+def chi2_ratio_bounds(k: int, alpha: float) -> tuple[float, float]:
+    """``(lo, hi)`` with P(χ²_k / k < lo) = P(χ²_k / k > hi) = alpha/2: where an honest batch-means
+    variance estimate over ``k`` degrees of freedom lies, relative to the true variance."""
+    if k > 20_000:  # Wilson–Hilferty: relative error of the quantile < 1e-6 here, and exact gamma sums get slow
+        z = -NormalDist().inv_cdf(alpha / 2)
+        s = math.sqrt(2.0 / (9.0 * k))
+        return (1 - 2 / (9 * k) - z * s) ** 3, (1 - 2 / (9 * k) + z * s) ** 3
+    return chi2_quantile(alpha / 2, k) / k, chi2_quantile(1 - alpha / 2, k) / k
