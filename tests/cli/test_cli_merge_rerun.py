@@ -20,7 +20,7 @@ from whestbench.cli import main
 from whestbench.dataset import create_dataset
 
 REPO = Path(__file__).resolve().parents[2]
-SHAPE = dict(n_samples=200, width=4, depth=2)
+SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make (verify)
 
 
 def run(argv, capsys):

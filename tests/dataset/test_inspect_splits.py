@@ -9,7 +9,7 @@ from whestbench.dataset import create_dataset
 from whestbench.dataset.combine import combine_split_datasets
 from whestbench.dataset.inspect import describe
 
-SHAPE = dict(n_samples=200, width=4, depth=2)
+SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make (verify)
 
 
 @pytest.fixture(scope="module")
