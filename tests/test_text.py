@@ -24,3 +24,18 @@ def test_durations(s, shown):
                                       (1e12, "31,688 years"), (-1, "?"), (float("inf"), "?")])
 def test_clocks(s, shown):
     assert format_clock(s) == shown
+
+
+@pytest.mark.parametrize("x, shown", [(0.0312, "0.0312"), (0.01234, "0.0123"), (1.4249, "1.42"), (46.44, "46.4"),
+                                      (312.4, "312"), (4123.4, "4,123"), (9.996, "10.0"), (0, "0")])
+def test_rates_have_three_significant_digits(x, shown):
+    from whestbench.text import format_rate
+
+    assert format_rate(x) == shown
+
+
+def test_a_slow_calibration_rate_is_not_rounded_to_hundredths():
+    from whestbench.cli.progress import _rate
+
+    assert _rate(12_345, "samples") == "12.3 k samples/s"
+    assert _rate(3.456, "rows") == "3.46 rows/s"

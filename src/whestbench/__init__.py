@@ -12,7 +12,6 @@ may equal a submodule's name (importing the submodule would replace it): ``tests
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _EXPORTS = {
     "load_dataset": "whestbench.dataset.loader",
@@ -31,7 +30,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # no typing import: start-up stays short (a Ctrl-C then meets no handler)
     if name == "__version__":
         from whestbench.dataset.provenance import whestbench_version
 

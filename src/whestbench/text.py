@@ -44,6 +44,20 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / (365.25 * 86400):,.0f} years"
 
 
+def format_rate(x: float) -> str:
+    """A rate with 3 significant digits, never in exponent notation: ``0.0312``, ``1.42``, ``46.4``,
+    ``312``, ``4,123`` (an integer part keeps all its digits)."""
+    import math
+
+    if not math.isfinite(x) or x == 0:
+        return "0" if x == 0 else str(x)
+    digits = max(0, 2 - math.floor(math.log10(abs(x))))
+    r = round(x, digits)
+    if r:  # rounding may carry into the next decade (9.996 -> 10.0): one digit fewer then
+        digits = max(0, 2 - math.floor(math.log10(abs(r))))
+    return f"{r:,.{digits}f}"
+
+
 def format_clock(seconds: float) -> str:
     """``3725`` -> ``'1:02:05'`` (an ETA or elapsed time in a log line)."""
     if seconds != seconds or seconds < 0 or seconds == float("inf"):

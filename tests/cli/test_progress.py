@@ -36,7 +36,7 @@ def test_the_rate_counts_only_what_this_run_computed():
         rep(Event("progress", progress=samples(700, recovered=600)))  # a unit resumed a 200-sample checkpoint
         status = rep.status(rep.last)
     assert rep.computed() == 100
-    assert "10 samples/s" in status and "1.0 GFLOP/s" in status  # 100 samples in 10 s, not 300 or 700
+    assert "10 samples/s" in status and "1.00 GFLOP/s" in status  # 100 samples in 10 s, not 300 or 700
     assert "ETA 0:00:30" in status
 
 

@@ -78,6 +78,7 @@ def test_one_bf16_pass_fails_the_gate():
     assert max_abs > 100 * prec.GATE_MAX_ABS
 
 
+@pytest.mark.slow  # ~30 s on a 2-core machine: the gate at its first shape, N = 2**16
 def test_the_default_split_passes_the_gate_at_256x8():
     max_abs, max_bias = _gate(256, 8, 1 << 16, prec.DEFAULT_PRECISION)
     assert max_abs <= prec.GATE_MAX_ABS and max_bias <= prec.GATE_MAX_BIAS, (max_abs, max_bias)

@@ -250,15 +250,21 @@ def test_a_small_bake_imports_neither_datasets_pandas_numba_nor_torch(tmp_path):
     assert (tmp_path / "ds" / "metadata.json").is_file()
 
 
-def test_a_slow_kernel_load_is_announced_before_the_units_start(tmp_path, monkeypatch):
-    """A cold numba cache (first run on a machine) takes seconds to compile: the bake says why it is quiet."""
-    import time
+def _fake_kernels(monkeypatch, load, warm):
+    from types import SimpleNamespace
 
-    from whestbench.dataset import bake as bake_module
+    from whestbench.compute import jit
     from whestbench.work import steps
 
-    monkeypatch.setattr(bake_module, "KERNELS_SLOW_S", 0.05)
-    monkeypatch.setattr(steps, "kernel_loader", lambda spec, compute: lambda: time.sleep(0.5))
+    monkeypatch.setattr(steps, "kernel_module", lambda spec, compute: SimpleNamespace(load_kernels=load))
+    monkeypatch.setattr(jit, "cache_is_warm", lambda module: warm)
+
+
+def test_a_cold_kernel_cache_is_announced_before_the_units_start(tmp_path, monkeypatch):
+    """A cold numba cache (first run on a machine) takes seconds to compile: the bake says why it is quiet."""
+    from whestbench.dataset import bake as bake_module
+
+    _fake_kernels(monkeypatch, lambda: None, warm=False)
     events = []
     _bake(tmp_path / "ds", progress=lambda info: events.append(info["event"]))
     kinds = [(e.kind, e.message) for e in events]
@@ -267,12 +273,23 @@ def test_a_slow_kernel_load_is_announced_before_the_units_start(tmp_path, monkey
     assert kinds.index(note) < [k for k, _ in kinds].index("start")
 
 
-def test_a_quick_kernel_load_says_nothing(tmp_path, monkeypatch):
+def test_a_slow_load_where_the_cache_cannot_be_read_is_announced(tmp_path, monkeypatch):
+    import time
+
     from whestbench.dataset import bake as bake_module
-    from whestbench.work import steps
+
+    monkeypatch.setattr(bake_module, "KERNELS_SLOW_S", 0.05)
+    _fake_kernels(monkeypatch, lambda: time.sleep(0.5), warm=None)
+    events = []
+    _bake(tmp_path / "ds", progress=lambda info: events.append(info["event"]))
+    assert ("note", bake_module.KERNELS_NOTE) in [(e.kind, e.message) for e in events]
+
+
+def test_a_kernel_load_from_a_warm_cache_says_nothing(tmp_path, monkeypatch):
+    from whestbench.dataset import bake as bake_module
 
     loaded = []
-    monkeypatch.setattr(steps, "kernel_loader", lambda spec, compute: lambda: loaded.append(1))
+    _fake_kernels(monkeypatch, lambda: loaded.append(1), warm=True)
     events = []
     _bake(tmp_path / "ds", progress=lambda info: events.append(info["event"]))
     assert loaded == [1]

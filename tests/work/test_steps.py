@@ -181,3 +181,22 @@ def test_a_unit_saves_nothing_once_the_bakes_fixed_arithmetic_is_lifted():
     with pytest.raises(UnitStopped):
         ctx.after_step("u", lambda: ({}, {}))
     assert saved == ["u"] and not ctx.arithmetic_held()
+
+
+@pytest.mark.parametrize("spec, compute", CASES[:2])
+def test_a_checkpoint_with_non_finite_sums_but_a_valid_checksum_is_recomputed(tmp_path, spec, compute):
+    import numpy as np
+
+    unit = spec.units()[0]
+    ledger = Ledger(tmp_path / "w", spec.identity())
+    stop = threading.Event()
+    with pytest.raises(UnitStopped):
+        run_unit(spec, compute, unit, UnitContext(on_samples=_stop_after(1, stop), stop=stop, checkpoints=ledger))
+    meta, arrays = ledger.load_checkpoint(unit.key)
+    name = next(k for k, a in arrays.items() if a.dtype.kind == "f")
+    arrays[name] = np.full_like(arrays[name], np.nan)
+    ledger.save_checkpoint(unit.key, meta, arrays)  # forged: a fresh, valid checksum over NaN sums
+    notes = []
+    again = run_unit(spec, compute, unit, UnitContext(checkpoints=ledger, on_note=notes.append))
+    assert _bits(again) == _bits(run_unit(spec, compute, unit))
+    assert len(notes) == 1 and "non-finite" in notes[0] and f"restarting unit {unit.key}" in notes[0]

@@ -7,12 +7,11 @@ Each verb is a small function that turns flags into a config and calls one libra
 
 from __future__ import annotations
 
-from typing import Any
 
 __all__ = ["main"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # no typing import: start-up stays short (a Ctrl-C then meets no handler)
     if name == "main":
         from whestbench.cli.app import main
 

@@ -147,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         from whestbench.work.executor import BakeInterrupted
 
         if isinstance(exc, BakeInterrupted):
-            err.print(_one_line(exc), markup=False)
+            line = _one_line(exc)
+            if line.startswith("stopped:"):  # after units ran: stamped like the progress lines before it
+                import time
+
+                line = f"[{time.strftime('%H:%M:%S')}] {line}"
+            err.print(line, markup=False)
             return exc.exit_code
         full = _disk_full(exc)
         if full is not None:

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import COUNT, SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
+from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
 from whestbench.errors import SignalStop, UsageError
 
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
+from whestbench.cli.hub import card_options
 
 
 class StopSignals:
@@ -54,11 +55,13 @@ class StopSignals:
         self.stop.set()
         if not self.running:  # set-up: end at once (``cli.entry.stopped`` words it, exit 75)
             raise SignalStop(signum)
+        # stamped like the progress lines, so a log shows when the stop came
+        stamp = f"[{time.strftime('%H:%M:%S')}]"
         if self.writing:
-            err.print(f"received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
+            err.print(f"{stamp} received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
                       markup=False)
         else:
-            err.print(f"received {name}: checkpointing the units in flight, then stopping", markup=False)
+            err.print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
 
     def on_event(self, event) -> None:
         if event.kind == "start":
@@ -95,9 +98,9 @@ class StopSignals:
                    "(checked at fixed points; --n-samples becomes the cap).")
 @click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
-@click.option("--checkpoint-every", type=SECONDS, default=60.0, show_default=True,
+@click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=60.0, show_default=True,
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
-@click.option("--log-every", type=SECONDS, default=60.0, show_default=True,
+@click.option("--log-every", type=LOG_SECONDS, default=60.0, show_default=True,
               help="When stderr is not a terminal: seconds between progress lines.")
 @click.option("--peer-timeout", type=SECONDS, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
@@ -107,9 +110,11 @@ class StopSignals:
 @click.option("--accept-non-invariant", is_flag=True,
               help="Torch: bake even if the device check finds results that depend on --chunk-size or "
                    "--mlps-per-batch (recorded).")
+@card_options
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
          max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
-         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet, skip_device_check, accept_non_invariant) -> None:
+         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet, skip_device_check, accept_non_invariant,
+         pretty_name, license, homepage) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
@@ -124,7 +129,8 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
                   mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel,
                   checkpoint_every, log_every, peer_timeout, quiet,
                   dict(estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
-                       skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant))
+                       skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant,
+                       card=_card(pretty_name, license, homepage)))
         except KeyboardInterrupt:
             if signals.writing:
                 from whestbench.work.ledger import work_dir_for
@@ -168,7 +174,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
     from whestbench.dataset import command
     from whestbench.dataset.bake import bake as run_bake
-    from whestbench.dataset.plan import BakeConfig, plan_bake
+    from whestbench.dataset.plan import AlreadyBaked, BakeConfig, plan_bake
 
     cfg = BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
@@ -179,7 +185,12 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         **estimation,
         bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
     )
-    plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
+    try:
+        plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
+    except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success
+        out.print(f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
+                  markup=False)
+        return
     start, end = cfg.range
     from whestbench.text import plural
 
@@ -191,13 +202,16 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {cfg.output}",
               markup=False)
     if not peer:
-        out.print(f"Plan: {plan.needs.summary()}", markup=False)
+        out.print(f"Plan: {_plan_summary(plan)}", markup=False)
     from whestbench.cli.progress import Reporter
 
     t0 = time.perf_counter()
+    finished: dict = {}
     with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
         def sink(event) -> None:
             signals.on_event(event)
+            if event.kind == "done":
+                finished.update(event.data or {})
             reporter(event)
 
         path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
@@ -205,7 +219,8 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     if path is None:  # a non-zero rank: rank 0 writes the dataset
         out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
         return
-    from whestbench.text import format_bytes
+    from whestbench.cli.progress import _rate
+    from whestbench.text import format_bytes, format_rate
 
     n = (end - start) * cfg.n_samples
     last = reporter.latest.get("samples")
@@ -213,16 +228,58 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     shape = f"{mlps} × {cfg.n_samples:,} samples"
     if last is not None and last.total < n:
         n = last.total  # MLPs that reached the target standard error stopped early
-        shape = f"{mlps}, {n:,} samples (the target standard error stopped some early)"
+        shape = f"{mlps}, {n:,} samples ({_stops(finished, end - start)})"
     ran = min(reporter.computed(), n) if last is not None else n  # this run's own samples
     flops = 2 * cfg.width * cfg.width * cfg.depth * ran
     size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
     resumed = f", {n - ran:,} of them recovered from the work directory" if ran < n else ""
     out.print(
         f"✓ Wrote {path} in {dt:.1f}s ({format_bytes(size)}): {shape}{resumed}, "
-        f"{ran / dt / 1e6:.2f} M samples/s, {flops / dt / 1e9:.1f} GFLOP/s effective",
+        f"{_rate(ran / dt, 'samples')}, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
         markup=False,
     )
+
+
+def _card(pretty_name, license, homepage) -> dict | None:
+    from whestbench.dataset.card import check_card_fields
+
+    return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage) or None
+
+
+def _stops(finished: dict, mlps: int) -> str:
+    """How a target bake's MLPs stopped, from the real counts (the writer's ``done`` event)."""
+    early, at_floor, floor = finished.get("early"), finished.get("at_floor"), finished.get("floor")
+    if not isinstance(early, int):
+        return "the target standard error stopped some early"
+    who = "all" if early == mlps else f"{early} of {mlps}"
+    text = f"the target standard error stopped {who} early"
+    if early < mlps:
+        text += f"; {mlps - early} used all --n-samples"
+    if floor and at_floor == mlps:
+        text = f"all stopped at {floor:,} samples, the control-variate floor: the floor, not the target, decided"
+    elif floor and at_floor:
+        text += f"; {at_floor} at the control-variate floor of {floor:,}"
+    return text
+
+
+def _plan_summary(plan) -> str:
+    """The plan line: what this run will compute. A resumed bake projects the rest (FLOPs and the
+    timed estimate), and says how much its work directory already holds."""
+    import dataclasses
+
+    from whestbench.dataset.bake import saved_samples
+
+    saved = saved_samples(plan)
+    start, end = plan.config.range
+    total = (end - start) * plan.config.n_samples
+    if saved <= 0 or total <= 0:
+        return plan.needs.summary()
+    left = max(total - saved, 0) / total
+    needs = plan.needs
+    rest = dataclasses.replace(needs, flops=needs.flops * left,
+                               seconds=needs.seconds * left if needs.seconds is not None else None)
+    return (f"{rest.summary()} (the rest: {saved:,} of {total:,} samples are saved in {plan.work_dir} and are "
+            "not computed again)")
 
 
 def _is_cli_bake() -> bool:

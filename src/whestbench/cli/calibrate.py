@@ -40,7 +40,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
 
     from whestbench.dataset.plan import BakeConfig, plan_bake
     from whestbench.errors import UsageError
-    from whestbench.text import format_duration
+    from whestbench.text import format_duration, format_rate
     from whestbench.work.calibrate import calibrate as run_calibration
 
     torch_path = use_torch or device is not None or mlps_per_batch is not None or chunk_size is not None
@@ -82,8 +82,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_column("value", justify="right")
     table.add_row("device", plan.device_label)
     table.add_row("timed run", f"{k} MLPs × {n:,} samples in {cal.seconds:.2f} s")
-    table.add_row("throughput", f"{cal.samples_per_s / 1e6:.2f} M samples/s")
-    table.add_row("effective", f"{cal.gflops:.1f} GFLOP/s ({cal.gflops / 1e3:.3f} TFLOP/s)")
+    table.add_row("throughput", f"{format_rate(cal.samples_per_s / 1e6)} M samples/s")
+    table.add_row("effective", f"{format_rate(cal.gflops)} GFLOP/s ({format_rate(cal.gflops / 1e3)} TFLOP/s)")
     table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
     table.add_row("projected wall time", format_duration(cal.projected_s))
     import math

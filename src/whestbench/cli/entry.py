@@ -18,8 +18,6 @@ import os
 import signal
 import sys
 
-from whestbench.errors import SignalStop
-
 RESUME = "re-run the same command to resume"
 RETRY = "re-run the same command to resume or start again"
 pending: list[int] = []
@@ -27,14 +25,20 @@ pending: list[int] = []
 
 
 def _stop(signum, _frame) -> None:
+    from whestbench.errors import SignalStop
+
     raise SignalStop(signum)
+
+
+def _is_stop(exc: BaseException) -> bool:
+    return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "SignalStop"
 
 
 def swallowed_stops(hook_args) -> None:
     """``sys.unraisablehook``: keep a stop (a signal's SignalStop, Ctrl-C's KeyboardInterrupt) that
     could not propagate in ``pending``, silently; anything else goes to Python's default hook."""
     exc = hook_args.exc_value
-    if isinstance(exc, SignalStop):
+    if _is_stop(exc) and not isinstance(exc, KeyboardInterrupt):
         pending.append(exc.signum)
     elif isinstance(exc, KeyboardInterrupt):
         pending.append(signal.SIGINT)
@@ -52,7 +56,7 @@ def raise_pending() -> None:
         signum = pending.pop(0)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        raise SignalStop(signum)
+        _stop(signum, None)
 
 
 def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
@@ -61,25 +65,39 @@ def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
     A bake exits 75 (resumable: nothing is lost, re-run it); other verbs 128+signal (130 for
     Ctrl-C), and their outputs are atomic, so nothing is left half-written.
     """
-    if isinstance(exc, SignalStop):
+    signalled = not isinstance(exc, KeyboardInterrupt)
+    if signalled:
         name, code = exc.name, 128 + exc.signum
     else:
         name, code = "Ctrl-C", 130
     if "bake" in args[:3]:
         return (f"received {name} before the bake started: nothing was computed yet; {RESUME}.",
-                75 if isinstance(exc, SignalStop) else 130)
+                75 if signalled else 130)
     return f"error: interrupted ({name}); nothing was left half-written: {RETRY}.", code
 
 
 def run() -> None:
-    sys.unraisablehook = swallowed_stops
-    for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
-        if sig is not None:
-            signal.signal(sig, _stop)
+    """The process entry point. From its first line a signal or Ctrl-C ends the command with one
+    line and its exit code (this module imports nothing but ``os``, ``signal`` and ``sys``, which
+    the interpreter has loaded already, so the window before this line is as short as it can be)."""
     try:
+        sys.unraisablehook = swallowed_stops
+        for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
+            if sig is not None:
+                signal.signal(sig, _stop)
         from whestbench.cli.app import run as run_cli
-    except (SignalStop, KeyboardInterrupt) as exc:
-        message, code = stopped(exc, sys.argv[1:])
-        print(message, file=sys.stderr, flush=True)
-        sys.exit(code)
+    except BaseException as exc:
+        if not _is_stop(exc):
+            raise
+        interrupted(exc)
     run_cli()
+
+
+def interrupted(exc: BaseException) -> None:
+    """End the process for a stop that arrived before the CLI took over: one line, its exit code."""
+    try:
+        message, code = stopped(exc, sys.argv[1:])
+    except BaseException:  # noqa: BLE001 - a second stop while wording the first: still one line
+        message, code = f"error: interrupted; nothing was left half-written: {RETRY}.", 130
+    print(message, file=sys.stderr, flush=True)
+    os._exit(code)

@@ -46,6 +46,37 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
     return lines[0].strip()
 
 
+def card_options(f):
+    """``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake records them, push
+    renders them; each defaults to what the bake recorded, else WhestBench's)."""
+    from whestbench.dataset.card import DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
+
+    f = click.option("--homepage", default=None, metavar="URL", help=f"The card's homepage (default: {HOMEPAGE}).")(f)
+    f = click.option("--license", default=None, metavar="ID",
+                     help=f"The card's license, a Hugging Face license id (default: {LICENSE}).")(f)
+    return click.option("--pretty-name", default=None, metavar="TEXT",
+                        help=f"The card's title (default: {DEFAULT_PRETTY_NAME!r}).")(f)
+
+
+def _dry_run(directory: Path, repo: str, tag: str | None, card: dict[str, str]) -> None:
+    """``push --dry-run``: every check push makes before the network, then what it would send."""
+    from whestbench.dataset.hub import hf_ref, plan_push
+    from whestbench.text import sanitize
+
+    plan = plan_push(directory, repo, tag=tag, card=card)
+    _say(f"Dry run: would upload {plan.directory} → {hf_ref(plan.repo_id, plan.revision)}"
+         + (f" (tag {tag})" if tag else "") + "; nothing is sent.")
+    files = plan.files
+    _say(f"Files ({plural(len(files), 'file')}, {format_bytes(plan.total_bytes)}):")
+    for f in files:
+        _say(f"  {format_bytes(f.size):>10}  {sanitize(f.path)}")
+    if plan.ignored:
+        _say(f"Not part of the dataset, not uploaded: {', '.join(sanitize(p) for p in plan.ignored)}")
+    _say("Card (README.md):")
+    text = plan.card.payload()
+    _say(sanitize(text.decode("utf-8") if isinstance(text, bytes) else text).rstrip("\n"))
+
+
 def _say(text: str) -> None:
     out.print(text, markup=False, emoji=False)
 
@@ -73,8 +104,11 @@ def _token_options(f):
 @click.option("--tag", default=None, help="Tag the published commit (for example v1); the card links to it.")
 @click.option("--message", default=None, help="Commit message (default: 'Upload whestbench dataset').")
 @click.option("--private", is_flag=True, help="Create the repo private (an existing public repo is refused).")
+@click.option("--dry-run", is_flag=True, help="Print the files, their sizes, the target and the card; upload nothing.")
+@card_options
 @_token_options
-def push(directory: Path, repo: str, tag: str | None, message: str | None, private: bool, token: str | None,
+def push(directory: Path, repo: str, tag: str | None, message: str | None, private: bool, dry_run: bool,
+         pretty_name: str | None, license: str | None, homepage: str | None, token: str | None,
          token_file: str | None, log_every: float) -> None:
     """Publish a complete dataset to the Hugging Face Hub.
 
@@ -86,11 +120,16 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     \b
     whest dataset push ./ds --repo aicrowd/whestbench-public --tag v1
     """
+    from whestbench.dataset.card import check_card_fields
     from whestbench.dataset.hub import hf_ref, push_dataset
 
+    card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage)
+    if dry_run:
+        _dry_run(directory, repo, tag, card)
+        return
     with _events("push", log_every) as events:
         result = push_dataset(directory, repo, tag=tag, message=message, private=private,
-                              token=read_token(token, token_file), on_event=events)
+                              token=read_token(token, token_file), on_event=events, card=card)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
         _say(f"✓ Uploaded {directory} → {where}")

@@ -8,6 +8,10 @@ earlier run's staging, removed) and warnings (an input's stale checksums) go to 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
 from pathlib import Path
 
 import click
@@ -24,6 +28,46 @@ def _events(label: str, log_every: float) -> VerbEvents:
     return VerbEvents(label, {"start"}, lambda text: out.print(text, markup=False, emoji=False), log_every=log_every)
 
 
+@contextlib.contextmanager
+def _complete_once_in_place(verb: str, output: str):
+    """Stop signals (SIGTERM, SIGUSR1, Ctrl-C) end the verb until its output is renamed into place;
+    after that they are ignored and the verb exits 0, as a bake does: the output is complete, and
+    ending with "interrupted ... re-run" would send the user to re-run a finished job.
+
+    The output did not exist when the verb started (it is refused otherwise), so its existence is
+    the sign that the final rename happened.
+    """
+    from whestbench.errors import SignalStop
+
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live on the main thread
+        yield
+        return
+    target = Path(output)
+
+    def handle(signum, _frame) -> None:
+        if target.is_dir():
+            name = signal.Signals(signum).name
+            os.write(2, f"note: received {name} after {output} was complete: ignored\n".encode())
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SignalStop(signum)
+
+    sigs = [s for s in (signal.SIGTERM, getattr(signal, "SIGUSR1", None), signal.SIGINT) if s is not None]
+    previous = {s: signal.signal(s, handle) for s in sigs}
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        # a CLI process that finished only exits now: a stop changes nothing, so ignore it (as bake does)
+        ignore = finished and sys.argv[1:3] == ["dataset", verb]
+        for s, h in previous.items():
+            signal.signal(s, signal.SIG_IGN if ignore else h)
+
+
 @click.command("merge")
 @click.argument("partials", nargs=-1, required=True, type=_PATH)
 @click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside a partial).")
@@ -34,13 +78,20 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
     \b
     whest dataset merge part-0 part-1 part-2 --output full
     """
+    from whestbench.dataset.finished import finished_merge
     from whestbench.dataset.merge import merge_datasets
     from whestbench.dataset.reader import read_metadata
 
-    with _events("merge", log_every) as events:
-        merge_datasets(list(partials), output_dir=output, on_event=events)  # "start": once the paths are fine
-    n = read_metadata(output).get("n_mlps")
-    out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
+    done = finished_merge(partials, output)
+    if done is not None:  # a re-run of this very merge (a requeued job): nothing to do
+        out.print(f"✓ {output} is already complete: the merge of these {len(partials)} partials "
+                  f"({done.get('n_mlps')} MLPs); nothing to do.", markup=False)
+        return
+    with _complete_once_in_place("merge", output):
+        with _events("merge", log_every) as events:
+            merge_datasets(list(partials), output_dir=output, on_event=events)  # "start": once the paths are fine
+        n = read_metadata(output).get("n_mlps")
+        out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
 
 
 @click.command("combine-splits")
@@ -57,25 +108,32 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     whest dataset combine-splits public holdout --output combined
     """
     from whestbench.dataset.combine import combine_split_datasets
+    from whestbench.dataset.finished import finished_combine
     from whestbench.dataset.reader import read_metadata
 
-    with _events("combine-splits", log_every) as events:
-        combine_split_datasets(
-            list(inputs),
-            output_dir=output,
-            default_split=default_split,
-            write_prepared_arrow=not skip_prepared_arrow,
-            on_event=events,
-        )
-    md = read_metadata(output)
-    splits = md["splits"]
-    out.print(f"Combined {len(splits)} splits into {output}:", markup=False)
-    for name in sorted(splits):
-        entry = splits[name]
-        seed = f", seed={entry['seed']}" if "seed" in entry else ""
-        out.print(f"  - {name}  (n_mlps={entry['n_mlps']}{seed})", markup=False)
-    if md.get("prepared_splits"):
-        out.print(f"  prepared Arrow artifacts: {', '.join(sorted(md['prepared_splits']))}", markup=False)
+    done = finished_combine(inputs, output, default_split=default_split, prepared=not skip_prepared_arrow)
+    if done is not None:  # a re-run of this very combine (a requeued job): nothing to do
+        out.print(f"✓ {output} is already complete: the splits {', '.join(sorted(done['splits']))} of these "
+                  f"{len(inputs)} datasets; nothing to do.", markup=False)
+        return
+    with _complete_once_in_place("combine-splits", output):
+        with _events("combine-splits", log_every) as events:
+            combine_split_datasets(
+                list(inputs),
+                output_dir=output,
+                default_split=default_split,
+                write_prepared_arrow=not skip_prepared_arrow,
+                on_event=events,
+            )
+        md = read_metadata(output)
+        splits = md["splits"]
+        out.print(f"Combined {len(splits)} splits into {output}:", markup=False)
+        for name in sorted(splits):
+            entry = splits[name]
+            seed = f", seed={entry['seed']}" if "seed" in entry else ""
+            out.print(f"  - {name}  (n_mlps={entry['n_mlps']}{seed})", markup=False)
+        if md.get("prepared_splits"):
+            out.print(f"  prepared Arrow artifacts: {', '.join(sorted(md['prepared_splits']))}", markup=False)
 
 
 @click.command("prepare-arrow")

@@ -21,7 +21,7 @@ from typing import TextIO
 
 from whestbench.cli.common import err
 from whestbench.events import Event, Progress
-from whestbench.text import format_bytes, format_clock, format_count, sanitize
+from whestbench.text import format_bytes, format_clock, format_count, format_rate, sanitize
 
 DEFAULT_LOG_EVERY = 60.0
 
@@ -31,8 +31,8 @@ def _rate(per_s: float, what: str) -> str:
         return f"{format_bytes(per_s)}/s"
     for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if per_s >= scale:
-            return f"{per_s / scale:.2f} {unit} {what}/s"
-    return f"{per_s:.0f} {what}/s"
+            return f"{format_rate(per_s / scale)} {unit} {what}/s"
+    return f"{per_s:.0f} {what}/s" if per_s >= 10 else f"{format_rate(per_s)} {what}/s"
 
 
 class Reporter:
@@ -145,7 +145,7 @@ class Reporter:
             parts.append(f"{format_count(p.done)}/{format_count(p.total)} {p.what} ({100 * p.fraction:.1f}%)")
         parts.append(_rate(rate, p.what))
         if p.flops_per_item:
-            parts.append(f"{rate * p.flops_per_item / 1e9:.1f} GFLOP/s")
+            parts.append(f"{format_rate(rate * p.flops_per_item / 1e9)} GFLOP/s")
         left = p.total - p.done
         parts.append(f"ETA {format_clock(left / rate) if rate > 0 else '?'}" if left > 0 else "ETA 0:00:00")
         if p.what == "samples":
@@ -182,9 +182,9 @@ def log_every_option(f):
     """The ``--log-every SECONDS`` option every long verb takes."""
     import click
 
-    from whestbench.cli.common import SECONDS
+    from whestbench.cli.common import LOG_SECONDS
 
-    return click.option("--log-every", type=SECONDS, default=DEFAULT_LOG_EVERY, show_default=True,
+    return click.option("--log-every", type=LOG_SECONDS, default=DEFAULT_LOG_EVERY, show_default=True,
                         help="When stderr is not a terminal: seconds between progress lines.")(f)
 
 

@@ -25,8 +25,30 @@ def generate_seeds(n_mlps: int, seed: int | None) -> None:
         raise UsageError(f"--n-mlps must be a positive integer; got {n_mlps}.")
     if seed is not None and seed < 0:
         raise UsageError(f"--seed must be a non-negative integer; got {seed}.")
+    _check_size(n_mlps)
     seeds = derived_seeds(seed, n_mlps) if seed is not None else random_seeds(n_mlps)
     click.echo(json.dumps(seeds))
+
+
+def _check_size(n_mlps: int) -> None:
+    """The bake's size guard, before drawing: no bake takes more than MAX_MLPS seeds, and the list
+    (Python ints while drawing, then its JSON text) must fit this machine's memory."""
+    from whestbench.dataset.plan import _PER_MLP_LIST_BYTES, MAX_MLPS, machine_memory
+    from whestbench.errors import UsageError
+    from whestbench.text import format_bytes, format_count
+
+    if n_mlps > MAX_MLPS:
+        raise UsageError(
+            f"--n-mlps {format_count(n_mlps)} is more than {format_count(MAX_MLPS)}, the most seeds a bake can use "
+            "(its mlp_id column is int32); ask for at most that many."
+        )
+    total, _ = machine_memory()
+    need = n_mlps * _PER_MLP_LIST_BYTES
+    if total is not None and need > total:
+        raise UsageError(
+            f"{format_count(n_mlps)} seeds need about {format_bytes(need)} of memory to draw and print, but the machine "
+            f"has {format_bytes(total)}; ask for fewer (--n-mlps), or use a root seed (bake --seed S derives them)."
+        )
 
 
 COMMANDS = [generate_seeds]

@@ -210,6 +210,20 @@ def meets_target(stderr: np.ndarray, target: float, layer: str) -> bool:
     return bool(np.all(chosen_stderr(stderr, layer) <= target))
 
 
+def cv_floor_samples(n_samples: int, step_samples: int, cv_batch: int) -> int:
+    """The fewest samples a control-variate target bake gives an MLP: the first check point at or
+    after ``MIN_RELIABLE_BATCHES`` batches (``stop_point`` of a target already met), capped at
+    ``n_samples``. (A plain target bake may stop at the first step.)"""
+    return stop_point(0.0, step_samples, n_samples, MIN_RELIABLE_BATCHES * cv_batch)
+
+
+def float32_target(target: float) -> np.float32:
+    """The target as the float32 the stored standard errors are compared in; a target beyond float32's
+    range (1e308) is its largest value, which every finite standard error meets, as it would the
+    target itself (casting it would overflow, with numpy's warning)."""
+    return np.float32(min(float(target), float(np.finfo(np.float32).max)))
+
+
 def is_check_point(steps: int) -> bool:
     """Whether a bake with a target standard error checks it after ``steps`` steps of an MLP (pcg64
     chunks or philox blocks): a fixed schedule, so where an MLP stops is a function of its samples
@@ -257,5 +271,6 @@ def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, contr
             continue
         sds[k] = v.std(axis=0, ddof=1)
     chosen = sds[-1:] if layer == "last" else sds
-    needed = float(np.max(chosen)) ** 2 / float(target) ** 2
+    ratio = float(np.max(chosen)) / float(target)
+    needed = ratio * ratio  # not ** 2 of each: a target of 1e308 (or 1e-300) would overflow a float's square
     return stop_point(needed, step, cap, min_samples)

@@ -57,3 +57,31 @@ def ensure_cache_dir() -> None:
     except RuntimeError:  # "cannot cache function ...: no locator available"
         config.CACHE_DIR = private_cache_dir()
 
+
+
+def cache_is_warm(module) -> bool | None:
+    """Whether numba's cache holds every ``cache=True`` kernel of ``module`` compiled for this machine
+    (so ``load_kernels`` only loads them: ~0.1 s); False when one is missing (a first run on this
+    machine, an upgrade, another CPU sharing the cache); None when numba's cache cannot be read
+    this way (its internals moved): then nobody knows.
+
+    Reads the cache's index files, the way numba itself decides: an index whose source stamp no
+    longer matches reads as empty; an entry counts only for this machine's code generator.
+    """
+    try:
+        from numba.core.registry import CPUDispatcher
+
+        kernels = [obj for obj in vars(module).values()
+                   if isinstance(obj, CPUDispatcher) and getattr(obj, "_cache", None) is not None
+                   and type(obj._cache).__name__ == "FunctionCache"]
+        if not kernels:
+            return None
+        ensure_cache_dir()
+        for kernel in kernels:
+            index = kernel._cache._cache_file._load_index()  # {} when absent or stale
+            machine = kernel.targetctx.codegen().magic_tuple()
+            if not any(key[1] == machine for key in index):
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - numba internals: unknown, not an error
+        return None

@@ -33,12 +33,14 @@ from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_di
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.dataset import command
 from whestbench.dataset.bakemeta import bake_metadata
-from whestbench.dataset.plan import BakeConfig, BakePlan, plan_bake
+from whestbench.dataset.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake
 from whestbench.dataset.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
 from whestbench.work.ledger import Ledger, hold_lock, load_seeds, save_seeds
 from whestbench.work.units import WorkSpec, units_of_mlp
+
+MIN_CV_BATCHES = 32  # estimators.MIN_RELIABLE_BATCHES, for messages
 
 if TYPE_CHECKING:
     from whestbench.work.distributed import DistEnv
@@ -58,9 +60,14 @@ def bake(
 
     With ``dist_env`` (several ranks) every rank computes units; rank 0 gathers, writes and returns
     the path, the other ranks return None. Raises BakeInterrupted (resumable) when ``stop`` is set.
+    A config whose output already holds this very bake, complete, is a no-op that returns the path.
     """
     emit = on_event or ignore
-    plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
+    try:
+        plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
+    except AlreadyBaked as done:  # a re-run of a finished bake: nothing to do
+        emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do"))
+        return done.output
     for note in plan.notes:
         emit(Event("warning", message=note))
     distributed = dist_env is not None and dist_env.world_size > 1
@@ -72,7 +79,7 @@ def bake(
     else:
         executor = LocalExecutor(plan.workers)
     if distributed and dist_env.rank != 0:
-        _load_kernels(plan, emit)
+        _load_kernels(plan, ignore)  # rank 0 says it if the cache is cold; one note, not one per rank
         with torch_threads(plan):
             executor.run(plan.job(None), on_event=emit, stop=stop)
         return None
@@ -94,6 +101,43 @@ def bake(
             shutil.rmtree(work, ignore_errors=True)  # refused before any state was saved: leave nothing
         raise
     return plan.config.output
+
+
+def saved_samples(plan: BakePlan) -> int:
+    """Samples a previous run of this very bake left in its work directory (finished units and
+    checkpoints, each passing its checks), read without writing or locking anything: what a
+    re-run will not compute again, for the plan line. 0 when there is none, or it cannot be read
+    (the bake itself then says why)."""
+    import json
+
+    from whestbench.work.ledger import decode_record, identity_digest
+    from whestbench.work.steps import checkpoint_samples
+
+    work = plan.work_dir
+    if work is None or work.is_symlink() or not (work / "plan.json").is_file():
+        return 0
+    try:
+        spec = plan.spec
+        if not spec.seeds:
+            seeds = load_seeds(work, plan.config.n_mlps, seed_list_digest, validate_mlp_seeds)
+            if seeds is None:
+                return 0
+            spec = spec.with_seeds(seeds)
+        digest = identity_digest(spec.identity())
+        if json.loads((work / "plan.json").read_text()).get("digest") != digest:
+            return 0
+        total = 0
+        for u in spec.units():
+            unit, ckpt = work / "units" / f"{u.key}.unit", work / "units" / f"{u.key}.ckpt"
+            if unit.is_file():
+                meta, _ = decode_record(unit.read_bytes(), kind="unit", key=u.key, plan=digest)
+                total += int(meta["count"]) * u.mlp_count
+            elif ckpt.is_file():
+                meta, _ = decode_record(ckpt.read_bytes(), kind="checkpoint", key=u.key, plan=digest)
+                total += checkpoint_samples(spec, u, meta)
+        return total
+    except Exception:  # noqa: BLE001 - a damaged work directory: the bake reports it by name
+        return 0
 
 
 def device_check_report(output: Path, rank: int = 0) -> Path:
@@ -187,18 +231,26 @@ KERNELS_NOTE = ("compiling the CPU kernels for this machine (first run only: num
 
 def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
     """Compile, or load from numba's cache, the kernels the units will call, before they start;
-    when that takes longer than ``KERNELS_SLOW_S`` (a cold cache: first run on a machine, or after
-    an upgrade) say why the bake is quiet."""
-    from whestbench.work.steps import kernel_loader
+    when numba's cache lacks them (a cold cache: first run on a machine, or after an upgrade) say
+    why the bake is quiet. A warm cache says nothing, however long loading takes on a loaded node;
+    where the cache cannot be read, the note comes when loading takes over ``KERNELS_SLOW_S``."""
+    from whestbench.compute.jit import cache_is_warm
+    from whestbench.work.steps import kernel_module
 
-    load = kernel_loader(plan.spec, plan.compute)
-    if load is None:
+    module = kernel_module(plan.spec, plan.compute)
+    if module is None:
+        return
+    warm = cache_is_warm(module)
+    if warm is not None:
+        if not warm:
+            emit(Event("note", message=KERNELS_NOTE))
+        module.load_kernels()
         return
     note = threading.Timer(KERNELS_SLOW_S, lambda: emit(Event("note", message=KERNELS_NOTE)))
     note.daemon = True
     note.start()
     try:
-        load()
+        module.load_kernels()
     finally:
         note.cancel()
 
@@ -271,14 +323,27 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
         target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer, "rule": TARGET_RULE,
                         "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps",
                         "step_samples": spec.step_samples} if spec.target_stderr is not None else None),
+        card=cfg.card,
         device_check=device_check,
     )
     from whestbench.dataset.writer import write_dataset
 
     emit(Event("writing", message=f"writing {cfg.output}", progress=Progress("rows", 0, end - start)))
-    rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit)
+    stops: dict[str, Any] = {}
+    rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit, stops)
     write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
-    emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output)}))
+    emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output), **stops}))
+
+
+def floor_samples(spec: WorkSpec) -> int | None:
+    """The fewest samples at which a target bake may stop an MLP: the first check point (after 1, 2,
+    4, …, 256 steps, then every 256) where a control-variate estimate has its 32 batches, capped at
+    ``n_samples``. None without a control-variate target (a plain bake may stop at the first step)."""
+    from whestbench.compute.estimators import cv_floor_samples
+
+    if spec.target_stderr is None or spec.estimator != "control-variate":
+        return None
+    return cv_floor_samples(spec.n_samples, spec.step_samples, spec.cv_batch)
 
 
 def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tuple[int, LayerSums, float]]:
@@ -321,12 +386,16 @@ def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.
 
 
 def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
-          emit: EventSink) -> Iterator[dict[str, Any]]:
-    from whestbench.compute.estimators import chosen_stderr, meets_target
+          emit: EventSink, stops: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The dataset's rows. ``stops`` (a target bake) receives how the MLPs stopped: ``early`` (before
+    ``n_samples``), ``at_floor`` (at ``floor_samples``, the control-variate floor) and ``floor``."""
+    from whestbench.compute.estimators import chosen_stderr, float32_target, meets_target
     from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
     missed, worst = 0, 0.0  # MLPs that reached the cap before the target standard error
+    floor = floor_samples(spec)
+    early = at_floor = 0
     for n, ((i, sums, wall), name) in enumerate(zip(_mlp_results(spec, ledger, indices), names), 1):
         seed = spec.seeds[i]
         weights = weights_for_seed(seed, spec.width, spec.depth)
@@ -346,12 +415,22 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
         }
         if spec.target_stderr is not None:
             row[N_USED_COLUMN] = sums.count
-            if not meets_target(stderr, np.float32(spec.target_stderr), spec.stderr_layer):
+            early += sums.count < spec.n_samples
+            at_floor += floor is not None and sums.count == floor < spec.n_samples
+            if not meets_target(stderr, float32_target(spec.target_stderr), spec.stderr_layer):
                 chosen = chosen_stderr(stderr, spec.stderr_layer)
                 missed += 1
                 worst = max(worst, float(np.nanmax(chosen)) if np.isfinite(chosen).any() else 0.0)
         # before the yield: the writer takes the last row and never resumes this generator
         emit(Event("progress", progress=Progress("rows", n, total)))
+        if n == total and spec.target_stderr is not None:
+            if stops is not None:
+                stops.update(early=early, at_floor=at_floor, floor=floor)
+            if floor is not None and at_floor == total:
+                emit(Event("note", message=(
+                    f"every MLP stopped at {floor:,} samples, the control-variate floor ({MIN_CV_BATCHES} batches, the "
+                    f"fewest it is judged on): the floor, not the target standard error {spec.target_stderr:g}, decided "
+                    "every stop (the target was already met there).")))
         if n == total and missed:
             largest = f"largest {worst:.3g}" if worst else "too few samples for one"
             emit(Event("warning", message=(

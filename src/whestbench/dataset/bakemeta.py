@@ -32,6 +32,7 @@ def bake_metadata(
     backend_fields: dict[str, Any] | None = None,
     estimator: dict[str, Any] | None = None,
     target_stderr: dict[str, Any] | None = None,
+    card: dict[str, str] | None = None,
     device_check: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Metadata of a bake. A range short of ``[0, total_n_mlps)`` makes it a partial.
@@ -70,6 +71,8 @@ def bake_metadata(
         md["blas"] = blas_info()
     if bake_command:
         md["bake_command"] = bake_command
+    if card:
+        md["card"] = dict(card)  # the card's title, license, homepage as the bake was given them
     start, end = mlp_range
     if (start, end) != (0, total_n_mlps):
         md["is_partial"] = True

@@ -12,6 +12,8 @@ merged, multi-split and legacy (protocol 2.0) metadata all render.
 
 from __future__ import annotations
 
+import re
+
 import shlex
 from functools import lru_cache
 from typing import Any
@@ -29,6 +31,48 @@ DEFAULT_PRETTY_NAME = "WhestBench 2026: ARC White-Box Estimation Challenge"
 LICENSE = "cc-by-4.0"
 TAGS = ["whestbench", "alignment", "neural-network-statistics", "benchmark", "white-box"]
 PLACEHOLDER_REPO = "<your-repo>"
+
+
+CARD_KEY = "card"
+"""metadata.json's optional ``card`` block: the ``pretty_name``, ``license`` and ``homepage`` a bake
+was given (only those that differ from the defaults above)."""
+_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
+
+
+def check_card_fields(*, pretty_name: str | None = None, license: str | None = None,
+                      homepage: str | None = None) -> dict[str, str]:
+    """The card fields a user gave (``--pretty-name``, ``--license``, ``--homepage``), checked:
+    UsageError naming the fix. Only those given are returned."""
+    from whestbench.errors import UsageError
+
+    out: dict[str, str] = {}
+    if pretty_name is not None:
+        name = pretty_name.strip()
+        if not name or len(name) > 200 or any(ord(c) < 32 or 0x7f <= ord(c) < 0xa0 for c in name):
+            raise UsageError(f"--pretty-name must be one line of 1 to 200 printable characters; got {pretty_name!r}.")
+        out["pretty_name"] = name
+    if license is not None:
+        if not _LICENSE_RE.match(license):
+            raise UsageError(f"--license must be a Hugging Face license id such as cc-by-4.0, mit, apache-2.0 or "
+                             f"other (lowercase letters, digits, '.', '-', '+'); got {license!r}.")
+        out["license"] = license
+    if homepage is not None:
+        if not re.match(r"^https?://[^\s<>\"'`()\[\]]+$", homepage) or len(homepage) > 500:
+            raise UsageError(f"--homepage must be an http(s) URL without spaces or brackets; got {homepage!r}.")
+        out["homepage"] = homepage
+    return out
+
+
+def card_fields(md: dict[str, Any], **given: str | None) -> dict[str, str]:
+    """``pretty_name``, ``license`` and ``homepage`` for the card: as given (push's flags), else as
+    the bake recorded them (metadata ``card``; 0.16's ``pretty_name``), else the defaults."""
+    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
+    defaults = {"pretty_name": md.get("pretty_name") or DEFAULT_PRETTY_NAME, "license": LICENSE, "homepage": HOMEPAGE}
+    out = {}
+    for key, default in defaults.items():
+        value = given.get(key) or recorded.get(key)
+        out[key] = value if isinstance(value, str) and value else default
+    return out
 
 
 def card_size_category(n: int) -> str:
@@ -106,8 +150,9 @@ def split_configs(md: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def front_matter(md: dict[str, Any]) -> dict[str, Any]:
+def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> dict[str, Any]:
     """The card's YAML data (dumped with sorted keys, as the Hub's card tooling does)."""
+    fields = fields or card_fields(md)
     size = sum(_n_mlps(e) for e in _splits(md).values())
     data: dict[str, Any] = {}
     configs = configs_block(md)
@@ -115,10 +160,10 @@ def front_matter(md: dict[str, Any]) -> dict[str, Any]:
         data["configs"] = configs
     data.update(
         {
-            "homepage": HOMEPAGE,
+            "homepage": fields["homepage"],
             "language": ["code"],
-            "license": LICENSE,
-            "pretty_name": md.get("pretty_name") or DEFAULT_PRETTY_NAME,
+            "license": fields["license"],
+            "pretty_name": fields["pretty_name"],
             "repository": REPOSITORY,
             "size_categories": [card_size_category(size)],
             "tags": TAGS + (["multi-split"] if _is_multi(md) else []),
@@ -128,10 +173,13 @@ def front_matter(md: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def render_card(md: dict[str, Any], *, repo_id: str = PLACEHOLDER_REPO, revision: str = "main") -> str:
-    """README.md text for a dataset with metadata ``md``, as published at ``repo_id@revision``."""
-    head = yaml.dump(front_matter(md), default_flow_style=False, allow_unicode=True, sort_keys=True)
-    body = _template().render(**card_context(md, repo_id=repo_id, revision=revision))
+def render_card(md: dict[str, Any], *, repo_id: str = PLACEHOLDER_REPO, revision: str = "main",
+                pretty_name: str | None = None, license: str | None = None, homepage: str | None = None) -> str:
+    """README.md text for a dataset with metadata ``md``, as published at ``repo_id@revision``;
+    ``pretty_name``, ``license``, ``homepage`` override what the bake recorded (``card_fields``)."""
+    fields = card_fields(md, pretty_name=pretty_name, license=license, homepage=homepage)
+    head = yaml.dump(front_matter(md, fields), default_flow_style=False, allow_unicode=True, sort_keys=True)
+    body = _template().render(**card_context(md, repo_id=repo_id, revision=revision, fields=fields))
     return "---\n" + head + "---\n\n" + body
 
 
@@ -283,9 +331,11 @@ def _provenance(md: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks
 
 
-def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str, Any]:
+def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
+                 fields: dict[str, str] | None = None) -> dict[str, Any]:
     """Every value the template shows, already formatted (the template holds prose only)."""
     md = md if isinstance(md, dict) else {}
+    fields = fields or card_fields(md)
     multi = _is_multi(md)
     protocol = _protocol(md)
     configs = split_configs(md)
@@ -310,11 +360,12 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
         )
     total = sum(_n_mlps(e) for e in _splits(md).values())
     return {
-        "title": md.get("pretty_name") or DEFAULT_PRETTY_NAME,
+        "title": fields["pretty_name"],
         "repo_id": repo_id,
         "revision": revision,
         "hub_url": f"https://huggingface.co/datasets/{repo_id}/tree/{revision}",
-        "homepage": HOMEPAGE,
+        "homepage": fields["homepage"],
+        "license": fields["license"],
         "repository": REPOSITORY,
         "multi": multi,
         "splits": splits,
@@ -345,7 +396,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str) -> dict[str
         "has_checksums": _has_checksums(md),
         "has_prepared": multi and isinstance(md.get("prepared_splits"), dict) and bool(md.get("prepared_splits")),
         "provenance": _provenance(md),
-        "citation": _citation(md.get("pretty_name") or DEFAULT_PRETTY_NAME),
+        "citation": _citation(fields["pretty_name"], fields["homepage"]),
     }
 
 
@@ -371,12 +422,12 @@ def _blas(blas: Any) -> str:
     return text + (f", kernel {blas['kernel']}" if blas.get("kernel") else "")
 
 
-def _citation(title: str) -> str:
+def _citation(title: str, homepage: str = HOMEPAGE) -> str:
     return (
         "@misc{whestbench2026,\n"
         f"  title        = {{{{{title}}}}},\n"
         "  author       = {{Alignment Research Center} and {AIcrowd}},\n"
         "  year         = {2026},\n"
-        f"  howpublished = {{\\url{{{HOMEPAGE}}}}},\n"
+        f"  howpublished = {{\\url{{{homepage}}}}},\n"
         "}"
     )

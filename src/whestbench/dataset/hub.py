@@ -187,7 +187,8 @@ def _under(rel: str, top: str) -> bool:
     return rel == top or rel.startswith(top + "/")
 
 
-def plan_push(directory: str | Path, repo: str, *, tag: str | None = None) -> PushPlan:
+def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
+              card: dict[str, str] | None = None) -> PushPlan:
     """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
 
     Refuses (InvalidDatasetError): a partial dataset (merge it first), metadata that fails
@@ -197,6 +198,7 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None) -> Pu
     ``load_dataset`` read through a link is not what the Hub would get), and a dataset whose listed
     files are not all going up (a hidden path such as a leftover staging directory) — everything
     that would otherwise be discovered by whoever downloads the published dataset.
+    ``card``: ``pretty_name``/``license``/``homepage`` for the card (default: what the bake recorded).
     """
     ref = push_ref(repo)
     if tag is not None:
@@ -269,7 +271,7 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None) -> Pu
     from whestbench.dataset.card import render_card
 
     revision = tag or DEFAULT_BRANCH
-    card = render_card(md, repo_id=ref.repo_id, revision=revision).encode("utf-8")
+    card = render_card(md, repo_id=ref.repo_id, revision=revision, **(card or {})).encode("utf-8")
     return PushPlan(
         directory=directory,
         repo_id=ref.repo_id,
@@ -360,6 +362,7 @@ def push_dataset(
     on_event: EventSink | None = None,
     max_commit_bytes: int = MAX_COMMIT_BYTES,
     max_commit_files: int = MAX_COMMIT_FILES,
+    card: dict[str, str] | None = None,
 ) -> PushResult:
     """Publish the dataset at ``directory`` to the Hub dataset repo ``repo`` (branch ``main``).
 
@@ -374,7 +377,7 @@ def push_dataset(
     so far), ``tagged``.
     """
     emit = on_event or ignore
-    plan = plan_push(directory, repo, tag=tag)
+    plan = plan_push(directory, repo, tag=tag, card=card)
     repo_id = plan.repo_id
     ref = HubRef(repo_id, DEFAULT_BRANCH)
     remember_token(token)

@@ -401,6 +401,7 @@ def call(
     deadline = 0.0
     delay = 1.0
     while True:
+        failure: BaseException | None = None
         try:
             return fn()
         except (UsageError, InvalidDatasetError, HubError):
@@ -409,23 +410,41 @@ def call(
             if not is_network_error(exc):
                 better = explain(exc, ref=ref, token=token) if translate else None
                 if better is None:
-                    raise
+                    if not leaks_secret(exc, token):
+                        raise
+                    better = HubError(f"the Hugging Face Hub client failed: {_reason(exc, token)}")
                 if isinstance(better, HubError):
                     better = HubError(f"{what}: {better}")
-                raise better from exc
-            if budget is None:
-                budget = retry_seconds() if retry else 0.0
-                deadline = _clock() + budget
-                if budget > 0:
-                    emit(Event("note", message=(
-                        f"Hub unreachable ({_reason(exc, token)}); retrying for up to {budget:g} s "
-                        f"(set {RETRY_ENV} to change)"
-                    ), data={"retry_seconds": budget}))
-            left = deadline - _clock()
-            if left <= 0:
-                raise HubError(f"{what}: {network_error(exc, waited=budget, token=token)}") from exc
-            _sleep(min(delay, left))
-            delay = min(delay * 2, _MAX_DELAY)
+                failure = better
+            else:
+                if budget is None:
+                    budget = retry_seconds() if retry else 0.0
+                    deadline = _clock() + budget
+                    if budget > 0:
+                        emit(Event("note", message=(
+                            f"Hub unreachable ({_reason(exc, token)}); retrying for up to {budget:g} s "
+                            f"(set {RETRY_ENV} to change)"
+                        ), data={"retry_seconds": budget}))
+                if deadline - _clock() <= 0:
+                    failure = HubError(f"{what}: {network_error(exc, waited=budget, token=token)}")
+        if failure is not None:
+            # Raised here, outside the handler, so that it chains nothing: the client's own error
+            # may quote the request's headers ("Bearer hf_..."), and a traceback prints every
+            # chained exception. The message above is its scrubbed summary.
+            raise failure
+        _sleep(min(delay, max(deadline - _clock(), 0.0)))
+        delay = min(delay * 2, _MAX_DELAY)
+
+
+def leaks_secret(exc: BaseException, token: object = None) -> bool:
+    """Whether ``exc`` or an exception it chains shows a token (what ``scrub`` would mask)."""
+    seen = 0
+    while exc is not None and seen < 16:
+        text = str(exc)
+        if scrub(text, token) != text:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -489,7 +508,7 @@ def fetch_metadata(ref: HubRef, *, token: object = None, what: str | None = None
             raise HubError(
                 f"{what}: HF_HUB_OFFLINE is set and {ref.uri}'s metadata.json is not in the Hugging Face "
                 "cache: unset HF_HUB_OFFLINE so it can be fetched."
-            ) from e
+            ) from None
         parent = Path(path).parent
         commit = parent.name if parent.parent.name == "snapshots" else None
         return RemoteMetadata(ref, read_metadata_file(path), commit, ())

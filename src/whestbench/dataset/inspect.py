@@ -161,25 +161,22 @@ def _thousands(v: Any) -> str:
 
 
 def _extra_lines(md: dict[str, Any]) -> list[str]:
-    """Our additions that need only metadata: sampler, seed source, partial range."""
+    """Our additions that need only metadata: sampler, seed source (per split for a multi-split
+    dataset, whose splits each record theirs), partial range, how to load each split."""
     lines = []
-    s = md.get("sampler")
-    if isinstance(s, dict):
-        bits = [f"version {s['version']}"] if "version" in s else []
-        if "block_size" in s:
-            bits.append(f"block {_thousands(s['block_size'])} samples")
-        lines.append(f"  sampler: {s.get('name')}" + (f" ({', '.join(bits)})" if bits else ""))
+    splits = {k: v for k, v in md["splits"].items() if isinstance(v, dict)} if isinstance(md.get("splits"), dict) else {}
+    per_split = {k: v["sampler"] for k, v in splits.items() if isinstance(v.get("sampler"), dict)}
+    if isinstance(md.get("sampler"), dict):
+        lines.append(f"  sampler: {_sampler(md['sampler'])}")
+    elif per_split:
+        lines.append("  sampler: " + "; ".join(f"{k}: {_sampler(v)}" for k, v in sorted(per_split.items())))
     else:
         lines.append(f"  sampler: {infer_sampler(md)} (not recorded; inferred from backend {md.get('backend')!r})")
-    sources = {}
-    if isinstance(md.get("splits"), dict):
-        for name, entry in md["splits"].items():
-            if isinstance(entry, dict) and isinstance(entry.get("seed_source"), dict):
-                sources[name] = entry["seed_source"]
+    sources = {k: src for k, v in sorted(splits.items()) if (src := _split_seed_source(v)) is not None}
     if isinstance(md.get("seed_source"), dict):
         lines.append(f"  seed source: {_seed_source(md['seed_source'])}")
     elif sources:
-        lines.append("  seed source: " + "; ".join(f"{k}: {_seed_source(v)}" for k, v in sources.items()))
+        lines.append("  seed source: " + "; ".join(f"{k}: {v}" for k, v in sources.items()))
     else:
         lines.append("  seed source: not recorded (per-MLP seeds are in the mlp_seed column)")
     lines += [line for line in [device_summary_line(md.get("device_check"))] if line]
@@ -190,6 +187,53 @@ def _extra_lines(md: dict[str, Any]) -> list[str]:
             f"  partial: MLPs {span} of {md.get('total_n_mlps')} — merge all partials with "
             "`whest dataset merge` before loading"
         )
+    lines += _load_lines(md, splits)
+    return lines
+
+
+def _sampler(s: dict[str, Any]) -> str:
+    bits = [f"version {s['version']}"] if "version" in s else []
+    if "block_size" in s:
+        bits.append(f"block {_thousands(s['block_size'])} samples")
+    return f"{s.get('name')}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _split_seed_source(entry: dict[str, Any]) -> str | None:
+    """A split's seed source: recorded, or read from the bake command it records."""
+    if isinstance(entry.get("seed_source"), dict):
+        return _seed_source(entry["seed_source"])
+    import re
+
+    cmd = entry.get("bake_command")
+    cmd = " ".join(map(str, cmd)) if isinstance(cmd, list) else cmd if isinstance(cmd, str) else ""
+    m = re.search(r"(?:^|\s)--seed[= ](\d+)", cmd)
+    if m:
+        return f"derived from root seed {m.group(1)} (--seed, from its bake_command)"
+    if "--mlp-seeds" in cmd:
+        return "explicit list (--mlp-seeds, from its bake_command)"
+    return None
+
+
+def _load_lines(md: dict[str, Any], splits: dict[str, dict[str, Any]]) -> list[str]:
+    """A multi-split dataset whose splits live in several configs: plain ``datasets.load_dataset(dir)``
+    returns only the default config's split, silently, so say how to get each one."""
+    from whestbench.dataset.schema import DEFAULT_CONFIG
+
+    if not splits:
+        return []
+    default = md.get("default_split")
+    configs = {}
+    for name, entry in sorted(splits.items()):
+        config = entry.get("config") if isinstance(entry.get("config"), str) else None
+        if config is None and isinstance(default, str):
+            config = DEFAULT_CONFIG if name == default else name
+        configs[name] = config or DEFAULT_CONFIG
+    if len(set(configs.values())) < 2:
+        return []
+    lines = ["  load each split with plain `datasets` (load_dataset(dir) alone gives only the default config's):"]
+    for name, config in configs.items():
+        lines.append(f"    {name}: datasets.load_dataset(DIR, {config!r}, split={name!r})")
+    lines.append("    or every split at once: whestbench.load_dataset(DIR)")
     return lines
 
 

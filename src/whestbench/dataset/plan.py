@@ -25,7 +25,7 @@ from whestbench.errors import UsageError
 from whestbench.outputs import OutputExistsError, check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.work.executor import Job
-from whestbench.work.ledger import Ledger, work_dir_for
+from whestbench.work.ledger import Ledger, check_work_dir, work_dir_for
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 
@@ -94,6 +94,9 @@ class BakeConfig:
     is then the cap."""
     stderr_layer: str = "last"
     """The neurons ``target_stderr`` applies to: the "last" layer's, or "all"."""
+    card: dict[str, str] | None = None
+    """The dataset card's ``pretty_name``/``license``/``homepage`` (recorded in metadata ``card``;
+    ``dataset.card.check_card_fields`` checks them). Never changes the numbers."""
     skip_device_check: bool = False
     """Torch: do not check the device before baking (``work/device_check.py``); the skip is recorded."""
     accept_non_invariant: bool = False
@@ -261,6 +264,72 @@ def check_bake_output(output: Path) -> None:
         raise
 
 
+class AlreadyBaked(Exception):
+    """``--output`` already holds the complete, intact dataset of exactly this bake (the same plan
+    identity): a re-run (a requeued job, a retried array task) has nothing to do. Not an error: the
+    CLI exits 0, the Python API returns the path."""
+
+    def __init__(self, output: Path, metadata: dict[str, Any]):
+        self.output = Path(output)
+        self.metadata = metadata
+        super().__init__(f"{output} is already complete")
+
+    def summary(self) -> str:
+        md = self.metadata
+        rows = md.get("n_mlps")
+        part = (f" (MLPs {md['mlp_range'][0]}-{md['mlp_range'][1] - 1} of {md.get('total_n_mlps'):,})"
+                if md.get("is_partial") and isinstance(md.get("mlp_range"), list) else "")
+        when = str(md.get("created_at_utc", ""))[:19].replace("T", " ")
+        return (f"{rows:,} MLP{'s' if rows != 1 else ''}{part} × {md.get('n_samples'):,} samples, width "
+                f"{md.get('width')}, depth {md.get('depth')}, split {md.get('split')!r}"
+                + (f", written {when} UTC" if when else ""))
+
+
+def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any]) -> dict[str, Any] | None:
+    """The metadata of ``plan``'s output when it holds the complete dataset of this very bake, else None.
+
+    The same plan identity: seeds (their digest; for random seeds, a dataset whose seeds were drawn
+    at random), shape, range, split and config, backend, sampler and arithmetic, estimator and
+    target; and every data file matching its checksum (a dataset with none is not vouched for).
+    """
+    from whestbench.compute.seeds import seed_list_digest
+    from whestbench.dataset.reader import checksum_state, read_metadata
+
+    cfg, spec = plan.config, plan.spec
+    try:
+        md = read_metadata(cfg.output)
+    except InvalidDatasetError:
+        return None
+    start, end = cfg.range
+    recorded = md.get("seed_source") if isinstance(md.get("seed_source"), dict) else {}
+    if seeds is not None:
+        same_seeds = md.get("seed_list_digest") == seed_list_digest(seeds) and recorded.get("method") == source.get("method")
+    else:
+        same_seeds = source.get("method") == "random" and recorded.get("method") == "random"
+    target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
+    sampler = md.get("sampler") if isinstance(md.get("sampler"), dict) else {}
+    estimator = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    kernel = md.get("kernel") if isinstance(md.get("kernel"), dict) else {}
+    same = (
+        same_seeds
+        and "splits" not in md
+        and (md.get("split"), md.get("config")) == (cfg.split, cfg.config)
+        and (md.get("n_mlps"), md.get("n_samples"), md.get("width"), md.get("depth")) ==
+            (end - start, cfg.n_samples, cfg.width, cfg.depth)
+        and bool(md.get("is_partial")) == cfg.is_partial
+        and (not cfg.is_partial or (md.get("mlp_range"), md.get("total_n_mlps")) == ([start, end], cfg.n_mlps))
+        and md.get("backend") == plan.backend
+        and (sampler.get("name"), sampler.get("block_size")) == (plan.sampler_md["name"], plan.sampler_md["block_size"])
+        and (plan.kernel_md is None or kernel.get("precision_class") == plan.kernel_md.get("precision_class"))
+        and estimator.get("name", "plain") == spec.estimator
+        and ((target is None and spec.target_stderr is None) or
+             (target is not None and (target.get("value"), target.get("layer")) == (spec.target_stderr, spec.stderr_layer)))
+    )
+    if not same or checksum_state(cfg.output, md).state != "ok":
+        return None
+    return md
+
+
 def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True) -> BakePlan:
     """The plan of ``cfg``: checks, device, compute options, explicit or derived seeds, needs.
 
@@ -268,8 +337,11 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     ``probe``: time a few chunks for the time estimate when the bake is big (``PROBE_FLOPS``).
     """
     rank0 = dist_env is None or dist_env.rank == 0
-    if rank0 and cfg.output is not None:
+    # an output that holds a dataset may hold this very bake, finished: judged once the plan is known
+    existing = rank0 and cfg.output is not None and not os.path.islink(cfg.output) and (Path(cfg.output) / "metadata.json").is_file()
+    if rank0 and cfg.output is not None and not existing:
         check_bake_output(cfg.output)
+        check_work_dir(work_dir_for(cfg.output))
     start, end = cfg.range
     notes: list[str] = []
     if cfg.backend == "cpu":
@@ -297,6 +369,15 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         notes.append("--stderr-layer applies to --target-stderr, which is not given: it changes nothing here.")
     plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
                     needs=_needs(cfg, spec, compute, workers), notes=tuple(notes), estimator_md=_estimator_md(spec))
+    if existing:
+        seeds, source = _known_seeds(cfg)
+        done = _finished(plan, seeds, source)
+        if done is not None:
+            work = work_dir_for(cfg.output)
+            if work.is_dir() and not work.is_symlink():  # a kill between the final rename and its removal
+                shutil.rmtree(work, ignore_errors=True)
+            raise AlreadyBaked(cfg.output, done)
+        check_bake_output(cfg.output)  # refuses it (already exists)
     if rank0 and cfg.output is not None:
         _check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes
     seeds, source = _known_seeds(cfg)

@@ -76,12 +76,17 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
 
 
 def read_metadata_file(path: str | Path) -> dict[str, Any]:
-    """The parsed JSON object in ``path`` (a ``metadata.json``, local or fetched from the Hub)."""
+    """The parsed JSON object in ``path`` (a ``metadata.json``, local or fetched from the Hub).
+
+    Guards against invalid JSON, a non-object, and nesting deep enough to exhaust the parser's stack.
+    """
     path = Path(path)
     try:
         md = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidDatasetError(f"{path} is not valid JSON ({e}). {_REDO}") from e
+    except RecursionError:  # a document nested deeper than the parser's stack (no dataset writes one)
+        raise InvalidDatasetError(f"{path} is nested too deeply to be a dataset's metadata. {_REDO}") from None
     if not isinstance(md, dict):
         raise InvalidDatasetError(
             f"{path} must hold a JSON object; got {type(md).__name__}. {_REDO}"

@@ -68,9 +68,12 @@ class Tracker:
     """Where a job stands, for progress events: samples (done, running, recovered), whole MLPs,
     checkpoints. Thread-safe; used by both executors."""
 
-    def __init__(self, spec: WorkSpec, units: list[Unit], done: dict[str, int], emit: EventSink):
+    def __init__(self, spec: WorkSpec, units: list[Unit], done: dict[str, int], emit: EventSink,
+                 checkpointed: dict[str, int] | None = None):
         """``done``: unit key -> samples per MLP of the units already finished (a unit that reached
-        its target standard error early covers fewer than planned)."""
+        its target standard error early covers fewer than planned). ``checkpointed``: unit key ->
+        samples the unit's checkpoint holds, counted from the start (so the first progress line of a
+        resumed bake does not read 0 %) and not again when the unit resumes from it."""
         self.spec, self.emit = spec, emit
         self.lock = threading.Lock()
         count = {u.key: done.get(u.key, spec.unit_samples(u)) for u in units}
@@ -90,6 +93,11 @@ class Tracker:
                     self.units_left[i] = self.units_left.get(i, 0) + 1
         self.mlps_total = spec.n_mlps
         self._reported: dict[str, int] = {}
+        self._precounted = dict(checkpointed or {})
+        for key, n in self._precounted.items():
+            self.running += n
+            self.recovered += n
+            self._reported[key] = n
 
     @property
     def mlps_done(self) -> int:
@@ -122,6 +130,7 @@ class Tracker:
     def resumed(self, key: str, n: int) -> None:
         """A unit continued from a checkpoint covering ``n`` samples (recovered work)."""
         with self.lock:
+            n -= self._precounted.pop(key, 0)  # counted at the start already
             self.running += n
             self.recovered += n
             self._reported[key] = self._reported.get(key, 0) + n
@@ -186,6 +195,25 @@ def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
     return done
 
 
+def checkpointed_samples(job: Job, units: list[Unit]) -> dict[str, int]:
+    """Unit key -> samples its checkpoint holds, for the units with one that decodes (the unit
+    checks it again when it resumes; one that fails there restarts and is counted as it runs)."""
+    from whestbench.work.ledger import DamagedRecord
+    from whestbench.work.steps import checkpoint_samples
+
+    found: dict[str, int] = {}
+    if job.ledger is None:
+        return found
+    for u in units:
+        try:
+            saved = job.ledger.load_checkpoint(u.key)
+            if saved is not None:
+                found[u.key] = checkpoint_samples(job.spec, u, saved[0])
+        except (DamagedRecord, OSError, KeyError, TypeError, ValueError):
+            continue
+    return found
+
+
 @contextlib.contextmanager
 def one_blas_thread(held: threading.Event) -> Iterator[None]:
     """BLAS at one thread while the units run (an sgemm's float32 result depends on its thread count;
@@ -232,7 +260,7 @@ class LocalExecutor:
         units = job.spec.units()
         done = scan_ledger(job, units, on_event)
         todo = [u for u in units if u.key not in done]
-        tracker = Tracker(job.spec, units, done, on_event)
+        tracker = Tracker(job.spec, units, done, on_event, checkpointed=checkpointed_samples(job, todo))
         tracker.start(units_total=len(units), units_done=len(done))
         errors: list[BaseException] = []
         stopped: list[Unit] = []
@@ -240,6 +268,7 @@ class LocalExecutor:
 
         def work(unit: Unit) -> None:
             if stop.is_set() or errors:
+                tracker.unit_abandoned(unit, checkpointed=job.ledger is not None)  # a checkpoint it had still counts
                 stopped.append(unit)
                 return
             t0 = time.perf_counter()

@@ -67,6 +67,50 @@ def work_dir_for(output: Path) -> Path:
     return output.with_name(output.name + WORK_SUFFIX)
 
 
+_ENTRIES = {"lock": "file", "plan.json": "file", "auto-seeds.json": "file", "units": "directory"}
+"""What a work directory holds (besides the ``.NAME.*.tmp`` files of an interrupted atomic write)."""
+
+
+def check_work_dir(root: Path) -> None:
+    """Refuse, before any work, a work directory a bake cannot safely write (UsageError naming the fix).
+
+    Guards against writing through a symlink (dangling or not: the lock, plan and units would land
+    among someone else's files, and opening ``lock`` would truncate whatever it points to), a file
+    where the directory goes, an existing directory that is not a work directory of ours (it holds
+    other files), and a damaged one (``lock`` or ``plan.json`` a directory, ``units`` a file, one
+    of them a symlink): each would otherwise fail with a raw ``[Errno 17]``/``[Errno 21]``.
+    """
+    root = Path(root)
+    if os.path.islink(root):
+        raise UsageError(
+            f"the work directory {root} is a symlink (to {os.readlink(root)!r}); a bake keeps its work files in a "
+            f"directory of its own beside --output: remove the link ({root}) or choose another --output."
+        )
+    if not os.path.lexists(root):
+        return
+    if not root.is_dir():
+        raise UsageError(
+            f"{root}, where the bake keeps its work files, is a file, not a work directory; remove it or choose "
+            "another --output."
+        )
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        kind = _ENTRIES.get(entry.name)
+        if kind is None:
+            if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
+                continue  # an atomic write that was interrupted
+            raise UsageError(
+                f"{root} exists and is not a whestbench work directory (it holds {entry.name!r}); a bake would "
+                f"write its lock, plan and units among those files: move {root} away or choose another --output."
+            )
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if entry.is_symlink() or is_dir != (kind == "directory"):
+            what = "a symlink" if entry.is_symlink() else "a directory" if is_dir else "a file"
+            raise UsageError(
+                f"the work directory is damaged: {root / entry.name} is {what}, not the {kind} a bake keeps there; "
+                f"remove {root / entry.name} and re-run the same command (the rest of {root} is kept)."
+            )
+
+
 # ------------------------------------------------------------------------------------ records
 
 
@@ -185,6 +229,12 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
     checks is refused (DamagedWorkFile): resuming with other seeds would mix two datasets."""
     path = root / "auto-seeds.json"
     if not path.exists():
+        if (root / "plan.json").exists():  # a bake of random seeds whose seed file was deleted
+            raise DamagedWorkFile(
+                f"the seed file {path} is missing: {root} holds a saved bake (plan.json) but not the random seeds "
+                "it drew, so its units cannot be used. If that bake was given --mlp-seeds or --seed, re-run it with "
+                f"them; otherwise remove {root} to start over with new random seeds."
+            )
         return None
     fix = (f"remove {root} to start over with new random seeds (its saved units belong to the old ones), "
            "or pass --mlp-seeds FILE / --seed S")

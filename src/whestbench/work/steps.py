@@ -109,7 +109,14 @@ class UnitContext:
         if self.checkpoints is None:
             return None
         try:
-            return self.checkpoints.load_checkpoint(key)
+            saved = self.checkpoints.load_checkpoint(key)
+            if saved is not None:
+                # a record can pass its checksum and still hold what no sampling gives (forged, or a
+                # bug): checked as unit files are, so a bad one is recomputed, never carried forward
+                bad = [name for name, a in saved[1].items() if a.dtype.kind == "f" and not np.all(np.isfinite(a))]
+                if bad:
+                    raise DamagedRecord(f"{', '.join(bad)} hold{'s' if len(bad) == 1 else ''} non-finite values")
+            return saved
         except (DamagedRecord, OSError) as e:
             self.on_note(f"checkpoint {self.checkpoints.checkpoint_path(key)} failed its check ({e}); restarting unit {key}")
             self.checkpoints.drop_checkpoint(key)
@@ -142,20 +149,26 @@ def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | No
     return sums
 
 
+def kernel_module(spec: WorkSpec, compute: Compute):
+    """The module of the numba kernels this bake's units will call (None: they call none)."""
+    if spec.sampler == "pcg64":
+        if _pcg64_fused(spec):
+            from whestbench.compute import fused
+
+            return fused
+        return None
+    if compute.engine == "numba":
+        from whestbench.compute import philox_numba
+
+        return philox_numba
+    return None
+
+
 def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None:
     """The ``load_kernels`` of the numba kernels this bake's units will call (None: they call none),
     so a bake can compile or load them before its units start (see ``compute/jit.py``)."""
-    if spec.sampler == "pcg64":
-        if _pcg64_fused(spec):
-            from whestbench.compute.fused import load_kernels
-
-            return load_kernels
-        return None
-    if compute.engine == "numba":
-        from whestbench.compute.philox_numba import load_kernels
-
-        return load_kernels
-    return None
+    module = kernel_module(spec, compute)
+    return None if module is None else module.load_kernels
 
 
 def _pcg64_fused(spec: WorkSpec) -> bool:

@@ -1,0 +1,115 @@
+"""`merge` and `combine-splits` once their output is in place: a stop signal then is ignored (exit 0,
+the output is complete), and a re-run of the finished verb is a no-op (exit 0, "already complete").
+
+The signal test runs the real entry point in a fresh interpreter whose ``fsync_dir`` sends the
+process SIGTERM right after the final rename (the window in which the verb used to exit 143 with
+"interrupted ... re-run", though its output was complete).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from whestbench.cli import main
+from whestbench.dataset import create_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make (verify)
+
+
+def run(argv, capsys):
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inputs")
+    seeds = [11, 12, 13, 14]
+    parts = [create_dataset(4, mlp_seeds=seeds, mlp_range=r, output_path=root / f"p{k}", **SHAPE)
+             for k, r in enumerate([(0, 2), (2, 4)])]
+    public = create_dataset(2, mlp_seeds=[1, 2], output_path=root / "public", **SHAPE)
+    holdout = create_dataset(2, mlp_seeds=[3, 4], split="holdout", config="holdout", output_path=root / "holdout", **SHAPE)
+    return {"parts": [str(p) for p in parts], "splits": [str(public), str(holdout)]}
+
+
+def _argv(verb, inputs, out):
+    if verb == "merge":
+        return ["dataset", "merge", *inputs["parts"], "--output", str(out)]
+    return ["dataset", "combine-splits", *inputs["splits"], "--output", str(out), "--skip-prepared-arrow"]
+
+
+@pytest.mark.parametrize("verb", ["merge", "combine-splits"])
+def test_a_rerun_of_a_finished_verb_exits_0_and_says_already_complete(inputs, tmp_path, capsys, verb):
+    out = tmp_path / "out"
+    assert run(_argv(verb, inputs, out), capsys)[0] == 0
+    before = (out / "metadata.json").read_bytes()
+    rc, o, e = run(_argv(verb, inputs, out), capsys)
+    assert rc == 0, e
+    assert "already complete" in o and "nothing to do" in o
+    assert (out / "metadata.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("verb", ["merge", "combine-splits"])
+def test_other_inputs_at_a_finished_output_are_still_refused(inputs, tmp_path, capsys, verb):
+    out = tmp_path / "out"
+    assert run(_argv(verb, inputs, out), capsys)[0] == 0
+    argv = _argv(verb, inputs, out)
+    if verb == "merge":
+        argv.remove(inputs["parts"][1])
+    else:
+        argv.remove("--skip-prepared-arrow")  # another command: it would write the prepared copies
+    rc, _, e = run(argv, capsys)
+    assert rc == 2 and "already exists" in e
+
+
+def test_a_damaged_finished_merge_is_not_complete(inputs, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run(_argv("merge", inputs, out), capsys)[0] == 0
+    shard = next((out / "data").glob("*.parquet"))
+    shard.write_bytes(b"x" + shard.read_bytes()[1:])
+    rc, _, e = run(_argv("merge", inputs, out), capsys)
+    assert rc == 2 and "already exists" in e
+
+
+SIGNAL_AFTER_RENAME = r"""
+import os, signal, sys
+from pathlib import Path
+import whestbench.atomic as atomic
+
+target = Path(sys.argv[sys.argv.index("--output") + 1])
+real = atomic.fsync_dir
+
+def fsync_dir(path):
+    real(path)
+    if target.is_dir() and Path(path) == target.parent:  # just after the final rename
+        os.kill(os.getpid(), signal.SIGTERM)
+
+atomic.fsync_dir = fsync_dir
+sys.argv = ["whest", *sys.argv[1:]]
+from whestbench.cli.entry import run
+run()
+"""
+
+
+@pytest.mark.parametrize("verb", ["merge", "combine-splits"])
+def test_a_stop_signal_after_the_output_is_in_place_is_ignored(inputs, tmp_path, verb):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AFTER_RENAME, *_argv(verb, inputs, out)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert "interrupted" not in proc.stderr and "Traceback" not in proc.stderr
+    assert "received SIGTERM after" in proc.stderr and "ignored" in proc.stderr
+    assert (out / "metadata.json").is_file()
+    assert proc.returncode != -signal.SIGTERM

@@ -1,0 +1,52 @@
+"""What a stopped and resumed bake prints: timestamps on the stop lines, a plan line that projects
+the rest, and a first progress line that counts what the work directory already holds."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+from whestbench.cli import main
+from whestbench.cli.bake import StopSignals
+
+STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
+
+
+def run(argv, capsys):
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_a_stopped_then_resumed_bake_prints_stamped_stop_lines_the_rest_and_no_0_percent(tmp_path, capsys, monkeypatch):
+    argv = ["dataset", "bake", "--n-mlps", "1", "--n-samples", "400000", "--width", "16", "--depth", "2", "--seed", "3",
+            "--max-threads", "1", "--checkpoint-every", "0.05", "--log-every", "60", "--output", str(tmp_path / "ds")]
+    original = StopSignals.on_event
+    sent = []
+
+    def stop_midway(self, event):
+        original(self, event)
+        p = event.progress
+        if not sent and event.kind == "progress" and p is not None and p.done >= p.total // 2:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(StopSignals, "on_event", stop_midway)
+    rc, out, err = run(argv, capsys)
+    assert rc == 75, err
+    received = [line for line in err.splitlines() if "received SIGTERM" in line]
+    stopped = [line for line in err.splitlines() if "stopped:" in line]
+    assert received and all(STAMP.match(line) for line in received), err
+    assert stopped and all(STAMP.match(line) for line in stopped), err
+    monkeypatch.setattr(StopSignals, "on_event", original)
+
+    rc, out, err = run(argv, capsys)
+    assert rc == 0, err
+    plan = next(line for line in out.splitlines() if line.startswith("Plan:"))
+    assert "the rest:" in plan and "of 400,000 samples are saved" in plan
+    first = next(line for line in err.splitlines() if " bake: " in line and "samples (" in line)
+    assert "(0.0%)" not in first, err

@@ -1,0 +1,44 @@
+"""A bake to a target standard error words how its MLPs stopped from the real counts.
+
+With control variates and ``--n-samples 1e6 --width 8 --depth 3 --target-stderr 0.05`` every MLP
+stops at 524,288 samples, its 32-batch floor (docs/cli.md): the floor, not the target, decided.
+"""
+
+from __future__ import annotations
+
+from whestbench.cli import main
+
+
+def run(argv, capsys):
+    rc = main(argv)
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+SHAPE = ["--n-mlps", "2", "--n-samples", "1e6", "--width", "8", "--depth", "3", "--seed", "1", "--quiet"]
+
+
+def test_every_stop_at_the_control_variate_floor_is_said_to_be_the_floors(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", *SHAPE, "--estimator", "control-variate", "--target-stderr", "0.05",
+                        "--output", str(tmp_path / "cv")], capsys)
+    assert rc == 0, err
+    wrote = next(line for line in out.splitlines() if line.startswith("✓ Wrote"))
+    assert "all stopped at 524,288 samples, the control-variate floor" in wrote
+    assert "stopped some early" not in wrote
+    assert "note: every MLP stopped at 524,288 samples, the control-variate floor" in err
+
+
+def test_a_plain_target_bake_counts_the_mlps_it_stopped_early(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", *SHAPE, "--target-stderr", "0.05", "--output", str(tmp_path / "p")], capsys)
+    assert rc == 0, err
+    wrote = next(line for line in out.splitlines() if line.startswith("✓ Wrote"))
+    assert "the target standard error stopped all early" in wrote and "some" not in wrote
+    assert "control-variate floor" not in err
+
+
+def test_the_control_variate_floor_is_the_first_check_point_with_32_batches():
+    from whestbench.compute.estimators import cv_floor_samples
+
+    assert cv_floor_samples(10**6, 16384, 16384) == 524_288  # 32 steps of 16,384: check point 32
+    assert cv_floor_samples(10**6, 8192, 16384) == 524_288  # 64 steps: check point 64
+    assert cv_floor_samples(100_000, 16384, 16384) == 100_000  # the cap comes first
