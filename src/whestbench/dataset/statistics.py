@@ -193,7 +193,16 @@ def sampler_of(md: dict[str, Any], split: str) -> dict[str, Any]:
 
 def _stops(ds: DatasetScan, rows, cap: int) -> str:
     """How the MLPs of a target bake stopped, from the real counts."""
+    from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, cv_floor_samples
+
     early = sum(int(s.n_used[i]) < cap for s, i in rows)
+    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+    step = sampler_of(ds.md, rows[0][0].name).get("block_size") if rows else None
+    if est.get("name") == "control-variate" and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
+        floor = cv_floor_samples(cap, step, est["batch_samples"])
+        if floor < cap and all(int(s.n_used[i]) == floor for s, i in rows):
+            return (f"all {len(rows)} MLP(s) stopped at {floor:,} samples, the control-variate floor "
+                    f"({MIN_RELIABLE_BATCHES} batches): the floor, not the target, decided every count")
     if early == len(rows):
         return f"all {early} MLP(s) stopped before n_samples={cap:,}"
     if early == 0:
