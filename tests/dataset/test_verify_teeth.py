@@ -379,3 +379,22 @@ def test_against_a_bake_of_other_samples_holds_its_error_bars_too(plain, tmp_pat
 
     bad = failed(verify_dataset(plain, against=rewrite_dataset(other, tmp_path / "inflated", edit_row=inflate)))
     assert "stderr·√N is 0.1x" in bad["against: standard errors"]
+
+
+@pytest.mark.parametrize("how", ["reversed", "dropped"])
+def test_rows_reordered_or_dropped_with_the_counts_edited_fail(plain, tmp_path, how):
+    import pyarrow.parquet as pq
+
+    from whestbench.dataset.reader import data_files
+    from whestbench.dataset.writer import write_dataset
+
+    md = json.loads((plain / "metadata.json").read_text())
+    md.pop("checksums", None)
+    rows = pq.read_table(data_files(plain, "public")[0]).to_pylist()
+    rows = rows[::-1] if how == "reversed" else rows[:-1]
+    for k, row in enumerate(rows):
+        row["mlp_id"] = k
+    md["n_mlps"] = len(rows)
+    out = write_dataset(tmp_path / how, "public", rows, len(rows), WIDTH, DEPTH, md)
+    bad = failed(verify_dataset(out))
+    assert "seed list" in bad and "seed_list_digest" in bad["seed list"], bad

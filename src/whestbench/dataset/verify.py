@@ -283,6 +283,40 @@ def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
     return ds if ds.splits else None
 
 
+def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, prefix: str) -> None:
+    """The rows are the seed list the bake recorded, in order: its ``seed_list_digest`` (complete
+    datasets: a partial's covers the whole list) and, for seeds derived from a root seed, the
+    derivation itself. Catches rows substituted, reordered or dropped with the counts edited to match."""
+    from whestbench.compute.seeds import derived_seeds, seed_list_digest
+
+    level = md["splits"].get(s.name, {}) if isinstance(md.get("splits"), dict) else md
+    problems = []
+    digest = level.get("seed_list_digest") if isinstance(level, dict) else None
+    if digest is not None and not md.get("is_partial"):
+        got = seed_list_digest(s.seeds)
+        if got != digest:
+            problems.append(f"the mlp_seed column hashes to {got[:19]}…, not to the recorded seed_list_digest "
+                            f"{sanitize(str(digest))[:19]}… (rows substituted, reordered or dropped)")
+    source = level.get("seed_source") if isinstance(level, dict) else None
+    if isinstance(source, dict) and source.get("method") == "derived" and isinstance(source.get("root_seed"), int):
+        start, end, _ = _declared_rows(md, s.name)
+        total = md.get("total_n_mlps") if md.get("is_partial") else end
+        if isinstance(total, int) and 0 <= start <= end <= total <= 2**31 and end - start == len(s.seeds):
+            want = derived_seeds(source["root_seed"], total)[start:end]
+            if [int(v) for v in s.seeds] != want:
+                k = next(i for i, (a, b) in enumerate(zip(s.seeds, want)) if int(a) != b)
+                problems.append(f"mlp_id {int(s.ids[k])}'s mlp_seed {int(s.seeds[k])} is not the seed --seed "
+                                f"{source['root_seed']} derives there ({want[k]})")
+    if problems:
+        report.check(f"{prefix}seed list", False, "; ".join(problems))
+    elif digest is not None or source is not None:
+        what = [w for w, on in (("seed_list_digest", digest is not None and not md.get("is_partial")),
+                                ("the seeds its recorded root seed derives", isinstance(source, dict)
+                                 and source.get("method") == "derived")) if on]
+        if what:
+            report.check(f"{prefix}seed list", True, f"the mlp_seed column matches its {' and '.join(what)}")
+
+
 def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: str, version: str) -> None:
     from whestbench.compute.naming import mlp_name, unique_names
     from whestbench.compute.seeds import SEED_LIMIT, estimator_seed
@@ -319,6 +353,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         report.check(f"{prefix}mlp_seed", False, "; ".join(what))
     else:
         report.check(f"{prefix}mlp_seed", True, f"{len(s.seeds)} distinct int63 seeds")
+    _seed_list_checks(md, s, report, prefix)
 
     if version == "4.0":
         report.skip(f"{prefix}mlp_name", "seed protocol 4.0 derives names with a secret salt; not re-derived")
