@@ -398,3 +398,24 @@ def test_rows_reordered_or_dropped_with_the_counts_edited_fail(plain, tmp_path, 
     out = write_dataset(tmp_path / how, "public", rows, len(rows), WIDTH, DEPTH, md)
     bad = failed(verify_dataset(out))
     assert "seed list" in bad and "seed_list_digest" in bad["seed list"], bad
+
+
+def test_recompute_does_not_trust_a_damaged_cache_and_skips_a_damaged_dataset(plain, tmp_path, rewrite_dataset):
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "rc"
+    assert verify_dataset(plain, recompute=1, recompute_root=root).ok
+    (cached,) = list(root.iterdir())
+    shard = next((cached / "data").glob("*.parquet"))
+    table = pq.read_table(shard)
+    pq.write_table(table.slice(0, 1), shard)  # the cache edited, its checksums not re-written
+    assert verify_dataset(plain, recompute=1, recompute_root=root).ok  # baked again, not trusted
+    assert next((cached / "data").glob("*.parquet")).stat().st_size > 0
+
+    def edit(i, row):
+        row["avg_variance"] = 5.0
+
+    report = verify_dataset(rewrite_dataset(plain, tmp_path / "bad", edit_row=edit), recompute=1,
+                            recompute_root=tmp_path / "rc2")
+    assert checks(report)["recompute"].skipped and "avg_variance" in checks(report)["recompute"].detail
+    assert not (tmp_path / "rc2").exists()

@@ -78,12 +78,18 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
         mark = "–" if check.skipped else ("✓" if check.ok else "✗")
         out.print(f"{mark} {check.name}: {check.detail}", markup=False, emoji=False)
 
+    from whestbench.cli.bake import StopSignals
     from whestbench.cli.progress import Reporter
 
-    with Reporter("recompute", mode="auto") as reporter:
+    # SIGTERM/SIGUSR1 (a job's time limit) stop a --recompute bake at a checkpoint: the re-run resumes it
+    with StopSignals() as signals, Reporter("recompute", mode="auto") as reporter:
+        def sink(event) -> None:
+            signals.on_event(event)
+            reporter(event)
+
         report = verify_dataset(directory, against=against, n_check=n_check, on_check=show, sample_mlps=sample_mlps,
                                 sample_seed=sample_seed, recompute=recompute, device=device,
-                                recompute_root=recompute_dir, on_event=reporter)
+                                recompute_root=recompute_dir, on_event=sink, stop=signals.stop)
     failed = report.failures
     skipped = sum(c.skipped for c in report.checks)
     tail = f", {skipped} skipped" if skipped else ""

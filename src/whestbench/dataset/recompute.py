@@ -49,6 +49,17 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     return out
 
 
+def _intact(path: Path) -> bool:
+    """Whether a cached recomputation's files still match the checksums its bake wrote."""
+    from whestbench.dataset.errors import InvalidDatasetError
+    from whestbench.dataset.reader import checksum_state, read_metadata
+
+    try:
+        return checksum_state(path, read_metadata(path)).state == "ok"
+    except (InvalidDatasetError, OSError, ValueError):
+        return False
+
+
 def default_cache() -> Path:
     base = os.environ.get("WHEST_RECOMPUTE_DIR")
     if base:
@@ -59,7 +70,13 @@ def default_cache() -> Path:
 
 def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
     """Where the recomputation of ``seeds`` under ``rec`` lives (the same request, the same folder)."""
-    key = json.dumps({"recipe": rec, "seeds": [int(s) for s in seeds]}, sort_keys=True)
+    from whestbench.compute.estimators import ESTIMATOR_VERSION
+    from whestbench.compute.pcg64 import SAMPLER_VERSION as PCG64_VERSION
+    from whestbench.compute.philox import SAMPLER_VERSION as PHILOX_VERSION
+    from whestbench.dataset.provenance import whestbench_version
+
+    versions = {"whestbench": whestbench_version(), "estimator": ESTIMATOR_VERSION, "pcg64": PCG64_VERSION, "philox": PHILOX_VERSION}
+    key = json.dumps({"recipe": rec, "seeds": [int(s) for s in seeds], "versions": versions}, sort_keys=True)
     return root / ("recompute-" + hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
@@ -72,7 +89,11 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     rec = recipe(md, device)
     out = recompute_dir(root or default_cache(), rec, seeds)
     if (out / "metadata.json").is_file():
-        return out  # finished earlier: the same recipe and seeds give the same rows
+        if _intact(out):
+            return out  # finished earlier: the same recipe and seeds give the same rows
+        import shutil
+
+        shutil.rmtree(out)  # a cached bake whose files no longer match their checksums: bake it again
     out.parent.mkdir(parents=True, exist_ok=True)
     cfg = BakeConfig(
         n_mlps=len(seeds), n_samples=rec["n_samples"], width=rec["width"], depth=rec["depth"], output=out,

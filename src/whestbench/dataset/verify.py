@@ -159,7 +159,11 @@ def verify_dataset(
 
         compare_with(ds, against, report, n_check=n_check, z_max=z_max)
     if recompute is not None:
-        _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop)
+        if report.failures:  # a recompute of a damaged dataset costs a bake and proves nothing more
+            report.skip("recompute", f"not run: {len(report.failures)} check(s) failed already "
+                        f"({', '.join(c.name for c in report.failures)}); fix or re-bake the dataset first")
+        else:
+            _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop)
     return report
 
 
