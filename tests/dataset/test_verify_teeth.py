@@ -419,3 +419,44 @@ def test_recompute_does_not_trust_a_damaged_cache_and_skips_a_damaged_dataset(pl
                             recompute_root=tmp_path / "rc2")
     assert checks(report)["recompute"].skipped and "avg_variance" in checks(report)["recompute"].detail
     assert not (tmp_path / "rc2").exists()
+
+
+def test_a_shift_of_a_few_standard_errors_on_every_mean_fails(plain, tmp_path, rewrite_dataset):
+    """No single neuron's z passes its limit, but their signed average does: per MLP and layer against
+    the pilot (≈13 stored standard errors on layers 2-3), and layer 1 against its exact value (+2)."""
+    def deep(i, row):
+        for layer in (1, 2):
+            row["all_layer_means"][layer] = [m + 0.03 * s * N**0.5 for m, s in
+                                             zip(row["all_layer_means"][layer], row["all_layer_stderr"][layer])]
+        row["final_means"] = row["all_layer_means"][2]
+
+    bad = failed(verify_dataset(rewrite_dataset(plain, tmp_path / "deep", edit_row=deep)))
+    assert "layer means" in bad and "pilot standard errors off on average" in bad["layer means"]
+
+    def first(i, row):
+        row["all_layer_means"][0] = [m + 2 * s for m, s in zip(row["all_layer_means"][0], row["all_layer_stderr"][0])]
+
+    bad = failed(verify_dataset(rewrite_dataset(plain, tmp_path / "first", edit_row=first)))
+    assert "layer-1 means" in bad and "signed" in bad["layer-1 means"]
+
+
+def test_against_a_bake_of_other_samples_sees_a_common_shift(plain, tmp_path, rewrite_dataset):
+    pytest.importorskip("torch")
+    import pyarrow.parquet as pq
+
+    from whestbench.dataset_torch import create_dataset_torch
+
+    seeds = pq.read_table(next((plain / "data").glob("*.parquet")), columns=["mlp_seed"]).column(0).to_pylist()
+    other = create_dataset_torch(n_mlps=6, n_samples=N, width=WIDTH, depth=DEPTH, mlp_seeds=seeds, device="cpu",
+                                 output_path=tmp_path / "philox")
+
+    def shift(i, row):
+        for layer in (1, 2):
+            row["all_layer_means"][layer] = [m + 4 * s for m, s in
+                                             zip(row["all_layer_means"][layer], row["all_layer_stderr"][layer])]
+        row["final_means"] = row["all_layer_means"][2]
+
+    shifted = rewrite_dataset(plain, tmp_path / "shift4", edit_row=shift)
+    gt = checks(verify_dataset(shifted, against=other))["against: ground truth"]
+    assert not gt.ok and "signed mean per layer" in gt.detail
+    assert checks(verify_dataset(plain, against=other))["against: ground truth"].ok

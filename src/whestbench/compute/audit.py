@@ -56,9 +56,13 @@ class PilotMoments:
     corr_fro: np.ndarray
     """(depth,) control variates only (0 for plain): ``‖R‖_F`` of the residuals' correlation matrix
     across a layer's live neurons, biased upward by the pilot's noise (conservative)."""
+    corr_sum: np.ndarray
+    """(depth,) ``1ᵀR1`` of the estimated quantity's correlation matrix over a layer's neurons active on
+    at least ``min_active`` pilot inputs: the variance of the sum of their standardised estimates."""
 
 
-def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, controls=None) -> PilotMoments:
+def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, controls=None,
+                  min_active: int = 64) -> PilotMoments:
     """Moments of one MLP's estimated quantity over ``n`` inputs of ``audit_stream(seed)``.
 
     ``weights``: (depth, width, width) float32. ``controls``: an ``estimators.Controls`` (the bake's
@@ -122,6 +126,13 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     sd = np.sqrt(m2 * n / max(n - 1, 1))
     if controls is None:
         y_sd = sd
+    corr_sum = np.zeros(depth)
+    for layer in range(depth):
+        sel = (active[layer] >= min_active) & (m2[layer] > 0)
+        if sel.any():
+            total = ((vals[layer][:, sel] - mean[layer][sel].astype(np.float32))
+                     / np.sqrt(m2[layer][sel]).astype(np.float32)).sum(axis=1, dtype=np.float64)  # (n,)
+            corr_sum[layer] = float(np.mean(total * total))
     fmean = final.sum(axis=0, dtype=np.float64) / n
     fdev = final - fmean.astype(np.float32)
     fsq = fdev * fdev
@@ -129,7 +140,7 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     y_var_sd = np.zeros((depth, width))
     y_var[-1] = fsq.sum(axis=0, dtype=np.float64) / n  # only the final layer's: what avg_variance averages
     y_var_sd[-1] = np.sqrt(np.maximum((fsq * fsq).sum(axis=0, dtype=np.float64) / n - y_var[-1] ** 2, 0.0) / n)
-    return PilotMoments(n, mean, sd, skew, kurt, active, y_sd, y_var, y_var_sd, corr_fro)
+    return PilotMoments(n, mean, sd, skew, kurt, active, y_sd, y_var, y_var_sd, corr_fro, corr_sum)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ compared as strictly as the two bakes allow (``compare_mode``):
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -387,12 +388,13 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
         usable = se > 0  # exact on both sides (layer 1 of control variates, dead neurons): no noise to compare
         exact = se == 0
         zs = [(d[u] / s[u]).ravel() for d, s, u in zip(delta, se, usable)]
+        zl = [_layer_means(d, s, u) for d, s, u in zip(delta, se, usable)]
         exact_bad = float(np.max(np.abs(delta[exact]), initial=0.0))
         _z_verdict(report, name, z_max, reason + "; in units of the two bakes' stored standard errors", zs, delta,
                    (f"; where both are exact |Δ| <= {exact_bad:.2g}" if exact.any() else "") + note,
-                   extra_ok=exact_bad <= 1e-6, check=check)
+                   extra_ok=exact_bad <= 1e-6, check=check, layer_means=zl)
         return
-    zs, skipped = [], 0
+    zs, zl, skipped = [], [], 0
     for (sa, i, sb, j), d in zip(shared, delta):
         w = weights_for_seed(sa.seeds[i], a.width, a.depth)
         if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != sa.weight_digests[i]:
@@ -402,11 +404,12 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
         se = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))  # (depth, w)
         usable = active >= _PILOT_MIN_ACTIVE
         zs.append((d[usable] / se[usable]).ravel())
+        zl.append(_layer_means(d, se, usable))
     if not zs:
         report.check(f"{name}: {check}", False, f"{reason}: no MLP's weights re-derive from its seed, so no variances to compare with")
         return
     note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
-    _z_verdict(report, name, z_max, reason, zs, delta, note, check=check)
+    _z_verdict(report, name, z_max, reason, zs, delta, note, check=check, layer_means=zl)
 
 
 def _count(ds, s, i: int) -> float:
@@ -414,8 +417,37 @@ def _count(ds, s, i: int) -> float:
     return float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples)
 
 
+def _layer_means(d: np.ndarray, se: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """(depth,) one MLP's mean z-score per layer over its usable neurons (NaN where none)."""
+    out = np.full(d.shape[0], np.nan)
+    for layer in range(d.shape[0]):
+        u = usable[layer]
+        if u.any():
+            out[layer] = float(np.mean(d[layer][u] / se[layer][u]))
+    return out
+
+
+def _signed(layer_means: list[np.ndarray] | None) -> tuple[float, float, str]:
+    """The signed test of Δmean per layer over the MLPs: ``Σ_r z̄_r / √m``, where each MLP's mean z over
+    a layer has a variance of at most 1 whatever its neurons' correlations: a shift of a few standard
+    errors common to a layer shows even when no single neuron's does. ``(|Z| worst, limit, text)``."""
+    if not layer_means:
+        return 0.0, math.inf, ""
+    zl = np.stack(layer_means)  # (m, depth)
+    worst, at = 0.0, 0
+    for layer in range(zl.shape[1]):
+        col = zl[:, layer][np.isfinite(zl[:, layer])]
+        if col.size:
+            value = abs(float(col.sum())) / math.sqrt(col.size)
+            if value > worst:
+                worst, at = value, layer
+    lim = bonferroni_z(zl.shape[1])
+    return worst, lim, f", signed mean per layer {worst:.2f} at layer {at + 1} (limit {lim:.2f})"
+
+
 def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str, zs: list[np.ndarray], delta: np.ndarray,
-               note: str, extra_ok: bool = True, check: str = "ground truth") -> None:
+               note: str, extra_ok: bool = True, check: str = "ground truth",
+               layer_means: list[np.ndarray] | None = None) -> None:
     z = np.concatenate(zs) if zs else np.zeros(0)
     if z.size == 0:
         report.check(f"{name}: {check}", extra_ok, f"statistical ({reason}): no noisy mean to compare{note}")
@@ -423,10 +455,12 @@ def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str
     thr = z_max if z_max is not None else bonferroni_z(z.size)
     max_z, mean_z2 = float(np.max(np.abs(z))), float(np.mean(z**2))
     chi_thr = chi2_mean_limit(len(zs))
-    ok = max_z <= thr and mean_z2 <= chi_thr and extra_ok
+    signed, signed_lim, signed_text = _signed(layer_means)
+    ok = max_z <= thr and mean_z2 <= chi_thr and signed <= signed_lim and extra_ok
     report.check(
         f"{name}: {check}",
         ok,
         f"statistical ({reason}): max |z| of Δmean = {max_z:.2f} over {z.size} means (limit {thr:.2f}), "
-        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}), max |Δmean| = {float(np.max(np.abs(delta))):.3g}{note}",
+        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_text}, max |Δmean| = "
+        f"{float(np.max(np.abs(delta))):.3g}{note}",
     )

@@ -38,7 +38,7 @@ import numpy as np
 
 from whestbench.compute.audit import AUDIT_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
 
-P_FAMILY_SHARE = 4  # means, stderr per neuron, stderr in aggregate, avg_variance share P_OVERALL
+P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
 MIN_ACTIVE = 64  # a neuron active on fewer pilot inputs has too rough a pilot sd/skew to be held to bounds
 SKEW_SAFETY = 2.0  # the pilot's skewness and kurtosis are themselves estimates: widen their terms
 EXPLAINED = 1e-6  # a residual sd under this fraction of the activation's sd: the controls explain it exactly
@@ -83,7 +83,7 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list
             from whestbench.compute.estimators import fit_controls, pilot_stream
 
             controls = fit_controls(w, pilot_stream(int(s.seeds[i])))
-        return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls))
+        return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE))
 
     workers = workers or max(1, min(len(rows), os.cpu_count() or 1, 8))
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
@@ -99,12 +99,21 @@ def _where(ds, a: Audited) -> str:
     return (f"{a.split.name} " if ds.is_multi else "") + f"mlp_id {int(a.split.ids[a.index])}"
 
 
-def _cf(z: float, skew: np.ndarray, n: int) -> np.ndarray:
-    """The Cornish–Fisher widening of a two-sided normal limit ``z`` for a mean of ``n`` values of skewness ``skew``."""
-    return z + SKEW_SAFETY * np.abs(skew) / math.sqrt(n) * (z * z - 1.0) / 6.0
+def _cf(z: float, skew: np.ndarray, n: float, p: float | None = None) -> np.ndarray:
+    """The Cornish–Fisher widening of a two-sided normal limit ``z`` for a mean of ``n`` values of
+    skewness ``skew`` — or, with ``p``, for the difference of two independent means of ``n`` and ``p``
+    such values (third cumulant ``κ₃(1/n² − 1/p²)`` over variance ``σ²(1/n + 1/p)`` to the 3/2)."""
+    if p is None:
+        g = np.abs(skew) / math.sqrt(n)
+    else:
+        g = np.abs(skew) * abs(1.0 / n**2 - 1.0 / p**2) / (1.0 / n + 1.0 / p) ** 1.5
+    return z + SKEW_SAFETY * g * (z * z - 1.0) / 6.0
 
 
 def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> None:
+    """Every mean of layers 2.. against the pilot, per neuron; and, signed, per MLP and layer (the mean
+    z over its neurons, in units of its exact spread ``sqrt(1ᵀR1)/k`` from the pilot's correlations)
+    and per layer over the dataset: a shift of a few standard errors on every neuron is seen."""
     live = [a for a in audited if a.pilot is not None]
     if ds.depth < 2 or not live:
         if audited and not live:
@@ -114,9 +123,12 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
     if tested == 0:
         report.skip("layer means", f"no neuron of layers 2-{ds.depth} is active on {MIN_ACTIVE}+ pilot inputs")
         return
-    z_lim = bonferroni_z(tested, p_overall / P_FAMILY_SHARE)
+    p_family = p_overall / P_FAMILY_SHARE
+    z_lim = bonferroni_z(tested, p_family)
+    z_group = bonferroni_z(len(live) * (ds.depth - 1) + (ds.depth - 1), p_family)
     worst = (0.0, None)
     problems = []
+    layer_sum: dict[int, list[float]] = {}  # layer -> [Σ z̄/sd numerators, Σ variances] over MLPs
     for a in live:
         pm = a.pilot
         m = a.split.means[a.index].astype(np.float64)
@@ -125,7 +137,7 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
         se = pm.sd * math.sqrt(1.0 / a.n + 1.0 / pm.n)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(ok, (m - pm.mean) / np.where(ok, se, 1.0), 0.0)
-        lim = _cf(z_lim, pm.skew, pm.n)
+        lim = _cf(z_lim, pm.skew, a.n, pm.n)
         ratio = np.abs(z) / lim
         layer, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
         if ratio[layer, j] > worst[0]:
@@ -135,15 +147,36 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
             problems.append(f"{_where(ds, a)} layer {layer + 1} neuron {j}: stored mean {m[layer, j]:.6g}, a fresh "
                             f"pilot gives {pm.mean[layer, j]:.6g} ± {se[layer, j]:.2g} (z = {z[layer, j]:.1f}, "
                             f"limit {lim[layer, j]:.2f})")
+        for layer in range(1, ds.depth):
+            k = int(ok[layer].sum())
+            if k == 0 or pm.corr_sum[layer] <= 0:
+                continue
+            total = float(z[layer][ok[layer]].sum())
+            var = pm.corr_sum[layer] * 1.1 + k * k / pm.n  # the pilot's estimate of 1ᵀR1, with room for its noise
+            acc = layer_sum.setdefault(layer, [0.0, 0.0])
+            acc[0] += total
+            acc[1] += var
+            g = float(np.mean(np.abs(pm.skew[layer][ok[layer]])))
+            lim_g = float(_cf(z_group, np.array(g), a.n, pm.n))
+            if abs(total) / math.sqrt(var) > lim_g:
+                problems.append(f"{_where(ds, a)} layer {layer + 1}: its {k} means sit {total / k:+.2f} pilot standard "
+                                f"errors off on average, {abs(total) / math.sqrt(var):.1f}x the spread of that average "
+                                f"(limit {lim_g:.2f})")
+    for layer, (total, var) in sorted(layer_sum.items()):
+        if var > 0 and abs(total) / math.sqrt(var) > z_group + 0.5:
+            problems.append(f"layer {layer + 1}: over {len(live)} MLP(s) the means sit {abs(total) / math.sqrt(var):.1f}x "
+                            f"the spread of their average off a fresh pilot, all {'above' if total > 0 else 'below'} "
+                            f"(limit {z_group + 0.5:.2f}): a shift common to the dataset")
     scope = f"{len(live)} MLP(s), {tested} neurons of layers 2-{ds.depth}"
     if problems:
-        more = f"; and {len(problems) - 2} more MLP(s)" if len(problems) > 2 else ""
+        more = f"; and {len(problems) - 2} more" if len(problems) > 2 else ""
         report.check("layer means", False, "; ".join(problems[:2]) + more)
         return
     _, (a, layer, j, z, lim) = worst if worst[1] else (0, (live[0], 0, 0, 0.0, z_lim))
     report.check("layer means", True, f"{scope} against a fresh {AUDIT_SAMPLES:,}-input pilot each: max |z| = "
                  f"{abs(z):.2f} at {_where(ds, a)} layer {layer + 1} neuron {j} (limit {lim:.2f}: Bonferroni "
-                 f"p={p_overall / P_FAMILY_SHARE:g} over {tested}, widened for skewness)")
+                 f"p={p_family:g} over {tested}, widened for skewness); signed averages per MLP and layer, and "
+                 "per layer, within their spread")
 
 
 def _testable(pm: PilotMoments) -> np.ndarray:

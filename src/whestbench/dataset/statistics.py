@@ -96,14 +96,15 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
         max_z = float(np.abs(z[r, j]))
         mean_z2 = float(np.mean(z**2))
         chi_thr = chi2_mean_limit(len(rows))
-        ok = max_z <= thr and mean_z2 <= chi_thr
+        signed, signed_lim, signed_what = _layer1_signed(ds, rows, z, n[:, 0])
+        ok = max_z <= thr and mean_z2 <= chi_thr and signed <= signed_lim
         scope = f"{len(rows)} MLP(s) x {ds.width} neurons" + (f" (first {n_check})" if n_check is not None else "")
         report.check(
             "layer-1 means",
             ok,
             f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id {int(s.ids[i])} "
             f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
-            f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f})",
+            f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_what}",
         )
         _stderr_checks(ds, rows, se, report)
     if not known:
@@ -180,6 +181,44 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     report.check("target", not problems, "; ".join(problems) if problems else
                  f"{_stops(ds, rows, cap)} (sequential rule of whestbench 0.17.0 bakes: each early stop at a check point, "
                  f"its standard errors at or under the target {value:g}, {layer} layer)")
+
+
+def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple[float, float, str]:
+    """The signed check of layer 1: ``(worst |Σz| / sd, its limit, what to print)``. Per MLP, the sum
+    of its neurons' z-scores has variance ``1ᵀR1``, R the exact correlation of ``relu(x W₁)`` (the
+    arc-cosine kernel), so a shift of every mean by a fraction of a standard error shows; and over the
+    dataset, per-MLP sums add. MLPs under 1,000 samples (too skewed) or whose weights do not re-derive
+    are left out."""
+    from whestbench.compute.estimators import layer1_means, relu_second_moments
+    from whestbench.compute.mlp import weights_for_seed
+
+    sums, variances, worst, where = [], [], 0.0, ""
+    for (s, i), zr, count in zip(rows, z, n):
+        if count < 1000 or not np.all(np.isfinite(zr)):
+            continue
+        w = weights_for_seed(int(s.seeds[i]), ds.width, ds.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+            continue
+        w1 = w[0].astype(np.float64)
+        mu = layer1_means(w1)
+        cov = relu_second_moments(w1) - np.outer(mu, mu)
+        sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        live = sd > 0
+        if not live.any():
+            continue
+        corr = cov[np.ix_(live, live)] / np.outer(sd[live], sd[live])
+        total, var = float(zr[live].sum()), float(corr.sum())
+        sums.append(total)
+        variances.append(var)
+        if abs(total) / math.sqrt(var) > worst:
+            worst, where = abs(total) / math.sqrt(var), f"mlp_id {int(s.ids[i])}"
+    if not sums:
+        return 0.0, math.inf, ""
+    lim = bonferroni_z(len(sums) + 1)
+    overall = abs(sum(sums)) / math.sqrt(sum(variances))
+    text = (f"; signed: per MLP worst |Σz|/sd = {worst:.2f} at {where}, over the dataset {overall:.2f} "
+            f"(limit {lim:.2f}; sd from the exact correlations of relu(x W₁))")
+    return max(worst, overall), lim, text
 
 
 def sampler_of(md: dict[str, Any], split: str) -> dict[str, Any]:
