@@ -460,3 +460,11 @@ def test_against_a_bake_of_other_samples_sees_a_common_shift(plain, tmp_path, re
     gt = checks(verify_dataset(shifted, against=other))["against: ground truth"]
     assert not gt.ok and "signed mean per layer" in gt.detail
     assert checks(verify_dataset(plain, against=other))["against: ground truth"].ok
+
+
+def test_control_variate_error_bars_inflated_on_the_whole_fail(cv, tmp_path, rewrite_dataset):
+    def edit(i, row):
+        row["all_layer_stderr"][1:] = [[1.3 * v for v in layer] for layer in row["all_layer_stderr"][1:]]
+
+    bad = failed(verify_dataset(rewrite_dataset(cv, tmp_path / "x13", edit_row=edit)))
+    assert "stderr size" in bad and "overstated" in bad["stderr size"], bad

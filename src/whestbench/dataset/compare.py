@@ -337,8 +337,8 @@ def _judge_stderr(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
         r, layer, j = (int(v) for v in np.argwhere(where_bad)[0])
         sa, i = shared[r][0], shared[r][1]
         problems.append(f"{int(where_bad.sum())} standard error(s) differ, first mlp_id {int(sa.ids[i])} layer {layer + 1} "
-                        f"neuron {j}: {float(sa_[r, layer, j]):.6g} vs {float(sb_[r, layer, j]):.6g} "
-                        f"(ratio {float(sa_[r, layer, j]) / float(sb_[r, layer, j]) if sb_[r, layer, j] else float('inf'):.3g})")
+                        f"neuron {j}: {float(sa_[r, layer, j]):.9g} vs {float(sb_[r, layer, j]):.9g} "
+                        f"(ratio {float(sa_[r, layer, j]) / float(sb_[r, layer, j]) if sb_[r, layer, j] else float('inf'):.9g})")
     if n_bad:
         sa, i = shared[n_bad[0]][0], shared[n_bad[0]][1]
         problems.append(f"n_samples_used differs for {len(n_bad)} MLP(s), first mlp_id {int(sa.ids[i])}: "

@@ -292,6 +292,13 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
             problems.append(f"layer {layer + 1}: over {len(qs)} MLP(s) the stored standard errors are, on average, "
                             f"{math.sqrt(max(qmean, 0.0)):.3g}x what fresh pilots give (lower limit "
                             f"{math.sqrt(max(0.0, 1.0 - z_agg * total_sd)):.3g}x): error bars understated")
+        # the upper side: a chi-square's upper tail is the heavier one, so its limit is widened by a quarter
+        # and one standard deviation more (at the thousands of degrees of freedom a dataset pools, ample)
+        upper = 1.0 + (1.25 * z_agg + 1.0) * total_sd
+        if total_sd > 0 and qmean > upper:
+            problems.append(f"layer {layer + 1}: over {len(qs)} MLP(s) the stored standard errors are, on average, "
+                            f"{math.sqrt(qmean):.3g}x what fresh pilots give (upper limit {math.sqrt(upper):.3g}x): "
+                            "error bars overstated")
     if problems:
         more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         report.check("stderr size", False, "; ".join(problems[:3]) + more)
