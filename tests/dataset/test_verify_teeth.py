@@ -468,3 +468,32 @@ def test_control_variate_error_bars_inflated_on_the_whole_fail(cv, tmp_path, rew
 
     bad = failed(verify_dataset(rewrite_dataset(cv, tmp_path / "x13", edit_row=edit)))
     assert "stderr size" in bad and "overstated" in bad["stderr size"], bad
+
+
+def test_a_dead_neurons_mean_set_high_fails(tmp_path, rewrite_dataset):
+    """A neuron the pilot (almost) never activates has no usable z-score; its mean is still bounded by
+    what its dense pre-activation allows."""
+    from whestbench.compute.audit import pilot_moments
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.compute.seeds import derived_seeds
+
+    ds = create_dataset(n_mlps=8, n_samples=N, width=4, depth=8, seed=900, output_path=tmp_path / "deep4")
+    seeds = derived_seeds(900, 8)
+    target = None
+    for k, seed in enumerate(seeds):
+        pm = pilot_moments(weights_for_seed(seed, 4, 8), seed)
+        quiet = np.argwhere(pm.active[1:] < 64)
+        if len(quiet):
+            target = (k, int(quiet[0][0]) + 1, int(quiet[0][1]))
+            break
+    assert target is not None
+    k, layer, j = target
+
+    def edit(i, row):
+        if i == k:
+            row["all_layer_means"][layer][j] = 0.5
+            row["final_means"] = row["all_layer_means"][-1]
+
+    bad = failed(verify_dataset(rewrite_dataset(ds, tmp_path / "dead", edit_row=edit)))
+    assert "layer means" in bad and f"layer {layer + 1} neuron {j}" in bad["layer means"], bad
+    assert verify_dataset(ds).ok

@@ -56,6 +56,10 @@ class PilotMoments:
     corr_fro: np.ndarray
     """(depth,) control variates only (0 for plain): ``‖R‖_F`` of the residuals' correlation matrix
     across a layer's live neurons, biased upward by the pilot's noise (conservative)."""
+    z_mean: np.ndarray
+    """(depth, w) the pre-activations' mean (dense even where the neuron is rarely active)."""
+    z_sd: np.ndarray
+    """(depth, w) the pre-activations' standard deviation."""
     corr_sum: np.ndarray
     """(depth,) ``1ᵀR1`` of the estimated quantity's correlation matrix over a layer's neurons active on
     at least ``min_active`` pilot inputs: the variance of the sum of their standardised estimates."""
@@ -77,11 +81,15 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     vals = np.empty((depth, n, width), dtype=np.float32)  # the estimated quantity, per layer
     ys = vals if controls is None else np.empty((depth, n, width), dtype=np.float32)  # the activations
     y_sd = np.empty((depth, width))
+    z_sum = np.zeros((depth, width))
+    z_sq = np.zeros((depth, width))
     for lo in range(0, n, _ROWS):
         h = x[lo:lo + _ROWS]
         phi = None
         for layer in range(depth):
             z = h @ weights[layer]  # (rows, w)
+            z_sum[layer] += z.sum(axis=0, dtype=np.float64)
+            z_sq[layer] += np.square(z, dtype=np.float32).sum(axis=0, dtype=np.float64)
             h = np.maximum(z, np.float32(0.0))
             if controls is not None:
                 ys[layer, lo:lo + h.shape[0]] = h
@@ -140,7 +148,9 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     y_var_sd = np.zeros((depth, width))
     y_var[-1] = fsq.sum(axis=0, dtype=np.float64) / n  # only the final layer's: what avg_variance averages
     y_var_sd[-1] = np.sqrt(np.maximum((fsq * fsq).sum(axis=0, dtype=np.float64) / n - y_var[-1] ** 2, 0.0) / n)
-    return PilotMoments(n, mean, sd, skew, kurt, active, y_sd, y_var, y_var_sd, corr_fro, corr_sum)
+    z_mean = z_sum / n
+    z_sd = np.sqrt(np.maximum(z_sq / n - z_mean**2, 0.0) * n / max(n - 1, 1))
+    return PilotMoments(n, mean, sd, skew, kurt, active, y_sd, y_var, y_var_sd, corr_fro, z_mean, z_sd, corr_sum)
 
 
 # ----------------------------------------------------------------------------------------------

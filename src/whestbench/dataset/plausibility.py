@@ -147,6 +147,21 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
             problems.append(f"{_where(ds, a)} layer {layer + 1} neuron {j}: stored mean {m[layer, j]:.6g}, a fresh "
                             f"pilot gives {pm.mean[layer, j]:.6g} ± {se[layer, j]:.2g} (z = {z[layer, j]:.1f}, "
                             f"limit {lim[layer, j]:.2f})")
+        # neurons too rarely active for a z-score: no mean can exceed E[max(z, 0)] ≤ (μ + sqrt(μ² + σ²))/2 for
+        # a pre-activation of mean μ and sd σ (any distribution), with μ and σ from the dense pilot
+        rare = ~_testable(pm)
+        rare[0] = False
+        if rare.any():
+            mu = pm.z_mean + 6.0 * pm.z_sd / math.sqrt(pm.n)
+            sig = pm.z_sd * (1.0 + 6.0 / math.sqrt(2.0 * pm.n))
+            cap = 0.5 * (mu + np.sqrt(mu * mu + sig * sig)) + 6.0 * np.sqrt((mu * mu + sig * sig) / max(a.n, 1.0))
+            over = rare & np.isfinite(m) & (m > cap)
+            if over.any():
+                layer, j = (int(v) for v in np.argwhere(over)[0])
+                problems.append(f"{_where(ds, a)} layer {layer + 1} neuron {j}: stored mean {m[layer, j]:.6g}, but the "
+                                f"neuron is active on {int(pm.active[layer, j])} of {pm.n:,} pilot inputs and its "
+                                f"pre-activation (mean {pm.z_mean[layer, j]:.3g}, sd {pm.z_sd[layer, j]:.3g}) allows at "
+                                f"most {cap[layer, j]:.3g}")
         for layer in range(1, ds.depth):
             k = int(ok[layer].sum())
             if k == 0 or pm.corr_sum[layer] <= 0:
