@@ -497,3 +497,23 @@ def test_a_dead_neurons_mean_set_high_fails(tmp_path, rewrite_dataset):
     bad = failed(verify_dataset(rewrite_dataset(ds, tmp_path / "dead", edit_row=edit)))
     assert "layer means" in bad and f"layer {layer + 1} neuron {j}" in bad["layer means"], bad
     assert verify_dataset(ds).ok
+
+
+def test_merge_refuses_a_partial_whose_name_suffix_was_edited(tmp_path):
+    from whestbench.dataset.merge import merge_datasets
+
+    seeds = list(range(201, 205))
+    parts = [create_dataset(n_mlps=4, n_samples=20_000, width=WIDTH, depth=DEPTH, mlp_seeds=seeds, mlp_range=r,
+                            output_path=tmp_path / f"p{k}") for k, r in enumerate([(0, 2), (2, 4)])]
+    md = json.loads((parts[1] / "metadata.json").read_text())
+
+    def edit(i, row):
+        if i == 0:
+            row["mlp_name"] += "-2"
+
+    damaged = tmp_path / "p1-named"
+    _rewrite_partial(parts[1], damaged, edit, md)
+    assert verify_dataset(damaged).ok  # a partial cannot check its uniqueness suffixes
+    with pytest.raises(InvalidDatasetError, match="mlp_name of MLP 2"):
+        merge_datasets([parts[0], damaged], output_dir=tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()

@@ -269,6 +269,30 @@ def _check_seed_list(first: _Partial, ordered: Sequence[_Partial]) -> None:
                 f"the partials' mlp_seed columns hash to {got}, not to their seed_list_digest "
                 f"{want}: some rows were modified or come from another seed list; {_REBAKE}."
             )
+    _check_names(ordered, seeds)
+
+
+def _check_names(ordered: Sequence[_Partial], seeds: list[int]) -> None:
+    """The merged names are what the whole seed list gives (seed protocol 3.0: ``unique_names`` of the
+    estimator seeds): a partial alone cannot check its ``-k`` uniqueness suffixes, the merge can."""
+    from whestbench.compute.naming import unique_names
+    from whestbench.compute.seeds import estimator_seed
+    from whestbench.dataset.inputs import read_column
+    from whestbench.dataset.schema import protocol_version
+
+    if protocol_version(ordered[0].md) != "3.0":
+        return  # 4.0 salts its names (not re-derivable here); 2.0 names come from the root seed
+    want = unique_names([estimator_seed(s) for s in seeds])
+    k = 0
+    for part in ordered:
+        names = read_column(part.files, "mlp_name")
+        for offset, name in enumerate(names):
+            if name != want[k]:
+                raise MergeCorruptError(
+                    f"{part.path}: mlp_name of MLP {k} is {name!r}, but the whole seed list names it {want[k]!r} "
+                    f"(row {offset} of that partial was edited); {_REBAKE}."
+                )
+            k += 1
 
 
 # ---------------------------------------------------------------------------------------------
