@@ -517,3 +517,26 @@ def test_merge_refuses_a_partial_whose_name_suffix_was_edited(tmp_path):
     with pytest.raises(InvalidDatasetError, match="mlp_name of MLP 2"):
         merge_datasets([parts[0], damaged], output_dir=tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
+
+
+def test_push_refuses_a_target_bake_without_its_sample_count_column(tmp_path):
+    """Issue 21's case: a target_stderr block, no n_samples_used column: refused before any network call."""
+    import pyarrow.parquet as pq
+
+    from whestbench.dataset.hub import plan_push
+    from whestbench.dataset.reader import data_files
+    from whestbench.dataset.writer import write_dataset
+
+    src = create_dataset(n_mlps=2, n_samples=100_000, width=8, depth=2, seed=3, target_stderr=5e-3,
+                         output_path=tmp_path / "target")
+    md = json.loads((src / "metadata.json").read_text())
+    md.pop("checksums", None)
+    target = md.pop("target_stderr")
+    rows = pq.read_table(data_files(src, "public")[0]).drop_columns(["n_samples_used"]).to_pylist()
+    out = write_dataset(tmp_path / "cut", "public", rows, len(rows), 8, 2, md)
+    edited = json.loads((out / "metadata.json").read_text())
+    edited["target_stderr"] = target
+    (out / "metadata.json").write_text(json.dumps(edited))
+    with pytest.raises(InvalidDatasetError, match="n_samples_used"):
+        plan_push(out, "org/name")
+    plan_push(src, "org/name")  # the honest one is planned

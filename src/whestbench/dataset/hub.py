@@ -187,6 +187,19 @@ def _under(rel: str, top: str) -> bool:
     return rel == top or rel.startswith(top + "/")
 
 
+def _require_schema(directory: Path, md: dict, split: str) -> None:
+    """The shards hold the columns and types the metadata promises (``verify``'s schema check): a
+    target bake without its ``n_samples_used`` column, say, is refused before anything is sent."""
+    from whestbench.dataset.scan import schema_problems
+    from whestbench.dataset.schema import columns_for
+
+    problems = schema_problems(directory, split, md["width"], md["depth"], columns_for(md))
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InvalidDatasetError(f"{sanitize(str(directory))}: {problems[0]}{more}; push publishes only datasets "
+                                  "whose files match their metadata (`whest dataset verify` shows every problem).")
+
+
 def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
               card: dict[str, str] | None = None) -> PushPlan:
     """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
@@ -217,6 +230,7 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
     for split in split_names(md):
         # raises when a split has no shards or holes in its shard set
         needed.update(p.relative_to(directory).as_posix() for p in data_files(directory, split))
+        _require_schema(directory, md, split)
     listed = checksums_block(md)
     needed.update(listed or ())
 
