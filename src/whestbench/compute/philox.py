@@ -50,11 +50,6 @@ BATCH = CV_BATCH
 _WORD_TILE_CALLS = 4096
 
 
-def sampler_metadata(block_size: int = BLOCK_SIZE) -> dict:
-    """The ``sampler`` block a dataset records so a reader can reproduce its inputs."""
-    return {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": int(block_size)}
-
-
 def philox_key(sample_ss: np.random.SeedSequence) -> tuple[int, int]:
     """The MLP's Philox key ``(k0, k1)``: two uint32 words of its sample SeedSequence."""
     k = sample_ss.generate_state(2, dtype=np.uint32)

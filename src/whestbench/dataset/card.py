@@ -273,11 +273,6 @@ def format_command(argv: list[str]) -> str:
     return " \\\n    ".join(" ".join(line) for line in lines)
 
 
-def rebake_command(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> str:
-    """``rebake_argv`` as the shell text the card shows."""
-    return format_command(rebake_argv(md, split, seeds_file=seeds_file))
-
-
 def _protocol(md: dict[str, Any]) -> dict[str, str]:
     sp = md.get("seed_protocol") if isinstance(md.get("seed_protocol"), dict) else {}
     # Only the public identity of the protocol: a 4.0 salt must never reach the card.

@@ -103,11 +103,6 @@ def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
     return Features({name: every[name] for name in columns})
 
 
-def features_for(md: dict[str, Any]):
-    """The ``Features`` of a single-split dataset's (or one split's) files, from its metadata."""
-    return make_features(md["width"], md["depth"], columns_for(md))
-
-
 def split_names(md: dict[str, Any]) -> list[str]:
     """A dataset's splits in metadata order; a single-split dataset without ``split`` is ``public``."""
     if isinstance(md.get("splits"), dict):
