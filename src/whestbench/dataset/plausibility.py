@@ -41,7 +41,8 @@ from whestbench.compute.audit import AUDIT_SAMPLES, PilotMoments, bonferroni_z, 
 P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
 MIN_ACTIVE = 64  # a neuron active on fewer pilot inputs has too rough a pilot sd/skew to be held to bounds
 SKEW_SAFETY = 2.0  # the pilot's skewness and kurtosis are themselves estimates: widen their terms
-EXPLAINED = 1e-6  # a residual sd under this fraction of the activation's sd: the controls explain it exactly
+EXPLAINED = 1e-4  # a residual sd under this fraction of the activation's sd: the controls explain it exactly (the
+# pilot's float32 residual carries ~1e-7 relative rounding; a real residual this small has no sampling to check)
 MIN_N_FOR_BOUNDS = 1000  # below, stored sds and variances of skewed ReLU outputs are too far from normal to bound
 
 
