@@ -52,4 +52,4 @@ def create_dataset_torch(
         estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
         skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant,
     )
-    return bake(cfg, on_event=legacy_progress(progress))
+    return bake(cfg, on_event=legacy_progress(progress), complete_ok=False)  # 0.16: an existing output is an error

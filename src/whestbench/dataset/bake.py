@@ -55,17 +55,23 @@ def bake(
     stop: threading.Event | None = None,
     dist_env: "DistEnv | None" = None,
     peer_timeout_s: float = 300.0,
+    complete_ok: bool = True,
 ) -> Path | None:
     """Bake ``request`` (a config, or a plan already made by ``plan_bake``) and return the output path.
 
     With ``dist_env`` (several ranks) every rank computes units; rank 0 gathers, writes and returns
     the path, the other ranks return None. Raises BakeInterrupted (resumable) when ``stop`` is set.
-    A config whose output already holds this very bake, complete, is a no-op that returns the path.
+    A config whose output already holds this very bake, complete, is a no-op that returns the path
+    (``complete_ok``; whestbench 0.16's ``create_dataset`` refuses any existing output, so it passes False).
     """
     emit = on_event or ignore
     try:
         plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
     except AlreadyBaked as done:  # a re-run of a finished bake: nothing to do
+        if not complete_ok:
+            from whestbench.dataset.plan import check_bake_output
+
+            check_bake_output(done.output)  # raises whestbench 0.16's "already exists"
         emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do"))
         return done.output
     for note in plan.notes:
@@ -470,7 +476,7 @@ def create_dataset(
         split=split, config=config, mlp_range=mlp_range, max_threads=max_threads,
         estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
     )
-    return bake(cfg, on_event=legacy_progress(progress))
+    return bake(cfg, on_event=legacy_progress(progress), complete_ok=False)  # 0.16: an existing output is an error
 
 
 def legacy_progress(callback: Any) -> EventSink | None:
