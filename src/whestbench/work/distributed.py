@@ -48,7 +48,7 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
@@ -255,6 +255,19 @@ class _StoreCheckpoints:
         return f"of unit {key} (from rank 0)"
 
 
+@dataclass
+class PollStats:
+    """What rank 0's collection loop measured, for ``benchmarks/bench_dist_scale.py``: each poll
+    cycle's own time (without its sleep) with the store keys it read and the results it collected."""
+
+    cycles: list = field(default_factory=list)  # [(seconds, keys read, results collected)]
+    MAX_CYCLES = 200_000  # ~3 h of 50 ms cycles; later cycles are not recorded
+
+    def record(self, seconds: float, keys: int, results: int) -> None:
+        if len(self.cycles) < self.MAX_CYCLES:
+            self.cycles.append((seconds, keys, results))
+
+
 class StoreExecutor:
     """One rank of a distributed bake (torchrun or srun): ranks claim units from a shared counter
     in the rendezvous store and post results to rank 0, which saves them in its ledger.
@@ -266,6 +279,7 @@ class StoreExecutor:
 
     def __init__(self, env: DistEnv, *, workers: int = 1, peer_timeout_s: float = 300.0, step=run_unit):
         self.env, self.workers, self.peer_timeout_s, self.step = env, max(1, workers), peer_timeout_s, step
+        self.stats = PollStats()
 
     def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
         stop = stop or threading.Event()
@@ -275,7 +289,7 @@ class StoreExecutor:
         beat = _Heartbeat(base, env.rank, token)
         beat.beat()
         beat.start()
-        ctx = _Context(env, base, token, self.step, self.workers, on_event, stop, self.peer_timeout_s)
+        ctx = _Context(env, base, token, self.step, self.workers, on_event, stop, self.peer_timeout_s, self.stats)
         try:
             if env.rank == 0:
                 _run_rank0(ctx, base, beat, job)
@@ -324,6 +338,7 @@ class _Context:
     emit: EventSink
     stop: threading.Event
     peer_timeout_s: float
+    stats: PollStats = field(default_factory=PollStats)
 
     def __post_init__(self) -> None:
         self.quit = threading.Event()  # this process is leaving: workers claim nothing more
@@ -535,6 +550,7 @@ def _collect(run: _Epoch) -> None:
     read_progress = 0.0
     damaged: dict[int, int] = {}  # unit -> results that arrived damaged
     while pending:
+        cycle_t0 = time.perf_counter()
         if ctx.errors:
             raise ctx.errors[0]
         abort = _get_text(ns, "abort")
@@ -618,6 +634,7 @@ def _collect(run: _Epoch) -> None:
                 # rendezvous): the bake goes on, and this process computes the lost unit itself
                 owners[i] = (ctx.env.rank, ctx.token)
                 run.recompute(i)
+        ctx.stats.record(time.perf_counter() - cycle_t0, 0, 0)
         time.sleep(POLL_S)
 
 
