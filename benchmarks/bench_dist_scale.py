@@ -256,7 +256,10 @@ class Run:
         cfg = self._cfg(node)
         if not gate:
             cfg["go"] = cfg["ready"]  # a late or restarted node starts at once
-        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        import whestbench  # the nodes import the package this driver imported
+
+        src = Path(whestbench.__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         self.procs[node] = subprocess.Popen(
             [sys.executable, __file__, "--host", json.dumps(cfg)], env=env, start_new_session=True,
@@ -465,44 +468,44 @@ def fault(args, work: Path, kind: str) -> dict:
             "detail": (why or note).strip(), "total_s": round(t_done - t0, 2)}
 
 
-def project(m: dict, args) -> dict:
+OPS_PER_UNIT = 8  # a peer's store calls per unit: stop check, claim, owner, result, its event, progress; rank 0's share
+
+
+def project(m: dict) -> dict:
     """Rank-0 poll cycle, store ops/s and overhead at 1,024 and 4,096 ranks from this run's costs."""
+    import numpy as np
+
     from whestbench.work import distributed as d
 
     cycles = m["cycles"]
-    # a poll cycle's time = base + per key read + per result collected (least squares over cycles)
-    import numpy as np
-
-    X = np.array([[1.0, c[1], c[2]] for c in cycles]) if cycles else np.zeros((0, 3))
+    # a cycle's time = base + per key read + per result collected (least squares over every cycle)
+    X = np.array([[1.0, c[1], c[2]] for c in cycles])
     y = np.array([c[0] for c in cycles])
-    coef = np.linalg.lstsq(X, y, rcond=None)[0] if len(y) > 3 else np.array([np.median(y) if len(y) else 0, 0, 0])
-    base, per_key, per_result = (max(0.0, float(v)) for v in coef)
-    base_p99 = _pct([c[0] for c in cycles if c[1] == min(cc[1] for cc in cycles)], 0.99) if cycles else 0.0
+    _, per_key, per_result = (max(0.0, float(v)) for v in np.linalg.lstsq(X, y, rcond=None)[0])
+    lightest = min(c[1] for c in cycles)
+    base_p99 = _pct([c[0] for c in cycles if c[1] == lightest and c[2] == 0], 0.99)
     r, s = m["ranks"], m["unit_seconds"]
-    ops_rank_s = m["store_ops_per_s"] / r
-    per_unit_ops = getattr(d, "OPS_PER_UNIT", 8)
-    steady = max(0.0, ops_rank_s - per_unit_ops / s)
-    # fixed cost of a run (joining + the end) and per-unit gap, from overhead = (fixed + gap * U/R) / ideal
-    fixed_s = m["compute_wall_s"] - m["ideal_s"]
+    steady = max(0.0, m["store_ops_per_s"] / r - OPS_PER_UNIT / s)
+    fixed_s = max(0.0, m["compute_wall_s"] - m["ideal_s"])
     out = {}
     for big in (1024, 4096):
-        keys = d.keys_per_heavy_cycle(big) if hasattr(d, "keys_per_heavy_cycle") else 4 * big
+        keys = 3 + 2 * big  # a cycle that reads every rank's progress and every owner's heartbeat
         results = max(1.0, big * d.POLL_S / s)
-        poll = base_p99 + per_key * keys + per_result * results
         out[str(big)] = {
-            "rank0_poll_ms_p99": round(poll * 1000, 1),
-            "store_ops_per_s": round(big * steady + big * per_unit_ops / s),
-            "store_ops_per_s_10min_units": round(big * steady + big * per_unit_ops / 600),
-            "overhead_fraction_10min_units": round(fixed_s * big / r / (4 * 600), 5),
+            "rank0_poll_ms_p99": round(1000 * (base_p99 + per_key * keys + per_result * results), 1),
+            "rank0_poll_ms_p99_10min_units": round(1000 * (base_p99 + per_key * keys + per_result), 1),
+            "store_ops_per_s": round(big * (steady + OPS_PER_UNIT / s)),
+            "store_ops_per_s_10min_units": round(big * (steady + OPS_PER_UNIT / 600)),
+            "overhead_fraction_10min_units": round(fixed_s / (4 * 600), 5),
         }
     out["model"] = (
-        f"poll cycle = p99 of the lightest cycles ({base_p99 * 1000:.2f} ms) + {per_key * 1e6:.2f} us per store key "
-        f"read in the heaviest regular cycle + {per_result * 1000:.2f} ms per result collected in one cycle (R x "
-        f"{d.POLL_S}s / unit seconds), costs fitted by least squares over this run's {len(cycles)} cycles; store ops/s "
-        f"= R x {steady:.2f} steady ops per rank per second (heartbeats, polls, progress: measured here less "
-        f"{per_unit_ops} ops per unit) + R x {per_unit_ops} / unit seconds; overhead with 10-minute units, 4 per rank = "
-        f"this run's fixed cost ({fixed_s:.2f} s: joining, claims, the ragged end) scaled linearly with R / 2,400 s "
-        f"(conservative: the join is parallel)."
+        f"poll cycle p99 = p99 of the cycles that read nothing extra ({base_p99 * 1000:.2f} ms) + {per_key * 1e6:.2f} us "
+        f"per key x (3 + 2R: every rank's progress and every owner's heartbeat in one cycle) + {per_result * 1000:.2f} ms "
+        f"per result collected in that cycle (R x {d.POLL_S} s / unit seconds, at least 1; mostly the ledger's fsync), "
+        f"the per-key and per-result costs fitted by least squares over this run's {len(cycles)} cycles; store ops/s = R x "
+        f"({steady:.2f} steady calls per rank per second measured here: heartbeats, looks, progress + {OPS_PER_UNIT} "
+        f"per unit / unit seconds); overhead with 10-minute units, 4 per rank = this run's fixed cost ({fixed_s:.2f} s: "
+        f"joining, claims, the ragged end; ranks join in parallel, so it is taken as independent of R) / 2,400 s."
     )
     return out
 
@@ -524,6 +527,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
     p.add_argument("--host", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    try:
+        import whestbench  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(ROOT / "src"))
     if args.host:
         return host_main(json.loads(args.host))
     if args.ranks is None or args.ranks < 2:
@@ -550,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
             res = fault(args, work, f)
             m["faults"].append(res)
             print(f"fault {f}: recovered {res['recovered']} in {res['seconds']}s ({res['detail']})", flush=True)
-        m["projection"] = project(m, args)
+        m["projection"] = project(m)
         for big in ("1024", "4096"):
             pj = m["projection"][big]
             print(f"modelled at {big} ranks: poll p99 {pj['rank0_poll_ms_p99']} ms, {pj['store_ops_per_s']} store ops/s, "

@@ -19,6 +19,7 @@ from whestbench.cli.common import COUNT, SECONDS, err, out, parse_mlp_range, par
 from whestbench.errors import SignalStop, UsageError
 
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
+from whestbench.cli.launch import PEER_TIMEOUT
 
 
 class StopSignals:
@@ -99,7 +100,7 @@ class StopSignals:
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
 @click.option("--log-every", type=SECONDS, default=60.0, show_default=True,
               help="When stderr is not a terminal: seconds between progress lines.")
-@click.option("--peer-timeout", type=SECONDS, default=300.0, show_default=True,
+@click.option("--peer-timeout", type=PEER_TIMEOUT, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,

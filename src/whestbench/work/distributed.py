@@ -49,6 +49,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
@@ -63,12 +64,27 @@ from whestbench.work.units import Unit, WorkSpec
 
 HEARTBEAT_S = 0.5
 OWN_UNITS_WAIT_S = 10.0  # rank 0 leaving on an error: how long its own units get to checkpoint
-POLL_S = 0.05
+POLL_S = 0.05  # rank 0's poll cycle: one store call unless something arrived
+PEER_POLL_S = 0.2  # the other ranks' look at rank 0's news, epoch and heartbeat: one store call
+JOIN_POLL_S = 0.1  # a rank waiting for rank 0's plan
+LIVENESS_EVERY_S = HEARTBEAT_S  # rank 0 reads the heartbeats of the units' owners at most this often
 RESUME_HINT = "re-run the same command on every rank to resume"
 BYE_WAIT_S = 30.0
 MAX_DAMAGED_RESULTS = 2  # a unit's result that arrives damaged is recomputed on rank 0; this many times, then fail
 LEAVE_JOIN_S = 10.0  # how long a leaving rank waits for its own threads (see _join_all)
 THREAD_PREFIX = "whest-dist-"
+# --peer-timeout: at least a few heartbeats (shorter declares live ranks dead); at most what every
+# wait and the store's own timeout (a C++ deadline in int64 nanoseconds: 1e10 s overflows) take.
+PEER_TIMEOUT_MIN_S = 4 * HEARTBEAT_S
+PEER_TIMEOUT_MAX_S = 1e6  # 11.6 days
+
+
+def check_peer_timeout(seconds: float) -> str | None:
+    """Why ``seconds`` cannot be the peer timeout, or None."""
+    if not PEER_TIMEOUT_MIN_S <= seconds <= PEER_TIMEOUT_MAX_S:
+        return (f"must be between {PEER_TIMEOUT_MIN_S:g} s (four heartbeats: a shorter one declares live ranks dead) "
+                f"and {PEER_TIMEOUT_MAX_S:g} s (11.6 days: the coordination store's timeout cannot hold much more)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -179,19 +195,39 @@ class _Watch:
     def __init__(self, store):
         self.store = store
         self.seen: dict[int, tuple[str | None, float]] = {}
+        self.known: set[int] = set()  # ranks whose heartbeat key exists (it is never deleted)
 
     def read(self, rank: int) -> str | None:
         key = f"hb/{rank}"
         return self.store.get(key).decode() if self.store.check([key]) else None
 
-    def silent_for(self, rank: int) -> tuple[float, str | None]:
-        """(seconds since the value last changed, current value). A first look counts as a change."""
-        value, now = self.read(rank), time.monotonic()
+    def observe(self, rank: int, value: str | None) -> tuple[float, str | None]:
+        """(seconds since the value last changed, the value). A first look counts as a change."""
+        now = time.monotonic()
+        if value is not None:
+            self.known.add(rank)
         prev = self.seen.get(rank)
         if prev is None or prev[0] != value:
             self.seen[rank] = (value, now)
             return 0.0, value
         return now - prev[1], value
+
+    def silent_for(self, rank: int) -> tuple[float, str | None]:
+        return self.observe(rank, self.read(rank))
+
+    def silent_many(self, ranks) -> dict[int, tuple[float, str | None]]:
+        """``silent_for`` of many ranks in one store call for those whose key exists (one check each
+        for the others): rank 0 watches hundreds of owners every heartbeat period."""
+        ranks = sorted(set(ranks))
+        known = [r for r in ranks if r in self.known]
+        out = {}
+        if known:
+            values = self.store.multi_get([f"hb/{r}" for r in known])
+            out = {r: self.observe(r, v.decode()) for r, v in zip(known, values)}
+        for r in ranks:
+            if r not in self.known:
+                out[r] = self.silent_for(r)
+        return out
 
 
 def _ns(store, epoch: int):
@@ -230,29 +266,79 @@ def _read_result(spec: WorkSpec, unit: Unit, blob: bytes) -> tuple[LayerSums, fl
 class _StoreCheckpoints:
     """A peer's checkpoints, kept in rank 0's ledger through the store (``steps.Checkpoints``).
 
-    Saving posts the checked record to ``ckpt/<i>``; rank 0 checks it and writes it to its ledger
-    (``_collect``). Loading reads ``ckpt-in/<i>``, which rank 0 publishes for every unit of the
-    epoch that has a checkpoint in its ledger, so a unit resumes wherever it is claimed.
+    Saving posts the checked record to ``ckpt/<i>`` and tells rank 0 in the event log; rank 0
+    checks it and writes it to its ledger (``_collect``). Loading reads ``ckpt-in/<i>``, which rank
+    0 publishes for every unit of the epoch that has a checkpoint in its ledger (listed in the plan,
+    so a unit without one costs no store call), so a unit resumes wherever it is claimed.
     """
 
-    def __init__(self, ns, todo: list[Unit], digest: str):
-        self.ns, self.digest = ns, digest
+    def __init__(self, ns, todo: list[Unit], digest: str, rank: int, handed_over: Sequence[int] = ()):
+        self.ns, self.digest, self.rank = ns, digest, rank
         self.index = {u.key: i for i, u in enumerate(todo)}
+        self.handed_over = set(handed_over)
 
     def load_checkpoint(self, key: str):
-        name = f"ckpt-in/{self.index[key]}"
-        if not self.ns.check([name]):
+        i = self.index[key]
+        if i not in self.handed_over or not self.ns.check([f"ckpt-in/{i}"]):
             return None
-        return decode_record(self.ns.get(name), kind="checkpoint", key=key, plan=self.digest)
+        return decode_record(self.ns.get(f"ckpt-in/{i}"), kind="checkpoint", key=key, plan=self.digest)
 
     def save_checkpoint(self, key: str, state: dict, arrays: dict) -> None:
-        self.ns.set(f"ckpt/{self.index[key]}", encode_record("checkpoint", key, self.digest, state, arrays))
+        i = self.index[key]
+        self.ns.set(f"ckpt/{i}", encode_record("checkpoint", key, self.digest, state, arrays))
+        _post_event(self.ns, f"c{i}@{self.rank}")
 
     def drop_checkpoint(self, key: str) -> None:
         pass  # a damaged hand-over: the unit restarts; rank 0 replaces its file with the next one
 
     def checkpoint_path(self, key: str) -> str:
         return f"of unit {key} (from rank 0)"
+
+
+def _post_event(ns, token: str) -> None:
+    """Tell rank 0 something in the epoch's event log (see ``_Events``)."""
+    ns.append("events", token + " ")
+
+
+def _announce(ns, key: str, value: str) -> None:
+    """Set one of the endings or requests every rank watches (stop, done, failed, abort,
+    peer_failed), then bump ``news``: the other ranks read ``news`` on every look and these keys
+    only when it moved."""
+    ns.set(key, value)
+    ns.add("news", 1)
+
+
+class _Events:
+    """Rank 0's reading of the epoch's event log ``events``.
+
+    The other ranks append a short token for each thing rank 0 must act on: ``r<i>@<rank>`` (the
+    result of unit i is posted), ``c<i>@<rank>`` (a checkpoint of it is posted), ``s<i>@<rank>`` (it
+    stopped), ``j<rank>`` (joined: its progress key exists), ``b<rank>`` (it acknowledged the end).
+    So rank 0 reads one key per poll however many units are in flight, rather than checking each
+    unit's keys. What was read is cut from the log with ``compare_set``; if a rank appended
+    meanwhile the cut fails and the next read skips the part already read (the log only grows
+    between cuts, and only rank 0 cuts).
+    """
+
+    def __init__(self, ns):
+        self.ns = ns
+        self.offset = 0
+        self.byes: set[int] = set()
+        self.joined: set[int] = set()
+
+    def read(self, raw: bytes | None = None) -> list[str]:
+        raw = self.ns.get("events") if raw is None else raw
+        new = raw[self.offset:]
+        if not new:
+            return []
+        self.offset = 0 if self.ns.compare_set("events", raw, b"") == b"" else len(raw)
+        tokens = new.decode().split()
+        for t in tokens:
+            if t[0] == "b":
+                self.byes.add(int(t[1:]))
+            elif t[0] == "j":
+                self.joined.add(int(t[1:]))
+        return tokens
 
 
 @dataclass
@@ -278,6 +364,9 @@ class StoreExecutor:
     """
 
     def __init__(self, env: DistEnv, *, workers: int = 1, peer_timeout_s: float = 300.0, step=run_unit):
+        why = check_peer_timeout(peer_timeout_s)
+        if why:
+            raise UsageError(f"the peer timeout {why}; got {peer_timeout_s!r}.")
         self.env, self.workers, self.peer_timeout_s, self.step = env, max(1, workers), peer_timeout_s, step
         self.stats = PollStats()
 
@@ -347,6 +436,7 @@ class _Context:
         self.watch = _Watch(self.base_store)  # one history of heartbeats, so silence is never re-timed
         self.errors: list[BaseException] = []
         self.lock = threading.Lock()
+        self.told_output = False  # a peer says once where rank 0 writes
 
 
 PROGRESS_EVERY_S = 1.0  # how often a rank posts (and rank 0 reads) running samples and checkpoints
@@ -355,15 +445,20 @@ PROGRESS_EVERY_S = 1.0  # how often a rank posts (and rank 0 reads) running samp
 class _Epoch:
     """One epoch's work as this process sees it: the todo list and the threads working through it."""
 
-    def __init__(self, ctx: _Context, ns, epoch: int, job: Job, todo: list[Unit], tracker: Tracker):
+    def __init__(self, ctx: _Context, ns, epoch: int, job: Job, todo: list[Unit], tracker: Tracker,
+                 handed_over: Sequence[int] = ()):
+        """``handed_over``: the todo indices whose checkpoint rank 0 published as ``ckpt-in/<i>``."""
         self.ctx, self.ns, self.epoch, self.job, self.todo, self.tracker = ctx, ns, epoch, job, todo, tracker
         self.spec = job.spec
+        self.handed_over = set(handed_over)
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
+        self.events = _Events(ns)  # read by rank 0 only
         self.checkpoints = None  # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
         if ctx.env.rank != 0:
             from whestbench.work.ledger import identity_digest
 
-            self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()))
+            self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()), ctx.env.rank,
+                                                 handed_over)
         self.threads = [
             threading.Thread(target=self._worker, name=f"{THREAD_PREFIX}unit-{t}", daemon=True)
             for t in range(ctx.workers)
@@ -425,12 +520,13 @@ class _Epoch:
             sums = ctx.step(self.spec, self.job.compute, unit, uctx)
         except UnitStopped:
             self.tracker.unit_abandoned(unit, checkpointed=uctx.checkpoints is not None)
-            ns.set(f"stopped/{i}", "1")  # its checkpoint (if any) was posted first: rank 0 waits no longer
+            _post_event(ns, f"s{i}@{ctx.env.rank}")  # after its checkpoint's event: rank 0 waits no longer
             raise
         except BaseException:
             self.tracker.unit_abandoned(unit)
             raise
         ns.set(f"result/{i}", _result_blob(self.spec, unit, sums, time.perf_counter() - t0))
+        _post_event(ns, f"r{i}@{ctx.env.rank}")
         if ctx.env.rank != 0:  # rank 0 counts the unit when it collects it
             self.tracker.unit_abandoned(unit)
             self.post_progress(force=True)
@@ -456,7 +552,10 @@ class _Epoch:
 def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
     epoch = int(base_store.add("epoch", 1))
     ns = _ns(base_store, epoch)
+    for key, value in (("news", "0"), ("events", ""), ("claim", "0")):  # read by multi_get: they must exist
+        ns.set(key, value)
     beat.join_epoch(epoch)
+    run = None
     try:
         spec = job.spec
         if not spec.seeds:
@@ -464,18 +563,21 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         units = spec.units()
         done = scan_ledger(job, units, ctx.emit)
         todo = [u for u in units if u.key not in done]
+        handed_over = []
         for i, u in enumerate(todo):  # a unit resumes from its checkpoint whichever rank claims it
             record = job.ledger.checkpoint_record(u.key) if job.ledger is not None else None
             if record is not None:
                 ns.set(f"ckpt-in/{i}", record)
-        ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo]}))
+                handed_over.append(i)
+        ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo],
+                                   "ckpt_in": handed_over, "output": _output_of(job)}))
         beat.beat()
         base_store.set("current", str(epoch))
         if ctx.env.attempt:
             ctx.emit(Event("note", message=f"restart {ctx.env.attempt} of this job (counted by the launcher)"))
         tracker = Tracker(spec, units, done, ctx.emit)
         tracker.start(units_total=len(units), units_done=len(done))
-        run = _Epoch(ctx, ns, epoch, job, todo, tracker)
+        run = _Epoch(ctx, ns, epoch, job, todo, tracker, handed_over)
         with one_blas_thread(ctx.arithmetic):
             run.start()
             try:
@@ -483,8 +585,8 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
             except BaseException:
                 _checkpoint_own_units(ctx, run)  # before the BLAS limit goes
                 raise
-        ns.set("done", "1")
-        _await_byes(ctx, epoch, BYE_WAIT_S)
+        _announce(ns, "done", "1")
+        _await_byes(ctx, epoch, BYE_WAIT_S, run.events, "done")
         abort = _get_text(ns, "abort")
         if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
             raise UsageError(abort)
@@ -492,15 +594,27 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
     except BaseException as exc:
         if not isinstance(exc, BakeInterrupted):
             try:  # tell the other ranks why, so they stop at once instead of timing out
-                ns.set("failed", f"{type(exc).__name__}: {_one_line(exc)}")
+                _announce(ns, "failed", f"{type(exc).__name__}: {_one_line(exc)}")
                 base_store.set("current", str(epoch))
             except Exception:
                 pass
         try:
-            _await_byes(ctx, epoch, BYE_WAIT_S if isinstance(exc, BakeInterrupted) else BYE_WAIT_S / 3)
+            interrupted = isinstance(exc, BakeInterrupted)
+            _await_byes(ctx, epoch, BYE_WAIT_S if interrupted else BYE_WAIT_S / 3, run.events if run else None,
+                        "stopped" if interrupted else "failed")
         except Exception:
             pass
         raise
+
+
+def _output_of(job: Job) -> str | None:
+    """The dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks."""
+    from whestbench.work.ledger import WORK_SUFFIX
+
+    if job.ledger is None:
+        return None
+    root = Path(job.ledger.root)
+    return str(root.with_name(root.name[: -len(WORK_SUFFIX)])) if root.name.endswith(WORK_SUFFIX) else None
 
 
 def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
@@ -513,112 +627,147 @@ def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
         t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def _await_byes(ctx: _Context, epoch: int, cap_s: float) -> None:
+def _ranks_text(ranks) -> str:
+    """``[1, 2, 3, 7]`` -> "ranks 1-3, 7" (hundreds of ranks stay one short line)."""
+    ranks, parts, i = sorted(ranks), [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+
+
+def _await_byes(ctx: _Context, epoch: int, cap_s: float, events: _Events | None, outcome: str) -> None:
     """Keep this process (and, under srun, the store it hosts) up until the other ranks have read
     the outcome, so they exit with it instead of with a lost connection.
 
-    Bounded by ``cap_s``; a rank silent for a few heartbeats is not waited for. Under torchrun the
-    agent's store outlives rank 0, so a rank that has not connected yet will still find ``done``;
-    under srun the store leaves with rank 0, so it waits for those too.
+    Bounded by ``cap_s`` and by ``--peer-timeout``, whichever is shorter; a rank silent for a few
+    heartbeats is not waited for, and a wait longer than a second says what it waits for. Under
+    torchrun the agent's store outlives rank 0, so a rank that has not connected yet will still find
+    ``done``; under srun the store leaves with rank 0, so it waits for those too.
     """
     ns, watch = _ns(ctx.base_store, epoch), ctx.watch
-    deadline = time.monotonic() + cap_s
+    events = events or _Events(ns)
+    cap_s = min(cap_s, ctx.peer_timeout_s)
+    start = time.monotonic()
+    deadline, looked, told = start + cap_s, float("-inf"), False
     waiting = set(range(1, ctx.env.world_size))
     while waiting and time.monotonic() < deadline:
-        for rank in sorted(waiting):
-            silent, value = watch.silent_for(rank)
-            if value is None:
-                gone = ctx.env.agent_store  # never connected: wait only if the store leaves with us
-            else:
-                gone = silent > 3 * HEARTBEAT_S
-            if gone or ns.check([f"bye/{rank}"]):
-                waiting.discard(rank)
+        events.read()
+        waiting -= events.byes
+        now = time.monotonic()
+        if waiting and now - looked >= HEARTBEAT_S / 2:
+            looked = now
+            for rank, (silent, value) in watch.silent_many(waiting).items():
+                gone = ctx.env.agent_store if value is None else silent > 3 * HEARTBEAT_S
+                if gone:
+                    waiting.discard(rank)
+        if waiting and not told and now - start >= 1.0:
+            told = True
+            unseen = sorted(r for r in waiting if r not in watch.known)
+            why = f" ({_ranks_text(unseen)} never connected)" if unseen else ""
+            ctx.emit(Event("note", message=f"rank 0: the bake {outcome}; waiting up to {deadline - now:.0f}s more for "
+                                           f"{_ranks_text(waiting)} to read that{why} before rank 0 exits"))
         time.sleep(POLL_S)
 
 
 def _collect(run: _Epoch) -> None:
-    """Rank 0: poll the claimed, uncollected units' results, save each to the ledger as it
-    arrives, watch the owners' heartbeats, and fold the other ranks' progress into the tracker."""
+    """Rank 0: read the epoch's event log, save each posted result to the ledger as it arrives,
+    keep the checkpoints the other ranks post, watch the owners' heartbeats, and fold the other
+    ranks' progress into the tracker.
+
+    One poll is one store call (``claim``, ``events`` and ``news`` in one ``multi_get``) unless
+    something arrived; the owners' heartbeats are read together at most every ``LIVENESS_EVERY_S``
+    and the progress keys together every ``PROGRESS_EVERY_S``, so the cycle stays short at
+    thousands of ranks (see ``benchmarks/bench_dist_scale.py``).
+    """
     ctx, ns, todo, ledger, tracker = run.ctx, run.ns, run.todo, run.job.ledger, run.tracker
     pending = set(range(len(todo)))
-    inflight: set[int] = set()  # claimed and not yet collected: the only result keys worth polling
-    seen_claims = 0
-    watch = ctx.watch
+    inflight: set[int] = set()  # claimed and not yet collected
+    seen_claims, news = 0, 0
     owners: dict[int, tuple[int, str]] = {}
     unowned_since: dict[int, float] = {}
+    stopped: set[int] = set()
     stop_announced = False
-    read_progress = 0.0
+    read_progress = looked = float("-inf")
     damaged: dict[int, int] = {}  # unit -> results that arrived damaged
     while pending:
-        cycle_t0 = time.perf_counter()
+        cycle_t0, keys, collected = time.perf_counter(), 3, 0
         if ctx.errors:
             raise ctx.errors[0]
-        abort = _get_text(ns, "abort")
-        if abort is not None:
-            raise UsageError(abort)
-        peer_failed = _get_text(ns, "peer_failed")
-        if peer_failed is not None:
-            raise WorkFailed(f"{peer_failed} — finished units are saved; {RESUME_HINT}.")
-        claimed = min(int(ns.add("claim", 0)), len(todo))
+        claim_raw, log, news_raw = ns.multi_get(["claim", "events", "news"])
+        if int(news_raw) != news:
+            news = int(news_raw)
+            abort = _get_text(ns, "abort")
+            if abort is not None:
+                raise UsageError(abort)
+            peer_failed = _get_text(ns, "peer_failed")
+            if peer_failed is not None:
+                raise WorkFailed(f"{peer_failed} — finished units are saved; {RESUME_HINT}.")
+        claimed = min(int(claim_raw), len(todo))
         inflight.update(range(seen_claims, claimed))
         seen_claims = max(seen_claims, claimed)
-        got = False
-        for i in sorted(inflight):
-            key = f"result/{i}"
-            if not ns.check([key]):
+        posted: dict[int, int] = {}  # unit -> the rank that posted it
+        for token in run.events.read(log):
+            if token[0] not in "rcs":
                 continue
-            unit = todo[i]
-            blob = ns.get(key)
-            ns.delete_key(key)
-            try:
-                sums, wall = _read_result(run.spec, unit, blob)
-            except DamagedRecord as e:
-                damaged[i] = damaged.get(i, 0) + 1
-                if damaged[i] > MAX_DAMAGED_RESULTS:
-                    raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
-                                     f"time computed by rank 0 itself: the computation, not the network, is at fault "
-                                     f"(check this host's memory and disk); finished units are saved — {RESUME_HINT}.")
-                ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
-                owners[i] = (ctx.env.rank, ctx.token)
-                run.recompute(i)
-                continue
-            if ledger is not None:
-                ledger.save(unit.key, sums, wall)
-                ledger.drop_checkpoint(unit.key)
-            for name in (f"ckpt-in/{i}", f"ckpt/{i}"):
-                ns.delete_key(name)
-            pending.discard(i)
-            inflight.discard(i)
-            got = True
-            if i not in owners:  # known once its owner was watched; else as the owner posted it
-                text = _get_text(ns, f"owner/{i}")
-                owner = int(text.split(" ")[0]) if text else None
-            else:
-                owner = owners[i][0]
-            tracker.unit_done(unit, sums.count, owner=owner)
+            i, rank = (int(v) for v in token[1:].split("@"))
+            if token[0] == "r" and i in pending:
+                posted[i] = rank
+            elif token[0] == "c":
+                _keep_checkpoint(run, i, keep=i in pending)
+            elif token[0] == "s":
+                stopped.add(i)
+        if posted:
+            keys += len(posted)
+            for i, blob in zip(posted, _get_many(ns, [f"result/{i}" for i in posted])):
+                if blob is None:
+                    continue
+                unit = todo[i]
+                ns.delete_key(f"result/{i}")
+                try:
+                    sums, wall = _read_result(run.spec, unit, blob)
+                except DamagedRecord as e:
+                    damaged[i] = damaged.get(i, 0) + 1
+                    if damaged[i] > MAX_DAMAGED_RESULTS:
+                        raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
+                                         f"time computed by rank 0 itself: the computation, not the network, is at fault "
+                                         f"(check this host's memory and disk); finished units are saved — {RESUME_HINT}.")
+                    ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
+                    owners[i] = (ctx.env.rank, ctx.token)
+                    run.recompute(i)
+                    continue
+                if ledger is not None:
+                    ledger.save(unit.key, sums, wall)
+                    ledger.drop_checkpoint(unit.key)
+                if i in run.handed_over:
+                    ns.delete_key(f"ckpt-in/{i}")
+                pending.discard(i)
+                inflight.discard(i)
+                collected += 1
+                tracker.unit_done(unit, sums.count, owner=posted[i])
         now = time.monotonic()
-        if now - read_progress >= PROGRESS_EVERY_S:
+        if now - read_progress >= PROGRESS_EVERY_S and run.events.joined:
             read_progress = now
-            for i in sorted(inflight):  # the other ranks' checkpoints (every --checkpoint-every seconds)
-                _keep_checkpoint(run, i)
-            for rank in range(1, ctx.env.world_size):
-                text = _get_text(ns, f"prog/{rank}")
-                if text:
-                    tracker.set_external(rank, *(int(v) for v in text.split()))
-        if got or not pending:
-            continue
+            ranks = sorted(run.events.joined)
+            keys += len(ranks)
+            for rank, text in zip(ranks, ns.multi_get([f"prog/{r}" for r in ranks])):
+                tracker.set_external(rank, *(int(v) for v in text.decode().split()))
+        if collected or not pending:
+            ctx.stats.record(time.perf_counter() - cycle_t0, keys, collected)
+            continue  # look again at once: more may have arrived
         if ctx.stop.is_set():
             if not stop_announced:
-                ns.set("stop", "1")  # no rank claims more; the units already claimed still arrive
+                _announce(ns, "stop", "1")  # no rank claims more; the units already claimed still arrive
                 stop_announced = True
             # stopping anyway: wait for the units in flight, but not for owners that look dead
-            for i in sorted(inflight):  # stopped where they ran, their checkpoints posted first
-                if ns.check([f"stopped/{i}"]):
-                    _keep_checkpoint(run, i)
+            inflight -= stopped  # stopped where they ran, their checkpoints posted (and kept) first
+            if now - looked >= HEARTBEAT_S / 2:
+                looked = now
+                for i, _, _ in _lost_units(run, inflight, owners, unowned_since, 3 * HEARTBEAT_S):
                     inflight.discard(i)
-            for i, _, _ in _lost_units(run, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
-                _keep_checkpoint(run, i)
-                inflight.discard(i)
             if not run.alive():
                 # this process's unit threads have ended: each of its units either posted its result
                 # (collected on the next poll) or stopped at a checkpoint and posts nothing
@@ -626,26 +775,39 @@ def _collect(run: _Epoch) -> None:
                              if owners.get(i, (None, None))[1] == ctx.token and not ns.check([f"result/{i}"])}
             if not run.alive() and not inflight:
                 raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")
-        else:
-            for i, kind, why in _lost_units(run, inflight, owners, unowned_since, watch, ctx.peer_timeout_s):
+        elif now - looked >= LIVENESS_EVERY_S:
+            looked = now
+            keys += len(inflight)
+            for i, kind, why in _lost_units(run, inflight, owners, unowned_since, ctx.peer_timeout_s):
                 if kind == "silent":
                     raise WorkFailed(f"{why}; finished units are saved — {RESUME_HINT}.")
                 # its launcher restarted that rank (torchrun --max-restarts on one node of a static
                 # rendezvous): the bake goes on, and this process computes the lost unit itself
                 owners[i] = (ctx.env.rank, ctx.token)
                 run.recompute(i)
-        ctx.stats.record(time.perf_counter() - cycle_t0, 0, 0)
+        ctx.stats.record(time.perf_counter() - cycle_t0, keys, collected)
         time.sleep(POLL_S)
 
 
-def _keep_checkpoint(run: _Epoch, i: int) -> None:
-    """Rank 0: save the checkpoint another rank posted for unit ``i`` (if any) in the ledger."""
+def _get_many(ns, names: list[str]) -> list[bytes | None]:
+    """Values of ``names`` in one store call when all exist (the usual case), else one by one (None
+    for a missing one): ``multi_get`` would block on a missing key until the store's timeout."""
+    if ns.check(names):
+        return list(ns.multi_get(names))
+    return [ns.get(n) if ns.check([n]) else None for n in names]
+
+
+def _keep_checkpoint(run: _Epoch, i: int, keep: bool = True) -> None:
+    """Rank 0: save the checkpoint another rank posted for unit ``i`` in the ledger (``keep``: the
+    unit is not collected yet; else the key is only removed)."""
     ns, unit, ledger = run.ns, run.todo[i], run.job.ledger
     name = f"ckpt/{i}"
-    if ledger is None or not ns.check([name]):
+    if not ns.check([name]):
         return
     blob = ns.get(name)
     ns.delete_key(name)
+    if ledger is None or not keep:
+        return
     try:
         meta = ledger.keep_checkpoint_record(unit.key, blob)
         kept = checkpoint_samples(run.spec, unit, meta)
@@ -656,28 +818,32 @@ def _keep_checkpoint(run: _Epoch, i: int) -> None:
         run.tracker.kept_elsewhere[unit.key] = kept
 
 
-def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: dict, watch: _Watch, timeout: float):
+def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: dict, timeout: float):
     """Uncollected units whose owner died: [(index, kind, message)]. ``kind`` is "silent" (no
-    heartbeat for ``timeout`` seconds) or "replaced" (its rank now runs as a new process)."""
+    heartbeat for ``timeout`` seconds) or "replaced" (its rank now runs as a new process).
+
+    The owners of units not seen before are read together, and so are the heartbeats of every
+    owner: a few store calls, however many ranks hold units."""
     ctx, ns = job.ctx, job.ns
-    now, lost, looked = time.monotonic(), [], {}
+    now, lost = time.monotonic(), []
+    new = sorted(i for i in inflight if i not in owners)
+    for i, text in zip(new, _get_many(ns, [f"owner/{i}" for i in new]) if new else ()):
+        if text is not None:
+            rank, token = text.decode().split(" ", 1)
+            owners[i] = (int(rank), token)
+    others = {owners[i][0] for i in inflight if i in owners and owners[i][1] != ctx.token}
+    looked = ctx.watch.silent_many(others) if others else {}
     for i in sorted(inflight):
         key = job.todo[i].key
         if i not in owners:
-            text = _get_text(ns, f"owner/{i}")
-            if text is None:
-                # claimed, but the claimer never said who it is: it died between the two store calls
-                if now - unowned_since.setdefault(i, now) > timeout:
-                    why = f"unit {key} was claimed but never started for over {timeout:.0f}s (a rank died)"
-                    lost.append((i, "silent", why))
-                continue
-            rank, token = text.split(" ", 1)
-            owners[i] = (int(rank), token)
+            # claimed, but the claimer never said who it is: it died between the two store calls
+            if now - unowned_since.setdefault(i, now) > timeout:
+                why = f"unit {key} was claimed but never started for over {timeout:.0f}s (a rank died)"
+                lost.append((i, "silent", why))
+            continue
         rank, token = owners[i]
         if token == ctx.token:
             continue  # this process: a failure surfaces through ctx.errors
-        if rank not in looked:  # one read per rank per poll, however many units it holds
-            looked[rank] = watch.silent_for(rank)
         silent, value = looked[rank]
         if value is not None and value.split(" ")[1] != token:
             lost.append((i, "replaced", f"rank {rank} was restarted while holding unit {key}"))
@@ -707,9 +873,13 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
                 f"rank {env.rank} was started with different bake arguments than rank 0 — differs in {diff}; "
                 "launch every rank with the same command."
             )
-            ns.set("abort", msg)  # rank 0 stops too: a bake with one odd rank is not what anyone meant
-            ns.set(f"bye/{env.rank}", "1")
+            _announce(ns, "abort", msg)  # rank 0 stops too: a bake with one odd rank is not what anyone meant
+            _post_event(ns, f"b{env.rank}")
             raise UsageError(msg)
+        if plan.get("output") and not ctx.told_output:
+            ctx.told_output = True
+            ctx.emit(Event("note", message=f"rank 0 writes the dataset to {plan['output']} (rank 0's --output; "
+                                           f"this rank's is not used)"))
         all_units = spec.units()
         by_key = {u.key: u for u in all_units}
         todo = [by_key[k] for k in plan["todo"]]
@@ -718,7 +888,9 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         tracker = Tracker(spec, all_units, {u.key: spec.unit_samples(u) for u in all_units if u.key not in todo_keys},
                           ctx.emit)
         tracker.start(units_total=len(all_units), units_done=len(all_units) - len(todo))
-        run = _Epoch(ctx, ns, epoch, here, todo, tracker)
+        run = _Epoch(ctx, ns, epoch, here, todo, tracker, plan.get("ckpt_in", ()))
+        ns.set(f"prog/{env.rank}", "0 0 0")
+        _post_event(ns, f"j{env.rank}")  # rank 0 reads this rank's progress from now on
         with one_blas_thread(ctx.arithmetic):
             run.start()
             if _supervise_peer(ctx, base_store, run, watch):
@@ -730,71 +902,87 @@ def _join(ctx: _Context, base_store, watch: _Watch):
     """Wait for the current epoch, once rank 0 is seen alive in it (its heartbeat names the epoch
     and moves). Keys of an earlier rank 0 (a ``failed`` mark, a plan) stay until a new rank 0
     replaces them, so they count only while their rank 0 is alive, or when the bake is done.
+    Bounded by ``--peer-timeout``; a wait of more than a few seconds says what it waits for.
     """
-    env, deadline = ctx.env, time.monotonic() + ctx.peer_timeout_s
+    env, start = ctx.env, time.monotonic()
+    deadline, told = start + ctx.peer_timeout_s, False
     first: tuple[str, str] | None = None  # (epoch, heartbeat) at the first sight of rank 0 in it
     failed = None
     while True:
         if ctx.stop.is_set():
             raise BakeInterrupted(f"rank {env.rank}: stopped before joining rank 0's bake; nothing was computed here.")
-        current = _get_text(base_store, "current")
-        if current is not None:
+        if base_store.check(["current", "hb/0"]):
+            current, hb = (v.decode() for v in base_store.multi_get(["current", "hb/0"]))
             ns = _ns(base_store, int(current))
             failed = _get_text(ns, "failed")
             planned = ns.check(["plan"])
             if failed is None and planned and ns.check(["done"]):
                 return int(current), ns  # a late start: rank 0 already has every result
-            hb = watch.read(0)
-            if hb is not None and hb.split(" ")[0] == current:
+            if hb.split(" ")[0] == current:
                 if first is None or first[0] != current:
                     first = (current, hb)
                 elif hb != first[1]:  # rank 0 is alive in this epoch
                     if failed is not None:
-                        ns.set(f"bye/{env.rank}", "1")
+                        _post_event(ns, f"b{env.rank}")
                         raise WorkFailed(f"rank 0 failed: {failed}")
                     if planned:
                         return int(current), ns
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             if failed is not None:
                 raise WorkFailed(f"rank 0 failed: {failed}")
             raise WorkFailed(
-                f"rank {env.rank}: rank 0 published no live plan within {ctx.peer_timeout_s:.0f}s; "
+                f"rank {env.rank}: rank 0 published no live plan within {ctx.peer_timeout_s:.0f}s (--peer-timeout); "
                 "is rank 0 running the same command?"
             )
-        time.sleep(POLL_S * 2)
+        if not told and now - start >= 5.0:
+            told = True
+            ctx.emit(Event("note", message=f"rank {env.rank}: waiting up to {deadline - now:.0f}s more (--peer-timeout) "
+                                           f"for rank 0's plan at {env.master_addr}:{env.master_port}"))
+        time.sleep(JOIN_POLL_S)
 
 
 def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bool:
     """True when rank 0 has every result; False when rank 0 moved to a newer epoch. Raises otherwise.
 
-    Every ending that rank 0 decided (done, stop, failure) is acknowledged with ``bye/<rank>``, so
-    rank 0 can wait for it before it exits and takes the store (under srun) with it.
+    One store call a look (the epoch, rank 0's heartbeat and ``news``); the endings and the stop
+    request are read only when ``news`` moved. Every ending that rank 0 decided (done, stop,
+    failure) is acknowledged in the event log, so rank 0 can wait for it before it exits and takes
+    the store (under srun) with it.
     """
     env, ns = ctx.env, job.ns
+    look = ["current", "hb/0", f"e{job.epoch}/news"]
+    seen_news, said = 0, {}
 
     def bye() -> None:
-        ns.set(f"bye/{env.rank}", "1")
+        _post_event(ns, f"b{env.rank}")
 
     while True:
         if ctx.errors:
             exc = ctx.errors[0]
             if not isinstance(exc, _dist_errors()):
                 # rank 0 fails at once with the reason instead of waiting out the peer timeout
-                ns.set("peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {_one_line(exc)}")
+                _announce(ns, "peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {_one_line(exc)}")
                 bye()
             raise exc
-        failed = _get_text(ns, "failed")
-        if failed is not None:
+        current, hb, news = (v.decode() for v in base_store.multi_get(look))
+        if int(news) != seen_news:
+            seen_news = int(news)
+            for name in ("failed", "abort", "stop", "done"):
+                if name not in said:
+                    value = _get_text(ns, name)
+                    if value is not None:
+                        said[name] = value
+        if "failed" in said:
             bye()
-            raise WorkFailed(f"rank 0 failed: {failed}")
-        abort = _get_text(ns, "abort")
-        if abort is not None:
+            raise WorkFailed(f"rank 0 failed: {said['failed']}")
+        if "abort" in said:
             bye()
-            raise UsageError(abort)
-        if ns.check(["stop"]):
+            raise UsageError(said["abort"])
+        if "stop" in said:
             ctx.stop.set()
         if not job.alive():
-            if ns.check(["done"]):
+            if "done" in said:
                 bye()
                 return True
             if ctx.stop.is_set():
@@ -802,13 +990,12 @@ def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bo
                 raise BakeInterrupted(
                     f"rank {env.rank} stopped after sending its finished units and checkpoints to rank 0; {RESUME_HINT}."
                 )
-        current = _get_text(base_store, "current")
-        if current is not None and int(current) != job.epoch:
+        if int(current) != job.epoch:
             return False
-        silent, _ = watch.silent_for(0)
+        silent, _ = watch.observe(0, hb)
         if silent > ctx.peer_timeout_s:
             raise WorkFailed(
                 f"rank {env.rank}: rank 0 has not answered for over {ctx.peer_timeout_s:.0f}s; "
                 f"it probably died — {RESUME_HINT}."
             )
-        time.sleep(POLL_S * 4)
+        time.sleep(PEER_POLL_S)
