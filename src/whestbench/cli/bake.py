@@ -198,7 +198,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
     dt = time.perf_counter() - t0
     if path is None:  # a non-zero rank: rank 0 writes the dataset
-        out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
+        out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes the dataset", markup=False)  # where: its note
         return
     from whestbench.text import format_bytes
 

@@ -110,9 +110,19 @@ def _dist_errors() -> tuple[type[BaseException], ...]:
     return (getattr(dist, "DistError", RuntimeError),)
 
 
-def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event) -> None:
-    """Poll rank 0's store port with plain sockets (silent, and a stop request is honoured)."""
-    deadline = time.monotonic() + timeout_s
+def _resolves(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event, emit: EventSink) -> None:
+    """Poll rank 0's store port with plain sockets (silent at first, a stop request is honoured);
+    a wait of more than a few seconds says what it waits for."""
+    start = time.monotonic()
+    deadline, told = start + timeout_s, False
     while True:
         try:
             socket.create_connection((env.master_addr, env.master_port), timeout=2.0).close()
@@ -121,31 +131,62 @@ def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event) -> No
             pass
         if stop.is_set():
             raise BakeInterrupted(f"rank {env.rank}: stopped before rank 0 answered; nothing was computed here.")
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
+            if not _resolves(env.master_addr):
+                raise WorkFailed(f"rank {env.rank}: MASTER_ADDR={env.master_addr!r} does not resolve to an address "
+                                 f"(tried for {timeout_s:.0f}s); set MASTER_ADDR to rank 0's host name or IP address.")
             raise WorkFailed(
                 f"rank {env.rank}: nothing answers at {env.master_addr}:{env.master_port} after {timeout_s:.0f}s; "
                 "start rank 0 with the same command and MASTER_ADDR/MASTER_PORT, or check the address and firewall."
             )
+        if not told and now - start >= 5.0:
+            told = True
+            emit(Event("note", message=f"rank {env.rank}: waiting up to {deadline - now:.0f}s more (--peer-timeout) for "
+                                       f"rank 0's coordination store at {env.master_addr}:{env.master_port}"))
         time.sleep(0.2)
 
 
-def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None = None):
-    """The run's TCPStore, namespaced to ``whest/<run_id>`` (hosted by rank 0 unless torchrun's agent does)."""
+def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None = None, emit: EventSink = ignore):
+    """The run's TCPStore, namespaced to ``whest/<run_id>`` (hosted by rank 0 unless torchrun's agent does).
+
+    Bounded by ``timeout_s``: torch's client waits without limit for a program that accepts the
+    connection but is not a store, so the connection is made on a helper thread (named, so the CLI
+    leaves without waiting for it when it never returns).
+    """
     import torch.distributed as dist
 
     is_master = env.rank == 0 and not env.agent_store
+    if is_master and not _resolves(env.master_addr):
+        raise WorkFailed(f"rank 0 cannot host the coordination store: MASTER_ADDR={env.master_addr!r} does not resolve "
+                         "to an address of this host; set MASTER_ADDR to rank 0's host name or IP address, the same on "
+                         "every rank.")
     if not is_master:
-        _wait_reachable(env, timeout_s, stop or threading.Event())
-    try:
-        store = dist.TCPStore(
-            env.master_addr,
-            env.master_port,
-            world_size=None,
-            is_master=is_master,
-            timeout=timedelta(seconds=timeout_s),
-            wait_for_workers=False,
+        _wait_reachable(env, timeout_s, stop or threading.Event(), emit)
+    box: list = []
+
+    def make() -> None:
+        try:
+            box.append(dist.TCPStore(env.master_addr, env.master_port, world_size=None, is_master=is_master,
+                                     timeout=timedelta(seconds=timeout_s), wait_for_workers=False))
+        except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
+            box.append(exc)
+
+    helper = threading.Thread(target=make, name=f"{THREAD_PREFIX}connect", daemon=True)
+    helper.start()
+    deadline = time.monotonic() + timeout_s + 0.5  # the store's own timeout, and its answer
+    while helper.is_alive() and time.monotonic() < deadline:
+        helper.join(0.2)
+        if stop is not None and stop.is_set() and not box:
+            raise BakeInterrupted(f"rank {env.rank}: stopped before rank 0's store answered; nothing was computed here.")
+    if not box:
+        raise WorkFailed(
+            f"rank {env.rank}: something listens at {env.master_addr}:{env.master_port} but did not answer as rank 0's "
+            f"coordination store within {timeout_s:.0f}s (--peer-timeout); another program holds that port: set "
+            "MASTER_ADDR/MASTER_PORT to rank 0's, the same on every rank."
         )
-    except _dist_errors() as exc:
+    if isinstance(box[0], _dist_errors()):
+        exc = box[0]
         if is_master:
             raise WorkFailed(
                 f"rank 0 could not host the coordination store on port {env.master_port} ({_one_line(exc)}); "
@@ -154,7 +195,9 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
         raise WorkFailed(
             f"rank {env.rank} could not connect to rank 0 at {env.master_addr}:{env.master_port} ({_one_line(exc)})."
         ) from None
-    return dist.PrefixStore(f"whest/{env.run_id}", store)
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return dist.PrefixStore(f"whest/{env.run_id}", box[0])
 
 
 def _one_line(exc: BaseException) -> str:
@@ -373,7 +416,7 @@ class StoreExecutor:
     def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
         stop = stop or threading.Event()
         env = self.env
-        base = connect_store(env, self.peer_timeout_s, stop)
+        base = connect_store(env, self.peer_timeout_s, stop, on_event)
         token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         beat = _Heartbeat(base, env.rank, token)
         beat.beat()
@@ -586,7 +629,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
                 _checkpoint_own_units(ctx, run)  # before the BLAS limit goes
                 raise
         _announce(ns, "done", "1")
-        _await_byes(ctx, epoch, BYE_WAIT_S, run.events, "done")
+        _await_byes(ctx, epoch, BYE_WAIT_S, run.events, "is done")
         abort = _get_text(ns, "abort")
         if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
             raise UsageError(abort)
@@ -878,8 +921,7 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
             raise UsageError(msg)
         if plan.get("output") and not ctx.told_output:
             ctx.told_output = True
-            ctx.emit(Event("note", message=f"rank 0 writes the dataset to {plan['output']} (rank 0's --output; "
-                                           f"this rank's is not used)"))
+            ctx.emit(Event("note", message=f"rank 0 writes the dataset to {plan['output']} (rank 0's --output)"))
         all_units = spec.units()
         by_key = {u.key: u for u in all_units}
         todo = [by_key[k] for k in plan["todo"]]
