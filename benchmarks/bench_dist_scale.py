@@ -58,6 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ("kill-restart", "kill-no-restart", "stop", "late-start")
 STEP_S = 0.25  # the stand-in's longest sleep between checkpoint chances (a sampling step)
+UNIT_TIMES: list[tuple[float, float]] = []  # this process's stand-in units: (start, end) wall clock
 
 
 # --- the simulated ranks (one process: a "node") ---------------------------------------------------
@@ -71,6 +72,7 @@ def _standin(seconds: float):
     from whestbench.work.steps import UnitStopped
 
     def step(spec, compute, unit, ctx):
+        started = time.time()
         n = spec.unit_samples(unit)
         k = max(1, math.ceil(seconds / STEP_S))
         saved = ctx.resume(unit.key)
@@ -95,6 +97,7 @@ def _standin(seconds: float):
         if not ctx.arithmetic_held():
             raise UnitStopped(unit.key)
         v = _value(unit.mlp_index)
+        UNIT_TIMES.append((started, time.time()))
         return LayerSums(sums=np.full(shape, v * n), sumsq=np.full(shape, (v * v + 0.01) * n), count=n)
 
     return step
@@ -124,7 +127,8 @@ def _count_store_ops(counts: dict, lock: threading.Lock) -> None:
 
 def host_main(cfg: dict) -> int:
     """One simulated node: ``cfg["ranks"]`` as threads, each running the real bake of one rank."""
-    import numpy  # noqa: F401  (imported before the clock starts, as a real rank has)
+    import numpy  # noqa: F401
+    import torch.distributed  # noqa: F401  (imported before the clock starts: a per-process cost, not the protocol's)
 
     from whestbench.dataset.bake import bake
     from whestbench.dataset.plan import BakeConfig, plan_bake
@@ -177,15 +181,22 @@ def host_main(cfg: dict) -> int:
     outcome: dict[int, dict] = {}
     last_unit = [0.0]
 
-    def on_event(event) -> None:
-        if event.kind == "unit_done":
-            last_unit[0] = time.time()
+    started: dict[int, float] = {}  # rank -> when it had joined and planned (its tracker's start event)
+
+    def on_event_of(rank: int):
+        def on_event(event) -> None:
+            if event.kind == "unit_done" and rank == 0:
+                last_unit[0] = time.time()
+            elif event.kind == "start":
+                started.setdefault(rank, time.time())
+
+        return on_event
 
     def run(rank: int) -> None:
         t0 = time.time()
         try:
             bake(plans[rank], dist_env=env(rank), stop=stops[rank], peer_timeout_s=cfg["peer_timeout"],
-                 on_event=on_event if rank == 0 else None)
+                 on_event=on_event_of(rank))
             code, msg = 0, ""
         except BakeInterrupted as e:
             code, msg = e.exit_code, str(e)
@@ -195,14 +206,16 @@ def host_main(cfg: dict) -> int:
             code, msg = 1, str(e)
         except BaseException as e:  # noqa: BLE001 - reported, never hidden
             code, msg = 1, f"{type(e).__name__}: {e}"
-        outcome[rank] = {"code": code, "message": msg[:400], "t_start": t0, "t_end": time.time()}
+        outcome[rank] = {"code": code, "message": msg[:400], "t_start": t0, "t_end": time.time(),
+                         "t_joined": started.get(rank)}
 
     threads = [threading.Thread(target=run, args=(r,), name=f"bench-rank-{r}") for r in cfg["ranks"]]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    result = {"ranks": outcome, "ops": counts, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    result = {"ranks": outcome, "ops": counts, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+              "units": UNIT_TIMES}
     if 0 in executors:
         result["rank0"] = {"cycles": executors[0].stats.cycles, "t_last_result": last_unit[0]}
     tmp = Path(cfg["result"] + ".tmp")
@@ -313,11 +326,12 @@ class Run:
 
     def collect(self) -> dict:
         """Every finished process's report, merged: outcome per rank (the last process of each)."""
-        ranks, ops, rss, rank0 = {}, {}, [], None
+        ranks, ops, rss, rank0, units = {}, {}, [], None, []
         for path in self.results:
             if not path.exists():
                 continue  # a killed node
             rep = json.loads(path.read_text())
+            units += rep["units"]
             for r, o in rep["ranks"].items():
                 ranks[int(r)] = o
             for k, v in rep["ops"].items():
@@ -329,7 +343,7 @@ class Run:
             else:
                 rss.append(rep["maxrss_kb"] / 1024 / n)
         self.results = []
-        return {"ranks": ranks, "ops": ops, "rss_per_rank_mb": rss, "rank0": rank0}
+        return {"ranks": ranks, "ops": ops, "rss_per_rank_mb": rss, "rank0": rank0, "units": sorted(units)}
 
 
 def _check_dataset(output: Path, units: int) -> int:
@@ -372,22 +386,39 @@ def measure(args, work: Path) -> dict:
                          f"reported nothing; first: {first}")
     r0 = rep["rank0"]
     t_written = rep["ranks"][0]["t_end"]
-    cycles = r0["cycles"]
+    units = rep["units"]  # where the time beyond the ideal went
+    first_starts = [u[0] for u in units[:args.ranks]]
+    join_s = max(first_starts) - t0
+    # steady state: rank 0's cycles once every rank computes (the connection stall, if any, is apart)
+    cycles = [c for c in r0["cycles"] if c[3] >= max(first_starts)] or r0["cycles"]
     ms = [c[0] * 1000 for c in cycles]
     ideal = args.units * args.unit_seconds / args.ranks
     compute_wall = r0["t_last_result"] - t0
     total_ops = sum(rep["ops"].values())
+    busy = sum(e - b for b, e in units)
     out = {
         "ranks": args.ranks, "units": args.units, "unit_seconds": args.unit_seconds,
         "checkpoint_every": args.checkpoint_every, "ranks_per_process": args.ranks_per_process,
         "ideal_s": ideal, "compute_wall_s": compute_wall, "wall_s": t_written - t0,
         "overhead_fraction": compute_wall / ideal - 1,
+        "overhead_after_join_fraction": (compute_wall - join_s) / ideal - 1,
         "rank0_poll_ms_p50": _pct(ms, 0.5), "rank0_poll_ms_p99": _pct(ms, 0.99), "rank0_poll_cycles": len(ms),
+        "rank0_poll_ms_max_while_joining": max([c[0] * 1000 for c in r0["cycles"] if c[3] < max(first_starts)],
+                                               default=0.0),
         "store_ops_per_s": total_ops / (t_end - t0), "store_ops": rep["ops"],
         "last_result_to_written_s": t_written - r0["t_last_result"],
         "lost_units": _check_dataset(output, args.units),
         "peak_rss_mb_per_rank": max(rep["rss_per_rank_mb"]) if rep["rss_per_rank_mb"] else None,
         "rank0_peak_rss_mb": r0["maxrss_mb"],
+        "breakdown": {
+            "join_s": join_s,  # until every rank computes
+            "rank0_planned_s": rep["ranks"][0]["t_joined"] - t0,
+            "peers_joined_s": sorted(o["t_joined"] - t0 for r, o in rep["ranks"].items() if r and o["t_joined"]),
+            "unit_s_mean": busy / len(units),  # the stand-in's own units (sleep overrun on a loaded machine)
+            "idle_between_units_s": args.ranks * (max(e for _, e in units) - t0) - busy
+            - sum(b - t0 for b in first_starts),  # over all ranks: claims, posting, the ragged end
+            "last_unit_to_collected_s": r0["t_last_result"] - max(e for _, e in units),
+        },
         "cycles": cycles,
     }
     shutil.rmtree(output, ignore_errors=True)
@@ -480,7 +511,7 @@ def project(m: dict) -> dict:
 
     cycles = m["cycles"]
     # a cycle's time = base + per key read + per result collected (least squares over every cycle)
-    X = np.array([[1.0, c[1], c[2]] for c in cycles])
+    X = np.array([[1.0, c[1], c[2]] for c in cycles], dtype=float).reshape(-1, 3)
     y = np.array([c[0] for c in cycles])
     _, per_key, per_result = (max(0.0, float(v)) for v in np.linalg.lstsq(X, y, rcond=None)[0])
     lightest = min(c[1] for c in cycles)
@@ -549,10 +580,15 @@ def main(argv: list[str] | None = None) -> int:
               f"checkpoints every {args.checkpoint_every}s; load average {os.getloadavg()[0]:.2f}", flush=True)
         m = measure(args, work)
         print(f"wall {m['wall_s']:.2f}s, last result at {m['compute_wall_s']:.2f}s against ideal {m['ideal_s']:.2f}s: "
-              f"overhead {100 * m['overhead_fraction']:.2f} %; rank-0 poll p50 {m['rank0_poll_ms_p50']:.2f} ms, "
+              f"overhead {100 * m['overhead_fraction']:.2f} % ({100 * m['overhead_after_join_fraction']:.2f} % once every "
+              f"rank computes); rank-0 poll p50 {m['rank0_poll_ms_p50']:.2f} ms, "
               f"p99 {m['rank0_poll_ms_p99']:.2f} ms; {m['store_ops_per_s']:.0f} store ops/s; last result to dataset "
               f"{m['last_result_to_written_s']:.2f}s; lost units {m['lost_units']}; peak RSS "
               f"{m['peak_rss_mb_per_rank']:.1f} MiB per simulated rank", flush=True)
+        b = m["breakdown"]
+        print(f"beyond the ideal: every rank computing after {b['join_s']:.2f}s; stand-in units took {b['unit_s_mean']:.2f}s "
+              f"on average (of {args.unit_seconds}s); {b['idle_between_units_s']:.1f} rank-seconds idle between and after "
+              f"units; last unit to collected {b['last_unit_to_collected_s']:.2f}s", flush=True)
         m["faults"] = []
         for f in faults:
             res = fault(args, work, f)

@@ -389,12 +389,12 @@ class PollStats:
     """What rank 0's collection loop measured, for ``benchmarks/bench_dist_scale.py``: each poll
     cycle's own time (without its sleep) with the store keys it read and the results it collected."""
 
-    cycles: list = field(default_factory=list)  # [(seconds, keys read, results collected)]
+    cycles: list = field(default_factory=list)  # [(seconds, keys read, results collected, wall clock at the end)]
     MAX_CYCLES = 200_000  # ~3 h of 50 ms cycles; later cycles are not recorded
 
     def record(self, seconds: float, keys: int, results: int) -> None:
         if len(self.cycles) < self.MAX_CYCLES:
-            self.cycles.append((seconds, keys, results))
+            self.cycles.append((seconds, keys, results, time.time()))
 
 
 class StoreExecutor:
