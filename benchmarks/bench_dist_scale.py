@@ -233,6 +233,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+RUNS: list["Run"] = []  # every run started, so an interrupted benchmark leaves no node behind
+
+
 class Run:
     """One bake of R simulated ranks in processes ("nodes"); faults are applied to whole nodes."""
 
@@ -252,6 +255,7 @@ class Run:
         self.late_nodes = [len(self.nodes) + j for j in range(math.ceil(len(late_ranks) / per))]
         self.nodes += [late_ranks[i:i + per] for i in range(0, len(late_ranks), per)]
         self.procs: dict[int, subprocess.Popen] = {}
+        RUNS.append(self)
         self.starts = 0
         self.go_file = self.work / "go"
 
@@ -274,6 +278,8 @@ class Run:
         src = Path(whestbench.__file__).resolve().parents[1]
         env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+        if self.args.no_dns:
+            env["RES_OPTIONS"] = "attempts:0"  # see --dns
         self.procs[node] = subprocess.Popen(
             [sys.executable, __file__, "--host", json.dumps(cfg)], env=env, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=open(self.work / f"stderr-{node}-{self.starts}.txt", "w"))
@@ -533,7 +539,8 @@ def project(m: dict) -> dict:
     out["model"] = (
         f"poll cycle p99 = p99 of the cycles that read nothing extra ({base_p99 * 1000:.2f} ms) + {per_key * 1e6:.2f} us "
         f"per key x (3 + 2R: every rank's progress and every owner's heartbeat in one cycle) + {per_result * 1000:.2f} ms "
-        f"per result collected in that cycle (R x {d.POLL_S} s / unit seconds, at least 1; mostly the ledger's fsync), "
+        f"per result collected in that cycle (R x {d.POLL_S} s / unit seconds, at least 1: reading, checking and handing it to "
+        f"the {d.SAVERS} saver threads), "
         f"the per-key and per-result costs fitted by least squares over this run's {len(cycles)} cycles; store ops/s = R x "
         f"({steady:.2f} steady calls per rank per second measured here: heartbeats, looks, progress + {OPS_PER_UNIT} "
         f"per unit / unit seconds); overhead with 10-minute units, 4 per rank = this run's fixed cost ({fixed_s:.2f} s: "
@@ -552,7 +559,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--n-samples", type=int, default=10_000)
-    p.add_argument("--peer-timeout", type=float, default=10.0)
+    p.add_argument("--peer-timeout", type=float, default=30.0,
+                   help="the ranks' --peer-timeout; the kill-no-restart fault waits it out (the tests use 3)")
+    p.add_argument("--dns", dest="no_dns", action="store_false",
+                   help="let the nodes' resolver query DNS. torch's store looks up the name of every connection's "
+                        "address; where no DNS server answers (this project's VM) each lookup waits 5-10 s and "
+                        "stalls the store, so by default the nodes run with RES_OPTIONS=attempts:0 (no query, the "
+                        "numeric address), as a cluster whose DNS answers behaves")
     p.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated from {FAULTS}, or none")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds any one run may take")
     p.add_argument("--json", type=Path, default=None)
@@ -607,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = m["lost_units"] == 0 and all(f["recovered"] for f in m["faults"])
         return 0 if ok else 1
     finally:
+        for run in RUNS:
+            run.abort()
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
 
