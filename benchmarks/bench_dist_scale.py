@@ -509,42 +509,73 @@ def fault(args, work: Path, kind: str) -> dict:
 OPS_PER_UNIT = 8  # a peer's store calls per unit: stop check, claim, owner, result, its event, progress; rank 0's share
 
 
+def store_costs(ranks: list[int]) -> dict:
+    """Per-call costs of this machine's store, measured now on a scratch TCPStore in this process:
+    one small call, and the batched read of rank 0's heaviest regular cycle (every rank's progress,
+    or every owner's heartbeat, never both in one cycle: R + 3 keys) at each of ``ranks``. Median of 5."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    server = dist.TCPStore("127.0.0.1", 0, world_size=None, is_master=True, timeout=timedelta(seconds=60),
+                           wait_for_workers=False)
+    store = dist.PrefixStore("whest/cost", dist.TCPStore("127.0.0.1", server.port, world_size=None, is_master=False,
+                                                         timeout=timedelta(seconds=60)))
+
+    def timed(call, n=5) -> float:
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    store.set("claim", "0")
+    out = {"check_ms": 1000 * timed(lambda: [store.check(["claim"]) for _ in range(100)]) / 100}
+    for r in ranks:
+        keys = [f"hb/{k}" for k in range(r + 3)]
+        for k in keys:
+            store.set(k, "12 myhost:123456:abcdef01 12345")
+        out[f"multi_get_{len(keys)}_keys_ms"] = 1000 * timed(lambda: store.multi_get(keys))
+    del store, server
+    return out
+
+
 def project(m: dict) -> dict:
     """Rank-0 poll cycle, store ops/s and overhead at 1,024 and 4,096 ranks from this run's costs."""
-    import numpy as np
-
     from whestbench.work import distributed as d
 
     cycles = m["cycles"]
-    # a cycle's time = base + per key read + per result collected (least squares over every cycle)
-    X = np.array([[1.0, c[1], c[2]] for c in cycles], dtype=float).reshape(-1, 3)
-    y = np.array([c[0] for c in cycles])
-    _, per_key, per_result = (max(0.0, float(v)) for v in np.linalg.lstsq(X, y, rcond=None)[0])
-    lightest = min(c[1] for c in cycles)
-    base_p99 = _pct([c[0] for c in cycles if c[1] == lightest and c[2] == 0], 0.99)
+    light = [c for c in cycles if c[2] == 0 and c[1] == min(cc[1] for cc in cycles)]
+    base_p99 = _pct([c[0] for c in light], 0.99)
+    base_p50 = _pct([c[0] for c in light], 0.5)
+    with_results = [(c[0] - base_p50) / c[2] for c in cycles if c[2] > 0]
+    per_result = max(0.0, statistics.median(with_results)) if with_results else 0.0
+    costs = m["store_costs"]
     r, s = m["ranks"], m["unit_seconds"]
     steady = max(0.0, m["store_ops_per_s"] / r - OPS_PER_UNIT / s)
     fixed_s = max(0.0, m["compute_wall_s"] - m["ideal_s"])
     out = {}
     for big in (1024, 4096):
-        keys = 3 + 2 * big  # a cycle that reads every rank's progress and every owner's heartbeat
+        reads = costs[f"multi_get_{big + 3}_keys_ms"] / 1000
         results = max(1.0, big * d.POLL_S / s)
         out[str(big)] = {
-            "rank0_poll_ms_p99": round(1000 * (base_p99 + per_key * keys + per_result * results), 1),
-            "rank0_poll_ms_p99_10min_units": round(1000 * (base_p99 + per_key * keys + per_result), 1),
+            "rank0_poll_ms_p99": round(1000 * (base_p99 + reads + per_result * results), 1),
+            "rank0_poll_ms_p99_10min_units": round(1000 * (base_p99 + reads + per_result), 1),
             "store_ops_per_s": round(big * (steady + OPS_PER_UNIT / s)),
             "store_ops_per_s_10min_units": round(big * (steady + OPS_PER_UNIT / 600)),
             "overhead_fraction_10min_units": round(fixed_s / (4 * 600), 5),
         }
     out["model"] = (
-        f"poll cycle p99 = p99 of the cycles that read nothing extra ({base_p99 * 1000:.2f} ms) + {per_key * 1e6:.2f} us "
-        f"per key x (3 + 2R: every rank's progress and every owner's heartbeat in one cycle) + {per_result * 1000:.2f} ms "
-        f"per result collected in that cycle (R x {d.POLL_S} s / unit seconds, at least 1: reading, checking and handing it to "
-        f"the {d.SAVERS} saver threads), "
-        f"the per-key and per-result costs fitted by least squares over this run's {len(cycles)} cycles; store ops/s = R x "
-        f"({steady:.2f} steady calls per rank per second measured here: heartbeats, looks, progress + {OPS_PER_UNIT} "
-        f"per unit / unit seconds); overhead with 10-minute units, 4 per rank = this run's fixed cost ({fixed_s:.2f} s: "
-        f"joining, claims, the ragged end; ranks join in parallel, so it is taken as independent of R) / 2,400 s."
+        f"poll cycle p99 = p99 of this run's cycles that read nothing extra ({base_p99 * 1000:.2f} ms) + one multi_get of "
+        f"R + 3 keys (every rank's progress or every owner's heartbeat, timed on a scratch store here: "
+        f"{costs[f'multi_get_{1024 + 3}_keys_ms']:.1f} ms at R = 1,024, "
+        f"{costs[f'multi_get_{4096 + 3}_keys_ms']:.1f} ms at 4,096) + {per_result * 1000:.2f} ms per result "
+        f"collected in that cycle (median of this run's cycles with results, less a light cycle's median), R x "
+        f"{d.POLL_S} s / unit seconds of them, at least 1; store ops/s = R x ({steady:.2f} steady calls per rank per "
+        f"second measured here: heartbeats, looks, progress) + R x {OPS_PER_UNIT} calls per unit / unit seconds; "
+        f"overhead with 10-minute units, 4 per rank = this run's fixed cost ({fixed_s:.2f} s: joining, claims, the "
+        f"ragged end; ranks join in parallel, so it is taken as independent of R) / 2,400 s."
     )
     return out
 
@@ -607,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
             res = fault(args, work, f)
             m["faults"].append(res)
             print(f"fault {f}: recovered {res['recovered']} in {res['seconds']}s ({res['detail']})", flush=True)
+        m["store_costs"] = store_costs([1024, 4096])
         m["projection"] = project(m)
         for big in ("1024", "4096"):
             pj = m["projection"][big]

@@ -821,8 +821,9 @@ def _collect_with(run: _Epoch, savers) -> None:
                 saving[savers.submit(save, unit, sums, wall)] = (i, sums.count, posted[i])
         collected += harvest(block=not inflight and bool(saving))
         now = time.monotonic()
+        batch = False  # one batched read per cycle at most: progress or heartbeats, not both
         if now - read_progress >= PROGRESS_EVERY_S and run.events.joined:
-            read_progress = now
+            read_progress, batch = now, True
             ranks = sorted(run.events.joined)
             keys += len(ranks)
             for rank, text in zip(ranks, ns.multi_get([f"prog/{r}" for r in ranks])):
@@ -836,7 +837,7 @@ def _collect_with(run: _Epoch, savers) -> None:
                 stop_announced = True
             # stopping anyway: wait for the units in flight, but not for owners that look dead
             inflight -= stopped  # stopped where they ran, their checkpoints posted (and kept) first
-            if now - looked >= HEARTBEAT_S / 2:
+            if now - looked >= HEARTBEAT_S / 2 and not batch:
                 looked = now
                 for i, _, _ in _lost_units(run, inflight, owners, unowned_since, 3 * HEARTBEAT_S):
                     inflight.discard(i)
@@ -849,7 +850,7 @@ def _collect_with(run: _Epoch, savers) -> None:
                 while saving:
                     harvest(block=True)
                 raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")
-        elif now - looked >= LIVENESS_EVERY_S:
+        elif now - looked >= LIVENESS_EVERY_S and not batch:
             looked = now
             keys += len(inflight)
             for i, kind, why in _lost_units(run, inflight, owners, unowned_since, ctx.peer_timeout_s):
