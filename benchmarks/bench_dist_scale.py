@@ -591,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--n-samples", type=int, default=10_000)
     p.add_argument("--peer-timeout", type=float, default=30.0,
-                   help="the ranks' --peer-timeout; the kill-no-restart fault waits it out (the tests use 3)")
+                   help="the ranks' --peer-timeout: the kill-no-restart fault waits it out, and a restarted node must be back within it")
     p.add_argument("--dns", dest="no_dns", action="store_false",
                    help="let the nodes' resolver query DNS. torch's store looks up the name of every connection's "
                         "address; where no DNS server answers (this project's VM) each lookup waits 5-10 s and "

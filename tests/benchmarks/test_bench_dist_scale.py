@@ -16,7 +16,7 @@ from benchmarks import bench_dist_scale  # noqa: E402
 def test_dist_scale_benchmark_loses_no_unit_and_recovers_from_every_fault(tmp_path):
     out = tmp_path / "bench.json"
     rc = bench_dist_scale.main(["--ranks", "4", "--units", "8", "--unit-seconds", "1", "--checkpoint-every", "0.5",
-                                "--ranks-per-process", "2", "--peer-timeout", "3", "--json", str(out),
+                                "--ranks-per-process", "2", "--peer-timeout", "10", "--json", str(out),
                                 "--timeout", "240"])
     report = json.loads(out.read_text())
     assert rc == 0, report
