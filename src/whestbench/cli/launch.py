@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-
 from typing import TYPE_CHECKING
 
 from whestbench.cli.common import Seconds
