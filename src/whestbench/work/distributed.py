@@ -17,15 +17,21 @@ watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
   no rank needs a shared filesystem.
 - **claims.** Every worker thread of every rank claims the next unit with ``add("claim", 1)`` (so
   fast and slow devices balance), records ``owner/<i>`` and posts its result, a few KB of fp64
-  sums, as ``result/<i>``. Rank 0 re-derives weights from the seeds; nothing else is sent.
-- **collection.** Rank 0 polls only the claimed, uncollected units, saves each result to its
-  ledger as it arrives (a restart skips it) and deletes the key; when all are in it sets ``done``
-  and writes the dataset. The other ranks exit once ``done`` is set, so a rank that exits 0 knows
-  its results arrived.
+  sums, as ``result/<i>``, then appends ``r<i>@<rank>`` to the epoch's event log ``events``
+  (checkpoints ``c…``, stopped units ``s…``, joins ``j…`` and goodbyes ``b…`` likewise). Rank 0
+  re-derives weights from the seeds; nothing else is sent.
+- **collection.** Rank 0 reads the claim counter, the event log and ``news`` in one call per poll
+  (so the cost of a poll does not grow with the units in flight), fetches the results the log
+  names in one more, saves each to its ledger on a few threads as it arrives (a restart skips it)
+  and deletes the key; when all are in it sets ``done`` and writes the dataset. The other ranks
+  exit once ``done`` is set, so a rank that exits 0 knows its results arrived.
+- **news.** Endings and requests (``stop``, ``done``, ``failed``, ``abort``, ``peer_failed``) are
+  announced by setting the key, then bumping ``news``; the other ranks read the epoch, rank 0's
+  heartbeat and ``news`` in one call per look and the announcement keys only when ``news`` moved.
 - **liveness.** Every process refreshes ``hb/<rank>`` (epoch, a per-process token, a tick) every
   ``HEARTBEAT_S``. Watchers time silence on their own monotonic clock (no cross-node clock
   comparison). Rank 0 fails with a clear error when the owner of an uncollected unit goes silent
-  for ``peer_timeout_s``; when that rank runs again as a new process (a launcher restarted it), rank
+  for ``peer_timeout_s`` (the owners' heartbeats are read in one call); when that rank runs again as a new process (a launcher restarted it), rank
   0 computes the lost unit itself. The other ranks fail when rank 0 goes silent, and follow rank 0
   to a new epoch when it restarts (torchrun ``--max-restarts``), which loses only the units that
   were in flight.
@@ -35,7 +41,8 @@ watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
   silent, and raises BakeInterrupted. A stop on another rank stops its units the same way and
   raises BakeInterrupted there.
 - **endings.** The other ranks acknowledge every ending rank 0 announces (``done``, ``stop``,
-  ``failed``) with ``bye/<rank>``, and rank 0 waits for that (bounded) before it returns: under
+  ``failed``) with ``b<rank>`` in the event log, and rank 0 waits for that (bounded by 30 s and by
+  ``--peer-timeout``, and saying so after a second) before it returns: under
   srun the store lives in rank 0's process, and a rank that lost it could not tell success from a
   crash.
 """
