@@ -182,11 +182,17 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
 
     helper = threading.Thread(target=make, name=f"{THREAD_PREFIX}connect", daemon=True)
     helper.start()
-    deadline = time.monotonic() + timeout_s + 0.5  # the store's own timeout, and its answer
+    start = time.monotonic()
+    deadline, told = start + timeout_s + 0.5, False  # the store's own timeout, and its answer
     while helper.is_alive() and time.monotonic() < deadline:
         helper.join(0.2)
         if stop is not None and stop.is_set() and not box:
             raise BakeInterrupted(f"rank {env.rank}: stopped before rank 0's store answered; nothing was computed here.")
+        if not told and not box and time.monotonic() - start >= 5.0:
+            told = True
+            emit(Event("note", message=f"rank {env.rank}: waiting up to {deadline - time.monotonic():.0f}s more "
+                                       f"(--peer-timeout) for the coordination store at {env.master_addr}:"
+                                       f"{env.master_port} to answer"))
     if not box:
         raise WorkFailed(
             f"rank {env.rank}: something listens at {env.master_addr}:{env.master_port} but did not answer as rank 0's "
