@@ -737,3 +737,101 @@ def test_protocol_a_unit_held_by_a_rank_that_was_restarted_is_computed_again(age
     (results,) = outcome
     assert not isinstance(results, Exception), results
     assert results == _expected(30)  # including the unit the first process held
+
+
+# --- Waits bounded by --peer-timeout, messages that name the cause (issue 21) ---------------------
+
+
+def _srun_rank(procs: Procs, rank: int, world: int, port: int, shape: dict, output: Path, *extra: str,
+               addr: str = "127.0.0.1") -> subprocess.Popen:
+    env = _clean_env(SLURM_PROCID=str(rank), SLURM_NTASKS=str(world), SLURM_LOCALID=str(rank), SLURM_JOB_ID="4244",
+                     SLURM_JOB_NODELIST="localhost", MASTER_ADDR=addr, MASTER_PORT=str(port))
+    return procs.start(_bake_args(shape, output, *extra), env)
+
+
+TINY_BAKE = dict(n_mlps=2, n_samples=1000, width=4, depth=1, seed=1)
+
+
+@pytest.mark.distributed
+def test_a_rank_0_without_its_peers_waits_for_them_at_most_the_peer_timeout_and_says_so(tmp_path, procs):
+    """SLURM_NTASKS=3 under a plain sbatch script (no srun): rank 0 does every unit itself, then waits
+    for ranks that never come — at most --peer-timeout (it used to wait a silent 30 s)."""
+    output = tmp_path / "ds"
+    started = time.monotonic()
+    code, out = _finish(_srun_rank(procs, 0, 3, _free_port(), TINY_BAKE, output, "--peer-timeout", "4"))
+    assert code == 0, out
+    assert "waiting up to" in out and "ranks 1-2 never connected" in out, out
+    assert time.monotonic() - started < 25, "rank 0 waited longer than --peer-timeout for ranks that never came"
+    assert output.is_dir()
+
+
+class _Silent:
+    """Another program on the port: it accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+@pytest.mark.distributed
+def test_a_rank_pointed_at_another_programs_port_gives_up_within_the_peer_timeout(tmp_path, procs):
+    silent = _Silent()
+    try:
+        started = time.monotonic()
+        code, out = _finish(_srun_rank(procs, 1, 2, silent.port, TINY_BAKE, tmp_path / "ds", "--peer-timeout", "3"),
+                            timeout_s=60)
+        waited = time.monotonic() - started
+    finally:
+        silent.close()
+    assert code == 1, out
+    assert "did not answer as rank 0's coordination store within 3s" in out and "MASTER_PORT" in out, out
+    assert "frame #" not in out and "Traceback" not in out, out
+    assert waited < 20, f"waited {waited:.0f}s with --peer-timeout 3 (it used to be 35 s)"
+
+
+@pytest.mark.distributed
+def test_a_rank_waiting_for_rank_0_says_what_it_waits_for_and_gives_up_at_the_peer_timeout(tmp_path, procs):
+    code, out = _finish(_srun_rank(procs, 1, 2, _free_port(), TINY_BAKE, tmp_path / "ds", "--peer-timeout", "7"),
+                        timeout_s=60)
+    assert code == 1, out
+    assert "waiting up to" in out and "rank 0's coordination store" in out, out
+    assert "nothing answers at 127.0.0.1" in out, out
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("rank", [0, 1])
+def test_an_unresolvable_master_addr_is_named_not_the_port(tmp_path, procs, rank):
+    code, out = _finish(_srun_rank(procs, rank, 2, _free_port(), TINY_BAKE, tmp_path / "ds", "--peer-timeout", "2",
+                                   addr="no-such-host.invalid"), timeout_s=60)
+    assert code == 1, out
+    assert "MASTER_ADDR='no-such-host.invalid' does not resolve" in out, out
+    assert "set MASTER_PORT" not in out and "frame #" not in out, out
+
+
+@pytest.mark.distributed
+def test_a_rank_given_another_output_says_where_rank_0_writes(tmp_path, procs):
+    output, port = tmp_path / "T", _free_port()
+    rank0 = _srun_rank(procs, 0, 2, port, SMALL, output)
+    rank1 = _srun_rank(procs, 1, 2, port, SMALL, tmp_path / "T2")
+    _, out1 = _finish_ok(rank0, rank1)
+    assert f"rank 0 writes the dataset to {output} " in out1, out1
+    assert "rank 1: done in" in out1 and f"writes {tmp_path / 'T2'}" not in out1, out1
+    assert output.is_dir() and not (tmp_path / "T2").exists()

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
+from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
 from whestbench.errors import SignalStop, UsageError
 
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
 from whestbench.cli.hub import card_options
+from whestbench.cli.launch import PEER_TIMEOUT
 
 
 class StopSignals:
@@ -102,7 +103,7 @@ class StopSignals:
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
 @click.option("--log-every", type=LOG_SECONDS, default=60.0, show_default=True,
               help="When stderr is not a terminal: seconds between progress lines.")
-@click.option("--peer-timeout", type=SECONDS, default=300.0, show_default=True,
+@click.option("--peer-timeout", type=PEER_TIMEOUT, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.option("--skip-device-check", is_flag=True,
@@ -217,7 +218,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
     dt = time.perf_counter() - t0
     if path is None:  # a non-zero rank: rank 0 writes the dataset
-        out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes {cfg.output}", markup=False)
+        out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes the dataset", markup=False)  # where: its note
         return
     from whestbench.cli.progress import _rate
     from whestbench.text import format_bytes, format_rate

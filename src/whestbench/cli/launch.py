@@ -11,9 +11,29 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from typing import TYPE_CHECKING
 
+from whestbench.cli.common import Seconds
 from whestbench.errors import UsageError
-from whestbench.work.distributed import DistEnv
+
+if TYPE_CHECKING:  # imported where used: this module is imported by every `whest` start (the flag type)
+    from whestbench.work.distributed import DistEnv
+
+
+class PeerTimeout(Seconds):
+    """``--peer-timeout``: seconds, bounded at parse time to what the protocol and the store accept."""
+
+    def convert(self, value, param, ctx):
+        from whestbench.work.distributed import check_peer_timeout
+
+        v = super().convert(value, param, ctx)
+        why = check_peer_timeout(v)
+        if why:
+            self.fail(f"{why}; got {value!r}.", param, ctx)
+        return v
+
+
+PEER_TIMEOUT = PeerTimeout()
 
 
 def _int(env: dict, key: str) -> int:
@@ -51,7 +71,7 @@ def _first_host(nodelist: str) -> str:
     return first_host(nodelist)
 
 
-def _checked(env: DistEnv, rank_var: str, world_var: str) -> DistEnv:
+def _checked(env: "DistEnv", rank_var: str, world_var: str) -> "DistEnv":
     if not 0 <= env.rank < env.world_size:
         raise UsageError(f"{rank_var}={env.rank} is outside 0..{env.world_size - 1} ({world_var}={env.world_size}).")
     if env.local_rank < 0:
@@ -61,8 +81,10 @@ def _checked(env: DistEnv, rank_var: str, world_var: str) -> DistEnv:
     return env
 
 
-def dist_env_from_environ(environ: dict | None = None) -> DistEnv | None:
+def dist_env_from_environ(environ: dict | None = None) -> "DistEnv | None":
     """A DistEnv when launched as one of several ranks, else None (a plain single-process bake)."""
+    from whestbench.work.distributed import DistEnv
+
     env = dict(os.environ if environ is None else environ)
     if "RANK" in env and "WORLD_SIZE" in env:
         world = _int(env, "WORLD_SIZE")

@@ -17,15 +17,21 @@ watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
   no rank needs a shared filesystem.
 - **claims.** Every worker thread of every rank claims the next unit with ``add("claim", 1)`` (so
   fast and slow devices balance), records ``owner/<i>`` and posts its result, a few KB of fp64
-  sums, as ``result/<i>``. Rank 0 re-derives weights from the seeds; nothing else is sent.
-- **collection.** Rank 0 polls only the claimed, uncollected units, saves each result to its
-  ledger as it arrives (a restart skips it) and deletes the key; when all are in it sets ``done``
-  and writes the dataset. The other ranks exit once ``done`` is set, so a rank that exits 0 knows
-  its results arrived.
+  sums, as ``result/<i>``, then appends ``r<i>@<rank>`` to the epoch's event log ``events``
+  (checkpoints ``c…``, stopped units ``s…``, joins ``j…`` and goodbyes ``b…`` likewise). Rank 0
+  re-derives weights from the seeds; nothing else is sent.
+- **collection.** Rank 0 reads the claim counter, the event log and ``news`` in one call per poll
+  (so the cost of a poll does not grow with the units in flight), fetches the results the log
+  names in one more, saves each to its ledger on a few threads as it arrives (a restart skips it)
+  and deletes the key; when all are in it sets ``done`` and writes the dataset. The other ranks
+  exit once ``done`` is set, so a rank that exits 0 knows its results arrived.
+- **news.** Endings and requests (``stop``, ``done``, ``failed``, ``abort``, ``peer_failed``) are
+  announced by setting the key, then bumping ``news``; the other ranks read the epoch, rank 0's
+  heartbeat and ``news`` in one call per look and the announcement keys only when ``news`` moved.
 - **liveness.** Every process refreshes ``hb/<rank>`` (epoch, a per-process token, a tick) every
   ``HEARTBEAT_S``. Watchers time silence on their own monotonic clock (no cross-node clock
   comparison). Rank 0 fails with a clear error when the owner of an uncollected unit goes silent
-  for ``peer_timeout_s``; when that rank runs again as a new process (a launcher restarted it), rank
+  for ``peer_timeout_s`` (the owners' heartbeats are read in one call); when that rank runs again as a new process (a launcher restarted it), rank
   0 computes the lost unit itself. The other ranks fail when rank 0 goes silent, and follow rank 0
   to a new epoch when it restarts (torchrun ``--max-restarts``), which loses only the units that
   were in flight.
@@ -35,7 +41,8 @@ watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
   silent, and raises BakeInterrupted. A stop on another rank stops its units the same way and
   raises BakeInterrupted there.
 - **endings.** The other ranks acknowledge every ending rank 0 announces (``done``, ``stop``,
-  ``failed``) with ``bye/<rank>``, and rank 0 waits for that (bounded) before it returns: under
+  ``failed``) with ``b<rank>`` in the event log, and rank 0 waits for that (bounded by 30 s and by
+  ``--peer-timeout``, and saying so after a second) before it returns: under
   srun the store lives in rank 0's process, and a rank that lost it could not tell success from a
   crash.
 """
@@ -48,7 +55,8 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
@@ -63,12 +71,28 @@ from whestbench.work.units import Unit, WorkSpec
 
 HEARTBEAT_S = 0.5
 OWN_UNITS_WAIT_S = 10.0  # rank 0 leaving on an error: how long its own units get to checkpoint
-POLL_S = 0.05
+POLL_S = 0.05  # rank 0's poll cycle: one store call unless something arrived
+PEER_POLL_S = 0.2  # the other ranks' look at rank 0's news, epoch and heartbeat: one store call
+JOIN_POLL_S = 0.1  # a rank waiting for rank 0's plan
+LIVENESS_EVERY_S = HEARTBEAT_S  # rank 0 reads the heartbeats of the units' owners at most this often
+SAVERS = 4  # rank 0's threads saving results to the ledger: one fsync each, ~8x the rate of one thread
 RESUME_HINT = "re-run the same command on every rank to resume"
 BYE_WAIT_S = 30.0
 MAX_DAMAGED_RESULTS = 2  # a unit's result that arrives damaged is recomputed on rank 0; this many times, then fail
 LEAVE_JOIN_S = 10.0  # how long a leaving rank waits for its own threads (see _join_all)
 THREAD_PREFIX = "whest-dist-"
+# --peer-timeout: at least a few heartbeats (shorter declares live ranks dead); at most what every
+# wait and the store's own timeout (a C++ deadline in int64 nanoseconds: 1e10 s overflows) take.
+PEER_TIMEOUT_MIN_S = 4 * HEARTBEAT_S
+PEER_TIMEOUT_MAX_S = 1e6  # 11.6 days
+
+
+def check_peer_timeout(seconds: float) -> str | None:
+    """Why ``seconds`` cannot be the peer timeout, or None."""
+    if not PEER_TIMEOUT_MIN_S <= seconds <= PEER_TIMEOUT_MAX_S:
+        return (f"must be between {PEER_TIMEOUT_MIN_S:g} s (four heartbeats: a shorter one declares live ranks dead) "
+                f"and {PEER_TIMEOUT_MAX_S:g} s (11.6 days: the coordination store's timeout cannot hold much more)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -94,9 +118,19 @@ def _dist_errors() -> tuple[type[BaseException], ...]:
     return (getattr(dist, "DistError", RuntimeError),)
 
 
-def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event) -> None:
-    """Poll rank 0's store port with plain sockets (silent, and a stop request is honoured)."""
-    deadline = time.monotonic() + timeout_s
+def _resolves(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event, emit: EventSink) -> None:
+    """Poll rank 0's store port with plain sockets (silent at first, a stop request is honoured);
+    a wait of more than a few seconds says what it waits for."""
+    start = time.monotonic()
+    deadline, told = start + timeout_s, False
     while True:
         try:
             socket.create_connection((env.master_addr, env.master_port), timeout=2.0).close()
@@ -105,31 +139,68 @@ def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event) -> No
             pass
         if stop.is_set():
             raise BakeInterrupted(f"rank {env.rank}: stopped before rank 0 answered; nothing was computed here.")
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
+            if not _resolves(env.master_addr):
+                raise WorkFailed(f"rank {env.rank}: MASTER_ADDR={env.master_addr!r} does not resolve to an address "
+                                 f"(tried for {timeout_s:.0f}s); set MASTER_ADDR to rank 0's host name or IP address.")
             raise WorkFailed(
                 f"rank {env.rank}: nothing answers at {env.master_addr}:{env.master_port} after {timeout_s:.0f}s; "
                 "start rank 0 with the same command and MASTER_ADDR/MASTER_PORT, or check the address and firewall."
             )
+        if not told and now - start >= 5.0:
+            told = True
+            emit(Event("note", message=f"rank {env.rank}: waiting up to {deadline - now:.0f}s more (--peer-timeout) for "
+                                       f"rank 0's coordination store at {env.master_addr}:{env.master_port}"))
         time.sleep(0.2)
 
 
-def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None = None):
-    """The run's TCPStore, namespaced to ``whest/<run_id>`` (hosted by rank 0 unless torchrun's agent does)."""
+def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None = None, emit: EventSink = ignore):
+    """The run's TCPStore, namespaced to ``whest/<run_id>`` (hosted by rank 0 unless torchrun's agent does).
+
+    Bounded by ``timeout_s``: torch's client waits without limit for a program that accepts the
+    connection but is not a store, so the connection is made on a helper thread (named, so the CLI
+    leaves without waiting for it when it never returns).
+    """
     import torch.distributed as dist
 
     is_master = env.rank == 0 and not env.agent_store
+    if is_master and not _resolves(env.master_addr):
+        raise WorkFailed(f"rank 0 cannot host the coordination store: MASTER_ADDR={env.master_addr!r} does not resolve "
+                         "to an address of this host; set MASTER_ADDR to rank 0's host name or IP address, the same on "
+                         "every rank.")
     if not is_master:
-        _wait_reachable(env, timeout_s, stop or threading.Event())
-    try:
-        store = dist.TCPStore(
-            env.master_addr,
-            env.master_port,
-            world_size=None,
-            is_master=is_master,
-            timeout=timedelta(seconds=timeout_s),
-            wait_for_workers=False,
+        _wait_reachable(env, timeout_s, stop or threading.Event(), emit)
+    box: list = []
+
+    def make() -> None:
+        try:
+            box.append(dist.TCPStore(env.master_addr, env.master_port, world_size=None, is_master=is_master,
+                                     timeout=timedelta(seconds=timeout_s), wait_for_workers=False))
+        except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
+            box.append(exc)
+
+    helper = threading.Thread(target=make, name=f"{THREAD_PREFIX}connect", daemon=True)
+    helper.start()
+    start = time.monotonic()
+    deadline, told = start + timeout_s + 0.5, False  # the store's own timeout, and its answer
+    while helper.is_alive() and time.monotonic() < deadline:
+        helper.join(0.2)
+        if stop is not None and stop.is_set() and not box:
+            raise BakeInterrupted(f"rank {env.rank}: stopped before rank 0's store answered; nothing was computed here.")
+        if not told and not box and time.monotonic() - start >= 5.0:
+            told = True
+            emit(Event("note", message=f"rank {env.rank}: waiting up to {deadline - time.monotonic():.0f}s more "
+                                       f"(--peer-timeout) for the coordination store at {env.master_addr}:"
+                                       f"{env.master_port} to answer"))
+    if not box:
+        raise WorkFailed(
+            f"rank {env.rank}: something listens at {env.master_addr}:{env.master_port} but did not answer as rank 0's "
+            f"coordination store within {timeout_s:.0f}s (--peer-timeout); another program holds that port: set "
+            "MASTER_ADDR/MASTER_PORT to rank 0's, the same on every rank."
         )
-    except _dist_errors() as exc:
+    if isinstance(box[0], _dist_errors()):
+        exc = box[0]
         if is_master:
             raise WorkFailed(
                 f"rank 0 could not host the coordination store on port {env.master_port} ({_one_line(exc)}); "
@@ -138,7 +209,9 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
         raise WorkFailed(
             f"rank {env.rank} could not connect to rank 0 at {env.master_addr}:{env.master_port} ({_one_line(exc)})."
         ) from None
-    return dist.PrefixStore(f"whest/{env.run_id}", store)
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return dist.PrefixStore(f"whest/{env.run_id}", box[0])
 
 
 def _one_line(exc: BaseException) -> str:
@@ -179,19 +252,39 @@ class _Watch:
     def __init__(self, store):
         self.store = store
         self.seen: dict[int, tuple[str | None, float]] = {}
+        self.known: set[int] = set()  # ranks whose heartbeat key exists (it is never deleted)
 
     def read(self, rank: int) -> str | None:
         key = f"hb/{rank}"
         return self.store.get(key).decode() if self.store.check([key]) else None
 
-    def silent_for(self, rank: int) -> tuple[float, str | None]:
-        """(seconds since the value last changed, current value). A first look counts as a change."""
-        value, now = self.read(rank), time.monotonic()
+    def observe(self, rank: int, value: str | None) -> tuple[float, str | None]:
+        """(seconds since the value last changed, the value). A first look counts as a change."""
+        now = time.monotonic()
+        if value is not None:
+            self.known.add(rank)
         prev = self.seen.get(rank)
         if prev is None or prev[0] != value:
             self.seen[rank] = (value, now)
             return 0.0, value
         return now - prev[1], value
+
+    def silent_for(self, rank: int) -> tuple[float, str | None]:
+        return self.observe(rank, self.read(rank))
+
+    def silent_many(self, ranks) -> dict[int, tuple[float, str | None]]:
+        """``silent_for`` of many ranks in one store call for those whose key exists (one check each
+        for the others): rank 0 watches hundreds of owners every heartbeat period."""
+        ranks = sorted(set(ranks))
+        known = [r for r in ranks if r in self.known]
+        out = {}
+        if known:
+            values = self.store.multi_get([f"hb/{r}" for r in known])
+            out = {r: self.observe(r, v.decode()) for r, v in zip(known, values)}
+        for r in ranks:
+            if r not in self.known:
+                out[r] = self.silent_for(r)
+        return out
 
 
 def _ns(store, epoch: int):
@@ -230,29 +323,92 @@ def _read_result(spec: WorkSpec, unit: Unit, blob: bytes) -> tuple[LayerSums, fl
 class _StoreCheckpoints:
     """A peer's checkpoints, kept in rank 0's ledger through the store (``steps.Checkpoints``).
 
-    Saving posts the checked record to ``ckpt/<i>``; rank 0 checks it and writes it to its ledger
-    (``_collect``). Loading reads ``ckpt-in/<i>``, which rank 0 publishes for every unit of the
-    epoch that has a checkpoint in its ledger, so a unit resumes wherever it is claimed.
+    Saving posts the checked record to ``ckpt/<i>`` and tells rank 0 in the event log; rank 0
+    checks it and writes it to its ledger (``_collect``). Loading reads ``ckpt-in/<i>``, which rank
+    0 publishes for every unit of the epoch that has a checkpoint in its ledger (listed in the plan,
+    so a unit without one costs no store call), so a unit resumes wherever it is claimed.
     """
 
-    def __init__(self, ns, todo: list[Unit], digest: str):
-        self.ns, self.digest = ns, digest
+    def __init__(self, ns, todo: list[Unit], digest: str, rank: int, handed_over: Sequence[int] = ()):
+        self.ns, self.digest, self.rank = ns, digest, rank
         self.index = {u.key: i for i, u in enumerate(todo)}
+        self.handed_over = set(handed_over)
 
     def load_checkpoint(self, key: str):
-        name = f"ckpt-in/{self.index[key]}"
-        if not self.ns.check([name]):
+        i = self.index[key]
+        if i not in self.handed_over or not self.ns.check([f"ckpt-in/{i}"]):
             return None
-        return decode_record(self.ns.get(name), kind="checkpoint", key=key, plan=self.digest)
+        return decode_record(self.ns.get(f"ckpt-in/{i}"), kind="checkpoint", key=key, plan=self.digest)
 
     def save_checkpoint(self, key: str, state: dict, arrays: dict) -> None:
-        self.ns.set(f"ckpt/{self.index[key]}", encode_record("checkpoint", key, self.digest, state, arrays))
+        i = self.index[key]
+        self.ns.set(f"ckpt/{i}", encode_record("checkpoint", key, self.digest, state, arrays))
+        _post_event(self.ns, f"c{i}@{self.rank}")
 
     def drop_checkpoint(self, key: str) -> None:
         pass  # a damaged hand-over: the unit restarts; rank 0 replaces its file with the next one
 
     def checkpoint_path(self, key: str) -> str:
         return f"of unit {key} (from rank 0)"
+
+
+def _post_event(ns, token: str) -> None:
+    """Tell rank 0 something in the epoch's event log (see ``_Events``)."""
+    ns.append("events", token + " ")
+
+
+def _announce(ns, key: str, value: str) -> None:
+    """Set one of the endings or requests every rank watches (stop, done, failed, abort,
+    peer_failed), then bump ``news``: the other ranks read ``news`` on every look and these keys
+    only when it moved."""
+    ns.set(key, value)
+    ns.add("news", 1)
+
+
+class _Events:
+    """Rank 0's reading of the epoch's event log ``events``.
+
+    The other ranks append a short token for each thing rank 0 must act on: ``r<i>@<rank>`` (the
+    result of unit i is posted), ``c<i>@<rank>`` (a checkpoint of it is posted), ``s<i>@<rank>`` (it
+    stopped), ``j<rank>`` (joined: its progress key exists), ``b<rank>`` (it acknowledged the end).
+    So rank 0 reads one key per poll however many units are in flight, rather than checking each
+    unit's keys. What was read is cut from the log with ``compare_set``; if a rank appended
+    meanwhile the cut fails and the next read skips the part already read (the log only grows
+    between cuts, and only rank 0 cuts).
+    """
+
+    def __init__(self, ns):
+        self.ns = ns
+        self.offset = 0
+        self.byes: set[int] = set()
+        self.joined: set[int] = set()
+
+    def read(self, raw: bytes | None = None) -> list[str]:
+        raw = self.ns.get("events") if raw is None else raw
+        new = raw[self.offset:]
+        if not new:
+            return []
+        self.offset = 0 if self.ns.compare_set("events", raw, b"") == b"" else len(raw)
+        tokens = new.decode().split()
+        for t in tokens:
+            if t[0] == "b":
+                self.byes.add(int(t[1:]))
+            elif t[0] == "j":
+                self.joined.add(int(t[1:]))
+        return tokens
+
+
+@dataclass
+class PollStats:
+    """What rank 0's collection loop measured, for ``benchmarks/bench_dist_scale.py``: each poll
+    cycle's own time (without its sleep) with the store keys it read and the results it collected."""
+
+    cycles: list = field(default_factory=list)  # [(seconds, keys read, results collected, wall clock at the end)]
+    MAX_CYCLES = 200_000  # ~3 h of 50 ms cycles; later cycles are not recorded
+
+    def record(self, seconds: float, keys: int, results: int) -> None:
+        if len(self.cycles) < self.MAX_CYCLES:
+            self.cycles.append((seconds, keys, results, time.time()))
 
 
 class StoreExecutor:
@@ -265,17 +421,21 @@ class StoreExecutor:
     """
 
     def __init__(self, env: DistEnv, *, workers: int = 1, peer_timeout_s: float = 300.0, step=run_unit):
+        why = check_peer_timeout(peer_timeout_s)
+        if why:
+            raise UsageError(f"the peer timeout {why}; got {peer_timeout_s!r}.")
         self.env, self.workers, self.peer_timeout_s, self.step = env, max(1, workers), peer_timeout_s, step
+        self.stats = PollStats()
 
     def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
         stop = stop or threading.Event()
         env = self.env
-        base = connect_store(env, self.peer_timeout_s, stop)
+        base = connect_store(env, self.peer_timeout_s, stop, on_event)
         token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         beat = _Heartbeat(base, env.rank, token)
         beat.beat()
         beat.start()
-        ctx = _Context(env, base, token, self.step, self.workers, on_event, stop, self.peer_timeout_s)
+        ctx = _Context(env, base, token, self.step, self.workers, on_event, stop, self.peer_timeout_s, self.stats)
         try:
             if env.rank == 0:
                 _run_rank0(ctx, base, beat, job)
@@ -324,6 +484,7 @@ class _Context:
     emit: EventSink
     stop: threading.Event
     peer_timeout_s: float
+    stats: PollStats = field(default_factory=PollStats)
 
     def __post_init__(self) -> None:
         self.quit = threading.Event()  # this process is leaving: workers claim nothing more
@@ -332,6 +493,7 @@ class _Context:
         self.watch = _Watch(self.base_store)  # one history of heartbeats, so silence is never re-timed
         self.errors: list[BaseException] = []
         self.lock = threading.Lock()
+        self.told_output = False  # a peer says once where rank 0 writes
 
 
 PROGRESS_EVERY_S = 1.0  # how often a rank posts (and rank 0 reads) running samples and checkpoints
@@ -340,15 +502,20 @@ PROGRESS_EVERY_S = 1.0  # how often a rank posts (and rank 0 reads) running samp
 class _Epoch:
     """One epoch's work as this process sees it: the todo list and the threads working through it."""
 
-    def __init__(self, ctx: _Context, ns, epoch: int, job: Job, todo: list[Unit], tracker: Tracker):
+    def __init__(self, ctx: _Context, ns, epoch: int, job: Job, todo: list[Unit], tracker: Tracker,
+                 handed_over: Sequence[int] = ()):
+        """``handed_over``: the todo indices whose checkpoint rank 0 published as ``ckpt-in/<i>``."""
         self.ctx, self.ns, self.epoch, self.job, self.todo, self.tracker = ctx, ns, epoch, job, todo, tracker
         self.spec = job.spec
+        self.handed_over = set(handed_over)
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
+        self.events = _Events(ns)  # read by rank 0 only
         self.checkpoints = None  # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
         if ctx.env.rank != 0:
             from whestbench.work.ledger import identity_digest
 
-            self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()))
+            self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()), ctx.env.rank,
+                                                 handed_over)
         self.threads = [
             threading.Thread(target=self._worker, name=f"{THREAD_PREFIX}unit-{t}", daemon=True)
             for t in range(ctx.workers)
@@ -410,12 +577,13 @@ class _Epoch:
             sums = ctx.step(self.spec, self.job.compute, unit, uctx)
         except UnitStopped:
             self.tracker.unit_abandoned(unit, checkpointed=uctx.checkpoints is not None)
-            ns.set(f"stopped/{i}", "1")  # its checkpoint (if any) was posted first: rank 0 waits no longer
+            _post_event(ns, f"s{i}@{ctx.env.rank}")  # after its checkpoint's event: rank 0 waits no longer
             raise
         except BaseException:
             self.tracker.unit_abandoned(unit)
             raise
         ns.set(f"result/{i}", _result_blob(self.spec, unit, sums, time.perf_counter() - t0))
+        _post_event(ns, f"r{i}@{ctx.env.rank}")
         if ctx.env.rank != 0:  # rank 0 counts the unit when it collects it
             self.tracker.unit_abandoned(unit)
             self.post_progress(force=True)
@@ -441,7 +609,10 @@ class _Epoch:
 def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
     epoch = int(base_store.add("epoch", 1))
     ns = _ns(base_store, epoch)
+    for key, value in (("news", "0"), ("events", ""), ("claim", "0")):  # read by multi_get: they must exist
+        ns.set(key, value)
     beat.join_epoch(epoch)
+    run = None
     try:
         spec = job.spec
         if not spec.seeds:
@@ -449,18 +620,21 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         units = spec.units()
         done = scan_ledger(job, units, ctx.emit)
         todo = [u for u in units if u.key not in done]
+        handed_over = []
         for i, u in enumerate(todo):  # a unit resumes from its checkpoint whichever rank claims it
             record = job.ledger.checkpoint_record(u.key) if job.ledger is not None else None
             if record is not None:
                 ns.set(f"ckpt-in/{i}", record)
-        ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo]}))
+                handed_over.append(i)
+        ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo],
+                                   "ckpt_in": handed_over, "output": _output_of(job)}))
         beat.beat()
         base_store.set("current", str(epoch))
         if ctx.env.attempt:
             ctx.emit(Event("note", message=f"restart {ctx.env.attempt} of this job (counted by the launcher)"))
         tracker = Tracker(spec, units, done, ctx.emit)
         tracker.start(units_total=len(units), units_done=len(done))
-        run = _Epoch(ctx, ns, epoch, job, todo, tracker)
+        run = _Epoch(ctx, ns, epoch, job, todo, tracker, handed_over)
         with one_blas_thread(ctx.arithmetic):
             run.start()
             try:
@@ -468,8 +642,8 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
             except BaseException:
                 _checkpoint_own_units(ctx, run)  # before the BLAS limit goes
                 raise
-        ns.set("done", "1")
-        _await_byes(ctx, epoch, BYE_WAIT_S)
+        _announce(ns, "done", "1")
+        _await_byes(ctx, epoch, BYE_WAIT_S, run.events, "is done")
         abort = _get_text(ns, "abort")
         if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
             raise UsageError(abort)
@@ -477,15 +651,27 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
     except BaseException as exc:
         if not isinstance(exc, BakeInterrupted):
             try:  # tell the other ranks why, so they stop at once instead of timing out
-                ns.set("failed", f"{type(exc).__name__}: {_one_line(exc)}")
+                _announce(ns, "failed", f"{type(exc).__name__}: {_one_line(exc)}")
                 base_store.set("current", str(epoch))
             except Exception:
                 pass
         try:
-            _await_byes(ctx, epoch, BYE_WAIT_S if isinstance(exc, BakeInterrupted) else BYE_WAIT_S / 3)
+            interrupted = isinstance(exc, BakeInterrupted)
+            _await_byes(ctx, epoch, BYE_WAIT_S if interrupted else BYE_WAIT_S / 3, run.events if run else None,
+                        "stopped" if interrupted else "failed")
         except Exception:
             pass
         raise
+
+
+def _output_of(job: Job) -> str | None:
+    """The dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks."""
+    from whestbench.work.ledger import WORK_SUFFIX
+
+    if job.ledger is None:
+        return None
+    root = Path(job.ledger.root)
+    return str(root.with_name(root.name[: -len(WORK_SUFFIX)])) if root.name.endswith(WORK_SUFFIX) else None
 
 
 def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
@@ -498,137 +684,218 @@ def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
         t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def _await_byes(ctx: _Context, epoch: int, cap_s: float) -> None:
+def _ranks_text(ranks) -> str:
+    """``[1, 2, 3, 7]`` -> "ranks 1-3, 7" (hundreds of ranks stay one short line)."""
+    ranks, parts, i = sorted(ranks), [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+
+
+def _await_byes(ctx: _Context, epoch: int, cap_s: float, events: _Events | None, outcome: str) -> None:
     """Keep this process (and, under srun, the store it hosts) up until the other ranks have read
     the outcome, so they exit with it instead of with a lost connection.
 
-    Bounded by ``cap_s``; a rank silent for a few heartbeats is not waited for. Under torchrun the
-    agent's store outlives rank 0, so a rank that has not connected yet will still find ``done``;
-    under srun the store leaves with rank 0, so it waits for those too.
+    Bounded by ``cap_s`` and by ``--peer-timeout``, whichever is shorter; a rank silent for a few
+    heartbeats is not waited for, and a wait longer than a second says what it waits for. Under
+    torchrun the agent's store outlives rank 0, so a rank that has not connected yet will still find
+    ``done``; under srun the store leaves with rank 0, so it waits for those too.
     """
     ns, watch = _ns(ctx.base_store, epoch), ctx.watch
-    deadline = time.monotonic() + cap_s
+    events = events or _Events(ns)
+    cap_s = min(cap_s, ctx.peer_timeout_s)
+    start = time.monotonic()
+    deadline, looked, told = start + cap_s, float("-inf"), False
     waiting = set(range(1, ctx.env.world_size))
     while waiting and time.monotonic() < deadline:
-        for rank in sorted(waiting):
-            silent, value = watch.silent_for(rank)
-            if value is None:
-                gone = ctx.env.agent_store  # never connected: wait only if the store leaves with us
-            else:
-                gone = silent > 3 * HEARTBEAT_S
-            if gone or ns.check([f"bye/{rank}"]):
-                waiting.discard(rank)
+        events.read()
+        waiting -= events.byes
+        now = time.monotonic()
+        if waiting and now - looked >= HEARTBEAT_S / 2:
+            looked = now
+            for rank, (silent, value) in watch.silent_many(waiting).items():
+                gone = ctx.env.agent_store if value is None else silent > 3 * HEARTBEAT_S
+                if gone:
+                    waiting.discard(rank)
+        if waiting and not told and now - start >= 1.0:
+            told = True
+            unseen = sorted(r for r in waiting if r not in watch.known)
+            why = f" ({_ranks_text(unseen)} never connected)" if unseen else ""
+            ctx.emit(Event("note", message=f"rank 0: the bake {outcome}; waiting up to {deadline - now:.0f}s more for "
+                                           f"{_ranks_text(waiting)} to read that{why} before rank 0 exits"))
         time.sleep(POLL_S)
 
 
 def _collect(run: _Epoch) -> None:
-    """Rank 0: poll the claimed, uncollected units' results, save each to the ledger as it
-    arrives, watch the owners' heartbeats, and fold the other ranks' progress into the tracker."""
+    """Rank 0: read the epoch's event log, save each posted result to the ledger as it arrives,
+    keep the checkpoints the other ranks post, watch the owners' heartbeats, and fold the other
+    ranks' progress into the tracker.
+
+    One poll is one store call (``claim``, ``events`` and ``news`` in one ``multi_get``) unless
+    something arrived; the owners' heartbeats are read together at most every ``LIVENESS_EVERY_S``
+    and the progress keys together every ``PROGRESS_EVERY_S``, so the cycle stays short at
+    thousands of ranks (see ``benchmarks/bench_dist_scale.py``).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(SAVERS, thread_name_prefix=f"{THREAD_PREFIX}save") as savers:
+        _collect_with(run, savers)
+
+
+def _collect_with(run: _Epoch, savers) -> None:
+    """``_collect``, with ``savers`` saving the results (a unit counts as collected once saved)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     ctx, ns, todo, ledger, tracker = run.ctx, run.ns, run.todo, run.job.ledger, run.tracker
+    saving: dict = {}  # future -> (unit index, samples per MLP, the rank that computed it)
+    arrived: set[int] = set()  # units whose result is being saved
+
+    def save(unit: Unit, sums: LayerSums, wall: float) -> None:
+        if ledger is not None:
+            ledger.save(unit.key, sums, wall)
+            ledger.drop_checkpoint(unit.key)
+
+    def harvest(block: bool = False) -> int:
+        """Count the units whose save finished (a failed save raises here)."""
+        if not saving:
+            return 0
+        done, _ = wait(list(saving), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for fut in done:
+            i, count, rank = saving.pop(fut)
+            arrived.discard(i)
+            fut.result()
+            pending.discard(i)
+            tracker.unit_done(todo[i], count, owner=rank)
+        return len(done)
+
     pending = set(range(len(todo)))
-    inflight: set[int] = set()  # claimed and not yet collected: the only result keys worth polling
-    seen_claims = 0
-    watch = ctx.watch
+    inflight: set[int] = set()  # claimed and not yet collected
+    seen_claims, news = 0, 0
     owners: dict[int, tuple[int, str]] = {}
     unowned_since: dict[int, float] = {}
+    stopped: set[int] = set()
     stop_announced = False
-    read_progress = 0.0
+    read_progress = looked = float("-inf")
     damaged: dict[int, int] = {}  # unit -> results that arrived damaged
     while pending:
+        cycle_t0, keys, collected = time.perf_counter(), 3, 0
         if ctx.errors:
             raise ctx.errors[0]
-        abort = _get_text(ns, "abort")
-        if abort is not None:
-            raise UsageError(abort)
-        peer_failed = _get_text(ns, "peer_failed")
-        if peer_failed is not None:
-            raise WorkFailed(f"{peer_failed} — finished units are saved; {RESUME_HINT}.")
-        claimed = min(int(ns.add("claim", 0)), len(todo))
+        claim_raw, log, news_raw = ns.multi_get(["claim", "events", "news"])
+        if int(news_raw) != news:
+            news = int(news_raw)
+            abort = _get_text(ns, "abort")
+            if abort is not None:
+                raise UsageError(abort)
+            peer_failed = _get_text(ns, "peer_failed")
+            if peer_failed is not None:
+                raise WorkFailed(f"{peer_failed} — finished units are saved; {RESUME_HINT}.")
+        claimed = min(int(claim_raw), len(todo))
         inflight.update(range(seen_claims, claimed))
         seen_claims = max(seen_claims, claimed)
-        got = False
-        for i in sorted(inflight):
-            key = f"result/{i}"
-            if not ns.check([key]):
+        posted: dict[int, int] = {}  # unit -> the rank that posted it
+        for token in run.events.read(log):
+            if token[0] not in "rcs":
                 continue
-            unit = todo[i]
-            blob = ns.get(key)
-            ns.delete_key(key)
-            try:
-                sums, wall = _read_result(run.spec, unit, blob)
-            except DamagedRecord as e:
-                damaged[i] = damaged.get(i, 0) + 1
-                if damaged[i] > MAX_DAMAGED_RESULTS:
-                    raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
-                                     f"time computed by rank 0 itself: the computation, not the network, is at fault "
-                                     f"(check this host's memory and disk); finished units are saved — {RESUME_HINT}.")
-                ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
-                owners[i] = (ctx.env.rank, ctx.token)
-                run.recompute(i)
-                continue
-            if ledger is not None:
-                ledger.save(unit.key, sums, wall)
-                ledger.drop_checkpoint(unit.key)
-            for name in (f"ckpt-in/{i}", f"ckpt/{i}"):
-                ns.delete_key(name)
-            pending.discard(i)
-            inflight.discard(i)
-            got = True
-            if i not in owners:  # known once its owner was watched; else as the owner posted it
-                text = _get_text(ns, f"owner/{i}")
-                owner = int(text.split(" ")[0]) if text else None
-            else:
-                owner = owners[i][0]
-            tracker.unit_done(unit, sums.count, owner=owner)
+            i, rank = (int(v) for v in token[1:].split("@"))
+            if token[0] == "r" and i in pending and i not in arrived:
+                posted[i] = rank
+            elif token[0] == "c":
+                _keep_checkpoint(run, i, keep=i in inflight)
+            elif token[0] == "s":
+                stopped.add(i)
+        if posted:
+            keys += len(posted)
+            for i, blob in zip(posted, _get_many(ns, [f"result/{i}" for i in posted])):
+                if blob is None:
+                    continue
+                unit = todo[i]
+                ns.delete_key(f"result/{i}")
+                try:
+                    sums, wall = _read_result(run.spec, unit, blob)
+                except DamagedRecord as e:
+                    damaged[i] = damaged.get(i, 0) + 1
+                    if damaged[i] > MAX_DAMAGED_RESULTS:
+                        raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
+                                         f"time computed by rank 0 itself: the computation, not the network, is at fault "
+                                         f"(check this host's memory and disk); finished units are saved — {RESUME_HINT}.")
+                    ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
+                    owners[i] = (ctx.env.rank, ctx.token)
+                    run.recompute(i)
+                    continue
+                if i in run.handed_over:
+                    ns.delete_key(f"ckpt-in/{i}")
+                inflight.discard(i)  # arrived: its owner may leave now
+                arrived.add(i)
+                saving[savers.submit(save, unit, sums, wall)] = (i, sums.count, posted[i])
+        collected += harvest(block=not inflight and bool(saving))
         now = time.monotonic()
-        if now - read_progress >= PROGRESS_EVERY_S:
-            read_progress = now
-            for i in sorted(inflight):  # the other ranks' checkpoints (every --checkpoint-every seconds)
-                _keep_checkpoint(run, i)
-            for rank in range(1, ctx.env.world_size):
-                text = _get_text(ns, f"prog/{rank}")
-                if text:
-                    tracker.set_external(rank, *(int(v) for v in text.split()))
-        if got or not pending:
-            continue
+        batch = False  # one batched read per cycle at most: progress or heartbeats, not both
+        if now - read_progress >= PROGRESS_EVERY_S and run.events.joined:
+            read_progress, batch = now, True
+            ranks = sorted(run.events.joined)
+            keys += len(ranks)
+            for rank, text in zip(ranks, ns.multi_get([f"prog/{r}" for r in ranks])):
+                tracker.set_external(rank, *(int(v) for v in text.decode().split()))
+        if collected or not pending:
+            ctx.stats.record(time.perf_counter() - cycle_t0, keys, collected)
+            continue  # look again at once: more may have arrived
         if ctx.stop.is_set():
             if not stop_announced:
-                ns.set("stop", "1")  # no rank claims more; the units already claimed still arrive
+                _announce(ns, "stop", "1")  # no rank claims more; the units already claimed still arrive
                 stop_announced = True
             # stopping anyway: wait for the units in flight, but not for owners that look dead
-            for i in sorted(inflight):  # stopped where they ran, their checkpoints posted first
-                if ns.check([f"stopped/{i}"]):
-                    _keep_checkpoint(run, i)
+            inflight -= stopped  # stopped where they ran, their checkpoints posted (and kept) first
+            if now - looked >= HEARTBEAT_S / 2 and not batch:
+                looked = now
+                for i, _, _ in _lost_units(run, inflight, owners, unowned_since, 3 * HEARTBEAT_S):
                     inflight.discard(i)
-            for i, _, _ in _lost_units(run, inflight, owners, unowned_since, watch, 3 * HEARTBEAT_S):
-                _keep_checkpoint(run, i)
-                inflight.discard(i)
             if not run.alive():
                 # this process's unit threads have ended: each of its units either posted its result
                 # (collected on the next poll) or stopped at a checkpoint and posts nothing
                 inflight -= {i for i in inflight
                              if owners.get(i, (None, None))[1] == ctx.token and not ns.check([f"result/{i}"])}
             if not run.alive() and not inflight:
+                while saving:
+                    harvest(block=True)
                 raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")
-        else:
-            for i, kind, why in _lost_units(run, inflight, owners, unowned_since, watch, ctx.peer_timeout_s):
+        elif now - looked >= LIVENESS_EVERY_S and not batch:
+            looked = now
+            keys += len(inflight)
+            for i, kind, why in _lost_units(run, inflight, owners, unowned_since, ctx.peer_timeout_s):
                 if kind == "silent":
                     raise WorkFailed(f"{why}; finished units are saved — {RESUME_HINT}.")
                 # its launcher restarted that rank (torchrun --max-restarts on one node of a static
                 # rendezvous): the bake goes on, and this process computes the lost unit itself
                 owners[i] = (ctx.env.rank, ctx.token)
                 run.recompute(i)
+        ctx.stats.record(time.perf_counter() - cycle_t0, keys, collected)
         time.sleep(POLL_S)
 
 
-def _keep_checkpoint(run: _Epoch, i: int) -> None:
-    """Rank 0: save the checkpoint another rank posted for unit ``i`` (if any) in the ledger."""
+def _get_many(ns, names: list[str]) -> list[bytes | None]:
+    """Values of ``names`` in one store call when all exist (the usual case), else one by one (None
+    for a missing one): ``multi_get`` would block on a missing key until the store's timeout."""
+    if ns.check(names):
+        return list(ns.multi_get(names))
+    return [ns.get(n) if ns.check([n]) else None for n in names]
+
+
+def _keep_checkpoint(run: _Epoch, i: int, keep: bool = True) -> None:
+    """Rank 0: save the checkpoint another rank posted for unit ``i`` in the ledger (``keep``: the
+    unit is not collected yet; else the key is only removed)."""
     ns, unit, ledger = run.ns, run.todo[i], run.job.ledger
     name = f"ckpt/{i}"
-    if ledger is None or not ns.check([name]):
+    if not ns.check([name]):
         return
     blob = ns.get(name)
     ns.delete_key(name)
+    if ledger is None or not keep:
+        return
     try:
         meta = ledger.keep_checkpoint_record(unit.key, blob)
         kept = checkpoint_samples(run.spec, unit, meta)
@@ -639,28 +906,32 @@ def _keep_checkpoint(run: _Epoch, i: int) -> None:
         run.tracker.kept_elsewhere[unit.key] = kept
 
 
-def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: dict, watch: _Watch, timeout: float):
+def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: dict, timeout: float):
     """Uncollected units whose owner died: [(index, kind, message)]. ``kind`` is "silent" (no
-    heartbeat for ``timeout`` seconds) or "replaced" (its rank now runs as a new process)."""
+    heartbeat for ``timeout`` seconds) or "replaced" (its rank now runs as a new process).
+
+    The owners of units not seen before are read together, and so are the heartbeats of every
+    owner: a few store calls, however many ranks hold units."""
     ctx, ns = job.ctx, job.ns
-    now, lost, looked = time.monotonic(), [], {}
+    now, lost = time.monotonic(), []
+    new = sorted(i for i in inflight if i not in owners)
+    for i, text in zip(new, _get_many(ns, [f"owner/{i}" for i in new]) if new else ()):
+        if text is not None:
+            rank, token = text.decode().split(" ", 1)
+            owners[i] = (int(rank), token)
+    others = {owners[i][0] for i in inflight if i in owners and owners[i][1] != ctx.token}
+    looked = ctx.watch.silent_many(others) if others else {}
     for i in sorted(inflight):
         key = job.todo[i].key
         if i not in owners:
-            text = _get_text(ns, f"owner/{i}")
-            if text is None:
-                # claimed, but the claimer never said who it is: it died between the two store calls
-                if now - unowned_since.setdefault(i, now) > timeout:
-                    why = f"unit {key} was claimed but never started for over {timeout:.0f}s (a rank died)"
-                    lost.append((i, "silent", why))
-                continue
-            rank, token = text.split(" ", 1)
-            owners[i] = (int(rank), token)
+            # claimed, but the claimer never said who it is: it died between the two store calls
+            if now - unowned_since.setdefault(i, now) > timeout:
+                why = f"unit {key} was claimed but never started for over {timeout:.0f}s (a rank died)"
+                lost.append((i, "silent", why))
+            continue
         rank, token = owners[i]
         if token == ctx.token:
             continue  # this process: a failure surfaces through ctx.errors
-        if rank not in looked:  # one read per rank per poll, however many units it holds
-            looked[rank] = watch.silent_for(rank)
         silent, value = looked[rank]
         if value is not None and value.split(" ")[1] != token:
             lost.append((i, "replaced", f"rank {rank} was restarted while holding unit {key}"))
@@ -690,9 +961,12 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
                 f"rank {env.rank} was started with different bake arguments than rank 0 — differs in {diff}; "
                 "launch every rank with the same command."
             )
-            ns.set("abort", msg)  # rank 0 stops too: a bake with one odd rank is not what anyone meant
-            ns.set(f"bye/{env.rank}", "1")
+            _announce(ns, "abort", msg)  # rank 0 stops too: a bake with one odd rank is not what anyone meant
+            _post_event(ns, f"b{env.rank}")
             raise UsageError(msg)
+        if plan.get("output") and not ctx.told_output:
+            ctx.told_output = True
+            ctx.emit(Event("note", message=f"rank 0 writes the dataset to {plan['output']} (rank 0's --output)"))
         all_units = spec.units()
         by_key = {u.key: u for u in all_units}
         todo = [by_key[k] for k in plan["todo"]]
@@ -701,7 +975,9 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         tracker = Tracker(spec, all_units, {u.key: spec.unit_samples(u) for u in all_units if u.key not in todo_keys},
                           ctx.emit)
         tracker.start(units_total=len(all_units), units_done=len(all_units) - len(todo))
-        run = _Epoch(ctx, ns, epoch, here, todo, tracker)
+        run = _Epoch(ctx, ns, epoch, here, todo, tracker, plan.get("ckpt_in", ()))
+        ns.set(f"prog/{env.rank}", "0 0 0")
+        _post_event(ns, f"j{env.rank}")  # rank 0 reads this rank's progress from now on
         with one_blas_thread(ctx.arithmetic):
             run.start()
             if _supervise_peer(ctx, base_store, run, watch):
@@ -713,71 +989,87 @@ def _join(ctx: _Context, base_store, watch: _Watch):
     """Wait for the current epoch, once rank 0 is seen alive in it (its heartbeat names the epoch
     and moves). Keys of an earlier rank 0 (a ``failed`` mark, a plan) stay until a new rank 0
     replaces them, so they count only while their rank 0 is alive, or when the bake is done.
+    Bounded by ``--peer-timeout``; a wait of more than a few seconds says what it waits for.
     """
-    env, deadline = ctx.env, time.monotonic() + ctx.peer_timeout_s
+    env, start = ctx.env, time.monotonic()
+    deadline, told = start + ctx.peer_timeout_s, False
     first: tuple[str, str] | None = None  # (epoch, heartbeat) at the first sight of rank 0 in it
     failed = None
     while True:
         if ctx.stop.is_set():
             raise BakeInterrupted(f"rank {env.rank}: stopped before joining rank 0's bake; nothing was computed here.")
-        current = _get_text(base_store, "current")
-        if current is not None:
+        if base_store.check(["current", "hb/0"]):
+            current, hb = (v.decode() for v in base_store.multi_get(["current", "hb/0"]))
             ns = _ns(base_store, int(current))
             failed = _get_text(ns, "failed")
             planned = ns.check(["plan"])
             if failed is None and planned and ns.check(["done"]):
                 return int(current), ns  # a late start: rank 0 already has every result
-            hb = watch.read(0)
-            if hb is not None and hb.split(" ")[0] == current:
+            if hb.split(" ")[0] == current:
                 if first is None or first[0] != current:
                     first = (current, hb)
                 elif hb != first[1]:  # rank 0 is alive in this epoch
                     if failed is not None:
-                        ns.set(f"bye/{env.rank}", "1")
+                        _post_event(ns, f"b{env.rank}")
                         raise WorkFailed(f"rank 0 failed: {failed}")
                     if planned:
                         return int(current), ns
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             if failed is not None:
                 raise WorkFailed(f"rank 0 failed: {failed}")
             raise WorkFailed(
-                f"rank {env.rank}: rank 0 published no live plan within {ctx.peer_timeout_s:.0f}s; "
+                f"rank {env.rank}: rank 0 published no live plan within {ctx.peer_timeout_s:.0f}s (--peer-timeout); "
                 "is rank 0 running the same command?"
             )
-        time.sleep(POLL_S * 2)
+        if not told and now - start >= 5.0:
+            told = True
+            ctx.emit(Event("note", message=f"rank {env.rank}: waiting up to {deadline - now:.0f}s more (--peer-timeout) "
+                                           f"for rank 0's plan at {env.master_addr}:{env.master_port}"))
+        time.sleep(JOIN_POLL_S)
 
 
 def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bool:
     """True when rank 0 has every result; False when rank 0 moved to a newer epoch. Raises otherwise.
 
-    Every ending that rank 0 decided (done, stop, failure) is acknowledged with ``bye/<rank>``, so
-    rank 0 can wait for it before it exits and takes the store (under srun) with it.
+    One store call a look (the epoch, rank 0's heartbeat and ``news``); the endings and the stop
+    request are read only when ``news`` moved. Every ending that rank 0 decided (done, stop,
+    failure) is acknowledged in the event log, so rank 0 can wait for it before it exits and takes
+    the store (under srun) with it.
     """
     env, ns = ctx.env, job.ns
+    look = ["current", "hb/0", f"e{job.epoch}/news"]
+    seen_news, said = 0, {}
 
     def bye() -> None:
-        ns.set(f"bye/{env.rank}", "1")
+        _post_event(ns, f"b{env.rank}")
 
     while True:
         if ctx.errors:
             exc = ctx.errors[0]
             if not isinstance(exc, _dist_errors()):
                 # rank 0 fails at once with the reason instead of waiting out the peer timeout
-                ns.set("peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {_one_line(exc)}")
+                _announce(ns, "peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {_one_line(exc)}")
                 bye()
             raise exc
-        failed = _get_text(ns, "failed")
-        if failed is not None:
+        current, hb, news = (v.decode() for v in base_store.multi_get(look))
+        if int(news) != seen_news:
+            seen_news = int(news)
+            for name in ("failed", "abort", "stop", "done"):
+                if name not in said:
+                    value = _get_text(ns, name)
+                    if value is not None:
+                        said[name] = value
+        if "failed" in said:
             bye()
-            raise WorkFailed(f"rank 0 failed: {failed}")
-        abort = _get_text(ns, "abort")
-        if abort is not None:
+            raise WorkFailed(f"rank 0 failed: {said['failed']}")
+        if "abort" in said:
             bye()
-            raise UsageError(abort)
-        if ns.check(["stop"]):
+            raise UsageError(said["abort"])
+        if "stop" in said:
             ctx.stop.set()
         if not job.alive():
-            if ns.check(["done"]):
+            if "done" in said:
                 bye()
                 return True
             if ctx.stop.is_set():
@@ -785,13 +1077,12 @@ def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bo
                 raise BakeInterrupted(
                     f"rank {env.rank} stopped after sending its finished units and checkpoints to rank 0; {RESUME_HINT}."
                 )
-        current = _get_text(base_store, "current")
-        if current is not None and int(current) != job.epoch:
+        if int(current) != job.epoch:
             return False
-        silent, _ = watch.silent_for(0)
+        silent, _ = watch.observe(0, hb)
         if silent > ctx.peer_timeout_s:
             raise WorkFailed(
                 f"rank {env.rank}: rank 0 has not answered for over {ctx.peer_timeout_s:.0f}s; "
                 f"it probably died — {RESUME_HINT}."
             )
-        time.sleep(POLL_S * 4)
+        time.sleep(PEER_POLL_S)
