@@ -116,7 +116,10 @@ def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resum
     assert rc == code, err
     assert "re-run the same command" in err, err
     assert "Traceback" not in err
-    assert len(err.strip().splitlines()) <= 2, err  # the signal line (and at most one progress note)
+    # the signal line (and at most one progress note); on a machine whose numba cache is cold the bake
+    # also says, once, that it compiles the CPU kernels
+    lines = [line for line in err.strip().splitlines() if not line.startswith("note: compiling the CPU kernels")]
+    assert len(lines) <= 2, err
     assert not output.exists()
 
 
