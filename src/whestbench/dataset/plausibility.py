@@ -215,7 +215,6 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
     alpha = (p_overall / P_FAMILY_SHARE) / max(tested, 1)
     z_lim = bonferroni_z(max(tested, 1), p_overall / P_FAMILY_SHARE / 2)  # half for the pilot's sd, half for the stored
     problems: list[str] = []
-    worst_low = (math.inf, "")
     agg: dict[int, list[tuple[float, float, str]]] = {}  # layer -> [(mean q, its sd, which MLP)] per MLP
     for a in live:
         pm = a.pilot
@@ -287,9 +286,6 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
                 stored_part = float(np.mean(np.sqrt(np.maximum(pm.kurt[layer][sel] - 1.0, 2.0) / a.n)))
             sd = math.hypot(pilot_part, stored_part)
             agg.setdefault(layer, []).append((qbar, sd, _where(ds, a)))
-            margin = (1.0 - qbar) / sd if sd > 0 else 0.0
-            if margin < worst_low[0]:
-                worst_low = (margin, f"{_where(ds, a)} layer {layer + 1}")
     n_layer_tests = max(1, sum(len(v) for v in agg.values()) + len(agg))
     z_agg = -_inv_norm(p_overall / P_FAMILY_SHARE / n_layer_tests)
     for layer, items in sorted(agg.items()):
