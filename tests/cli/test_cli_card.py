@@ -6,16 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from whestbench.cli import main
 
 
-def run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
+from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 def front(text: str) -> dict:

@@ -16,7 +16,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from whestbench.cli import main  # noqa: E402
 from whestbench.compute import philox_numba, philox_torch  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
@@ -25,13 +24,7 @@ from whestbench.work.ledger import work_dir_for  # noqa: E402
 SHAPE = ["--n-mlps", "2", "--n-samples", "5000", "--width", "16", "--depth", "2", "--seed", "1", "--quiet"]
 
 
-def run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
+from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 def bake(tmp_path: Path, capsys, *extra: str, name: str = "out"):

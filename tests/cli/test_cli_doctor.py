@@ -11,18 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from whestbench.cli import main  # noqa: E402
 from whestbench.compute import philox_numba  # noqa: E402
 from whestbench.dataset import doctor as doctor_mod  # noqa: E402
 
 
-def run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
+from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 @pytest.mark.slow

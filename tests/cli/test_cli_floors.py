@@ -7,16 +7,9 @@ import warnings
 
 import pytest
 
-from whestbench.cli import main
 
 
-def run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
+from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 SHAPE = ["--n-mlps", "1", "--n-samples", "1e5", "--width", "8", "--depth", "2"]

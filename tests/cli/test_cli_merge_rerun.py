@@ -16,20 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from whestbench.cli import main
 from whestbench.dataset import create_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make (verify)
 
 
-def run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
+from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 @pytest.fixture(scope="module")

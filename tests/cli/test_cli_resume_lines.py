@@ -7,19 +7,12 @@ import os
 import re
 import signal
 
-from whestbench.cli import main
 from whestbench.cli.bake import StopSignals
 
 STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
 
 
-def run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
+from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 def test_a_stopped_then_resumed_bake_prints_stamped_stop_lines_the_rest_and_no_0_percent(tmp_path, capsys, monkeypatch):

@@ -15,20 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from whestbench.cli import main
 from whestbench.dataset import create_dataset
 from whestbench.work.ledger import work_dir_for
 
 TINY = ["--n-mlps", "2", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 
 
-def run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
+from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 def bake(out: Path, *extra: str) -> list[str]:
