@@ -22,7 +22,7 @@ _EXPORTS = {
     "create_dataset": "whestbench.dataset.bake",
     "combine_split_datasets": "whestbench.dataset.combine",
     "merge_datasets": "whestbench.dataset.merge",
-    "InvalidDatasetError": "whestbench.dataset.errors",
+    "InvalidDatasetError": "whestbench.errors",
     "publish_dataset": "whestbench.dataset.hub",
     "SCHEMA_VERSION": "whestbench.dataset.schema",
 }

@@ -12,13 +12,6 @@ from whestbench.dataset.combine import (
     prepare_arrow,
     write_prepared_arrow_split,
 )
-from whestbench.dataset.errors import (
-    InvalidDatasetError,
-    MergeCorruptError,
-    MergeIncompatibleError,
-    MergeIncompleteError,
-    MergeOverlapError,
-)
 from whestbench.dataset.merge import merge_datasets
 from whestbench.dataset.reader import read_metadata
 from whestbench.dataset.schema import (
@@ -28,6 +21,13 @@ from whestbench.dataset.schema import (
     SCHEMA_VERSION,
     make_features,
     validate_metadata,
+)
+from whestbench.errors import (
+    InvalidDatasetError,
+    MergeCorruptError,
+    MergeIncompatibleError,
+    MergeIncompleteError,
+    MergeOverlapError,
 )
 
 __all__ = [

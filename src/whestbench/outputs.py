@@ -21,13 +21,9 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from whestbench.errors import UsageError
+from whestbench.errors import OutputExistsError, UsageError
 
 _NAME_MAX = 255  # bytes per path component on ext4, xfs, btrfs, zfs, apfs
-
-
-class OutputExistsError(UsageError, FileExistsError):
-    """The output directory already exists (exit 2); a ``FileExistsError`` as in whestbench 0.16."""
 
 
 def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path:

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # every other failure: one line, exit 1
         if debug:
             _print_traceback(exc)
-        from whestbench.work.executor import BakeInterrupted
+        from whestbench.errors import BakeInterrupted
 
         if isinstance(exc, BakeInterrupted):
             line = _one_line(exc)

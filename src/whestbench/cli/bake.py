@@ -16,11 +16,11 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
-from whestbench.errors import SignalStop, UsageError
 
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
 from whestbench.cli.hub import card_options
 from whestbench.cli.launch import PEER_TIMEOUT
+from whestbench.errors import SignalStop, UsageError
 
 
 class StopSignals:
@@ -122,7 +122,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
     whest dataset bake --n-mlps 10 --n-samples 1e6 --width 64 --depth 4 --seed 1 --output ./ds
     whest dataset bake ... --mlp-seeds seeds.json --slice 0/4 --output ./part-0
     """
-    from whestbench.work.executor import BakeInterrupted
+    from whestbench.errors import BakeInterrupted
 
     with StopSignals() as signals:
         try:

@@ -14,16 +14,12 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from whestbench.errors import UsageError
+from whestbench.errors import SeedError, UsageError
 
 SEED_LIMIT = 2**63
 PROTOCOL_V3 = {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"}
 PROTOCOL_V2 = {"name": "whestbench_seedsequence_hierarchy", "version": "2.0"}
 PROTOCOL_V4_NAME = "whestbench_kdf_per_mlp_seeds"
-
-
-class SeedError(UsageError):
-    """A seed list that cannot be used: wrong type, range, length or duplicates."""
 
 
 def _show(v: object) -> str:

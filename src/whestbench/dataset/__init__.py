@@ -19,7 +19,7 @@ _EXPORTS = {
     "iter_mlps": "whestbench.dataset.loader",
     "mlp_at": "whestbench.dataset.loader",
     "MLP": "whestbench.compute.mlp",
-    "InvalidDatasetError": "whestbench.dataset.errors",
+    "InvalidDatasetError": "whestbench.errors",
     "SCHEMA_VERSION": "whestbench.dataset.schema",
     "DEFAULT_SPLIT": "whestbench.dataset.schema",
 }

@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 
 from whestbench.dataset import command
-from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.reader import checksums_block
 from whestbench.dataset.schema import DEFAULT_CONFIG, split_names
+from whestbench.errors import InvalidDatasetError
 
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
 REPOSITORY = "https://github.com/AIcrowd/whestbench"

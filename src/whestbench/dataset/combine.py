@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, write_file_atomic
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
 from whestbench.dataset.inputs import (
     check_files,
     claim_output,
@@ -61,7 +60,13 @@ from whestbench.dataset.reader import (
 from whestbench.dataset.verify import require_sound
 from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, split_names, validate_metadata
 from whestbench.dataset.writer import finish_dataset_dir
-from whestbench.errors import UsageError
+from whestbench.errors import (
+    DefaultSplitError,
+    InvalidDatasetError,
+    MergeCorruptError,
+    MergeIncompatibleError,
+    UsageError,
+)
 from whestbench.events import Event, EventSink, Progress, ignore
 
 __all__ = [
@@ -86,13 +91,6 @@ _REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's est
                 "width": "with the same --width", "depth": "with the same --depth"}
 # Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
 _SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command")
-
-
-class DefaultSplitError(UsageError, MergeIncompatibleError):
-    """``default_split`` is not one of the inputs' splits: the command is wrong (exit 2).
-
-    Still a ``MergeIncompatibleError``, as whestbench 0.16 raised for it.
-    """
 
 
 class _Split:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.errors import InvalidDatasetError
 
 _SAME_BAKE = ("split", "config", "n_samples", "width", "depth", "backend", "sampler", "estimator", "target_stderr",
               "seed_list_digest")

@@ -51,14 +51,11 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from whestbench.atomic import fsync_dir, fsync_tree
-from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.hubref import (
     DEFAULT_BRANCH,
     HUB_URL,
     METADATA,
     REPO_TYPE,
-    DatasetSourceError,
-    HubError,
     HubRef,
     call,
     hf_ref,
@@ -80,7 +77,7 @@ from whestbench.dataset.reader import (
     verify_checksums,
 )
 from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
-from whestbench.errors import UsageError
+from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.text import format_bytes, plural, sanitize
 

@@ -47,8 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from whestbench.dataset.errors import InvalidDatasetError
-from whestbench.errors import UsageError, WorkFailed
+from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink
 from whestbench.text import one_line, sanitize
 
@@ -67,17 +66,6 @@ T = TypeVar("T")
 # Patched by tests (a fake clock makes the retry policy instant to test).
 _sleep = time.sleep
 _clock = time.monotonic
-
-
-class HubError(WorkFailed, OSError):
-    """A call to the Hugging Face Hub failed; the message names the fix (login, repo id, revision, network).
-
-    Also an ``OSError``, as huggingface_hub's own errors are, so code that caught those keeps working.
-    """
-
-
-class DatasetSourceError(InvalidDatasetError, UsageError):
-    """The dataset's location is wrong as written: a missing local path, a malformed Hub reference."""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -16,10 +16,15 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
 from whestbench.dataset.reader import DATA_DIR, checksum_state, data_files, is_shard_of, read_metadata
 from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, columns_for, make_features, validate_metadata
-from whestbench.errors import UsageError
+from whestbench.errors import (
+    InputPathError,
+    InvalidDatasetError,
+    MergeCorruptError,
+    MergeIncompatibleError,
+    UsageError,
+)
 from whestbench.events import Event, EventSink, ignore
 from whestbench.outputs import check_new_output, check_outside_inputs
 from whestbench.text import plural
@@ -35,13 +40,6 @@ __all__ = [
     "check_files",
     "read_column",
 ]
-
-
-class InputPathError(UsageError, InvalidDatasetError):
-    """An input path is missing or is not a directory: the command is wrong (exit 2).
-
-    Still an ``InvalidDatasetError`` (a ``ValueError``), as whestbench 0.16 raised for it.
-    """
 
 
 def claim_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], *, on_event: EventSink = ignore) -> Path:

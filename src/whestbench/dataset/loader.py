@@ -32,7 +32,6 @@ import numpy as np
 
 from whestbench.compute.mlp import MLP
 from whestbench.compute.seed_protocol import SALT_ENV, seed_rule
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
 from whestbench.dataset.hubref import HubRef, call, fetch_metadata, remember_token, resolve_source
 from whestbench.dataset.reader import (
     DATA_DIR,
@@ -52,6 +51,7 @@ from whestbench.dataset.schema import (
     protocol_version,
     validate_metadata,
 )
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
 
 __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
 

@@ -31,14 +31,7 @@ from whestbench.atomic import staged_dir
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.dataset import command
 from whestbench.dataset.bakemeta import now_utc
-from whestbench.dataset.errors import (
-    MergeCorruptError,
-    MergeIncompatibleError,
-    MergeIncompleteError,
-    MergeOverlapError,
-)
 from whestbench.dataset.inputs import (
-    InputPathError,
     check_files,
     claim_output,
     open_input,
@@ -57,15 +50,22 @@ from whestbench.dataset.writer import (
     shard_name,
     shard_plan,
 )
+from whestbench.errors import (
+    InputPathError,
+    MergeCorruptError,
+    MergeIncompatibleError,
+    MergeIncompleteError,
+    MergeOverlapError,
+    OutputExistsError,
+)
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.outputs import OutputExistsError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "InputPathError",  # re-exported from inputs (its home), as merge raised it before
-    "OutputExistsError",  # re-exported from whestbench.outputs (its home), as merge raised it before
+    "InputPathError",  # re-exported from whestbench.errors (its home), as merge raised it before
+    "OutputExistsError",  # re-exported from whestbench.errors (its home), as merge raised it before
     "merge_datasets",
     "merged_metadata",
     "hardware_fingerprints",

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
 from whestbench.dataset.schema import split_names
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
 
 if TYPE_CHECKING:
     import pyarrow as pa

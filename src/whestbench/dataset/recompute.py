@@ -51,7 +51,7 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
 
 def _intact(path: Path) -> bool:
     """Whether a cached recomputation's files still match the checksums its bake wrote."""
-    from whestbench.dataset.errors import InvalidDatasetError
+    from whestbench.errors import InvalidDatasetError
     from whestbench.dataset.reader import checksum_state, read_metadata
 
     try:

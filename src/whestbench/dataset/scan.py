@@ -15,9 +15,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.reader import data_files
 from whestbench.dataset.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN
+from whestbench.errors import InvalidDatasetError
 from whestbench.text import sanitize
 
 _BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.errors import InvalidDatasetError
 
 SCHEMA_VERSION = "3.0"
 FORMAT = "hf-datasets-parquet"

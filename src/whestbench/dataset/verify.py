@@ -32,7 +32,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.reader import checksum_state, read_metadata
 from whestbench.dataset.schema import (
     columns_for,
@@ -48,7 +47,7 @@ from whestbench.dataset.statistics import (  # noqa: F401  (bonferroni_z, chi2_m
     run_statistics,
     undefined_stderr,
 )
-from whestbench.errors import UsageError
+from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.text import sanitize
 
 

@@ -38,7 +38,7 @@ from whestbench.compute import device_check as judge
 from whestbench.compute import philox
 from whestbench.compute.device_check import BLOCK_SUMS, PHILOX_WORDS, ROW_INVARIANCE, CheckResult
 from whestbench.compute.seeds import derived_seeds, spawn_streams
-from whestbench.errors import WorkFailed
+from whestbench.errors import DeviceCheckFailed, WorkFailed
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 
@@ -46,10 +46,6 @@ CHECK_ROOT_SEED = 2026  # the checks' MLPs: seeds derived from this root (fixed,
 MIN_STRETCH, MAX_STRETCH = 1024, 8192  # samples of the block-sums stretch
 STRETCH_FLOPS = 2**33  # the fp64 reference's budget: 8192 samples at 256×8, 1024 at 1024×16 (~1 s here)
 ACCEPT_FLAG = "--accept-non-invariant"
-
-
-class DeviceCheckFailed(WorkFailed):
-    """A device check failed: the bake stops before any work (exit 1)."""
 
 
 @dataclass(frozen=True)

@@ -26,23 +26,13 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
+from whestbench.errors import BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.ledger import Ledger
 from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
 from whestbench.work.units import Unit, WorkSpec
 
 RESUME_ADVICE = "re-run the same command to resume"
-
-
-class BakeInterrupted(RuntimeError):
-    """A stop was requested; finished units and checkpoints are saved and the same command resumes.
-
-    ``exit_code``: 75 for SIGTERM/SIGUSR1 (the resumable-stop code), 130 for Ctrl-C.
-    """
-
-    def __init__(self, message: str, exit_code: int = 75):
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -198,7 +188,6 @@ def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
 def checkpointed_samples(job: Job, units: list[Unit]) -> dict[str, int]:
     """Unit key -> samples its checkpoint holds, for the units with one that decodes (the unit
     checks it again when it resumes; one that fails there restarts and is counted as it runs)."""
-    from whestbench.work.ledger import DamagedRecord
     from whestbench.work.steps import checkpoint_samples
 
     found: dict[str, int] = {}

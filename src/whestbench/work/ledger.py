@@ -35,7 +35,7 @@ import numpy as np
 
 from whestbench.atomic import fsync_dir, remove_abandoned_staging, write_file_atomic
 from whestbench.compute.stats import LayerSums
-from whestbench.errors import UsageError
+from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError, WorkDirBusy
 
 WORK_SUFFIX = ".whest-work"
 PLAN_FORMAT = "whestbench-plan/2"
@@ -43,22 +43,6 @@ SEEDS_FORMAT = "whestbench-seeds/1"
 MAGIC = b"WHESTREC1\n"
 _DTYPES = {"<f8", "<i8", "<u4", "<f4", "|b1"}  # what a record may hold; nothing that unpickles
 _DIGEST = 32
-
-
-class LedgerMismatch(UsageError):
-    """The work directory belongs to a different bake (other seeds, sizes, sampler or range)."""
-
-
-class DamagedWorkFile(UsageError):
-    """A plan or seeds file failed its check: the bake cannot know what it was resuming."""
-
-
-class WorkDirBusy(UsageError):
-    """Another bake holds the work directory's lock."""
-
-
-class DamagedRecord(ValueError):
-    """A unit or checkpoint file failed a check (the message says which)."""
 
 
 def work_dir_for(output: Path) -> Path:

@@ -10,16 +10,7 @@ import platform
 import subprocess
 from typing import Any
 
-from whestbench.errors import UsageError
-
-
-class TorchMissingError(UsageError, ImportError):
-    """The torch backend was asked for but torch is not installed.
-
-    An ``ImportError`` (what whestbench 0.16 raised, and what ``except ImportError`` expects) and a
-    ``UsageError`` (the CLI's one-line message and exit 2). ``UsageError`` is a ``ValueError``, whose
-    instances have the plain exception layout that ``ImportError`` extends, so the two combine.
-    """
+from whestbench.errors import TorchMissingError, UsageError
 
 
 def import_torch():
