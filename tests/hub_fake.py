@@ -306,10 +306,10 @@ class FakeClock:
         self.now += seconds
 
     def install(self, monkeypatch) -> "FakeClock":
-        from whestbench.dataset import hubref
+        from whestbench.dataset import hubclient
 
-        monkeypatch.setattr(hubref, "_sleep", self.sleep)
-        monkeypatch.setattr(hubref, "_clock", lambda: self.now)
+        monkeypatch.setattr(hubclient, "_sleep", self.sleep)
+        monkeypatch.setattr(hubclient, "_clock", lambda: self.now)
         return self
 
 

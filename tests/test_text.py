@@ -39,3 +39,21 @@ def test_a_slow_calibration_rate_is_not_rounded_to_hundredths():
 
     assert _rate(12_345, "samples") == "12.3 k samples/s"
     assert _rate(3.456, "rows") == "3.46 rows/s"
+
+
+def test_error_line_is_one_safe_line_or_the_class_name():
+    from whestbench.text import error_line
+
+    assert error_line(ValueError("a\n  b\x1b[31m c")) == "a b c"
+    assert error_line(RuntimeError()) == "RuntimeError"
+    assert error_line(OSError(" ".join(map(str, range(100)))), 3) == "0 1 2"
+
+
+def test_format_traceback_masks_tokens():
+    from whestbench.text import format_traceback
+
+    try:
+        raise ValueError("Authorization: Bearer hf_abcdefghijklmnop")
+    except ValueError as exc:
+        text = format_traceback(exc)
+    assert "hf_abcdefghijklmnop" not in text and "ValueError" in text

@@ -3,11 +3,12 @@
 One home for each convention, so every verb prints sizes the same way (binary units: KiB, MiB,
 GiB, as ``ls -h`` and ``du -h``), and text that comes from a dataset or a server never reaches a
 terminal with its control characters (an escape sequence in ``metadata.json`` could rewrite the
-screen, hide lines or set the window title).
+screen, hide lines or set the window title), nor with a Hugging Face token in it (``scrub``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -91,9 +92,19 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
 
-def one_line(text: Any) -> str:
-    """Any text as one line: runs of whitespace (newlines included) become one space."""
-    return " ".join(str(text).split())
+def one_line(text: Any, max_words: int | None = None) -> str:
+    """Any text as one line: runs of whitespace (newlines included) become one space.
+
+    ``max_words`` keeps the first words only: a distributed rank's message about another process's
+    failure (a torch store error can quote pages of C++ context) stays one short line.
+    """
+    words = str(text).split()
+    return " ".join(words if max_words is None else words[:max_words])
+
+
+def error_line(exc: BaseException, max_words: int | None = None) -> str:
+    """An exception's message as one line safe for a terminal; its class name if the message is empty."""
+    return one_line(sanitize(str(exc) or type(exc).__name__), max_words)
 
 
 def sanitize(text: Any, max_len: int | None = None) -> str:
@@ -106,3 +117,35 @@ def sanitize(text: Any, max_len: int | None = None) -> str:
     if max_len is not None and len(out) > max_len:
         out = out[: max(0, max_len - 1)] + "…"
     return out
+
+
+# Hugging Face tokens: masked wherever a message or traceback might echo one
+
+_SECRETS: set[str] = set()
+_TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
+_BEARER_RE = re.compile(r"(?i)(bearer\s+)\S+")
+
+
+def remember_token(token: object) -> None:
+    """Note a token this process hands to the Hub, so that ``scrub`` masks it wherever it is echoed."""
+    if isinstance(token, str) and token:
+        _SECRETS.add(token)
+
+
+def scrub(text: str, token: object = None) -> str:
+    """``text`` with every known token (given, remembered, HF_TOKEN) and anything token-shaped masked."""
+    secrets = {token} if isinstance(token, str) and token else set()
+    secrets |= _SECRETS
+    secrets |= {os.environ.get("HF_TOKEN") or "", os.environ.get("HUGGING_FACE_HUB_TOKEN") or ""}
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = _BEARER_RE.sub(r"\1***", text)
+    return _TOKEN_RE.sub("hf_***", text)
+
+
+def format_traceback(exc: BaseException) -> str:
+    """``exc``'s full traceback (every chained exception) with tokens and control characters removed."""
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return sanitize(scrub(text))

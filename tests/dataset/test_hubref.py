@@ -17,20 +17,12 @@ from whestbench.cli.app import main
 from whestbench.dataset.bake import create_dataset
 from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.hub import pull_dataset, push_dataset
-from whestbench.dataset.hubref import (
-    DatasetSourceError,
-    HubError,
-    HubRef,
-    call,
-    explain,
-    parse_ref,
-    remember_token,
-    resolve_source,
-    scrub,
-)
+from whestbench.dataset.hubclient import call, explain
+from whestbench.dataset.hubref import DatasetSourceError, HubError, HubRef, parse_ref, resolve_source
 from whestbench.dataset.inspect import describe
 from whestbench.dataset.loader import load_dataset
 from whestbench.errors import UsageError, WorkFailed
+from whestbench.text import remember_token, scrub
 
 REPO = "org/name"
 
@@ -258,10 +250,10 @@ def test_no_message_advises_the_retired_login_command(hub):
 
 
 def test_offline_mode_reads_metadata_from_the_cache_without_listing_the_repo(hub, monkeypatch):
-    from whestbench.dataset import hubref
+    from whestbench.dataset import hubclient
 
-    monkeypatch.setattr(hubref, "offline_mode", lambda: True)
-    remote = hubref.fetch_metadata(HubRef(REPO, "v1"))
+    monkeypatch.setattr(hubclient, "offline_mode", lambda: True)
+    remote = hubclient.fetch_metadata(HubRef(REPO, "v1"))
     assert hub.names() == ["hf_hub_download"] and hub.calls[0][1]["revision"] == "v1"
     assert remote.commit == hub.head(REPO) and remote.metadata["n_mlps"] == 2
 
@@ -269,12 +261,12 @@ def test_offline_mode_reads_metadata_from_the_cache_without_listing_the_repo(hub
 def test_offline_mode_without_a_cached_copy_says_so(hub, monkeypatch):
     from hub_fake import offline_download_error
 
-    from whestbench.dataset import hubref
+    from whestbench.dataset import hubclient
 
     def not_cached(*a, **k):
         raise offline_download_error()
 
-    monkeypatch.setattr(hubref, "offline_mode", lambda: True)
+    monkeypatch.setattr(hubclient, "offline_mode", lambda: True)
     monkeypatch.setattr(hub, "hf_hub_download", not_cached)
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and hf://org/name@main's metadata.json is not in"):
         describe(REPO)

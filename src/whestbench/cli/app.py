@@ -21,6 +21,7 @@ import click
 
 from whestbench.cli.common import err, out
 from whestbench.errors import SignalStop, UsageError
+from whestbench.text import error_line
 
 ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
 # click >= 8.2 raises this for a bare group (`whest`, `whest dataset`); older clicks print the help
@@ -38,9 +39,9 @@ class AliasGroup(click.Group):
 
 
 def _version_line() -> str:
-    from whestbench.dataset.provenance import whestbench_version
+    import whestbench
 
-    return f"whest, version {whestbench_version()}"
+    return f"whest, version {whestbench.__version__}"
 
 
 def _version_option(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         if debug:
             _print_traceback(exc)
-        err.print(f"error: {_one_line(exc)}", markup=False)
+        err.print(f"error: {error_line(exc)}", markup=False)
         return 2
     except Exception as exc:  # every other failure: one line, exit 1
         if debug:
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         from whestbench.errors import BakeInterrupted
 
         if isinstance(exc, BakeInterrupted):
-            line = _one_line(exc)
+            line = error_line(exc)
             if line.startswith("stopped:"):  # after units ran: stamped like the progress lines before it
                 import time
 
@@ -167,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"re-run the same command; {kept}.", markup=False)
             return 1
         if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
-            err.print(f"error: {_one_line(exc)}", markup=False)
+            err.print(f"error: {error_line(exc)}", markup=False)
         else:
-            err.print(f"error: {type(exc).__name__}: {_one_line(exc)} (set WHEST_DEBUG=1 for a traceback)", markup=False)
+            err.print(f"error: {type(exc).__name__}: {error_line(exc)} (set WHEST_DEBUG=1 for a traceback)", markup=False)
         return 1
 
 
@@ -217,16 +218,9 @@ def run() -> None:
 
 def _print_traceback(exc: BaseException) -> None:
     """WHEST_DEBUG: the traceback, every chained exception included, with tokens and escape codes removed."""
-    from whestbench.dataset.hubref import format_traceback
+    from whestbench.text import format_traceback
 
     err.print(format_traceback(exc).rstrip("\n"), markup=False, highlight=False, emoji=False)
-
-
-def _one_line(exc: BaseException) -> str:
-    """The error as one line, safe for a terminal (messages may quote dataset or server text)."""
-    from whestbench.text import one_line, sanitize
-
-    return one_line(sanitize(str(exc) or type(exc).__name__))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,7 +1,7 @@
 """Publish a dataset to the Hugging Face Hub (``push``, ``publish_dataset``) and fetch one back (``pull``).
 
 References, the retry policy, metadata fetching and the wording of Hub errors live in
-``dataset/hubref.py``; this module is the two transfers.
+``dataset/hubref.py`` and ``dataset/hubclient.py``; this module is the two transfers.
 
 Push checks everything it can before the first network call: the directory is a complete
 (non-partial), valid dataset whose data files match ``metadata.json``'s checksums, with no symlink
@@ -57,16 +57,12 @@ from whestbench.dataset.hubref import (
     METADATA,
     REPO_TYPE,
     HubRef,
-    call,
     hf_ref,
-    hub_exception,
     local_dataset_dir,
-    not_a_dataset,
     parse_ref,
-    remember_token,
-    repo_info,
     tree_url,
 )
+from whestbench.dataset.hubclient import call, hub_exception, not_a_dataset, repo_info
 from whestbench.dataset.reader import (
     checksums_block,
     data_files,
@@ -79,7 +75,7 @@ from whestbench.dataset.reader import (
 from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.text import format_bytes, plural, sanitize
+from whestbench.text import format_bytes, plural, remember_token, sanitize
 
 DEFAULT_MESSAGE = "Upload whestbench dataset"
 # A commit is the unit that survives an interruption; the writer's shards are <= 2 GiB, so two per commit.

@@ -15,7 +15,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from whestbench.dataset.hubref import HubRef, RemoteMetadata, fetch_metadata, resolve_source
+from whestbench.dataset.hubclient import RemoteMetadata, fetch_metadata
+from whestbench.dataset.hubref import HubRef, resolve_source
 from whestbench.dataset.reader import data_files, parquet_footer, read_metadata
 from whestbench.dataset.schema import split_names
 from whestbench.dataset.verify import check_checksums, infer_sampler

@@ -32,7 +32,8 @@ import numpy as np
 
 from whestbench.compute.mlp import MLP
 from whestbench.compute.seed_protocol import SALT_ENV, seed_rule
-from whestbench.dataset.hubref import HubRef, call, fetch_metadata, remember_token, resolve_source
+from whestbench.dataset.hubclient import call, fetch_metadata
+from whestbench.dataset.hubref import HubRef, resolve_source
 from whestbench.dataset.reader import (
     DATA_DIR,
     checksums_block,
@@ -52,6 +53,7 @@ from whestbench.dataset.schema import (
     validate_metadata,
 )
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.text import remember_token
 
 __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
 
@@ -84,7 +86,7 @@ def load_dataset(
     — except a string that plainly is a path (``./x``, ``/x``, ``~/x``, or ``dir/x`` where ``dir``
     exists), which is reported as missing instead of being looked up on the Hub. ``revision`` and
     ``token`` only apply to the Hub. A Hub dataset's metadata and rows come from one commit (the
-    revision is resolved first); network failures are retried as ``hubref.call`` says, then raised
+    revision is resolved first); network failures are retried as ``hubclient.call`` says, then raised
     as one ``HubError``.
     ``split``: for a single-split dataset it must be that split; for a multi-split dataset it picks
     one split (a ``Dataset``), and without it you get a ``DatasetDict`` of all splits.

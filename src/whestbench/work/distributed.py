@@ -63,6 +63,7 @@ from typing import Any, Callable, Sequence
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
+from whestbench.text import error_line
 from whestbench.work.executor import (BakeInterrupted, Job, Tracker, one_blas_thread, scan_ledger, stop_summary,
                                       unit_context)
 from whestbench.work.ledger import DamagedRecord, decode_record, encode_record
@@ -203,19 +204,15 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
         exc = box[0]
         if is_master:
             raise WorkFailed(
-                f"rank 0 could not host the coordination store on port {env.master_port} ({_one_line(exc)}); "
+                f"rank 0 could not host the coordination store on port {env.master_port} ({error_line(exc, 40)}); "
                 "set MASTER_PORT to a free port, the same on every rank."
             ) from None
         raise WorkFailed(
-            f"rank {env.rank} could not connect to rank 0 at {env.master_addr}:{env.master_port} ({_one_line(exc)})."
+            f"rank {env.rank} could not connect to rank 0 at {env.master_addr}:{env.master_port} ({error_line(exc, 40)})."
         ) from None
     if isinstance(box[0], BaseException):
         raise box[0]
     return dist.PrefixStore(f"whest/{env.run_id}", box[0])
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()[:40]) or type(exc).__name__
 
 
 class _Heartbeat(threading.Thread):
@@ -445,7 +442,7 @@ class StoreExecutor:
                 return False
             except _dist_errors() as exc:
                 raise WorkFailed(
-                    f"rank {env.rank} lost its connection to rank 0 ({_one_line(exc)}); rank 0 probably died — "
+                    f"rank {env.rank} lost its connection to rank 0 ({error_line(exc, 40)}); rank 0 probably died — "
                     f"{RESUME_HINT}."
                 ) from None
         finally:
@@ -651,7 +648,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
     except BaseException as exc:
         if not isinstance(exc, BakeInterrupted):
             try:  # tell the other ranks why, so they stop at once instead of timing out
-                _announce(ns, "failed", f"{type(exc).__name__}: {_one_line(exc)}")
+                _announce(ns, "failed", f"{type(exc).__name__}: {error_line(exc, 40)}")
                 base_store.set("current", str(epoch))
             except Exception:
                 pass
@@ -1049,7 +1046,7 @@ def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bo
             exc = ctx.errors[0]
             if not isinstance(exc, _dist_errors()):
                 # rank 0 fails at once with the reason instead of waiting out the peer timeout
-                _announce(ns, "peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {_one_line(exc)}")
+                _announce(ns, "peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {error_line(exc, 40)}")
                 bye()
             raise exc
         current, hb, news = (v.decode() for v in base_store.multi_get(look))
