@@ -40,7 +40,6 @@ from whestbench.dataset.inputs import (
     check_files,
     claim_output,
     clean_abandoned_staging,
-    input_dir,
     open_input,
     read_column,
     shard_files,
@@ -68,6 +67,7 @@ from whestbench.errors import (
     UsageError,
 )
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.paths import input_dir
 
 __all__ = [
     "combine_split_datasets",

@@ -58,7 +58,6 @@ from whestbench.dataset.hubref import (
     REPO_TYPE,
     HubRef,
     hf_ref,
-    local_dataset_dir,
     parse_ref,
     tree_url,
 )
@@ -75,6 +74,7 @@ from whestbench.dataset.reader import (
 from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.paths import local_dataset_dir
 from whestbench.text import format_bytes, plural, remember_token, sanitize
 
 DEFAULT_MESSAGE = "Upload whestbench dataset"

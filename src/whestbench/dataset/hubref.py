@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whestbench.errors import DatasetSourceError, HubError  # noqa: F401  (HubError: its import path before whestbench.errors)
+from whestbench.paths import local_dataset_dir
 from whestbench.text import sanitize
 
 REPO_TYPE = "dataset"
@@ -129,17 +130,6 @@ def resolve_source(source: str | os.PathLike, revision: str | None = None) -> Pa
         if path.exists() or looks_like_path(text):
             return local_dataset_dir(path)
     return parse_ref(text, revision)
-
-
-def local_dataset_dir(path: str | os.PathLike) -> Path:
-    """``path`` if it exists, else DatasetSourceError naming it (load, inspect and push say the same)."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise DatasetSourceError(
-            f"no such dataset directory: {sanitize(str(path))}. Check the path; to use a dataset on the "
-            "Hugging Face Hub pass a repo id such as 'org/name'."
-        )
-    return path
 
 
 def hf_ref(repo_id: str, revision: str) -> str:

@@ -23,10 +23,9 @@ from whestbench.errors import (
     InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
-    UsageError,
 )
 from whestbench.events import Event, EventSink, ignore
-from whestbench.outputs import check_new_output, check_outside_inputs
+from whestbench.paths import check_new_output, check_outside_inputs, input_dir  # noqa: F401  (input_dir: its import path before paths.py)
 from whestbench.text import plural
 
 __all__ = [
@@ -63,28 +62,6 @@ def clean_abandoned_staging(target: Path, *, on_event: EventSink = ignore) -> No
             f"removed {plural(len(removed), 'staging directory', 'staging directories')} that an "
             f"interrupted earlier run left beside {target}: {names}"
         )))
-
-
-def input_dir(path: str | os.PathLike, *, what: str = "dataset directory") -> Path:
-    """``path`` as a Path if it names an existing directory with a UTF-8 name, else InputPathError."""
-    text = os.fsdecode(path)
-    if not text.strip():
-        raise InputPathError(f"an empty path names no {what}; pass the directory holding metadata.json.")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = os.fsencode(text).decode("utf-8", "backslashreplace")
-        raise InputPathError(
-            f"{shown} is not a valid UTF-8 path (datasets and pyarrow need UTF-8 paths); rename the directory."
-        ) from None
-    p = Path(text)
-    if os.path.islink(p) and not p.exists():
-        raise InputPathError(f"{p} is a symlink to {os.readlink(p)!r}, which does not exist; pass a {what}.")
-    if not p.exists():
-        raise InputPathError(f"{p} does not exist; pass a {what} (the directory holding metadata.json).")
-    if not p.is_dir():
-        raise InputPathError(f"{p} is a file, not a {what}; pass the directory holding metadata.json.")
-    return p
 
 
 def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
 from whestbench.dataset.schema import BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, check_config_name, check_split_name
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
-from whestbench.outputs import check_new_output
+from whestbench.paths import check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.work.executor import Job
 from whestbench.work.ledger import Ledger, check_work_dir, work_dir_for

@@ -48,6 +48,7 @@ from whestbench.dataset.statistics import (  # noqa: F401  (bonferroni_z, chi2_m
     undefined_stderr,
 )
 from whestbench.errors import InvalidDatasetError, UsageError
+from whestbench.paths import existing_dir
 from whestbench.text import sanitize
 
 
@@ -127,10 +128,10 @@ def verify_dataset(
     cannot name a dataset (a path that does not exist, a non-positive ``n_check``).
     """
     directory = Path(directory)
-    _require_dir(directory, "DIR")
+    existing_dir(directory, "DIR")
     if against is not None:
         against = Path(against)
-        _require_dir(against, "--against")
+        existing_dir(against, "--against")
     if n_check is not None and (isinstance(n_check, bool) or not isinstance(n_check, int) or n_check <= 0):
         raise UsageError(f"--n-check must be a positive integer; got {n_check!r}.")
     if sample_mlps is not None and (isinstance(sample_mlps, bool) or not isinstance(sample_mlps, int) or sample_mlps <= 0):
@@ -193,13 +194,6 @@ def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str
     "absent", "stale" or "mismatch" (every bad file named). Never raises on a tampered dataset."""
     state = checksum_state(directory, md)
     return state.state, state.detail
-
-
-def _require_dir(path: Path, what: str) -> None:
-    if not path.exists():
-        raise UsageError(f"{what} {path} does not exist; pass a dataset directory (holding metadata.json and data/).")
-    if not path.is_dir():
-        raise UsageError(f"{what} {path} is a file; pass the dataset directory that holds metadata.json and data/.")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""Every check of a local path a command is given, made before any work starts.
+
+**Outputs** (``check_new_output``, ``check_outside_inputs``): every verb that writes a new
+directory (bake, merge, combine-splits, pull) calls ``check_new_output`` first, and the verbs that
+read inputs call ``check_outside_inputs`` too, so a refusal costs seconds, not the hours of work
+before the final rename, and never leaves anything behind. What is refused, and why:
+
+- a path that exists, including a dangling symlink (the final rename would fail on it after the
+  work, and every re-run would fail the same way);
+- ``""``, ``.``, ``./``, ``/`` and other paths with no new final name (the directory exists, or
+  the rename target is not a directory entry we can create);
+- a name that is not valid UTF-8 (pyarrow and the Hub reject it after the work);
+- a name longer than the filesystem allows, a parent that is a file, a parent we cannot write;
+- an output equal to or inside one of the command's inputs (writing into ``part-0/data`` corrupts
+  the input that is being read).
+
+**Inputs**: ``input_dir`` (merge, combine-splits, prepare-arrow: ``InputPathError``),
+``existing_dir`` (verify's DIR and --against: ``UsageError``) and ``local_dataset_dir`` (load,
+inspect, push: ``DatasetSourceError``). Each keeps the wording its verb has always printed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+from whestbench.errors import DatasetSourceError, InputPathError, OutputExistsError, UsageError
+from whestbench.text import sanitize
+
+
+def _not_utf8(text: str) -> str | None:
+    """None if ``text`` is valid UTF-8, else ``text`` shown with its undecodable bytes escaped."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    return None
+
+
+_NAME_MAX = 255  # bytes per path component on ext4, xfs, btrfs, zfs, apfs
+
+
+def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path:
+    """``path`` as a Path if a new directory can be created there, else UsageError naming the fix."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    stripped = text.strip()
+    p = Path(text)
+    if not stripped or p.name in ("", ".", "..") or stripped.rstrip("/") in ("", ".", ".."):
+        raise UsageError(
+            f"{flag} {text!r} names no new directory; give the path of a directory to create, "
+            "for example ./my-dataset."
+        )
+    shown = _not_utf8(text)
+    if shown is not None:
+        raise UsageError(
+            f"{flag} '{shown}' is not valid UTF-8 (datasets, pyarrow and the Hub need UTF-8 names); "
+            "choose a name of UTF-8 characters."
+        )
+    if len(p.name.encode("utf-8")) > _NAME_MAX:
+        raise UsageError(f"{flag}: the name {p.name[:40]!r}... is longer than {_NAME_MAX} bytes; choose a shorter name.")
+    if os.path.islink(p) and not p.exists():
+        raise OutputExistsError(
+            f"{flag} {text} is a symlink to {os.readlink(p)!r}, which does not exist; remove the "
+            "link or choose another path (the output directory must be new)."
+        )
+    if os.path.lexists(p):
+        raise OutputExistsError(f"{flag} {text} already exists; choose a new directory or remove it first.")
+    ancestor = p.absolute().parent
+    while not ancestor.exists():
+        if os.path.lexists(ancestor):  # a dangling symlink on the way
+            raise UsageError(f"{flag} {text}: {ancestor} is a dangling symlink; fix or remove it.")
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{flag} {text}: {ancestor} is a file, not a directory; choose another path.")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {text}: no permission to create directories in {ancestor}; choose another path.")
+    return p
+
+
+def check_outside_inputs(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], *, flag: str = "--output") -> None:
+    """UsageError if ``output`` is one of ``inputs`` or lies inside one (symlinks resolved)."""
+    out = Path(output).resolve()
+    for given in inputs:
+        inp = Path(given).resolve()
+        if out == inp or inp in out.parents:
+            raise UsageError(
+                f"{flag} {output} is inside the input {given}; writing there would change the input "
+                "while it is read. Choose an output outside every input."
+            )
+
+
+def input_dir(path: str | os.PathLike, *, what: str = "dataset directory") -> Path:
+    """``path`` as a Path if it names an existing directory with a UTF-8 name, else InputPathError."""
+    text = os.fsdecode(path)
+    if not text.strip():
+        raise InputPathError(f"an empty path names no {what}; pass the directory holding metadata.json.")
+    shown = _not_utf8(text)
+    if shown is not None:
+        raise InputPathError(
+            f"{shown} is not a valid UTF-8 path (datasets and pyarrow need UTF-8 paths); rename the directory."
+        )
+    p = Path(text)
+    if os.path.islink(p) and not p.exists():
+        raise InputPathError(f"{p} is a symlink to {os.readlink(p)!r}, which does not exist; pass a {what}.")
+    if not p.exists():
+        raise InputPathError(f"{p} does not exist; pass a {what} (the directory holding metadata.json).")
+    if not p.is_dir():
+        raise InputPathError(f"{p} is a file, not a {what}; pass the directory holding metadata.json.")
+    return p
+
+
+def existing_dir(path: Path, what: str) -> None:
+    """UsageError unless ``path`` is an existing directory (verify's DIR and --against)."""
+    if not path.exists():
+        raise UsageError(f"{what} {path} does not exist; pass a dataset directory (holding metadata.json and data/).")
+    if not path.is_dir():
+        raise UsageError(f"{what} {path} is a file; pass the dataset directory that holds metadata.json and data/.")
+
+
+def local_dataset_dir(path: str | os.PathLike) -> Path:
+    """``path`` if it exists, else DatasetSourceError naming it (load, inspect and push say the same)."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DatasetSourceError(
+            f"no such dataset directory: {sanitize(str(path))}. Check the path; to use a dataset on the "
+            "Hugging Face Hub pass a repo id such as 'org/name'."
+        )
+    return path
