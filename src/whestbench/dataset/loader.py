@@ -47,10 +47,10 @@ from whestbench.dataset.schema import (
     COLUMNS,
     DEFAULT_CONFIG,
     DEFAULT_SPLIT,
+    DatasetMeta,
     check_split_name,
     columns_for,
     protocol_version,
-    validate_metadata,
 )
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
 from whestbench.text import remember_token
@@ -108,29 +108,29 @@ def load_dataset(
 def _load_local(root: Path, split: str | None):
     import datasets
 
-    md = read_metadata(root)
-    validate_metadata(md)
-    if "splits" not in md:
+    meta = DatasetMeta.read(root)
+    md = meta.md
+    if not meta.is_multi:
         s = _single_split(md, split, where=str(root))
         verify_checksums(root, md)
         ds = _local_parquet(root, s, md.get("n_mlps"), columns_for(md))
         _attach(ds, md)
         return ds
-    splits = md["splits"]
+    splits = meta.blocks
     if split is not None:
         _check_split(split, splits)
         ds = _prepared(root, md, split)
         if ds is None:
             verify_checksums(root, md, split=split)
             ds = _local_parquet(root, split, splits[split].get("n_mlps"), columns_for(md))
-        _attach(ds, _project(md, split))
+        _attach(ds, meta.entry(split))
         return ds
     verify_checksums(root, md)
     dd = datasets.DatasetDict(
         {s: _local_parquet(root, s, splits[s].get("n_mlps"), columns_for(md)) for s in sorted(splits)}
     )
     for s in dd:
-        _attach(dd[s], _project(md, s))
+        _attach(dd[s], meta.entry(s))
     _attach(dd, md)
     return dd
 
@@ -228,7 +228,7 @@ def _prepared(base: Path, md: Mapping[str, Any], split: str):
     except Exception as e:  # a stale or partial copy: Parquet is the source of truth
         log.debug("prepared Arrow for split %r unusable (%s); using Parquet", split, e)
         return None
-    n = md["splits"][split].get("n_mlps")
+    n = DatasetMeta.of(md).block(split).get("n_mlps")
     if (isinstance(n, int) and len(ds) != n) or not set(columns_for(md)) <= set(ds.column_names):
         log.debug("prepared Arrow for split %r does not match metadata; using Parquet", split)
         return None
@@ -240,13 +240,13 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
 
     remember_token(token)
     remote = fetch_metadata(ref, token=token, what=f"loading {ref.uri}")
-    md = remote.metadata
-    validate_metadata(md)
+    meta = DatasetMeta.validated(remote.metadata)
+    md = meta.md
     # the rows come from the commit the metadata came from (a branch may move in between)
     pinned = HubRef(ref.repo_id, remote.commit or ref.revision)
     kw = _hub_kwargs(revision=pinned.revision, token=token, streaming=streaming)
     where = f"hf://{ref.repo_id}"
-    if "splits" not in md:
+    if not meta.is_multi:
         s = _single_split(md, split, where=where)
         config = md.get("config")
         name = config if isinstance(config, str) and config != DEFAULT_CONFIG else None
@@ -255,18 +255,18 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
             _check_rows(len(ds), md.get("n_mlps"), f"{where} split {s!r}")
         _attach(ds, md)
         return ds
-    splits = md["splits"]
+    splits = meta.blocks
     if split is not None:
         _check_split(split, splits)
         ds = None if streaming else _hub_prepared(pinned, md, split, token=token)
         if ds is None:
             ds = _hub_split(pinned, md, split, kw)
-        _attach(ds, _project(md, split))
+        _attach(ds, meta.entry(split))
         return ds
     members = {s: _hub_split(pinned, md, s, kw) for s in sorted(splits)}
     dd = datasets.IterableDatasetDict(members) if streaming else datasets.DatasetDict(members)
     for s in dd:
-        _attach(dd[s], _project(md, s))
+        _attach(dd[s], meta.entry(s))
     _attach(dd, md)
     return dd
 
@@ -298,7 +298,7 @@ def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any
     with a ``default_split``). Older cards list every split under ``default``, so a failed
     config lookup falls back to the repo's default config.
     """
-    entry = md["splits"][split]
+    entry = DatasetMeta.of(md).block(split)
     default_split = md.get("default_split")
     config = entry.get("config") if isinstance(entry.get("config"), str) else None
     if config is None and default_split is not None:
@@ -336,13 +336,6 @@ def _hub_prepared(ref: HubRef, md: Mapping[str, Any], split: str, *, token: Any)
         log.debug("prepared Arrow download for %r failed (%s); using Parquet", split, e)
         return None
     return _prepared(Path(local), md, split)
-
-
-def _project(md: Mapping[str, Any], split: str) -> dict[str, Any]:
-    """One split's view of multi-split metadata: the top level (minus ``splits``) plus its entry."""
-    out = {k: copy.deepcopy(v) for k, v in md.items() if k != "splits"}
-    out.update(copy.deepcopy(md["splits"][split]))
-    return out
 
 
 # ------------------------------------------------------------------------------------- metadata
@@ -384,10 +377,10 @@ def metadata(ds: Any, *, split: str | None = None) -> dict[str, Any]:
         )
     if split is None:
         return copy.deepcopy(md)
-    splits = md.get("splits")
-    if not isinstance(splits, dict) or split not in splits:
-        raise InvalidDatasetError(f"split {split!r} not in {sorted(splits or [])}.")
-    return _project(md, split)
+    meta = DatasetMeta.of(md)
+    if split not in meta.blocks:
+        raise InvalidDatasetError(f"split {split!r} not in {sorted(meta.blocks)}.")
+    return meta.entry(split)
 
 
 # ----------------------------------------------------------------------------------------- MLPs

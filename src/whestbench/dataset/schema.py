@@ -7,10 +7,12 @@ keys that its loader ignores.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from whestbench.errors import InvalidDatasetError
 
@@ -103,12 +105,89 @@ def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
     return Features({name: every[name] for name in columns})
 
 
-def split_names(md: dict[str, Any]) -> list[str]:
-    """A dataset's splits in metadata order; a single-split dataset without ``split`` is ``public``."""
-    if isinstance(md.get("splits"), dict):
-        return list(md["splits"])
-    split = md.get("split")
-    return [split if isinstance(split, str) else DEFAULT_SPLIT]
+@dataclass(frozen=True)
+class DatasetMeta:
+    """A read-only view of a dataset's ``metadata.json``: the one place that tells a multi-split
+    dataset (a ``splits`` object) from a single-split one, and finds a split's keys.
+
+    ``read`` validates (``validate_metadata``); ``of`` wraps what a caller already has, validated or
+    not, and never raises: on metadata that is not an object every question has an empty answer.
+    The dict is not copied; nothing here changes it.
+    """
+
+    md: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, md: Any) -> DatasetMeta:
+        return md if isinstance(md, DatasetMeta) else cls(md if isinstance(md, Mapping) else {})
+
+    @classmethod
+    def read(cls, path: Any, *, allow_partial: bool = False) -> DatasetMeta:
+        """``path/metadata.json``, validated (InvalidDatasetError naming the first field at fault)."""
+        from whestbench.dataset.reader import read_metadata
+
+        return cls.validated(read_metadata(path), allow_partial=allow_partial)
+
+    @classmethod
+    def validated(cls, md: Any, *, allow_partial: bool = False) -> DatasetMeta:
+        """``md`` once ``validate_metadata`` accepts it."""
+        validate_metadata(md, allow_partial=allow_partial)
+        return cls(md)
+
+    @property
+    def is_multi(self) -> bool:
+        return isinstance(self.md.get("splits"), dict)
+
+    @property
+    def blocks(self) -> dict[str, Any]:
+        """A multi-split dataset's ``splits`` object (name -> entry, as written); ``{}`` otherwise."""
+        return self.md["splits"] if self.is_multi else {}
+
+    @property
+    def splits(self) -> list[str]:
+        """The split names in metadata order; a single-split dataset without ``split`` is ``public``."""
+        if self.is_multi:
+            return list(self.md["splits"])
+        split = self.md.get("split")
+        return [split if isinstance(split, str) else DEFAULT_SPLIT]
+
+    def block(self, split: str) -> Any:
+        """Where ``split``'s own keys are: its entry in ``splits`` (None if absent), or the top level."""
+        return self.blocks.get(split) if self.is_multi else self.md
+
+    def entry(self, split: str) -> dict[str, Any]:
+        """``split`` as a single-split dataset's metadata: the top level (minus ``splits``) with the
+        split's entry over it; a deep copy. ``split`` must be one of ``splits``."""
+        out = {k: copy.deepcopy(v) for k, v in self.md.items() if k != "splits"}
+        if self.is_multi:
+            out.update(copy.deepcopy(self.md["splits"][split]))
+        return out
+
+    def declared_rows(self, split: str) -> tuple[int, int, int | None]:
+        """``(start, end, n_mlps)``: the mlp_id range ``split`` must hold (a partial's ``mlp_range``)."""
+        if self.is_multi:
+            n = self.md["splits"][split].get("n_mlps")
+            return 0, n if isinstance(n, int) else -1, n
+        n = self.md.get("n_mlps")
+        rng = self.md.get("mlp_range")
+        if self.md.get("is_partial") and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
+            return rng[0], rng[1], n
+        return 0, n if isinstance(n, int) else -1, n
+
+    @property
+    def estimator(self) -> Any:
+        """The raw ``estimator`` block (None for a dataset that records none); the typed reading is
+        ``compute.estimators``'s."""
+        return self.md.get("estimator")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return columns_for(self.md)
+
+
+def split_names(md: Any) -> list[str]:
+    """A dataset's splits in metadata order (``DatasetMeta.splits``)."""
+    return DatasetMeta.of(md).splits
 
 
 def protocol_version(md: dict[str, Any]) -> str:
@@ -253,7 +332,7 @@ def _validate_recipe(md: dict) -> None:
                        ("total_n_mlps", MAX_MLPS)):
         if key in md and not _positive_int(md[key], limit):
             raise InvalidDatasetError(f"metadata {key} {_short(md[key])} is not a positive integer (at most {limit:,}) {fix}.")
-    for name, entry in (md.get("splits") or {}).items() if isinstance(md.get("splits"), dict) else ():
+    for name, entry in DatasetMeta.of(md).blocks.items():
         if isinstance(entry, dict) and "n_mlps" in entry and not _positive_int(entry["n_mlps"], MAX_MLPS):
             raise InvalidDatasetError(f"metadata splits[{name!r}].n_mlps {_short(entry['n_mlps'])} is not a positive "
                                       f"integer {fix}.")
@@ -264,7 +343,7 @@ def _validate_recipe(md: dict) -> None:
             raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
                                       f"mlp_range {_short(rng)}, total_n_mlps {_short(total)} {fix}.")
     samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
-    for name, entry in (md.get("splits") or {}).items() if isinstance(md.get("splits"), dict) else ():
+    for name, entry in DatasetMeta.of(md).blocks.items():
         if isinstance(entry, dict) and "sampler" in entry:
             samplers.append((entry["sampler"], f"splits[{name!r}].sampler"))
     for sampler, where in samplers:

@@ -34,10 +34,9 @@ import numpy as np
 
 from whestbench.dataset.reader import checksum_state, read_metadata
 from whestbench.dataset.schema import (
+    DatasetMeta,
     columns_for,
     protocol_version,
-    split_names,
-    validate_metadata,
 )
 from whestbench.dataset.schema import infer_sampler  # noqa: F401  (re-exported: dataset.inspect imports it from here)
 from whestbench.dataset.scan import DatasetScan, SplitScan, scan_split, schema_problems
@@ -205,25 +204,13 @@ def positive_int(md: dict[str, Any], key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-def _declared_rows(md: dict[str, Any], split: str) -> tuple[int, int, int | None]:
-    """``(start, end, n_mlps)``: the mlp_id range the split must hold."""
-    if isinstance(md.get("splits"), dict):
-        n = md["splits"][split].get("n_mlps")
-        return 0, n if isinstance(n, int) else -1, n
-    n = md.get("n_mlps")
-    rng = md.get("mlp_range")
-    if md.get("is_partial") and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
-        return rng[0], rng[1], n
-    return 0, n if isinstance(n, int) else -1, n
-
-
 def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
     try:
-        md = read_metadata(path)
-        validate_metadata(md, allow_partial=True)
+        meta = DatasetMeta.read(path, allow_partial=True)
     except InvalidDatasetError as e:
         report.check("metadata", False, f"{e} (no further checks possible)")
         return None
+    md = meta.md
     dims = {k: positive_int(md, k) for k in ("width", "depth", "n_samples")}
     bad = [k for k, v in dims.items() if v is None]
     if bad:
@@ -231,10 +218,10 @@ def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
         return None
     width, depth, n_samples = dims["width"], dims["depth"], dims["n_samples"]
     version = protocol_version(md)
-    splits = split_names(md)
+    splits = meta.splits
     shape = f"width={width} depth={depth} n_samples={n_samples:,}, seed protocol {version}"
     if md.get("is_partial"):
-        start, end, _ = _declared_rows(md, splits[0])
+        start, end, _ = meta.declared_rows(splits[0])
         report.check(
             "metadata",
             True,
@@ -242,7 +229,7 @@ def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
             "(`whest dataset merge`) before loading",
         )
     else:
-        kind = f"{len(splits)} splits ({', '.join(splits)})" if isinstance(md.get("splits"), dict) else f"split {splits[0]!r}"
+        kind = f"{len(splits)} splits ({', '.join(splits)})" if meta.is_multi else f"split {splits[0]!r}"
         report.check("metadata", True, f"valid, {kind}, {shape}")
 
     state = checksum_state(path, md)
@@ -252,7 +239,7 @@ def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
         report.check("checksums", state.state == "ok", state.detail if state.state == "ok" else f"MISMATCH: {state.detail}")
 
     ds = DatasetScan(path, md, width, depth, n_samples, [])
-    multi = len(splits) > 1 or isinstance(md.get("splits"), dict)
+    multi = len(splits) > 1 or meta.is_multi
     for split in splits:
         prefix = f"{split}: " if multi else ""
         try:
@@ -286,7 +273,7 @@ def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, pr
     derivation itself. Catches rows substituted, reordered or dropped with the counts edited to match."""
     from whestbench.compute.seeds import derived_seeds, seed_list_digest
 
-    level = md["splits"].get(s.name, {}) if isinstance(md.get("splits"), dict) else md
+    level = DatasetMeta(md).block(s.name)
     problems = []
     digest = level.get("seed_list_digest") if isinstance(level, dict) else None
     if digest is not None and not md.get("is_partial"):
@@ -296,7 +283,7 @@ def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, pr
                             f"{sanitize(str(digest))[:19]}… (rows substituted, reordered or dropped)")
     source = level.get("seed_source") if isinstance(level, dict) else None
     if isinstance(source, dict) and source.get("method") == "derived" and isinstance(source.get("root_seed"), int):
-        start, end, _ = _declared_rows(md, s.name)
+        start, end, _ = DatasetMeta(md).declared_rows(s.name)
         total = md.get("total_n_mlps") if md.get("is_partial") else end
         if isinstance(total, int) and 0 <= start <= end <= total <= 2**31 and end - start == len(s.seeds):
             want = derived_seeds(source["root_seed"], total)[start:end]
@@ -319,7 +306,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     from whestbench.compute.seeds import SEED_LIMIT, estimator_seed
 
     md = ds.md
-    start, end, n_mlps = _declared_rows(md, s.name)
+    start, end, n_mlps = DatasetMeta(md).declared_rows(s.name)
     # the declared range, built only when it can hold these rows (a forged n_mlps of 10**20 must not allocate it)
     expected = (np.arange(start, end, dtype=np.int64) if 0 <= end - start == len(s.ids) else np.full(1, -1, np.int64))
     if np.array_equal(s.ids, expected):
