@@ -110,6 +110,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     from whestbench.dataset.combine import combine_split_datasets
     from whestbench.dataset.finished import finished_combine
     from whestbench.dataset.reader import read_metadata
+    from whestbench.dataset.schema import DatasetMeta
 
     done = finished_combine(inputs, output, default_split=default_split, prepared=not skip_prepared_arrow)
     if done is not None:  # a re-run of this very combine (a requeued job): nothing to do
@@ -126,7 +127,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
                 on_event=events,
             )
         md = read_metadata(output)
-        splits = md["splits"]
+        splits = DatasetMeta.of(md).blocks
         out.print(f"Combined {len(splits)} splits into {output}:", markup=False)
         for name in sorted(splits):
             entry = splits[name]

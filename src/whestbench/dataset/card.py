@@ -22,7 +22,7 @@ import yaml
 
 from whestbench.dataset import command
 from whestbench.dataset.reader import checksums_block
-from whestbench.dataset.schema import DEFAULT_CONFIG, split_names
+from whestbench.dataset.schema import DEFAULT_CONFIG, DatasetMeta
 from whestbench.errors import InvalidDatasetError
 
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
@@ -87,15 +87,15 @@ def card_size_category(n: int) -> str:
 
 
 def _is_multi(md: dict[str, Any]) -> bool:
-    return isinstance(md.get("splits"), dict) and bool(md["splits"])
+    return bool(DatasetMeta.of(md).blocks)
 
 
 def _splits(md: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{split: entry}`` in metadata order; a single-split dataset is one entry built from the top level."""
     if _is_multi(md):
-        return {name: (e if isinstance(e, dict) else {}) for name, e in md["splits"].items()}
+        return {name: (e if isinstance(e, dict) else {}) for name, e in DatasetMeta.of(md).blocks.items()}
     entry = {k: md[k] for k in ("n_mlps", "config", "seed", "created_at_utc") if k in md}
-    return {split_names(md)[0]: entry}
+    return {DatasetMeta.of(md).splits[0]: entry}
 
 
 def _n_mlps(entry: dict[str, Any]) -> int:

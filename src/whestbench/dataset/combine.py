@@ -57,7 +57,7 @@ from whestbench.dataset.reader import (
     verify_checksums,
 )
 from whestbench.dataset.verify import require_sound
-from whestbench.dataset.schema import DEFAULT_CONFIG, check_config_name, split_names, validate_metadata
+from whestbench.dataset.schema import DEFAULT_CONFIG, DatasetMeta, check_config_name, split_names, validate_metadata
 from whestbench.dataset.writer import finish_dataset_dir
 from whestbench.errors import (
     DefaultSplitError,
@@ -183,7 +183,7 @@ def _open_split(path: str | Path) -> _Split:
             f"total_n_mlps={md.get('total_n_mlps')}); run `whest dataset merge` on its partials "
             "first and combine the merged dataset."
         )
-    if "splits" in md:
+    if DatasetMeta.of(md).is_multi:
         raise MergeIncompatibleError(
             f"{p} is already a multi-split dataset; combine takes single-split datasets "
             "(one directory per split)."

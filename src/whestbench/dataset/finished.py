@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from whestbench.dataset.schema import DatasetMeta
 from whestbench.errors import InvalidDatasetError
 
 _SAME_BAKE = ("split", "config", "n_samples", "width", "depth", "backend", "sampler", "estimator", "target_stderr",
@@ -67,9 +68,9 @@ def finished_combine(inputs: Sequence[str | Path], output: str | Path, *, defaul
         return None
     out = _read(output)
     mds = [_read(p) for p in inputs]
-    if out is None or not isinstance(out.get("splits"), dict) or any(m is None or "splits" in m for m in mds):
+    if out is None or not DatasetMeta.of(out).is_multi or any(m is None or "splits" in m for m in mds):
         return None
-    splits = out["splits"]
+    splits = DatasetMeta.of(out).blocks
     if sorted(splits) != sorted(str(m.get("split")) for m in mds):
         return None
     for m in mds:

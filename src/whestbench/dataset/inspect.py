@@ -18,7 +18,7 @@ from typing import Any
 from whestbench.dataset.hubclient import RemoteMetadata, fetch_metadata
 from whestbench.dataset.hubref import HubRef, resolve_source
 from whestbench.dataset.reader import data_files, parquet_footer, read_metadata
-from whestbench.dataset.schema import split_names
+from whestbench.dataset.schema import DatasetMeta, split_names
 from whestbench.dataset.verify import check_checksums, infer_sampler
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
@@ -126,8 +126,9 @@ def plot_means(directory: str | Path, path: str | Path) -> Path:
 
 def _info_lines(md: dict[str, Any]) -> list[str]:
     """whestbench 0.16's ``dataset info`` output for ``md`` (missing keys are skipped, not fatal)."""
-    splits = md.get("splits")
-    if isinstance(splits, dict):
+    meta = DatasetMeta.of(md)
+    if meta.is_multi:
+        splits = meta.blocks
         lines = ["WhestBench dataset (multi-split)"]
         lines += [f"  {k}: {md[k]}" for k in ("schema_version", "format", "backend") if k in md]
         lines.append(
@@ -165,7 +166,7 @@ def _extra_lines(md: dict[str, Any]) -> list[str]:
     """Our additions that need only metadata: sampler, seed source (per split for a multi-split
     dataset, whose splits each record theirs), partial range, how to load each split."""
     lines = []
-    splits = {k: v for k, v in md["splits"].items() if isinstance(v, dict)} if isinstance(md.get("splits"), dict) else {}
+    splits = {k: v for k, v in DatasetMeta.of(md).blocks.items() if isinstance(v, dict)}
     per_split = {k: v["sampler"] for k, v in splits.items() if isinstance(v.get("sampler"), dict)}
     if isinstance(md.get("sampler"), dict):
         lines.append(f"  sampler: {_sampler(md['sampler'])}")
@@ -251,10 +252,11 @@ def _seed_source(src: dict[str, Any]) -> str:
 
 def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
     lines = _extra_lines(md)
-    splits = md.get("splits") if isinstance(md.get("splits"), dict) else None
+    meta = DatasetMeta.of(md)
     lines.append("  data:")
-    for split in split_names(md):
-        declared = (splits[split].get("n_mlps") if isinstance(splits[split], dict) else None) if splits else md.get("n_mlps")
+    for split in meta.splits:
+        block = meta.block(split)
+        declared = block.get("n_mlps") if isinstance(block, dict) else None
         try:
             files = data_files(directory, split)
         except ValueError:
@@ -294,11 +296,11 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
     lines = _extra_lines(md)
     commit = f"commit {remote.commit[:12]}; " if remote.commit else ""
     lines.append(f"  source: {ref.uri} ({commit}only metadata.json fetched)")
-    splits = md.get("splits") if isinstance(md.get("splits"), dict) else None
+    meta = DatasetMeta.of(md)
     lines.append("  data:")
-    for split in split_names(md):
-        entry = splits.get(split) if splits else None
-        n = (entry.get("n_mlps") if isinstance(entry, dict) else None) if splits else md.get("n_mlps")
+    for split in meta.splits:
+        block = meta.block(split)
+        n = block.get("n_mlps") if isinstance(block, dict) else None
         lines.append(f"    {split}: {_thousands(n)} MLPs (from metadata)")
     checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
     lines.append(

@@ -41,7 +41,7 @@ from whestbench.dataset.inputs import (
 )
 from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums
 from whestbench.dataset.verify import require_sound
-from whestbench.dataset.schema import COLUMNS, columns_for, make_features, validate_metadata
+from whestbench.dataset.schema import COLUMNS, DatasetMeta, columns_for, make_features, validate_metadata
 from whestbench.dataset.writer import (
     MAX_ROW_GROUP_BYTES,
     MAX_SHARD_BYTES,
@@ -140,7 +140,7 @@ def _open_partial(path: str | Path) -> _Partial:
             f"{p} is a complete (non-partial) dataset; merge_datasets only accepts partials "
             "(is_partial=true). A complete dataset needs no merge."
         )
-    if "splits" in md:
+    if DatasetMeta.of(md).is_multi:
         raise MergeIncompatibleError(f"{p} is a multi-split dataset; merge takes single-split partials.")
     total, rng, n = md.get("total_n_mlps"), md.get("mlp_range"), md.get("n_mlps")
     ints = isinstance(total, int) and isinstance(rng, list) and len(rng) == 2 and all(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
-from whestbench.dataset.schema import split_names
+from whestbench.dataset.schema import DatasetMeta
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
 
 if TYPE_CHECKING:
@@ -246,14 +246,15 @@ def checksum_facts(md: Mapping[str, Any]) -> dict[str, Any]:
     both: ``width``, ``depth``, ``n_samples`` and the seed protocol's name and version.
     """
     facts: dict[str, Any] = {}
-    if isinstance(md.get("splits"), dict):
+    meta = DatasetMeta.of(md)
+    if meta.is_multi:
         facts["splits"] = {
             name: {k: entry[k] for k in _SPLIT_FACTS if k in entry}
-            for name, entry in md["splits"].items()
+            for name, entry in meta.blocks.items()
             if isinstance(entry, dict)
         }
     else:
-        facts["split"] = split_names(dict(md))[0]
+        facts["split"] = meta.splits[0]
         facts.update({k: md[k] for k in _SPLIT_FACTS if k in md})
     facts.update({k: md[k] for k in _SHAPE_FACTS if k in md})
     sp = md.get("seed_protocol")

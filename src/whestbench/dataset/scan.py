@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from whestbench.dataset.reader import data_files
-from whestbench.dataset.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN
+from whestbench.dataset.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import sanitize
 
@@ -54,7 +54,7 @@ class DatasetScan:
 
     @property
     def is_multi(self) -> bool:
-        return isinstance(self.md.get("splits"), dict)
+        return DatasetMeta.of(self.md).is_multi
 
     def rows(self) -> Iterator[tuple[SplitScan, int]]:
         for s in self.splits:

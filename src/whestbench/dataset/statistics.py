@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from whestbench.dataset.scan import DatasetScan, SplitScan
+from whestbench.dataset.schema import DatasetMeta
 
 if TYPE_CHECKING:
     from whestbench.dataset.verify import VerifyReport
@@ -205,7 +206,7 @@ def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple
 def sampler_of(md: dict[str, Any], split: str) -> dict[str, Any]:
     """The sampler block that applies to ``split``: the top level's, or (combine-splits keeps it per
     split) the split's entry's; {} when none is recorded."""
-    for where in (md, (md.get("splits") or {}).get(split) if isinstance(md.get("splits"), dict) else None):
+    for where in (md, DatasetMeta.of(md).block(split)):
         if isinstance(where, dict) and isinstance(where.get("sampler"), dict):
             return where["sampler"]
     return {}
