@@ -46,10 +46,8 @@ class WorkFailed(RuntimeError):
 
 
 class SignalStop(BaseException):
-    """SIGTERM or SIGUSR1 arrived before a verb could handle it (start-up, imports, set-up).
-
-    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` on the way swallows it.
-    """
+    """SIGTERM or SIGUSR1 before a verb could handle it; a BaseException, like KeyboardInterrupt, so
+    that no ``except Exception`` on the way swallows it."""
 
     def __init__(self, signum: int):
         import signal
@@ -68,12 +66,8 @@ class OutputExistsError(UsageError, FileExistsError):
 
 
 class TorchMissingError(UsageError, ImportError):
-    """The torch backend was asked for but torch is not installed.
-
-    An ``ImportError`` (what whestbench 0.16 raised, and what ``except ImportError`` expects) and a
-    ``UsageError`` (the CLI's one-line message and exit 2). ``UsageError`` is a ``ValueError``, whose
-    instances have the plain exception layout that ``ImportError`` extends, so the two combine.
-    """
+    """Torch was asked for but is not installed. ``ImportError`` extends the plain exception layout a
+    ``ValueError`` has, so the two bases combine."""
 
 
 class LedgerMismatch(UsageError):
@@ -93,10 +87,7 @@ class DamagedRecord(ValueError):
 
 
 class BakeInterrupted(RuntimeError):
-    """A stop was requested; finished units and checkpoints are saved and the same command resumes.
-
-    ``exit_code``: 75 for SIGTERM/SIGUSR1 (the resumable-stop code), 130 for Ctrl-C.
-    """
+    """A stop was requested; units and checkpoints are saved. ``exit_code``: 75 (SIGTERM/SIGUSR1) or 130 (Ctrl-C)."""
 
     def __init__(self, message: str, exit_code: int = 75):
         super().__init__(message)
@@ -128,10 +119,7 @@ class MergeCorruptError(InvalidDatasetError):
 
 
 class InputPathError(UsageError, InvalidDatasetError):
-    """An input path is missing or is not a directory: the command is wrong (exit 2).
-
-    Still an ``InvalidDatasetError`` (a ``ValueError``), as whestbench 0.16 raised for it.
-    """
+    """An input path is missing or is not a directory (an InvalidDatasetError in whestbench 0.16)."""
 
 
 class DatasetSourceError(InvalidDatasetError, UsageError):
@@ -139,14 +127,8 @@ class DatasetSourceError(InvalidDatasetError, UsageError):
 
 
 class DefaultSplitError(UsageError, MergeIncompatibleError):
-    """``default_split`` is not one of the inputs' splits: the command is wrong (exit 2).
-
-    Still a ``MergeIncompatibleError``, as whestbench 0.16 raised for it.
-    """
+    """``default_split`` is not an input's split (a MergeIncompatibleError in whestbench 0.16)."""
 
 
 class HubError(WorkFailed, OSError):
-    """A call to the Hugging Face Hub failed; the message names the fix (login, repo id, revision, network).
-
-    Also an ``OSError``, as huggingface_hub's own errors are, so code that caught those keeps working.
-    """
+    """A Hub call failed; the message names the fix. An OSError, as huggingface_hub's own errors are."""

@@ -1,23 +1,15 @@
-"""Every call to the Hugging Face Hub: one retry policy, one error wording, one metadata fetch.
+"""Every call to the Hugging Face Hub (docs/hub.md has the policy in full):
 
-* **one retry policy** (``call``): a Hub call that fails on the network (connection refused, DNS,
-  timeout, HTTP 408/429/5xx) is retried with backoff (1, 2, 4, 8, 8… s) for at most
-  ``retry_seconds()`` (``RETRY_SECONDS``, or ``WHEST_HUB_RETRY_SECONDS``; 0 = no retry). The wait
-  is announced once, before it starts (an Event ``note``, or a logging warning without a sink),
-  and ends in one ``HubError`` that names the network. Only reads and idempotent calls are
-  retried; a failed commit is not (re-running the push resumes it);
+* ``call``: one retry policy. Network failures (connection, DNS, timeout, HTTP 408/429/5xx) are
+  retried with backoff for ``retry_seconds()``, announced once, then one ``HubError``; a commit is
+  never retried (re-running the push resumes it);
+* ``fetch_metadata``: the repo's file list at a resolved commit, then ``metadata.json`` at that
+  commit (a repo without one is told apart from an unreachable Hub by what the Hub lists);
+* ``explain``: one wording. Each Hub failure becomes one line naming the fix (``hf auth login``,
+  the repo id, ``--revision``, the network), scrubbed of tokens (``text.scrub``) and control
+  characters.
 
-* **one metadata fetch** (``fetch_metadata``): the repo's file list at a resolved commit first (so
-  a repo without ``metadata.json`` is told apart from an unreachable Hub by what the Hub lists, not
-  by an exception type), then ``metadata.json`` at that commit;
-
-* **one error wording** (``explain``, ``HubError``): each Hub failure becomes one line naming the
-  fix (``hf auth login``, the repo id, ``--revision``, the network), scrubbed of tokens
-  (``text.scrub``) and of terminal control characters.
-
-Tokens are passed to huggingface_hub and nowhere else; every token this process was given is
-remembered (``text.remember_token``) only so that ``scrub`` can mask it in messages and tracebacks.
-Where a dataset is (the reference grammar, ``HubRef``) is ``dataset/hubref.py``.
+The reference grammar (``HubRef``) is ``dataset/hubref.py``.
 """
 
 from __future__ import annotations

@@ -255,8 +255,7 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
     meta = DatasetMeta.of(md)
     lines.append("  data:")
     for split in meta.splits:
-        block = meta.block(split)
-        declared = block.get("n_mlps") if isinstance(block, dict) else None
+        declared = meta.n_mlps(split)
         try:
             files = data_files(directory, split)
         except ValueError:
@@ -299,8 +298,7 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
     meta = DatasetMeta.of(md)
     lines.append("  data:")
     for split in meta.splits:
-        block = meta.block(split)
-        n = block.get("n_mlps") if isinstance(block, dict) else None
+        n = meta.n_mlps(split)
         lines.append(f"    {split}: {_thousands(n)} MLPs (from metadata)")
     checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
     lines.append(

@@ -113,7 +113,7 @@ def _load_local(root: Path, split: str | None):
     if not meta.is_multi:
         s = _single_split(md, split, where=str(root))
         verify_checksums(root, md)
-        ds = _local_parquet(root, s, md.get("n_mlps"), columns_for(md))
+        ds = _local_parquet(root, s, md.get("n_mlps"), meta.columns)
         _attach(ds, md)
         return ds
     splits = meta.blocks
@@ -122,12 +122,12 @@ def _load_local(root: Path, split: str | None):
         ds = _prepared(root, md, split)
         if ds is None:
             verify_checksums(root, md, split=split)
-            ds = _local_parquet(root, split, splits[split].get("n_mlps"), columns_for(md))
+            ds = _local_parquet(root, split, meta.n_mlps(split), meta.columns)
         _attach(ds, meta.entry(split))
         return ds
     verify_checksums(root, md)
     dd = datasets.DatasetDict(
-        {s: _local_parquet(root, s, splits[s].get("n_mlps"), columns_for(md)) for s in sorted(splits)}
+        {s: _local_parquet(root, s, meta.n_mlps(s), meta.columns) for s in sorted(splits)}
     )
     for s in dd:
         _attach(dd[s], meta.entry(s))
@@ -228,7 +228,7 @@ def _prepared(base: Path, md: Mapping[str, Any], split: str):
     except Exception as e:  # a stale or partial copy: Parquet is the source of truth
         log.debug("prepared Arrow for split %r unusable (%s); using Parquet", split, e)
         return None
-    n = DatasetMeta.of(md).block(split).get("n_mlps")
+    n = DatasetMeta.of(md).n_mlps(split)
     if (isinstance(n, int) and len(ds) != n) or not set(columns_for(md)) <= set(ds.column_names):
         log.debug("prepared Arrow for split %r does not match metadata; using Parquet", split)
         return None

@@ -107,13 +107,10 @@ def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
 
 @dataclass(frozen=True)
 class DatasetMeta:
-    """A read-only view of a dataset's ``metadata.json``: the one place that tells a multi-split
-    dataset (a ``splits`` object) from a single-split one, and finds a split's keys.
-
-    ``read`` validates (``validate_metadata``); ``of`` wraps what a caller already has, validated or
-    not, and never raises: on metadata that is not an object every question has an empty answer.
-    The dict is not copied; nothing here changes it.
-    """
+    """A read-only view of ``metadata.json``: the one place that tells a multi-split dataset (a
+    ``splits`` object) from a single-split one and finds a split's keys. ``read``/``validated`` go
+    through ``validate_metadata``; ``of`` wraps what a caller has and never raises (metadata that is
+    not an object answers empty). The dict is neither copied nor changed."""
 
     md: Mapping[str, Any]
 
@@ -122,17 +119,15 @@ class DatasetMeta:
         return md if isinstance(md, DatasetMeta) else cls(md if isinstance(md, Mapping) else {})
 
     @classmethod
+    def validated(cls, md: Any, *, allow_partial: bool = False) -> DatasetMeta:
+        validate_metadata(md, allow_partial=allow_partial)
+        return cls(md)
+
+    @classmethod
     def read(cls, path: Any, *, allow_partial: bool = False) -> DatasetMeta:
-        """``path/metadata.json``, validated (InvalidDatasetError naming the first field at fault)."""
         from whestbench.dataset.reader import read_metadata
 
         return cls.validated(read_metadata(path), allow_partial=allow_partial)
-
-    @classmethod
-    def validated(cls, md: Any, *, allow_partial: bool = False) -> DatasetMeta:
-        """``md`` once ``validate_metadata`` accepts it."""
-        validate_metadata(md, allow_partial=allow_partial)
-        return cls(md)
 
     @property
     def is_multi(self) -> bool:
@@ -140,44 +135,41 @@ class DatasetMeta:
 
     @property
     def blocks(self) -> dict[str, Any]:
-        """A multi-split dataset's ``splits`` object (name -> entry, as written); ``{}`` otherwise."""
+        """The ``splits`` object (name -> entry, as written); ``{}`` for a single-split dataset."""
         return self.md["splits"] if self.is_multi else {}
 
     @property
     def splits(self) -> list[str]:
         """The split names in metadata order; a single-split dataset without ``split`` is ``public``."""
-        if self.is_multi:
-            return list(self.md["splits"])
         split = self.md.get("split")
-        return [split if isinstance(split, str) else DEFAULT_SPLIT]
+        return list(self.blocks) if self.is_multi else [split if isinstance(split, str) else DEFAULT_SPLIT]
 
     def block(self, split: str) -> Any:
         """Where ``split``'s own keys are: its entry in ``splits`` (None if absent), or the top level."""
         return self.blocks.get(split) if self.is_multi else self.md
 
+    def n_mlps(self, split: str) -> Any:
+        """The rows ``split`` declares (as written; None when its block has no ``n_mlps``)."""
+        block = self.block(split)
+        return block.get("n_mlps") if isinstance(block, Mapping) else None
+
     def entry(self, split: str) -> dict[str, Any]:
-        """``split`` as a single-split dataset's metadata: the top level (minus ``splits``) with the
-        split's entry over it; a deep copy. ``split`` must be one of ``splits``."""
+        """``split`` as a single-split dataset's metadata (a deep copy): the top level without
+        ``splits``, the split's entry over it."""
         out = {k: copy.deepcopy(v) for k, v in self.md.items() if k != "splits"}
-        if self.is_multi:
-            out.update(copy.deepcopy(self.md["splits"][split]))
+        out.update(copy.deepcopy(self.md["splits"][split]) if self.is_multi else {})
         return out
 
-    def declared_rows(self, split: str) -> tuple[int, int, int | None]:
+    def declared_rows(self, split: str) -> tuple[int, int, Any]:
         """``(start, end, n_mlps)``: the mlp_id range ``split`` must hold (a partial's ``mlp_range``)."""
-        if self.is_multi:
-            n = self.md["splits"][split].get("n_mlps")
-            return 0, n if isinstance(n, int) else -1, n
-        n = self.md.get("n_mlps")
-        rng = self.md.get("mlp_range")
+        n, rng = self.n_mlps(split), self.md.get("mlp_range")
         if self.md.get("is_partial") and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
             return rng[0], rng[1], n
         return 0, n if isinstance(n, int) else -1, n
 
     @property
     def estimator(self) -> Any:
-        """The raw ``estimator`` block (None for a dataset that records none); the typed reading is
-        ``compute.estimators``'s."""
+        """The raw ``estimator`` block, None if not recorded (``compute.estimators`` reads it typed)."""
         return self.md.get("estimator")
 
     @property
