@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from whestbench.errors import SeedError, UsageError
+from whestbench.errors import SeedError
 
 SEED_LIMIT = 2**63
 PROTOCOL_V3 = {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"}

@@ -64,7 +64,6 @@ from whestbench.errors import (
     InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
-    UsageError,
 )
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import input_dir

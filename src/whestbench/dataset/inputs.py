@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
-from whestbench.dataset.reader import DATA_DIR, checksum_state, data_files, is_shard_of, read_metadata
-from whestbench.dataset.schema import DEFAULT_SPLIT, check_split_name, columns_for, make_features, validate_metadata
+from whestbench.dataset.reader import DATA_DIR, checksum_state, data_files, is_shard_of
+from whestbench.dataset.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, make_features
 from whestbench.errors import (
     InputPathError,
     InvalidDatasetError,
@@ -67,9 +67,7 @@ def clean_abandoned_staging(target: Path, *, on_event: EventSink = ignore) -> No
 def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
     """``(path, metadata)`` of one input dataset directory, its metadata validated (partials allowed)."""
     p = input_dir(path)
-    md = read_metadata(p)
-    validate_metadata(md, allow_partial=True)
-    return p, md
+    return p, DatasetMeta.read(p, allow_partial=True).md
 
 
 def split_of(path: Path, md: dict[str, Any]) -> str:

@@ -39,7 +39,6 @@ from whestbench.dataset.reader import (
     checksums_block,
     data_files,
     parquet_footer,
-    read_metadata,
     verify_checksums,
     verify_files,
 )

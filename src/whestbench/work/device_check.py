@@ -38,7 +38,7 @@ from whestbench.compute import device_check as judge
 from whestbench.compute import philox
 from whestbench.compute.device_check import BLOCK_SUMS, PHILOX_WORDS, ROW_INVARIANCE, CheckResult
 from whestbench.compute.seeds import derived_seeds, spawn_streams
-from whestbench.errors import DeviceCheckFailed, WorkFailed
+from whestbench.errors import DeviceCheckFailed
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 
