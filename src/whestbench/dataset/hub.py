@@ -74,7 +74,7 @@ from whestbench.dataset.reader import (
 from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.paths import local_dataset_dir
+from whestbench.paths import check_new_output, local_dataset_dir
 from whestbench.text import format_bytes, plural, remember_token, sanitize
 
 DEFAULT_MESSAGE = "Upload whestbench dataset"
@@ -605,9 +605,7 @@ def pull_dataset(
             check_split_name(split)
         except InvalidDatasetError as e:
             raise UsageError(f"--split: {e}") from None
-    out = Path(output) if output is not None else None
-    if out is not None and out.exists():
-        raise UsageError(f"--output {out} already exists; choose a new directory or remove it first.")
+    out = check_new_output(output) if output is not None else None
 
     import huggingface_hub
 
