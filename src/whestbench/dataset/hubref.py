@@ -36,10 +36,6 @@ HUB_URL = "https://huggingface.co"
 METADATA = "metadata.json"
 
 
-# --------------------------------------------------------------------------------------------------
-# References
-
-
 @dataclass(frozen=True)
 class HubRef:
     """A dataset repo on the Hub and a revision (None: the default branch)."""
