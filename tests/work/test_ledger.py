@@ -12,20 +12,9 @@ import pytest
 from whestbench.compute.seeds import seed_list_digest, validate_mlp_seeds
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError
-from whestbench.work.ledger import (
-    DamagedRecord,
-    DamagedWorkFile,
-    Ledger,
-    LedgerMismatch,
-    WorkDirBusy,
-    decode_record,
-    encode_record,
-    hold_lock,
-    identity_digest,
-    load_seeds,
-    save_seeds,
-    work_dir_for,
-)
+from whestbench.work.ledger import DamagedWorkFile, Ledger, LedgerMismatch, identity_digest, load_seeds, save_seeds
+from whestbench.work.records import DamagedRecord, decode_record, encode_record
+from whestbench.work.workdir import WorkDirBusy, hold_lock, work_dir_for
 from whestbench.work.units import Unit, WorkSpec
 
 SPEC = WorkSpec(seeds=(1, 2, 3), n_samples=100, width=4, depth=2, mlp_range=(0, 3))
@@ -213,7 +202,7 @@ def test_a_second_holder_of_the_lock_is_refused_naming_the_first(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, time; from pathlib import Path; from whestbench.work.ledger import hold_lock\n"
+    code = ("import sys, time; from pathlib import Path; from whestbench.work.workdir import hold_lock\n"
             "with hold_lock(Path(sys.argv[1]), 'x'):\n    print('held', flush=True); time.sleep(30)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "w")], stdout=subprocess.PIPE, text=True)
     try:

@@ -134,7 +134,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
                        card=_card(pretty_name, license, homepage)))
         except KeyboardInterrupt:
             if signals.writing:
-                from whestbench.work.ledger import work_dir_for
+                from whestbench.work.workdir import work_dir_for
 
                 raise BakeInterrupted(f"interrupted while writing the dataset: every unit is kept in "
                                       f"{work_dir_for(output)}; re-run the same command to write it.", 130) from None

@@ -37,7 +37,8 @@ from whestbench.dataset.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bak
 from whestbench.dataset.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
-from whestbench.work.ledger import Ledger, hold_lock, load_seeds, save_seeds
+from whestbench.work.ledger import Ledger, load_seeds, save_seeds
+from whestbench.work.workdir import hold_lock
 from whestbench.work.units import WorkSpec, units_of_mlp
 
 MIN_CV_BATCHES = 32  # estimators.MIN_RELIABLE_BATCHES, for messages
@@ -116,7 +117,8 @@ def saved_samples(plan: BakePlan) -> int:
     (the bake itself then says why)."""
     import json
 
-    from whestbench.work.ledger import decode_record, identity_digest
+    from whestbench.work.ledger import identity_digest
+    from whestbench.work.records import decode_record
     from whestbench.work.steps import checkpoint_samples
 
     work = plan.work_dir

@@ -25,7 +25,8 @@ from whestbench.errors import UsageError
 from whestbench.outputs import OutputExistsError, check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.work.executor import Job
-from whestbench.work.ledger import Ledger, check_work_dir, work_dir_for
+from whestbench.work.ledger import Ledger
+from whestbench.work.workdir import check_work_dir, work_dir_for
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 

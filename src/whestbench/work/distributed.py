@@ -65,7 +65,7 @@ from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
 from whestbench.work.executor import (BakeInterrupted, Job, Tracker, one_blas_thread, scan_ledger, stop_summary,
                                       unit_context)
-from whestbench.work.ledger import DamagedRecord, decode_record, encode_record
+from whestbench.work.records import DamagedRecord, decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.units import Unit, WorkSpec
 
@@ -666,7 +666,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
 
 def _output_of(job: Job) -> str | None:
     """The dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks."""
-    from whestbench.work.ledger import WORK_SUFFIX
+    from whestbench.work.workdir import WORK_SUFFIX
 
     if job.ledger is None:
         return None

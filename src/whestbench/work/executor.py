@@ -198,7 +198,7 @@ def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
 def checkpointed_samples(job: Job, units: list[Unit]) -> dict[str, int]:
     """Unit key -> samples its checkpoint holds, for the units with one that decodes (the unit
     checks it again when it resumes; one that fails there restarts and is counted as it runs)."""
-    from whestbench.work.ledger import DamagedRecord
+    from whestbench.work.records import DamagedRecord
     from whestbench.work.steps import checkpoint_samples
 
     found: dict[str, int] = {}

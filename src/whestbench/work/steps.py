@@ -23,7 +23,7 @@ import numpy as np
 
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
-from whestbench.work.ledger import DamagedRecord
+from whestbench.work.records import DamagedRecord
 from whestbench.work.units import Unit, WorkSpec
 
 ENGINES = ("numpy", "numba", "torch", "triton")
