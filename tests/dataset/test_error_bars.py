@@ -287,7 +287,7 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
 
     import torch.distributed as dist
 
-    from whestbench.work import distributed
+    from whestbench.work import distributed, launch_env
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -316,7 +316,7 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
     notes = []
 
     def rank(r: int):
-        env = distributed.DistEnv(r, 2, r, "127.0.0.1", port, run_id="t", agent_store=True)
+        env = launch_env.DistEnv(r, 2, r, "127.0.0.1", port, run_id="t", agent_store=True)
         return bake(cfg, dist_env=env, peer_timeout_s=60,
                     on_event=lambda e: notes.append(e.message) if e.kind == "note" else None)
 

@@ -158,7 +158,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         rng = slice_bounds(k, n, n_mlps)
     elif mlp_range is not None:
         rng = parse_mlp_range(mlp_range)
-    from whestbench.cli.launch import dist_env_from_environ
+    from whestbench.work.launch_env import dist_env_from_environ
 
     dist_env = dist_env_from_environ()
     peer = dist_env is not None and dist_env.rank != 0

@@ -44,7 +44,7 @@ from whestbench.work.units import WorkSpec, units_of_mlp
 MIN_CV_BATCHES = 32  # estimators.MIN_RELIABLE_BATCHES, for messages
 
 if TYPE_CHECKING:
-    from whestbench.work.distributed import DistEnv
+    from whestbench.work.launch_env import DistEnv
 
 __all__ = ["BakeConfig", "bake", "create_dataset", "api_config", "canonical_command"]
 

@@ -31,7 +31,7 @@ from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 
 if TYPE_CHECKING:
-    from whestbench.work.distributed import DistEnv
+    from whestbench.work.launch_env import DistEnv
 
 PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~60 units per MLP at N=10**9
 # Format limits (each refused before any work, with its reason):

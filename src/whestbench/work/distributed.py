@@ -65,6 +65,7 @@ from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
 from whestbench.work.executor import (BakeInterrupted, Job, Tracker, one_blas_thread, scan_ledger, stop_summary,
                                       unit_context)
+from whestbench.work.launch_env import DistEnv
 from whestbench.work.records import DamagedRecord, decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.units import Unit, WorkSpec
@@ -93,23 +94,6 @@ def check_peer_timeout(seconds: float) -> str | None:
         return (f"must be between {PEER_TIMEOUT_MIN_S:g} s (four heartbeats: a shorter one declares live ranks dead) "
                 f"and {PEER_TIMEOUT_MAX_S:g} s (11.6 days: the coordination store's timeout cannot hold much more)")
     return None
-
-
-@dataclass(frozen=True)
-class DistEnv:
-    """Where this process sits in a distributed bake (read from torchrun's or SLURM's env by the CLI)."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    master_addr: str
-    master_port: int
-    run_id: str = "whest"
-    attempt: int = 0
-    """torchrun's TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT, shown to the user. Informational
-    only: the store's epoch counter separates restarts, because this count differs between nodes."""
-    agent_store: bool = False
-    """True under torchrun: its agent already hosts the store at master_addr:master_port."""
 
 
 def _dist_errors() -> tuple[type[BaseException], ...]:
