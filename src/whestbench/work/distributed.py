@@ -63,11 +63,11 @@ from typing import Any, Callable, Sequence
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
-from whestbench.work.executor import (BakeInterrupted, Job, Tracker, one_blas_thread, scan_ledger, stop_summary,
-                                      unit_context)
+from whestbench.work.executor import BakeInterrupted, Job, Tracker, scan_ledger, stop_summary, unit_context
 from whestbench.work.launch_env import DistEnv
 from whestbench.work.records import DamagedRecord, decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
+from whestbench.work.threads import one_blas_thread
 from whestbench.work.units import Unit, WorkSpec
 
 HEARTBEAT_S = 0.5
@@ -472,7 +472,7 @@ class _Context:
 
     def __post_init__(self) -> None:
         self.quit = threading.Event()  # this process is leaving: workers claim nothing more
-        self.arithmetic = threading.Event()  # set while BLAS is held at one thread (executor.one_blas_thread)
+        self.arithmetic = threading.Event()  # set while BLAS is held at one thread (threads.one_blas_thread)
         self.threads: list[threading.Thread] = []  # every unit thread this run started (joined on leaving)
         self.watch = _Watch(self.base_store)  # one history of heartbeats, so silence is never re-timed
         self.errors: list[BaseException] = []
