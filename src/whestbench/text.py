@@ -8,6 +8,7 @@ screen, hide lines or set the window title).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -89,6 +90,11 @@ def format_count(n: Any) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``plural(1, 'file')`` -> ``'1 file'``, ``plural(3, 'file')`` -> ``'3 files'``."""
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def show_value(v: Any) -> str:
+    """A metadata value in a message: dicts and lists as sorted JSON, anything else as its repr."""
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
 
 
 def one_line(text: Any) -> str:

@@ -59,6 +59,7 @@ from whestbench.dataset.writer import (
 )
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.outputs import OutputExistsError
+from whestbench.text import show_value
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -189,7 +190,7 @@ def _same(part: _Partial, first: _Partial, key: str) -> None:
     a, b = part.md.get(key), first.md.get(key)
     if a != b:
         raise MergeIncompatibleError(
-            f"{part.path}: {key}={_show(a)} != {_show(b)} (from {first.path}); partials must come "
+            f"{part.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); partials must come "
             "from one bake command that differs only in --slice/--mlp-range and --output."
         )
 
@@ -209,10 +210,6 @@ def _same_seed_list(part: _Partial, first: _Partial) -> None:
         f"partials were baked from different seed lists (seed_list_digest {b} in {first.path}, "
         f"{a} in {part.path}); bake every slice with the same --mlp-seeds file or --seed."
     )
-
-
-def _show(v: Any) -> str:
-    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
 
 
 def _check_coverage(ordered: Sequence[_Partial]) -> None:
