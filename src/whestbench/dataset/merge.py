@@ -46,7 +46,7 @@ from whestbench.dataset.inputs import (
     shard_files,
     split_of,
 )
-from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums
+from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums, shard_name
 from whestbench.dataset.verify import require_sound
 from whestbench.dataset.schema import COLUMNS, columns_for, make_features, validate_metadata
 from whestbench.dataset.writer import (
@@ -54,7 +54,6 @@ from whestbench.dataset.writer import (
     MAX_SHARD_BYTES,
     finish_dataset_dir,
     row_bytes,
-    shard_name,
     shard_plan,
 )
 from whestbench.events import Event, EventSink, Progress, ignore
