@@ -338,24 +338,6 @@ def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | No
     return argv if isinstance(recorded, list) else command.join(argv)
 
 
-_FP_KEYS = (
-    "cuda_device_name",
-    "cuda_device_capability",
-    "torch_version",
-    "device",
-    "cpu_brand",
-    "cpu_count_logical",
-    "ram_total_bytes",
-    "python_version",
-    "numpy_version",
-    "os",
-    "whestbench_version",
-    "flopscope_version",
-    "blas",
-    "bake_config",
-)
-
-
 def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Partials grouped by a coarse host signature, in order of first appearance (whestbench 0.16's
     collapse: GPU, torch, device, Python, numpy, versions, determinism flags; plus our BLAS).
