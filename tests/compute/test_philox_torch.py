@@ -23,6 +23,16 @@ METHODS = ["numba", "torch"]
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
+def _sample_layer_sums_torch(weights, keys, n_samples, device, *, block_range=None, block_size=BLOCK, engine="auto"):
+    """Each MLP's sums over every block (or the aligned ``block_range``): ``block_sums_torch`` per
+    block, combined in order, as a bake's units are."""
+    nb = philox.block_count(n_samples, block_size)
+    b0, b1 = philox.check_block_range(block_range, n_samples, block_size) if block_range is not None else (0, nb)
+    per_block = [pt.block_sums_torch(weights, keys, b, n_samples, device, block_size=block_size, engine=engine)
+                 for b in range(b0, b1)]
+    return [philox.combine_in_order([blk[m] for blk in per_block]) for m in range(len(per_block[0]))]
+
+
 def _same(a, b) -> bool:
     return (a.count, a.sums.tobytes(), a.sumsq.tobytes()) == (b.count, b.sums.tobytes(), b.sumsq.tobytes())
 
@@ -148,9 +158,9 @@ def test_torch_blocks_combine_like_the_reference(batch):
 
 def test_units_of_a_torch_bake_combine_to_the_whole_bit_for_bit(batch):
     weights, keys = batch
-    whole = pt.sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_size=BLOCK)
+    whole = _sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_size=BLOCK)
     units = [
-        pt.sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_range=r, block_size=BLOCK)
+        _sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_range=r, block_size=BLOCK)
         for r in philox.unit_block_ranges(N_RAGGED, 2, block_size=BLOCK)
     ]
     for m in range(len(keys)):
@@ -160,7 +170,7 @@ def test_units_of_a_torch_bake_combine_to_the_whole_bit_for_bit(batch):
 def test_layer1_means_match_the_exact_value_within_five_standard_errors(batch):
     weights, keys = batch
     n = 16 * BLOCK
-    sums = pt.sample_layer_sums_torch(weights, keys, n, "cpu", block_size=BLOCK)
+    sums = _sample_layer_sums_torch(weights, keys, n, "cpu", block_size=BLOCK)
     for m, s in enumerate(sums):
         sigma = np.linalg.norm(weights[m, 0].astype(np.float64), axis=0)  # (width,)
         exact = sigma / np.sqrt(2 * np.pi)
@@ -217,7 +227,7 @@ def test_numba_load_kernels_compiles_the_specialisations_a_cpu_bake_then_uses():
     kernels = (pn._normals_rows, pn._relu_tree_plain, pn._relu_tree_sq)
     loaded = [list(k.signatures) for k in kernels]
     weights = np.stack([weights_for_seed(s, WIDTH, DEPTH) for s in (1, 2)])
-    pt.sample_layer_sums_torch(weights, np.array([[1, 2], [3, 4]], dtype=np.uint32), N_RAGGED, "cpu",
-                               block_size=BLOCK, engine="numba")
+    _sample_layer_sums_torch(weights, np.array([[1, 2], [3, 4]], dtype=np.uint32), N_RAGGED, "cpu",
+                             block_size=BLOCK, engine="numba")
     assert [list(k.signatures) for k in kernels] == loaded
     assert all(loaded)

@@ -268,38 +268,6 @@ def block_sums_torch(
     return out
 
 
-def sample_layer_sums_torch(
-    weights_batch,
-    keys,
-    n_samples: int,
-    device,
-    *,
-    block_range: tuple[int, int] | None = None,
-    on_block=None,
-    chunk_size: int | None = None,
-    block_size: int = ref.BLOCK_SIZE,
-    engine: str = "auto",
-) -> list[LayerSums]:
-    """``block_sums_torch`` over every block (or the aligned ``block_range``), combined in order.
-
-    The torch twin of ``philox.sample_layer_sums_philox``; ``on_block(samples)`` is called after
-    each block with the samples it covered for each MLP.
-    """
-    nb = ref.block_count(n_samples, block_size)
-    b0, b1 = ref.check_block_range(block_range, n_samples, block_size) if block_range is not None else (0, nb)
-    w_t = torch.as_tensor(weights_batch, device=torch.device(device))  # moved once, reused per block
-    per_block = []
-    for b in range(b0, b1):
-        per_block.append(
-            block_sums_torch(
-                w_t, keys, b, n_samples, device, chunk_size=chunk_size, block_size=block_size, engine=engine
-            )
-        )
-        if on_block is not None:
-            on_block(per_block[-1][0].count)
-    return [ref.combine_in_order([blk[m] for blk in per_block]) for m in range(len(per_block[0]))]
-
-
 def _chunk_torch(layers, keys, c0, valid, size, width, device, acc, groups: int, z2sq: bool) -> torch.Tensor:
     """(B, groups, 2·depth+1, w) tree sums of one chunk with plain torch ops: per group of
     ``size/groups`` rows, every layer's sums, every layer's sums of squares, layer 2's z² sums."""
