@@ -54,12 +54,33 @@ def test_torch_integer_stage_is_bit_identical_to_numpy(device):
         assert np.array_equal(got[b], philox.philox_words(tuple(int(k) for k in key), n0, n0 + 80, WIDTH))
 
 
+# u(w) = RN32(RN32(w) * 2**-32 + 2**-33) (docs/sampler-philox.md §3), worked by hand for words at the edges.
+UNIFORM_KNOWN_ANSWERS = [
+    (0, 2.0**-33),  # the smallest value: never 0, so log(u) is finite
+    (1, 3 * 2.0**-33),
+    (255, 511 * 2.0**-33),  # exact: 511 needs 9 bits
+    (2**24 + 1, 2.0**-8),  # RN32(2**24 + 1) = 2**24 (a tie, to even); 2**-33 is a quarter ulp of 2**-8
+    (2**31, 0.5),  # 0.5 + 2**-33 rounds back to 0.5 (its ulp is 2**-24)
+    (2**32 - 256, 1 - 2.0**-24),  # 24 significant bits: exact, the largest u below 1
+    (2**32 - 1, 1.0),  # RN32(2**32 - 1) = 2**32
+]
+
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_torch_uniforms_are_bit_identical_to_numpy(device):
+def test_torch_uniforms_are_the_specified_float32_values(device):
+    words = torch.tensor([w for w, _ in UNIFORM_KNOWN_ANSWERS], dtype=torch.int64, device=device)
+    want = np.array([u for _, u in UNIFORM_KNOWN_ANSWERS], dtype=np.float32)
+    assert pt.uniforms_torch(words).cpu().numpy().tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_uniforms_of_philox_words_are_the_spec_rounded_once(device):
+    # The spec in float64, where RN32(w) * 2**-32 + 2**-33 is exact (its bits span 2**0 down to
+    # 2**-33: 34 of float64's 53), then one rounding to float32: the spec's one float32 rounding.
     words = philox.philox_words(KEY, 0, 64, 64)
-    u = pt.words_torch(np.array([KEY]), 0, 64, 64, device)[0].to(torch.float32)
-    u = u.mul_(float(philox.U_SCALE)).add_(float(philox.U_OFFSET)).cpu().numpy()
-    assert u.tobytes() == philox.uniforms(words).tobytes()
+    want = (words.astype(np.float32).astype(np.float64) * 2.0**-32 + 2.0**-33).astype(np.float32)
+    got = pt.uniforms_torch(pt.words_torch(np.array([KEY]), 0, 64, 64, device)[0]).cpu().numpy()
+    assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("method,device", [("numba", "cpu")] + [("torch", d) for d in DEVICES])
