@@ -66,9 +66,9 @@ STEP_SAMPLES = {"pcg64": chunk_rows(8), "philox": philox.BLOCK_SIZE}  # one targ
 def one_blas_thread():
     """In-process sums at one BLAS thread, as every bake computes them (an sgemm's float32 result
     can depend on its thread count; a bake's must not, so it always runs at one)."""
-    from threadpoolctl import threadpool_limits
+    from whestbench.work import threads
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threads.one_blas_thread():
         yield
 
 

@@ -58,7 +58,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError, WorkFailed
