@@ -23,6 +23,7 @@ import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Protocol
 
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.ledger import Ledger
@@ -54,6 +55,13 @@ class Job:
     """None: results are computed and dropped (calibration); no resume, no checkpoints."""
     checkpoint_every: float = 60.0
     """Seconds between checkpoints inside a unit (SPEC §5)."""
+
+
+class Executor(Protocol):
+    def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
+        """Run every unit of ``job`` not yet in its ledger. True where the caller should write the
+        dataset (a single process, rank 0), False on other ranks. Raises BakeInterrupted on a stop."""
+        ...
 
 
 class Tracker:
