@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from whestbench.text import format_clock, format_count, format_duration
+from whestbench.text import format_clock, format_count, format_duration, show_value
 
 
 @pytest.mark.parametrize("n, shown", [(5, "5"), (1_000_000, "1,000,000"), (10**21 - 1, "999,999,999,999,999,999,999"),
@@ -57,3 +57,9 @@ def test_format_traceback_masks_tokens():
     except ValueError as exc:
         text = format_traceback(exc)
     assert "hf_abcdefghijklmnop" not in text and "ValueError" in text
+
+
+@pytest.mark.parametrize("v, shown", [({"b": 1, "a": [2]}, '{"a": [2], "b": 1}'), ([1, "x"], '[1, "x"]'),
+                                      ("x", "'x'"), (None, "None"), (1.5, "1.5")])
+def test_a_metadata_value_in_a_message_is_sorted_json_or_its_repr(v, shown):
+    assert show_value(v) == shown

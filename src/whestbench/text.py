@@ -8,6 +8,7 @@ screen, hide lines or set the window title), nor with a Hugging Face token in it
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -105,6 +106,11 @@ def one_line(text: Any, max_words: int | None = None) -> str:
 def error_line(exc: BaseException, max_words: int | None = None) -> str:
     """An exception's message as one line safe for a terminal; its class name if the message is empty."""
     return one_line(sanitize(str(exc) or type(exc).__name__), max_words)
+
+
+def show_value(v: Any) -> str:
+    """A metadata value in a message: dicts and lists as sorted JSON, anything else as its repr."""
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
 
 
 def sanitize(text: Any, max_len: int | None = None) -> str:

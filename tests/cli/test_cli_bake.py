@@ -17,7 +17,7 @@ import pytest
 from whestbench.cli import main
 from whestbench.cli.common import parse_count
 from whestbench.errors import UsageError
-from whestbench.work.ledger import work_dir_for
+from whestbench.work.workdir import work_dir_for
 
 TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 

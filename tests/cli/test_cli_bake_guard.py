@@ -20,7 +20,7 @@ import pytest
 
 from bake_procs import clean_env, finish, start_bake, units_dir, wait_for_units
 from whestbench.cli import main
-from whestbench.work.ledger import work_dir_for
+from whestbench.work.workdir import work_dir_for
 
 TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from whestbench.compute import philox_numba, philox_torch  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
-from whestbench.work.ledger import work_dir_for  # noqa: E402
+from whestbench.work.workdir import work_dir_for  # noqa: E402
 
 SHAPE = ["--n-mlps", "2", "--n-samples", "5000", "--width", "16", "--depth", "2", "--seed", "1", "--quiet"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from whestbench.dataset import create_dataset
-from whestbench.work.ledger import work_dir_for
+from whestbench.work.workdir import work_dir_for
 
 TINY = ["--n-mlps", "2", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 

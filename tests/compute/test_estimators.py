@@ -239,13 +239,19 @@ def test_the_controls_have_mean_zero_on_samples_the_pilot_never_saw():
     assert np.max(np.abs(z)) < 4.5 and 0.5 < np.mean(z**2) < 1.6
 
 
-def test_residual_means_are_the_means_of_the_per_sample_residuals():
-    width, depth = 8, 4
-    w = weights_for_seed(SEED, width, depth)
-    controls = fit_controls(w, pilot_stream(SEED))
-    y, z2 = forward(w, np.random.default_rng(5).standard_normal((300, width), dtype=np.float32))
-    got = controls.residual_means(y.mean(axis=0), (z2**2).mean(axis=0))
-    np.testing.assert_allclose(got, residuals(controls, y, z2).mean(axis=0), rtol=1e-10, atol=1e-13)
+def test_residual_means_of_a_hand_worked_example():
+    # width 2, depth 3: φ = (ȳ₁ − μ₁, mean z₂² − E z₂²) = (1, 0.5, 2, 4) for the first batch, so
+    # φ·B = (2, 1.5 | 2, 6) and r̄ = ȳ − φ·B = (2, 1.5 | 8, 2) for layers 2 and 3; layer 1 is μ₁.
+    # The second batch sits at the controls' exact means (φ = 0): its estimate is its own means.
+    controls = Controls(
+        mu1=np.array([0.5, 0.25]),
+        ez2sq=np.array([2.0, 1.0]),
+        coef=np.array([[1.0, 0.0, 0.0, 2.0], [0.0, 1.0, 0.0, 0.0], [0.5, 0.0, 1.0, 0.0], [0.0, 0.25, 0.0, 1.0]]),
+    )  # rows: φ; columns: layer 2's neurons, then layer 3's
+    ymean = np.array([[[1.5, 0.75], [4.0, 3.0], [10.0, 8.0]], [[0.5, 0.25], [4.0, 3.0], [10.0, 8.0]]])
+    z2sq_mean = np.array([[4.0, 5.0], [2.0, 1.0]])
+    want = np.array([[[0.5, 0.25], [2.0, 1.5], [8.0, 2.0]], [[0.5, 0.25], [4.0, 3.0], [10.0, 8.0]]])
+    assert np.array_equal(controls.residual_means(ymean, z2sq_mean), want)  # every step exact in binary
 
 
 # --- control variates on the samplers: the batch-means estimate --------------------------------

@@ -23,6 +23,16 @@ METHODS = ["numba", "torch"]
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
+def _sample_layer_sums_torch(weights, keys, n_samples, device, *, block_range=None, block_size=BLOCK, engine="auto"):
+    """Each MLP's sums over every block (or the aligned ``block_range``): ``block_sums_torch`` per
+    block, combined in order, as a bake's units are."""
+    nb = philox.block_count(n_samples, block_size)
+    b0, b1 = philox.check_block_range(block_range, n_samples, block_size) if block_range is not None else (0, nb)
+    per_block = [pt.block_sums_torch(weights, keys, b, n_samples, device, block_size=block_size, engine=engine)
+                 for b in range(b0, b1)]
+    return [philox.combine_in_order([blk[m] for blk in per_block]) for m in range(len(per_block[0]))]
+
+
 def _same(a, b) -> bool:
     return (a.count, a.sums.tobytes(), a.sumsq.tobytes()) == (b.count, b.sums.tobytes(), b.sumsq.tobytes())
 
@@ -44,12 +54,33 @@ def test_torch_integer_stage_is_bit_identical_to_numpy(device):
         assert np.array_equal(got[b], philox.philox_words(tuple(int(k) for k in key), n0, n0 + 80, WIDTH))
 
 
+# u(w) = RN32(RN32(w) * 2**-32 + 2**-33) (docs/sampler-philox.md §3), worked by hand for words at the edges.
+UNIFORM_KNOWN_ANSWERS = [
+    (0, 2.0**-33),  # the smallest value: never 0, so log(u) is finite
+    (1, 3 * 2.0**-33),
+    (255, 511 * 2.0**-33),  # exact: 511 needs 9 bits
+    (2**24 + 1, 2.0**-8),  # RN32(2**24 + 1) = 2**24 (a tie, to even); 2**-33 is a quarter ulp of 2**-8
+    (2**31, 0.5),  # 0.5 + 2**-33 rounds back to 0.5 (its ulp is 2**-24)
+    (2**32 - 256, 1 - 2.0**-24),  # 24 significant bits: exact, the largest u below 1
+    (2**32 - 1, 1.0),  # RN32(2**32 - 1) = 2**32
+]
+
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_torch_uniforms_are_bit_identical_to_numpy(device):
+def test_torch_uniforms_are_the_specified_float32_values(device):
+    words = torch.tensor([w for w, _ in UNIFORM_KNOWN_ANSWERS], dtype=torch.int64, device=device)
+    want = np.array([u for _, u in UNIFORM_KNOWN_ANSWERS], dtype=np.float32)
+    assert pt.uniforms_torch(words).cpu().numpy().tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_uniforms_of_philox_words_are_the_spec_rounded_once(device):
+    # The spec in float64, where RN32(w) * 2**-32 + 2**-33 is exact (its bits span 2**0 down to
+    # 2**-33: 34 of float64's 53), then one rounding to float32: the spec's one float32 rounding.
     words = philox.philox_words(KEY, 0, 64, 64)
-    u = pt.words_torch(np.array([KEY]), 0, 64, 64, device)[0].to(torch.float32)
-    u = u.mul_(float(philox.U_SCALE)).add_(float(philox.U_OFFSET)).cpu().numpy()
-    assert u.tobytes() == philox.uniforms(words).tobytes()
+    want = (words.astype(np.float32).astype(np.float64) * 2.0**-32 + 2.0**-33).astype(np.float32)
+    got = pt.uniforms_torch(pt.words_torch(np.array([KEY]), 0, 64, 64, device)[0]).cpu().numpy()
+    assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("method,device", [("numba", "cpu")] + [("torch", d) for d in DEVICES])
@@ -148,9 +179,9 @@ def test_torch_blocks_combine_like_the_reference(batch):
 
 def test_units_of_a_torch_bake_combine_to_the_whole_bit_for_bit(batch):
     weights, keys = batch
-    whole = pt.sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_size=BLOCK)
+    whole = _sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_size=BLOCK)
     units = [
-        pt.sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_range=r, block_size=BLOCK)
+        _sample_layer_sums_torch(weights, keys, N_RAGGED, "cpu", block_range=r, block_size=BLOCK)
         for r in philox.unit_block_ranges(N_RAGGED, 2, block_size=BLOCK)
     ]
     for m in range(len(keys)):
@@ -160,7 +191,7 @@ def test_units_of_a_torch_bake_combine_to_the_whole_bit_for_bit(batch):
 def test_layer1_means_match_the_exact_value_within_five_standard_errors(batch):
     weights, keys = batch
     n = 16 * BLOCK
-    sums = pt.sample_layer_sums_torch(weights, keys, n, "cpu", block_size=BLOCK)
+    sums = _sample_layer_sums_torch(weights, keys, n, "cpu", block_size=BLOCK)
     for m, s in enumerate(sums):
         sigma = np.linalg.norm(weights[m, 0].astype(np.float64), axis=0)  # (width,)
         exact = sigma / np.sqrt(2 * np.pi)
@@ -217,7 +248,7 @@ def test_numba_load_kernels_compiles_the_specialisations_a_cpu_bake_then_uses():
     kernels = (pn._normals_rows, pn._relu_tree_plain, pn._relu_tree_sq)
     loaded = [list(k.signatures) for k in kernels]
     weights = np.stack([weights_for_seed(s, WIDTH, DEPTH) for s in (1, 2)])
-    pt.sample_layer_sums_torch(weights, np.array([[1, 2], [3, 4]], dtype=np.uint32), N_RAGGED, "cpu",
-                               block_size=BLOCK, engine="numba")
+    _sample_layer_sums_torch(weights, np.array([[1, 2], [3, 4]], dtype=np.uint32), N_RAGGED, "cpu",
+                             block_size=BLOCK, engine="numba")
     assert [list(k.signatures) for k in kernels] == loaded
     assert all(loaded)

@@ -189,7 +189,7 @@ def test_block_ranges_combine_to_the_whole_bit_for_bit(batch):
     kw = {"config": tiny(16), "block_size": BLOCK, "device": DEVICE}
     whole = ptt.range_sums_triton(weights, keys, (0, 4), N_SAMPLES, **kw)[0]
     halves = [ptt.range_sums_triton(weights, keys, r, N_SAMPLES, **kw)[0] for r in [(0, 2), (2, 4)]]
-    blocks = [ptt.block_sums_triton(weights, keys, b, N_SAMPLES, **kw)[0] for b in range(4)]
+    blocks = [ptt.range_sums_triton(weights, keys, (b, b + 1), N_SAMPLES, **kw)[0] for b in range(4)]
     for parts in (halves, blocks):
         got = philox.combine_in_order(parts)
         assert got.count == whole.count == N_SAMPLES

@@ -65,11 +65,34 @@ def test_the_gate_passes_at_its_thresholds_and_fails_just_above():
     assert not prec.gate_passes(0.0, prec.GATE_MAX_BIAS * 1.01)
 
 
+def _emulated_layer_means(weights: np.ndarray, x: np.ndarray, precision: str, *, chunk: int = 16384) -> np.ndarray:
+    """``(depth, width)`` fp64 per-layer means of ``relu`` activations over the rows of ``x``.
+
+    ``precision`` ``"fp64"`` runs the forward pass in fp64 (the gate's reference); anything
+    ``emulate_matmul`` takes runs it in float32 with that matmul, summing in fp64 as the kernel does.
+    """
+    depth = weights.shape[0]
+    sums = np.zeros((depth, weights.shape[2]))
+    parts = [] if precision == "fp64" else [prec.split_weights(w, precision) for w in weights]
+    for r0 in range(0, x.shape[0], chunk):
+        if precision == "fp64":
+            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float64)
+            for layer in range(depth):
+                h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)
+                sums[layer] += h.sum(axis=0)
+        else:
+            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float32)
+            for layer in range(depth):
+                h = np.maximum(prec.emulate_matmul(h, parts[layer], precision), np.float32(0.0))
+                sums[layer] += h.sum(axis=0, dtype=np.float64)
+    return sums / x.shape[0]
+
+
 def _gate(width, depth, n, precision, seed=12345):
     weights = weights_for_seed(seed, width, depth)
     x = np.random.default_rng(1).standard_normal((n, width), dtype=np.float32)  # identical samples for both
-    reference = prec.emulated_layer_means(weights, x, "fp64")
-    return prec.gate_figures(prec.emulated_layer_means(weights, x, precision), reference)
+    reference = _emulated_layer_means(weights, x, "fp64")
+    return prec.gate_figures(_emulated_layer_means(weights, x, precision), reference)
 
 
 def test_one_bf16_pass_fails_the_gate():

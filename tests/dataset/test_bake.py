@@ -15,7 +15,8 @@ from whestbench.compute.seeds import derived_seeds, seed_list_digest
 from whestbench.dataset.bake import BakeConfig, bake, create_dataset
 from whestbench.dataset.schema import NUMERIC_COLUMNS
 from whestbench.errors import UsageError
-from whestbench.work.ledger import LedgerMismatch, work_dir_for
+from whestbench.work.ledger import LedgerMismatch
+from whestbench.work.workdir import work_dir_for
 from whestbench.work.executor import BakeInterrupted
 
 SEEDS = [101, 202, 303, 404, 505]

@@ -66,9 +66,9 @@ STEP_SAMPLES = {"pcg64": chunk_rows(8), "philox": philox.BLOCK_SIZE}  # one targ
 def one_blas_thread():
     """In-process sums at one BLAS thread, as every bake computes them (an sgemm's float32 result
     can depend on its thread count; a bake's must not, so it always runs at one)."""
-    from threadpoolctl import threadpool_limits
+    from whestbench.work import threads
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threads.one_blas_thread():
         yield
 
 
@@ -287,7 +287,7 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
 
     import torch.distributed as dist
 
-    from whestbench.work import distributed
+    from whestbench.work import distributed, launch_env
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -316,7 +316,7 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
     notes = []
 
     def rank(r: int):
-        env = distributed.DistEnv(r, 2, r, "127.0.0.1", port, run_id="t", agent_store=True)
+        env = launch_env.DistEnv(r, 2, r, "127.0.0.1", port, run_id="t", agent_store=True)
         return bake(cfg, dist_env=env, peer_timeout_s=60,
                     on_event=lambda e: notes.append(e.message) if e.kind == "note" else None)
 

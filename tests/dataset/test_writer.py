@@ -9,12 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from whestbench.dataset.reader import checksum_facts, data_checksums
+from whestbench.dataset.reader import checksum_facts, data_checksums, shard_name
 from whestbench.dataset.writer import (
     hf_features,
     row_bytes,
     rows_table,
-    shard_name,
     shard_plan,
     shard_schema,
     write_dataset,

@@ -469,7 +469,8 @@ def _ranks(port: int, n: int, *, seeds, tmp_path, attempts=None, peer_n_samples=
     results in its ledger ({mlp index: value}), other ranks False, or the exception it raised."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from whestbench.work.distributed import DistEnv, StoreExecutor
+    from whestbench.work.distributed import StoreExecutor
+    from whestbench.work.launch_env import DistEnv
     from whestbench.work.executor import Job
     from whestbench.work.ledger import Ledger
     from whestbench.work.steps import Compute

@@ -134,7 +134,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
                        card=_card(pretty_name, license, homepage)))
         except KeyboardInterrupt:
             if signals.writing:
-                from whestbench.work.ledger import work_dir_for
+                from whestbench.work.workdir import work_dir_for
 
                 raise BakeInterrupted(f"interrupted while writing the dataset: every unit is kept in "
                                       f"{work_dir_for(output)}; re-run the same command to write it.", 130) from None
@@ -158,7 +158,7 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
         rng = slice_bounds(k, n, n_mlps)
     elif mlp_range is not None:
         rng = parse_mlp_range(mlp_range)
-    from whestbench.cli.launch import dist_env_from_environ
+    from whestbench.work.launch_env import dist_env_from_environ
 
     dist_env = dist_env_from_environ()
     peer = dist_env is not None and dist_env.rank != 0

@@ -66,7 +66,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
 
         sync = torch.cuda.synchronize
     out.print(f"Calibrating on {plan.device_label}: {k} MLPs × {n:,} samples (after a warm-up)…", markup=False)
-    from whestbench.dataset.bake import torch_threads
+    from whestbench.work.threads import one_torch_thread
 
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.dataset.bake import estimates
@@ -74,7 +74,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     def stderr_of(spec, sums, i):
         return estimates(spec, sums, weights_for_seed(spec.seeds[i], spec.width, spec.depth))[3]
 
-    with torch_threads(plan):
+    with one_torch_thread(plan.compute.pins_torch_threads):
         cal = run_calibration(plan.scaled_job, planned_mlps=n_mlps, planned_samples=n_samples, calib_mlps=k, calib_samples=n,
                               workers=plan.workers, sync=sync, finalize=stderr_of)
     table = Table(title=f"Calibration: width {width}, depth {depth}")

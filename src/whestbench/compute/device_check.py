@@ -27,7 +27,6 @@ from whestbench.compute import philox
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS
 
 PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE = "philox-words", "block-sums", "row-invariance"
-CHECK_NAMES = (PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE)
 
 # Fixed keys (Random123's known-answer key and an all-ones word) and counters: the start, around
 # lo32(n) wrapping into hi32(n) = 1, and the last samples a bake can have (n_samples < 2**63).

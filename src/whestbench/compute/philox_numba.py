@@ -1,7 +1,7 @@
 """The ``philox`` sampler's CPU kernels in numba: Philox words, normals, and ReLU plus pairwise sums.
 
 numpy and numba only (no torch), so the kernels can be imported, tested and measured on their own.
-``compute/philox_torch.py`` runs them around torch's ``bmm`` for its ``"numba"`` method.
+``compute/philox_numba_engine.py`` runs them around torch's ``bmm`` (``philox_torch``'s ``"numba"`` engine).
 
 - **Integer stage**: Philox4x32-10 vectorised across neuron groups, bit-identical to
   ``philox.philox_words``.

@@ -11,8 +11,9 @@ Two engines draw and sum, picked by ``engine`` (``"auto"`` chooses by device):
   words live in int64 tensors: a 32x32-bit product fits 64 bits, wraps identically (two's
   complement) on every backend, and masking with ``0xFFFFFFFF`` after the shift recovers the high
   word exactly. The tree sums are strided adds, so their order never depends on tensor sizes.
-- ``"numba"`` (CPU only): the kernels of ``compute/philox_numba.py`` fill the inputs and do ReLU
-  plus the pairwise sums in one pass per layer, around torch's ``bmm``.
+- ``"numba"`` (CPU only): ``compute/philox_numba_engine.py`` runs the kernels of
+  ``compute/philox_numba.py`` (inputs; ReLU plus the pairwise sums in one pass per layer) around
+  torch's ``bmm``.
 
 Invariance: a chunk is an aligned power-of-two run of rows inside a block, padded with zero rows
 when ragged, so every chunk sum is a subtree of the reference's tree; and the matmul row count is a
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from whestbench.compute import philox as ref
-from whestbench.compute import philox_numba
+from whestbench.compute.philox_numba_engine import chunk_sums, normals_numba, resolve_engine
 from whestbench.compute.stats import LayerSums
 
 MIN_CHUNK = 64  # smallest matmul row count (below it BLAS switches to row-count-dependent kernels)
@@ -106,16 +107,6 @@ def box_muller_torch(words: torch.Tensor) -> torch.Tensor:
 # --- public functions ----------------------------------------------------------------------------
 
 
-def _resolve_engine(engine: str, device: torch.device) -> str:
-    if engine == "auto":
-        return "numba" if device.type == "cpu" else "torch"
-    if engine not in ("numba", "torch"):
-        raise ValueError(f"engine must be 'auto', 'numba' or 'torch'; got {engine!r}.")
-    if engine == "numba" and device.type != "cpu":
-        raise ValueError(f"engine 'numba' runs on the CPU only; got device {device}. Use engine='torch'.")
-    return engine
-
-
 def normals_torch(
     key: tuple[int, int], n0: int, n1: int, width: int, device, *, engine: str = "auto"
 ) -> torch.Tensor:
@@ -126,10 +117,8 @@ def normals_torch(
     device = torch.device(device)
     if not 0 <= n0 <= n1:
         raise ValueError(f"need 0 <= n0 <= n1; got n0={n0}, n1={n1}.")
-    if _resolve_engine(engine, device) == "numba":
-        out = np.empty((n1 - n0, width), dtype=np.float32)
-        philox_numba.normals_into(key, n0, out)
-        return torch.from_numpy(out)
+    if resolve_engine(engine, device) == "numba":
+        return normals_numba(key, n0, n1, width)
     keys = np.array([key], dtype=np.uint32)
     return box_muller_torch(words_torch(keys, n0, n1, width, device))[0, :, :width]
 
@@ -141,7 +130,7 @@ def kernel_name(device, engine: str = "auto") -> str:
     and the accumulation type. (The device model matters on GPUs too; provenance records it.)
     """
     device = torch.device(device)
-    engine = _resolve_engine(engine, device)
+    engine = resolve_engine(engine, device)
     # "numba2": the numba tree of every layer but the last was wrong for a ragged tail before v2
     tag = "numba2" if engine == "numba" else engine
     acc = "fp32acc" if device.type == "mps" else "fp64acc"
@@ -203,7 +192,7 @@ def block_batches_torch(
     fp64 there). Neither ``chunk_size`` nor ``B`` changes a bit of any MLP's result.
     """
     device = torch.device(device)
-    engine = _resolve_engine(engine, device)
+    engine = resolve_engine(engine, device)
     w_t = torch.as_tensor(weights_batch, device=device)
     if w_t.dim() != 4 or w_t.shape[2] != w_t.shape[3] or w_t.dtype != torch.float32:
         raise ValueError(
@@ -231,7 +220,7 @@ def block_batches_torch(
         # A ragged chunk is padded to a power of two (>= MIN_CHUNK) with zero rows, which add nothing.
         size = min(rows, max(MIN_CHUNK, 1 << ref.level_of(valid)))
         if engine == "numba":
-            raw = _chunk_numba(layers, keys, c0, valid, size, width, bufs, z2sq)  # (B, 2d+1, w)
+            raw = chunk_sums(layers, keys, c0, valid, size, width, bufs, z2sq)  # (B, 2d+1, w)
             pending.push(raw, ref.level_of(valid))
         else:
             groups = max(1, size // batch)
@@ -279,38 +268,6 @@ def block_sums_torch(
     return out
 
 
-def sample_layer_sums_torch(
-    weights_batch,
-    keys,
-    n_samples: int,
-    device,
-    *,
-    block_range: tuple[int, int] | None = None,
-    on_block=None,
-    chunk_size: int | None = None,
-    block_size: int = ref.BLOCK_SIZE,
-    engine: str = "auto",
-) -> list[LayerSums]:
-    """``block_sums_torch`` over every block (or the aligned ``block_range``), combined in order.
-
-    The torch twin of ``philox.sample_layer_sums_philox``; ``on_block(samples)`` is called after
-    each block with the samples it covered for each MLP.
-    """
-    nb = ref.block_count(n_samples, block_size)
-    b0, b1 = ref.check_block_range(block_range, n_samples, block_size) if block_range is not None else (0, nb)
-    w_t = torch.as_tensor(weights_batch, device=torch.device(device))  # moved once, reused per block
-    per_block = []
-    for b in range(b0, b1):
-        per_block.append(
-            block_sums_torch(
-                w_t, keys, b, n_samples, device, chunk_size=chunk_size, block_size=block_size, engine=engine
-            )
-        )
-        if on_block is not None:
-            on_block(per_block[-1][0].count)
-    return [ref.combine_in_order([blk[m] for blk in per_block]) for m in range(len(per_block[0]))]
-
-
 def _chunk_torch(layers, keys, c0, valid, size, width, device, acc, groups: int, z2sq: bool) -> torch.Tensor:
     """(B, groups, 2·depth+1, w) tree sums of one chunk with plain torch ops: per group of
     ``size/groups`` rows, every layer's sums, every layer's sums of squares, layer 2's z² sums."""
@@ -331,35 +288,3 @@ def _chunk_torch(layers, keys, c0, valid, size, width, device, acc, groups: int,
     if z2 is None:
         z2 = torch.zeros_like(sums[0])
     return torch.stack(sums + squares + [z2], dim=2)  # (B, groups, 2d+1, w)
-
-
-def _chunk_numba(layers, keys, c0, valid, size, width, bufs, z2sq: bool) -> np.ndarray:
-    """(B, 2·depth+1, w) tree sums of one chunk (inside one batch): numba normals and ReLU+tree
-    around torch's bmm.
-
-    ``bufs`` maps a row count to reusable (x, h, scratch) float32 buffers of shape (B, rows, w).
-    """
-    n_mlps, depth = len(keys), len(layers)
-    if size not in bufs:
-        shape = (n_mlps, size, width)
-        bufs[size] = (np.zeros(shape, dtype=np.float32), np.empty(shape, dtype=np.float32),
-                      np.empty((size, width), dtype=np.float32))
-    x, h, scratch = bufs[size]
-    for b in range(n_mlps):
-        philox_numba.normals_into((int(keys[b, 0]), int(keys[b, 1])), c0, x[b, :valid])
-        x[b, valid:] = 0.0  # padding rows: zero inputs give zero activations in every layer
-    xt, ht = torch.from_numpy(x), torch.from_numpy(h)
-    levels = ref.level_of(size) + 1
-    stack = np.empty((levels, width))
-    stack_sq = np.empty((levels, width))
-    used = np.empty(levels, dtype=np.bool_)
-    packed = np.zeros((n_mlps, 2 * depth + 1, width))
-    unused = np.empty(width)
-    for layer, w_l in enumerate(layers):
-        torch.bmm(xt, w_l, out=ht)  # (B, size, w) float32
-        for b in range(n_mlps):
-            if layer == 1 and z2sq:
-                philox_numba.square_tree(h[b], valid, packed[b, 2 * depth], scratch, unused, stack, stack_sq, used)
-            philox_numba.relu_tree(h[b], valid, True, packed[b, layer], packed[b, depth + layer], stack, stack_sq, used)
-        x, h, xt, ht = h, x, ht, xt
-    return packed

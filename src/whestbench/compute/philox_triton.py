@@ -568,31 +568,6 @@ def range_sums_triton(
     return [ref.unpack(total[b], count, depth) for b in range(n_mlps)]
 
 
-def block_sums_triton(
-    weights_batch,
-    keys,
-    block_index: int,
-    n_samples: int,
-    device=None,
-    *,
-    config: KernelConfig | None = None,
-    block_size: int = ref.BLOCK_SIZE,
-    n_programs: int | None = None,
-) -> list[LayerSums]:
-    """One canonical block's sums for each of ``B`` MLPs: ``philox_torch.block_sums_torch``'s contract,
-    computed by the fused kernel."""
-    return range_sums_triton(
-        weights_batch,
-        keys,
-        (block_index, block_index + 1),
-        n_samples,
-        config=config,
-        block_size=block_size,
-        n_programs=n_programs,
-        device=device,
-    )
-
-
 def fused_available(device, width: int) -> tuple[bool, str]:
     """Whether the fused kernel serves ``width`` on ``device``, and if not, why (for a log line)."""
     device = torch.device(device)

@@ -117,29 +117,6 @@ def emulate_matmul(a: np.ndarray, b, precision: str) -> np.ndarray:
 # --- the precision gate (SPEC section 3) ---------------------------------------------------------
 
 
-def emulated_layer_means(weights: np.ndarray, x: np.ndarray, precision: str, *, chunk: int = 16384) -> np.ndarray:
-    """``(depth, width)`` fp64 per-layer means of ``relu`` activations over the rows of ``x``.
-
-    ``precision`` ``"fp64"`` runs the forward pass in fp64 (the gate's reference); anything
-    ``emulate_matmul`` takes runs it in float32 with that matmul, summing in fp64 as the kernel does.
-    """
-    depth = weights.shape[0]
-    sums = np.zeros((depth, weights.shape[2]))
-    parts = [] if precision == "fp64" else [split_weights(w, precision) for w in weights]
-    for r0 in range(0, x.shape[0], chunk):
-        if precision == "fp64":
-            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float64)
-            for layer in range(depth):
-                h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)
-                sums[layer] += h.sum(axis=0)
-        else:
-            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float32)
-            for layer in range(depth):
-                h = np.maximum(emulate_matmul(h, parts[layer], precision), np.float32(0.0))
-                sums[layer] += h.sum(axis=0, dtype=np.float64)
-    return sums / x.shape[0]
-
-
 def float32_ulps(a, b) -> np.ndarray:
     """Elementwise distance between two float32 arrays in units in the last place (the sampler's
     float-stage bound; a monotone integer mapping of the bit patterns, so it counts across zero)."""

@@ -18,8 +18,6 @@ from whestbench.errors import SeedError
 
 SEED_LIMIT = 2**63
 PROTOCOL_V3 = {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"}
-PROTOCOL_V2 = {"name": "whestbench_seedsequence_hierarchy", "version": "2.0"}
-PROTOCOL_V4_NAME = "whestbench_kdf_per_mlp_seeds"
 
 
 def _show(v: object) -> str:

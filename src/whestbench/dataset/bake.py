@@ -17,7 +17,6 @@ writes identical numeric columns.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import sys
 import threading
@@ -37,13 +36,15 @@ from whestbench.dataset.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bak
 from whestbench.dataset.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
-from whestbench.work.ledger import Ledger, hold_lock, load_seeds, save_seeds
+from whestbench.work.ledger import Ledger, load_seeds, save_seeds
+from whestbench.work.threads import one_torch_thread
 from whestbench.work.units import WorkSpec, units_of_mlp
+from whestbench.work.workdir import hold_lock
 
 MIN_CV_BATCHES = 32  # estimators.MIN_RELIABLE_BATCHES, for messages
 
 if TYPE_CHECKING:
-    from whestbench.work.distributed import DistEnv
+    from whestbench.work.launch_env import DistEnv
 
 __all__ = ["BakeConfig", "bake", "create_dataset", "api_config", "canonical_command"]
 
@@ -86,7 +87,7 @@ def bake(
         executor = LocalExecutor(plan.workers)
     if distributed and dist_env.rank != 0:
         _load_kernels(plan, ignore)  # rank 0 says it if the cache is cold; one note, not one per rank
-        with torch_threads(plan):
+        with one_torch_thread(plan.compute.pins_torch_threads):
             executor.run(plan.job(None), on_event=emit, stop=stop)
         return None
 
@@ -98,7 +99,7 @@ def bake(
             ledger = Ledger(work, plan.spec.identity())
             _prefetch_writer_imports()
             _load_kernels(plan, emit)
-            with torch_threads(plan):
+            with one_torch_thread(plan.compute.pins_torch_threads):
                 executor.run(plan.job(ledger), on_event=emit, stop=stop)
             write_baked(plan, ledger, emit, device_check=checked)
             ledger.remove()
@@ -116,7 +117,8 @@ def saved_samples(plan: BakePlan) -> int:
     (the bake itself then says why)."""
     import json
 
-    from whestbench.work.ledger import decode_record, identity_digest
+    from whestbench.work.ledger import identity_digest
+    from whestbench.work.records import decode_record
     from whestbench.work.steps import checkpoint_samples
 
     work = plan.work_dir
@@ -164,7 +166,7 @@ def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dic
         emit(Event("warning", message="device check skipped (--skip-device-check); metadata.json records the skip"))
         return dc.skipped_check(plan.compute).record()
     _load_kernels(plan, emit)  # compiled once here, so the check's time is the check's
-    with torch_threads(plan):
+    with one_torch_thread(plan.compute.pins_torch_threads):
         result = dc.check_device(plan.spec, plan.compute, accept_non_invariant=plan.config.accept_non_invariant)
     record = result.record()
     if result.refusals():
@@ -259,22 +261,6 @@ def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
         module.load_kernels()
     finally:
         note.cancel()
-
-
-@contextlib.contextmanager
-def torch_threads(plan: BakePlan):
-    """torch on the CPU: one intra-op thread (the worker threads give the parallelism)."""
-    if not plan.compute.pins_torch_threads:
-        yield
-        return
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 # --- writing ------------------------------------------------------------------------------------

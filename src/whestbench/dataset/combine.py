@@ -67,6 +67,7 @@ from whestbench.errors import (
 )
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import input_dir
+from whestbench.text import show_value
 
 __all__ = [
     "combine_split_datasets",
@@ -142,7 +143,7 @@ def combine_split_datasets(
             a, b = s.md.get(key), first.md.get(key)
             if a != b:
                 raise MergeIncompatibleError(
-                    f"{s.path}: {key}={_show(a)} != {_show(b)} (from {first.path}); the splits of one "
+                    f"{s.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); the splits of one "
                     f"dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {_REBAKE_HINT.get(key, 'to match')}."
                 )
     for s in splits:
@@ -206,10 +207,6 @@ def _check_independent(splits: Sequence[_Split]) -> None:
                     f"mlp_seed {seed}; splits must be independent: bake each split from its own "
                     "seed file."
                 )
-
-
-def _show(v: Any) -> str:
-    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
 
 
 def combined_metadata(

@@ -30,6 +30,7 @@ import numpy as np
 from whestbench.compute import device_check as judge
 from whestbench.compute.device_check import CheckResult
 from whestbench.errors import UsageError
+from whestbench.work.threads import one_blas_thread, one_torch_thread
 
 SHAPES = ((256, 8), (1024, 16))
 PROBE_SHAPE = (256, 8)
@@ -114,8 +115,6 @@ def _plan(path: BakePath, width: int, depth: int, n_mlps: int = PROJECT_MLPS, n_
 def check_pcg64(width: int, depth: int) -> tuple[CheckResult, CheckResult]:
     """The CPU default path's checks: ``block-sums`` (its fused kernels against an fp64 forward pass on
     the same pcg64 samples) and ``fused-invariance`` (fused kernels and plain passes: identical bits)."""
-    from threadpoolctl import threadpool_limits
-
     from whestbench.compute import philox
     from whestbench.compute.mlp import sample_weights
     from whestbench.compute.pcg64 import chunk_rows, sample_layer_sums
@@ -126,7 +125,7 @@ def check_pcg64(width: int, depth: int) -> tuple[CheckResult, CheckResult]:
     weights = sample_weights(weight_ss, width, depth)
     chunk = chunk_rows(width)
     n = max(stretch_samples(width, depth), chunk)
-    with threadpool_limits(1, "blas"):  # as every bake's worker runs
+    with one_blas_thread():  # as every bake's worker runs
         fused = philox.pack(sample_layer_sums(weights, sample_ss, n, fused=True))
         plain = philox.pack(sample_layer_sums(weights, sample_ss, n, fused=False))
     rng = np.random.default_rng(sample_ss)  # the same draws, chunk by chunk as the stream makes them
@@ -166,7 +165,6 @@ def sgemm_peak(device: str, seconds: float) -> float:
 
 def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
     """A timed bake of this path at ``PROBE_SHAPE`` lasting about ``seconds``: its effective GFLOP/s."""
-    from whestbench.dataset.bake import torch_threads
     from whestbench.work.calibrate import calibrate
 
     width, depth = PROBE_SHAPE
@@ -179,7 +177,7 @@ def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
         import torch
 
         sync = torch.cuda.synchronize
-    with torch_threads(plan):
+    with one_torch_thread(plan.compute.pins_torch_threads):
         n = step
         for _ in range(3):  # size the timed run from the last one (a short run's rate is a rough guide)
             cal = calibrate(plan.scaled_job, planned_mlps=PROJECT_MLPS, planned_samples=PROJECT_SAMPLES,
@@ -212,11 +210,11 @@ def diagnose(device: str = "auto", *, quick: bool = False, on_note: Callable[[st
             if path.config["backend"] == "cpu":
                 results = check_pcg64(width, depth)
             else:
-                from whestbench.dataset.bake import _load_kernels, torch_threads
+                from whestbench.dataset.bake import _load_kernels
 
                 plan = _plan(path, width, depth)
                 _load_kernels(plan, lambda e: None)
-                with torch_threads(plan):
+                with one_torch_thread(plan.compute.pins_torch_threads):
                     results = dc.run_checks(plan.spec, plan.compute)
             diag.checks += [{"path": path.label, "shape": f"{width}x{depth}", **c.record()} for c in results]
     seconds = QUICK_PROBE_SECONDS if quick else PROBE_SECONDS

@@ -67,6 +67,7 @@ from whestbench.dataset.reader import (
     data_files,
     file_sha256,
     is_shard_of,
+    parse_shard,
     read_metadata,
     read_metadata_file,
     verify_checksums,
@@ -570,9 +571,9 @@ def split_files(paths: Sequence[str], split: str) -> list[str]:
 def _remote_splits(paths: Sequence[str]) -> list[str]:
     found = set()
     for p in paths:
-        m = re.match(rf"^{DATA}/(.+)-\d{{5,}}-of-\d{{5,}}\.parquet$", p)
-        if m:
-            found.add(m.group(1))
+        shard = parse_shard(p[len(DATA) + 1 :]) if p.startswith(DATA + "/") else None
+        if shard is not None:
+            found.add(shard[0])
     return sorted(found)
 
 

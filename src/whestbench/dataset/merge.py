@@ -39,7 +39,7 @@ from whestbench.dataset.inputs import (
     shard_files,
     split_of,
 )
-from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums
+from whestbench.dataset.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums, shard_name
 from whestbench.dataset.verify import require_sound
 from whestbench.dataset.schema import COLUMNS, DatasetMeta, columns_for, make_features, validate_metadata
 from whestbench.dataset.writer import (
@@ -47,7 +47,6 @@ from whestbench.dataset.writer import (
     MAX_SHARD_BYTES,
     finish_dataset_dir,
     row_bytes,
-    shard_name,
     shard_plan,
 )
 from whestbench.errors import (
@@ -59,6 +58,7 @@ from whestbench.errors import (
     OutputExistsError,
 )
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.text import show_value
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -189,7 +189,7 @@ def _same(part: _Partial, first: _Partial, key: str) -> None:
     a, b = part.md.get(key), first.md.get(key)
     if a != b:
         raise MergeIncompatibleError(
-            f"{part.path}: {key}={_show(a)} != {_show(b)} (from {first.path}); partials must come "
+            f"{part.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); partials must come "
             "from one bake command that differs only in --slice/--mlp-range and --output."
         )
 
@@ -209,10 +209,6 @@ def _same_seed_list(part: _Partial, first: _Partial) -> None:
         f"partials were baked from different seed lists (seed_list_digest {b} in {first.path}, "
         f"{a} in {part.path}); bake every slice with the same --mlp-seeds file or --seed."
     )
-
-
-def _show(v: Any) -> str:
-    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
 
 
 def _check_coverage(ordered: Sequence[_Partial]) -> None:
@@ -340,24 +336,6 @@ def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | No
         return None
     argv = command.set_flag(command.drop_flags(argv, command.RANGE_FLAGS), "--output", str(output))
     return argv if isinstance(recorded, list) else command.join(argv)
-
-
-_FP_KEYS = (
-    "cuda_device_name",
-    "cuda_device_capability",
-    "torch_version",
-    "device",
-    "cpu_brand",
-    "cpu_count_logical",
-    "ram_total_bytes",
-    "python_version",
-    "numpy_version",
-    "os",
-    "whestbench_version",
-    "flopscope_version",
-    "blas",
-    "bake_config",
-)
 
 
 def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -24,12 +24,13 @@ from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.paths import check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.work.executor import Job
-from whestbench.work.ledger import Ledger, check_work_dir, work_dir_for
+from whestbench.work.ledger import Ledger
+from whestbench.work.workdir import check_work_dir, work_dir_for
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 
 if TYPE_CHECKING:
-    from whestbench.work.distributed import DistEnv
+    from whestbench.work.launch_env import DistEnv
 
 PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~60 units per MLP at N=10**9
 # Format limits (each refused before any work, with its reason):

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from whestbench.compute.audit import AUDIT_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
+from whestbench.work.threads import one_blas_thread
 
 P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
 MIN_ACTIVE = 64  # a neuron active on fewer pilot inputs has too rough a pilot sd/skew to be held to bounds
@@ -66,8 +67,6 @@ def choose_rows(rows: list, k: int | None, seed: int) -> list:
 
 def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list[Audited]:
     """The pilot of every row whose weights re-derive from its seed (else ``pilot`` None)."""
-    from threadpoolctl import threadpool_limits
-
     from whestbench.compute.mlp import weights_for_seed
 
     cv = _is_cv(ds.md)
@@ -87,7 +86,7 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list
         return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE))
 
     workers = workers or max(1, min(len(rows), os.cpu_count() or 1, 8))
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
+    with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, zip(rows, counts)))
 
 

@@ -94,13 +94,23 @@ def read_metadata_file(path: str | Path) -> dict[str, Any]:
     return md
 
 
-def _shard_re(split: str) -> re.Pattern[str]:
-    return re.compile(rf"^{re.escape(split)}-(\d{{5,}})-of-(\d{{5,}})\.parquet$")
+_SHARD_RE = re.compile(r"^(.+)-(\d{5,})-of-(\d{5,})\.parquet$")  # split, index, total: one way to cut a name
+
+
+def shard_name(split: str, i: int, n: int) -> str:
+    return f"{split}-{i:05d}-of-{n:05d}.parquet"
+
+
+def parse_shard(name: str) -> tuple[str, int, int] | None:
+    """``(split, index, total)`` of a shard's file name, or None for any other name."""
+    m = _SHARD_RE.match(name)
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
 
 
 def is_shard_of(name: str, split: str) -> bool:
     """Whether file name ``name`` is one of ``split``'s shards (``round`` never claims ``round-one-…``)."""
-    return _shard_re(split).match(name) is not None
+    shard = parse_shard(name)
+    return shard is not None and shard[0] == split
 
 
 def data_files(directory: str | Path, split: str) -> list[Path]:
@@ -111,13 +121,12 @@ def data_files(directory: str | Path, split: str) -> list[Path]:
     """
     directory = Path(directory)
     data = directory / DATA_DIR
-    pattern = _shard_re(split)
     found: list[tuple[int, int, Path]] = []
     if data.is_dir():
         for p in data.iterdir():
-            m = pattern.match(p.name)
-            if m and p.is_file():
-                found.append((int(m.group(1)), int(m.group(2)), p))
+            shard = parse_shard(p.name)
+            if shard is not None and shard[0] == split and p.is_file():
+                found.append((shard[1], shard[2], p))
     if not found:
         raise InvalidDatasetError(
             f"no Parquet shards for split {split!r} in {data} (expected "
@@ -128,7 +137,7 @@ def data_files(directory: str | Path, split: str) -> list[Path]:
     indices = [i for i, _, _ in found]
     total = max(totals)
     if len(totals) != 1 or indices != list(range(total)):
-        want = [f"{split}-{i:05d}-of-{total:05d}.parquet" for i in range(total)]
+        want = [shard_name(split, i, total) for i in range(total)]
         have = sorted(p.name for _, _, p in found)
         raise InvalidDatasetError(
             f"split {split!r} in {data} has an incomplete or mixed shard set: found {have}, "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from whestbench.atomic import staged_dir
-from whestbench.dataset.reader import bind_checksums, data_checksums
+from whestbench.dataset.reader import bind_checksums, data_checksums, shard_name
 from whestbench.dataset.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, columns_for
 
 if TYPE_CHECKING:
@@ -43,10 +43,6 @@ def shard_plan(n_rows: int, width: int, depth: int, max_shard_bytes: int = MAX_S
     n_shards = max(1, math.ceil(n_rows / per))
     base, extra = divmod(n_rows, n_shards)
     return [base + (1 if i < extra else 0) for i in range(n_shards)]
-
-
-def shard_name(split: str, i: int, n: int) -> str:
-    return f"{split}-{i:05d}-of-{n:05d}.parquet"
 
 
 def write_metadata_json(directory: Path, md: dict[str, Any]) -> None:

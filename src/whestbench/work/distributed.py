@@ -58,16 +58,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
+from whestbench.errors import BakeInterrupted, DamagedRecord
 from whestbench.text import error_line
-from whestbench.work.executor import (BakeInterrupted, Job, Tracker, one_blas_thread, scan_ledger, stop_summary,
-                                      unit_context)
-from whestbench.work.ledger import DamagedRecord, decode_record, encode_record
+from whestbench.work.executor import Job, Tracker, scan_ledger, stop_summary, unit_context
+from whestbench.work.launch_env import DistEnv
+from whestbench.work.records import decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
+from whestbench.work.threads import one_blas_thread
 from whestbench.work.units import Unit, WorkSpec
 
 HEARTBEAT_S = 0.5
@@ -94,23 +96,6 @@ def check_peer_timeout(seconds: float) -> str | None:
         return (f"must be between {PEER_TIMEOUT_MIN_S:g} s (four heartbeats: a shorter one declares live ranks dead) "
                 f"and {PEER_TIMEOUT_MAX_S:g} s (11.6 days: the coordination store's timeout cannot hold much more)")
     return None
-
-
-@dataclass(frozen=True)
-class DistEnv:
-    """Where this process sits in a distributed bake (read from torchrun's or SLURM's env by the CLI)."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    master_addr: str
-    master_port: int
-    run_id: str = "whest"
-    attempt: int = 0
-    """torchrun's TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT, shown to the user. Informational
-    only: the store's epoch counter separates restarts, because this count differs between nodes."""
-    agent_store: bool = False
-    """True under torchrun: its agent already hosts the store at master_addr:master_port."""
 
 
 def _dist_errors() -> tuple[type[BaseException], ...]:
@@ -485,7 +470,7 @@ class _Context:
 
     def __post_init__(self) -> None:
         self.quit = threading.Event()  # this process is leaving: workers claim nothing more
-        self.arithmetic = threading.Event()  # set while BLAS is held at one thread (executor.one_blas_thread)
+        self.arithmetic = threading.Event()  # set while BLAS is held at one thread (threads.one_blas_thread)
         self.threads: list[threading.Thread] = []  # every unit thread this run started (joined on leaving)
         self.watch = _Watch(self.base_store)  # one history of heartbeats, so silence is never re-timed
         self.errors: list[BaseException] = []
@@ -663,7 +648,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
 
 def _output_of(job: Job) -> str | None:
     """The dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks."""
-    from whestbench.work.ledger import WORK_SUFFIX
+    from whestbench.work.workdir import WORK_SUFFIX
 
     if job.ledger is None:
         return None

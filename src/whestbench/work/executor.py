@@ -18,18 +18,18 @@ starts no new one; the executor then raises ``BakeInterrupted`` with the resume 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Protocol
 
 from whestbench.errors import BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.ledger import Ledger
 from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
+from whestbench.work.threads import one_blas_thread
 from whestbench.work.units import Unit, WorkSpec
 
 RESUME_ADVICE = "re-run the same command to resume"
@@ -201,22 +201,6 @@ def checkpointed_samples(job: Job, units: list[Unit]) -> dict[str, int]:
         except (DamagedRecord, OSError, KeyError, TypeError, ValueError):
             continue
     return found
-
-
-@contextlib.contextmanager
-def one_blas_thread(held: threading.Event) -> Iterator[None]:
-    """BLAS at one thread while the units run (an sgemm's float32 result depends on its thread count;
-    a bake's numbers must not), with ``held`` set for exactly as long. Units check ``held`` before
-    they save a checkpoint or a result, so what a unit computes after the limit is lifted — a bake
-    leaving on an error while a unit thread still runs — is never kept."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        held.set()
-        try:
-            yield
-        finally:
-            held.clear()  # before the limit goes: a unit that sees it set computed under the limit
 
 
 def unit_context(job: Job, tracker: Tracker, unit: Unit, stop: threading.Event, emit: EventSink,

@@ -1,11 +1,11 @@
-"""The work directory beside a bake's output: its lock, plan, seeds, finished units and checkpoints.
+"""The resume ledger in a bake's work directory: its plan, seeds, finished units and checkpoints.
 
-Layout of ``<output>.whest-work/``::
+Layout of ``<output>.whest-work/`` (where it lies and its lock: ``work.workdir``)::
 
     lock                     who holds the bake (pid, host, start); an flock while it runs
     plan.json                the WorkSpec identity and its digest (a resume must match it)
     auto-seeds.json          random seeds a bake drew (so a re-run resumes with the same ones)
-    units/<key>.unit         a finished unit's sums (a checked record, below)
+    units/<key>.unit         a finished unit's sums (a checked record: ``work.records``)
     units/<key>.ckpt         a unit's progress inside itself (sampler state + partial sums)
 
 Every file is written to a temp name, fsynced and renamed, so after a crash it is either wholly
@@ -13,10 +13,6 @@ there or absent. Every file also carries what it belongs to and a checksum, and 
 read: a unit or checkpoint file that is damaged, edited, truncated, swapped with another unit's, or
 from another bake is reported in one line and recomputed; a damaged plan or seeds file is refused
 with the file named and the fix. Nothing read from here is trusted without those checks.
-
-A record (``.unit``/``.ckpt``) is ``MAGIC``, an 8-byte little-endian header length, a JSON header
-(kind, unit key, plan digest, meta, array names/dtypes/shapes), the arrays' raw bytes, and the
-sha256 of everything before it.
 """
 
 from __future__ import annotations
@@ -26,174 +22,19 @@ import hashlib
 import json
 import os
 import shutil
-import socket
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from whestbench.atomic import fsync_dir, remove_abandoned_staging, write_file_atomic
 from whestbench.compute.stats import LayerSums
-from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError, WorkDirBusy
+from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError
+from whestbench.work.records import decode_record, encode_record
+from whestbench.work.workdir import output_for
 
-WORK_SUFFIX = ".whest-work"
 PLAN_FORMAT = "whestbench-plan/2"
 SEEDS_FORMAT = "whestbench-seeds/1"
-MAGIC = b"WHESTREC1\n"
-_DTYPES = {"<f8", "<i8", "<u4", "<f4", "|b1"}  # what a record may hold; nothing that unpickles
-_DIGEST = 32
-
-
-def work_dir_for(output: Path) -> Path:
-    """``<output>.whest-work``: beside the output, so a re-run of the same command finds it."""
-    output = Path(output)
-    return output.with_name(output.name + WORK_SUFFIX)
-
-
-_ENTRIES = {"lock": "file", "plan.json": "file", "auto-seeds.json": "file", "units": "directory"}
-"""What a work directory holds (besides the ``.NAME.*.tmp`` files of an interrupted atomic write)."""
-
-
-def check_work_dir(root: Path) -> None:
-    """Refuse, before any work, a work directory a bake cannot safely write (UsageError naming the fix).
-
-    Guards against writing through a symlink (dangling or not: the lock, plan and units would land
-    among someone else's files, and opening ``lock`` would truncate whatever it points to), a file
-    where the directory goes, an existing directory that is not a work directory of ours (it holds
-    other files), and a damaged one (``lock`` or ``plan.json`` a directory, ``units`` a file, one
-    of them a symlink): each would otherwise fail with a raw ``[Errno 17]``/``[Errno 21]``.
-    """
-    root = Path(root)
-    if os.path.islink(root):
-        raise UsageError(
-            f"the work directory {root} is a symlink (to {os.readlink(root)!r}); a bake keeps its work files in a "
-            f"directory of its own beside --output: remove the link ({root}) or choose another --output."
-        )
-    if not os.path.lexists(root):
-        return
-    if not root.is_dir():
-        raise UsageError(
-            f"{root}, where the bake keeps its work files, is a file, not a work directory; remove it or choose "
-            "another --output."
-        )
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        kind = _ENTRIES.get(entry.name)
-        if kind is None:
-            if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
-                continue  # an atomic write that was interrupted
-            raise UsageError(
-                f"{root} exists and is not a whestbench work directory (it holds {entry.name!r}); a bake would "
-                f"write its lock, plan and units among those files: move {root} away or choose another --output."
-            )
-        is_dir = entry.is_dir(follow_symlinks=False)
-        if entry.is_symlink() or is_dir != (kind == "directory"):
-            what = "a symlink" if entry.is_symlink() else "a directory" if is_dir else "a file"
-            raise UsageError(
-                f"the work directory is damaged: {root / entry.name} is {what}, not the {kind} a bake keeps there; "
-                f"remove {root / entry.name} and re-run the same command (the rest of {root} is kept)."
-            )
-
-
-# ------------------------------------------------------------------------------------ records
-
-
-def encode_record(kind: str, key: str, plan: str, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
-    """A checked record: what it is (kind, unit key, plan digest), free-form meta, named arrays."""
-    layout, blobs = [], []
-    for name, arr in arrays.items():
-        arr = np.ascontiguousarray(arr)
-        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
-        layout.append([name, arr.dtype.str, list(arr.shape)])
-        blobs.append(arr.tobytes())
-    header = json.dumps({"kind": kind, "key": key, "plan": plan, "meta": meta, "arrays": layout}).encode()
-    body = MAGIC + len(header).to_bytes(8, "little") + header + b"".join(blobs)
-    return body + hashlib.sha256(body).digest()
-
-
-def decode_record(blob: bytes, *, kind: str, key: str, plan: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``(meta, arrays)`` of a record that passes every check, else DamagedRecord saying which failed."""
-    if len(blob) < len(MAGIC) + 8 + _DIGEST:
-        raise DamagedRecord(f"{len(blob)} bytes, too short to be a work record (truncated or empty)")
-    if not blob.startswith(MAGIC):
-        raise DamagedRecord("not a whestbench work record (wrong header)")
-    body, digest = blob[:-_DIGEST], blob[-_DIGEST:]
-    if hashlib.sha256(body).digest() != digest:
-        raise DamagedRecord("checksum mismatch (truncated, edited or corrupted)")
-    n = int.from_bytes(body[len(MAGIC) : len(MAGIC) + 8], "little")
-    start = len(MAGIC) + 8
-    try:
-        header = json.loads(body[start : start + n].decode())
-        got = (header["kind"], header["key"], header["plan"])
-        layout, meta = header["arrays"], header["meta"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise DamagedRecord(f"unreadable header ({e})") from None
-    if got[0] != kind:
-        raise DamagedRecord(f"holds a {got[0]!r} record, expected {kind!r}")
-    if got[1] != key:
-        raise DamagedRecord(f"holds unit {got[1]}, not {key} (renamed or swapped)")
-    if got[2] != plan:
-        raise DamagedRecord("belongs to another bake plan")
-    arrays: dict[str, np.ndarray] = {}
-    offset = start + n
-    try:
-        for name, dtype, shape in layout:
-            if dtype not in _DTYPES:
-                raise DamagedRecord(f"array {name!r} has dtype {dtype!r}")
-            size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            if size < 0 or offset + size > len(body):
-                raise DamagedRecord(f"array {name!r} runs past the end of the file")
-            arrays[name] = np.frombuffer(body, dtype=dtype, count=size // np.dtype(dtype).itemsize, offset=offset).reshape(shape).copy()
-            offset += size
-    except (TypeError, ValueError) as e:
-        if isinstance(e, DamagedRecord):
-            raise
-        raise DamagedRecord(f"bad array layout ({e})") from None
-    if offset != len(body):
-        raise DamagedRecord("trailing bytes after the arrays")
-    return meta, arrays
-
-
-# ------------------------------------------------------------------------------------ the lock
-
-
-@contextlib.contextmanager
-def hold_lock(root: Path, command: str = "") -> Iterator[None]:
-    """Hold ``root/lock`` (an exclusive flock) for the duration; another holder means WorkDirBusy.
-
-    The kernel drops an flock when its process dies, so a killed bake never blocks the next one.
-    The file's text (pid, host, start, command) is what a refused bake reports.
-    """
-    import fcntl
-
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / "lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            info = _lock_info(path)
-            raise WorkDirBusy(
-                f"another bake holds {root} (pid {info.get('pid', '?')} on host {info.get('host', '?')}, started "
-                f"{info.get('started', '?')}); wait for it to finish. If no such process is running (a stale lock "
-                f"on a network filesystem), remove {path} and re-run."
-            ) from None
-        os.ftruncate(fd, 0)
-        text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                           "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command})
-        os.write(fd, text.encode())
-        yield
-    finally:
-        os.close(fd)  # releases the flock
-
-
-def _lock_info(path: Path) -> dict[str, Any]:
-    try:
-        info = json.loads(path.read_text())
-        return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 # ------------------------------------------------------------------------------------ seeds
@@ -244,14 +85,6 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
 
 
 # ------------------------------------------------------------------------------------ the ledger
-
-
-def output_for(work_dir: Path) -> Path | None:
-    """The output a work directory belongs to (``work_dir_for`` reversed); None for another name."""
-    name = Path(work_dir).name
-    if not name.endswith(WORK_SUFFIX) or name == WORK_SUFFIX:
-        return None
-    return Path(work_dir).with_name(name[: -len(WORK_SUFFIX)])
 
 
 def identity_digest(identity: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord
+from whestbench.work.threads import pin_torch_threads_here
 from whestbench.work.units import Unit, WorkSpec
 
 ENGINES = ("numpy", "numba", "torch", "triton")
@@ -50,7 +51,7 @@ class Compute:
 
     @property
     def pins_torch_threads(self) -> bool:
-        """torch on the CPU runs one single-threaded caller per core (see ``_pin_torch_threads_here``)."""
+        """torch on the CPU runs one single-threaded caller per core (see ``threads.pin_torch_threads_here``)."""
         return self.engine in ("numba", "torch") and self.device == "cpu"
 
 
@@ -96,7 +97,7 @@ class UnitContext:
     checkpoints (calibration)."""
     checkpoint_every: float = 60.0
     arithmetic: threading.Event | None = None
-    """Set while the bake's fixed arithmetic holds (BLAS at one thread, ``executor.one_blas_thread``);
+    """Set while the bake's fixed arithmetic holds (BLAS at one thread, ``threads.one_blas_thread``);
     None: not watched. A unit saves nothing computed once it is cleared."""
 
     def arithmetic_held(self) -> bool:
@@ -305,7 +306,7 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
 
         return run
     if compute.pins_torch_threads:
-        _pin_torch_threads_here()
+        pin_torch_threads_here()
     if compute.engine == "triton":
         from whestbench.compute.philox_triton import range_sums_triton
 
@@ -328,15 +329,3 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
         return packed(raw, counts), counts
 
     return run
-
-
-def _pin_torch_threads_here() -> None:
-    """Apply torch's thread count to the calling worker thread too.
-
-    ``torch.set_num_threads`` sets OpenMP's and MKL's counts for the thread that calls it only. A
-    worker thread starts from the defaults (all cores), so each of its CPU matmuls would start an
-    OpenMP team of its own: two workers with two threads each on two cores ran 14% slower.
-    """
-    import torch
-
-    torch.set_num_threads(torch.get_num_threads())

@@ -237,13 +237,12 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
 def _planned(seed: int, width: int, depth: int, estimator: str, target: float, layer: str, step: int, cap: int,
              min_samples: int) -> int:
     """``WorkSpec.planned_samples`` for one MLP, once per process (its pilot costs one forward pass)."""
-    from threadpoolctl import threadpool_limits
-
     from whestbench.compute.estimators import pilot_stream, planned_samples
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.work.steps import controls_for  # the bake's own controls (fitted once per process)
+    from whestbench.work.threads import one_blas_thread
 
     weights = weights_for_seed(seed, width, depth)
-    with threadpool_limits(limits=1, user_api="blas"):  # the count must not depend on the thread count
+    with one_blas_thread():  # the count must not depend on the thread count
         controls = controls_for(seed, weights) if estimator == "control-variate" and depth > 1 else None
         return planned_samples(weights, pilot_stream(seed), controls, target, layer, step, cap, min_samples)

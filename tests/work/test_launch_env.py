@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from whestbench.cli import launch
-from whestbench.cli.launch import dist_env_from_environ, first_host
 from whestbench.errors import UsageError
+from whestbench.work import launch_env
+from whestbench.work.launch_env import dist_env_from_environ, first_host
 
 TORCHRUN = {
     "RANK": "3",
@@ -36,7 +36,7 @@ def no_scontrol(monkeypatch):
     def refuse(*args, **kwargs):
         raise FileNotFoundError("scontrol")
 
-    monkeypatch.setattr(launch.subprocess, "run", refuse)
+    monkeypatch.setattr(launch_env.subprocess, "run", refuse)
 
 
 def test_torchrun_env_gives_rank_world_and_the_agents_store():
@@ -140,5 +140,5 @@ def test_scontrol_is_asked_first_when_present(monkeypatch):
         assert cmd[:3] == ["scontrol", "show", "hostnames"]
         return subprocess.CompletedProcess(cmd, 0, stdout="alpha\nbeta\n", stderr="")
 
-    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    monkeypatch.setattr(launch_env.subprocess, "run", fake_run)
     assert dist_env_from_environ(SRUN).master_addr == "alpha"

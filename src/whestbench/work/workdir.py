@@ -1,0 +1,117 @@
+"""The work directory itself: where it lies beside an output, the checks before a bake writes into it, its lock.
+
+``<output>.whest-work/`` holds ``lock``, ``plan.json``, ``auto-seeds.json`` and ``units/`` (what
+each holds: ``work.ledger``). The lock is an flock held while a bake runs; its text (pid, host,
+start, command) is what a refused bake reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from whestbench.errors import UsageError, WorkDirBusy
+
+WORK_SUFFIX = ".whest-work"
+
+
+def work_dir_for(output: Path) -> Path:
+    """``<output>.whest-work``: beside the output, so a re-run of the same command finds it."""
+    output = Path(output)
+    return output.with_name(output.name + WORK_SUFFIX)
+
+
+_ENTRIES = {"lock": "file", "plan.json": "file", "auto-seeds.json": "file", "units": "directory"}
+"""What a work directory holds (besides the ``.NAME.*.tmp`` files of an interrupted atomic write)."""
+
+
+def check_work_dir(root: Path) -> None:
+    """Refuse, before any work, a work directory a bake cannot safely write (UsageError naming the fix).
+
+    Guards against writing through a symlink (dangling or not: the lock, plan and units would land
+    among someone else's files, and opening ``lock`` would truncate whatever it points to), a file
+    where the directory goes, an existing directory that is not a work directory of ours (it holds
+    other files), and a damaged one (``lock`` or ``plan.json`` a directory, ``units`` a file, one
+    of them a symlink): each would otherwise fail with a raw ``[Errno 17]``/``[Errno 21]``.
+    """
+    root = Path(root)
+    if os.path.islink(root):
+        raise UsageError(
+            f"the work directory {root} is a symlink (to {os.readlink(root)!r}); a bake keeps its work files in a "
+            f"directory of its own beside --output: remove the link ({root}) or choose another --output."
+        )
+    if not os.path.lexists(root):
+        return
+    if not root.is_dir():
+        raise UsageError(
+            f"{root}, where the bake keeps its work files, is a file, not a work directory; remove it or choose "
+            "another --output."
+        )
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        kind = _ENTRIES.get(entry.name)
+        if kind is None:
+            if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
+                continue  # an atomic write that was interrupted
+            raise UsageError(
+                f"{root} exists and is not a whestbench work directory (it holds {entry.name!r}); a bake would "
+                f"write its lock, plan and units among those files: move {root} away or choose another --output."
+            )
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if entry.is_symlink() or is_dir != (kind == "directory"):
+            what = "a symlink" if entry.is_symlink() else "a directory" if is_dir else "a file"
+            raise UsageError(
+                f"the work directory is damaged: {root / entry.name} is {what}, not the {kind} a bake keeps there; "
+                f"remove {root / entry.name} and re-run the same command (the rest of {root} is kept)."
+            )
+
+
+def output_for(work_dir: Path) -> Path | None:
+    """The output a work directory belongs to (``work_dir_for`` reversed); None for another name."""
+    name = Path(work_dir).name
+    if not name.endswith(WORK_SUFFIX) or name == WORK_SUFFIX:
+        return None
+    return Path(work_dir).with_name(name[: -len(WORK_SUFFIX)])
+
+
+@contextlib.contextmanager
+def hold_lock(root: Path, command: str = "") -> Iterator[None]:
+    """Hold ``root/lock`` (an exclusive flock) for the duration; another holder means WorkDirBusy.
+
+    The kernel drops an flock when its process dies, so a killed bake never blocks the next one.
+    The file's text (pid, host, start, command) is what a refused bake reports.
+    """
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            info = _lock_info(path)
+            raise WorkDirBusy(
+                f"another bake holds {root} (pid {info.get('pid', '?')} on host {info.get('host', '?')}, started "
+                f"{info.get('started', '?')}); wait for it to finish. If no such process is running (a stale lock "
+                f"on a network filesystem), remove {path} and re-run."
+            ) from None
+        os.ftruncate(fd, 0)
+        text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                           "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command})
+        os.write(fd, text.encode())
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _lock_info(path: Path) -> dict[str, Any]:
+    try:
+        info = json.loads(path.read_text())
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
