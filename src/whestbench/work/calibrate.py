@@ -8,6 +8,7 @@ standard errors also project the samples a target standard error needs: they shr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 import time
@@ -86,7 +87,7 @@ def calibrate(
     job = job_for(calib_mlps, calib_samples)
     with tempfile.TemporaryDirectory(prefix="whest-calibrate-") as tmp:
         ledger = Ledger(Path(tmp) / "work", job.spec.identity()) if finalize is not None else None
-        timed = Job(job.spec, job.compute, ledger, job.checkpoint_every)
+        timed = dataclasses.replace(job, ledger=ledger)
         t0 = time.perf_counter()
         executor.run(timed)
         sync()
