@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.ledger import Ledger
 from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
 from whestbench.work.units import Unit, WorkSpec
@@ -53,7 +54,7 @@ class Job:
     compute: Compute
     ledger: Ledger | None = None
     """None: results are computed and dropped (calibration); no resume, no checkpoints."""
-    checkpoint_every: float = 60.0
+    checkpoint_every: float = CHECKPOINT_EVERY_S
     """Seconds between checkpoints inside a unit (SPEC §5)."""
 
 

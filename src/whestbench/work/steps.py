@@ -21,8 +21,10 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from whestbench.compute.estimators import fit_controls, pilot_stream
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
+from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.ledger import DamagedRecord
 from whestbench.work.units import Unit, WorkSpec
 
@@ -94,7 +96,7 @@ class UnitContext:
     checkpoints: Checkpoints | None = None
     """Where checkpoints go: the ledger, or (a distributed peer) rank 0 through the store; None: no
     checkpoints (calibration)."""
-    checkpoint_every: float = 60.0
+    checkpoint_every: float = CHECKPOINT_EVERY_S
     arithmetic: threading.Event | None = None
     """Set while the bake's fixed arithmetic holds (BLAS at one thread, ``executor.one_blas_thread``);
     None: not watched. A unit saves nothing computed once it is cleared."""
@@ -270,7 +272,6 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
 
 @functools.lru_cache(maxsize=64)
 def _controls(seed: int, width: int, depth: int):
-    from whestbench.compute.estimators import fit_controls, pilot_stream
     from whestbench.compute.mlp import weights_for_seed
 
     return fit_controls(weights_for_seed(seed, width, depth), pilot_stream(seed))
