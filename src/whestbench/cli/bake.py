@@ -16,7 +16,9 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
+from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.errors import SignalStop, UsageError
+from whestbench.work import CHECKPOINT_EVERY_S
 
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
 from whestbench.cli.hub import card_options
@@ -91,15 +93,15 @@ class StopSignals:
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
 @click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel (split-precision tensor cores; experimental).")
-@click.option("--estimator", type=click.Choice(["plain", "control-variate"]), default="plain", show_default=True,
+@click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="plain: whestbench 0.16's sample means; control-variate: the same samples with exact-mean "
                    "controls, several times more accurate per sample (docs/error-bars.md).")
 @click.option("--target-stderr", type=float, default=None, metavar="E",
               help="Sample each MLP only until the chosen neurons' standard errors are at most E "
                    "(checked at fixed points; --n-samples becomes the cap).")
-@click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
+@click.option("--stderr-layer", type=click.Choice(STDERR_LAYERS), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
-@click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=60.0, show_default=True,
+@click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=CHECKPOINT_EVERY_S, show_default=True,
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
 @click.option("--log-every", type=LOG_SECONDS, default=60.0, show_default=True,
               help="When stderr is not a terminal: seconds between progress lines.")
@@ -129,7 +131,7 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
             _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
                   mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel,
                   checkpoint_every, log_every, peer_timeout, quiet,
-                  dict(estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+                  dict(estimation=Estimation(estimator, target_stderr, stderr_layer),
                        skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant,
                        card=_card(pretty_name, license, homepage)))
         except KeyboardInterrupt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from whestbench.cli.common import COUNT, err, out
+from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 
 
 @click.command("calibrate")
@@ -19,11 +20,11 @@ from whestbench.cli.common import COUNT, err, out
 @click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel.")
 @click.option("--max-threads", type=int, default=None, help="CPU path: worker threads.")
-@click.option("--estimator", type=click.Choice(["plain", "control-variate"]), default="plain", show_default=True,
+@click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="The estimator of the planned bake (its standard errors set the samples a target needs).")
 @click.option("--target-stderr", type=float, default=None, metavar="E",
               help="Also project the samples and time needed to bring the standard errors down to E.")
-@click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
+@click.option("--stderr-layer", type=click.Choice(STDERR_LAYERS), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
 @click.option("--calib-mlps", type=COUNT, default=None, help="MLPs in the timed run (default: a full round of workers/batch).")
 @click.option("--calib-samples", type=COUNT, default=None, help="Samples per MLP in the timed run (default: 131,072 on CPU, 1,000,000 on GPU).")
@@ -48,7 +49,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=None,
         backend="torch" if torch_path else "cpu", device=(device or "auto") if torch_path else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, max_threads=max_threads,
-        estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+        estimation=Estimation(estimator, target_stderr, stderr_layer),
     )
     for flag, value in (("--calib-mlps", calib_mlps), ("--calib-samples", calib_samples)):
         if value is not None and value <= 0:
@@ -91,7 +92,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     import numpy as np
 
     spec = plan.spec
-    cv = estimator == "control-variate"
+    cv = cfg.estimation.is_cv
     too_short = (f"n/a: {n:,} timed samples give no {estimator} standard error; use --calib-samples >= "
                  f"{2 * spec.cv_batch if cv else 2:,}")
     if cal.stderr:

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from whestbench.compute.estimation import Estimation
 from whestbench.dataset.schema import infer_sampler
 from whestbench.errors import UsageError
 
@@ -31,13 +32,10 @@ from whestbench.errors import UsageError
 def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     """The bake arguments that reproduce the dataset's numbers (besides the seeds)."""
     sampler = infer_sampler(md)
-    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
-    target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
+    est = Estimation.from_metadata(md)
     out: dict[str, Any] = {
         "n_samples": int(md["n_samples"]), "width": int(md["width"]), "depth": int(md["depth"]),
-        "estimator": est.get("name", "plain"),
-        "target_stderr": float(target["value"]) if target else None,
-        "stderr_layer": target["layer"] if target else "last",
+        "estimator": est.name, "target_stderr": est.target_stderr, "stderr_layer": est.stderr_layer,
     }
     if sampler == "philox":
         out |= {"backend": "torch", "device": device or "cpu"}
@@ -98,7 +96,7 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     cfg = BakeConfig(
         n_mlps=len(seeds), n_samples=rec["n_samples"], width=rec["width"], depth=rec["depth"], output=out,
         mlp_seeds=tuple(int(s) for s in seeds), backend=rec["backend"], device=rec["device"],
-        estimator=rec["estimator"], target_stderr=rec["target_stderr"], stderr_layer=rec["stderr_layer"],
+        estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"]),
         bake_command=f"whest dataset verify --recompute (seeds {', '.join(map(str, seeds))})",
     )
     bake(cfg, on_event=on_event, stop=stop)

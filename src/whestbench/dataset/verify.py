@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from whestbench.compute.estimation import is_cv_block
 from whestbench.dataset.errors import InvalidDatasetError
 from whestbench.dataset.reader import checksum_state, read_metadata
 from whestbench.dataset.schema import (
@@ -398,7 +399,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
 
     # Sample means of post-ReLU values are >= 0; a control-variate estimate of a nearly dead neuron
     # may dip below 0, but not by more than a few of its standard errors.
-    cv = isinstance(ds.md.get("estimator"), dict) and ds.md["estimator"].get("name") == "control-variate"
+    cv = is_cv_block(ds.md.get("estimator"))
     floor = -6.0 * s.stderr.astype(np.float64) - 1e-12 if cv and s.stderr is not None else 0.0
     bad_means = ~np.isfinite(s.means) | (s.means < floor)
     bad_var = ~np.isfinite(s.avg_var)

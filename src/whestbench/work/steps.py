@@ -189,7 +189,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     seed = spec.seeds[unit.mlp_index]
     weight_ss, sample_ss, _ = spawn_streams(seed)
     weights = sample_weights(weight_ss, spec.width, spec.depth)
-    controls = controls_for(seed, weights) if spec.estimator == "control-variate" else None
+    controls = controls_for(seed, weights) if spec.estimation.is_cv else None
     fused = _pcg64_fused(spec)
     n = spec.planned_samples(unit.mlp_index)  # with a target: what the MLP's pilot plans, fixed before sampling
     stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls)
@@ -221,7 +221,7 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
         weight_ss, sample_ss, _ = spawn_streams(spec.seeds[i])
         weights.append(sample_weights(weight_ss, spec.width, spec.depth))
         keys.append(philox.philox_key(sample_ss))
-        if spec.estimator == "control-variate":
+        if spec.estimation.is_cv:
             controls.append(controls_for(spec.seeds[i], weights[-1]))
     w_batch = np.stack(weights)  # (B, depth, width, width)
     key_arr = np.array(keys, dtype=np.uint32)  # (B, 2)
@@ -230,7 +230,7 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
 
     tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
     block_end = unit.block_end
-    if spec.target_stderr is not None:  # one MLP per unit, from block 0: stop where its pilot plans
+    if spec.estimation.has_target:  # one MLP per unit, from block 0: stop where its pilot plans
         planned = spec.planned_samples(unit.mlps[0])
         if planned < spec.n_samples:
             block_end = min(block_end, planned // spec.block_size)
