@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from whestbench.cli.common import COUNT, err, out
+from whestbench.cli.common import COUNT, err, out, torch_knobs
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 
 
@@ -44,7 +44,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     from whestbench.text import format_duration, format_rate
     from whestbench.work.calibrate import calibrate as run_calibration
 
-    torch_path = use_torch or device is not None or mlps_per_batch is not None or chunk_size is not None
+    torch_path, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     cfg = BakeConfig(  # every flag checked as bake checks it
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=None,
         backend="torch" if torch_path else "cpu", device=(device or "auto") if torch_path else None,
