@@ -15,8 +15,6 @@ from whestbench.errors import UsageError
 PLAIN, CONTROL_VARIATE = "plain", "control-variate"
 ESTIMATORS = (PLAIN, CONTROL_VARIATE)
 STDERR_LAYERS = ("last", "all")
-STDERR_COLUMN = "all_layer_stderr"
-N_USED_COLUMN = "n_samples_used"
 
 
 @dataclass(frozen=True)
@@ -87,12 +85,6 @@ class Estimation:
         return {"estimator": est, "target_stderr": {
             "value": self.target_stderr, "layer": self.stderr_layer, "rule": TARGET_RULE,
             "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps", "step_samples": step_samples}}
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns a bake with this estimation adds to the reference's eight: every stored mean's
-        standard error, and with a target the samples each MLP used."""
-        return (STDERR_COLUMN, N_USED_COLUMN) if self.has_target else (STDERR_COLUMN,)
 
 
 def is_cv_block(est: Any) -> bool:

@@ -32,10 +32,13 @@ from whestbench.errors import UsageError
 def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     """The bake arguments that reproduce the dataset's numbers (besides the seeds)."""
     sampler = infer_sampler(md)
-    est = Estimation.from_metadata(md)
-    out: dict[str, Any] = {
+    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
+    out: dict[str, Any] = {  # read as recorded: verify asks for the recipe before the metadata is validated
         "n_samples": int(md["n_samples"]), "width": int(md["width"]), "depth": int(md["depth"]),
-        "estimator": est.name, "target_stderr": est.target_stderr, "stderr_layer": est.stderr_layer,
+        "estimator": est.get("name", "plain"),
+        "target_stderr": float(target["value"]) if target else None,
+        "stderr_layer": target["layer"] if target else "last",
     }
     if sampler == "philox":
         out |= {"backend": "torch", "device": device or "cpu"}

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from whestbench.compute.estimation import N_USED_COLUMN, STDERR_COLUMN, Estimation, is_cv_block
+from whestbench.compute.estimation import is_cv_block
 from whestbench.dataset.errors import InvalidDatasetError
 
 SCHEMA_VERSION = "3.0"
@@ -39,14 +39,18 @@ COLUMNS = (
     "sampling_budget_breakdown",
 )
 NUMERIC_COLUMNS = ("all_layer_means", "final_means", "avg_variance")
+# Ours, after the reference's eight (its loader ignores them): the standard error of every stored
+# mean (bakes that record an ``estimator``), and the samples each MLP used (``target_stderr`` bakes).
+STDERR_COLUMN = "all_layer_stderr"
+N_USED_COLUMN = "n_samples_used"
 
 
 def columns_for(md: dict[str, Any]) -> tuple[str, ...]:
-    """The columns a dataset with metadata ``md`` holds: the reference's eight, then those its
-    estimation adds (``Estimation.columns``; none for a 0.16 dataset, which records no estimator)."""
-    if not isinstance(md.get("estimator"), dict):
-        return COLUMNS
-    return COLUMNS + Estimation.from_metadata(md).columns
+    """The columns a dataset with metadata ``md`` holds: the reference's eight, then ours."""
+    extra = (STDERR_COLUMN,) if isinstance(md.get("estimator"), dict) else ()
+    if isinstance(md.get("target_stderr"), dict):
+        extra += (N_USED_COLUMN,)
+    return COLUMNS + extra
 
 # whestbench 0.16's rule: lowercase words joined by single hyphens.
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
