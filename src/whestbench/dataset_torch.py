@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from whestbench.compute.estimation import Estimation
 from whestbench.dataset.bake import api_config, bake, legacy_progress
 
 
@@ -49,7 +50,7 @@ def create_dataset_torch(
         n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
         split=split, config=config, mlp_range=mlp_range,
         backend="torch", device=device, mlps_per_batch=mlps_per_batch, chunk_size=chunk_size,
-        estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+        estimation=Estimation(estimator, target_stderr, stderr_layer),
         skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant,
     )
     return bake(cfg, on_event=legacy_progress(progress), complete_ok=False)  # 0.16: an existing output is an error

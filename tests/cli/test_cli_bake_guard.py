@@ -233,6 +233,16 @@ def test_calibrate_with_too_few_samples_for_a_standard_error_says_how_many_it_ne
     assert "nan" not in out.lower() and "All-NaN" not in err
 
 
+@pytest.mark.parametrize("verb", ["bake", "calibrate"])
+def test_torch_knobs_alone_keep_the_cpu_path_with_a_note_in_bake_and_calibrate(verb, capsys, tmp_path):
+    """One rule (``cli.common.torch_knobs``): --torch or --device choose the torch backend;
+    --mlps-per-batch and --chunk-size only tune it, so without them they are ignored, with a note."""
+    where = ["--quiet", "--seed", "1", "--output", str(tmp_path / "ds")] if verb == "bake" else ["--calib-samples", "100"]
+    rc, out, err = run(["dataset", verb, *TINY[:-1], "--mlps-per-batch", "2", "--chunk-size", "4096", *where], capsys)
+    assert rc == 0, err
+    assert "note: --mlps-per-batch and --chunk-size ignored: the CPU path's chunking is fixed" in err
+    assert re.search(r"^(Baking 3 MLPs \(width=4, depth=2, n_samples=200\)|Calibrating) on cpu", out, re.M), out
+
 # --- the work directory: one bake at a time, damaged files never trusted --------------------------
 
 SHAPE = ["--n-mlps", "6", "--n-samples", "150000", "--width", "32", "--depth", "3", "--seed", "5", "--max-threads", "1",

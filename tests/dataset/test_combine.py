@@ -21,10 +21,10 @@ from whestbench.dataset.combine import (
     prepare_arrow,
     write_prepared_arrow_split,
 )
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
-from whestbench.dataset.inputs import InputPathError
+from whestbench.errors import InvalidDatasetError, MergeCorruptError, MergeIncompatibleError
+from whestbench.errors import InputPathError
 from whestbench.errors import UsageError
-from whestbench.outputs import OutputExistsError
+from whestbench.errors import OutputExistsError
 from whestbench.dataset.reader import file_sha256, verify_checksums
 from whestbench.dataset.schema import validate_metadata
 

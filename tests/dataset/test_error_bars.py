@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from whestbench.compute import philox
+from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import finalize_estimates, fit_controls, is_check_point, pilot_stream
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.pcg64 import chunk_rows, sample_layer_sums
@@ -77,7 +78,7 @@ def spec_of(sampler: str, estimator: str, n: int, width: int, depth: int, seed: 
     """The spec a one-MLP bake of ``seed`` runs (what ``estimates`` needs: estimator, batch size)."""
     extra = dict(block_size=philox.BLOCK_SIZE, unit_blocks=1 << philox.level_of(philox.block_count(n)))
     return WorkSpec(seeds=(seed,), n_samples=n, width=width, depth=depth, mlp_range=(0, 1), sampler=sampler,
-                    estimator=estimator, **(extra if sampler == "philox" else {}))
+                    estimation=Estimation(estimator), **(extra if sampler == "philox" else {}))
 
 
 def philox_replicates(weights: np.ndarray, keys: np.ndarray, n: int, controls=None) -> list[LayerSums]:
@@ -262,7 +263,8 @@ def cpu_bake(tmp_path: Path, name: str, estimator: str, **kw) -> Path:
 
 def config(tmp_path: Path, name: str, backend: str, estimator: str, **kw) -> BakeConfig:
     shape, extra = (TORCH_SHAPE, dict(device="cpu")) if backend == "torch" else (CPU_SHAPE, dict(max_threads=1))
-    return BakeConfig(**shape, seed=11, output=tmp_path / name, backend=backend, estimator=estimator, **{**extra, **kw})
+    return BakeConfig(**shape, seed=11, output=tmp_path / name, backend=backend, estimation=Estimation(estimator),
+                      **{**extra, **kw})
 
 
 def stop_on(kind: str, stop: threading.Event, after: int = 1):
@@ -512,8 +514,8 @@ def test_stderr_layer_all_waits_for_every_neuron(backend, estimator, target, tar
 @pytest.mark.parametrize("backend, estimator, target", TARGETS, ids=TARGET_IDS)
 def test_a_target_bake_stopped_mid_way_resumes_to_the_same_bytes(backend, estimator, target, target_bakes, tmp_path):
     extra = dict(device="cpu", backend="torch") if backend == "torch" else dict(max_threads=1)
-    cfg = BakeConfig(**TARGET_SHAPE, n_samples=cap(backend, estimator), output=tmp_path / "out", estimator=estimator,
-                     target_stderr=target, **extra)
+    cfg = BakeConfig(**TARGET_SHAPE, n_samples=cap(backend, estimator), output=tmp_path / "out",
+                     estimation=Estimation(estimator, target), **extra)
     stop = threading.Event()
     with pytest.raises(BakeInterrupted):
         bake(cfg, on_event=stop_on("progress", stop, after=3), stop=stop)
@@ -688,7 +690,9 @@ def test_verify_against_compares_bakes_too_small_for_a_standard_error(tmp_path):
 def _notes(**kw) -> tuple[str, ...]:
     from whestbench.dataset.plan import plan_bake
 
-    cfg = BakeConfig(**{"n_mlps": 2, "n_samples": 100_000, "width": 8, "depth": 2, "seed": 1, "output": None, **kw})
+    est = Estimation(kw.pop("estimator", "plain"), kw.pop("target_stderr", None), kw.pop("stderr_layer", "last"))
+    cfg = BakeConfig(**{"n_mlps": 2, "n_samples": 100_000, "width": 8, "depth": 2, "seed": 1, "output": None, **kw},
+                     estimation=est)
     return plan_bake(cfg, probe=False).notes
 
 
@@ -791,7 +795,7 @@ def test_a_target_the_cap_cannot_reach_is_warned_about_once(tmp_path):
     def warned(name: str, target: float) -> list[str]:
         events = []
         bake(BakeConfig(n_mlps=3, n_samples=20_000, width=8, depth=2, seed=1, output=tmp_path / name,
-                        target_stderr=target), on_event=events.append)
+                        estimation=Estimation(target_stderr=target)), on_event=events.append)
         return [e.message for e in events if e.kind == "warning"]
 
     (far,) = warned("far", 1e-6)

@@ -29,9 +29,10 @@ from hub_fake import (  # noqa: F401  (no_network, clock: autouse fixtures)
 )
 
 import whestbench
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
 from whestbench.dataset.hub import plan_push, publish_dataset, pull_dataset, push_dataset, split_files, staging_path
-from whestbench.dataset.hubref import HubError, check_repo_id
+from whestbench.dataset.hubref import check_repo_id
+from whestbench.errors import HubError
 from whestbench.errors import UsageError
 from whestbench.events import Event, Progress
 

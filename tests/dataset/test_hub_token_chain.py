@@ -94,7 +94,8 @@ def test_no_public_hub_entry_point_shows_the_token_in_its_exception_chain(echoin
 
 def test_an_untranslated_failure_that_quotes_the_token_becomes_a_scrubbed_error_with_no_chain(monkeypatch):
     from whestbench.dataset.hubclient import call
-    from whestbench.dataset.hubref import HubError, HubRef
+    from whestbench.dataset.hubref import HubRef
+    from whestbench.errors import HubError
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
 

@@ -15,10 +15,11 @@ from hub_fake import FakeHub, clock, http_error, no_network, transport_error  # 
 
 from whestbench.cli.app import main
 from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.errors import InvalidDatasetError
 from whestbench.dataset.hub import pull_dataset, push_dataset
 from whestbench.dataset.hubclient import call, explain
-from whestbench.dataset.hubref import DatasetSourceError, HubError, HubRef, parse_ref, resolve_source
+from whestbench.dataset.hubref import HubRef, parse_ref, resolve_source
+from whestbench.errors import DatasetSourceError, HubError
 from whestbench.dataset.inspect import describe
 from whestbench.dataset.loader import load_dataset
 from whestbench.errors import UsageError, WorkFailed

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from whestbench.dataset.inputs import InputPathError, claim_output, input_dir
+from whestbench.dataset.inputs import claim_output
+from whestbench.errors import InputPathError
+from whestbench.paths import input_dir
 from whestbench.errors import UsageError
-from whestbench.outputs import OutputExistsError
+from whestbench.errors import OutputExistsError
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from hub_fake import FakeHub, clock, no_network  # noqa: F401  (autouse fixtures)
 
 from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.errors import InvalidDatasetError
-from whestbench.dataset.hubref import HubError
+from whestbench.errors import InvalidDatasetError
+from whestbench.errors import HubError
 from whestbench.dataset.inspect import describe, plot_means
 from whestbench.errors import UsageError
 

@@ -20,8 +20,8 @@ from hub_fake import FakeHub, clock, no_network, offline_download_error  # noqa:
 
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.seeds import estimator_seed
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
-from whestbench.dataset.hubref import HubError
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.errors import HubError
 from whestbench.dataset.loader import iter_mlps, load_dataset, metadata, mlp_at, mlp_from_row
 from whestbench.dataset.reader import data_checksums, file_sha256, read_metadata
 from whestbench.dataset.schema import COLUMNS

@@ -14,19 +14,19 @@ import pytest
 
 from whestbench.dataset import merge as merge_mod
 from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.errors import (
+from whestbench.errors import (
     InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
     MergeIncompleteError,
     MergeOverlapError,
 )
-from whestbench.dataset.inputs import InputPathError
+from whestbench.errors import InputPathError
 from whestbench.dataset.merge import full_bake_command, merge_datasets
 from whestbench.dataset.reader import data_checksums, data_files, verify_checksums
 from whestbench.dataset.schema import validate_metadata
 from whestbench.errors import UsageError
-from whestbench.outputs import OutputExistsError
+from whestbench.errors import OutputExistsError
 
 SEEDS = [11, 22, 33, 44, 55]
 OTHER_SEEDS = [11, 22, 33, 44, 66]  # a different seed list: its digest differs

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from whestbench.dataset.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
 from whestbench.dataset.reader import (
     StaleChecksumsWarning,
     checksum_facts,

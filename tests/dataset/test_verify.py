@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.verify import bonferroni_z, chi2_mean_limit, verify_dataset
+from whestbench.dataset.statistics import bonferroni_z, chi2_mean_limit
+from whestbench.dataset.verify import verify_dataset
 from whestbench.errors import UsageError
 
 WIDTH, DEPTH, N = 16, 3, 4000

@@ -14,7 +14,7 @@ import pytest
 from whestbench.compute.audit import chi2_cdf, chi2_quantile, chi2_ratio_bounds
 from whestbench.compute.pcg64 import chunk_rows
 from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.errors import InvalidDatasetError
+from whestbench.errors import InvalidDatasetError
 from whestbench.dataset.verify import verify_dataset
 
 WIDTH, DEPTH, N = 16, 3, 200_000

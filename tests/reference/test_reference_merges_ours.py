@@ -18,7 +18,7 @@ import pytest
 import whestbench
 from whestbench.cli import main
 from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.errors import MergeCorruptError
+from whestbench.errors import MergeCorruptError
 from whestbench.dataset.merge import merge_datasets
 from whestbench.dataset.reader import StaleChecksumsWarning, checksum_state, read_metadata
 from whestbench.dataset.verify import verify_dataset

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from whestbench.compute import device_check as judge  # noqa: E402
 from whestbench.compute import philox  # noqa: E402
+from whestbench.compute.estimation import Estimation  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
 from whestbench.dataset.plan import BakeConfig, plan_bake  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
@@ -27,7 +28,7 @@ def _plan(width=16, depth=3, **kw):
 @pytest.mark.parametrize("engine", ["numba", "torch"])
 @pytest.mark.parametrize("estimator", ["plain", "control-variate"])
 def test_every_check_passes_on_the_cpu_torch_paths(engine, estimator):
-    plan = _plan(width=37, estimator=estimator)  # 37: a ragged last Philox group
+    plan = _plan(width=37, estimation=Estimation(estimator))  # 37: a ragged last Philox group
     compute = dataclasses.replace(plan.compute, engine=engine)
     result = dc.check_device(plan.spec, compute)
     assert [c.name for c in result.checks] == ["philox-words", "block-sums", "row-invariance"]

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, err, out, parse_mlp_range, parse_slice, read_seeds_file
-
+from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, err, out, parse_mlp_range, parse_slice,
+                                   read_seeds_file, torch_knobs)
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
 from whestbench.cli.hub import card_options
 from whestbench.cli.launch import PEER_TIMEOUT
+from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.errors import SignalStop, UsageError
+from whestbench.work import CHECKPOINT_EVERY_S
 
 
 class StopSignals:
@@ -91,15 +93,15 @@ class StopSignals:
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
 @click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel (split-precision tensor cores; experimental).")
-@click.option("--estimator", type=click.Choice(["plain", "control-variate"]), default="plain", show_default=True,
+@click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="plain: whestbench 0.16's sample means; control-variate: the same samples with exact-mean "
                    "controls, several times more accurate per sample (docs/error-bars.md).")
 @click.option("--target-stderr", type=float, default=None, metavar="E",
               help="Sample each MLP only until the chosen neurons' standard errors are at most E "
                    "(checked at fixed points; --n-samples becomes the cap).")
-@click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
+@click.option("--stderr-layer", type=click.Choice(STDERR_LAYERS), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
-@click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=60.0, show_default=True,
+@click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=CHECKPOINT_EVERY_S, show_default=True,
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
 @click.option("--log-every", type=LOG_SECONDS, default=60.0, show_default=True,
               help="When stderr is not a terminal: seconds between progress lines.")
@@ -112,10 +114,7 @@ class StopSignals:
               help="Torch: bake even if the device check finds results that depend on --chunk-size or "
                    "--mlps-per-batch (recorded).")
 @card_options
-def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
-         max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
-         stderr_layer, checkpoint_every, log_every, peer_timeout, quiet, skip_device_check, accept_non_invariant,
-         pretty_name, license, homepage) -> None:
+def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
     """Bake a dataset (or one slice of it) of random ReLU MLPs and their ground-truth means.
 
     \b
@@ -126,12 +125,8 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
 
     with StopSignals() as signals:
         try:
-            _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
-                  mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel,
-                  checkpoint_every, log_every, peer_timeout, quiet,
-                  dict(estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
-                       skip_device_check=skip_device_check, accept_non_invariant=accept_non_invariant,
-                       card=_card(pretty_name, license, homepage)))
+            cfg, dist_env = _config(output=output, **flags)
+            _bake(signals, cfg, dist_env, log_every=log_every, peer_timeout=peer_timeout, quiet=quiet)
         except KeyboardInterrupt:
             if signals.writing:
                 from whestbench.work.workdir import work_dir_for
@@ -143,9 +138,12 @@ def bake(n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config
             raise BakeInterrupted(f"interrupted during set-up: nothing was computed yet; {RESUME}.", 130) from None
 
 
-def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_, mlp_range,
-          max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, checkpoint_every, log_every,
-          peer_timeout, quiet, estimation) -> None:
+def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
+            mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
+            stderr_layer, checkpoint_every, skip_device_check, accept_non_invariant, pretty_name, license, homepage):
+    """The flags as the frozen ``BakeConfig`` (every value checked before any work), and the
+    distributed launch this process is part of (None: a single process)."""
+    card = _card(pretty_name, license, homepage)
     if slice_ is not None and mlp_range is not None:
         raise UsageError("use either --mlp-range or --slice, not both.")
     rng = None
@@ -163,29 +161,32 @@ def _bake(signals, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, spl
     dist_env = dist_env_from_environ()
     peer = dist_env is not None and dist_env.rank != 0
     seeds = tuple(read_seeds_file(mlp_seeds)) if mlp_seeds is not None and not peer else None
-    torch_backend = use_torch or device is not None
-    if gpu_kernel != "torch" and not torch_backend:
+    if gpu_kernel != "torch" and not (use_torch or device is not None):
         raise UsageError(f"--gpu-kernel {gpu_kernel} runs on the torch backend: add --torch --device cuda.")
-    if not torch_backend and (mlps_per_batch is not None or chunk_size is not None):
-        flags = " and ".join(f for f, v in (("--mlps-per-batch", mlps_per_batch), ("--chunk-size", chunk_size)) if v is not None)
-        err.print(f"note: {flags} ignored: the CPU path's chunking is fixed by bit-identity with whestbench 0.16 "
-                  "(they tune the --torch backend).", markup=False)
-        mlps_per_batch = chunk_size = None
+    torch_backend, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     if device is not None and not use_torch:
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
     from whestbench.dataset import command
-    from whestbench.dataset.bake import bake as run_bake
-    from whestbench.dataset.plan import AlreadyBaked, BakeConfig, plan_bake
+    from whestbench.dataset.plan import BakeConfig
 
-    cfg = BakeConfig(
+    return BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
         mlp_seeds=seeds, seed=seed, split=split, config=config_name, mlp_range=rng,
         max_threads=max_threads, seeds_file=mlp_seeds, seeds_from_peer=peer,
         backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
-        **estimation,
+        estimation=Estimation(estimator, target_stderr, stderr_layer), skip_device_check=skip_device_check,
+        accept_non_invariant=accept_non_invariant, card=card,
         bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
-    )
+    ), dist_env
+
+
+def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
+    """Plan ``cfg``, print the plan, bake with progress; print what was written."""
+    from whestbench.dataset.bake import bake as run_bake
+    from whestbench.dataset.plan import AlreadyBaked, plan_bake
+
+    peer = dist_env is not None and dist_env.rank != 0
     try:
         plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
     except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success

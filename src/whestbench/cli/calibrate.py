@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from whestbench.cli.common import COUNT, err, out
+from whestbench.cli.common import COUNT, err, out, torch_knobs
+from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 
 
 @click.command("calibrate")
@@ -19,11 +20,11 @@ from whestbench.cli.common import COUNT, err, out
 @click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel.")
 @click.option("--max-threads", type=int, default=None, help="CPU path: worker threads.")
-@click.option("--estimator", type=click.Choice(["plain", "control-variate"]), default="plain", show_default=True,
+@click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="The estimator of the planned bake (its standard errors set the samples a target needs).")
 @click.option("--target-stderr", type=float, default=None, metavar="E",
               help="Also project the samples and time needed to bring the standard errors down to E.")
-@click.option("--stderr-layer", type=click.Choice(["last", "all"]), default="last", show_default=True,
+@click.option("--stderr-layer", type=click.Choice(STDERR_LAYERS), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
 @click.option("--calib-mlps", type=COUNT, default=None, help="MLPs in the timed run (default: a full round of workers/batch).")
 @click.option("--calib-samples", type=COUNT, default=None, help="Samples per MLP in the timed run (default: 131,072 on CPU, 1,000,000 on GPU).")
@@ -42,13 +43,15 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     from whestbench.errors import UsageError
     from whestbench.text import format_duration, format_rate
     from whestbench.work.calibrate import calibrate as run_calibration
+    from whestbench.work.calibrate import project_target, stderr_samples
 
-    torch_path = use_torch or device is not None or mlps_per_batch is not None or chunk_size is not None
+    torch_path, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
+    estimation = Estimation(estimator, target_stderr, stderr_layer)
     cfg = BakeConfig(  # every flag checked as bake checks it
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=None,
         backend="torch" if torch_path else "cpu", device=(device or "auto") if torch_path else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, max_threads=max_threads,
-        estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+        estimation=estimation,
     )
     for flag, value in (("--calib-mlps", calib_mlps), ("--calib-samples", calib_samples)):
         if value is not None and value <= 0:
@@ -91,33 +94,29 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     import numpy as np
 
     spec = plan.spec
-    cv = estimator == "control-variate"
     too_short = (f"n/a: {n:,} timed samples give no {estimator} standard error; use --calib-samples >= "
-                 f"{2 * spec.cv_batch if cv else 2:,}")
+                 f"{stderr_samples(estimation, spec.cv_batch):,}")
     if cal.stderr:
-        last = np.stack([se[-1] for se in cal.stderr])
-        finite = last[np.isfinite(last)]
+        finite = cal.last_layer_stderr()
         table.add_row(f"stderr at N={n:,} ({estimator}, last layer)",
                       f"median {np.median(finite):.3g}, max {finite.max():.3g}" if finite.size else too_short)
-    if target_stderr is not None and cal.stderr:
-        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, stop_point
+    if estimation.has_target and cal.stderr:
+        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
 
-        every, median = cal.samples_for(target_stderr, stderr_layer), cal.samples_for(target_stderr, stderr_layer, 0.5)
+        proj = project_target(cal, estimation, spec.step_samples, spec.cv_batch)
         label = f"samples for stderr <= {target_stderr:g} ({stderr_layer} layer)"
-        if math.isnan(every):
+        if math.isnan(proj.every):
             table.add_row(label, too_short)
         else:
-            floor = MIN_RELIABLE_BATCHES * spec.cv_batch if cv else 0
-            stop = stop_point(every, spec.step_samples, n_samples, floor)
-            table.add_row(label, f"{every:,.0f} per MLP at every neuron; {median:,.0f} at the median neuron")
-            if every >= n_samples:
+            table.add_row(label, f"{proj.every:,.0f} per MLP at every neuron; {proj.median:,.0f} at the median neuron")
+            if proj.every >= n_samples:
                 why = "the cap, --n-samples"
-            elif every < floor:
+            elif proj.every < proj.floor:
                 why = f"the first check point after {MIN_RELIABLE_BATCHES} batches"
             else:
                 why = "the first check point past that"
-            table.add_row("the bake would stop each MLP at", f"{stop:,} samples ({why})")
-            table.add_row("projected wall time to that target", format_duration(cal.seconds / (k * n) * n_mlps * stop))
+            table.add_row("the bake would stop each MLP at", f"{proj.stop:,} samples ({why})")
+            table.add_row("projected wall time to that target", format_duration(proj.seconds))
     out.print(table)
 
 

@@ -128,3 +128,20 @@ def read_seeds_file(path: str) -> list:
     if not isinstance(data, list):
         raise UsageError(f"--mlp-seeds file {path!r} must contain a JSON array of ints; got {type(data).__name__}.")
     return data
+
+
+def torch_knobs(use_torch: bool, device: str | None, mlps_per_batch: int | None, chunk_size: int | None
+                ) -> tuple[bool, int | None, int | None]:
+    """``(torch backend?, mlps_per_batch, chunk_size)``: the one rule of ``bake`` and ``calibrate``.
+
+    ``--torch`` or ``--device`` choose the torch backend; its tuning knobs ``--mlps-per-batch`` and
+    ``--chunk-size`` do not: on the CPU path they are ignored, with a note (docs/cli.md).
+    """
+    torch_backend = use_torch or device is not None
+    if not torch_backend and (mlps_per_batch is not None or chunk_size is not None):
+        flags = " and ".join(f for f, v in (("--mlps-per-batch", mlps_per_batch), ("--chunk-size", chunk_size)) if v is not None)
+        err.print(f"note: {flags} ignored: the CPU path's chunking is fixed by bit-identity with whestbench 0.16 "
+                  "(they tune the --torch backend).", markup=False)
+        return False, None, None
+    return torch_backend, mlps_per_batch, chunk_size
+

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from whestbench.compute.estimation import CONTROL_VARIATE, ESTIMATORS, PLAIN
 from whestbench.compute.stats import LayerSums
 
-ESTIMATORS = ("plain", "control-variate")
 ESTIMATOR_VERSION = "1"
 CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
 PILOT_SAMPLES = 1 << 14
@@ -159,13 +159,13 @@ def finalize_estimates(s: LayerSums, estimator: str, n_batches: int = 0, mu1: np
     batches (NaN with fewer than 2); layer 1 is ``mu1`` exactly, with standard error 0.
     """
     n = float(s.count)
-    if estimator == "plain":
+    if estimator == PLAIN:
         means = s.sums / n
         if s.count < 2:
             return means, np.full_like(means, np.nan)
         var = np.maximum(s.sumsq - s.sums * means, 0.0) / (n - 1.0)
         return means, np.sqrt(var / n)
-    if estimator != "control-variate":
+    if estimator != CONTROL_VARIATE:
         raise ValueError(f"estimator must be one of {ESTIMATORS}; got {estimator!r}.")
     means = s.cv / n
     if n_batches < 2:

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from whestbench.compute.estimators import TARGET_RULE
+from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimators import (chosen_stderr, cv_floor_samples, finalize_estimates, float32_target, layer1_means,
+                                           meets_target, n_batches)
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
 from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
@@ -282,7 +284,8 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
         parts += ["--torch", "--device", cfg.device or "auto"]
         if cfg.gpu_kernel != "torch":
             parts += ["--gpu-kernel", cfg.gpu_kernel]
-    parts += command.estimation_flags(cfg.estimator, cfg.target_stderr, cfg.stderr_layer)
+    est = cfg.estimation
+    parts += command.estimation_flags(est.name, est.target_stderr, est.stderr_layer)
     if cfg.is_partial:
         start, end = cfg.range
         parts += ["--mlp-range", f"{start}-{end - 1}"]
@@ -311,10 +314,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
         depth=cfg.depth, mlp_range=(start, end), total_n_mlps=cfg.n_mlps, sampler=plan.sampler_md,
         seed_list_digest=seed_list_digest(spec.seeds), seed_source=plan.seed_source,
         bake_command=cfg.bake_command or canonical_command(cfg, plan.seed_source),
-        backend=plan.backend, backend_fields=backend_fields, estimator=plan.estimator_md,
-        target_stderr=({"value": spec.target_stderr, "layer": spec.stderr_layer, "rule": TARGET_RULE,
-                        "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps",
-                        "step_samples": spec.step_samples} if spec.target_stderr is not None else None),
+        backend=plan.backend, backend_fields=backend_fields, **spec.estimation.metadata(spec.cv_batch, spec.step_samples),
         card=cfg.card,
         device_check=device_check,
     )
@@ -325,17 +325,6 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
     rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit, stops)
     write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
     emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output), **stops}))
-
-
-def floor_samples(spec: WorkSpec) -> int | None:
-    """The fewest samples at which a target bake may stop an MLP: the first check point (after 1, 2,
-    4, …, 256 steps, then every 256) where a control-variate estimate has its 32 batches, capped at
-    ``n_samples``. None without a control-variate target (a plain bake may stop at the first step)."""
-    from whestbench.compute.estimators import cv_floor_samples
-
-    if spec.target_stderr is None or spec.estimator != "control-variate":
-        return None
-    return cv_floor_samples(spec.n_samples, spec.step_samples, spec.cv_batch)
 
 
 def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tuple[int, LayerSums, float]]:
@@ -363,13 +352,11 @@ def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.
     the exact mean, later layers the control-variate estimates. ``avg_variance`` keeps the
     reference's definition (the sample variance around the stored final means).
     """
-    from whestbench.compute.estimators import finalize_estimates, layer1_means, n_batches
-
-    if spec.estimator == "plain":
+    if not spec.estimation.is_cv:
         means, final, avg_var = finalize(sums)
-        _, stderr = finalize_estimates(sums, "plain")
+        _, stderr = finalize_estimates(sums, spec.estimation.name)
     else:
-        m64, stderr = finalize_estimates(sums, spec.estimator, n_batches(sums.count, spec.cv_batch),
+        m64, stderr = finalize_estimates(sums, spec.estimation.name, n_batches(sums.count, spec.cv_batch),
                                          layer1_means(weights[0]))
         means = m64.astype(np.float32)
         final = means[-1].copy()
@@ -380,13 +367,14 @@ def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.
 def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
           emit: EventSink, stops: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The dataset's rows. ``stops`` (a target bake) receives how the MLPs stopped: ``early`` (before
-    ``n_samples``), ``at_floor`` (at ``floor_samples``, the control-variate floor) and ``floor``."""
-    from whestbench.compute.estimators import chosen_stderr, float32_target, meets_target
+    ``n_samples``), ``at_floor`` (at ``floor``: ``cv_floor_samples``, the fewest a control-variate
+    target stops at; None otherwise, a plain bake may stop at the first step) and ``floor``."""
     from whestbench.dataset.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
     missed, worst = 0, 0.0  # MLPs that reached the cap before the target standard error
-    floor = floor_samples(spec)
+    est = spec.estimation
+    floor = cv_floor_samples(spec.n_samples, spec.step_samples, spec.cv_batch) if est.has_target and est.is_cv else None
     early = at_floor = 0
     for n, ((i, sums, wall), name) in enumerate(zip(_mlp_results(spec, ledger, indices), names), 1):
         seed = spec.seeds[i]
@@ -405,29 +393,29 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
             ),
             STDERR_COLUMN: stderr,
         }
-        if spec.target_stderr is not None:
+        if est.has_target:
             row[N_USED_COLUMN] = sums.count
             early += sums.count < spec.n_samples
             at_floor += floor is not None and sums.count == floor < spec.n_samples
-            if not meets_target(stderr, float32_target(spec.target_stderr), spec.stderr_layer):
-                chosen = chosen_stderr(stderr, spec.stderr_layer)
+            if not meets_target(stderr, float32_target(est.target_stderr), est.stderr_layer):
+                chosen = chosen_stderr(stderr, est.stderr_layer)
                 missed += 1
                 worst = max(worst, float(np.nanmax(chosen)) if np.isfinite(chosen).any() else 0.0)
         # before the yield: the writer takes the last row and never resumes this generator
         emit(Event("progress", progress=Progress("rows", n, total)))
-        if n == total and spec.target_stderr is not None:
+        if n == total and est.has_target:
             if stops is not None:
                 stops.update(early=early, at_floor=at_floor, floor=floor)
             if floor is not None and at_floor == total:
                 emit(Event("note", message=(
                     f"every MLP stopped at {floor:,} samples, the control-variate floor ({MIN_CV_BATCHES} batches, the "
-                    f"fewest it is judged on): the floor, not the target standard error {spec.target_stderr:g}, decided "
+                    f"fewest it is judged on): the floor, not the target standard error {est.target_stderr:g}, decided "
                     "every stop (the target was already met there).")))
         if n == total and missed:
             largest = f"largest {worst:.3g}" if worst else "too few samples for one"
             emit(Event("warning", message=(
                 f"{missed} of {total} MLP(s) used all --n-samples {spec.n_samples:,} without reaching the target "
-                f"standard error {spec.target_stderr:g} ({largest}); they hold what the cap gave. Raise "
+                f"standard error {est.target_stderr:g} ({largest}); they hold what the cap gave. Raise "
                 "--n-samples to reach it (`whest dataset calibrate --target-stderr` projects what it needs).")))
         yield row
 
@@ -460,7 +448,7 @@ def create_dataset(
     cfg = api_config(
         n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
         split=split, config=config, mlp_range=mlp_range, max_threads=max_threads,
-        estimator=estimator, target_stderr=target_stderr, stderr_layer=stderr_layer,
+        estimation=Estimation(estimator, target_stderr, stderr_layer),
     )
     return bake(cfg, on_event=legacy_progress(progress), complete_ok=False)  # 0.16: an existing output is an error
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.dataset.reader import read_metadata
 from whestbench.dataset.schema import columns_for, infer_sampler, split_names, validate_metadata
@@ -277,7 +278,7 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
         n = int(_count(ds, s, i))
         est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
         batch = est.get("batch_samples")
-        if est.get("name") == "control-variate":
+        if is_cv_block(est):
             return not (isinstance(batch, int) and batch > 0 and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
         return n < 10_000
 

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from whestbench.errors import DatasetSourceError, HubError  # noqa: F401  (HubError: its import path before whestbench.errors)
+from whestbench.errors import DatasetSourceError
 from whestbench.paths import local_dataset_dir
 from whestbench.text import sanitize
 

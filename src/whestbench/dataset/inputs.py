@@ -19,21 +19,18 @@ from whestbench.atomic import remove_abandoned_staging
 from whestbench.dataset.reader import DATA_DIR, checksum_state, data_files, is_shard_of
 from whestbench.dataset.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, make_features
 from whestbench.errors import (
-    InputPathError,
     InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
 )
 from whestbench.events import Event, EventSink, ignore
-from whestbench.paths import check_new_output, check_outside_inputs, input_dir  # noqa: F401  (input_dir: its import path before paths.py)
+from whestbench.paths import check_new_output, check_outside_inputs, input_dir
 from whestbench.text import plural
 
 __all__ = [
-    "InputPathError",
     "claim_output",
     "clean_abandoned_staging",
     "open_input",
-    "input_dir",
     "split_of",
     "shard_files",
     "check_files",

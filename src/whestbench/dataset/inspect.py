@@ -19,7 +19,8 @@ from whestbench.dataset.hubclient import RemoteMetadata, fetch_metadata
 from whestbench.dataset.hubref import HubRef, resolve_source
 from whestbench.dataset.reader import data_files, parquet_footer, read_metadata
 from whestbench.dataset.schema import DatasetMeta, split_names
-from whestbench.dataset.verify import check_checksums, infer_sampler
+from whestbench.dataset.schema import infer_sampler
+from whestbench.dataset.verify import check_checksums
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
 from whestbench.text import format_bytes, sanitize

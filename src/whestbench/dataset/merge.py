@@ -50,12 +50,10 @@ from whestbench.dataset.writer import (
     shard_plan,
 )
 from whestbench.errors import (
-    InputPathError,
     MergeCorruptError,
     MergeIncompatibleError,
     MergeIncompleteError,
     MergeOverlapError,
-    OutputExistsError,
 )
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.text import show_value
@@ -64,8 +62,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "InputPathError",  # re-exported from whestbench.errors (its home), as merge raised it before
-    "OutputExistsError",  # re-exported from whestbench.errors (its home), as merge raised it before
     "merge_datasets",
     "merged_metadata",
     "hardware_fingerprints",

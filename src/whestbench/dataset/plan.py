@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
 from whestbench.dataset.schema import BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, check_config_name, check_split_name
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.paths import check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
+from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.executor import Job
 from whestbench.work.ledger import Ledger
 from whestbench.work.workdir import check_work_dir, work_dir_for
@@ -85,15 +88,10 @@ class BakeConfig:
     gpu_kernel: str = "torch"
     """CUDA: "torch" (plain torch ops, fp32 matmuls) or "fused" (the Triton kernel, split-precision
     tensor cores; opt-in until measured on a GPU). Changes the arithmetic, so it is recorded."""
-    checkpoint_every: float = 60.0
+    checkpoint_every: float = CHECKPOINT_EVERY_S
     """Seconds between checkpoints inside a unit; a kill loses at most this much work per worker."""
-    estimator: str = "plain"
-    """"plain" (whestbench 0.16's sample means) or "control-variate" (docs/error-bars.md)."""
-    target_stderr: float | None = None
-    """Sample each MLP only until the chosen neurons' standard errors are at most this; ``n_samples``
-    is then the cap."""
-    stderr_layer: str = "last"
-    """The neurons ``target_stderr`` applies to: the "last" layer's, or "all"."""
+    estimation: Estimation = Estimation()
+    """The estimator and the target standard error (``n_samples`` is then the cap); validated when built."""
     card: dict[str, str] | None = None
     """The dataset card's ``pretty_name``/``license``/``homepage`` (recorded in metadata ``card``;
     ``dataset.card.check_card_fields`` checks them). Never changes the numbers."""
@@ -151,14 +149,7 @@ class BakeConfig:
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None:
                 _positive_int(flag, value)
-        if self.estimator not in ("plain", "control-variate"):
-            raise UsageError(f"--estimator must be 'plain' or 'control-variate'; got {self.estimator!r}.")
-        if self.stderr_layer not in ("last", "all"):
-            raise UsageError(f"--stderr-layer must be 'last' or 'all'; got {self.stderr_layer!r}.")
-        t = self.target_stderr
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
-            raise UsageError(f"--target-stderr must be a positive, finite number; got {t!r}.")
-        if self.estimator == "control-variate" and self.gpu_kernel == "fused":
+        if self.estimation.is_cv and self.gpu_kernel == "fused":
             raise UsageError("the fused GPU kernel does not compute the control variates yet: use --gpu-kernel torch, "
                              "or --estimator plain.")
         ce = self.checkpoint_every
@@ -224,8 +215,6 @@ class BakePlan:
     needs: Needs
     notes: tuple[str, ...] = field(default=())
     """Warnings to show before the bake (e.g. MPS has no float64)."""
-    estimator_md: dict[str, Any] = field(default_factory=dict)
-    """The ``estimator`` block of metadata.json."""
 
     @property
     def work_dir(self) -> Path | None:
@@ -240,9 +229,9 @@ class BakePlan:
     def scaled_job(self, n_mlps: int, n_samples: int) -> Job:
         """The same bake's job at another size (seeds derived from 0, no ledger, no target standard
         error: every MLP takes all ``n_samples``): for calibration."""
-        spec = dataclasses.replace(self.spec, seeds=tuple(derived_seeds(0, n_mlps)), n_samples=n_samples,
-                                   mlp_range=(0, n_mlps), target_stderr=None)
-        return Job(spec, self.compute, None, self.config.checkpoint_every)
+        spec = dataclasses.replace(self.spec, seeds=tuple(derived_seeds(0, n_mlps)), n_samples=n_samples, mlp_range=(0, n_mlps),
+                                   estimation=dataclasses.replace(self.spec.estimation, target_stderr=None))
+        return dataclasses.replace(self.job(None), spec=spec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,9 +295,11 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any])
         same_seeds = md.get("seed_list_digest") == seed_list_digest(seeds) and recorded.get("method") == source.get("method")
     else:
         same_seeds = source.get("method") == "random" and recorded.get("method") == "random"
-    target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
+    try:
+        same_estimation = Estimation.from_metadata(md) == spec.estimation
+    except (ValueError, TypeError, KeyError):  # a malformed block (UsageError is a ValueError)
+        same_estimation = False
     sampler = md.get("sampler") if isinstance(md.get("sampler"), dict) else {}
-    estimator = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     kernel = md.get("kernel") if isinstance(md.get("kernel"), dict) else {}
     same = (
         same_seeds
@@ -321,9 +312,7 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any])
         and md.get("backend") == plan.backend
         and (sampler.get("name"), sampler.get("block_size")) == (plan.sampler_md["name"], plan.sampler_md["block_size"])
         and (plan.kernel_md is None or kernel.get("precision_class") == plan.kernel_md.get("precision_class"))
-        and estimator.get("name", "plain") == spec.estimator
-        and ((target is None and spec.target_stderr is None) or
-             (target is not None and (target.get("value"), target.get("layer")) == (spec.target_stderr, spec.stderr_layer)))
+        and same_estimation
     )
     if not same or checksum_state(cfg.output, md).state != "ok":
         return None
@@ -348,16 +337,14 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         from whestbench.compute.pcg64 import SAMPLER_NAME, SAMPLER_VERSION, chunk_rows
 
         spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
-                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", **_estimation(cfg))
+                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", estimation=cfg.estimation)
         compute, workers, label, kernel_md = Compute("numpy"), cfg.max_threads, "cpu", None
         sampler_md = {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk_rows(cfg.width)}
         backend = BACKEND_CPU
     else:
         spec, compute, workers, label, sampler_md, kernel_md = _torch_plan(cfg, dist_env, notes)
         backend = BACKEND_TORCH
-    if spec.estimator == "control-variate":
-        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
-
+    if spec.estimation.is_cv:
         k = n_batches(cfg.n_samples, spec.cv_batch)
         if k < MIN_RELIABLE_BATCHES and cfg.depth > 1:  # depth 1: every mean is exact, no standard error to estimate
             batches = (f"1 batch of {cfg.n_samples:,} samples" if k == 1 else
@@ -365,10 +352,10 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
             notes.append(f"control-variate standard errors come from {batches} ({k - 1} degrees of freedom"
                          f"{', so none is stored: NaN' if k == 1 else ''}): rough; bake >= "
                          f"{MIN_RELIABLE_BATCHES * spec.cv_batch:,} samples for reliable ones.")
-    if cfg.stderr_layer != "last" and cfg.target_stderr is None:
+    if cfg.estimation.stderr_layer != "last" and not cfg.estimation.has_target:
         notes.append("--stderr-layer applies to --target-stderr, which is not given: it changes nothing here.")
     plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
-                    needs=_needs(cfg, spec, compute, workers), notes=tuple(notes), estimator_md=_estimator_md(spec))
+                    needs=_needs(cfg, spec, compute, workers), notes=tuple(notes))
     if existing:
         seeds, source = _known_seeds(cfg)
         done = _finished(plan, seeds, source)
@@ -393,24 +380,6 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
                 "is the benchmark's largest)."
             )
     return plan
-
-
-def _estimation(cfg: BakeConfig) -> dict[str, Any]:
-    """The WorkSpec fields of the estimator and the target standard error."""
-    return {"estimator": cfg.estimator, "target_stderr": cfg.target_stderr, "stderr_layer": cfg.stderr_layer}
-
-
-def _estimator_md(spec: WorkSpec) -> dict[str, Any]:
-    """The ``estimator`` block of metadata.json: which estimator made the means and the standard errors."""
-    from whestbench.compute.estimators import ESTIMATOR_VERSION, PILOT_SAMPLES
-
-    if spec.estimator == "plain":
-        return {"name": "plain", "version": ESTIMATOR_VERSION,
-                "stderr": "sqrt(sample variance / N) per neuron, from fp64 sums of squares"}
-    return {"name": "control-variate", "version": ESTIMATOR_VERSION,
-            "controls": "layer-1 activations and layer-2 squared pre-activations (exact means)",
-            "pilot_samples": PILOT_SAMPLES, "pilot_stream": "SeedSequence(mlp_seed).spawn(4)[3]",
-            "stderr": "batch means", "batch_samples": spec.cv_batch, "docs": "docs/error-bars.md"}
 
 
 def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
@@ -439,7 +408,7 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     # On the CPU one MLP per worker thread (one per core, torch single-threaded: the numba passes
     # are single-threaded, so this keeps every core busy); on a GPU, batches of up to 16.
     batch = cfg.mlps_per_batch or (1 if device == "cpu" else min(end - start, 16))
-    if cfg.target_stderr is not None:
+    if cfg.estimation.has_target:
         batch = 1  # each MLP stops at its own check point
     rows = philox_torch.step_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
     engine = "numba" if device == "cpu" else "torch"
@@ -466,11 +435,11 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     where = f"cuda:{dist_env.local_rank}" if device == "cuda" and distributed else device  # one GPU per local rank
     workers = (os.cpu_count() or 1) if device == "cpu" and not distributed else 1
     unit_blocks = PHILOX_UNIT_BLOCKS
-    if cfg.target_stderr is not None:  # one unit per MLP: its blocks run in order, checked on the way
+    if cfg.estimation.has_target:  # one unit per MLP: its blocks run in order, checked on the way
         unit_blocks = 1 << max(philox.block_count(cfg.n_samples) - 1, 0).bit_length()
     spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
                     sampler=philox.SAMPLER_NAME, arithmetic=kernel_md["precision_class"], block_size=philox.BLOCK_SIZE,
-                    unit_blocks=unit_blocks, mlps_per_unit=batch, **_estimation(cfg))
+                    unit_blocks=unit_blocks, mlps_per_unit=batch, estimation=cfg.estimation)
     sampler_md = {"name": philox.SAMPLER_NAME, "version": philox.SAMPLER_VERSION, "block_size": philox.BLOCK_SIZE,
                   "unit_blocks": unit_blocks, "summation": "pairwise-tree"}
     kernel_md = {**kernel_md, "mlps_per_batch": batch, "chunk_size": rows}

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from whestbench.compute.audit import AUDIT_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
+from whestbench.compute.estimation import is_cv_block
 from whestbench.work.threads import one_blas_thread
 
 P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
@@ -91,8 +92,7 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list
 
 
 def _is_cv(md) -> bool:
-    est = md.get("estimator")
-    return isinstance(est, dict) and est.get("name") == "control-variate"
+    return is_cv_block(md.get("estimator"))
 
 
 def _where(ds, a: Audited) -> str:

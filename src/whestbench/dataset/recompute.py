@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from whestbench.compute.estimation import Estimation
 from whestbench.dataset.schema import infer_sampler
 from whestbench.errors import UsageError
 
@@ -33,7 +34,7 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     sampler = infer_sampler(md)
     est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
-    out: dict[str, Any] = {
+    out: dict[str, Any] = {  # read as recorded: verify asks for the recipe before the metadata is validated
         "n_samples": int(md["n_samples"]), "width": int(md["width"]), "depth": int(md["depth"]),
         "estimator": est.get("name", "plain"),
         "target_stderr": float(target["value"]) if target else None,
@@ -98,7 +99,7 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     cfg = BakeConfig(
         n_mlps=len(seeds), n_samples=rec["n_samples"], width=rec["width"], depth=rec["depth"], output=out,
         mlp_seeds=tuple(int(s) for s in seeds), backend=rec["backend"], device=rec["device"],
-        estimator=rec["estimator"], target_stderr=rec["target_stderr"], stderr_layer=rec["stderr_layer"],
+        estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"]),
         bake_command=f"whest dataset verify --recompute (seeds {', '.join(map(str, seeds))})",
     )
     bake(cfg, on_event=on_event, stop=stop)

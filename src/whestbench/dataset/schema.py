@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from whestbench.compute.estimation import is_cv_block
 from whestbench.errors import InvalidDatasetError
 
 SCHEMA_VERSION = "3.0"
@@ -349,7 +350,7 @@ def _validate_recipe(md: dict) -> None:
             version = est.get("version") if isinstance(est, dict) else None
             raise InvalidDatasetError(f"metadata estimator {_short(name)} version {_short(version)} is not one this "
                                       f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
-        if name == "control-variate":
+        if is_cv_block(est):
             want = {_cv_batch(s, md) for s, _ in samplers}
             if est.get("batch_samples") not in want or None in want:
                 raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not "

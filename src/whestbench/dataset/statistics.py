@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.dataset.scan import DatasetScan, SplitScan
 from whestbench.dataset.schema import DatasetMeta
 
@@ -78,8 +79,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     exact = sigma / _SQRT_2PI
     _estimator_check(ds, report)
     _target_checks(ds, rows, report)
-    estimator = (ds.md.get("estimator") or {}).get("name") if isinstance(ds.md.get("estimator"), dict) else None
-    if estimator == "control-variate":
+    if is_cv_block(ds.md.get("estimator")):
         _exact_layer1(ds, rows, mean1, exact, report)
         _stderr_checks(ds, rows, None, report)
     else:
@@ -139,7 +139,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     step = sampler.get("block_size")
     est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
     batch = est.get("batch_samples")
-    cv = est.get("name") == "control-variate"
+    cv = is_cv_block(est)
     cap = ds.n_samples
     if target.get("rule") == TARGET_RULE:
         _planned_counts(ds, rows, report, float(value), layer, step, cv, batch)
@@ -219,7 +219,7 @@ def _stops(ds: DatasetScan, rows, cap: int) -> str:
     early = sum(int(s.n_used[i]) < cap for s, i in rows)
     est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
     step = sampler_of(ds.md, rows[0][0].name).get("block_size") if rows else None
-    if est.get("name") == "control-variate" and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
+    if is_cv_block(est) and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
         floor = cv_floor_samples(cap, step, est["batch_samples"])
         if floor < cap and all(int(s.n_used[i]) == floor for s, i in rows):
             return (f"all {len(rows)} MLP(s) stopped at {floor:,} samples, the control-variate floor "
@@ -243,15 +243,14 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
         report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
                      "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")
         return
-    min_samples = batch * MIN_RELIABLE_BATCHES if cv else 0
-    estimator = "control-variate" if cv else "plain"
+    min_samples, estimation = batch * MIN_RELIABLE_BATCHES if cv else 0, Estimation.from_metadata(ds.md)
     problems, checked = [], 0
     for s, i in rows:
         seed = int(s.seeds[i])
         w = weights_for_seed(seed, ds.width, ds.depth)
         if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
             continue  # weights that do not re-derive: the weights check has said so
-        want = _planned(seed, ds.width, ds.depth, estimator, value, layer, step, ds.n_samples, min_samples)
+        want = _planned(seed, ds.width, ds.depth, estimation, step, ds.n_samples, min_samples)
         used = int(s.n_used[i])
         checked += 1
         if used != want:
@@ -289,7 +288,7 @@ def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) 
     than 2 samples; control variates: layers 2.. with fewer than 2 batches (layer 1 is exact)."""
     est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     undefined = np.zeros(shape, dtype=bool)
-    if est.get("name") == "control-variate":
+    if is_cv_block(est):
         batch = est.get("batch_samples")
         if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
             undefined[:, 1:] = (np.ceil(n / batch) < 2)[:, None, None]
@@ -316,7 +315,7 @@ def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report
         report.check("stderr", False, f"{int(bad.sum())} standard error(s) not {want}, first mlp_id {int(s.ids[i])} "
                      f"layer {layer + 1} neuron {j}: {se[r, layer, j]}")
         return
-    cv = isinstance(ds.md.get("estimator"), dict) and ds.md["estimator"].get("name") == "control-variate"
+    cv = is_cv_block(ds.md.get("estimator"))
     if cv and np.any(se[:, 0] != 0):
         r, j = (int(v) for v in np.argwhere(se[:, 0] != 0)[0])
         s, i = rows[r]

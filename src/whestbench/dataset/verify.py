@@ -32,20 +32,15 @@ from typing import Any, Callable
 
 import numpy as np
 
+from whestbench.compute.estimation import is_cv_block
 from whestbench.dataset.reader import checksum_state, read_metadata
 from whestbench.dataset.schema import (
     DatasetMeta,
     columns_for,
     protocol_version,
 )
-from whestbench.dataset.schema import infer_sampler  # noqa: F401  (re-exported: dataset.inspect imports it from here)
 from whestbench.dataset.scan import DatasetScan, SplitScan, scan_split, schema_problems
-from whestbench.dataset.statistics import (  # noqa: F401  (bonferroni_z, chi2_mean_limit, undefined_stderr: re-exported)
-    bonferroni_z,
-    chi2_mean_limit,
-    run_statistics,
-    undefined_stderr,
-)
+from whestbench.dataset.statistics import run_statistics
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.paths import existing_dir
 from whestbench.text import sanitize
@@ -378,7 +373,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
 
     # Sample means of post-ReLU values are >= 0; a control-variate estimate of a nearly dead neuron
     # may dip below 0, but not by more than a few of its standard errors.
-    cv = isinstance(ds.md.get("estimator"), dict) and ds.md["estimator"].get("name") == "control-variate"
+    cv = is_cv_block(ds.md.get("estimator"))
     floor = -6.0 * s.stderr.astype(np.float64) - 1e-12 if cv and s.stderr is not None else 0.0
     bad_means = ~np.isfinite(s.means) | (s.means < floor)
     bad_var = ~np.isfinite(s.avg_var)

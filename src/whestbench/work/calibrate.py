@@ -8,6 +8,7 @@ standard errors also project the samples a target standard error needs: they shr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 import time
@@ -17,7 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from whestbench.compute.estimators import chosen_stderr
+from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimators import chosen_stderr, stop_point
 from whestbench.work.executor import Job, LocalExecutor
 from whestbench.work.ledger import Ledger
 from whestbench.work.units import mlp_totals
@@ -60,6 +62,41 @@ class Calibration:
                 needs.append(self.calib_samples * (worst / target) ** 2)
         return float(np.median(needs)) if needs else math.nan
 
+    def last_layer_stderr(self) -> np.ndarray:
+        """The timed MLPs' finite last-layer standard errors, all in one array (empty when the run was too short)."""
+        last = np.stack([se[-1] for se in self.stderr])
+        return last[np.isfinite(last)]
+
+
+@dataclass(frozen=True)
+class TargetProjection:
+    """Where a bake to a target standard error would stop each MLP, projected from a calibration:
+    the samples per MLP that bring ``every`` chosen neuron (and the ``median`` one) to the target
+    (``Calibration.samples_for``; NaN when the timed run gave no standard error), the check point
+    the bake would ``stop`` at (never before ``floor``, the fewest a target is judged on; at most
+    the cap), and the planned bake's wall time to there (``seconds``)."""
+
+    every: float
+    median: float
+    stop: int
+    floor: int
+    seconds: float
+
+
+def stderr_samples(estimation: Estimation, cv_batch: int) -> int:
+    """The fewest timed samples that give a standard error: 2 (control variates: 2 batches)."""
+    return 2 * cv_batch if estimation.is_cv else 2
+
+
+def project_target(cal: Calibration, estimation: Estimation, step_samples: int, cv_batch: int) -> TargetProjection:
+    """What the planned bake (``cal.planned_*``) would do with ``estimation``'s target standard error."""
+    target, layer = estimation.target_stderr, estimation.stderr_layer
+    every, median = cal.samples_for(target, layer), cal.samples_for(target, layer, 0.5)
+    floor = estimation.min_samples(cv_batch)
+    stop = cal.planned_samples if math.isnan(every) else stop_point(every, step_samples, cal.planned_samples, floor)
+    seconds = cal.seconds / (cal.calib_mlps * cal.calib_samples) * cal.planned_mlps * stop
+    return TargetProjection(every, median, stop, floor, seconds)
+
 
 def calibrate(
     job_for: Callable[[int, int], Job],
@@ -86,7 +123,7 @@ def calibrate(
     job = job_for(calib_mlps, calib_samples)
     with tempfile.TemporaryDirectory(prefix="whest-calibrate-") as tmp:
         ledger = Ledger(Path(tmp) / "work", job.spec.identity()) if finalize is not None else None
-        timed = Job(job.spec, job.compute, ledger, job.checkpoint_every)
+        timed = dataclasses.replace(job, ledger=ledger)
         t0 = time.perf_counter()
         executor.run(timed)
         sync()

@@ -37,6 +37,7 @@ import numpy as np
 from whestbench.compute import device_check as judge
 from whestbench.compute import philox
 from whestbench.compute.device_check import BLOCK_SUMS, PHILOX_WORDS, ROW_INVARIANCE, CheckResult
+from whestbench.compute.estimators import PILOT_SAMPLES, fit_controls, pilot_stream
 from whestbench.compute.seeds import derived_seeds, spawn_streams
 from whestbench.errors import DeviceCheckFailed
 from whestbench.work.steps import Compute
@@ -171,11 +172,10 @@ def _stretch(spec: WorkSpec, batch: int) -> _Stretch:
     weights = np.stack([w0] * batch)
     keys = np.array([philox.philox_key(ss[1]) for ss in streams[:batch]], dtype=np.uint32)
     controls = None
-    if spec.estimator == "control-variate":
-        from whestbench.compute.estimators import fit_controls, pilot_stream
-
+    if spec.estimation.is_cv:
         controls = [fit_controls(w0, pilot_stream(seeds[0]), n_pilot=_pilot_samples(spec))] * batch
-    short = dataclasses.replace(spec, seeds=tuple(seeds), n_samples=n, mlp_range=(0, batch), target_stderr=None,
+    short = dataclasses.replace(spec, seeds=tuple(seeds), n_samples=n, mlp_range=(0, batch),
+                                estimation=dataclasses.replace(spec.estimation, target_stderr=None),
                                 mlps_per_unit=batch)
     return _Stretch(short, weights, keys, controls, n)
 
@@ -183,8 +183,6 @@ def _stretch(spec: WorkSpec, batch: int) -> _Stretch:
 def _pilot_samples(spec: WorkSpec) -> int:
     """The checks' control-variate pilot: the bake's (``PILOT_SAMPLES``) up to 256×8; shorter above,
     where a full pilot would cost seconds (any fixed coefficients test the arithmetic)."""
-    from whestbench.compute.estimators import PILOT_SAMPLES
-
     affordable = 2**32 // max(1, 2 * spec.width * spec.width * spec.depth)
     return int(min(PILOT_SAMPLES, max(4 * spec.width, affordable)))
 

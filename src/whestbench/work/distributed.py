@@ -49,6 +49,7 @@ watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -952,7 +953,7 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         all_units = spec.units()
         by_key = {u.key: u for u in all_units}
         todo = [by_key[k] for k in plan["todo"]]
-        here = Job(spec, job.compute, None, job.checkpoint_every)  # no ledger here: rank 0 keeps it
+        here = dataclasses.replace(job, spec=spec, ledger=None)  # no ledger here: rank 0 keeps it
         todo_keys = set(plan["todo"])
         tracker = Tracker(spec, all_units, {u.key: spec.unit_samples(u) for u in all_units if u.key not in todo_keys},
                           ctx.emit)

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from whestbench.errors import BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.ledger import Ledger
 from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
 from whestbench.work.threads import one_blas_thread
@@ -43,7 +44,7 @@ class Job:
     compute: Compute
     ledger: Ledger | None = None
     """None: results are computed and dropped (calibration); no resume, no checkpoints."""
-    checkpoint_every: float = 60.0
+    checkpoint_every: float = CHECKPOINT_EVERY_S
     """Seconds between checkpoints inside a unit (SPEC §5)."""
 
 

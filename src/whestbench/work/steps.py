@@ -21,9 +21,11 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from whestbench.compute.estimators import fit_controls, pilot_stream
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord
+from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.threads import pin_torch_threads_here
 from whestbench.work.units import Unit, WorkSpec
 
@@ -95,7 +97,7 @@ class UnitContext:
     checkpoints: Checkpoints | None = None
     """Where checkpoints go: the ledger, or (a distributed peer) rank 0 through the store; None: no
     checkpoints (calibration)."""
-    checkpoint_every: float = 60.0
+    checkpoint_every: float = CHECKPOINT_EVERY_S
     arithmetic: threading.Event | None = None
     """Set while the bake's fixed arithmetic holds (BLAS at one thread, ``threads.one_blas_thread``);
     None: not watched. A unit saves nothing computed once it is cleared."""
@@ -188,7 +190,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     seed = spec.seeds[unit.mlp_index]
     weight_ss, sample_ss, _ = spawn_streams(seed)
     weights = sample_weights(weight_ss, spec.width, spec.depth)
-    controls = controls_for(seed, weights) if spec.estimator == "control-variate" else None
+    controls = controls_for(seed, weights) if spec.estimation.is_cv else None
     fused = _pcg64_fused(spec)
     n = spec.planned_samples(unit.mlp_index)  # with a target: what the MLP's pilot plans, fixed before sampling
     stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls)
@@ -220,7 +222,7 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
         weight_ss, sample_ss, _ = spawn_streams(spec.seeds[i])
         weights.append(sample_weights(weight_ss, spec.width, spec.depth))
         keys.append(philox.philox_key(sample_ss))
-        if spec.estimator == "control-variate":
+        if spec.estimation.is_cv:
             controls.append(controls_for(spec.seeds[i], weights[-1]))
     w_batch = np.stack(weights)  # (B, depth, width, width)
     key_arr = np.array(keys, dtype=np.uint32)  # (B, 2)
@@ -229,7 +231,7 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
 
     tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
     block_end = unit.block_end
-    if spec.target_stderr is not None:  # one MLP per unit, from block 0: stop where its pilot plans
+    if spec.estimation.has_target:  # one MLP per unit, from block 0: stop where its pilot plans
         planned = spec.planned_samples(unit.mlps[0])
         if planned < spec.n_samples:
             block_end = min(block_end, planned // spec.block_size)
@@ -271,7 +273,6 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
 
 @functools.lru_cache(maxsize=64)
 def _controls(seed: int, width: int, depth: int):
-    from whestbench.compute.estimators import fit_controls, pilot_stream
     from whestbench.compute.mlp import weights_for_seed
 
     return fit_controls(weights_for_seed(seed, width, depth), pilot_stream(seed))

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimators import CV_BATCH, is_check_point
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.compute.stats import LayerSums
 
@@ -60,24 +62,15 @@ class WorkSpec:
     """Names the float arithmetic (matmul library, precision, accumulation): equal names give equal bytes."""
     block_size: int = 0
     """philox: samples per canonical block (a power of two). pcg64: 0 (chunks follow the reference's rule)."""
-    estimator: str = "plain"
-    """"plain" (the reference's sample means) or "control-variate" (``compute/estimators.py``)."""
-    target_stderr: float | None = None
-    """Sample each MLP only as many times as its own pilot says the chosen neurons need for standard
-    errors of this size (``planned_samples``: a check point, ``estimators.is_check_point``, or
-    ``n_samples``, the cap), decided before sampling so that the estimate stays unbiased."""
-    stderr_layer: str = "last"
-    """Which neurons the target applies to: the "last" layer's or "all"."""
+    estimation: Estimation = Estimation()
+    """The estimator, and the target standard error (``planned_samples``: a check point,
+    ``estimators.is_check_point``, or ``n_samples``, the cap) decided before sampling."""
     unit_blocks: int = field(default=0, compare=False)
     """philox: canonical blocks per unit (a power of two). Scheduling only."""
     mlps_per_unit: int = field(default=1, compare=False)
     """philox: MLPs batched in one unit (one batched matmul on a GPU). Scheduling only."""
 
     def __post_init__(self) -> None:
-        if self.estimator not in ("plain", "control-variate"):
-            raise ValueError(f"unknown estimator {self.estimator!r}; use 'plain' or 'control-variate'.")
-        if self.stderr_layer not in ("last", "all"):
-            raise ValueError(f"unknown stderr_layer {self.stderr_layer!r}; use 'last' or 'all'.")
         if self.sampler not in ("pcg64", "philox"):
             raise ValueError(f"unknown sampler {self.sampler!r}; use 'pcg64' or 'philox'.")
         if self.sampler == "philox":
@@ -101,9 +94,7 @@ class WorkSpec:
             "sampler": self.sampler,
             "arithmetic": self.arithmetic,
             "block_size": self.block_size,
-            "estimator": self.estimator,
-            **({"target_stderr": self.target_stderr, "stderr_layer": self.stderr_layer}
-               if self.target_stderr is not None else {}),
+            **self.estimation.identity(),
         }
 
     def with_seeds(self, seeds) -> "WorkSpec":
@@ -122,24 +113,15 @@ class WorkSpec:
     @property
     def cv_batch(self) -> int:
         """Samples per batch of the control-variate estimator's batch means."""
-        from whestbench.compute.estimators import CV_BATCH
-
         return self.step_samples if self.sampler == "pcg64" else min(CV_BATCH, self.block_size)
 
     def planned_samples(self, index: int) -> int:
         """Samples MLP ``index`` uses: ``n_samples``, or with a target the count its own pilot plans
         (``estimators.planned_samples``: fixed before sampling, so the estimate is unbiased)."""
-        if self.target_stderr is None:
+        if not self.estimation.has_target:
             return self.n_samples
-        return _planned(self.seeds[index], self.width, self.depth, self.estimator, self.target_stderr,
-                        self.stderr_layer, self.step_samples, self.n_samples,
-                        self.cv_batch * self._min_batches() if self.estimator == "control-variate" else 0)
-
-    @staticmethod
-    def _min_batches() -> int:
-        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
-
-        return MIN_RELIABLE_BATCHES
+        return _planned(self.seeds[index], self.width, self.depth, self.estimation, self.step_samples, self.n_samples,
+                        self.estimation.min_samples(self.cv_batch))
 
     def count_allowed(self, unit: Unit, count: int) -> bool:
         """Whether a unit's result may cover ``count`` samples per MLP: all of them, or (with a target)
@@ -147,10 +129,8 @@ class WorkSpec:
         planned = self.unit_samples(unit)
         if count == planned:
             return True
-        if self.target_stderr is None or not 0 < count < planned or count % self.step_samples:
+        if not self.estimation.has_target or not 0 < count < planned or count % self.step_samples:
             return False
-        from whestbench.compute.estimators import is_check_point
-
         return is_check_point(count // self.step_samples)
 
     @property
@@ -190,7 +170,7 @@ class WorkSpec:
         """
         lead = () if unit.block_end is None else (unit.mlp_count,)
         shape = lead + (self.depth, self.width)
-        want = ("sums", "sumsq", "cv", "cvsq") if self.estimator == "control-variate" else ("sums", "sumsq")
+        want = ("sums", "sumsq", "cv", "cvsq") if self.estimation.is_cv else ("sums", "sumsq")
         arrays = sums.arrays()
         if tuple(arrays) != want:
             return f"holds {', '.join(arrays)}, expected {', '.join(want)}"
@@ -234,8 +214,7 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
 
 
 @functools.lru_cache(maxsize=256)
-def _planned(seed: int, width: int, depth: int, estimator: str, target: float, layer: str, step: int, cap: int,
-             min_samples: int) -> int:
+def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: int, cap: int, min_samples: int) -> int:
     """``WorkSpec.planned_samples`` for one MLP, once per process (its pilot costs one forward pass)."""
     from whestbench.compute.estimators import pilot_stream, planned_samples
     from whestbench.compute.mlp import weights_for_seed
@@ -244,5 +223,6 @@ def _planned(seed: int, width: int, depth: int, estimator: str, target: float, l
 
     weights = weights_for_seed(seed, width, depth)
     with one_blas_thread():  # the count must not depend on the thread count
-        controls = controls_for(seed, weights) if estimator == "control-variate" and depth > 1 else None
-        return planned_samples(weights, pilot_stream(seed), controls, target, layer, step, cap, min_samples)
+        controls = controls_for(seed, weights) if estimation.is_cv and depth > 1 else None
+        return planned_samples(weights, pilot_stream(seed), controls, estimation.target_stderr, estimation.stderr_layer,
+                               step, cap, min_samples)

@@ -1,0 +1,92 @@
+"""How a bake estimates its means: the estimator's name, the target standard error, and the one
+typed value (``Estimation``) that carries them from the flags to the work units and the metadata.
+
+Free of numpy, so the CLI can offer the names without importing the numerics
+(``compute/estimators.py``, which uses this value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from whestbench.errors import UsageError
+
+PLAIN, CONTROL_VARIATE = "plain", "control-variate"
+ESTIMATORS = (PLAIN, CONTROL_VARIATE)
+STDERR_LAYERS = ("last", "all")
+
+
+@dataclass(frozen=True)
+class Estimation:
+    """How a bake estimates each MLP's means: the estimator, and the target standard error (if any)
+    with the neurons it applies to. Validated once, here; the bake, the work units and the metadata
+    all carry this one value."""
+
+    name: str = PLAIN
+    """"plain" (whestbench 0.16's sample means) or "control-variate" (docs/error-bars.md)."""
+    target_stderr: float | None = None
+    """Sample each MLP only as many times as its own pilot says the chosen neurons need for standard
+    errors of this size (``planned_samples``); ``n_samples`` is then the cap."""
+    stderr_layer: str = "last"
+    """The neurons ``target_stderr`` applies to: the "last" layer's, or "all"."""
+
+    def __post_init__(self) -> None:
+        if self.name not in ESTIMATORS:
+            raise UsageError(f"--estimator must be 'plain' or 'control-variate'; got {self.name!r}.")
+        if self.stderr_layer not in STDERR_LAYERS:
+            raise UsageError(f"--stderr-layer must be 'last' or 'all'; got {self.stderr_layer!r}.")
+        t = self.target_stderr
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
+            raise UsageError(f"--target-stderr must be a positive, finite number; got {t!r}.")
+
+    @property
+    def is_cv(self) -> bool:
+        return self.name == CONTROL_VARIATE
+
+    @property
+    def has_target(self) -> bool:
+        return self.target_stderr is not None
+
+    @classmethod
+    def from_metadata(cls, md: dict[str, Any]) -> "Estimation":
+        """The estimation a dataset's (validated) metadata records; plain without a target when it records none."""
+        est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+        target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
+        return cls(est.get("name", PLAIN), float(target["value"]) if target else None,
+                   target["layer"] if target else "last")
+
+    def min_samples(self, cv_batch: int) -> int:
+        """The fewest samples a target is judged on: ``MIN_RELIABLE_BATCHES`` batches for control variates."""
+        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
+
+        return MIN_RELIABLE_BATCHES * cv_batch if self.is_cv else 0
+
+    def identity(self) -> dict[str, Any]:
+        """The part of a bake's identity (what changes the numbers) that this value decides."""
+        return {"estimator": self.name, **({"target_stderr": self.target_stderr, "stderr_layer": self.stderr_layer}
+                                           if self.has_target else {})}
+
+    def metadata(self, batch_samples: int, step_samples: int) -> dict[str, Any]:
+        """The metadata.json blocks: ``estimator`` (which estimator made the means and the standard
+        errors), and ``target_stderr`` with a target."""
+        from whestbench.compute.estimators import ESTIMATOR_VERSION, PILOT_SAMPLES, TARGET_RULE
+
+        if self.is_cv:
+            est = {"name": CONTROL_VARIATE, "version": ESTIMATOR_VERSION,
+                   "controls": "layer-1 activations and layer-2 squared pre-activations (exact means)",
+                   "pilot_samples": PILOT_SAMPLES, "pilot_stream": "SeedSequence(mlp_seed).spawn(4)[3]",
+                   "stderr": "batch means", "batch_samples": batch_samples, "docs": "docs/error-bars.md"}
+        else:
+            est = {"name": PLAIN, "version": ESTIMATOR_VERSION,
+                   "stderr": "sqrt(sample variance / N) per neuron, from fp64 sums of squares"}
+        if not self.has_target:
+            return {"estimator": est}
+        return {"estimator": est, "target_stderr": {
+            "value": self.target_stderr, "layer": self.stderr_layer, "rule": TARGET_RULE,
+            "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps", "step_samples": step_samples}}
+
+
+def is_cv_block(est: Any) -> bool:
+    """Whether a metadata ``estimator`` block (any value, also a missing or malformed one) names control variates."""
+    return isinstance(est, dict) and est.get("name") == CONTROL_VARIATE
