@@ -1,10 +1,10 @@
 """Shared fixtures: the released whestbench 0.16.2 beside ours, the 0.16 datasets the tests compare
 with, and how to read a dataset's columns.
 
-Everything a test needs comes from the repository and the reference, never from a folder beside it:
-
-- ``fixtures16``: ``tests/fixtures/whestbench-0.16/``, datasets frozen in the reference's own
-  repository (older protocols 0.16.2 no longer bakes); see the README there.
+- ``fixtures16``: ``../shared/fixtures/whestbench-0.16/`` beside the repository (the project's shared
+  fixtures, never copied in): datasets frozen in the reference's own repository (older protocols
+  0.16.2 no longer bakes), and ``golden/``, the golden set as the reference baked it on another
+  machine; see the README there.
 - ``golden_dir``: the golden set (the bakes, slices, merge, combine and ``info`` listings of
   ``GOLDEN_COMMANDS``), baked by the reference at one BLAS thread the first time a test asks for it
   and cached for the session under pytest's temp folder.
@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES16 = REPO / "tests" / "fixtures" / "whestbench-0.16"
+FIXTURES16 = REPO.parent / "shared" / "fixtures" / "whestbench-0.16"
 MAKE_VENV = REPO / "tools" / "make-reference-venv.sh"
 REFERENCE_VERSION = "0.16.2"
 
@@ -53,7 +53,7 @@ COLUMN_DTYPES = {
 }
 
 # The golden set: seeds files, then the reference commands run in its folder (as in its README, made
-# on another machine on 2026-11-21; its ground truth is kept in fixtures16 / golden-other-machine.npz).
+# on another machine on 2026-11-21: fixtures16 / golden).
 GOLDEN_SEEDS = {
     "seeds-6.json": [11, 22, 33, 44, 55, 66],
     "seeds-2.json": [6717184059027789272, 9223372036854775807],  # the largest int63 among them
@@ -103,7 +103,10 @@ RunResult = subprocess.CompletedProcess
 
 @pytest.fixture(scope="session")
 def fixtures16() -> Path:
-    """The frozen whestbench 0.16 datasets kept in the repository (read-only: copy before writing)."""
+    """The frozen whestbench 0.16 datasets in ``../shared`` (read-only: copy before writing)."""
+    if not (FIXTURES16 / "golden" / "README.md").is_file():
+        pytest.fail(f"{FIXTURES16} is missing: these tests read the project's shared fixtures from ../shared "
+                    "beside the repository (clone the project with its shared/ folder)", pytrace=False)
     return FIXTURES16
 
 
@@ -125,7 +128,7 @@ def dataset16(request) -> Callable[[str], Path]:
     def path(name: str) -> Path:
         if name.startswith("golden/"):
             return request.getfixturevalue("golden_dir") / name.removeprefix("golden/")
-        return FIXTURES16 / name
+        return request.getfixturevalue("fixtures16") / name
 
     return path
 

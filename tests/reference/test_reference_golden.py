@@ -1,8 +1,7 @@
 """The golden set the tests bake from whestbench 0.16.2 agrees with the one it baked on another machine.
 
-``golden_dir`` is made here at test time; ``fixtures16 / golden-other-machine.npz`` keeps the
-ground truth of the same commands run on another x86-64 machine on 2026-11-21 (see the README beside
-it). SPEC §2 (b): the identity columns agree bit for bit; the means within 4 float32 ulps + 1e-6,
+``golden_dir`` is made here at test time; ``fixtures16 / "golden"`` holds the same commands' bakes run
+on another x86-64 machine on 2026-11-21 (see the README there). SPEC §2 (b): the identity columns agree bit for bit; the means within 4 float32 ulps + 1e-6,
 ``avg_variance`` within 1e-6 relative, because OpenBLAS picks its kernel by machine.
 """
 
@@ -20,8 +19,19 @@ BAKES = ["full-w64-d4", "full-w256-d8", "holdout-w64-d4"]  # the three bakes; th
 
 @pytest.fixture(scope="module")
 def other_machine(fixtures16):
-    with np.load(fixtures16 / "golden-other-machine.npz") as z:
-        return {key: z[key] for key in z.files}
+    """``"<bake>/<column>"`` -> the other machine's column, read from its Parquet files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = {}
+    for name in BAKES:
+        table = pa.concat_tables(pq.read_table(f) for f in sorted((fixtures16 / "golden" / name / "data").glob("*.parquet")))
+        for column in ("mlp_seed", "mlp_name", "avg_variance", "final_means", "all_layer_means", "weights"):
+            out[f"{name}/{column}"] = np.asarray(table[column].to_pylist(),
+                                                 dtype=object if column == "mlp_name" else None)
+        out[f"{name}/weights_sha256"] = np.array([hashlib.sha256(np.asarray(w, np.float32).tobytes()).hexdigest()
+                                                  for w in table["weights"].to_pylist()])
+    return out
 
 
 @pytest.mark.parametrize("name", BAKES)
