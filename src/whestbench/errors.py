@@ -28,8 +28,7 @@ The CLI (``cli/app.py``) maps ``UsageError`` to exit 2 and every other ``Excepti
     └── SignalStop                  exit 75 (bake) or 128+signal: SIGTERM or SIGUSR1 before a verb could handle it
 
 The 0.16 names (``InvalidDatasetError``, ``Merge*Error``) stay ``ValueError`` subclasses and stay
-importable from ``whestbench.dataset.errors``; each other class is also importable from the module
-that raised it before (``whestbench.outputs``, ``whestbench.work.ledger``, ...).
+importable from ``whestbench.dataset_io``, as in 0.16. Import every class from here.
 
 Not here, because they never leave their module (control flow, not errors): ``plan.AlreadyBaked``
 (the bake is already done: exit 0), ``steps.UnitStopped``, ``scan._ShapeError`` and
