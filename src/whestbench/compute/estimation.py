@@ -56,6 +56,14 @@ class Estimation:
         return cls(est.get("name", PLAIN), float(target["value"]) if target else None,
                    target["layer"] if target else "last")
 
+    def flags(self) -> list[str]:
+        """The bake flags that choose this estimation: none for the default (plain, no target), else
+        ``--estimator``, ``--target-stderr`` and ``--stderr-layer``."""
+        flags = ["--estimator", self.name] if self.is_cv else []
+        if self.has_target:
+            flags += ["--target-stderr", repr(float(self.target_stderr)), "--stderr-layer", self.stderr_layer]
+        return flags
+
     def min_samples(self, cv_batch: int) -> int:
         """The fewest samples a target is judged on: ``MIN_RELIABLE_BATCHES`` batches for control variates."""
         from whestbench.compute.estimators import MIN_RELIABLE_BATCHES

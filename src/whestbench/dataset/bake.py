@@ -284,8 +284,7 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
         parts += ["--torch", "--device", cfg.device or "auto"]
         if cfg.gpu_kernel != "torch":
             parts += ["--gpu-kernel", cfg.gpu_kernel]
-    est = cfg.estimation
-    parts += command.estimation_flags(est.name, est.target_stderr, est.stderr_layer)
+    parts += cfg.estimation.flags()
     if cfg.is_partial:
         start, end = cfg.range
         parts += ["--mlp-range", f"{start}-{end - 1}"]

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from whestbench.compute.estimation import Estimation
 from whestbench.dataset import command
 from whestbench.dataset.reader import checksums_block
 from whestbench.dataset.schema import DEFAULT_CONFIG, DatasetMeta
@@ -257,9 +258,7 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
             for key, flag in (("chunk_size", "--chunk-size"), ("mlps_per_batch", "--mlps-per-batch")):
                 if isinstance(md.get(key), int):
                     argv += [flag, str(md[key])]
-    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
-    target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else {}
-    argv += command.estimation_flags(est.get("name"), target.get("value"), target.get("layer"))
+    argv += Estimation.from_metadata(md).flags()
     return argv + ["--output", f"./rebake-{split}"]
 
 

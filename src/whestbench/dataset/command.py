@@ -21,15 +21,6 @@ RANGE_FLAGS = ("--slice", "--mlp-range")
 """The flags that make a bake a partial: a merged dataset's command has neither."""
 
 
-def estimation_flags(estimator: Any, target_stderr: Any = None, stderr_layer: Any = "last") -> list[str]:
-    """The flags that choose how the means and their standard errors are estimated: none for the
-    default (plain, no target), else ``--estimator``, ``--target-stderr`` and ``--stderr-layer``."""
-    flags = ["--estimator", str(estimator)] if estimator not in (None, "plain") else []
-    if isinstance(target_stderr, (int, float)) and not isinstance(target_stderr, bool):
-        flags += ["--target-stderr", repr(float(target_stderr)), "--stderr-layer", str(stderr_layer or "last")]
-    return flags
-
-
 def parse(recorded: Any) -> list[str] | None:
     """``recorded`` (shell text, or an argv list as some writers store it) as an argv list, or None
     when it is not one (another type, empty, or text with unbalanced quotes)."""
