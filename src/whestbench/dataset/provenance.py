@@ -50,16 +50,9 @@ def _ram_total() -> int | None:
 
 
 def _cpu_brand() -> str:
-    brand = platform.processor()
-    if not brand:
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith("model name"):
-                        return line.split(":", 1)[1].strip()
-        except OSError:
-            pass
-    return brand or "unknown"
+    from whestbench.work.device_check import cpu_model
+
+    return platform.processor() or cpu_model() or "unknown"
 
 
 def hardware_fingerprint() -> dict[str, Any]:

@@ -170,7 +170,7 @@ class DatasetMeta:
 
     @property
     def estimator(self) -> Any:
-        """The raw ``estimator`` block, None if not recorded (``compute.estimators`` reads it typed)."""
+        """The raw ``estimator`` block, None if not recorded (``Estimation.from_metadata`` reads it typed)."""
         return self.md.get("estimator")
 
     @property

@@ -317,7 +317,8 @@ def versions() -> dict[str, Any]:
     return out
 
 
-def _cpu_name() -> str:
+def cpu_model() -> str | None:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else None."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -325,14 +326,14 @@ def _cpu_name() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "cpu"
+    return None
 
 
 def device_facts(device: str) -> dict[str, Any]:
     """The device: its name, capability, memory, and the matmul settings that change the numbers."""
     facts: dict[str, Any] = {"type": device.split(":")[0], "name": None}
     if facts["type"] == "cpu":
-        facts.update(name=_cpu_name(), cores=os.cpu_count(), machine=platform.machine())
+        facts.update(name=cpu_model() or platform.processor() or platform.machine() or "cpu", cores=os.cpu_count(), machine=platform.machine())
     try:
         import torch
     except ImportError:
