@@ -1,50 +1,12 @@
 """Distributed bakes: ranks claim units from a shared counter and post results to rank 0.
 
 Coordination uses only the rendezvous key-value store (torch.distributed's TCPStore), never a
-collective: a bake runs for hours, and a rank parked in a blocking collective would hit NCCL's
-watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
-
-- **epochs.** Each start of rank 0 opens a fresh epoch with the store's atomic counter
-  (``add("epoch", 1)``) and keeps all of that start's keys under ``e<epoch>``. Keys left by an
-  earlier start (a claim counter half used, results indexed by an older plan) can therefore never
-  be read as current. The epoch comes from the store, not from torchrun's restart count, because
-  that count differs between nodes: torchrun only counts a restart on the node whose worker failed.
-- **plan.** Rank 0 resolves the seeds (file, ``--seed`` or random), loads its resume ledger and
-  publishes ``e<epoch>/plan`` (identity, seed list, keys of the units still to do), then points
-  ``current`` at the epoch. The other ranks join the current epoch once rank 0's heartbeat shows
-  it is alive, check that their own command has the same identity (a mismatch aborts the whole
-  bake, naming the field) and take the seeds from the plan: only rank 0 needs the seeds file, and
-  no rank needs a shared filesystem.
-- **claims.** Every worker thread of every rank claims the next unit with ``add("claim", 1)`` (so
-  fast and slow devices balance), records ``owner/<i>`` and posts its result, a few KB of fp64
-  sums, as ``result/<i>``, then appends ``r<i>@<rank>`` to the epoch's event log ``events``
-  (checkpoints ``c…``, stopped units ``s…``, joins ``j…`` and goodbyes ``b…`` likewise). Rank 0
-  re-derives weights from the seeds; nothing else is sent.
-- **collection.** Rank 0 reads the claim counter, the event log and ``news`` in one call per poll
-  (so the cost of a poll does not grow with the units in flight), fetches the results the log
-  names in one more, saves each to its ledger on a few threads as it arrives (a restart skips it)
-  and deletes the key; when all are in it sets ``done`` and writes the dataset. The other ranks
-  exit once ``done`` is set, so a rank that exits 0 knows its results arrived.
-- **news.** Endings and requests (``stop``, ``done``, ``failed``, ``abort``, ``peer_failed``) are
-  announced by setting the key, then bumping ``news``; the other ranks read the epoch, rank 0's
-  heartbeat and ``news`` in one call per look and the announcement keys only when ``news`` moved.
-- **liveness.** Every process refreshes ``hb/<rank>`` (epoch, a per-process token, a tick) every
-  ``HEARTBEAT_S``. Watchers time silence on their own monotonic clock (no cross-node clock
-  comparison). Rank 0 fails with a clear error when the owner of an uncollected unit goes silent
-  for ``peer_timeout_s`` (the owners' heartbeats are read in one call); when that rank runs again as a new process (a launcher restarted it), rank
-  0 computes the lost unit itself. The other ranks fail when rank 0 goes silent, and follow rank 0
-  to a new epoch when it restarts (torchrun ``--max-restarts``), which loses only the units that
-  were in flight.
-- **stopping.** A stop (SIGTERM/SIGUSR1) on rank 0 sets ``stop`` so that no rank claims more and
-  every running unit stops after its current step (rank 0's own units checkpoint in its ledger);
-  rank 0 saves the results that arrive, stops waiting for units whose owner stopped or went
-  silent, and raises BakeInterrupted. A stop on another rank stops its units the same way and
-  raises BakeInterrupted there.
-- **endings.** The other ranks acknowledge every ending rank 0 announces (``done``, ``stop``,
-  ``failed``) with ``b<rank>`` in the event log, and rank 0 waits for that (bounded by 30 s and by
-  ``--peer-timeout``, and saying so after a second) before it returns: under
-  srun the store lives in rank 0's process, and a rank that lost it could not tell success from a
-  crash.
+collective; the protocol (epochs, plan, claims, collection, news, liveness, stopping, endings) is
+docs/distributed.md's "Design". Keys, all under ``whest/<run>``: ``epoch`` (counter), ``current``,
+``hb/<rank>``, and per epoch ``e<epoch>/``: ``plan``, ``claim``, ``owner/<i>``, ``result/<i>``,
+``ckpt/<i>``, ``ckpt-in/<i>``, ``events`` (``r<i>@<rank>`` results, ``c…`` checkpoints, ``s…``
+stopped units, ``j…`` joins, ``b…`` goodbyes), ``news`` and the announcements it counts (``stop``,
+``done``, ``failed``, ``abort``, ``peer_failed``).
 """
 
 from __future__ import annotations
@@ -62,9 +24,8 @@ from datetime import timedelta
 from typing import Any, Sequence
 
 from whestbench.compute.stats import LayerSums
-from whestbench.errors import UsageError, WorkFailed
+from whestbench.errors import BakeInterrupted, DamagedRecord, UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
-from whestbench.errors import BakeInterrupted, DamagedRecord
 from whestbench.text import error_line
 from whestbench.work.executor import Job, Tracker, scan_ledger, stop_summary, unit_context
 from whestbench.work.launch_env import DistEnv
