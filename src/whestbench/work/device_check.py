@@ -1,25 +1,14 @@
 """The device check: before a torch bake's first unit, its own path checked against the numpy specification.
 
-``check_device(spec, compute)`` runs the three checks of ``compute/device_check.py`` on exactly what
-the bake will run — the plan's width, depth, engine (numba, torch or the fused kernel), precision
-class, chunk size and MLPs per batch, on its device, through the same ``steps._block_runner`` its
-units call:
+``check_device(spec, compute)`` runs the three checks of ``compute/device_check.py``
+(``philox-words``, ``block-sums``, ``row-invariance``) on exactly what the bake will run: the plan's
+width, depth, engine (numba, torch or the fused kernel), precision class, chunk size and MLPs per
+batch, on its device, through the same ``steps._block_runner`` its units call. What each check
+compares, why a row-invariance failure refuses the bake (naming ``--accept-non-invariant``) and
+what it costs: docs/gpu.md, "The device check at the start of every torch bake".
 
-1. ``philox-words``: the path's Philox words, uniforms and normals for fixed counters;
-2. ``block-sums``: one short canonical stretch (``stretch_samples``: 8192 samples at 256×8) of
-   fixed MLPs through the path, against an fp64 forward pass on the CPU over the path's own inputs;
-3. ``row-invariance``: the same stretch again with another chunk size (a quarter, so the stretch
-   is cut into more, smaller matmuls) and another batch size (1 instead of B, or 2 instead of 1):
-   identical bits. A failure means the device's matmul gives a row different bits depending on
-   how many rows (or matrices) are multiplied together, so ``--chunk-size`` or
-   ``--mlps-per-batch`` (or free memory, through the default chunk) would change the dataset. The
-   bake then refuses, naming ``--accept-non-invariant``; with it the bake proceeds and records the
-   failure (``accepted``). (The other choice, a matmul shape fixed by construction, would cost
-   every device the speed of its best chunk size for the sake of a failure not seen yet.)
-
-Cost at 256×8 on the 2-core development CPU: about 1 s (measured: docs/gpu.md). Nothing here
-writes a file or prints: the bake records ``DeviceCheck.record()`` in metadata.json and, on a
-failure, writes it beside ``--output`` (``dataset/bake.py``).
+Nothing here writes a file or prints: the bake records ``DeviceCheck.record()`` in metadata.json and,
+on a failure, writes it beside ``--output`` (``dataset/bake.py``).
 """
 
 from __future__ import annotations
