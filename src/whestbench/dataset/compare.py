@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from whestbench.compute.audit import bonferroni_z
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.dataset.reader import read_metadata
 from whestbench.dataset.schema import columns_for, infer_sampler, split_names, validate_metadata
 from whestbench.dataset.scan import DatasetScan, scan_split
-from whestbench.dataset.statistics import bonferroni_z, chi2_mean_limit
+from whestbench.dataset.statistics import chi2_mean_limit
 from whestbench.dataset.verify import VerifyReport, positive_int
 from whestbench.errors import InvalidDatasetError
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from whestbench.compute.audit import P_OVERALL, bonferroni_z
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.dataset.scan import DatasetScan, SplitScan
 from whestbench.dataset.schema import DatasetMeta
@@ -24,20 +25,9 @@ from whestbench.dataset.schema import DatasetMeta
 if TYPE_CHECKING:
     from whestbench.dataset.verify import VerifyReport
 
-P_OVERALL = 1e-6
-"""False-alarm probability of each statistical check for a correct dataset (whole dataset)."""
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
-
-
-def bonferroni_z(n_tests: int, p_overall: float = P_OVERALL) -> float:
-    """Two-sided |z| threshold such that ``n_tests`` correct z-scores exceed it with probability ≤ p.
-
-    The union bound holds whatever the correlations between the tests (neurons of one MLP share
-    their inputs), so no independence is assumed: 48 tests give 5.6, 10⁴ give 6.5, 10⁶ give 7.1.
-    """
-    return -NormalDist().inv_cdf(p_overall / (2 * max(int(n_tests), 1)))
 
 
 def chi2_mean_limit(n_groups: int, p: float = P_OVERALL) -> float:
