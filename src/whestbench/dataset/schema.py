@@ -304,8 +304,8 @@ def _validate_multi(md: dict, version: str) -> None:
 
 
 FORMAT_NAME = FORMAT
-MAX_SAMPLES = 2**63 - 1  # counts are int64
-MAX_MLPS = 2**31 - 1  # mlp_id is int32
+MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64-bit
+MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
 
 
 def _positive_int(v: Any, limit: int = MAX_SAMPLES) -> bool:
