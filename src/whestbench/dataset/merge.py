@@ -334,6 +334,11 @@ def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | No
     return argv if isinstance(recorded, list) else command.join(argv)
 
 
+_HOST_SIGNATURE = ("cuda_device_name", "cuda_device_capability", "torch_version", "device", "python_version",
+                   "numpy_version", "whestbench_version", "flopscope_version")
+_DETERMINISM_FLAGS = ("torch_use_deterministic_algorithms", "cudnn_deterministic", "cublas_workspace_config")
+
+
 def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Partials grouped by a coarse host signature, in order of first appearance (whestbench 0.16's
     collapse: GPU, torch, device, Python, numpy, versions, determinism flags; plus our BLAS).
@@ -362,23 +367,8 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
             "blas": md.get("blas"),
             "bake_config": md.get("bake_config"),
         }
-        signature = json.dumps(
-            [
-                fields["cuda_device_name"],
-                fields["cuda_device_capability"],
-                fields["torch_version"],
-                fields["device"],
-                fields["python_version"],
-                fields["numpy_version"],
-                fields["whestbench_version"],
-                fields["flopscope_version"],
-                bc.get("torch_use_deterministic_algorithms"),
-                bc.get("cudnn_deterministic"),
-                bc.get("cublas_workspace_config"),
-                fields["blas"],
-            ],
-            sort_keys=True,
-        )
+        signature = json.dumps([fields[k] for k in _HOST_SIGNATURE] + [bc.get(k) for k in _DETERMINISM_FLAGS]
+                               + [fields["blas"]], sort_keys=True)
         group = groups.get(signature)
         if group is None:
             group = groups[signature] = {
