@@ -138,11 +138,9 @@ def _open_partial(path: str | Path) -> _Partial:
         )
     if DatasetMeta.of(md).is_multi:
         raise MergeIncompatibleError(f"{p} is a multi-split dataset; merge takes single-split partials.")
-    total, rng, n = md.get("total_n_mlps"), md.get("mlp_range"), md.get("n_mlps")
-    ints = isinstance(total, int) and isinstance(rng, list) and len(rng) == 2 and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in rng
-    )
-    if not ints or not 0 <= rng[0] < rng[1] <= total or n != rng[1] - rng[0]:
+    # validate_metadata (open_input) already holds mlp_range to [start, end) within total_n_mlps
+    total, rng, n = md["total_n_mlps"], md["mlp_range"], md.get("n_mlps")
+    if n != rng[1] - rng[0]:
         raise MergeCorruptError(
             f"{p}: mlp_range={rng!r}, n_mlps={n!r} and total_n_mlps={total!r} do not describe a "
             f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "

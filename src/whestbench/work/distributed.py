@@ -29,6 +29,7 @@ from whestbench.events import Event, EventSink, ignore
 from whestbench.text import error_line
 from whestbench.work.executor import Job, Tracker, scan_ledger, stop_summary, unit_context
 from whestbench.work.launch_env import DistEnv
+from whestbench.work.ledger import identity_digest, read_unit_record, unit_record
 from whestbench.work.records import decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.threads import one_blas_thread
@@ -243,25 +244,12 @@ def _get_text(store, key: str) -> str | None:
 
 def _result_blob(spec: WorkSpec, unit: Unit, sums: LayerSums, wall_s: float) -> bytes:
     """A unit's result as posted to rank 0: the ledger's checked record (identity + checksum)."""
-    from whestbench.work.ledger import identity_digest
-
-    meta = {"count": int(sums.count), "wall_s": float(wall_s)}
-    return encode_record("unit", unit.key, identity_digest(spec.identity()), meta, sums.arrays())
+    return unit_record(unit.key, identity_digest(spec.identity()), sums, wall_s)
 
 
 def _read_result(spec: WorkSpec, unit: Unit, blob: bytes) -> tuple[LayerSums, float]:
     """A posted result, checked like a ledger file (DamagedRecord if it fails)."""
-    from whestbench.work.ledger import identity_digest
-
-    meta, arrays = decode_record(blob, kind="unit", key=unit.key, plan=identity_digest(spec.identity()))
-    try:
-        sums, wall = LayerSums.from_arrays(arrays, int(meta["count"])), float(meta["wall_s"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise DamagedRecord(f"missing field ({e})") from None
-    why = spec.check_result(unit, sums)
-    if why:
-        raise DamagedRecord(why)
-    return sums, wall
+    return read_unit_record(blob, unit.key, identity_digest(spec.identity()), lambda sums: spec.check_result(unit, sums))
 
 
 class _StoreCheckpoints:
@@ -456,8 +444,6 @@ class _Epoch:
         self.events = _Events(ns)  # read by rank 0 only
         self.checkpoints = None  # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
         if ctx.env.rank != 0:
-            from whestbench.work.ledger import identity_digest
-
             self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()), ctx.env.rank,
                                                  handed_over)
         self.threads = [
