@@ -172,16 +172,11 @@ def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
     workers = plan.workers or os.cpu_count() or 1
     mlps = plan.spec.mlps_per_unit * (workers if plan.compute.device == "cpu" else 1)
     step = plan.spec.block_size or 16384  # philox: a canonical block; pcg64: a 256-wide chunk is 4096
-    sync: Callable[[], None] = lambda: None  # noqa: E731
-    if plan.compute.device.startswith("cuda"):
-        import torch
-
-        sync = torch.cuda.synchronize
     with one_torch_thread(plan.compute.pins_torch_threads):
         n = step
         for _ in range(3):  # size the timed run from the last one (a short run's rate is a rough guide)
             cal = calibrate(plan.scaled_job, planned_mlps=PROJECT_MLPS, planned_samples=PROJECT_SAMPLES,
-                            calib_mlps=mlps, calib_samples=n, workers=plan.workers, sync=sync)
+                            calib_mlps=mlps, calib_samples=n, workers=plan.workers)
             if cal.seconds >= 0.6 * seconds:
                 break
             n = max(n + step, int(n * seconds / max(cal.seconds, 1e-6)) // step * step)

@@ -30,6 +30,7 @@ from whestbench.compute.estimators import PILOT_SAMPLES, fit_controls, pilot_str
 from whestbench.compute.seeds import derived_seeds, spawn_streams
 from whestbench.errors import DeviceCheckFailed
 from whestbench.work.steps import Compute
+from whestbench.work.torch_env import sync_device
 from whestbench.work.units import WorkSpec
 
 CHECK_ROOT_SEED = 2026  # the checks' MLPs: seeds derived from this root (fixed, so a report is reproducible)
@@ -345,7 +346,7 @@ def check_device(spec: WorkSpec, compute: Compute, *, accept_non_invariant: bool
     """Run the three checks on the bake's own path; the caller refuses the bake on ``refusals()``."""
     t0 = time.perf_counter()
     checks = run_checks(spec, compute)
-    _sync(compute.device)
+    sync_device(compute.device)
     seconds = time.perf_counter() - t0
     accepted = tuple(c.name for c in checks if not c.passed and c.name == ROW_INVARIANCE and accept_non_invariant)
     return DeviceCheck(all(c.passed for c in checks), False, checks, seconds, device_facts(compute.device),
@@ -355,13 +356,6 @@ def check_device(spec: WorkSpec, compute: Compute, *, accept_non_invariant: bool
 def skipped_check(compute: Compute) -> DeviceCheck:
     """The record of a bake run with ``--skip-device-check``."""
     return DeviceCheck(False, True, (), 0.0, device_facts(compute.device), versions())
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def failure_line(check: DeviceCheck, report: str | None) -> str:
