@@ -199,10 +199,6 @@ class _Watch:
         self.seen: dict[int, tuple[str | None, float]] = {}
         self.known: set[int] = set()  # ranks whose heartbeat key exists (it is never deleted)
 
-    def read(self, rank: int) -> str | None:
-        key = f"hb/{rank}"
-        return self.store.get(key).decode() if self.store.check([key]) else None
-
     def observe(self, rank: int, value: str | None) -> tuple[float, str | None]:
         """(seconds since the value last changed, the value). A first look counts as a change."""
         now = time.monotonic()
@@ -215,7 +211,7 @@ class _Watch:
         return now - prev[1], value
 
     def silent_for(self, rank: int) -> tuple[float, str | None]:
-        return self.observe(rank, self.read(rank))
+        return self.observe(rank, _get_text(self.store, f"hb/{rank}"))
 
     def silent_many(self, ranks) -> dict[int, tuple[float, str | None]]:
         """``silent_for`` of many ranks in one store call for those whose key exists (one check each
