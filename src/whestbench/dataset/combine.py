@@ -51,7 +51,7 @@ from whestbench.dataset.reader import (
     verify_checksums,
 )
 from whestbench.dataset.verify import require_sound
-from whestbench.dataset.schema import DEFAULT_CONFIG, DatasetMeta, check_config_name, split_names, validate_metadata
+from whestbench.dataset.schema import DEFAULT_CONFIG, DatasetMeta, check_config_name, validate_metadata
 from whestbench.dataset.writer import finish_dataset_dir
 from whestbench.errors import (
     DefaultSplitError,
@@ -272,7 +272,7 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
             f"{root / 'metadata.json'}); a single-split dataset loads from its Parquet directly."
         )
     validate_metadata(md)
-    names = split_names(md)
+    names = DatasetMeta.of(md).splits
     for name in names:
         verify_checksums(root, md, split=name)  # never publish a prepared copy of tampered data
     for name in names:

@@ -26,7 +26,7 @@ from whestbench.compute.audit import bonferroni_z
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.dataset.reader import read_metadata
-from whestbench.dataset.schema import columns_for, infer_sampler, split_names, validate_metadata
+from whestbench.dataset.schema import DatasetMeta, columns_for, infer_sampler, validate_metadata
 from whestbench.dataset.scan import DatasetScan, scan_split
 from whestbench.dataset.statistics import chi2_mean_limit
 from whestbench.dataset.verify import VerifyReport, positive_int
@@ -137,7 +137,7 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
         return
     b = DatasetScan(other, md, width, depth, n_samples, [])
     try:
-        for split in split_names(md):
+        for split in DatasetMeta.of(md).splits:
             b.splits.append(scan_split(other, split, width, depth, rederive=False, columns=columns_for(md)))
     except InvalidDatasetError as e:
         report.check(f"{name}: readable", False, str(e))

@@ -55,7 +55,7 @@ from whestbench.dataset.reader import (
     read_metadata_file,
     verify_checksums,
 )
-from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
+from whestbench.dataset.schema import DatasetMeta, check_split_name, validate_metadata
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, local_dataset_dir
@@ -213,7 +213,7 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
     validate_metadata(md)
     verify_checksums(directory, md)
     needed: set[str] = set()
-    for split in split_names(md):
+    for split in DatasetMeta.of(md).splits:
         # raises when a split has no shards or holes in its shard set
         needed.update(p.relative_to(directory).as_posix() for p in data_files(directory, split))
         _require_schema(directory, md, split)

@@ -178,11 +178,6 @@ class DatasetMeta:
         return columns_for(self.md)
 
 
-def split_names(md: Any) -> list[str]:
-    """A dataset's splits in metadata order (``DatasetMeta.splits``)."""
-    return DatasetMeta.of(md).splits
-
-
 def protocol_version(md: dict[str, Any]) -> str:
     sp = md.get("seed_protocol") or {}
     return str(sp.get("version", "2.0")) if isinstance(sp, dict) else "2.0"
