@@ -169,11 +169,6 @@ class DatasetMeta:
         return 0, n if isinstance(n, int) else -1, n
 
     @property
-    def estimator(self) -> Any:
-        """The raw ``estimator`` block, None if not recorded (``compute.estimators`` reads it typed)."""
-        return self.md.get("estimator")
-
-    @property
     def columns(self) -> tuple[str, ...]:
         return columns_for(self.md)
 
