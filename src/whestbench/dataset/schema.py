@@ -40,7 +40,6 @@ COLUMNS = (
     "avg_variance",
     "sampling_budget_breakdown",
 )
-NUMERIC_COLUMNS = ("all_layer_means", "final_means", "avg_variance")
 # Ours, after the reference's eight (its loader ignores them): the standard error of every stored
 # mean (bakes that record an ``estimator``), and the samples each MLP used (``target_stderr`` bakes).
 STDERR_COLUMN = "all_layer_stderr"
