@@ -6,11 +6,8 @@ module turns a dataset's metadata into the bake that reproduces K of its rows â€
 sampler, estimator, ``n_samples`` (the cap of a target bake, with its target) â€” and runs it through
 the bake's own machinery (plan, units, checkpoints, resume). The rows a bake writes depend only on
 each MLP's seed and the recipe, never on the other seeds of the list, so K rows baked alone are
-those K rows of the original. ``verify`` then compares them with ``compare``'s rules: bit for bit
-when the sampler and recorded arithmetic agree (pcg64 on the same BLAS kernel; bakes always run at
-one BLAS thread), within the precision gate for philox on other arithmetic (a GPU bake audited on a
-CPU), within float32 rounding for pcg64 on another kernel, statistically otherwise (0.16's
-``torch.randn`` bakes, whose samples cannot be re-drawn).
+those K rows of the original. ``verify`` then compares them as strictly as the two bakes allow
+(``compare.compare_mode``: bits, the precision gate, float32 rounding, or statistics).
 
 The recomputation lives in a cache directory named by the recipe and seeds (``recompute_dir``), so
 an interrupted ``verify --recompute`` resumes, and a repeated one reuses the finished bake.
