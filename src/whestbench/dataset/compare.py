@@ -218,7 +218,7 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
     mode, reason = compare_mode(a, b)
     if mode == "stats":
         _spread_ratio(a, b, shared, report, name, check)
-    _judge_stderr(a, b, shared, report, name, mode)
+    _judge_stderr(shared, report, name, mode)
     if mode == "bits":
         var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
         ok = bit_equal and var_ok
@@ -316,7 +316,7 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
                  f"{1 / worst:.3g}-{worst:.3g})")
 
 
-def _judge_stderr(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, mode: str) -> None:
+def _judge_stderr(shared, report: VerifyReport, name: str, mode: str) -> None:
     """``{name}: standard errors``: the stored error bars (and sample counts) of bakes of the same samples
     must agree as closely as their means: bit for bit, or within the arithmetic's tolerance. Bakes of
     other samples are not compared here (each one's error bars are held to a pilot by verify)."""

@@ -340,7 +340,7 @@ def _validate_recipe(md: dict) -> None:
             raise InvalidDatasetError(f"metadata estimator {_short(name)} version {_short(version)} is not one this "
                                       f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
         if is_cv_block(est):
-            want = {_cv_batch(s, md) for s, _ in samplers}
+            want = {_cv_batch(s) for s, _ in samplers}
             if est.get("batch_samples") not in want or None in want:
                 raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not "
                                           f"what its sampler gives ({', '.join(map(str, sorted(w for w in want if w)))}) {fix}.")
@@ -391,7 +391,7 @@ def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
                                   f"(philox is the torch backend's sampler, pcg64 the CPU path's) {fix}.")
 
 
-def _cv_batch(sampler: Any, md: dict) -> int | None:
+def _cv_batch(sampler: Any) -> int | None:
     """The control-variate batch a sampler block implies: the pcg64 chunk, or min(CV_BATCH, block)."""
     from whestbench.compute.estimators import CV_BATCH
 

@@ -70,7 +70,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     _estimator_check(ds, report)
     _target_checks(ds, rows, report)
     if is_cv_block(ds.md.get("estimator")):
-        _exact_layer1(ds, rows, mean1, exact, report)
+        _exact_layer1(rows, mean1, exact, report)
         _stderr_checks(ds, rows, None, report)
     else:
         se = sigma * np.sqrt(_RELU_VAR / n)
@@ -254,7 +254,7 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
                  "sampling (unbiased)")
 
 
-def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
+def _exact_layer1(rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
     """The control-variate estimator stores layer 1's exact means: equal within float32 rounding."""
     tol = 2 * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) + 1e-12  # stored in float32
     bad = np.abs(mean1 - exact) > tol

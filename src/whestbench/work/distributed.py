@@ -870,9 +870,8 @@ def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: di
 def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
     """A non-zero rank: join rank 0's live epoch, work through it, follow rank 0 if it restarts."""
     env = ctx.env
-    watch = ctx.watch
     while True:
-        epoch, ns = _join(ctx, base_store, watch)
+        epoch, ns = _join(ctx, base_store)
         beat.join_epoch(epoch)
         plan = json.loads(ns.get("plan").decode())
         spec = job.spec.with_seeds(plan["seeds"])
@@ -906,12 +905,12 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         _post_event(ns, f"j{env.rank}")  # rank 0 reads this rank's progress from now on
         with one_blas_thread(ctx.arithmetic):
             run.start()
-            if _supervise_peer(ctx, base_store, run, watch):
+            if _supervise_peer(ctx, base_store, run, ctx.watch):
                 return
         run.abandoned.set()  # rank 0 restarted: the old epoch's units in flight are lost
 
 
-def _join(ctx: _Context, base_store, watch: _Watch):
+def _join(ctx: _Context, base_store):
     """Wait for the current epoch, once rank 0 is seen alive in it (its heartbeat names the epoch
     and moves). Keys of an earlier rank 0 (a ``failed`` mark, a plan) stay until a new rank 0
     replaces them, so they count only while their rank 0 is alive, or when the bake is done.
