@@ -1,34 +1,9 @@
 """Every public error class, in one place, importable from any layer.
 
-The CLI (``cli/app.py``) maps ``UsageError`` to exit 2 and every other ``Exception`` to exit 1::
-
-    ValueError
-    ├── UsageError                  exit 2  the command is wrong (a flag, a value, a path); fixing it fixes it
-    │   ├── SeedError               exit 2  a seed list of the wrong type, range, length, or with duplicates
-    │   ├── OutputExistsError       exit 2  --output exists (also a FileExistsError, as in 0.16)
-    │   ├── TorchMissingError       exit 2  the torch backend was asked for, torch is not installed (also an ImportError, as in 0.16)
-    │   ├── LedgerMismatch          exit 2  the work directory belongs to another bake
-    │   ├── DamagedWorkFile         exit 2  a work directory's plan or seeds file failed its check
-    │   ├── WorkDirBusy             exit 2  another bake holds the work directory's lock
-    │   ├── InputPathError          exit 2  an input path is missing or not a directory (also an InvalidDatasetError, as in 0.16)
-    │   ├── DatasetSourceError      exit 2  a missing local dataset path or a malformed Hub reference (also an InvalidDatasetError)
-    │   └── DefaultSplitError       exit 2  --default-split is not an input split (also a MergeIncompatibleError, as in 0.16)
-    ├── InvalidDatasetError         exit 1  a dataset directory or its metadata is not a valid WhestBench dataset
-    │   ├── MergeIncompatibleError  exit 1  partials (or splits) disagree on something that must be equal
-    │   ├── MergeIncompleteError    exit 1  the partials leave MLP indices uncovered
-    │   ├── MergeOverlapError       exit 1  two partials cover the same MLP indices
-    │   └── MergeCorruptError       exit 1  a dataset's rows or files do not match its metadata
-    └── DamagedRecord               exit 1  a work unit or checkpoint file failed its check (a bake re-runs the unit)
-    RuntimeError
-    ├── WorkFailed                  exit 1  the request was fine but a device, a peer, a disk or the Hub failed
-    │   ├── HubError                exit 1  a Hugging Face Hub call failed (also an OSError, as huggingface_hub's are)
-    │   └── DeviceCheckFailed       exit 1  a device check failed before the bake started
-    └── BakeInterrupted             exit 75 (SIGTERM, SIGUSR1) or 130 (Ctrl-C): a stop; the same command resumes
-    BaseException
-    └── SignalStop                  exit 75 (bake) or 128+signal: SIGTERM or SIGUSR1 before a verb could handle it
-
-The 0.16 names (``InvalidDatasetError``, ``Merge*Error``) stay ``ValueError`` subclasses and stay
-importable from ``whestbench.dataset_io``, as in 0.16. Import every class from here.
+The CLI (``cli/app.py``) maps ``UsageError`` to exit 2 and every other ``Exception`` to exit 1; the
+class tree with each class's exit code and meaning is docs/cli.md's "Errors". The 0.16 names
+(``InvalidDatasetError``, ``Merge*Error``) stay ``ValueError`` subclasses and stay importable from
+``whestbench.dataset_io``, as in 0.16. Import every class from here.
 
 Not here, because they never leave their module (control flow, not errors): ``plan.AlreadyBaked``
 (the bake is already done: exit 0), ``steps.UnitStopped``, ``scan._ShapeError`` and

@@ -11,7 +11,7 @@ import pytest
 
 from whestbench.compute.seeds import derived_seeds
 from whestbench.work.ledger import Ledger
-from whestbench.work.steps import Compute, UnitContext, UnitStopped, kernel_loader, run_unit
+from whestbench.work.steps import Compute, UnitContext, UnitStopped, kernel_module, run_unit
 from whestbench.work.units import WorkSpec
 
 PCG = WorkSpec(seeds=tuple(derived_seeds(4, 2)), n_samples=3 * 16384 + 77, width=16, depth=3, mlp_range=(0, 2))
@@ -122,10 +122,10 @@ def test_without_a_ledger_a_stop_just_stops():
 def test_a_small_pcg64_bake_runs_without_numba():
     code = (
         "import sys\n"
-        "from whestbench.work.steps import Compute, kernel_loader, run_unit\n"
+        "from whestbench.work.steps import Compute, kernel_module, run_unit\n"
         "from whestbench.work.units import WorkSpec\n"
         "spec = WorkSpec(seeds=(1, 2), n_samples=3000, width=16, depth=3, mlp_range=(0, 2))\n"
-        "assert kernel_loader(spec, Compute()) is None\n"
+        "assert kernel_module(spec, Compute()) is None\n"
         "run_unit(spec, Compute(), spec.units()[0])\n"
         "print('numba' in sys.modules)\n"
     )
@@ -139,7 +139,7 @@ def test_a_fused_pcg64_unit_resumed_from_its_checkpoint_equals_an_uninterrupted_
     unit = PCG.units()[0]
     plain = run_unit(PCG, Compute(), unit)  # PCG is far below FUSED_MIN_ACTIVATIONS
     monkeypatch.setattr(pcg64, "FUSED_MIN_ACTIVATIONS", 0)
-    assert kernel_loader(PCG, Compute()) is fused.load_kernels
+    assert kernel_module(PCG, Compute()) is fused
     calls, kernel = [], fused.relu_colsum_sq
     monkeypatch.setattr(fused, "relu_colsum_sq", lambda *a: (calls.append(1), kernel(*a)))
     ledger = Ledger(tmp_path / "w", PCG.identity())
@@ -151,16 +151,16 @@ def test_a_fused_pcg64_unit_resumed_from_its_checkpoint_equals_an_uninterrupted_
     assert calls  # the fused kernels ran
 
 
-def test_kernel_loader_names_the_kernels_the_units_call():
+def test_kernel_module_names_the_kernels_the_units_call():
     from whestbench.compute import fused, philox_numba
     from whestbench.compute.pcg64 import FUSED_MIN_ACTIVATIONS
 
     big = WorkSpec(seeds=(1, 2), n_samples=FUSED_MIN_ACTIVATIONS // (16 * 3) + 1, width=16, depth=3, mlp_range=(0, 1))
-    assert kernel_loader(PCG, Compute()) is None
-    assert kernel_loader(big, Compute()) is fused.load_kernels
-    assert kernel_loader(PHILOX, Compute("numpy")) is None
-    assert kernel_loader(PHILOX, Compute("numba")) is philox_numba.load_kernels
-    assert kernel_loader(PHILOX, Compute("torch")) is None
+    assert kernel_module(PCG, Compute()) is None
+    assert kernel_module(big, Compute()) is fused
+    assert kernel_module(PHILOX, Compute("numpy")) is None
+    assert kernel_module(PHILOX, Compute("numba")) is philox_numba
+    assert kernel_module(PHILOX, Compute("torch")) is None
 
 
 def test_a_unit_saves_nothing_once_the_bakes_fixed_arithmetic_is_lifted():

@@ -1,14 +1,7 @@
 """The ``whest`` entry point: the command groups, verb aliases and the error-to-exit-code policy.
 
-Exit codes: 0 success; 2 a usage error (bad flag or input: fix the command); 1 the work failed;
-75 a bake stopped on a signal with its progress saved (re-run the same command to resume);
-130 interrupted from the keyboard. Errors are one line on stderr, never a traceback
-(set WHEST_DEBUG=1 to see one first, scrubbed of tokens; the exit code stays the same).
-
-``main(argv)`` returns the exit code, except where the command line itself ends the run, as
-whestbench 0.16's argparse ``main`` did: after printing the help or the version it raises
-``SystemExit(0)``, and after printing a parser error (unknown option or verb, missing option,
-bad value for a flag's type or choices) it raises ``SystemExit(2)``.
+The exit codes, the one-line errors (``WHEST_DEBUG=1`` for a scrubbed traceback first) and what
+``main(argv)`` returns or raises are docs/cli.md's "Exit codes and errors".
 """
 
 from __future__ import annotations

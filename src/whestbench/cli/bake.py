@@ -15,11 +15,10 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, err, out, parse_mlp_range, parse_slice,
-                                   read_seeds_file, torch_knobs)
+from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, PEER_TIMEOUT, err, out, parse_mlp_range,
+                                   parse_slice, read_seeds_file, torch_knobs)
 from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
 from whestbench.cli.hub import card_options
-from whestbench.cli.launch import PEER_TIMEOUT
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.errors import SignalStop, UsageError
 from whestbench.work import CHECKPOINT_EVERY_S

@@ -63,11 +63,6 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     gpu = plan.compute.device.startswith("cuda")
     k = min(calib_mlps or plan.spec.mlps_per_unit * workers, n_mlps)
     n = min(calib_samples or (1_000_000 if gpu else 131_072), n_samples)
-    sync = (lambda: None)
-    if gpu:
-        import torch
-
-        sync = torch.cuda.synchronize
     out.print(f"Calibrating on {plan.device_label}: {k} MLPs × {n:,} samples (after a warm-up)…", markup=False)
     from whestbench.work.threads import one_torch_thread
 
@@ -79,7 +74,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
 
     with one_torch_thread(plan.compute.pins_torch_threads):
         cal = run_calibration(plan.scaled_job, planned_mlps=n_mlps, planned_samples=n_samples, calib_mlps=k, calib_samples=n,
-                              workers=plan.workers, sync=sync, finalize=stderr_of)
+                              workers=plan.workers, finalize=stderr_of)
     table = Table(title=f"Calibration: width {width}, depth {depth}")
     table.add_column("")
     table.add_column("value", justify="right")

@@ -71,12 +71,27 @@ class Seconds(click.ParamType):
         return v
 
 
-SECONDS = Seconds()
 MIN_INTERVAL_S = 0.05
 """The floor of ``--log-every`` and ``--checkpoint-every``: 1e-9 printed 11,605 lines in a 3-second
 bake and checkpointed after every step. (Tests run small bakes at 0.05 s.)"""
 LOG_SECONDS = Seconds(MIN_INTERVAL_S, "more often floods the log")
 CHECKPOINT_SECONDS = Seconds(MIN_INTERVAL_S, "more often spends the bake's time on writing checkpoints")
+
+
+class PeerTimeout(Seconds):
+    """``--peer-timeout``: seconds, bounded at parse time to what the protocol and the store accept."""
+
+    def convert(self, value, param, ctx):
+        from whestbench.work.distributed import check_peer_timeout
+
+        v = super().convert(value, param, ctx)
+        why = check_peer_timeout(v)
+        if why:
+            self.fail(f"{why}; got {value!r}.", param, ctx)
+        return v
+
+
+PEER_TIMEOUT = PeerTimeout()
 
 
 def parse_slice(text: str) -> tuple[int, int]:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import err, out
+from whestbench.cli.common import out
 from whestbench.errors import UsageError
-from whestbench.events import Event
 from whestbench.text import format_bytes, plural
 
 _TOKEN_HELP = (

@@ -3,17 +3,9 @@ numpy specification (arrays in, verdicts out).
 
 A torch bake runs three checks before its first unit (``work/device_check.py`` runs them on the
 bake's own path; ``whest doctor`` on every path). This module only judges what they produced:
-
-- ``philox-words``: the device's Philox words for fixed counters (some past 2**32 and near 2**63)
-  must equal ``philox.philox_words`` bit for bit, its uniforms ``philox.uniforms`` bit for bit, and
-  its normals ``philox.normals`` within ``NORMAL_ULPS`` (docs/sampler-philox.md section 3: the
-  float transform uses the platform's ``log``/``cos``/``sin``);
-- ``block-sums``: a short stretch of samples through the device path against an fp64 forward pass
-  on the CPU over the *same* inputs, per layer and neuron: the sums, the sums of squares and (with
-  control variates) the control-variate sums, as means, held to the precision gate
-  (``precision.GATE_MAX_ABS`` per value, ``precision.GATE_MAX_BIAS`` for a row's mean over neurons);
-- ``row-invariance``: the same samples through the device path with two chunk sizes and two batch
-  sizes must give identical bits (the bake's invariance promise rests on it).
+``philox-words`` (words and uniforms bit for bit, normals within ``NORMAL_ULPS``), ``block-sums``
+(held to the precision gate, ``precision.GATE_MAX_ABS`` and ``precision.GATE_MAX_BIAS``) and
+``row-invariance`` (identical bits). What each compares: docs/gpu.md's table of the checks.
 """
 
 from __future__ import annotations

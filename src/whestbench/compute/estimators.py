@@ -4,27 +4,11 @@ Plain (the default, the reference's): ``mean = Σy / N`` per neuron, and the sta
 ``sqrt(s² / N)`` with the sample variance ``s² = (Σy² − N·mean²) / (N − 1)``, from the fp64 sums
 and sums of squares every sampler accumulates.
 
-Control variates (``--estimator control-variate``, docs/error-bars.md). Some functions of an input
-``x ~ N(0, I)`` have means known exactly, because layer 1's pre-activations ``z₁ = x W₁`` are
-Gaussian with covariance ``K = W₁ᵀW₁``:
-
-- ``y₁ = relu(z₁)``: ``E y₁ⱼ = ‖W₁[:, j]‖ / √(2π)``, so layer 1's means are known exactly;
-- ``E[y₁ y₁ᵀ] = M``, the degree-1 arc-cosine kernel of ``K`` (Cho & Saul), so for layer 2's
-  pre-activations ``z₂ = y₁ W₂`` (linear in ``y₁``) ``E z₂ⱼ² = (W₂ᵀ M W₂)ⱼⱼ`` exactly.
-
-The controls are ``φ(x) = [y₁ − E y₁, z₂² − E z₂²]`` (2·width numbers, mean exactly 0). For every
-later layer the estimate of ``E yₗⱼ`` is the mean of ``rₗⱼ = yₗⱼ − φ·Bₗ[:, j]``: unbiased for any
-fixed coefficients ``B``, and nearly as precise as ``yₗ``'s regression on ``φ`` allows when ``B`` is
-that regression. ``B`` is fitted on a **pilot**: ``PILOT_SAMPLES`` inputs drawn from a stream of
-their own (the MLP seed's fourth spawned SeedSequence), independent of the samples that make the
-estimate, so the estimate is exactly unbiased.
-
-Standard error of the control-variate estimate: batch means. The samples are cut into fixed
-batches (the pcg64 chunks; ``CV_BATCH`` samples for philox), each batch gives its own estimate
-``r̄_b`` (a mean of independent residuals with the same fixed ``B``), and ``Var(mean) =
-Σ_b n_b (r̄_b − r̄)² / ((n_batches − 1)·N)``: honest whatever the correlations between layers and
-neurons, because the batches are independent. The samplers accumulate ``Σ_b n_b r̄_b`` and
-``Σ_b n_b r̄_b²`` per neuron beside their sums, in the same canonical order.
+Control variates (``--estimator control-variate``): every layer past the first averages the residual
+``rₗ = yₗ − φ·Bₗ``, with controls ``φ(x) = [y₁ − E y₁, z₂² − E z₂²]`` of exactly known mean and ``B``
+fitted on an independent pilot of ``PILOT_SAMPLES`` inputs; its standard error is by batch means
+(the pcg64 chunks; ``CV_BATCH`` samples for philox). The derivation: docs/error-bars.md, "The
+control-variate estimator".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from there on later runs.
 
 Each of those modules also has ``load_kernels()``: compile (first run on a machine: seconds) or load
 from the cache every specialisation its callers use, so a bake can do it before its units start and
-say so when it takes long (``work.steps.kernel_loader``, ``dataset.bake``).
+say so when it takes long (``work.steps.kernel_module``, ``dataset.bake``).
 """
 
 from __future__ import annotations

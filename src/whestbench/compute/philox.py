@@ -2,18 +2,11 @@
 
 A normal for (MLP, sample ``n``, neuron ``j``) is a pure function of the MLP's key and ``(n, j)``,
 so any worker on any device can draw any sample. ``docs/sampler-philox.md`` states the algorithm in
-prose; this module is the same thing in code, written for clarity first and speed second.
-
-1. **Key**: ``(k0, k1) = sample_ss.generate_state(2, dtype=uint32)`` (the MLP's second spawned stream).
-2. **Integer stage** (bit-exact everywhere): Philox4x32-10 (Random123) on the counter
-   ``(lo32(n), hi32(n), g, 0)`` gives four uint32 words for neurons ``4g .. 4g+3``.
-3. **Float stage** (float32, may differ by a few ulp across devices): words pair up as
-   ``(w0, w1)`` and ``(w2, w3)``; each pair becomes two normals by Box-Muller.
-4. **Sums**: per layer, the fp64 column sums of the post-ReLU activations are the *pairwise*
-   (binary-tree) sum over the sample index, the tree padded with zero rows to a power of two, plus a
-   final ``+0.0``. Canonical blocks of ``BLOCK_SIZE`` samples, chunks inside a block and aligned
-   power-of-two runs of blocks are all subtrees of that one tree, so how the work was cut never
-   changes a bit of the result (see ``combine_in_order``).
+prose (§1 key, §2 the bit-exact Philox4x32-10 integer stage, §3 the float32 Box-Muller stage, §4 the
+pairwise fp64 sums); this module is the same thing in code, written for clarity first and speed
+second. Canonical blocks of ``BLOCK_SIZE`` samples, chunks inside a block and aligned power-of-two
+runs of blocks are all subtrees of one summation tree, so how the work was cut never changes a bit
+of the result (see ``combine_in_order``).
 """
 
 from __future__ import annotations

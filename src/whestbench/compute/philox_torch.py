@@ -5,21 +5,10 @@ so the only differences from ``compute/philox.py`` are the platform's ``log``/``
 matmul kernel. Importing this module imports torch, so code that must also run without torch (the
 bake, the work units) imports it inside the function that needs it.
 
-Two engines draw and sum, picked by ``engine`` (``"auto"`` chooses by device):
-
-- ``"torch"``: plain torch ops on any device. torch has no uint32 multiply-high, so the Philox
-  words live in int64 tensors: a 32x32-bit product fits 64 bits, wraps identically (two's
-  complement) on every backend, and masking with ``0xFFFFFFFF`` after the shift recovers the high
-  word exactly. The tree sums are strided adds, so their order never depends on tensor sizes.
-- ``"numba"`` (CPU only): ``compute/philox_numba_engine.py`` runs the kernels of
-  ``compute/philox_numba.py`` (inputs; ReLU plus the pairwise sums in one pass per layer) around
-  torch's ``bmm``.
-
-Invariance: a chunk is an aligned power-of-two run of rows inside a block, padded with zero rows
-when ragged, so every chunk sum is a subtree of the reference's tree; and the matmul row count is a
-power of two >= ``MIN_CHUNK``, where a row of MKL's product does not depend on how many rows or
-matrices are multiplied together (tested; cuBLAS is expected to behave alike and the ``gpu`` test
-checks it). So ``chunk_size`` and the batch size never change a byte.
+Two engines draw and sum, picked by ``engine`` (``"auto"`` chooses by device): ``"torch"`` (plain
+torch ops, Philox words in int64 tensors, on any device) and ``"numba"`` (CPU only:
+``compute/philox_numba_engine.py`` around torch's ``bmm``). How each computes, and why neither
+``chunk_size`` nor the batch size changes a byte: docs/sampler-philox.md §2 and §5.
 
 Run one caller thread per core with ``torch.set_num_threads(1)`` on CPU: the numba passes are
 single-threaded, and one caller with several torch threads leaves cores idle during them.

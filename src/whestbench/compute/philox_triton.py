@@ -1,51 +1,11 @@
 """The fused GPU kernel for the ``philox`` sampler: draw, run every layer and sum one tile per program.
 
-Why a fused kernel. At width 256 a plain torch bake is memory-bound: every layer writes its
-``(rows, width)`` activations to HBM, reads them back for the ReLU, the fp64 conversion and the
-column sums, and the inputs are drawn by a separate pass. Here one program owns a *tile*: ``ROWS``
-consecutive samples of one MLP (``ROWS`` a power of two, the tile starting at a multiple of it). It
-
-1. draws the tile's inputs in-kernel: Philox4x32-10 in uint32 arithmetic (``tl.umulhi``) on the
-   counter ``(lo32(n), hi32(n), g, 0)`` and the float32 Box-Muller transform of ``philox.py``, so the
-   integer stage is bit-exact and the normals are within a few ulp of numpy's;
-2. runs all ``depth`` layers, ``h = relu(h @ W_l)``, with ``tl.dot`` on ``(ROWS, BLOCK_K) x
-   (BLOCK_K, BLOCK_N)`` blocks in one of five precisions (below);
-3. after every layer sums the tile's post-ReLU columns in fp64 as the *pairwise tree* over its rows
-   (``reshape`` to ``(ROWS/2, 2, cols)`` and add the pairs, level by level: exactly the reference's
-   ``a[0::2] + a[1::2]``), plus the last layer's fp64 sums of squares, and writes only those
-   ``(2·depth, width)`` fp64 values (every layer's sums, then every layer's sums of squares).
-
-A tile's sums are an aligned subtree of the reference tree (rows past the end of the data are zero
-inputs, hence zero activations: the reference's zero padding), so the host combines tiles into
-blocks and blocks into ranges with the same tree (``PairwiseStack``), and nothing -- MLPs per launch,
-grid size, which program took which tile, block ranges -- changes a bit of the result.
-
-Where the activations live. A Triton program cannot slice a register tensor, and a ``(ROWS, width)``
-float32 tile is 64 KB at width 256 (512 KB at 1024), more than registers or shared memory hold next
-to the weight blocks. So each program owns a small scratch slab of two ``(ROWS, WP)`` buffers
-(ping-pong: read layer ``l`` from one, write layer ``l+1`` into the other, one barrier per layer). The
-grid is persistent (one program per SM, each looping over tiles), so the slabs total a few tens of
-MB: they stay in L2 and never reach the output. Only the sums do.
-
-Precision (``PRECISION``, recorded with the kernel identity; SPEC section 3). An operand is split
-into parts of 11 significant bits, each rounded to nearest even, so the tensor cores multiply them
-exactly and accumulate in fp32; the cross terms go in smallest first:
-
-- ``"ieee"``: fp32 operands, ``input_precision="ieee"``: the exact-fp32 reference mode (CUDA cores).
-- ``"3xtf32"``: ``x = hi + lo``, ``hi = tf32(x)``, ``lo = tf32(x - hi)`` for both operands;
-  ``acc += lo_a*hi_w + hi_a*lo_w + hi_a*hi_w`` with ``input_precision="tf32"``. Ceiling ~165
-  TFLOP/s on an H100. Two 11-bit parts hold 22 of the weights' 24 bits, and the weights are the same
-  for every sample, so their rounding is a fixed bias per neuron (~2-4e-7 of the means: passes).
-- ``"4xtf32"``: the weights in three parts (exact), activations in two: ``+ hi_a*lo3_w``. No weight
-  bias (~1e-8, like fp32); ceiling 3/4 of 3xtf32's.
-- ``"3xfp16"`` / ``"4xfp16"``: the same splits in fp16 (``hi = fp16(x)``), the low parts scaled by
-  ``2**12`` so they stay normal fp16 numbers, summed in a second fp32 accumulator that is scaled back
-  once at the end. Ceilings ~330 and ~248 TFLOP/s on an H100. Activations of an He-initialised MLP
-  stay far below fp16's 65504.
-
-``precision.emulate_matmul`` does the same splits in numpy (the products of the parts are exact in fp32, the
-accumulation is fp32), which is how the split arithmetic is checked against an fp64 matmul on a
-machine without a GPU (``tests/compute/test_philox_triton.py``, ``docs/gpu-kernel.md``).
+One program owns a *tile* (``ROWS`` consecutive samples of one MLP): it draws the inputs in-kernel
+(Philox4x32-10 and the float32 Box-Muller of ``philox.py``), runs ``h = relu(h @ W_l)`` with
+``tl.dot`` in one of five precisions (``PRECISION``: ``ieee``, ``3xtf32``, ``4xtf32``, ``3xfp16``,
+``4xfp16``; ``precision.emulate_matmul`` is the numpy twin) and writes only fp64 column sums, summed
+as the reference's pairwise tree, so the host combines tiles into blocks and ranges bit for bit.
+Design, scratch slabs and precision classes: docs/gpu-kernel.md.
 
 Import this module only where triton is wanted. Run on a CPU with ``TRITON_INTERPRET=1`` set before
 the import (the interpreter is slow: tiny shapes only).

@@ -9,15 +9,9 @@ refused because ``datasets`` cannot load them), the same ``schema_version``, ``f
 ``backend``, ``n_samples``, ``width``, ``depth`` and ``seed_protocol``, intact files, and **no
 seed shared between splits** (a holdout that repeats a public MLP is no holdout).
 
-Layout written (whestbench 0.16's, plus ``checksums_written_for`` and ``checksums``)::
-
-    <out>/data/<split>-NNNNN-of-MMMMM.parquet   # each input's shards, copied byte for byte
-    <out>/prepared/<split>/                     # Dataset.save_to_disk copies (unless skipped)
-    <out>/metadata.json                         # the multi-split block, facts §3.3 key order
-    <out>/README.md
-
-``checksums`` lists every file under ``data/`` and ``prepared/`` (never a hidden staging path):
-the loader uses a prepared copy only when its bytes are vouched for.
+The layout written is docs/format.md's (each input's shards copied byte for byte, ``prepared/<split>/``
+unless skipped); ``checksums`` lists every file under ``data/`` and ``prepared/`` (never a hidden
+staging path): the loader uses a prepared copy only when its bytes are vouched for.
 
 Wrong paths are refused before any work (``inputs``): an output that exists or lies inside an
 input, an input that is not a dataset directory, a ``default_split`` that is not an input's split
@@ -57,7 +51,7 @@ from whestbench.dataset.reader import (
     verify_checksums,
 )
 from whestbench.dataset.verify import require_sound
-from whestbench.dataset.schema import DEFAULT_CONFIG, DatasetMeta, check_config_name, split_names, validate_metadata
+from whestbench.dataset.schema import DEFAULT_CONFIG, DatasetMeta, check_config_name, validate_metadata
 from whestbench.dataset.writer import finish_dataset_dir
 from whestbench.errors import (
     DefaultSplitError,
@@ -278,7 +272,7 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
             f"{root / 'metadata.json'}); a single-split dataset loads from its Parquet directly."
         )
     validate_metadata(md)
-    names = split_names(md)
+    names = DatasetMeta.of(md).splits
     for name in names:
         verify_checksums(root, md, split=name)  # never publish a prepared copy of tampered data
     for name in names:

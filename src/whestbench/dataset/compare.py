@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from whestbench.compute.audit import bonferroni_z
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.dataset.reader import read_metadata
-from whestbench.dataset.schema import columns_for, infer_sampler, split_names, validate_metadata
+from whestbench.dataset.schema import DatasetMeta, columns_for, infer_sampler, validate_metadata
 from whestbench.dataset.scan import DatasetScan, scan_split
-from whestbench.dataset.statistics import bonferroni_z, chi2_mean_limit
+from whestbench.dataset.statistics import chi2_mean_limit
 from whestbench.dataset.verify import VerifyReport, positive_int
 from whestbench.errors import InvalidDatasetError
 
@@ -136,7 +137,7 @@ def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: 
         return
     b = DatasetScan(other, md, width, depth, n_samples, [])
     try:
-        for split in split_names(md):
+        for split in DatasetMeta.of(md).splits:
             b.splits.append(scan_split(other, split, width, depth, rederive=False, columns=columns_for(md)))
     except InvalidDatasetError as e:
         report.check(f"{name}: readable", False, str(e))
@@ -217,7 +218,7 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
     mode, reason = compare_mode(a, b)
     if mode == "stats":
         _spread_ratio(a, b, shared, report, name, check)
-    _judge_stderr(a, b, shared, report, name, mode)
+    _judge_stderr(shared, report, name, mode)
     if mode == "bits":
         var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
         ok = bit_equal and var_ok
@@ -276,7 +277,7 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
 
     def rough(ds, s, i) -> bool:  # too few samples or batches for a standard error to be held to 25 %
         n = int(_count(ds, s, i))
-        est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+        est = DatasetMeta.of(ds.md).estimator
         batch = est.get("batch_samples")
         if is_cv_block(est):
             return not (isinstance(batch, int) and batch > 0 and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
@@ -315,7 +316,7 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
                  f"{1 / worst:.3g}-{worst:.3g})")
 
 
-def _judge_stderr(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, mode: str) -> None:
+def _judge_stderr(shared, report: VerifyReport, name: str, mode: str) -> None:
     """``{name}: standard errors``: the stored error bars (and sample counts) of bakes of the same samples
     must agree as closely as their means: bit for bit, or within the arithmetic's tolerance. Bakes of
     other samples are not compared here (each one's error bars are held to a pilot by verify)."""

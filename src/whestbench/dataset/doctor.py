@@ -1,18 +1,10 @@
 """``whest doctor``: this machine's versions and device, the device check of every bake path, and speed.
 
-``diagnose(device)`` is what a user runs on a new machine and pastes into a bug report:
-
-- versions (torch, CUDA, the driver, triton, numba, numpy and its BLAS) and the device's facts
-  (name, capability, memory, the TF32 and float32-matmul-precision settings);
-- the device checks (``work/device_check.py``) at 256×8 and 1024×16 for every path a bake can take
-  here: the CPU default path (pcg64, no torch), the torch path on the device, and on CUDA the fused
-  kernel at each precision class. The pcg64 path has no Philox sampler and no chunk knob: it gets
-  ``block-sums`` (against fp64 on its own samples) and ``fused-invariance`` (its fused kernels and
-  its plain numpy passes give identical bits: which one a bake runs depends on the bake's size);
-- a throughput probe per path at 256×8 (about ``PROBE_SECONDS`` each; ``quick``: about one):
-  effective GFLOP/s (``2·width²·depth·samples/s``), its fraction of the device's float32 matmul
-  peak as this machine's own sgemm probe measures it, and the projected wall time of
-  ``PROJECT_MLPS`` MLPs × ``PROJECT_SAMPLES`` samples.
+``diagnose(device)`` is what a user runs on a new machine and pastes into a bug report: the
+versions and device facts, the device checks (``work/device_check.py``) at ``SHAPES`` on every path
+a bake can take here (``paths``; the pcg64 path gets ``block-sums`` and ``fused-invariance``,
+``check_pcg64``), and a throughput probe per path at ``PROBE_SHAPE`` (about ``PROBE_SECONDS``
+each; ``quick``: about one). What each part reports: docs/gpu.md, "First run on a new GPU machine".
 
 Everything is measured, nothing written: the CLI prints the result and writes ``--json``.
 """
@@ -172,16 +164,11 @@ def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
     workers = plan.workers or os.cpu_count() or 1
     mlps = plan.spec.mlps_per_unit * (workers if plan.compute.device == "cpu" else 1)
     step = plan.spec.block_size or 16384  # philox: a canonical block; pcg64: a 256-wide chunk is 4096
-    sync: Callable[[], None] = lambda: None  # noqa: E731
-    if plan.compute.device.startswith("cuda"):
-        import torch
-
-        sync = torch.cuda.synchronize
     with one_torch_thread(plan.compute.pins_torch_threads):
         n = step
         for _ in range(3):  # size the timed run from the last one (a short run's rate is a rough guide)
             cal = calibrate(plan.scaled_job, planned_mlps=PROJECT_MLPS, planned_samples=PROJECT_SAMPLES,
-                            calib_mlps=mlps, calib_samples=n, workers=plan.workers, sync=sync)
+                            calib_mlps=mlps, calib_samples=n, workers=plan.workers)
             if cal.seconds >= 0.6 * seconds:
                 break
             n = max(n + step, int(n * seconds / max(cal.seconds, 1e-6)) // step * step)

@@ -1,41 +1,24 @@
 """Publish a dataset to the Hugging Face Hub (``push``, ``publish_dataset``) and fetch one back (``pull``).
 
 References, the retry policy, metadata fetching and the wording of Hub errors live in
-``dataset/hubref.py`` and ``dataset/hubclient.py``; this module is the two transfers.
+``dataset/hubref.py`` and ``dataset/hubclient.py``; this module is the two transfers. What push
+refuses, its commits and both verbs' events are docs/hub.md's.
 
-Push checks everything it can before the first network call: the directory is a complete
-(non-partial), valid dataset whose data files match ``metadata.json``'s checksums, with no symlink
-in what it publishes, and every file the checksums list (and every shard) is among the files that
-go up. It then sends the files in a few ordinary commits of at most ``MAX_COMMIT_BYTES`` each,
-skipping every file the branch already holds with the same content, and puts ``metadata.json``,
-the card and the removal of stale shards into the **last** commit. So:
-
-* an interrupted push is resumed by re-running it: finished commits are on the Hub and their files
-  are skipped; blobs of an unfinished commit that already reached the Hub's storage are not sent
-  again either (the Hub deduplicates LFS/Xet content);
-* the published ``metadata.json`` never lists data that is not there yet;
-* a small dataset (one batch) goes up in one atomic commit.
-
-Between the commits of a multi-commit push the branch can hold new shards beside the previous
-``metadata.json`` (a re-push that changes a shard of the same name); ``pull`` and the loader check
-checksums, so a reader in that window gets a checksum error rather than mixed rows, and a ``--tag``
-only ever names the finished dataset.
+Push sends the files in a few ordinary commits of at most ``MAX_COMMIT_BYTES`` each, skipping every
+file the branch already holds with the same content (so re-running resumes), and puts
+``metadata.json``, the card and the removal of stale shards into the **last** commit, so the
+published ``metadata.json`` never lists data that is not there yet. Between the commits of a
+multi-commit push the branch can hold new shards beside the previous ``metadata.json``; ``pull`` and
+the loader check checksums, so a reader in that window gets a checksum error rather than mixed rows.
 
 Why not ``HfApi.upload_large_folder``: it keeps its resume state in a ``.cache/`` folder inside the
 dataset directory (it writes into the user's dataset), cannot upload a card rendered in memory,
 cannot delete stale shards, cannot order ``metadata.json`` last, and ends in several commits with
 no single one to tag (and not every supported huggingface_hub release has it).
 
-The card is rendered for the real repo id and revision into the upload only; the local README.md
-is never rewritten. Tags are created after the last commit landed, on that commit's id.
-
 Pull resolves the revision to a commit first (one metadata call that also sizes the download and
 catches a ``--split`` that matches nothing), downloads into ``.<output>.pull-staging`` beside
 ``--output`` (kept on a network failure so re-running resumes), checks the checksums, and renames.
-
-Both report through ``whestbench.events.Event``; the bytes moved are ``Progress("bytes", ...)``
-(per commit for a push; about once a second for a pull, from a watcher thread, so a sink given to
-``pull_dataset`` must accept calls from another thread).
 """
 
 from __future__ import annotations
@@ -72,7 +55,7 @@ from whestbench.dataset.reader import (
     read_metadata_file,
     verify_checksums,
 )
-from whestbench.dataset.schema import check_split_name, split_names, validate_metadata
+from whestbench.dataset.schema import DatasetMeta, check_split_name, validate_metadata
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, local_dataset_dir
@@ -230,7 +213,7 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
     validate_metadata(md)
     verify_checksums(directory, md)
     needed: set[str] = set()
-    for split in split_names(md):
+    for split in DatasetMeta.of(md).splits:
         # raises when a split has no shards or holes in its shard set
         needed.update(p.relative_to(directory).as_posix() for p in data_files(directory, split))
         _require_schema(directory, md, split)

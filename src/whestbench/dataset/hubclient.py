@@ -324,7 +324,7 @@ def fetch_metadata(ref: HubRef, *, token: object = None, what: str | None = None
         try:
             path = huggingface_hub.hf_hub_download(ref.repo_id, METADATA, repo_type=REPO_TYPE,
                                                    revision=ref.revision, token=token)
-        except hub_exception("LocalEntryNotFoundError") as e:
+        except hub_exception("LocalEntryNotFoundError"):
             raise HubError(
                 f"{what}: HF_HUB_OFFLINE is set and {ref.uri}'s metadata.json is not in the Hugging Face "
                 "cache: unset HF_HUB_OFFLINE so it can be fetched."

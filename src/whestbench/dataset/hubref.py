@@ -1,19 +1,9 @@
 """Where a dataset lives: a local directory or a Hub reference (the grammar; no network here).
 
-One home for what ``load_dataset``, ``inspect``, ``push`` and ``pull`` share (``parse_ref``,
-``resolve_source``)::
-
-      ORG/NAME                      the default branch (main), or the revision given separately
-      ORG/NAME@REV                  branch, tag or commit REV
-      hf://ORG/NAME[@REV]           the form push prints
-      hf://datasets/ORG/NAME[@REV]  the huggingface_hub file-system spelling; same repo as above
-
-An ``@`` with nothing after it, a revision given twice with two values, and anything that is not
-``ORG/NAME`` (letters, digits, ``-``, ``_``, ``.``) are refused (``DatasetSourceError``, a usage
-error) before any network call. ``resolve_source`` decides local-or-Hub for load and inspect: a
-path-like object, an existing path, or a string that plainly is a path (``./x``, ``/x``, ``~/x``,
-``dir/x`` where ``dir`` exists) is local, and a missing one is reported as missing, never looked
-up on the Hub.
+One home for what ``load_dataset``, ``inspect``, ``push`` and ``pull`` share: ``parse_ref`` (the
+grammar ``ORG/NAME[@REV]``, ``hf://[datasets/]ORG/NAME[@REV]``) and ``resolve_source`` (local or
+Hub), both as docs/hub.md's "References" states; a refusal is a ``DatasetSourceError`` (a usage
+error) raised before any network call.
 
 The calls to the Hub (retry policy, error wording, metadata fetch) are in ``dataset/hubclient.py``;
 token scrubbing is ``whestbench.text.scrub``.

@@ -18,8 +18,7 @@ from typing import Any
 from whestbench.dataset.hubclient import RemoteMetadata, fetch_metadata
 from whestbench.dataset.hubref import HubRef, resolve_source
 from whestbench.dataset.reader import data_files, parquet_footer, read_metadata
-from whestbench.dataset.schema import DatasetMeta, split_names
-from whestbench.dataset.schema import infer_sampler
+from whestbench.dataset.schema import DatasetMeta, infer_sampler
 from whestbench.dataset.verify import check_checksums
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
@@ -82,7 +81,7 @@ def plot_means(directory: str | Path, path: str | Path) -> Path:
         raise UsageError(f"--plot {path}: directory {path.parent} does not exist; create it first.")
     md = read_metadata(directory)
     depth = md.get("depth")
-    per_split = {s: _layer_means(directory, s) for s in split_names(md)}  # split -> (n, depth, w)
+    per_split = {s: _layer_means(directory, s) for s in DatasetMeta.of(md).splits}  # split -> (n, depth, w)
     depth = next(iter(per_split.values())).shape[1] if not isinstance(depth, int) else depth
     cols = min(depth, 4)
     rows = -(-depth // cols)
@@ -324,7 +323,7 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
     except ValueError:
         return [f"      stderr: {STDERR_COLUMN} column missing or unreadable though metadata.json records an estimator: "
                 "damaged? run `whest dataset verify`"]
-    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    est = DatasetMeta.of(md).estimator
     lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
     from whestbench.dataset.statistics import undefined_stderr
 

@@ -138,11 +138,9 @@ def _open_partial(path: str | Path) -> _Partial:
         )
     if DatasetMeta.of(md).is_multi:
         raise MergeIncompatibleError(f"{p} is a multi-split dataset; merge takes single-split partials.")
-    total, rng, n = md.get("total_n_mlps"), md.get("mlp_range"), md.get("n_mlps")
-    ints = isinstance(total, int) and isinstance(rng, list) and len(rng) == 2 and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in rng
-    )
-    if not ints or not 0 <= rng[0] < rng[1] <= total or n != rng[1] - rng[0]:
+    # validate_metadata (open_input) already holds mlp_range to [start, end) within total_n_mlps
+    total, rng, n = md["total_n_mlps"], md["mlp_range"], md.get("n_mlps")
+    if n != rng[1] - rng[0]:
         raise MergeCorruptError(
             f"{p}: mlp_range={rng!r}, n_mlps={n!r} and total_n_mlps={total!r} do not describe a "
             f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
@@ -334,6 +332,11 @@ def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | No
     return argv if isinstance(recorded, list) else command.join(argv)
 
 
+_HOST_SIGNATURE = ("cuda_device_name", "cuda_device_capability", "torch_version", "device", "python_version",
+                   "numpy_version", "whestbench_version", "flopscope_version")
+_DETERMINISM_FLAGS = ("torch_use_deterministic_algorithms", "cudnn_deterministic", "cublas_workspace_config")
+
+
 def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Partials grouped by a coarse host signature, in order of first appearance (whestbench 0.16's
     collapse: GPU, torch, device, Python, numpy, versions, determinism flags; plus our BLAS).
@@ -362,23 +365,8 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
             "blas": md.get("blas"),
             "bake_config": md.get("bake_config"),
         }
-        signature = json.dumps(
-            [
-                fields["cuda_device_name"],
-                fields["cuda_device_capability"],
-                fields["torch_version"],
-                fields["device"],
-                fields["python_version"],
-                fields["numpy_version"],
-                fields["whestbench_version"],
-                fields["flopscope_version"],
-                bc.get("torch_use_deterministic_algorithms"),
-                bc.get("cudnn_deterministic"),
-                bc.get("cublas_workspace_config"),
-                fields["blas"],
-            ],
-            sort_keys=True,
-        )
+        signature = json.dumps([fields[k] for k in _HOST_SIGNATURE] + [bc.get(k) for k in _DETERMINISM_FLAGS]
+                               + [fields["blas"]], sort_keys=True)
         group = groups.get(signature)
         if group is None:
             group = groups[signature] = {

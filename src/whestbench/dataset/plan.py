@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, n_batches
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
-from whestbench.dataset.schema import BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, check_config_name, check_split_name
+from whestbench.dataset.schema import (BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
+                                      check_config_name, check_split_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.paths import check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~60 units per MLP at N=10**9
 # Format limits (each refused before any work, with its reason):
-MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
-MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64-bit
 MAX_ROW_FLOATS = 2**29  # one row's weights (depth·width² float32) must fit an Arrow list and a 2 GiB shard
 MAX_BAKE_SECONDS = 10 * 365.25 * 86400  # a single-machine bake projected beyond this is refused as a typo
 PROBE_FLOPS = 5e12  # bakes bigger than this get a quick timing probe for the plan's time estimate

@@ -1,28 +1,12 @@
 """verify's statistics past layer 1: every stored number held to a fresh, independent pilot of its MLP.
 
 For each checked MLP, ``compute.audit.pilot_moments`` pushes ``AUDIT_SAMPLES`` fresh inputs (a stream
-no bake uses) through the weights re-derived from ``mlp_seed``. For the control-variate estimator the
-bake's own controls are refitted first (their pilot stream is derived from the seed too), so the
-pilot measures the residual the bake averaged. Then, per MLP, layer and neuron:
-
-- **layer means** (layers 2..depth; layer 1 has its exact check): ``z = (stored − pilot mean) /
-  sqrt(σ̂²/N + σ̂²/P)``, with ``σ̂`` the pilot's sd, never the stored standard error (which could hide
-  a moved mean). Limit: the Bonferroni normal bound over every tested neuron, widened by the
-  Cornish–Fisher term of the pilot mean's skewness (ReLU outputs are right-skewed).
-- **stderr size**: the stored standard error against ``σ̂/√N``, in both directions. Plain: the log
-  ratio's spread is the two sample sds' (kurtosis κ: ``(κ − 1)/4n``). Control variates: the stored
-  variance is a batch-means estimate, ``χ²_k / k`` with ``k = batches − 1`` (exact chi-square bounds),
-  times the pilot's own spread. A zero standard error where the pilot sees spread is damage; where
-  the controls explain a layer exactly (width 1) the pilot's residual is ~0 and so must the stored
-  one be. Per MLP and layer, the mean of (stored/expected)² may not sit below 1 by more than its
-  spread allows (``‖R‖_F`` of the neurons' correlations gives the exact Wishart spread for batch
-  means), and the same over the whole dataset, per layer: error bars scaled down are caught.
-- **avg_variance**: plain bakes: equal to ``mean_j(stderr_j²·(N − 1))`` of the final layer (its
-  definition, ``mean_j(Σy²/N − mean_j²)``, rewritten), within float32 rounding; every bake: the
-  pilot's final-layer variance, within its spread.
-
-Each statistical check fails an honest dataset with probability at most ``P_OVERALL / 4`` (normal
-and chi-square bounds with a union bound), so all four together at most ``P_OVERALL``.
+no bake uses) through the weights re-derived from ``mlp_seed`` (for the control-variate estimator
+after refitting the bake's own controls), then holds the layer means (layers 2..depth), the size of
+the standard errors and ``avg_variance`` to that pilot; what each check catches is tabled in
+docs/cli.md ("What verify proves"). Each statistical check fails an honest dataset with probability
+at most ``P_OVERALL / 4`` (normal and chi-square bounds with a union bound), so all four together at
+most ``P_OVERALL``.
 """
 
 from __future__ import annotations
@@ -38,6 +22,7 @@ import numpy as np
 
 from whestbench.compute.audit import AUDIT_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
 from whestbench.compute.estimation import is_cv_block
+from whestbench.dataset.schema import DatasetMeta
 from whestbench.work.threads import one_blas_thread
 
 P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
@@ -207,7 +192,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
     if not live:
         return
     cv = _is_cv(ds.md)
-    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+    est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples") if cv else None
     first = 1 if cv else 0  # control variates: layer 1 is exact (its stderr 0 is checked elsewhere)
     tested = sum(int(np.count_nonzero(_testable(a.pilot)[first:])) for a in live)

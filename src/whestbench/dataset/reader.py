@@ -4,13 +4,8 @@ The low-level read side that the loader, merge, combine, verify and the Hub shar
 validates the metadata's meaning (``schema.validate_metadata`` does) or builds ``datasets`` objects
 (the loader does); every failure is an ``InvalidDatasetError`` that names the path and what to do.
 
-Layout read here (schema 3.0, as whestbench 0.16 and the ``datasets`` library lay it out)::
-
-    <dir>/metadata.json
-    <dir>/data/<split>-NNNNN-of-MMMMM.parquet     # one or more shards per split
-    <dir>/prepared/<split>/...                    # multi-split only: Dataset.save_to_disk copies
-
-A split's name always comes from metadata; file names are only matched against it, never parsed
+The layout read is docs/format.md's (schema 3.0, as whestbench 0.16 and the ``datasets`` library lay
+it out). A split's name always comes from metadata; file names are only matched against it, never parsed
 into one (0.16 cut names at the first hyphen, so ``round-one`` became ``round``).
 
 **Checksums** live here too, in one implementation: ``checksum_state`` judges a dataset's files

@@ -6,11 +6,8 @@ module turns a dataset's metadata into the bake that reproduces K of its rows â€
 sampler, estimator, ``n_samples`` (the cap of a target bake, with its target) â€” and runs it through
 the bake's own machinery (plan, units, checkpoints, resume). The rows a bake writes depend only on
 each MLP's seed and the recipe, never on the other seeds of the list, so K rows baked alone are
-those K rows of the original. ``verify`` then compares them with ``compare``'s rules: bit for bit
-when the sampler and recorded arithmetic agree (pcg64 on the same BLAS kernel; bakes always run at
-one BLAS thread), within the precision gate for philox on other arithmetic (a GPU bake audited on a
-CPU), within float32 rounding for pcg64 on another kernel, statistically otherwise (0.16's
-``torch.randn`` bakes, whose samples cannot be re-drawn).
+those K rows of the original. ``verify`` then compares them as strictly as the two bakes allow
+(``compare.compare_mode``: bits, the precision gate, float32 rounding, or statistics).
 
 The recomputation lives in a cache directory named by the recipe and seeds (``recompute_dir``), so
 an interrupted ``verify --recompute`` resumes, and a repeated one reuses the finished bake.
@@ -25,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from whestbench.compute.estimation import Estimation
-from whestbench.dataset.schema import infer_sampler
+from whestbench.dataset.schema import DatasetMeta, infer_sampler
 from whestbench.errors import UsageError
 
 
 def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     """The bake arguments that reproduce the dataset's numbers (besides the seeds)."""
     sampler = infer_sampler(md)
-    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    est = DatasetMeta.of(md).estimator
     target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
     out: dict[str, Any] = {  # read as recorded: verify asks for the recipe before the metadata is validated
         "n_samples": int(md["n_samples"]), "width": int(md["width"]), "depth": int(md["depth"]),
@@ -52,12 +49,11 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
 
 def _intact(path: Path) -> bool:
     """Whether a cached recomputation's files still match the checksums its bake wrote."""
-    from whestbench.errors import InvalidDatasetError
     from whestbench.dataset.reader import checksum_state, read_metadata
 
     try:
         return checksum_state(path, read_metadata(path)).state == "ok"
-    except (InvalidDatasetError, OSError, ValueError):
+    except (OSError, ValueError):  # InvalidDatasetError is a ValueError
         return False
 
 

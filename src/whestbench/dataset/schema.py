@@ -40,7 +40,6 @@ COLUMNS = (
     "avg_variance",
     "sampling_budget_breakdown",
 )
-NUMERIC_COLUMNS = ("all_layer_means", "final_means", "avg_variance")
 # Ours, after the reference's eight (its loader ignores them): the standard error of every stored
 # mean (bakes that record an ``estimator``), and the samples each MLP used (``target_stderr`` bakes).
 STDERR_COLUMN = "all_layer_stderr"
@@ -169,18 +168,15 @@ class DatasetMeta:
         return 0, n if isinstance(n, int) else -1, n
 
     @property
-    def estimator(self) -> Any:
-        """The raw ``estimator`` block, None if not recorded (``Estimation.from_metadata`` reads it typed)."""
-        return self.md.get("estimator")
+    def estimator(self) -> dict[str, Any]:
+        """The ``estimator`` block as recorded, ``{}`` when there is none (``Estimation.from_metadata``
+        reads it typed, once the metadata is validated)."""
+        est = self.md.get("estimator")
+        return est if isinstance(est, dict) else {}
 
     @property
     def columns(self) -> tuple[str, ...]:
         return columns_for(self.md)
-
-
-def split_names(md: Any) -> list[str]:
-    """A dataset's splits in metadata order (``DatasetMeta.splits``)."""
-    return DatasetMeta.of(md).splits
 
 
 def protocol_version(md: dict[str, Any]) -> str:
@@ -304,8 +300,8 @@ def _validate_multi(md: dict, version: str) -> None:
 
 
 FORMAT_NAME = FORMAT
-MAX_SAMPLES = 2**63 - 1  # counts are int64
-MAX_MLPS = 2**31 - 1  # mlp_id is int32
+MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64-bit
+MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
 
 
 def _positive_int(v: Any, limit: int = MAX_SAMPLES) -> bool:
@@ -351,7 +347,7 @@ def _validate_recipe(md: dict) -> None:
             raise InvalidDatasetError(f"metadata estimator {_short(name)} version {_short(version)} is not one this "
                                       f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
         if is_cv_block(est):
-            want = {_cv_batch(s, md) for s, _ in samplers}
+            want = {_cv_batch(s) for s, _ in samplers}
             if est.get("batch_samples") not in want or None in want:
                 raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not "
                                           f"what its sampler gives ({', '.join(map(str, sorted(w for w in want if w)))}) {fix}.")
@@ -402,7 +398,7 @@ def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
                                   f"(philox is the torch backend's sampler, pcg64 the CPU path's) {fix}.")
 
 
-def _cv_batch(sampler: Any, md: dict) -> int | None:
+def _cv_batch(sampler: Any) -> int | None:
     """The control-variate batch a sampler block implies: the pcg64 chunk, or min(CV_BATCH, block)."""
     from whestbench.compute.estimators import CV_BATCH
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from whestbench.compute.audit import P_OVERALL, bonferroni_z
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.dataset.scan import DatasetScan, SplitScan
 from whestbench.dataset.schema import DatasetMeta
@@ -24,20 +25,9 @@ from whestbench.dataset.schema import DatasetMeta
 if TYPE_CHECKING:
     from whestbench.dataset.verify import VerifyReport
 
-P_OVERALL = 1e-6
-"""False-alarm probability of each statistical check for a correct dataset (whole dataset)."""
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
-
-
-def bonferroni_z(n_tests: int, p_overall: float = P_OVERALL) -> float:
-    """Two-sided |z| threshold such that ``n_tests`` correct z-scores exceed it with probability ≤ p.
-
-    The union bound holds whatever the correlations between the tests (neurons of one MLP share
-    their inputs), so no independence is assumed: 48 tests give 5.6, 10⁴ give 6.5, 10⁶ give 7.1.
-    """
-    return -NormalDist().inv_cdf(p_overall / (2 * max(int(n_tests), 1)))
 
 
 def chi2_mean_limit(n_groups: int, p: float = P_OVERALL) -> float:
@@ -80,7 +70,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     _estimator_check(ds, report)
     _target_checks(ds, rows, report)
     if is_cv_block(ds.md.get("estimator")):
-        _exact_layer1(ds, rows, mean1, exact, report)
+        _exact_layer1(rows, mean1, exact, report)
         _stderr_checks(ds, rows, None, report)
     else:
         se = sigma * np.sqrt(_RELU_VAR / n)
@@ -137,7 +127,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
         return
     sampler = sampler_of(ds.md, rows[0][0].name)
     step = sampler.get("block_size")
-    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+    est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples")
     cv = is_cv_block(est)
     cap = ds.n_samples
@@ -217,7 +207,7 @@ def _stops(ds: DatasetScan, rows, cap: int) -> str:
     from whestbench.compute.estimators import MIN_RELIABLE_BATCHES, cv_floor_samples
 
     early = sum(int(s.n_used[i]) < cap for s, i in rows)
-    est = ds.md.get("estimator") if isinstance(ds.md.get("estimator"), dict) else {}
+    est = DatasetMeta.of(ds.md).estimator
     step = sampler_of(ds.md, rows[0][0].name).get("block_size") if rows else None
     if is_cv_block(est) and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
         floor = cv_floor_samples(cap, step, est["batch_samples"])
@@ -264,7 +254,7 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
                  "sampling (unbiased)")
 
 
-def _exact_layer1(ds: DatasetScan, rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
+def _exact_layer1(rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
     """The control-variate estimator stores layer 1's exact means: equal within float32 rounding."""
     tol = 2 * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) + 1e-12  # stored in float32
     bad = np.abs(mean1 - exact) > tol
@@ -286,7 +276,7 @@ def _sample_counts(ds: DatasetScan, rows) -> np.ndarray:
 def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """(m, depth, w) bool: where the estimator has no standard error and stores NaN — plain: fewer
     than 2 samples; control variates: layers 2.. with fewer than 2 batches (layer 1 is exact)."""
-    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    est = DatasetMeta.of(md).estimator
     undefined = np.zeros(shape, dtype=bool)
     if is_cv_block(est):
         batch = est.get("batch_samples")

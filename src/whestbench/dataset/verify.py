@@ -4,24 +4,13 @@
 with a one-line detail. Nothing raises on a broken dataset; a failed check says what is wrong.
 What each check catches and misses is tabled in docs/cli.md ("What verify proves").
 
-1. **Integrity** (here; rows read by ``scan``) — metadata validates (``schema.validate_metadata``, the one validator every
-   reader shares; a partial is allowed and reported); the data files match their ``checksums``
-   (when present); every shard has the columns ``schema.columns_for`` names (0.16's eight, plus
-   ``all_layer_stderr`` and ``n_samples_used`` where the metadata records them) with the Arrow types
-   ``make_features`` gives; ``mlp_id`` is the declared range; ``mlp_seed`` values are distinct;
-   ``mlp_name`` is what the seeds give; ``weights`` are byte-identical to the ones re-derived from
-   ``mlp_seed``; every number is finite; ``final_means == all_layer_means[-1]``; every
-   ``sampling_budget_breakdown`` parses.
-2. **Statistics** (``statistics``) — layer 1 has a closed form. With ``x ~ N(0, I)`` the pre-activation of
-   neuron j is ``N(0, s_j²)``, ``s_j = ‖W₁[:, j]‖``, so ``E relu = s_j/√(2π)`` and
-   ``Var relu = s_j²/2 − s_j²/(2π)``: each stored layer-1 mean and standard error is held to it.
-   Layers 2.., the standard errors and ``avg_variance`` are held to a fresh pilot of every MLP in
-   ``plausibility``; a target bake's sample counts to what each MLP's pilot plans.
-3. **Against another bake** (``against=DIR2``) — in ``compare``, which reads rows through
-   ``scan_split``; **recompute** (``recompute=K``) bakes K MLPs again (``recompute``) and compares
-   them the same way.
-
-Checksums are judged by ``reader.checksum_state`` (the one implementation the loader also uses).
+1. **Integrity** (here; rows read by ``scan``): metadata validates (``schema.validate_metadata``),
+   checksums (judged by ``reader.checksum_state``, as the loader does), columns and Arrow types,
+   ids, seeds, names, weights re-derived from ``mlp_seed``, finiteness, ``final_means``, breakdowns.
+2. **Statistics** (``statistics``: layer 1's closed form; ``plausibility``: a fresh pilot of every
+   MLP for the rest).
+3. **Against another bake** (``against=DIR2``, in ``compare``); **recompute** (``recompute=K``)
+   bakes K MLPs again (``recompute``) and compares them the same way.
 """
 
 from __future__ import annotations

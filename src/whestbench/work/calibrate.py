@@ -22,6 +22,7 @@ from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import chosen_stderr, stop_point
 from whestbench.work.executor import Job, LocalExecutor
 from whestbench.work.ledger import Ledger
+from whestbench.work.torch_env import sync_device
 from whestbench.work.units import mlp_totals
 
 
@@ -106,27 +107,26 @@ def calibrate(
     calib_mlps: int,
     calib_samples: int,
     workers: int | None = None,
-    sync: Callable[[], None] = lambda: None,
     finalize: Callable | None = None,
 ) -> Calibration:
     """Warm up, then time ``calib_mlps`` MLPs x ``calib_samples`` samples; project the planned bake.
 
     ``job_for(n_mlps, n_samples)`` is the planned bake's job at another size (same shape, device,
-    engine and chunking; no ledger). ``sync`` waits for the device (``torch.cuda.synchronize``).
+    engine and chunking; no ledger); the timing waits for the job's device (``sync_device``).
     ``finalize(spec, sums, weights_index) -> stderr`` (optional) turns each timed MLP's sums into
     its standard errors, for ``Calibration.samples_for``.
     """
     executor = LocalExecutor(workers)
     warm = job_for(min(calib_mlps, 2), max(1, min(calib_samples, 10_000)))
     executor.run(warm)
-    sync()
+    sync_device(warm.compute.device)
     job = job_for(calib_mlps, calib_samples)
     with tempfile.TemporaryDirectory(prefix="whest-calibrate-") as tmp:
         ledger = Ledger(Path(tmp) / "work", job.spec.identity()) if finalize is not None else None
         timed = dataclasses.replace(job, ledger=ledger)
         t0 = time.perf_counter()
         executor.run(timed)
-        sync()
+        sync_device(job.compute.device)
         seconds = time.perf_counter() - t0
         stderr = []
         if ledger is not None:

@@ -1,25 +1,14 @@
 """The device check: before a torch bake's first unit, its own path checked against the numpy specification.
 
-``check_device(spec, compute)`` runs the three checks of ``compute/device_check.py`` on exactly what
-the bake will run — the plan's width, depth, engine (numba, torch or the fused kernel), precision
-class, chunk size and MLPs per batch, on its device, through the same ``steps._block_runner`` its
-units call:
+``check_device(spec, compute)`` runs the three checks of ``compute/device_check.py``
+(``philox-words``, ``block-sums``, ``row-invariance``) on exactly what the bake will run: the plan's
+width, depth, engine (numba, torch or the fused kernel), precision class, chunk size and MLPs per
+batch, on its device, through the same ``steps._block_runner`` its units call. What each check
+compares, why a row-invariance failure refuses the bake (naming ``--accept-non-invariant``) and
+what it costs: docs/gpu.md, "The device check at the start of every torch bake".
 
-1. ``philox-words``: the path's Philox words, uniforms and normals for fixed counters;
-2. ``block-sums``: one short canonical stretch (``stretch_samples``: 8192 samples at 256×8) of
-   fixed MLPs through the path, against an fp64 forward pass on the CPU over the path's own inputs;
-3. ``row-invariance``: the same stretch again with another chunk size (a quarter, so the stretch
-   is cut into more, smaller matmuls) and another batch size (1 instead of B, or 2 instead of 1):
-   identical bits. A failure means the device's matmul gives a row different bits depending on
-   how many rows (or matrices) are multiplied together, so ``--chunk-size`` or
-   ``--mlps-per-batch`` (or free memory, through the default chunk) would change the dataset. The
-   bake then refuses, naming ``--accept-non-invariant``; with it the bake proceeds and records the
-   failure (``accepted``). (The other choice, a matmul shape fixed by construction, would cost
-   every device the speed of its best chunk size for the sake of a failure not seen yet.)
-
-Cost at 256×8 on the 2-core development CPU: about 1 s (measured: docs/gpu.md). Nothing here
-writes a file or prints: the bake records ``DeviceCheck.record()`` in metadata.json and, on a
-failure, writes it beside ``--output`` (``dataset/bake.py``).
+Nothing here writes a file or prints: the bake records ``DeviceCheck.record()`` in metadata.json and,
+on a failure, writes it beside ``--output`` (``dataset/bake.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +30,7 @@ from whestbench.compute.estimators import PILOT_SAMPLES, fit_controls, pilot_str
 from whestbench.compute.seeds import derived_seeds, spawn_streams
 from whestbench.errors import DeviceCheckFailed
 from whestbench.work.steps import Compute
+from whestbench.work.torch_env import sync_device
 from whestbench.work.units import WorkSpec
 
 CHECK_ROOT_SEED = 2026  # the checks' MLPs: seeds derived from this root (fixed, so a report is reproducible)
@@ -357,7 +347,7 @@ def check_device(spec: WorkSpec, compute: Compute, *, accept_non_invariant: bool
     """Run the three checks on the bake's own path; the caller refuses the bake on ``refusals()``."""
     t0 = time.perf_counter()
     checks = run_checks(spec, compute)
-    _sync(compute.device)
+    sync_device(compute.device)
     seconds = time.perf_counter() - t0
     accepted = tuple(c.name for c in checks if not c.passed and c.name == ROW_INVARIANCE and accept_non_invariant)
     return DeviceCheck(all(c.passed for c in checks), False, checks, seconds, device_facts(compute.device),
@@ -367,13 +357,6 @@ def check_device(spec: WorkSpec, compute: Compute, *, accept_non_invariant: bool
 def skipped_check(compute: Compute) -> DeviceCheck:
     """The record of a bake run with ``--skip-device-check``."""
     return DeviceCheck(False, True, (), 0.0, device_facts(compute.device), versions())
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def failure_line(check: DeviceCheck, report: str | None) -> str:

@@ -1,50 +1,12 @@
 """Distributed bakes: ranks claim units from a shared counter and post results to rank 0.
 
 Coordination uses only the rendezvous key-value store (torch.distributed's TCPStore), never a
-collective: a bake runs for hours, and a rank parked in a blocking collective would hit NCCL's
-watchdog or gloo's timeout. Every key lives under ``whest/<run>``; the protocol:
-
-- **epochs.** Each start of rank 0 opens a fresh epoch with the store's atomic counter
-  (``add("epoch", 1)``) and keeps all of that start's keys under ``e<epoch>``. Keys left by an
-  earlier start (a claim counter half used, results indexed by an older plan) can therefore never
-  be read as current. The epoch comes from the store, not from torchrun's restart count, because
-  that count differs between nodes: torchrun only counts a restart on the node whose worker failed.
-- **plan.** Rank 0 resolves the seeds (file, ``--seed`` or random), loads its resume ledger and
-  publishes ``e<epoch>/plan`` (identity, seed list, keys of the units still to do), then points
-  ``current`` at the epoch. The other ranks join the current epoch once rank 0's heartbeat shows
-  it is alive, check that their own command has the same identity (a mismatch aborts the whole
-  bake, naming the field) and take the seeds from the plan: only rank 0 needs the seeds file, and
-  no rank needs a shared filesystem.
-- **claims.** Every worker thread of every rank claims the next unit with ``add("claim", 1)`` (so
-  fast and slow devices balance), records ``owner/<i>`` and posts its result, a few KB of fp64
-  sums, as ``result/<i>``, then appends ``r<i>@<rank>`` to the epoch's event log ``events``
-  (checkpoints ``c…``, stopped units ``s…``, joins ``j…`` and goodbyes ``b…`` likewise). Rank 0
-  re-derives weights from the seeds; nothing else is sent.
-- **collection.** Rank 0 reads the claim counter, the event log and ``news`` in one call per poll
-  (so the cost of a poll does not grow with the units in flight), fetches the results the log
-  names in one more, saves each to its ledger on a few threads as it arrives (a restart skips it)
-  and deletes the key; when all are in it sets ``done`` and writes the dataset. The other ranks
-  exit once ``done`` is set, so a rank that exits 0 knows its results arrived.
-- **news.** Endings and requests (``stop``, ``done``, ``failed``, ``abort``, ``peer_failed``) are
-  announced by setting the key, then bumping ``news``; the other ranks read the epoch, rank 0's
-  heartbeat and ``news`` in one call per look and the announcement keys only when ``news`` moved.
-- **liveness.** Every process refreshes ``hb/<rank>`` (epoch, a per-process token, a tick) every
-  ``HEARTBEAT_S``. Watchers time silence on their own monotonic clock (no cross-node clock
-  comparison). Rank 0 fails with a clear error when the owner of an uncollected unit goes silent
-  for ``peer_timeout_s`` (the owners' heartbeats are read in one call); when that rank runs again as a new process (a launcher restarted it), rank
-  0 computes the lost unit itself. The other ranks fail when rank 0 goes silent, and follow rank 0
-  to a new epoch when it restarts (torchrun ``--max-restarts``), which loses only the units that
-  were in flight.
-- **stopping.** A stop (SIGTERM/SIGUSR1) on rank 0 sets ``stop`` so that no rank claims more and
-  every running unit stops after its current step (rank 0's own units checkpoint in its ledger);
-  rank 0 saves the results that arrive, stops waiting for units whose owner stopped or went
-  silent, and raises BakeInterrupted. A stop on another rank stops its units the same way and
-  raises BakeInterrupted there.
-- **endings.** The other ranks acknowledge every ending rank 0 announces (``done``, ``stop``,
-  ``failed``) with ``b<rank>`` in the event log, and rank 0 waits for that (bounded by 30 s and by
-  ``--peer-timeout``, and saying so after a second) before it returns: under
-  srun the store lives in rank 0's process, and a rank that lost it could not tell success from a
-  crash.
+collective; the protocol (epochs, plan, claims, collection, news, liveness, stopping, endings) is
+docs/distributed.md's "Design". Keys, all under ``whest/<run>``: ``epoch`` (counter), ``current``,
+``hb/<rank>``, and per epoch ``e<epoch>/``: ``plan``, ``claim``, ``owner/<i>``, ``result/<i>``,
+``ckpt/<i>``, ``ckpt-in/<i>``, ``events`` (``r<i>@<rank>`` results, ``c…`` checkpoints, ``s…``
+stopped units, ``j…`` joins, ``b…`` goodbyes), ``news`` and the announcements it counts (``stop``,
+``done``, ``failed``, ``abort``, ``peer_failed``).
 """
 
 from __future__ import annotations
@@ -62,12 +24,12 @@ from datetime import timedelta
 from typing import Any, Sequence
 
 from whestbench.compute.stats import LayerSums
-from whestbench.errors import UsageError, WorkFailed
+from whestbench.errors import BakeInterrupted, DamagedRecord, UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
-from whestbench.errors import BakeInterrupted, DamagedRecord
 from whestbench.text import error_line
 from whestbench.work.executor import Job, Tracker, scan_ledger, stop_summary, unit_context
 from whestbench.work.launch_env import DistEnv
+from whestbench.work.ledger import identity_digest, read_unit_record, unit_record
 from whestbench.work.records import decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.threads import one_blas_thread
@@ -237,10 +199,6 @@ class _Watch:
         self.seen: dict[int, tuple[str | None, float]] = {}
         self.known: set[int] = set()  # ranks whose heartbeat key exists (it is never deleted)
 
-    def read(self, rank: int) -> str | None:
-        key = f"hb/{rank}"
-        return self.store.get(key).decode() if self.store.check([key]) else None
-
     def observe(self, rank: int, value: str | None) -> tuple[float, str | None]:
         """(seconds since the value last changed, the value). A first look counts as a change."""
         now = time.monotonic()
@@ -253,7 +211,7 @@ class _Watch:
         return now - prev[1], value
 
     def silent_for(self, rank: int) -> tuple[float, str | None]:
-        return self.observe(rank, self.read(rank))
+        return self.observe(rank, _get_text(self.store, f"hb/{rank}"))
 
     def silent_many(self, ranks) -> dict[int, tuple[float, str | None]]:
         """``silent_for`` of many ranks in one store call for those whose key exists (one check each
@@ -282,25 +240,12 @@ def _get_text(store, key: str) -> str | None:
 
 def _result_blob(spec: WorkSpec, unit: Unit, sums: LayerSums, wall_s: float) -> bytes:
     """A unit's result as posted to rank 0: the ledger's checked record (identity + checksum)."""
-    from whestbench.work.ledger import identity_digest
-
-    meta = {"count": int(sums.count), "wall_s": float(wall_s)}
-    return encode_record("unit", unit.key, identity_digest(spec.identity()), meta, sums.arrays())
+    return unit_record(unit.key, identity_digest(spec.identity()), sums, wall_s)
 
 
 def _read_result(spec: WorkSpec, unit: Unit, blob: bytes) -> tuple[LayerSums, float]:
     """A posted result, checked like a ledger file (DamagedRecord if it fails)."""
-    from whestbench.work.ledger import identity_digest
-
-    meta, arrays = decode_record(blob, kind="unit", key=unit.key, plan=identity_digest(spec.identity()))
-    try:
-        sums, wall = LayerSums.from_arrays(arrays, int(meta["count"])), float(meta["wall_s"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise DamagedRecord(f"missing field ({e})") from None
-    why = spec.check_result(unit, sums)
-    if why:
-        raise DamagedRecord(why)
-    return sums, wall
+    return read_unit_record(blob, unit.key, identity_digest(spec.identity()), lambda sums: spec.check_result(unit, sums))
 
 
 class _StoreCheckpoints:
@@ -495,8 +440,6 @@ class _Epoch:
         self.events = _Events(ns)  # read by rank 0 only
         self.checkpoints = None  # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
         if ctx.env.rank != 0:
-            from whestbench.work.ledger import identity_digest
-
             self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()), ctx.env.rank,
                                                  handed_over)
         self.threads = [
@@ -927,9 +870,8 @@ def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: di
 def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
     """A non-zero rank: join rank 0's live epoch, work through it, follow rank 0 if it restarts."""
     env = ctx.env
-    watch = ctx.watch
     while True:
-        epoch, ns = _join(ctx, base_store, watch)
+        epoch, ns = _join(ctx, base_store)
         beat.join_epoch(epoch)
         plan = json.loads(ns.get("plan").decode())
         spec = job.spec.with_seeds(plan["seeds"])
@@ -963,12 +905,12 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         _post_event(ns, f"j{env.rank}")  # rank 0 reads this rank's progress from now on
         with one_blas_thread(ctx.arithmetic):
             run.start()
-            if _supervise_peer(ctx, base_store, run, watch):
+            if _supervise_peer(ctx, base_store, run, ctx.watch):
                 return
         run.abandoned.set()  # rank 0 restarted: the old epoch's units in flight are lost
 
 
-def _join(ctx: _Context, base_store, watch: _Watch):
+def _join(ctx: _Context, base_store):
     """Wait for the current epoch, once rank 0 is seen alive in it (its heartbeat names the epoch
     and moves). Keys of an earlier rank 0 (a ``failed`` mark, a plan) stay until a new rank 0
     replaces them, so they count only while their rank 0 is alive, or when the bake is done.

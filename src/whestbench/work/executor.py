@@ -9,11 +9,10 @@ datatrove separates pipeline steps from executors:
 - ``StoreExecutor`` (``work/distributed.py``): one rank of a torchrun/srun job, ranks coordinating
   through the rendezvous key-value store, rank 0 holding the ledger.
 
-Parallelism is across units only, and every worker's BLAS is pinned to one thread, so each unit's
-arithmetic order is fixed by the data: results never depend on the worker count. numpy's PCG64
-draws, sgemm, numba and torch all release the GIL, so threads use every core without the cost of
-processes. A stop request (SIGTERM/SIGUSR1, Ctrl-C) makes running units checkpoint and stop, and
-starts no new one; the executor then raises ``BakeInterrupted`` with the resume advice.
+Parallelism is across units only, with every worker's BLAS at one thread, so results never depend
+on the worker count (docs/distributed.md, "Units, not ranks"); the compute releases the GIL, so
+threads use every core. A stop request (SIGTERM/SIGUSR1, Ctrl-C) makes running units checkpoint and
+stop, and starts no new one; the executor then raises ``BakeInterrupted`` with the resume advice.
 """
 
 from __future__ import annotations

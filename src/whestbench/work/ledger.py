@@ -91,6 +91,26 @@ def identity_digest(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
+def unit_record(key: str, digest: str, sums: LayerSums, wall_s: float) -> bytes:
+    """A finished unit as a checked record: the ledger's ``units/<key>.unit``, and what a rank posts to rank 0."""
+    return encode_record("unit", key, digest, {"count": int(sums.count), "wall_s": float(wall_s)}, sums.arrays())
+
+
+def read_unit_record(blob: bytes, key: str, digest: str, check: Callable[[LayerSums], str | None] | None = None
+                     ) -> tuple[LayerSums, float]:
+    """``unit_record``'s ``(sums, wall_s)``, checked (DamagedRecord if it fails)."""
+    meta, arrays = decode_record(blob, kind="unit", key=key, plan=digest)
+    try:
+        sums = LayerSums.from_arrays(arrays, int(meta["count"]))
+        wall = float(meta["wall_s"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DamagedRecord(f"missing field ({e})") from None
+    why = check(sums) if check is not None else None
+    if why:
+        raise DamagedRecord(why)
+    return sums, wall
+
+
 class Ledger:
     """A bake's finished units and checkpoints in ``root`` (the work directory), for one identity.
 
@@ -147,21 +167,11 @@ class Ledger:
         return self.units_dir / f"{key}.unit"
 
     def save(self, key: str, sums: LayerSums, wall_s: float) -> None:
-        blob = encode_record("unit", key, self.digest, {"count": int(sums.count), "wall_s": float(wall_s)}, sums.arrays())
-        write_file_atomic(self.unit_path(key), blob)
+        write_file_atomic(self.unit_path(key), unit_record(key, self.digest, sums, wall_s))
 
     def load(self, key: str, check: Callable[[LayerSums], str | None] | None = None) -> tuple[LayerSums, float]:
         """One finished unit, checked (DamagedRecord if it fails; FileNotFoundError if absent)."""
-        meta, arrays = decode_record(self.unit_path(key).read_bytes(), kind="unit", key=key, plan=self.digest)
-        try:
-            sums = LayerSums.from_arrays(arrays, int(meta["count"]))
-            wall = float(meta["wall_s"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise DamagedRecord(f"missing field ({e})") from None
-        why = check(sums) if check is not None else None
-        if why:
-            raise DamagedRecord(why)
-        return sums, wall
+        return read_unit_record(self.unit_path(key).read_bytes(), key, self.digest, check)
 
     def scan(self, keys: Iterable[str], check: Callable[[str, LayerSums], str | None] | None = None
              ) -> tuple[dict[str, int], list[tuple[Path, str]]]:

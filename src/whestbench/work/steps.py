@@ -167,13 +167,6 @@ def kernel_module(spec: WorkSpec, compute: Compute):
     return None
 
 
-def kernel_loader(spec: WorkSpec, compute: Compute) -> Callable[[], None] | None:
-    """The ``load_kernels`` of the numba kernels this bake's units will call (None: they call none),
-    so a bake can compile or load them before its units start (see ``compute/jit.py``)."""
-    module = kernel_module(spec, compute)
-    return None if module is None else module.load_kernels
-
-
 def _pcg64_fused(spec: WorkSpec) -> bool:
     """Whether this bake's pcg64 units run the fused (numba) kernels: only bakes big enough to repay
     numba's start-up; the plain numpy passes give the same bits."""

@@ -47,6 +47,14 @@ def resolve_device(name: str | None) -> str:
     return name
 
 
+def sync_device(device: str) -> None:
+    """Wait for the work queued on ``device`` (a CUDA device; nothing to wait for elsewhere)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def accumulation_dtype(device: str) -> str:
     return "float32" if device == "mps" else "float64"
 
