@@ -135,7 +135,7 @@ def host_main(cfg: dict) -> int:
     from whestbench.errors import UsageError, WorkFailed
     from whestbench.work import distributed
     from whestbench.work.executor import BakeInterrupted
-    from whestbench.work.steps import kernel_loader
+    from whestbench.work.steps import kernel_module
 
     counts: dict = {}
     _count_store_ops(counts, threading.Lock())
@@ -171,7 +171,8 @@ def host_main(cfg: dict) -> int:
         if r not in plans:
             peer_plan = peer_plan or plan_bake(config(r), dist_env=env(r), probe=False)
             plans[r] = peer_plan
-    load = kernel_loader(plans[cfg["ranks"][0]].spec, plans[cfg["ranks"][0]].compute)
+    module = kernel_module(plans[cfg["ranks"][0]].spec, plans[cfg["ranks"][0]].compute)
+    load = None if module is None else module.load_kernels
     if load is not None:
         load()
     Path(cfg["ready"]).write_text("1")
