@@ -200,3 +200,30 @@ def test_a_checkpoint_with_non_finite_sums_but_a_valid_checksum_is_recomputed(tm
     again = run_unit(spec, compute, unit, UnitContext(checkpoints=ledger, on_note=notes.append))
     assert _bits(again) == _bits(run_unit(spec, compute, unit))
     assert len(notes) == 1 and "non-finite" in notes[0] and f"restarting unit {unit.key}" in notes[0]
+
+
+def test_the_fitted_controls_are_reused_and_kept_within_their_byte_budget(monkeypatch):
+    """One MLP's controls are 240 MiB at 1024×16: the cache must be bounded by bytes, not by a count,
+    and a fit evicted and made again must give the same bits (the fit is a function of the seed)."""
+    import numpy as np
+
+    from whestbench.compute.estimators import fit_controls, pilot_stream
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.work import steps
+
+    width, depth = 16, 3
+    one = 2 * width * 8 + 2 * width * (depth - 1) * width * 8  # bytes of one MLP's controls (mu1, ez2sq, coef)
+    monkeypatch.setattr(steps, "CONTROLS_CACHE_BYTES", 2 * one + one // 2)  # room for two
+    monkeypatch.setattr(steps, "_controls", type(steps._controls)())
+    seeds = [101, 202, 303, 404]
+    weights = {s: weights_for_seed(s, width, depth) for s in seeds}
+    first = {s: steps.controls_for(s, weights[s]) for s in seeds}
+    held = sum(c.mu1.nbytes + c.ez2sq.nbytes + c.coef.nbytes for c in steps._controls.values())
+    assert [k[0] for k in steps._controls] == [303, 404] and held <= steps.CONTROLS_CACHE_BYTES
+    assert steps.controls_for(404, weights[404]) is first[404]  # a hit: no refit
+    again = steps.controls_for(101, weights[101])  # evicted: fitted again
+    assert again is not first[101]
+    direct = fit_controls(weights[101], pilot_stream(101))
+    for name in ("mu1", "ez2sq", "coef"):
+        assert np.array_equal(getattr(again, name), getattr(first[101], name))
+        assert np.array_equal(getattr(again, name), getattr(direct, name))

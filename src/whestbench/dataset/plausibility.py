@@ -66,9 +66,9 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list
             return Audited(s, i, float(n), None)  # protocol 2.0 or other weights: no pilot of the stored MLP
         controls = None
         if cv and ds.depth > 1:
-            from whestbench.compute.estimators import fit_controls, pilot_stream
+            from whestbench.work.steps import controls_for  # the bake's own fit, shared with verify's target check
 
-            controls = fit_controls(w, pilot_stream(int(s.seeds[i])))
+            controls = controls_for(int(s.seeds[i]), w)
         return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE))
 
     workers = workers or max(1, min(len(rows), os.cpu_count() or 1, 8))

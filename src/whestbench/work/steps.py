@@ -13,9 +13,9 @@ continues from there with the same bits as an uninterrupted one.
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -264,18 +264,38 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
     return LayerSums.stack([philox.unpack(total[j], done_samples, spec.depth) for j in range(unit.mlp_count)])
 
 
-@functools.lru_cache(maxsize=64)
-def _controls(seed: int, width: int, depth: int):
-    from whestbench.compute.mlp import weights_for_seed
+CONTROLS_CACHE_BYTES = 1 << 30
+"""How many bytes of fitted controls a process keeps for reuse. One MLP's coefficients are
+(2·width, (depth−1)·width) fp64: 7 MiB at 256×8 but 240 MiB at 1024×16, so a cache bounded by a
+count (it held 64) grows to 15 GiB over a long bake at that size."""
 
-    return fit_controls(weights_for_seed(seed, width, depth), pilot_stream(seed))
+_controls: OrderedDict[tuple[int, int, int], Any] = OrderedDict()  # (seed, width, depth) -> Controls, oldest first
+_controls_lock = threading.Lock()
+
+
+def _nbytes(controls) -> int:
+    return controls.mu1.nbytes + controls.ez2sq.nbytes + controls.coef.nbytes
 
 
 def controls_for(seed: int, weights: np.ndarray):
-    """The control-variate estimator's controls of the MLP with this seed (its pilot fitted once per
-    process: every unit of the MLP uses the same coefficients)."""
+    """The control-variate estimator's controls of the MLP with this seed: every unit of the MLP uses
+    the same coefficients, and they are fitted once per process while they fit ``CONTROLS_CACHE_BYTES``
+    (a refit gives the same bits: the fit is a function of the seed)."""
+    from whestbench.compute.mlp import weights_for_seed
+
     depth, width, _ = weights.shape
-    return _controls(int(seed), width, depth)
+    key = (int(seed), width, depth)
+    with _controls_lock:
+        if key in _controls:
+            _controls.move_to_end(key)
+            return _controls[key]
+    controls = fit_controls(weights_for_seed(*key), pilot_stream(key[0]))
+    with _controls_lock:
+        _controls[key] = controls
+        total = sum(map(_nbytes, _controls.values()))
+        while total > CONTROLS_CACHE_BYTES and len(_controls) > 1:
+            total -= _nbytes(_controls.popitem(last=False)[1])
+    return controls
 
 
 def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: np.ndarray, controls):
