@@ -85,3 +85,10 @@ def test_every_public_error_class_is_defined_in_errors_py():
 def test_the_estimator_names_are_written_in_one_module():
     hits = sorted({str(p) for p in _modules() if '"control-variate"' in (PKG / p).read_text()})
     assert hits == ["compute/estimation.py"]
+
+
+def test_the_error_tree_in_the_docs_names_exactly_the_classes_errors_py_defines():
+    defined = {node.name for node in ast.walk(ast.parse((PKG / "errors.py").read_text())) if isinstance(node, ast.ClassDef)}
+    docs = (REPO / "docs" / "cli.md").read_text()
+    tree = docs[docs.index("### Errors"):].split("```")[1]
+    assert set(re.findall(r"[├└]── (\w+)", tree)) == defined
