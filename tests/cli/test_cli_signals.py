@@ -149,6 +149,47 @@ def test_a_stop_that_lands_inside_a_c_callback_is_kept_and_raised_before_the_uni
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_a_stop_that_a_library_swallows_during_set_up_is_still_raised_before_the_units_start():
+    """A library's bare ``except:`` around set-up work can drop the stop a signal raised there; the
+    bake kept it and stops before its units start, instead of running them all."""
+    import os
+
+    from whestbench.cli.bake import StopSignals
+    from whestbench.cli.entry import pending
+    from whestbench.events import Event
+
+    signals = StopSignals()
+    with signals, pytest.raises(BaseException) as stopped:
+        try:  # a library's guarded import or probe, with the signal landing inside it
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10_000):  # the handler runs here
+                pass
+        except BaseException:  # noqa: BLE001 - what the library does
+            pass
+        signals.on_event(Event("start"))
+    assert type(stopped.value).__name__ == "SignalStop" and stopped.value.signum == signal.SIGTERM
+    assert not signals.running
+    assert pending == []  # nothing kept for a later bake in this process
+
+
+def test_a_stop_delivered_normally_is_not_raised_again():
+    """The kept copy of a stop that did get out is dropped with the stop handling, so a later bake in
+    the same process starts clean."""
+    import os
+
+    from whestbench.cli.bake import StopSignals
+    from whestbench.events import Event
+
+    with pytest.raises(BaseException), StopSignals():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        for _ in range(10_000):
+            pass
+    signals = StopSignals()
+    with signals:
+        signals.on_event(Event("start"))
+    assert signals.running
+
+
 def test_a_stop_that_arrives_after_the_dataset_is_written_does_not_fail_the_bake(tmp_path):
     """SLURM's SIGTERM can land while a finished bake is exiting: the dataset is complete, so the
     exit code stays 0 (not 143, which would mark the job step failed)."""

@@ -17,10 +17,10 @@ import click
 
 from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, PEER_TIMEOUT, err, out, parse_mlp_range,
                                    parse_slice, read_seeds_file, torch_knobs)
-from whestbench.cli.entry import RESUME, raise_pending, swallowed_stops
+from whestbench.cli.entry import RESUME, pending, raise_pending, stop_now, swallowed_stops
 from whestbench.cli.hub import card_options
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
-from whestbench.errors import SignalStop, UsageError
+from whestbench.errors import UsageError
 from whestbench.work import CHECKPOINT_EVERY_S
 
 
@@ -51,12 +51,13 @@ class StopSignals:
             signal.signal(sig, signal.SIG_IGN if finished else handler)
         if self._previous_hook is not None:
             sys.unraisablehook = self._previous_hook
+        pending.clear()  # a kept stop has been raised by now, or the bake ended without needing it
 
     def _handle(self, signum, _frame) -> None:
         name = signal.Signals(signum).name
         self.stop.set()
         if not self.running:  # set-up: end at once (``cli.entry.stopped`` words it, exit 75)
-            raise SignalStop(signum)
+            stop_now(signum)
         # stamped like the progress lines, so a log shows when the stop came
         stamp = f"[{time.strftime('%H:%M:%S')}]"
         if self.writing:

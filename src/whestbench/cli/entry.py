@@ -5,11 +5,13 @@ so a signal that arrives during start-up ends the command with the documented ex
 instead of the interpreter's default death; so does Ctrl-C. A verb that runs long replaces the
 handler with its own (a bake checkpoints and stops).
 
-A signal that lands while the main thread runs Python code called back from C (numba loading its
-cached kernels calls back into Python) raises where Python cannot deliver the exception: it would
-print "Exception ignored in ..." with a traceback and the stop would be lost. ``swallowed_stops``,
-installed as ``sys.unraisablehook``, keeps such a stop silently in ``pending``; ``raise_pending``
-raises it again at the next point where stopping is clean (a bake checks before its units start).
+A stop raised as an exception can be lost on its way out: raised while the main thread runs Python
+code called back from C (numba loading its cached kernels calls back into Python), Python cannot
+deliver it and prints "Exception ignored in ..." with a traceback; raised inside a library's bare
+``except:``, it is dropped. So every stop raised before a bake's units start is also kept in
+``pending`` (``swallowed_stops``, installed as ``sys.unraisablehook``, silences the traceback), and
+``raise_pending`` raises it again at the next point where stopping is clean (a bake checks before
+its units start). A stop that does get out ends the process, so a kept copy is never raised twice.
 """
 
 from __future__ import annotations
@@ -21,13 +23,20 @@ import sys
 RESUME = "re-run the same command to resume"
 RETRY = "re-run the same command to resume or start again"
 pending: list[int] = []
-"""Signals whose stop was raised inside a C callback and swallowed there (see the module docstring)."""
+"""Signals whose stop was raised before a bake's units started, kept in case it was swallowed on the
+way out (see the module docstring)."""
+
+
+def stop_now(signum: int) -> None:
+    """Raise the stop for ``signum``, keeping it in ``pending`` too (see the module docstring)."""
+    from whestbench.errors import SignalStop
+
+    pending.append(signum)
+    raise SignalStop(signum)
 
 
 def _stop(signum, _frame) -> None:
-    from whestbench.errors import SignalStop
-
-    raise SignalStop(signum)
+    stop_now(signum)
 
 
 def _is_stop(exc: BaseException) -> bool:
@@ -39,7 +48,8 @@ def swallowed_stops(hook_args) -> None:
     could not propagate in ``pending``, silently; anything else goes to Python's default hook."""
     exc = hook_args.exc_value
     if _is_stop(exc) and not isinstance(exc, KeyboardInterrupt):
-        pending.append(exc.signum)
+        if exc.signum not in pending:  # ``stop_now`` kept it already
+            pending.append(exc.signum)
     elif isinstance(exc, KeyboardInterrupt):
         pending.append(signal.SIGINT)
     elif sys.is_finalizing() and not os.environ.get("WHEST_DEBUG"):
@@ -51,12 +61,15 @@ def swallowed_stops(hook_args) -> None:
 
 
 def raise_pending() -> None:
-    """Raise the first stop that a C callback swallowed, if any."""
+    """Raise the first kept stop that was swallowed on its way out, if any."""
     if pending:
         signum = pending.pop(0)
+        pending.clear()
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        _stop(signum, None)
+        from whestbench.errors import SignalStop
+
+        raise SignalStop(signum)
 
 
 def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
