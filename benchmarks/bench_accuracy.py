@@ -283,7 +283,8 @@ def _philox_cost(w, rounds: int) -> dict:
     import numpy as np
     import torch
 
-    from whestbench.compute import philox, philox_numba
+    from whestbench.compute.philox import spec as philox
+    from whestbench.compute.philox import numba_kernels as philox_numba
 
     torch.set_num_threads(1)
     depth, width, _ = w.shape

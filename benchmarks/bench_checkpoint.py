@@ -39,7 +39,7 @@ def per_checkpoint(width: int, depth: int, workdir: Path, rounds: int) -> dict[s
     """Median seconds to take and save one checkpoint, default path and torch path states."""
     import numpy as np
 
-    from whestbench.compute import philox
+    from whestbench.compute.philox import spec as philox
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.compute.pcg64 import Pcg64Stream
     from whestbench.work.ledger import Ledger

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The distributed protocol at hundreds of ranks, on one machine: real protocol, one real store.
 
-Each simulated rank is one real call of ``whestbench.dataset.bake.bake(plan, dist_env=...)``, the
+Each simulated rank is one real call of ``whestbench.bake.pipeline.bake(plan, dist_env=...)``, the
 call the CLI makes under srun: rank 0 hosts the one ``TCPStore`` (as under srun), plans, collects,
 keeps its ledger and writes the dataset; every other rank joins, claims units and posts results.
 Only the unit's compute is replaced, where the executor calls it (``StoreExecutor``'s ``step``): a
@@ -130,8 +130,8 @@ def host_main(cfg: dict) -> int:
     import numpy  # noqa: F401
     import torch.distributed  # noqa: F401  (imported before the clock starts: a per-process cost, not the protocol's)
 
-    from whestbench.dataset.bake import bake
-    from whestbench.dataset.plan import BakeConfig, plan_bake
+    from whestbench.bake.pipeline import bake
+    from whestbench.bake.plan import BakeConfig, plan_bake
     from whestbench.errors import UsageError, WorkFailed
     from whestbench.work import distributed
     from whestbench.work.executor import BakeInterrupted

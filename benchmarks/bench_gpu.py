@@ -142,7 +142,7 @@ def mlp_batch(shape: Shape):
     """Seeds, (B, depth, w, w) weights and (B, 2) Philox keys of the benchmark's MLPs (as a bake derives them)."""
     import numpy as np
 
-    from whestbench.compute import philox
+    from whestbench.compute.philox import spec as philox
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.compute.seeds import derived_seeds, spawn_streams
 
@@ -168,8 +168,8 @@ def _cuda_time(fn, repeats: int) -> list[float]:
 def time_fused(shape: Shape, weights, keys, precision: str, args, config=None) -> Timing:
     import torch
 
-    from whestbench.compute import philox
-    from whestbench.compute import philox_triton as ptt
+    from whestbench.compute.philox import spec as philox
+    from whestbench.compute.philox import triton_kernel as ptt
 
     config = config or ptt.default_config(shape.width, precision)
     w_dev = torch.as_tensor(weights, device="cuda")
@@ -187,8 +187,8 @@ def time_fused(shape: Shape, weights, keys, precision: str, args, config=None) -
 def time_torch(shape: Shape, weights, keys, args) -> Timing:
     import torch
 
-    from whestbench.compute import philox
-    from whestbench.compute import philox_torch as pt
+    from whestbench.compute.philox import spec as philox
+    from whestbench.compute.philox import torch_engine as pt
 
     w_dev = torch.as_tensor(weights, device="cuda")
     nb = philox.block_count(shape.n_samples)
@@ -267,7 +267,7 @@ def time_ours_cli(shape: Shape, seeds, workdir: Path, repeats: int) -> Timing:
 
 def sweep_configs(width: int, precision: str):
     """Candidate kernel configurations around the default (the ones that fail to compile are skipped)."""
-    from whestbench.compute import philox_triton as ptt
+    from whestbench.compute.philox import triton_kernel as ptt
 
     base = ptt.default_config(width, precision)
     seen = []
@@ -312,8 +312,8 @@ def gate_on_gpu(args) -> list[GateLine]:
     import numpy as np
     import torch
 
-    from whestbench.compute import philox_torch as pt
-    from whestbench.compute import philox_triton as ptt
+    from whestbench.compute.philox import torch_engine as pt
+    from whestbench.compute.philox import triton_kernel as ptt
     from whestbench.compute import precision
 
     n = args.gate_samples
@@ -361,7 +361,7 @@ def ptxas_report(args) -> list[str]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from whestbench.compute import philox_triton as ptt
+    from whestbench.compute.philox import triton_kernel as ptt
 
     ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
     sig = {

@@ -17,7 +17,8 @@ import argparse
 
 import numpy as np
 
-from whestbench.compute import philox, philox_numba
+from whestbench.compute.philox import spec as philox
+from whestbench.compute.philox import numba_kernels as philox_numba
 from whestbench.compute.precision import float32_ulps as ulps
 from whestbench.compute.seeds import spawn_streams
 

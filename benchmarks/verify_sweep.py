@@ -45,7 +45,7 @@ def cases(quick: bool) -> list[dict]:
 
 
 def bake_case(root: Path, c: dict, k: int) -> Path:
-    from whestbench.dataset.bake import create_dataset
+    from whestbench.bake.pipeline import create_dataset
     from whestbench.dataset_io import combine_split_datasets, merge_datasets
 
     def one(out, **kw):
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         have_torch = True
     except ImportError:
         have_torch = False
-    from whestbench.dataset.verify import verify_dataset
+    from whestbench.verify.run import verify_dataset
 
     results, alarms = [], 0
     for k, c in enumerate(cases(args.quick)):

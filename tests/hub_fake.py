@@ -306,7 +306,7 @@ class FakeClock:
         self.now += seconds
 
     def install(self, monkeypatch) -> "FakeClock":
-        from whestbench.dataset import hubclient
+        from whestbench.hub import client as hubclient
 
         monkeypatch.setattr(hubclient, "_sleep", self.sleep)
         monkeypatch.setattr(hubclient, "_clock", lambda: self.now)

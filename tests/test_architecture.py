@@ -1,10 +1,12 @@
 """The layout docs/architecture.md describes is the layout of src/: every module on the page, the
-layers importing downwards only, one home for the error classes and the estimator's name."""
+packages importing downwards only, no import circle anywhere, and one home for the error classes and
+the estimator's name."""
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,35 +14,46 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "src" / "whestbench"
 PAGE = REPO / "docs" / "architecture.md"
-LAYERS = ["compute", "work", "dataset", "cli"]  # lowest first
+LAYERS = ["compute", "work", "format", "hub", "bake", "verify", "assemble", "cli"]  # lowest first
 HELPERS = {"errors", "text", "atomic", "paths", "events"}  # importable from any layer; they import none
+FACES = {"__init__", "__main__", "dataset_io", "dataset_torch", "dataset"}  # public faces: may import any layer
+MAX_MODULES = 15  # modules one package folder holds directly
 
 
 def _modules() -> list[Path]:
     return sorted(p.relative_to(PKG) for p in PKG.rglob("*.py"))
 
 
+def _name(path: Path) -> str:
+    parts = ["whestbench", *path.with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _imports(path: Path) -> list[str]:
-    """Every ``whestbench...`` module ``path`` imports, at the top or inside a function."""
+    """Every ``whestbench...`` module ``path`` imports, at the top or inside a function; for
+    ``from package import module`` the module itself."""
+    known = {_name(p) for p in _modules()}
     found = []
     for node in ast.walk(ast.parse((PKG / path).read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("whestbench"):
-            found.append(node.module)
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.append(sub if sub in known else node.module)
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.startswith("whestbench")]
     return found
 
 
 def _page_modules() -> dict[str, set[str]]:
-    """Section ("top", "compute", ...) -> the module files its table names."""
+    """Section ("top", "compute", "compute/philox", ...) -> the module files its table names."""
     sections: dict[str, set[str]] = {}
     current = None
     for line in PAGE.read_text().splitlines():
         if line.startswith("### "):
-            word = line[4:].split("/")[0].split()[0].lower()
+            word = line[4:].split()[0].rstrip("/").lower()
             current = "top" if word == "top" else word
             sections[current] = set()
-        elif current and (m := re.match(r"\| `([a-z0-9_]+\.py)` \|", line)):
+        elif current and (m := re.match(r"\| `([a-z0-9_/]+\.py)` \|", line)):
             sections[current].add(m.group(1))
     return sections
 
@@ -49,21 +62,83 @@ def test_the_module_map_names_every_module_and_only_modules_that_exist():
     page = _page_modules()
     named = {(f"{s}/{m}" if s != "top" else m) for s, ms in page.items() for m in ms}
     actual = {str(p) for p in _modules() if not (p.name == "__init__.py" and len(p.parts) > 1)}
-    actual |= {"work/__init__.py"}  # holds a constant of its own
+    actual |= {"work/__init__.py", "dataset/__init__.py"}  # a constant of its own; 0.16's public face
     assert sorted(actual - named) == [], "modules docs/architecture.md does not name"
     assert sorted(named - actual) == [], "docs/architecture.md names modules that do not exist"
 
 
 @pytest.mark.parametrize("path", _modules(), ids=str)
-def test_a_layer_imports_no_layer_above_it_and_the_helpers_import_no_layer(path):
+def test_a_package_imports_no_package_above_it_and_the_helpers_import_no_package(path):
     own = path.parts[0] if len(path.parts) > 1 else None
     for name in _imports(path):
         parts = name.split(".")
         target = parts[1] if len(parts) > 1 else None
         if own in LAYERS and target in LAYERS:
-            assert LAYERS.index(target) <= LAYERS.index(own), f"{path} imports {name}, a layer above it"
+            assert LAYERS.index(target) <= LAYERS.index(own), f"{path} imports {name}, a package above it"
+        if own in LAYERS:
+            assert target in LAYERS or target in HELPERS, f"{path} imports {name}, a public face (import the package)"
         if own is None and path.stem in HELPERS:
             assert target not in LAYERS, f"{path} is a helper every layer may import; it imports {name}"
+
+
+def test_no_import_circle_exists_anywhere_in_src():
+    """Every import counts, also one inside a function: a circle means two modules own one concept."""
+    graph = {_name(p): {n for n in _imports(p) if n != _name(p)} for p in _modules()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert circles == []
+
+
+def test_the_circle_check_finds_a_circle(monkeypatch, tmp_path):
+    """The check above can fail: two modules that import each other are one circle."""
+    (tmp_path / "a.py").write_text("from whestbench import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from whestbench.a import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path)
+    with pytest.raises(AssertionError):
+        test_no_import_circle_exists_anywhere_in_src()
+
+
+@pytest.mark.parametrize("folder", sorted({p.parent for p in _modules()}), ids=str)
+def test_no_package_folder_holds_more_than_fifteen_modules(folder):
+    held = [p for p in _modules() if p.parent == folder and p.name != "__init__.py"]
+    assert len(held) <= MAX_MODULES, f"{folder} holds {len(held)} modules: split it into packages"
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_each_package_says_what_it_owns_and_exactly_what_it_may_import(layer):
+    doc = ast.get_docstring(ast.parse((PKG / layer / "__init__.py").read_text())) or ""
+    assert len(doc.split()) > 12, f"{layer}/__init__.py does not say what the package owns"
+    m = re.search(r"May import: (.*?)(?:\.|$)", " ".join(doc.split()))
+    assert m, f"{layer}/__init__.py does not say what it may import"
+    said = set(re.findall(r"``(\w+)``", m.group(1)))
+    assert said == set(LAYERS[:LAYERS.index(layer)]), f"{layer}/__init__.py: 'May import' names {sorted(said)}"
 
 
 def test_every_public_error_class_is_defined_in_errors_py():

@@ -14,17 +14,17 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "load_dataset": "whestbench.dataset.loader",
-    "metadata": "whestbench.dataset.loader",
-    "iter_mlps": "whestbench.dataset.loader",
-    "mlp_at": "whestbench.dataset.loader",
+    "load_dataset": "whestbench.hub.loader",
+    "metadata": "whestbench.hub.loader",
+    "iter_mlps": "whestbench.hub.loader",
+    "mlp_at": "whestbench.hub.loader",
     "MLP": "whestbench.compute.mlp",
-    "create_dataset": "whestbench.dataset.bake",
-    "combine_split_datasets": "whestbench.dataset.combine",
-    "merge_datasets": "whestbench.dataset.merge",
+    "create_dataset": "whestbench.bake.pipeline",
+    "combine_split_datasets": "whestbench.assemble.combine",
+    "merge_datasets": "whestbench.assemble.merge",
     "InvalidDatasetError": "whestbench.errors",
-    "publish_dataset": "whestbench.dataset.hub",
-    "SCHEMA_VERSION": "whestbench.dataset.schema",
+    "publish_dataset": "whestbench.hub.transfer",
+    "SCHEMA_VERSION": "whestbench.format.schema",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -32,7 +32,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 def __getattr__(name: str) -> object:  # no typing import: start-up stays short (a Ctrl-C then meets no handler)
     if name == "__version__":
-        from whestbench.dataset.provenance import whestbench_version
+        from whestbench.format.provenance import whestbench_version
 
         return whestbench_version()
     if name in _EXPORTS:

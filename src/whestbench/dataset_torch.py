@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from whestbench.compute.estimation import Estimation
-from whestbench.dataset.bake import api_config, bake, legacy_progress
+from whestbench.bake.pipeline import api_config, bake, legacy_progress
 
 
 def create_dataset_torch(

@@ -7,7 +7,7 @@ class tree with each class's exit code and meaning is docs/cli.md's "Errors". Th
 
 Not here, because they never leave their module (control flow, not errors): ``plan.AlreadyBaked``
 (the bake is already done: exit 0), ``steps.UnitStopped``, ``scan._ShapeError`` and
-``hubclient._Absent``.
+``hub.client._Absent``.
 """
 
 

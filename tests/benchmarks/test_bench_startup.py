@@ -32,6 +32,6 @@ def test_the_report_gives_fixed_costs_verdicts_cold_runs_and_big_ratios():
 
 
 def test_the_cold_note_is_the_bakes_own_message():
-    from whestbench.dataset.bake import KERNELS_NOTE
+    from whestbench.bake.pipeline import KERNELS_NOTE
 
     assert KERNELS_NOTE.startswith(bench_startup.COLD_NOTE)

@@ -99,7 +99,7 @@ def test_more_mlps_than_the_memory_can_name_is_refused_without_growing(tmp_path)
 def test_more_disk_than_is_free_is_refused(tmp_path, capsys, monkeypatch):
     import shutil
 
-    from whestbench.dataset import plan
+    from whestbench.bake import plan
 
     real = shutil.disk_usage
     monkeypatch.setattr(plan.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
@@ -332,7 +332,7 @@ def test_the_fused_gpu_kernel_without_the_torch_backend_is_refused(tmp_path, cap
 @pytest.mark.parametrize("exc", [OSError(28, "No space left on device"),
                                  OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")])
 def test_a_full_disk_is_one_line_naming_the_output_and_the_fix(tmp_path, capsys, monkeypatch, exc):
-    import whestbench.dataset.bake as bake_mod
+    import whestbench.bake.pipeline as bake_mod
 
     def full(*a, **k):
         raise exc

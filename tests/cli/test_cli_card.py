@@ -63,7 +63,7 @@ def test_bad_card_values_are_refused_before_any_work(tmp_path, capsys, flag, val
 
 
 def test_without_the_flags_the_card_is_todays(plain):
-    from whestbench.dataset.card import DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
+    from whestbench.format.card import DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
 
     data = front((plain / "README.md").read_text())
     assert (data["pretty_name"], data["license"], data["homepage"]) == (DEFAULT_PRETTY_NAME, LICENSE, HOMEPAGE)

@@ -16,7 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from whestbench.compute import philox_numba, philox_torch  # noqa: E402
+from whestbench.compute.philox import numba_kernels as philox_numba  # noqa: E402
+from whestbench.compute.philox import torch_engine as philox_torch
 from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
 from whestbench.work.workdir import work_dir_for  # noqa: E402

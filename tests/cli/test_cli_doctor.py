@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from whestbench.compute import philox_numba  # noqa: E402
-from whestbench.dataset import doctor as doctor_mod  # noqa: E402
+from whestbench.compute.philox import numba_kernels as philox_numba  # noqa: E402
+from whestbench.bake import doctor as doctor_mod  # noqa: E402
 
 
 from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)

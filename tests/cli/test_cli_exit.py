@@ -38,7 +38,7 @@ def test_a_finaliser_failing_at_shutdown_is_not_printed_but_one_failing_earlier_
     already said how it ended, so that traceback is noise. Earlier, Python's own hook reports it."""
     import gc
 
-    from whestbench.cli import entry
+    from whestbench.cli import signals
 
     class Handle:
         def __del__(self):
@@ -51,7 +51,7 @@ def test_a_finaliser_failing_at_shutdown_is_not_printed_but_one_failing_earlier_
         gc.collect()
         return capsys.readouterr().err
 
-    monkeypatch.setattr(sys, "unraisablehook", entry.swallowed_stops)
+    monkeypatch.setattr(sys, "unraisablehook", signals.swallowed_stops)
     monkeypatch.delenv("WHEST_DEBUG", raising=False)
     assert failing(True) == ""
     assert "_as_parameter_" in failing(False)

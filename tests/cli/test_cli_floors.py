@@ -38,7 +38,7 @@ def test_generate_seeds_refuses_more_seeds_than_a_bake_can_use(capsys, n):
 
 
 def test_generate_seeds_refuses_a_list_larger_than_memory(capsys, monkeypatch):
-    from whestbench.dataset import plan
+    from whestbench.bake import plan
 
     monkeypatch.setattr(plan, "machine_memory", lambda: (1 << 30, 1 << 30))
     rc, out, err = run(["dataset", "generate-seeds", "--n-mlps", "1e8"], capsys)

@@ -9,7 +9,7 @@ import pytest
 from hub_fake import clock, no_network  # noqa: F401  (autouse: no network, instant retries)
 
 from whestbench.cli import main
-from whestbench.dataset.bake import create_dataset
+from whestbench.bake.pipeline import create_dataset
 
 
 @pytest.fixture(scope="module")

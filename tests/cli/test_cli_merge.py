@@ -17,8 +17,8 @@ import pytest
 
 from whestbench.atomic import STAGING_MARK
 from whestbench.cli import main
-from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.reader import checksum_state, read_metadata
+from whestbench.bake.pipeline import create_dataset
+from whestbench.format.reader import checksum_state, read_metadata
 
 SHAPE = dict(n_samples=300, width=8, depth=2)
 
@@ -299,8 +299,8 @@ def _staging_beside(target: Path) -> list[Path]:
 @pytest.mark.parametrize(
     "verb, inputs, step",
     [
-        ("merge", ("p0", "p1"), "whestbench.dataset.merge.finish_dataset_dir"),
-        ("combine-splits", ("public", "holdout"), "whestbench.dataset.combine.finish_dataset_dir"),
+        ("merge", ("p0", "p1"), "whestbench.assemble.merge.finish_dataset_dir"),
+        ("combine-splits", ("public", "holdout"), "whestbench.assemble.combine.finish_dataset_dir"),
     ],
 )
 def test_staging_left_by_a_killed_run_is_removed_by_the_next_run_of_that_output(baked, tmp_path, capsys, verb, inputs, step):
@@ -324,7 +324,7 @@ def test_staging_left_by_a_killed_run_is_removed_by_the_next_run_of_that_output(
 def test_prepare_arrow_killed_mid_copy_never_lists_its_staging_and_the_rerun_removes_it(baked, tmp_path, capsys):
     out = tmp_path / "combined"
     assert _run(capsys, "combine-splits", baked["public"], baked["holdout"], "--output", out, "--skip-prepared-arrow")[0] == 0
-    _sigkill_during(tmp_path, "whestbench.dataset.combine.fsync_tree", "prepare-arrow", out)
+    _sigkill_during(tmp_path, "whestbench.assemble.combine.fsync_tree", "prepare-arrow", out)
     left = sorted((out / "prepared").glob(".*.staging-*"))
     assert len(left) == 1 and (left[0] / STAGING_MARK).is_file()
 

@@ -7,7 +7,7 @@ import os
 import re
 import signal
 
-from whestbench.cli.bake import StopSignals
+from whestbench.cli.signals import StopSignals
 
 STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bake_procs import finish, start_bake, units_dir, wait_for_units
-from whestbench.dataset.bake import BakeConfig, bake
+from whestbench.bake.pipeline import BakeConfig, bake
 
 EXIT_RESUMABLE = 75
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
@@ -131,7 +131,7 @@ def test_a_stop_that_lands_inside_a_c_callback_is_kept_and_raised_before_the_uni
     import ctypes
     import os
 
-    from whestbench.cli.bake import StopSignals
+    from whestbench.cli.signals import StopSignals
     from whestbench.events import Event
 
     @ctypes.CFUNCTYPE(None)
@@ -154,8 +154,8 @@ def test_a_stop_that_a_library_swallows_during_set_up_is_still_raised_before_the
     bake kept it and stops before its units start, instead of running them all."""
     import os
 
-    from whestbench.cli.bake import StopSignals
-    from whestbench.cli.entry import pending
+    from whestbench.cli.signals import StopSignals
+    from whestbench.cli.signals import pending
     from whestbench.events import Event
 
     signals = StopSignals()
@@ -177,7 +177,7 @@ def test_a_stop_delivered_normally_is_not_raised_again():
     the same process starts clean."""
     import os
 
-    from whestbench.cli.bake import StopSignals
+    from whestbench.cli.signals import StopSignals
     from whestbench.events import Event
 
     with pytest.raises(BaseException), StopSignals():

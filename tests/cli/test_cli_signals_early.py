@@ -41,11 +41,11 @@ runpy.run_module("whestbench", run_name="__main__", alter_sys=True)
 """
 
 
-MODULES = ["whestbench.cli", "whestbench.cli.entry", "whestbench.errors", "whestbench.cli.app"]
+MODULES = ["whestbench.cli", "whestbench.cli.entry", "whestbench.cli.signals", "whestbench.errors", "whestbench.cli.app"]
 CASES = [(m, ["dataset", "bake"], signal.SIGINT, 130) for m in MODULES]
 CASES += [(m, ["dataset", "inspect"], signal.SIGINT, 130) for m in MODULES]
 # SIGTERM before run() installs its handler takes the default action (documented: 143, silent)
-CASES += [(m, ["dataset", "bake"], signal.SIGTERM, 75) for m in MODULES[2:]]
+CASES += [(m, ["dataset", "bake"], signal.SIGTERM, 75) for m in MODULES[3:]]
 
 
 @pytest.mark.parametrize("module, verb, sig, code", CASES)

@@ -153,7 +153,7 @@ def test_a_finished_bake_whose_files_were_damaged_is_not_complete(tmp_path, caps
 def test_the_0_16_python_api_still_refuses_an_existing_output_but_bake_returns_the_path(tmp_path):
     """create_dataset keeps whestbench 0.16's FileExistsError (tests/reference runs the same script with
     both); the bake() entry point the launchers use treats a finished bake as done."""
-    from whestbench.dataset.bake import api_config, bake
+    from whestbench.bake.pipeline import api_config, bake
 
     kw = dict(n_mlps=2, n_samples=200, width=4, depth=2, mlp_seeds=[1, 2], output_path=tmp_path / "ds")
     first = create_dataset(**kw)

@@ -9,7 +9,7 @@
 - the torch engines' extra row (layer 2's squared pre-activations) matches the numpy reference.
 
 The statistical properties of whole bakes (unbiased, honest standard errors, invariance) are in
-``tests/dataset/test_error_bars.py``.
+``tests/bake/test_error_bars.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-from whestbench.compute import philox
+from whestbench.compute.philox import spec as philox
 from whestbench.compute.estimators import (
     CHECK_SPAN,
     CV_BATCH,
@@ -333,7 +333,7 @@ def test_an_unknown_estimator_is_refused():
 @pytest.mark.parametrize("engine", ["numba", "torch"])
 def test_torch_engines_sum_layer_2_preactivations_squared_like_the_reference(engine):
     pytest.importorskip("torch")
-    from whestbench.compute.philox_torch import block_batches_torch
+    from whestbench.compute.philox.torch_engine import block_batches_torch
 
     width, depth, n = 12, 3, 3 * CV_BATCH + 50
     seeds = [SEED, SEED + 1]
@@ -352,7 +352,7 @@ def test_torch_engines_sum_layer_2_preactivations_squared_like_the_reference(eng
 
 def test_without_z2sq_the_torch_engines_leave_the_extra_row_zero():
     pytest.importorskip("torch")
-    from whestbench.compute.philox_torch import block_batches_torch
+    from whestbench.compute.philox.torch_engine import block_batches_torch
 
     weights = weights_for_seed(SEED, 8, 3)[None]
     keys = np.array([philox.philox_key(spawn_streams(SEED)[1])], dtype=np.uint32)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from whestbench.compute import philox
+from whestbench.compute.philox import spec as philox
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.seeds import spawn_streams
 from philox_kat import KAT, KEY  # tests/philox_kat.py

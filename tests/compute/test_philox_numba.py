@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from whestbench.compute import philox
-from whestbench.compute import philox_numba as pn
+from whestbench.compute.philox import spec as philox
+from whestbench.compute.philox import numba_kernels as pn
 from whestbench.compute.precision import float32_ulps as ulps
 from philox_kat import KEY  # tests/philox_kat.py
 
@@ -19,7 +19,7 @@ WIDTH = 37
 
 
 def test_importing_the_kernels_does_not_import_torch():
-    code = "import sys, whestbench.compute.philox_numba; print('torch' in sys.modules)"
+    code = "import sys, whestbench.compute.philox.numba_kernels; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

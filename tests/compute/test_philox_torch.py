@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from whestbench.compute import philox  # noqa: E402
-from whestbench.compute import philox_torch as pt  # noqa: E402
+from whestbench.compute.philox import spec as philox  # noqa: E402
+from whestbench.compute.philox import torch_engine as pt  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from whestbench.compute.precision import float32_ulps as ulps  # noqa: E402
@@ -242,7 +242,7 @@ def test_kernel_name_separates_what_changes_the_numbers():
 def test_numba_load_kernels_compiles_the_specialisations_a_cpu_bake_then_uses():
     """``philox_numba.load_kernels`` (run by a bake before its units start) must load what the units
     call, or they would compile again, silently, on a cold cache."""
-    from whestbench.compute import philox_numba as pn
+    from whestbench.compute.philox import numba_kernels as pn
 
     pn.load_kernels()
     kernels = (pn._normals_rows, pn._relu_tree_plain, pn._relu_tree_sq)

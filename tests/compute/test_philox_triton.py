@@ -20,8 +20,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the module's kernels are decorated
 pytest.importorskip("triton")
 
-from whestbench.compute import philox  # noqa: E402
-from whestbench.compute import philox_triton as ptt  # noqa: E402
+from whestbench.compute.philox import spec as philox  # noqa: E402
+from whestbench.compute.philox import triton_kernel as ptt  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from whestbench.compute import precision as prec  # noqa: E402

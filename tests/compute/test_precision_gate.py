@@ -13,9 +13,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from whestbench.compute import philox  # noqa: E402
+from whestbench.compute.philox import spec as philox  # noqa: E402
 from whestbench.compute.mlp import sample_weights  # noqa: E402
-from whestbench.compute.philox_torch import block_sums_torch, normals_torch  # noqa: E402
+from whestbench.compute.philox.torch_engine import block_sums_torch, normals_torch  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS as MAX_ABS  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_BIAS as MAX_LAYER_BIAS  # noqa: E402
 from whestbench.compute.precision import gate_figures  # noqa: E402

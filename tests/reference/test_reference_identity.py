@@ -27,8 +27,8 @@ from whestbench.compute.mlp import sample_weights, weights_for_seed
 from whestbench.compute.pcg64 import sample_layer_sums
 from whestbench.compute.seeds import slice_bounds, spawn_streams
 from whestbench.compute.stats import finalize
-from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.breakdown import NAMESPACE, operation_counts
+from whestbench.bake.pipeline import create_dataset
+from whestbench.format.breakdown import NAMESPACE, operation_counts
 
 pytestmark = pytest.mark.reference
 

@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from whestbench.compute.seeds import estimator_seed
-from whestbench.dataset.bake import create_dataset
-from whestbench.dataset.writer import row_bytes, write_dataset
+from whestbench.bake.pipeline import create_dataset
+from whestbench.format.writer import row_bytes, write_dataset
 
 pytestmark = pytest.mark.reference
 

@@ -17,11 +17,11 @@ import pytest
 
 import whestbench
 from whestbench.cli import main
-from whestbench.dataset.bake import create_dataset
+from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import MergeCorruptError
-from whestbench.dataset.merge import merge_datasets
-from whestbench.dataset.reader import StaleChecksumsWarning, checksum_state, read_metadata
-from whestbench.dataset.verify import verify_dataset
+from whestbench.assemble.merge import merge_datasets
+from whestbench.format.reader import StaleChecksumsWarning, checksum_state, read_metadata
+from whestbench.verify.run import verify_dataset
 
 pytestmark = pytest.mark.reference
 

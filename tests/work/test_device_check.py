@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from whestbench.compute import device_check as judge  # noqa: E402
-from whestbench.compute import philox  # noqa: E402
+from whestbench.compute.philox import spec as philox  # noqa: E402
 from whestbench.compute.estimation import Estimation  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
-from whestbench.dataset.plan import BakeConfig, plan_bake  # noqa: E402
+from whestbench.bake.plan import BakeConfig, plan_bake  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
 
 
@@ -166,7 +166,7 @@ def test_every_check_passes_on_cuda(shape):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("precision", ["ieee", "3xtf32", "4xtf32", "3xfp16", "4xfp16"])
 def test_every_check_passes_on_the_fused_kernel(precision):
-    from whestbench.compute import philox_triton
+    from whestbench.compute.philox import triton_kernel as philox_triton
 
     ok, why = philox_triton.fused_available("cuda", 256)
     if not ok:
@@ -180,7 +180,7 @@ def test_every_check_passes_on_the_fused_kernel(precision):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_faults_fail_their_checks_on_cuda(monkeypatch):
-    from whestbench.compute import philox_torch
+    from whestbench.compute.philox import torch_engine as philox_torch
 
     plan = _plan(width=64, depth=4, device="cuda")
     real_words = philox_torch.words_torch
@@ -199,7 +199,7 @@ def test_faults_fail_their_checks_on_cuda(monkeypatch):
 
 
 def test_a_check_that_raises_fails_with_the_error_in_its_detail(monkeypatch):
-    from whestbench.compute import philox_numba
+    from whestbench.compute.philox import numba_kernels as philox_numba
 
     def broken(key, n0, out):
         raise RuntimeError("no kernel image is available for execution on the device")

@@ -14,7 +14,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the module's kernels are decorated
 pytest.importorskip("triton")
 
-from whestbench.compute import philox_triton as ptt  # noqa: E402
+from whestbench.compute.philox import triton_kernel as ptt  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
 from whestbench.work.steps import Compute  # noqa: E402
 from whestbench.work.units import WorkSpec  # noqa: E402

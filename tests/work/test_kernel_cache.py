@@ -29,7 +29,7 @@ def test_the_cache_reads_cold_in_an_empty_cache_and_warm_once_compiled(tmp_path)
 
 
 def _plan():
-    from whestbench.dataset.plan import BakeConfig, plan_bake
+    from whestbench.bake.plan import BakeConfig, plan_bake
 
     cfg = BakeConfig(n_mlps=2, n_samples=10**6, width=64, depth=4, output=None, seed=1)
     return plan_bake(cfg, probe=False)
@@ -37,7 +37,7 @@ def _plan():
 
 def test_a_slow_load_from_a_warm_cache_says_nothing(monkeypatch):
     from whestbench.compute import fused, jit
-    from whestbench.dataset import bake
+    from whestbench.bake import pipeline as bake
     from whestbench.work import steps
 
     monkeypatch.setattr(steps, "_pcg64_fused", lambda spec: True)
@@ -50,7 +50,7 @@ def test_a_slow_load_from_a_warm_cache_says_nothing(monkeypatch):
 
 def test_a_cold_cache_says_so_at_once(monkeypatch):
     from whestbench.compute import fused, jit
-    from whestbench.dataset import bake
+    from whestbench.bake import pipeline as bake
     from whestbench.work import steps
 
     monkeypatch.setattr(steps, "_pcg64_fused", lambda spec: True)

@@ -19,7 +19,7 @@ import importlib.util
 import pytest
 
 from bake_procs import finish, start_bake, units_saved, wait_for_units
-from whestbench.dataset.bake import BakeConfig, bake
+from whestbench.bake.pipeline import BakeConfig, bake
 
 # What identifies a row and what the bake computed: identical bytes, or the resume is wrong.
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",

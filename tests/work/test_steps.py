@@ -152,7 +152,8 @@ def test_a_fused_pcg64_unit_resumed_from_its_checkpoint_equals_an_uninterrupted_
 
 
 def test_kernel_module_names_the_kernels_the_units_call():
-    from whestbench.compute import fused, philox_numba
+    from whestbench.compute import fused
+    from whestbench.compute.philox import numba_kernels as philox_numba
     from whestbench.compute.pcg64 import FUSED_MIN_ACTIVATIONS
 
     big = WorkSpec(seeds=(1, 2), n_samples=FUSED_MIN_ACTIVATIONS // (16 * 3) + 1, width=16, depth=3, mlp_range=(0, 1))
@@ -209,19 +210,19 @@ def test_the_fitted_controls_are_reused_and_kept_within_their_byte_budget(monkey
 
     from whestbench.compute.estimators import fit_controls, pilot_stream
     from whestbench.compute.mlp import weights_for_seed
-    from whestbench.work import steps
+    from whestbench.work import controls
 
     width, depth = 16, 3
     one = 2 * width * 8 + 2 * width * (depth - 1) * width * 8  # bytes of one MLP's controls (mu1, ez2sq, coef)
-    monkeypatch.setattr(steps, "CONTROLS_CACHE_BYTES", 2 * one + one // 2)  # room for two
-    monkeypatch.setattr(steps, "_controls", type(steps._controls)())
+    monkeypatch.setattr(controls, "CONTROLS_CACHE_BYTES", 2 * one + one // 2)  # room for two
+    monkeypatch.setattr(controls, "_controls", type(controls._controls)())
     seeds = [101, 202, 303, 404]
     weights = {s: weights_for_seed(s, width, depth) for s in seeds}
-    first = {s: steps.controls_for(s, weights[s]) for s in seeds}
-    held = sum(c.mu1.nbytes + c.ez2sq.nbytes + c.coef.nbytes for c in steps._controls.values())
-    assert [k[0] for k in steps._controls] == [303, 404] and held <= steps.CONTROLS_CACHE_BYTES
-    assert steps.controls_for(404, weights[404]) is first[404]  # a hit: no refit
-    again = steps.controls_for(101, weights[101])  # evicted: fitted again
+    first = {s: controls.controls_for(s, weights[s]) for s in seeds}
+    held = sum(c.mu1.nbytes + c.ez2sq.nbytes + c.coef.nbytes for c in controls._controls.values())
+    assert [k[0] for k in controls._controls] == [303, 404] and held <= controls.CONTROLS_CACHE_BYTES
+    assert controls.controls_for(404, weights[404]) is first[404]  # a hit: no refit
+    again = controls.controls_for(101, weights[101])  # evicted: fitted again
     assert again is not first[101]
     direct = fit_controls(weights[101], pilot_stream(101))
     for name in ("mu1", "ez2sq", "coef"):

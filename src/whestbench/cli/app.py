@@ -32,9 +32,9 @@ class AliasGroup(click.Group):
 
 
 def _version_line() -> str:
-    import whestbench
+    from whestbench.format.provenance import whestbench_version
 
-    return f"whest, version {whestbench.__version__}"
+    return f"whest, version {whestbench_version()}"
 
 
 def _version_option(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {exc.format_message()} (see `{cmd} --help`)", markup=False)
         raise SystemExit(2) from None
     except (SignalStop, click.Abort, KeyboardInterrupt) as exc:  # a signal or Ctrl-C before a verb took it over
-        from whestbench.cli.entry import stopped
+        from whestbench.cli.signals import stopped
 
         message, code = stopped(exc, args)
         err.print(message, markup=False)

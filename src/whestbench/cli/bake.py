@@ -7,9 +7,7 @@ stop (exit 75). Ctrl-C does the same with exit 130. Either way the same command 
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,61 +15,11 @@ import click
 
 from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, PEER_TIMEOUT, err, out, parse_mlp_range,
                                    parse_slice, read_seeds_file, torch_knobs)
-from whestbench.cli.entry import RESUME, pending, raise_pending, stop_now, swallowed_stops
+from whestbench.cli.signals import RESUME, StopSignals, is_cli_bake
 from whestbench.cli.hub import card_options
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.errors import UsageError
 from whestbench.work import CHECKPOINT_EVERY_S
-
-
-class StopSignals:
-    """SIGTERM/SIGUSR1 handling for one bake: in set-up they end the command at once; once the
-    executor has started they ask it to checkpoint and stop (``stop`` is the executor's event)."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.running = False
-        self.writing = False
-        self._previous: dict = {}
-        self._previous_hook = None
-
-    def __enter__(self) -> "StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
-                if sig is not None:
-                    self._previous[sig] = signal.signal(sig, self._handle)
-            self._previous_hook, sys.unraisablehook = sys.unraisablehook, swallowed_stops
-            raise_pending()  # a stop that start-up could not deliver
-        return self
-
-    def __exit__(self, *exc) -> None:
-        finished = exc[0] is None and _is_cli_bake()  # the dataset is written and this process only exits now
-        for sig, handler in self._previous.items():
-            # a stop arriving as the process exits changes nothing: ignore it rather than die by it (143)
-            signal.signal(sig, signal.SIG_IGN if finished else handler)
-        if self._previous_hook is not None:
-            sys.unraisablehook = self._previous_hook
-        pending.clear()  # a kept stop has been raised by now, or the bake ended without needing it
-
-    def _handle(self, signum, _frame) -> None:
-        name = signal.Signals(signum).name
-        self.stop.set()
-        if not self.running:  # set-up: end at once (``cli.entry.stopped`` words it, exit 75)
-            stop_now(signum)
-        # stamped like the progress lines, so a log shows when the stop came
-        stamp = f"[{time.strftime('%H:%M:%S')}]"
-        if self.writing:
-            err.print(f"{stamp} received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
-                      markup=False)
-        else:
-            err.print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
-
-    def on_event(self, event) -> None:
-        if event.kind == "start":
-            raise_pending()  # a stop that set-up could not deliver (it arrived inside a C callback)
-            self.running = True
-        elif event.kind == "writing":
-            self.writing = True
 
 
 @click.command("bake")
@@ -166,8 +114,8 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
     torch_backend, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     if device is not None and not use_torch:
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
-    from whestbench.dataset import command
-    from whestbench.dataset.plan import BakeConfig
+    from whestbench.format import command
+    from whestbench.bake.plan import BakeConfig
 
     return BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
@@ -177,14 +125,14 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
         estimation=Estimation(estimator, target_stderr, stderr_layer), skip_device_check=skip_device_check,
         accept_non_invariant=accept_non_invariant, card=card,
-        bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if _is_cli_bake() else None,
+        bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if is_cli_bake() else None,
     ), dist_env
 
 
 def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     """Plan ``cfg``, print the plan, bake with progress; print what was written."""
-    from whestbench.dataset.bake import bake as run_bake
-    from whestbench.dataset.plan import AlreadyBaked, plan_bake
+    from whestbench.bake.pipeline import bake as run_bake
+    from whestbench.bake.plan import AlreadyBaked, plan_bake
 
     peer = dist_env is not None and dist_env.rank != 0
     try:
@@ -243,7 +191,7 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
 
 
 def _card(pretty_name, license, homepage) -> dict | None:
-    from whestbench.dataset.card import check_card_fields
+    from whestbench.format.card import check_card_fields
 
     return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage) or None
 
@@ -269,7 +217,7 @@ def _plan_summary(plan) -> str:
     timed estimate), and says how much its work directory already holds."""
     import dataclasses
 
-    from whestbench.dataset.bake import saved_samples
+    from whestbench.bake.pipeline import saved_samples
 
     saved = saved_samples(plan)
     start, end = plan.config.range
@@ -282,10 +230,6 @@ def _plan_summary(plan) -> str:
                                seconds=needs.seconds * left if needs.seconds is not None else None)
     return (f"{rest.summary()} (the rest: {saved:,} of {total:,} samples are saved in {plan.work_dir} and are "
             "not computed again)")
-
-
-def _is_cli_bake() -> bool:
-    return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", "bake"]
 
 
 COMMANDS = [bake]

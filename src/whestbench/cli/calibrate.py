@@ -39,7 +39,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
 
     from rich.table import Table
 
-    from whestbench.dataset.plan import BakeConfig, plan_bake
+    from whestbench.bake.plan import BakeConfig, plan_bake
     from whestbench.errors import UsageError
     from whestbench.text import format_duration, format_rate
     from whestbench.work.calibrate import calibrate as run_calibration
@@ -67,7 +67,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     from whestbench.work.threads import one_torch_thread
 
     from whestbench.compute.mlp import weights_for_seed
-    from whestbench.dataset.bake import estimates
+    from whestbench.bake.pipeline import estimates
 
     def stderr_of(spec, sums, i):
         return estimates(spec, sums, weights_for_seed(spec.seeds[i], spec.width, spec.depth))[3]
@@ -96,7 +96,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         table.add_row(f"stderr at N={n:,} ({estimator}, last layer)",
                       f"median {np.median(finite):.3g}, max {finite.max():.3g}" if finite.size else too_short)
     if estimation.has_target and cal.stderr:
-        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
+        from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
 
         proj = project_target(cal, estimation, spec.step_samples, spec.cv_batch)
         label = f"samples for stderr <= {target_stderr:g} ({stderr_layer} layer)"

@@ -124,7 +124,7 @@ def read_seeds_file(path: str) -> list:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"--mlp-seeds file {path!r} not found; create it with `whest dataset generate-seeds --n-mlps N > {path}`.")
-    from whestbench.dataset.plan import machine_memory
+    from whestbench.bake.plan import machine_memory
 
     total, _ = machine_memory()
     if total is not None and p.stat().st_size * 8 > total:  # a parsed seed costs ~5x its JSON text

@@ -28,7 +28,7 @@ def doctor(device: str, json_path: Path | None, quick: bool) -> None:
     whest doctor                       # the GPU if there is one
     whest doctor --device cpu --json doctor.json
     """
-    from whestbench.dataset.doctor import diagnose
+    from whestbench.bake.doctor import diagnose
     from whestbench.errors import UsageError, WorkFailed
 
     if json_path is not None and not json_path.absolute().parent.is_dir():

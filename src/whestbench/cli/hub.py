@@ -1,4 +1,4 @@
-"""``whest dataset push`` (alias ``upload``) and ``pull`` (alias ``download``): flags -> ``dataset.hub``.
+"""``whest dataset push`` (alias ``upload``) and ``pull`` (alias ``download``): flags -> ``hub.transfer``.
 
 The token is handed to huggingface_hub and never printed. The safe way to give it is HF_TOKEN (or
 the stored ``hf auth login``); ``--token-file PATH`` (``-``: standard input) reads it from a file,
@@ -48,7 +48,7 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
 def card_options(f):
     """``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake records them, push
     renders them; each defaults to what the bake recorded, else WhestBench's)."""
-    from whestbench.dataset.card import DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
+    from whestbench.format.card import DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
 
     f = click.option("--homepage", default=None, metavar="URL", help=f"The card's homepage (default: {HOMEPAGE}).")(f)
     f = click.option("--license", default=None, metavar="ID",
@@ -59,7 +59,7 @@ def card_options(f):
 
 def _dry_run(directory: Path, repo: str, tag: str | None, card: dict[str, str]) -> None:
     """``push --dry-run``: every check push makes before the network, then what it would send."""
-    from whestbench.dataset.hub import hf_ref, plan_push
+    from whestbench.hub.transfer import hf_ref, plan_push
     from whestbench.text import sanitize
 
     plan = plan_push(directory, repo, tag=tag, card=card)
@@ -119,8 +119,8 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     \b
     whest dataset push ./ds --repo aicrowd/whestbench-public --tag v1
     """
-    from whestbench.dataset.card import check_card_fields
-    from whestbench.dataset.hub import hf_ref, push_dataset
+    from whestbench.format.card import check_card_fields
+    from whestbench.hub.transfer import hf_ref, push_dataset
 
     card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage)
     if dry_run:
@@ -157,7 +157,7 @@ def pull(repo: str, revision: str | None, output: Path | None, split: str | None
     whest dataset pull aicrowd/whestbench-public --revision v1 --output ./ds
     whest dataset pull aicrowd/whestbench-public --split holdout --output ./holdout
     """
-    from whestbench.dataset.hub import hf_ref, pull_dataset
+    from whestbench.hub.transfer import hf_ref, pull_dataset
 
     with _events("pull", log_every) as events:
         result = pull_dataset(repo, revision=revision, output=output, split=split,

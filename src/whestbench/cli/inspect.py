@@ -26,7 +26,7 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
     whest dataset inspect ./final-eval --plot means.png
     """
     from whestbench.cli.progress import Reporter
-    from whestbench.dataset.inspect import describe, plot_means
+    from whestbench.verify.inspect import describe, plot_means
     from whestbench.errors import UsageError
 
     if plot is not None and not Path(source).is_dir():
@@ -72,13 +72,13 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     whest dataset verify ./huge-eval --sample-mlps 50
     whest dataset verify ./gpu-eval --recompute 1 --device cpu
     """
-    from whestbench.dataset.verify import verify_dataset
+    from whestbench.verify.run import verify_dataset
 
     def show(check) -> None:
         mark = "–" if check.skipped else ("✓" if check.ok else "✗")
         out.print(f"{mark} {check.name}: {check.detail}", markup=False, emoji=False)
 
-    from whestbench.cli.bake import StopSignals
+    from whestbench.cli.signals import StopSignals
     from whestbench.cli.progress import Reporter
 
     # SIGTERM/SIGUSR1 (a job's time limit) stop a --recompute bake at a checkpoint: the re-run resumes it

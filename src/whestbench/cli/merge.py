@@ -78,9 +78,9 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
     \b
     whest dataset merge part-0 part-1 part-2 --output full
     """
-    from whestbench.dataset.finished import finished_merge
-    from whestbench.dataset.merge import merge_datasets
-    from whestbench.dataset.reader import read_metadata
+    from whestbench.format.finished import finished_merge
+    from whestbench.assemble.merge import merge_datasets
+    from whestbench.format.reader import read_metadata
 
     done = finished_merge(partials, output)
     if done is not None:  # a re-run of this very merge (a requeued job): nothing to do
@@ -107,10 +107,10 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     \b
     whest dataset combine-splits public holdout --output combined
     """
-    from whestbench.dataset.combine import combine_split_datasets
-    from whestbench.dataset.finished import finished_combine
-    from whestbench.dataset.reader import read_metadata
-    from whestbench.dataset.schema import DatasetMeta
+    from whestbench.assemble.combine import combine_split_datasets
+    from whestbench.format.finished import finished_combine
+    from whestbench.format.reader import read_metadata
+    from whestbench.format.schema import DatasetMeta
 
     done = finished_combine(inputs, output, default_split=default_split, prepared=not skip_prepared_arrow)
     if done is not None:  # a re-run of this very combine (a requeued job): nothing to do
@@ -145,7 +145,7 @@ def prepare_arrow(dataset_dir: str) -> None:
     \b
     whest dataset prepare-arrow combined
     """
-    from whestbench.dataset.combine import prepare_arrow as build
+    from whestbench.assemble.combine import prepare_arrow as build
 
     with _events("prepare-arrow", 60.0) as events:
         names = build(dataset_dir, on_event=events)

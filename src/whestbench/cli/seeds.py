@@ -33,7 +33,7 @@ def generate_seeds(n_mlps: int, seed: int | None) -> None:
 def _check_size(n_mlps: int) -> None:
     """The bake's size guard, before drawing: no bake takes more than MAX_MLPS seeds, and the list
     (Python ints while drawing, then its JSON text) must fit this machine's memory."""
-    from whestbench.dataset.plan import _PER_MLP_LIST_BYTES, MAX_MLPS, machine_memory
+    from whestbench.bake.plan import _PER_MLP_LIST_BYTES, MAX_MLPS, machine_memory
     from whestbench.errors import UsageError
     from whestbench.text import format_bytes, format_count
 

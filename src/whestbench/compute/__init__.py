@@ -1,1 +1,5 @@
-"""Pure computation: seeds, names, weights and the sampling kernels (arrays in, sums out; no I/O)."""
+"""Pure computation: seeds, names, weights, the samplers and the estimators (arrays in, sums out; no
+I/O, no files, no clocks).
+
+May import: nothing but the top-level helpers (errors, text).
+"""

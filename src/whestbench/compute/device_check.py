@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from whestbench.compute import philox
+from whestbench.compute.philox import spec as philox
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS
 
 PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE = "philox-words", "block-sums", "row-invariance"
@@ -92,7 +92,7 @@ def judge_philox(words: list[np.ndarray], ref_words: list[np.ndarray], uniforms:
     parts = [f"{bad_words} of {n_words} words"]
     if uniforms is not None:
         parts.append(f"{bad_unif} of {n_words} uniforms")
-    detail = (f"{' and '.join(parts)} differ from compute/philox.py's (limit 0; counters up to 2**63, past 2**32); "
+    detail = (f"{' and '.join(parts)} differ from compute/philox/spec.py's (limit 0; counters up to 2**63, past 2**32); "
               f"normals within {ulps:.3g} ulp (limit {NORMAL_ULPS:g})")
     if uniforms is None:
         detail += "; this path does not expose its uniforms (the normals cover them)"

@@ -15,6 +15,16 @@ from whestbench.errors import UsageError
 PLAIN, CONTROL_VARIATE = "plain", "control-variate"
 ESTIMATORS = (PLAIN, CONTROL_VARIATE)
 STDERR_LAYERS = ("last", "all")
+ESTIMATOR_VERSION = "1"
+PILOT_SAMPLES = 1 << 14
+"""Inputs in each MLP's control-variate and planning pilot (``compute/estimators.py``)."""
+# Batch-means standard errors rest on n_batches − 1 degrees of freedom: with 32 batches a standard
+# error is itself uncertain by ~13 % (1/√(2·31)); with 4 by ~40 %. Fewer batches are flagged when a
+# bake is planned, and a target standard error is never judged met on fewer (an early stop on a
+# luckily low estimate would be a stop on noise).
+MIN_RELIABLE_BATCHES = 32
+TARGET_RULE = "pilot-planned"
+"""How a bake to a target standard error decides each MLP's sample count (``planned_samples``)."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +76,6 @@ class Estimation:
 
     def min_samples(self, cv_batch: int) -> int:
         """The fewest samples a target is judged on: ``MIN_RELIABLE_BATCHES`` batches for control variates."""
-        from whestbench.compute.estimators import MIN_RELIABLE_BATCHES
-
         return MIN_RELIABLE_BATCHES * cv_batch if self.is_cv else 0
 
     def identity(self) -> dict[str, Any]:
@@ -78,8 +86,6 @@ class Estimation:
     def metadata(self, batch_samples: int, step_samples: int) -> dict[str, Any]:
         """The metadata.json blocks: ``estimator`` (which estimator made the means and the standard
         errors), and ``target_stderr`` with a target."""
-        from whestbench.compute.estimators import ESTIMATOR_VERSION, PILOT_SAMPLES, TARGET_RULE
-
         if self.is_cv:
             est = {"name": CONTROL_VARIATE, "version": ESTIMATOR_VERSION,
                    "controls": "layer-1 activations and layer-2 squared pre-activations (exact means)",

@@ -18,17 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from whestbench.compute.estimation import CONTROL_VARIATE, ESTIMATORS, PLAIN
+from whestbench.compute.estimation import CONTROL_VARIATE, ESTIMATORS, MIN_RELIABLE_BATCHES, PILOT_SAMPLES, PLAIN
 from whestbench.compute.stats import LayerSums
 
-ESTIMATOR_VERSION = "1"
 CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
-PILOT_SAMPLES = 1 << 14
-# Batch-means standard errors rest on n_batches − 1 degrees of freedom: with 32 batches a standard
-# error is itself uncertain by ~13 % (1/√(2·31)); with 4 by ~40 %. Fewer batches are flagged when a
-# bake is planned, and a target standard error is never judged met on fewer (an early stop on a
-# luckily low estimate would be a stop on noise).
-MIN_RELIABLE_BATCHES = 32
 _RIDGE = 1e-6  # relative to the mean diagonal of the pilot's Gram matrix: keeps the solve well posed
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
@@ -213,10 +206,6 @@ def is_check_point(steps: int) -> bool:
     chunks or philox blocks): a fixed schedule, so where an MLP stops is a function of its samples
     alone — never of timing, workers or resumes."""
     return steps > 0 and ((steps & (steps - 1) == 0 and steps <= CHECK_SPAN) or steps % CHECK_SPAN == 0)
-
-
-TARGET_RULE = "pilot-planned"
-"""How a bake to a target standard error decides each MLP's sample count (``planned_samples``)."""
 
 
 def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, controls: Controls | None, target: float,

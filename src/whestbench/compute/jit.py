@@ -1,4 +1,4 @@
-"""Where numba keeps the compiled kernels of ``fused.py`` and ``philox_numba.py``.
+"""Where numba keeps the compiled kernels of ``fused.py`` and ``philox/numba_kernels.py``.
 
 numba caches a ``cache=True`` kernel beside its source (``compute/__pycache__``), else in the user's
 cache directory (``~/.cache/numba``), or where ``NUMBA_CACHE_DIR`` says. When none of those can be
@@ -9,7 +9,7 @@ from there on later runs.
 
 Each of those modules also has ``load_kernels()``: compile (first run on a machine: seconds) or load
 from the cache every specialisation its callers use, so a bake can do it before its units start and
-say so when it takes long (``work.steps.kernel_module``, ``dataset.bake``).
+say so when it takes long (``work.steps.kernel_module``, ``bake.pipeline``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Split-precision matmul arithmetic emulated in numpy, and the precision gate (SPEC section 3).
 
-The fused GPU kernel (``philox_triton.py``) multiplies float32 operands split into parts of 11
+The fused GPU kernel (``philox/triton_kernel.py``) multiplies float32 operands split into parts of 11
 significant bits on tensor cores. ``emulate_matmul`` does the same splits here: the products of the
 parts are exact in float32, the accumulation is float32, so the arithmetic can be checked against an
 fp64 matmul on a machine without a GPU (and without triton: this module needs numpy only).

@@ -1,9 +1,10 @@
-"""Dataset layer: schema, metadata, writer, loader, merge/combine, verify, hub, and the bake pipeline.
+"""whestbench 0.16's ``whestbench.dataset`` names, kept working; the code lives in the packages
+``format``, ``hub``, ``bake``, ``verify`` and ``assemble`` (docs/architecture.md).
 
 Public face kept from whestbench 0.16: ``whestbench.dataset.create_dataset``, ``load_dataset``,
 ``metadata``, ``iter_mlps``, ``mlp_at``, and the names 0.16's module also carried (``MLP``,
-``InvalidDatasetError``, ``SCHEMA_VERSION``, ``DEFAULT_SPLIT``). They resolve lazily; submodules
-import nothing from here. No public name may equal a submodule's name (importing the submodule
+``InvalidDatasetError``, ``SCHEMA_VERSION``, ``DEFAULT_SPLIT``). They resolve lazily; nothing in
+src imports from here. No public name may equal a submodule's name (importing the submodule
 would replace it on the package): ``tests/test_api.py`` checks.
 """
 
@@ -13,15 +14,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "create_dataset": "whestbench.dataset.bake",
-    "load_dataset": "whestbench.dataset.loader",
-    "metadata": "whestbench.dataset.loader",
-    "iter_mlps": "whestbench.dataset.loader",
-    "mlp_at": "whestbench.dataset.loader",
+    "create_dataset": "whestbench.bake.pipeline",
+    "load_dataset": "whestbench.hub.loader",
+    "metadata": "whestbench.hub.loader",
+    "iter_mlps": "whestbench.hub.loader",
+    "mlp_at": "whestbench.hub.loader",
     "MLP": "whestbench.compute.mlp",
     "InvalidDatasetError": "whestbench.errors",
-    "SCHEMA_VERSION": "whestbench.dataset.schema",
-    "DEFAULT_SPLIT": "whestbench.dataset.schema",
+    "SCHEMA_VERSION": "whestbench.format.schema",
+    "DEFAULT_SPLIT": "whestbench.format.schema",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,4 +1,8 @@
-"""Work layer: units, the plan, the resume ledger and the loop that runs units."""
+"""Running work: units named by identity (never by rank or order), the resume ledger and the work
+directory, the loops that run units in one process or across ranks, devices and thread counts.
+
+May import: ``compute`` and the top-level helpers.
+"""
 
 CHECKPOINT_EVERY_S = 60.0
 """The default seconds between checkpoints inside a unit (``--checkpoint-every``, SPEC §5); here, free

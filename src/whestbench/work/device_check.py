@@ -8,7 +8,7 @@ compares, why a row-invariance failure refuses the bake (naming ``--accept-non-i
 what it costs: docs/gpu.md, "The device check at the start of every torch bake".
 
 Nothing here writes a file or prints: the bake records ``DeviceCheck.record()`` in metadata.json and,
-on a failure, writes it beside ``--output`` (``dataset/bake.py``).
+on a failure, writes it beside ``--output`` (``bake/pipeline.py``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from typing import Any, Callable
 import numpy as np
 
 from whestbench.compute import device_check as judge
-from whestbench.compute import philox
+from whestbench.compute.philox import spec as philox
 from whestbench.compute.device_check import BLOCK_SUMS, PHILOX_WORDS, ROW_INVARIANCE, CheckResult
-from whestbench.compute.estimators import PILOT_SAMPLES, fit_controls, pilot_stream
+from whestbench.compute.estimators import fit_controls, pilot_stream
+from whestbench.compute.estimation import PILOT_SAMPLES
 from whestbench.compute.seeds import derived_seeds, spawn_streams
 from whestbench.errors import DeviceCheckFailed
 from whestbench.work.steps import Compute
@@ -84,7 +85,7 @@ def sampler_stages(compute: Compute) -> tuple[Stage, Stage | None, Stage]:
     what the bake's inputs are made of. ``uniforms`` takes the words instead of counters."""
     engine, device = compute.engine, compute.device
     if engine == "numba":
-        from whestbench.compute import philox_numba
+        from whestbench.compute.philox import numba_kernels as philox_numba
 
         def words(key, n0, n1, width):
             out = np.empty((n1 - n0, 4 * philox.n_groups(width)), dtype=np.uint32)
@@ -98,14 +99,14 @@ def sampler_stages(compute: Compute) -> tuple[Stage, Stage | None, Stage]:
 
         return words, lambda w: philox_numba.uniforms_of(w), normals
     if engine == "triton":
-        from whestbench.compute import philox_triton
+        from whestbench.compute.philox import triton_kernel as philox_triton
 
         return (lambda key, n0, n1, width: philox_triton.philox_words_triton(key, n0, n1, width, device), None,
                 lambda key, n0, n1, width: philox_triton.normals_triton(key, n0, n1, width, device))
     if engine == "torch":
         import torch
 
-        from whestbench.compute import philox_torch
+        from whestbench.compute.philox import torch_engine as philox_torch
 
         def t_words(key, n0, n1, width):
             return philox_torch.words_torch(np.array([key], dtype=np.uint32), n0, n1, width, device)[0]
@@ -187,7 +188,7 @@ def device_packed(st: _Stretch, compute: Compute, batch: int, *, n_programs: int
     w, k = st.weights[:batch], st.keys[:batch]
     controls = st.controls[:batch] if st.controls is not None else None
     if compute.engine == "triton" and n_programs is not None:
-        from whestbench.compute import philox_triton
+        from whestbench.compute.philox import triton_kernel as philox_triton
 
         sums = philox_triton.range_sums_triton(w, k, (0, 1), spec.n_samples, config=compute.kernel_config,
                                                block_size=spec.block_size, device=compute.device, n_programs=n_programs)
@@ -202,7 +203,7 @@ def device_packed(st: _Stretch, compute: Compute, batch: int, *, n_programs: int
 def other_rows(compute: Compute, spec: WorkSpec, samples: int) -> int:
     """The second run's chunk: a quarter of the bake's (so the stretch is cut into more, smaller
     matmuls), or four times it when a quarter is below the smallest chunk."""
-    from whestbench.compute.philox_torch import MIN_CHUNK, step_rows
+    from whestbench.compute.philox.torch_engine import MIN_CHUNK, step_rows
 
     import torch
 

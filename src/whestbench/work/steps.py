@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from whestbench.compute.estimators import fit_controls, pilot_stream
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord
 from whestbench.work import CHECKPOINT_EVERY_S
+from whestbench.work.controls import controls_for
 from whestbench.work.threads import pin_torch_threads_here
 from whestbench.work.units import Unit, WorkSpec
 
@@ -161,7 +160,7 @@ def kernel_module(spec: WorkSpec, compute: Compute):
             return fused
         return None
     if compute.engine == "numba":
-        from whestbench.compute import philox_numba
+        from whestbench.compute.philox import numba_kernels as philox_numba
 
         return philox_numba
     return None
@@ -207,7 +206,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
 def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) -> LayerSums:
     """A batch of MLPs over an aligned block range, block by block (the fused kernel: groups of
     blocks), each block's batches pushed into the pairwise tree as they come."""
-    from whestbench.compute import philox
+    from whestbench.compute.philox import spec as philox
     from whestbench.compute.mlp import sample_weights
 
     weights, keys, controls = [], [], []
@@ -264,44 +263,10 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
     return LayerSums.stack([philox.unpack(total[j], done_samples, spec.depth) for j in range(unit.mlp_count)])
 
 
-CONTROLS_CACHE_BYTES = 1 << 30
-"""How many bytes of fitted controls a process keeps for reuse. One MLP's coefficients are
-(2·width, (depth−1)·width) fp64: 7 MiB at 256×8 but 240 MiB at 1024×16, so a cache bounded by a
-count (it held 64) grows to 15 GiB over a long bake at that size."""
-
-_controls: OrderedDict[tuple[int, int, int], Any] = OrderedDict()  # (seed, width, depth) -> Controls, oldest first
-_controls_lock = threading.Lock()
-
-
-def _nbytes(controls) -> int:
-    return controls.mu1.nbytes + controls.ez2sq.nbytes + controls.coef.nbytes
-
-
-def controls_for(seed: int, weights: np.ndarray):
-    """The control-variate estimator's controls of the MLP with this seed: every unit of the MLP uses
-    the same coefficients, and they are fitted once per process while they fit ``CONTROLS_CACHE_BYTES``
-    (a refit gives the same bits: the fit is a function of the seed)."""
-    from whestbench.compute.mlp import weights_for_seed
-
-    depth, width, _ = weights.shape
-    key = (int(seed), width, depth)
-    with _controls_lock:
-        if key in _controls:
-            _controls.move_to_end(key)
-            return _controls[key]
-    controls = fit_controls(weights_for_seed(*key), pilot_stream(key[0]))
-    with _controls_lock:
-        _controls[key] = controls
-        total = sum(map(_nbytes, _controls.values()))
-        while total > CONTROLS_CACHE_BYTES and len(_controls) > 1:
-            total -= _nbytes(_controls.popitem(last=False)[1])
-    return controls
-
-
 def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: np.ndarray, controls):
     """``run(b0, b1) -> (packed (B, parts, rows, w) fp64, samples of each part)`` for the aligned
     blocks ``[b0, b1)``: the parts are batches (the fused kernel: the whole range, plain sums only)."""
-    from whestbench.compute import philox
+    from whestbench.compute.philox import spec as philox
 
     n, bs, depth = spec.n_samples, spec.block_size, spec.depth
 
@@ -322,7 +287,7 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
     if compute.pins_torch_threads:
         pin_torch_threads_here()
     if compute.engine == "triton":
-        from whestbench.compute.philox_triton import range_sums_triton
+        from whestbench.compute.philox.triton_kernel import range_sums_triton
 
         def run(b0: int, b1: int):
             sums = range_sums_triton(w_batch, keys, (b0, b1), n, block_size=bs, device=compute.device,
@@ -332,7 +297,7 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
         return run
     import torch
 
-    from whestbench.compute.philox_torch import block_batches_torch
+    from whestbench.compute.philox.torch_engine import block_batches_torch
 
     w_dev = torch.as_tensor(w_batch, device=torch.device(compute.device))  # moved once, reused per block
 

@@ -148,7 +148,7 @@ class WorkSpec:
         start, end = self.mlp_range
         if self.sampler == "pcg64":
             return [Unit(i) for i in range(start, end)]
-        from whestbench.compute.philox import unit_block_ranges
+        from whestbench.compute.philox.spec import unit_block_ranges
 
         ranges = unit_block_ranges(self.n_samples, self.unit_blocks, self.block_size)
         units = []
@@ -194,7 +194,7 @@ def mlp_totals(spec: WorkSpec, i: int, results: dict[str, LayerSums]) -> LayerSu
     units = units_of_mlp(spec, i)
     if spec.sampler == "pcg64":
         return results[units[0].key]
-    from whestbench.compute.philox import combine_in_order
+    from whestbench.compute.philox.spec import combine_in_order
 
     parts = [results[u.key].mlp(i - u.mlp_index) for u in sorted(units, key=lambda u: u.block_start)]
     return combine_in_order(parts)
@@ -205,7 +205,7 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
     start, _ = spec.mlp_range
     if spec.sampler == "pcg64":
         return [Unit(i)]
-    from whestbench.compute.philox import unit_block_ranges
+    from whestbench.compute.philox.spec import unit_block_ranges
 
     batch = max(1, spec.mlps_per_unit)
     g = start + (i - start) // batch * batch
@@ -218,7 +218,7 @@ def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: in
     """``WorkSpec.planned_samples`` for one MLP, once per process (its pilot costs one forward pass)."""
     from whestbench.compute.estimators import pilot_stream, planned_samples
     from whestbench.compute.mlp import weights_for_seed
-    from whestbench.work.steps import controls_for  # the bake's own controls (fitted once per process)
+    from whestbench.work.controls import controls_for  # the bake's own controls (fitted once per process)
     from whestbench.work.threads import one_blas_thread
 
     weights = weights_for_seed(seed, width, depth)

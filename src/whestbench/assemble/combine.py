@@ -1,0 +1,378 @@
+"""Combine single-split datasets into one multi-split dataset; add prepared Arrow copies of splits.
+
+    combine_split_datasets(["public", "holdout"], output_dir="combined")   # default_split: auto
+    prepare_arrow("combined")                                              # (re)build prepared/
+
+Combining checks that the inputs can live in one dataset: complete (not partial) single-split
+datasets with distinct, loadable split names (from metadata, never from file names; hyphens are
+refused because ``datasets`` cannot load them), the same ``schema_version``, ``format``,
+``backend``, ``n_samples``, ``width``, ``depth`` and ``seed_protocol``, intact files, and **no
+seed shared between splits** (a holdout that repeats a public MLP is no holdout).
+
+The layout written is docs/format.md's (each input's shards copied byte for byte, ``prepared/<split>/``
+unless skipped); ``checksums`` lists every file under ``data/`` and ``prepared/`` (never a hidden
+staging path): the loader uses a prepared copy only when its bytes are vouched for.
+
+Wrong paths are refused before any work (``inputs``): an output that exists or lies inside an
+input, an input that is not a dataset directory, a ``default_split`` that is not an input's split
+(all ``UsageError``, exit 2). A killed earlier run's staging (``.<out>.staging-*`` beside the output,
+``prepared/.<split>.staging-*`` inside the dataset) is removed by the next run of the same output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, write_file_atomic
+from whestbench.assemble.inputs import (
+    check_files,
+    claim_output,
+    clean_abandoned_staging,
+    open_input,
+    read_column,
+    shard_files,
+    split_of,
+)
+from whestbench.format.reader import (
+    CHECKSUMS,
+    WRITTEN_FOR,
+    DATA_DIR,
+    PREPARED_DIR,
+    bind_checksums,
+    data_files,
+    dataset_checksums,
+    read_metadata,
+    verify_checksums,
+)
+from whestbench.verify.run import require_sound
+from whestbench.format.schema import DEFAULT_CONFIG, DatasetMeta, check_config_name, validate_metadata
+from whestbench.format.writer import finish_dataset_dir
+from whestbench.errors import (
+    DefaultSplitError,
+    InvalidDatasetError,
+    MergeCorruptError,
+    MergeIncompatibleError,
+)
+from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.paths import input_dir
+from whestbench.text import show_value
+
+__all__ = [
+    "combine_split_datasets",
+    "combined_metadata",
+    "prepare_arrow",
+    "build_prepared_split",
+    "write_prepared_arrow_split",
+    "build_prepared_splits_for_directory",
+]
+
+PREPARED_FORMAT = "save_to_disk"
+
+# Must be equal across the splits of one dataset (compared with the first input, in this order).
+_SAME_KEYS = ("schema_version", "format", "backend", "n_samples", "width", "depth", "seed_protocol", "estimator",
+              "target_stderr")
+_SHARED_BY_SPLITS = ("schema, backend, seed protocol, --n-samples, --width, --depth, --estimator and "
+                     "--target-stderr/--stderr-layer")
+_REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's estimator block)",
+                "target_stderr": "with the same --target-stderr and --stderr-layer (or neither)",
+                "backend": "on the same path (--torch or not)", "n_samples": "with the same --n-samples",
+                "width": "with the same --width", "depth": "with the same --depth"}
+# Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
+_SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command")
+
+
+class _Split:
+    def __init__(self, path: Path, md: dict[str, Any], split: str, config: str):
+        self.path, self.md, self.split, self.config = path, md, split, config
+        self.files: list[Path] = []
+        self.seeds: list[int] = []
+
+
+def combine_split_datasets(
+    inputs: Sequence[str | Path],
+    *,
+    output_dir: str | Path,
+    default_split: str | None = None,
+    write_prepared_arrow: bool = True,
+    on_event: EventSink = ignore,
+) -> Path:
+    """Write the multi-split dataset made of ``inputs`` (one single-split dataset each) at ``output_dir``.
+
+    ``default_split``: the split ``load_dataset(repo)`` returns; when None and exactly one input
+    has config ``default``, that input's split. Raises UsageError (``OutputExistsError``, an
+    output inside an input, ``DefaultSplitError``: before any work), InputPathError,
+    InvalidDatasetError, MergeIncompatibleError or MergeCorruptError; nothing is left at
+    ``output_dir`` on failure. ``on_event`` hears notes (a killed earlier run's staging, removed)
+    and warnings (an input's stale checksums).
+    """
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    output = claim_output(output_dir, inputs, on_event=on_event)
+    if not inputs:
+        raise MergeIncompatibleError(
+            "no datasets to combine; pass one single-split dataset directory per split."
+        )
+    splits = [_open_split(p) for p in inputs]
+    seen: dict[str, Path] = {}
+    for s in splits:
+        if s.split in seen:
+            raise MergeIncompatibleError(
+                f"duplicate split name {s.split!r} across inputs ({seen[s.split]} and {s.path}); "
+                "each input must be a different split (re-bake one with another --split)."
+            )
+        seen[s.split] = s.path
+    if default_split is not None and default_split not in seen:
+        raise DefaultSplitError(
+            f"default split {default_split!r} is not one of the input splits ({', '.join(seen)}); "
+            "pass one of those, or leave it out."
+        )
+    first = splits[0]
+    for s in splits[1:]:
+        for key in _SAME_KEYS:
+            a, b = s.md.get(key), first.md.get(key)
+            if a != b:
+                raise MergeIncompatibleError(
+                    f"{s.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); the splits of one "
+                    f"dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {_REBAKE_HINT.get(key, 'to match')}."
+                )
+    for s in splits:
+        s.files = shard_files(s.path, s.split)
+        check_files(s.path, s.md, s.files, s.md["n_mlps"], on_event=on_event)
+        s.seeds = read_column(s.files, "mlp_seed")
+    _check_independent(splits)
+    for s in splits:
+        require_sound(s.path, "input", MergeCorruptError)
+
+    if default_split is None:
+        defaults = [s.split for s in splits if s.config == DEFAULT_CONFIG]
+        default_split = defaults[0] if len(defaults) == 1 else None
+    md = combined_metadata([(s.split, s.config, s.md) for s in splits], default_split=default_split)
+    with staged_dir(output) as stage:
+        data = stage / DATA_DIR
+        data.mkdir()
+        files = [f for s in splits for f in s.files]
+        total, copied = sum(f.stat().st_size for f in files), 0
+        on_event(Event("progress", progress=Progress("bytes", 0, total)))
+        for f in files:
+            shutil.copyfile(f, data / f.name)
+            copied += f.stat().st_size
+            on_event(Event("progress", progress=Progress("bytes", copied, total)))
+        if write_prepared_arrow:
+            build_prepared_splits_for_directory(stage, [s.split for s in splits], md)
+        validate_metadata(md)
+        finish_dataset_dir(stage, md, dataset_checksums(stage))
+    return output
+
+
+def _open_split(path: str | Path) -> _Split:
+    p, md = open_input(path)
+    if md.get("is_partial"):
+        raise MergeIncompatibleError(
+            f"{p}: is a partial dataset (mlp_range={md.get('mlp_range')}, "
+            f"total_n_mlps={md.get('total_n_mlps')}); run `whest dataset merge` on its partials "
+            "first and combine the merged dataset."
+        )
+    if DatasetMeta.of(md).is_multi:
+        raise MergeIncompatibleError(
+            f"{p} is already a multi-split dataset; combine takes single-split datasets "
+            "(one directory per split)."
+        )
+    split = split_of(p, md)
+    try:
+        config = check_config_name(md.get("config", DEFAULT_CONFIG))
+    except InvalidDatasetError as e:
+        raise MergeIncompatibleError(f"{p}: {e}") from None
+    return _Split(p, md, split, config)
+
+
+def _check_independent(splits: Sequence[_Split]) -> None:
+    owner: dict[int, _Split] = {}
+    for s in splits:
+        for seed in s.seeds:
+            other = owner.setdefault(seed, s)
+            if other is not s:
+                raise MergeIncompatibleError(
+                    f"splits {other.split!r} ({other.path}) and {s.split!r} ({s.path}) share "
+                    f"mlp_seed {seed}; splits must be independent: bake each split from its own "
+                    "seed file."
+                )
+
+
+def combined_metadata(
+    inputs: Sequence[tuple[str, str, Mapping[str, Any]]], *, default_split: str | None = None
+) -> dict[str, Any]:
+    """The multi-split metadata for ``(split, config, metadata)`` inputs, in whestbench 0.16's key order.
+
+    Top level from the first input, ``created_at_utc`` the earliest, ``hardware`` this (the
+    combining) host. Each ``splits[name]``: ``n_mlps``, ``created_at_utc``, ``config``, ``seed``
+    (protocol 2.0), ``hardware_fingerprints`` (a merged input's own, else ``[hardware]``), then
+    ours: ``sampler``, ``seed_list_digest``, ``bake_command``. ``prepared_splits`` and
+    ``checksums`` are added by the caller.
+    """
+    from whestbench.format.provenance import hardware_fingerprint
+
+    first = inputs[0][2]
+    md: dict[str, Any] = {
+        k: copy.deepcopy(first[k])
+        for k in ("schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth")
+        if k in first
+    }
+    created = [m["created_at_utc"] for _, _, m in inputs if isinstance(m.get("created_at_utc"), str)]
+    if created:
+        md["created_at_utc"] = min(created)
+    md["hardware"] = hardware_fingerprint()
+    md["splits"] = {}
+    for split, config, m in inputs:
+        entry: dict[str, Any] = {"n_mlps": m["n_mlps"]}
+        if "created_at_utc" in m:
+            entry["created_at_utc"] = m["created_at_utc"]
+        entry["config"] = config
+        if "seed" in m:
+            entry["seed"] = m["seed"]
+        if isinstance(m.get("hardware_fingerprints"), list):
+            entry["hardware_fingerprints"] = copy.deepcopy(m["hardware_fingerprints"])
+        elif isinstance(m.get("hardware"), dict):
+            entry["hardware_fingerprints"] = [copy.deepcopy(m["hardware"])]
+        for key in _SPLIT_EXTRAS:
+            if key in m:
+                entry[key] = copy.deepcopy(m[key])
+        md["splits"][split] = entry
+    if default_split is not None:
+        md["default_split"] = default_split
+    for key in ("estimator", "target_stderr"):  # ours: every split's (equal by the checks above)
+        if key in first:
+            md[key] = copy.deepcopy(first[key])
+    return md
+
+
+# ---------------------------------------------------------------------------------------------
+# Prepared Arrow
+
+
+def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> list[str]:
+    """(Re)build ``prepared/<split>/`` for every split of a multi-split dataset; return the split names.
+
+    Crash-safe in three atomic steps: metadata.json first stops naming the old copies (a reader
+    meanwhile loads Parquet), each split's copy is then built beside its target and renamed into
+    place, and metadata.json (``prepared_splits``; ``checksums`` when the dataset has them) and
+    README.md are rewritten last. Idempotent; the staging a killed earlier run left in
+    ``prepared/`` is removed first (``on_event`` hears a note). A single-split dataset is
+    refused: it loads from Parquet directly.
+    """
+    root = input_dir(directory, what="multi-split dataset directory")
+    md = read_metadata(root)
+    if "splits" not in md:
+        raise InvalidDatasetError(
+            "prepare-arrow is only meaningful for multi-split datasets (no 'splits' block found in "
+            f"{root / 'metadata.json'}); a single-split dataset loads from its Parquet directly."
+        )
+    validate_metadata(md)
+    names = DatasetMeta.of(md).splits
+    for name in names:
+        verify_checksums(root, md, split=name)  # never publish a prepared copy of tampered data
+    for name in names:
+        clean_abandoned_staging(root / PREPARED_DIR / name, on_event=on_event)
+    has_checksums = isinstance(md.get(CHECKSUMS), dict)
+    if has_checksums:
+        md[CHECKSUMS] = {k: v for k, v in md[CHECKSUMS].items() if not k.startswith(PREPARED_DIR + "/")}
+    if "prepared_splits" in md or has_checksums:
+        interim = {k: v for k, v in md.items() if k != "prepared_splits"}
+        _rewrite(root / "metadata.json", json.dumps(interim, indent=2).encode())
+    build_prepared_splits_for_directory(root, names, md)
+    if has_checksums:
+        fresh = {k: v for k, v in dataset_checksums(root).items() if k.startswith(PREPARED_DIR + "/")}
+        bind_checksums(md, {**md[CHECKSUMS], **fresh})
+    validate_metadata(md)
+    _rewrite(root / "metadata.json", json.dumps(md, indent=2).encode())
+    from whestbench.format.card import render_card
+
+    _rewrite(root / "README.md", render_card(md).encode())
+    return names
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically, keeping its permissions (a new file gets ``write_file_atomic``'s)."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    write_file_atomic(path, data)
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def build_prepared_splits_for_directory(
+    dataset_dir: str | Path, splits: Sequence[str], metadata: dict[str, Any]
+) -> dict[str, dict[str, str]]:
+    """Build ``prepared/<split>`` for each of ``splits`` from its shards and set
+    ``metadata["prepared_splits"]`` (replaced in place, kept before ``checksums``); return it."""
+    root = Path(dataset_dir)
+    prepared: dict[str, dict[str, str]] = {}
+    for name in splits:
+        try:
+            files = data_files(root, name)
+        except InvalidDatasetError as e:
+            raise MergeCorruptError(str(e)) from None
+        build_prepared_split(files, root / PREPARED_DIR / name, split=name)
+        prepared[name] = {"path": f"{PREPARED_DIR}/{name}", "format": PREPARED_FORMAT}
+    metadata["prepared_splits"] = prepared
+    for key in (WRITTEN_FOR, CHECKSUMS):  # stay last
+        if key in metadata:
+            metadata[key] = metadata.pop(key)
+    return prepared
+
+
+def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> Path:
+    """``Dataset.from_parquet(files).save_to_disk`` into ``target``, staged beside it and renamed
+    (an existing ``target`` is replaced only once the new copy is complete).
+
+    The ``datasets`` cache goes to a scratch directory that is removed afterwards, so nothing
+    accumulates in ``~/.cache/huggingface``.
+    """
+    import datasets
+
+    target = Path(target)
+    work = new_staging_dir(target)
+    try:
+        built = work / "out"
+        with _quiet_datasets():
+            ds = datasets.Dataset.from_parquet(
+                [str(f) for f in files],
+                split=datasets.NamedSplit(split),
+                cache_dir=str(work / "cache"),
+            )
+            ds.save_to_disk(str(built))
+        del ds
+        fsync_tree(built)
+        if target.exists():
+            os.rename(target, work / "old")
+        os.rename(built, target)
+        fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def write_prepared_arrow_split(parquet_files: str | Path | Sequence[str | Path], output_dir: str | Path, *, split: str) -> Path:
+    """whestbench 0.16's name: one split's prepared copy at ``output_dir``, which must not exist."""
+    output = Path(output_dir)
+    if output.exists():
+        raise FileExistsError(f"prepared Arrow output already exists: {output}; remove it first.")
+    files = [parquet_files] if isinstance(parquet_files, (str, Path)) else list(parquet_files)
+    return build_prepared_split([Path(f) for f in files], output, split=split)
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """No ``datasets`` progress bars while we build (the CLI prints its own lines)."""
+    import datasets
+
+    was_disabled = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            datasets.enable_progress_bars()

@@ -1,0 +1,150 @@
+"""The inputs and the output of merge, combine-splits and prepare-arrow, checked before any work.
+
+    output = claim_output(out, inputs)      # new, outside every input; a killed run's staging removed
+    path, md = open_input(part)             # an existing dataset directory, metadata validated
+    files = shard_files(path, split_of(path, md))
+    check_files(path, md, files, md["n_mlps"])   # checksums, footers, schema, row count
+
+A wrong path is the caller's to fix (``UsageError``, exit 2, before a byte is read or written);
+damaged data is an ``InvalidDatasetError`` or ``MergeCorruptError`` (exit 1).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from whestbench.atomic import remove_abandoned_staging
+from whestbench.format.reader import DATA_DIR, checksum_state, data_files, is_shard_of, read_meta
+from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, make_features
+from whestbench.errors import (
+    InvalidDatasetError,
+    MergeCorruptError,
+    MergeIncompatibleError,
+)
+from whestbench.events import Event, EventSink, ignore
+from whestbench.paths import check_new_output, check_outside_inputs, input_dir
+from whestbench.text import plural
+
+__all__ = [
+    "claim_output",
+    "clean_abandoned_staging",
+    "open_input",
+    "split_of",
+    "shard_files",
+    "check_files",
+    "read_column",
+]
+
+
+def claim_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], *, on_event: EventSink = ignore) -> Path:
+    """``output`` as a Path once it is shown to be a new directory outside every input; then the
+    staging directories a killed earlier run of the same output left beside it are removed.
+
+    Raises UsageError (``OutputExistsError`` when it exists) before anything is read or written.
+    """
+    out = check_new_output(output)
+    check_outside_inputs(out, inputs)
+    clean_abandoned_staging(out, on_event=on_event)
+    return out
+
+
+def clean_abandoned_staging(target: Path, *, on_event: EventSink = ignore) -> None:
+    """Remove the staging directories a killed earlier write of ``target`` left (``atomic``), saying so."""
+    removed = remove_abandoned_staging(target)
+    if removed:
+        names = ", ".join(p.name for p in removed)
+        on_event(Event("note", message=(
+            f"removed {plural(len(removed), 'staging directory', 'staging directories')} that an "
+            f"interrupted earlier run left beside {target}: {names}"
+        )))
+
+
+def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
+    """``(path, metadata)`` of one input dataset directory, its metadata validated (partials allowed)."""
+    p = input_dir(path)
+    return p, read_meta(p, allow_partial=True).md
+
+
+def split_of(path: Path, md: dict[str, Any]) -> str:
+    """The input's split name, from its metadata (never from file names), checked loadable."""
+    try:
+        return check_split_name(md.get("split", DEFAULT_SPLIT), "split")
+    except InvalidDatasetError as e:
+        raise MergeIncompatibleError(f"{path}: {e}") from None
+
+
+def shard_files(path: Path, split: str) -> list[Path]:
+    """The split's shards in order; any other Parquet file under ``data/`` is refused.
+
+    Guards against a missing shard (fewer rows) and a stray file from another bake or split
+    (rows nobody declared), which 0.16 caught only as "expected one parquet file".
+    """
+    try:
+        files = data_files(path, split)
+    except InvalidDatasetError as e:
+        raise MergeCorruptError(str(e)) from None
+    for p in sorted((path / DATA_DIR).rglob("*.parquet")):
+        if p.parent != path / DATA_DIR or not is_shard_of(p.name, split):
+            raise MergeCorruptError(
+                f"{path}: {p.relative_to(path).as_posix()} is not a shard of split {split!r}; "
+                f"a dataset directory holds one split's shards only. Remove the stray file or "
+                f"re-bake the dataset."
+            )
+    return files
+
+
+def check_files(
+    path: Path, md: dict[str, Any], files: Sequence[Path], n_rows: int, *, on_event: EventSink = ignore
+) -> None:
+    """Checksums (when recorded; stale ones are reported through ``on_event``), readable footers,
+    the HF schema of (width, depth), the row count."""
+    import pyarrow.parquet as pq
+
+    state = checksum_state(path, md)
+    state.raise_if_mismatch()
+    if state.state == "stale":
+        on_event(Event("warning", message=f"{path}: {state.detail}"))
+    width, depth = md.get("width"), md.get("depth")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, depth)):
+        raise InvalidDatasetError(
+            f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
+            f"{depth!r}); it was edited or is not a WhestBench dataset. Re-bake or re-download it."
+        )
+    expected = make_features(width, depth, columns_for(md)).arrow_schema  # also registers Array2D/3D with pyarrow
+    rows = 0
+    for f in files:
+        try:
+            meta = pq.ParquetFile(f).metadata
+            schema = meta.schema.to_arrow_schema()
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
+            raise MergeCorruptError(
+                f"{f} is not a readable Parquet file (truncated or corrupt?): {e}. Re-bake or "
+                "re-download that dataset."
+            ) from e
+        if not schema.equals(expected, check_metadata=False):
+            raise MergeCorruptError(
+                f"{f} does not have the WhestBench columns for width={width}, "
+                f"depth={depth} (found {schema.names}, expected {list(columns_for(md))} with their types); the file does not "
+                "belong to this dataset. Re-bake it."
+            )
+        rows += meta.num_rows
+    if rows != n_rows:
+        raise MergeCorruptError(
+            f"{path}: its shards hold {rows} rows but metadata.json declares n_mlps={n_rows}; "
+            "the files were truncated or replaced. Re-bake or re-download it."
+        )
+
+
+def read_column(files: Sequence[Path], column: str) -> list:
+    """One column of every shard, as Python values (``mlp_id``, ``mlp_seed``: a few bytes per MLP)."""
+    import pyarrow.parquet as pq
+
+    values: list = []
+    for f in files:
+        try:
+            values.extend(pq.read_table(f, columns=[column]).column(0).to_pylist())
+        except Exception as e:  # a corrupt page deep inside the file
+            raise MergeCorruptError(f"{f}: cannot read column {column!r} ({e}); the file is corrupt.") from e
+    return values

@@ -1,0 +1,459 @@
+"""Merge partial datasets (``bake --slice K/N`` / ``--mlp-range``) into the one complete dataset.
+
+    merge_datasets(["part-0", "part-1", "part-2"], output_dir="full")
+
+A merge proves that the partials belong together before it writes a byte: same bake parameters
+(``split``, ``schema_version``, ``seed_protocol``, ``backend``, ``n_samples``, ``width``,
+``depth``, ``total_n_mlps``, ``config``, ``sampler``), the same whole-dataset seed list
+(``seed_list_digest``, when the partials record one: whestbench 0.16 partials do not), ranges that
+tile ``[0, total_n_mlps)`` exactly, intact files (``checksums``, readable Parquet of the right
+schema and row count) and rows whose ``mlp_id`` and ``mlp_seed`` match what the metadata declares.
+
+Rows are streamed shard by shard from the partials into the new shards (memory holds about one
+row group), so the merged dataset equals a single-host bake of the same seeds on every column but
+``sampling_budget_breakdown`` (measured times). The output is staged and renamed: a refusal or a
+crash leaves nothing at ``output_dir``.
+
+Errors: a missing or non-directory input, or an output that exists, is not a new directory or lies
+inside an input, is the caller's to fix (``UsageError``, exit 2 in the CLI, before any work; see
+``inputs``); everything wrong with the data is an ``InvalidDatasetError`` or one of the four
+``Merge*Error`` (exit 1).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+from whestbench.atomic import staged_dir
+from whestbench.compute.seeds import seed_list_digest
+from whestbench.format import command
+from whestbench.format.bakemeta import now_utc
+from whestbench.assemble.inputs import (
+    check_files,
+    claim_output,
+    open_input,
+    read_column,
+    shard_files,
+    split_of,
+)
+from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums, shard_name
+from whestbench.verify.run import require_sound
+from whestbench.format.schema import COLUMNS, DatasetMeta, columns_for, make_features, validate_metadata
+from whestbench.format.writer import (
+    MAX_ROW_GROUP_BYTES,
+    MAX_SHARD_BYTES,
+    finish_dataset_dir,
+    row_bytes,
+    shard_plan,
+)
+from whestbench.errors import (
+    MergeCorruptError,
+    MergeIncompatibleError,
+    MergeIncompleteError,
+    MergeOverlapError,
+)
+from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.text import show_value
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "merge_datasets",
+    "merged_metadata",
+    "hardware_fingerprints",
+    "full_bake_command",
+]
+
+_REBAKE = "re-bake that slice with the same `whest dataset bake` command"
+
+
+# ---------------------------------------------------------------------------------------------
+# Merge
+
+
+class _Partial:
+    def __init__(self, path: Path, md: dict[str, Any], split: str):
+        self.path, self.md, self.split = path, md, split
+        self.files: list[Path] = []
+        self.seeds: list[int] = []
+
+    @property
+    def start(self) -> int:
+        return self.md["mlp_range"][0]
+
+    @property
+    def end(self) -> int:
+        return self.md["mlp_range"][1]
+
+
+def merge_datasets(
+    partials: Sequence[str | Path], *, output_dir: str | Path, on_event: EventSink = ignore
+) -> Path:
+    """Validate ``partials`` and write the complete dataset at ``output_dir``; return its path.
+
+    Raises UsageError (``OutputExistsError``, an output inside a partial: before any work),
+    InputPathError, InvalidDatasetError, MergeIncompatibleError, MergeOverlapError,
+    MergeIncompleteError or MergeCorruptError. ``on_event`` hears "start" once the paths are
+    checked, notes (staging that a killed earlier merge left, now removed) and warnings (a
+    partial's stale checksums).
+    """
+    partials = [partials] if isinstance(partials, (str, Path)) else list(partials)
+    output = claim_output(output_dir, partials, on_event=on_event)
+    on_event(Event("start", message=f"Merging {len(partials)} partials → {output}"))
+    if not partials:
+        raise MergeIncompatibleError(
+            "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
+        )
+    parts = [_open_partial(p) for p in partials]
+    _check_compatible(parts)
+    ordered = sorted(parts, key=lambda p: p.start)
+    _check_coverage(ordered)
+    for part in ordered:
+        _check_rows(part, on_event)
+    _check_seed_list(parts[0], ordered)
+    for part in ordered:
+        require_sound(part.path, "partial", MergeCorruptError)
+
+    first = parts[0].md
+    md = merged_metadata([p.md for p in parts], output=output)
+    validate_metadata(md)
+    width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
+    with staged_dir(output) as stage:
+        _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth, on_event,
+                   columns_for(first))
+        finish_dataset_dir(stage, md, data_checksums(stage))
+    return output
+
+
+def _open_partial(path: str | Path) -> _Partial:
+    p, md = open_input(path)
+    if not md.get("is_partial"):
+        raise MergeIncompatibleError(
+            f"{p} is a complete (non-partial) dataset; merge_datasets only accepts partials "
+            "(is_partial=true). A complete dataset needs no merge."
+        )
+    if DatasetMeta.of(md).is_multi:
+        raise MergeIncompatibleError(f"{p} is a multi-split dataset; merge takes single-split partials.")
+    # validate_metadata (open_input) already holds mlp_range to [start, end) within total_n_mlps
+    total, rng, n = md["total_n_mlps"], md["mlp_range"], md.get("n_mlps")
+    if n != rng[1] - rng[0]:
+        raise MergeCorruptError(
+            f"{p}: mlp_range={rng!r}, n_mlps={n!r} and total_n_mlps={total!r} do not describe a "
+            f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
+            f"metadata.json was edited; {_REBAKE}."
+        )
+    return _Partial(p, md, split_of(p, md))
+
+
+# Compared with the first partial, in this order (0.16's order, then ours). All must be equal.
+_SAME_KEYS = (
+    "schema_version",
+    "format",
+    "seed_protocol",
+    "seed",
+    "n_samples",
+    "width",
+    "depth",
+    "backend",
+    "total_n_mlps",
+    "config",
+)
+
+
+def _check_compatible(parts: Sequence[_Partial]) -> None:
+    first = parts[0]
+    for part in parts[1:]:
+        if part.split != first.split:
+            raise MergeIncompatibleError(
+                f"{part.path} has split {part.split!r}, expected {first.split!r} (from {first.path}); "
+                "merge the partials of one split at a time."
+            )
+        for key in _SAME_KEYS:
+            _same(part, first, key)
+        _same_seed_list(part, first)
+        for key in ("sampler", "estimator", "target_stderr"):
+            _same(part, first, key)
+
+
+def _same(part: _Partial, first: _Partial, key: str) -> None:
+    a, b = part.md.get(key), first.md.get(key)
+    if a != b:
+        raise MergeIncompatibleError(
+            f"{part.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); partials must come "
+            "from one bake command that differs only in --slice/--mlp-range and --output."
+        )
+
+
+def _same_seed_list(part: _Partial, first: _Partial) -> None:
+    a, b = part.md.get("seed_list_digest"), first.md.get("seed_list_digest")
+    if a == b:
+        return
+    if a is None or b is None:
+        has, lacks = (part, first) if b is None else (first, part)
+        raise MergeIncompatibleError(
+            f"{has.path} records a seed_list_digest but {lacks.path} does not, so they cannot be "
+            "shown to share one seed list; bake every slice with the same whestbench and the same "
+            "--mlp-seeds file or --seed."
+        )
+    raise MergeIncompatibleError(
+        f"partials were baked from different seed lists (seed_list_digest {b} in {first.path}, "
+        f"{a} in {part.path}); bake every slice with the same --mlp-seeds file or --seed."
+    )
+
+
+def _check_coverage(ordered: Sequence[_Partial]) -> None:
+    expected, prev = 0, None
+    for part in ordered:
+        if part.start < expected:
+            raise MergeOverlapError(
+                f"{part.path}: mlp_range starts at {part.start} but previous range ended at "
+                f"{expected} ({prev.path}); MLPs [{part.start}, {min(part.end, expected)}) are in "
+                "both. Pass each slice once."
+            )
+        if part.start > expected:
+            raise MergeIncompleteError(
+                f"gap: no partial covers MLPs [{expected}, {part.start}); bake them with "
+                f"--mlp-range {expected}-{part.start - 1} (inclusive) and merge again."
+            )
+        expected, prev = part.end, part
+    total = ordered[0].md["total_n_mlps"]
+    if expected != total:
+        raise MergeIncompleteError(
+            f"gap: no partial covers MLPs [{expected}, {total}); bake them with "
+            f"--mlp-range {expected}-{total - 1} (inclusive) and merge again."
+        )
+
+
+def _check_rows(part: _Partial, on_event: EventSink) -> None:
+    part.files = shard_files(part.path, part.split)
+    check_files(part.path, part.md, part.files, part.md["n_mlps"], on_event=on_event)
+    ids = read_column(part.files, "mlp_id")
+    if ids != list(range(part.start, part.end)):
+        raise MergeCorruptError(
+            f"{part.path}: mlp_id values {ids[:5]}... don't match declared range "
+            f"[{part.start}, {part.end}); {_REBAKE}."
+        )
+    part.seeds = read_column(part.files, "mlp_seed")
+
+
+def _check_seed_list(first: _Partial, ordered: Sequence[_Partial]) -> None:
+    """The merged ``mlp_seed`` column must be a valid seed list, and the one the partials name."""
+    seeds = [s for part in ordered for s in part.seeds]
+    seen: dict[int, int] = {}
+    for i, s in enumerate(seeds):
+        if s in seen:
+            raise MergeIncompatibleError(
+                f"mlp_seed {s} appears at MLPs {seen[s]} and {i}; the partials were baked from "
+                "different seed lists. Bake every slice with the same --mlp-seeds file or --seed."
+            )
+        seen[s] = i
+    want = first.md.get("seed_list_digest")
+    if want is not None:
+        got = seed_list_digest(seeds)
+        if got != want:
+            raise MergeCorruptError(
+                f"the partials' mlp_seed columns hash to {got}, not to their seed_list_digest "
+                f"{want}: some rows were modified or come from another seed list; {_REBAKE}."
+            )
+    _check_names(ordered, seeds)
+
+
+def _check_names(ordered: Sequence[_Partial], seeds: list[int]) -> None:
+    """The merged names are what the whole seed list gives (seed protocol 3.0: ``unique_names`` of the
+    estimator seeds): a partial alone cannot check its ``-k`` uniqueness suffixes, the merge can."""
+    from whestbench.compute.naming import unique_names
+    from whestbench.compute.seeds import estimator_seed
+    from whestbench.assemble.inputs import read_column
+    from whestbench.format.schema import protocol_version
+
+    if protocol_version(ordered[0].md) != "3.0":
+        return  # 4.0 salts its names (not re-derivable here); 2.0 names come from the root seed
+    want = unique_names([estimator_seed(s) for s in seeds])
+    k = 0
+    for part in ordered:
+        names = read_column(part.files, "mlp_name")
+        for offset, name in enumerate(names):
+            if name != want[k]:
+                raise MergeCorruptError(
+                    f"{part.path}: mlp_name of MLP {k} is {name!r}, but the whole seed list names it {want[k]!r} "
+                    f"(row {offset} of that partial was edited); {_REBAKE}."
+                )
+            k += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata
+
+_PER_PARTIAL = ("is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", WRITTEN_FOR, CHECKSUMS)
+
+
+def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dict[str, Any]:
+    """The complete dataset's metadata from its partials' (given in input order).
+
+    Key order as whestbench 0.16 writes it: the first partial's keys minus the per-partial ones,
+    ``n_mlps`` = the total in place, then ``created_at_utc`` (earliest), ``merged_at_utc``,
+    ``hardware_fingerprints``, ``partials_count``. Ours kept: ``sampler``, ``seed_list_digest``,
+    ``seed_source``, ``bake_command`` (rewritten for the whole dataset), ``blas`` (when every
+    partial used the same). The writer appends ``checksums``.
+    """
+    first = mds[0]
+    md = {k: copy.deepcopy(v) for k, v in first.items() if k not in _PER_PARTIAL}
+    md["n_mlps"] = first["total_n_mlps"]
+    if "blas" in md and any(m.get("blas") != first.get("blas") for m in mds):
+        del md["blas"]  # per host: each hardware_fingerprints entry carries its own
+    if "bake_command" in md:
+        cmd = full_bake_command(md["bake_command"], output)
+        if cmd is None:
+            del md["bake_command"]
+        else:
+            md["bake_command"] = cmd
+    created = [m["created_at_utc"] for m in mds if isinstance(m.get("created_at_utc"), str)]
+    if created:
+        md["created_at_utc"] = min(created)
+    md["merged_at_utc"] = now_utc()
+    ordered = sorted(mds, key=lambda m: m["mlp_range"][0])
+    md["hardware_fingerprints"] = hardware_fingerprints(ordered)
+    md["partials_count"] = len(mds)
+    return md
+
+
+def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | None:
+    """A partial's recorded bake command turned into the whole dataset's: no ``--slice`` /
+    ``--mlp-range``, ``--output`` the merged directory (given last). None if it cannot be parsed.
+    Returned as it was recorded: shell text, or an argv list."""
+    argv = command.parse(recorded)
+    if argv is None:
+        return None
+    argv = command.set_flag(command.drop_flags(argv, command.RANGE_FLAGS), "--output", str(output))
+    return argv if isinstance(recorded, list) else command.join(argv)
+
+
+_HOST_SIGNATURE = ("cuda_device_name", "cuda_device_capability", "torch_version", "device", "python_version",
+                   "numpy_version", "whestbench_version", "flopscope_version")
+_DETERMINISM_FLAGS = ("torch_use_deterministic_algorithms", "cudnn_deterministic", "cublas_workspace_config")
+
+
+def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partials grouped by a coarse host signature, in order of first appearance (whestbench 0.16's
+    collapse: GPU, torch, device, Python, numpy, versions, determinism flags; plus our BLAS).
+
+    Drivers, kernels and host names may vary inside a group: they are listed, not split on.
+    ``mlp_count`` counts partials (0.16's name for it). Empty values are dropped.
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for md in mds:
+        hw = md.get("hardware") if isinstance(md.get("hardware"), dict) else {}
+        bc = md.get("bake_config") if isinstance(md.get("bake_config"), dict) else {}
+        cap = md.get("cuda_device_capability")
+        fields = {
+            "cuda_device_name": md.get("cuda_device_name"),
+            "cuda_device_capability": list(cap) if isinstance(cap, (list, tuple)) else None,
+            "torch_version": md.get("torch_version"),
+            "device": md.get("device"),
+            "cpu_brand": hw.get("cpu_brand"),
+            "cpu_count_logical": hw.get("cpu_count_logical"),
+            "ram_total_bytes": hw.get("ram_total_bytes"),
+            "python_version": hw.get("python_version"),
+            "numpy_version": hw.get("numpy_version"),
+            "os": hw.get("os"),
+            "whestbench_version": md.get("whestbench_version"),
+            "flopscope_version": md.get("flopscope_version", hw.get("flopscope_version")),
+            "blas": md.get("blas"),
+            "bake_config": md.get("bake_config"),
+        }
+        signature = json.dumps([fields[k] for k in _HOST_SIGNATURE] + [bc.get(k) for k in _DETERMINISM_FLAGS]
+                               + [fields["blas"]], sort_keys=True)
+        group = groups.get(signature)
+        if group is None:
+            group = groups[signature] = {
+                **fields,
+                "mlp_count": 0,
+                "drivers_seen": set(),
+                "kernels_seen": set(),
+                "representative_hostnames": [],
+            }
+        group["mlp_count"] += 1
+        if md.get("cuda_driver_version") is not None:
+            group["drivers_seen"].add(str(md["cuda_driver_version"]))
+        if hw.get("os_release") is not None:
+            group["kernels_seen"].add(str(hw["os_release"]))
+        host = hw.get("hostname")
+        names = group["representative_hostnames"]
+        if host is not None and host not in names and len(names) < 3:
+            names.append(host)
+    out = []
+    for group in groups.values():
+        group["drivers_seen"] = sorted(group["drivers_seen"])
+        group["kernels_seen"] = sorted(group["kernels_seen"])
+        out.append({k: v for k, v in group.items() if v is not None and v != []})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+
+
+def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, width: int, depth: int,
+               on_event: EventSink = ignore, columns: tuple[str, ...] = COLUMNS) -> None:
+    """Stream the rows of ``files`` (in order) into new shards laid out as the writer lays out a
+    bake of ``n_rows`` (same shard plan, row groups, schema and compression); ``on_event`` hears
+    ``Progress("rows", ...)`` after each row group."""
+    import pyarrow.parquet as pq
+
+    schema = make_features(width, depth, columns).arrow_schema
+    plan = shard_plan(n_rows, width, depth, MAX_SHARD_BYTES)
+    group_rows = max(1, MAX_ROW_GROUP_BYTES // row_bytes(width, depth))
+    source = _Rebatcher(_tables(files, group_rows, schema))
+    data = stage / DATA_DIR
+    data.mkdir(parents=True, exist_ok=True)
+    done = 0
+    on_event(Event("progress", progress=Progress("rows", 0, n_rows)))
+    for i, count in enumerate(plan):
+        with pq.ParquetWriter(data / shard_name(split, i, len(plan)), schema, compression="snappy") as writer:
+            left = count
+            while left:
+                table = source.take(min(left, group_rows))
+                writer.write_table(table, row_group_size=table.num_rows)
+                left -= table.num_rows
+                done += table.num_rows
+                on_event(Event("progress", progress=Progress("rows", done, n_rows)))
+
+
+def _tables(files: Sequence[Path], batch_rows: int, schema: "pa.Schema") -> Iterator["pa.Table"]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for f in files:
+        try:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
+                yield pa.Table.from_batches([batch]).cast(schema)
+        except Exception as e:  # a corrupt page found only now, while copying
+            raise MergeCorruptError(f"{f}: cannot read its rows ({e}); the file is corrupt. {_REBAKE}.") from e
+
+
+class _Rebatcher:
+    """Hands out tables of exactly the requested row count from a stream of tables."""
+
+    def __init__(self, tables: Iterator["pa.Table"]):
+        self._tables = tables
+        self._pending: list["pa.Table"] = []
+        self._rows = 0
+
+    def take(self, n: int) -> "pa.Table":
+        import pyarrow as pa
+
+        while self._rows < n:
+            table = next(self._tables, None)
+            if table is None:
+                raise MergeCorruptError("the partials hold fewer rows than their metadata declares.")
+            self._pending.append(table)
+            self._rows += table.num_rows
+        joined = pa.concat_tables(self._pending)
+        rest = joined.slice(n)
+        self._pending = [rest] if rest.num_rows else []
+        self._rows = rest.num_rows
+        return joined.slice(0, n)

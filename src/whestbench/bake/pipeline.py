@@ -1,0 +1,504 @@
+"""Bake a dataset: plan it, execute its units, write the directory.
+
+``bake(cfg)`` is the one entry point shared by the CLI, the Python API (``create_dataset``,
+``create_dataset_torch``) and the launchers (torchrun, srun), on every backend:
+
+1. **plan** — ``dataset.plan.plan_bake``: every check before any work (values, output, device,
+   seeds, what the bake needs from the machine);
+2. **execute** — under the work directory's lock, the seeds are resolved, the ledger opened and
+   an executor (``LocalExecutor``, or ``StoreExecutor`` as one rank of many) runs every unit not
+   saved yet, checkpointing inside units;
+3. **write** — each MLP's sums are read back from the ledger, finalized and streamed into the
+   dataset directory, which appears atomically; then the work directory is removed.
+
+Re-running the same call after a crash, a kill or a signal resumes from the work directory and
+writes identical numeric columns.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+
+from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimators import (chosen_stderr, cv_floor_samples, finalize_estimates, float32_target, layer1_means,
+                                           meets_target, n_batches)
+from whestbench.compute.mlp import weights_for_seed
+from whestbench.compute.naming import unique_names
+from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
+from whestbench.compute.stats import LayerSums, avg_variance, finalize
+from whestbench.format import command
+from whestbench.format.bakemeta import bake_metadata
+from whestbench.bake.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake
+from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
+from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.work.executor import LocalExecutor
+from whestbench.work.ledger import Ledger, load_seeds, save_seeds
+from whestbench.work.threads import one_torch_thread
+from whestbench.work.units import WorkSpec, units_of_mlp
+from whestbench.work.workdir import hold_lock
+
+MIN_CV_BATCHES = 32  # estimators.MIN_RELIABLE_BATCHES, for messages
+
+if TYPE_CHECKING:
+    from whestbench.work.launch_env import DistEnv
+
+__all__ = ["BakeConfig", "bake", "create_dataset", "api_config", "canonical_command"]
+
+
+def bake(
+    request: BakeConfig | BakePlan,
+    *,
+    on_event: EventSink | None = None,
+    stop: threading.Event | None = None,
+    dist_env: "DistEnv | None" = None,
+    peer_timeout_s: float = 300.0,
+    complete_ok: bool = True,
+) -> Path | None:
+    """Bake ``request`` (a config, or a plan already made by ``plan_bake``) and return the output path.
+
+    With ``dist_env`` (several ranks) every rank computes units; rank 0 gathers, writes and returns
+    the path, the other ranks return None. Raises BakeInterrupted (resumable) when ``stop`` is set.
+    A config whose output already holds this very bake, complete, is a no-op that returns the path
+    (``complete_ok``; whestbench 0.16's ``create_dataset`` refuses any existing output, so it passes False).
+    """
+    emit = on_event or ignore
+    try:
+        plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
+    except AlreadyBaked as done:  # a re-run of a finished bake: nothing to do
+        if not complete_ok:
+            from whestbench.bake.plan import check_bake_output
+
+            check_bake_output(done.output)  # raises whestbench 0.16's "already exists"
+        emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do"))
+        return done.output
+    for note in plan.notes:
+        emit(Event("warning", message=note))
+    distributed = dist_env is not None and dist_env.world_size > 1
+    checked = check_device(plan, emit, dist_env.rank if distributed else 0)  # torch bakes; before any work
+    if distributed:
+        from whestbench.work.distributed import StoreExecutor
+
+        executor = StoreExecutor(dist_env, workers=plan.workers or 1, peer_timeout_s=peer_timeout_s)
+    else:
+        executor = LocalExecutor(plan.workers)
+    if distributed and dist_env.rank != 0:
+        _load_kernels(plan, ignore)  # rank 0 says it if the cache is cold; one note, not one per rank
+        with one_torch_thread(plan.compute.pins_torch_threads):
+            executor.run(plan.job(None), on_event=emit, stop=stop)
+        return None
+
+    work = plan.work_dir
+    fresh = not work.exists()
+    try:
+        with hold_lock(work, plan.config.bake_command or ""):
+            plan = _with_random_seeds(plan)
+            ledger = Ledger(work, plan.spec.identity())
+            _prefetch_writer_imports()
+            _load_kernels(plan, emit)
+            with one_torch_thread(plan.compute.pins_torch_threads):
+                executor.run(plan.job(ledger), on_event=emit, stop=stop)
+            write_baked(plan, ledger, emit, device_check=checked)
+            ledger.remove()
+    except BaseException:
+        if fresh and work.is_dir() and not (work / "plan.json").exists() and not (work / "auto-seeds.json").exists():
+            shutil.rmtree(work, ignore_errors=True)  # refused before any state was saved: leave nothing
+        raise
+    return plan.config.output
+
+
+def saved_samples(plan: BakePlan) -> int:
+    """Samples a previous run of this very bake left in its work directory (finished units and
+    checkpoints, each passing its checks), read without writing or locking anything: what a
+    re-run will not compute again, for the plan line. 0 when there is none, or it cannot be read
+    (the bake itself then says why)."""
+    import json
+
+    from whestbench.work.ledger import identity_digest
+    from whestbench.work.records import decode_record
+    from whestbench.work.steps import checkpoint_samples
+
+    work = plan.work_dir
+    if work is None or work.is_symlink() or not (work / "plan.json").is_file():
+        return 0
+    try:
+        spec = plan.spec
+        if not spec.seeds:
+            seeds = load_seeds(work, plan.config.n_mlps, seed_list_digest, validate_mlp_seeds)
+            if seeds is None:
+                return 0
+            spec = spec.with_seeds(seeds)
+        digest = identity_digest(spec.identity())
+        if json.loads((work / "plan.json").read_text()).get("digest") != digest:
+            return 0
+        total = 0
+        for u in spec.units():
+            unit, ckpt = work / "units" / f"{u.key}.unit", work / "units" / f"{u.key}.ckpt"
+            if unit.is_file():
+                meta, _ = decode_record(unit.read_bytes(), kind="unit", key=u.key, plan=digest)
+                total += int(meta["count"]) * u.mlp_count
+            elif ckpt.is_file():
+                meta, _ = decode_record(ckpt.read_bytes(), kind="checkpoint", key=u.key, plan=digest)
+                total += checkpoint_samples(spec, u, meta)
+        return total
+    except Exception:  # noqa: BLE001 - a damaged work directory: the bake reports it by name
+        return 0
+
+
+def device_check_report(output: Path, rank: int = 0) -> Path:
+    """Where a failed device check's JSON report goes: beside ``--output`` (per rank when distributed)."""
+    suffix = ".device-check.json" if rank == 0 else f".device-check.rank{rank}.json"
+    return Path(str(output) + suffix)
+
+
+def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dict[str, Any] | None:
+    """A torch bake's device check (``work/device_check.py``) on the plan's own path, before any
+    work: the ``device_check`` record for metadata.json (None off the torch backend). On a failure
+    the record goes to ``device_check_report(output)`` and DeviceCheckFailed (exit 1) says so."""
+    if plan.config.backend != "torch":
+        return None
+    from whestbench.work import device_check as dc
+
+    if plan.config.skip_device_check:
+        emit(Event("warning", message="device check skipped (--skip-device-check); metadata.json records the skip"))
+        return dc.skipped_check(plan.compute).record()
+    _load_kernels(plan, emit)  # compiled once here, so the check's time is the check's
+    with one_torch_thread(plan.compute.pins_torch_threads):
+        result = dc.check_device(plan.spec, plan.compute, accept_non_invariant=plan.config.accept_non_invariant)
+    record = result.record()
+    if result.refusals():
+        report = None
+        if plan.config.output is not None:
+            import json
+
+            from whestbench.atomic import write_file_atomic
+
+            path = device_check_report(plan.config.output, rank)
+            doc = {"device_check": record, "bake_command": plan.config.bake_command or canonical_command(
+                       plan.config, plan.seed_source), "kernel": plan.kernel_md, "sampler": plan.sampler_md}
+            try:
+                write_file_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
+                report = str(path)
+            except OSError as exc:
+                report = f"not written ({exc.strerror or exc})"
+        raise dc.DeviceCheckFailed(dc.failure_line(result, report))
+    for c in result.checks:
+        if c.name in result.accepted:
+            emit(Event("warning", message=f"{c.name} failed and was accepted ({dc.ACCEPT_FLAG}): {c.detail}"))
+    return record
+
+
+def _with_random_seeds(plan: BakePlan) -> BakePlan:
+    """Random seeds are drawn once and kept in the work directory, so a re-run of the same command
+    resumes with the same seeds instead of starting a different dataset."""
+    if plan.spec.seeds:
+        return plan
+    n = plan.config.n_mlps
+    seeds = load_seeds(plan.work_dir, n, seed_list_digest, validate_mlp_seeds)
+    if seeds is None:
+        seeds = random_seeds(n)
+        save_seeds(plan.work_dir, seeds, seed_list_digest(seeds))
+    return plan.with_seeds(seeds, {"method": "random"})
+
+
+def _prefetch_writer_imports() -> None:
+    """Import what writing needs (pyarrow ~0.2 s, faker ~0.3 s with its provider, the card's
+    template ~0.1 s) on a background thread while the first units compute: the workers release the
+    GIL in BLAS, numba and the samplers, so this start-up cost disappears from the wall time of
+    short bakes."""
+
+    def load() -> None:
+        # While this (pure Python) import holds the GIL, a worker returning from BLAS waits up to
+        # the switch interval for it, ~17 times per chunk: shorten the interval meanwhile.
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(1e-4)
+        try:
+            import pyarrow.parquet  # noqa: F401
+
+            from whestbench.compute.naming import mlp_name
+
+            mlp_name(0)  # reads faker's en_US word lists
+            from whestbench.format.card import prepare
+
+            prepare()
+        except Exception:  # noqa: BLE001 - writing meets the same error on the main thread and reports it
+            pass
+        finally:
+            sys.setswitchinterval(previous)
+
+    threading.Thread(target=load, name="whest-prefetch", daemon=True).start()
+
+
+KERNELS_SLOW_S = 1.0  # loading cached kernels takes ~0.1 s; compiling them (a cold cache) seconds
+KERNELS_NOTE = ("compiling the CPU kernels for this machine (first run only: numba caches them for "
+                "later runs; see docs/performance.md, \"Start-up\")")
+
+
+def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
+    """Compile, or load from numba's cache, the kernels the units will call, before they start;
+    when numba's cache lacks them (a cold cache: first run on a machine, or after an upgrade) say
+    why the bake is quiet. A warm cache says nothing, however long loading takes on a loaded node;
+    where the cache cannot be read, the note comes when loading takes over ``KERNELS_SLOW_S``."""
+    from whestbench.compute.jit import cache_is_warm
+    from whestbench.work.steps import kernel_module
+
+    module = kernel_module(plan.spec, plan.compute)
+    if module is None:
+        return
+    warm = cache_is_warm(module)
+    if warm is not None:
+        if not warm:
+            emit(Event("note", message=KERNELS_NOTE))
+        module.load_kernels()
+        return
+    note = threading.Timer(KERNELS_SLOW_S, lambda: emit(Event("note", message=KERNELS_NOTE)))
+    note.daemon = True
+    note.start()
+    try:
+        module.load_kernels()
+    finally:
+        note.cancel()
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
+    """The ``whest dataset bake`` command that reproduces this bake's numbers."""
+    parts = [
+        "whest", "dataset", "bake",
+        "--n-mlps", str(cfg.n_mlps), "--n-samples", str(cfg.n_samples),
+        "--width", str(cfg.width), "--depth", str(cfg.depth),
+    ]  # fmt: skip
+    if seed_source.get("method") == "derived":
+        parts += ["--seed", str(seed_source["root_seed"])]
+    else:
+        parts += ["--mlp-seeds", cfg.seeds_file or "seeds.json"]
+    parts += ["--split", cfg.split, "--config", cfg.config]
+    if cfg.backend == "torch":
+        parts += ["--torch", "--device", cfg.device or "auto"]
+        if cfg.gpu_kernel != "torch":
+            parts += ["--gpu-kernel", cfg.gpu_kernel]
+    parts += cfg.estimation.flags()
+    if cfg.is_partial:
+        start, end = cfg.range
+        parts += ["--mlp-range", f"{start}-{end - 1}"]
+    parts += ["--output", str(cfg.output)]
+    return command.join(parts)
+
+
+def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
+                device_check: dict[str, Any] | None = None) -> None:
+    """Read each MLP's sums back from ``ledger``, turn them into rows and write the dataset atomically
+    (``device_check``: the record of the torch bake's device check)."""
+    cfg, spec = plan.config, plan.spec
+    start, end = cfg.range
+    names = unique_names(estimator_seeds(spec.seeds[:end]), start, end)  # names of seeds[:end] only
+    if plan.kernel_md is None:
+        backend_fields, chunk, row_kind = None, plan.sampler_md["block_size"], "cpu"
+    else:
+        from whestbench.work.torch_env import torch_metadata
+
+        kernel = {k: v for k, v in plan.kernel_md.items() if k not in ("mlps_per_batch", "chunk_size")}
+        chunk, row_kind = plan.kernel_md["chunk_size"], "torch"
+        backend_fields = torch_metadata(plan.compute.device.split(":")[0], mlps_per_batch=plan.kernel_md["mlps_per_batch"],
+                                        chunk_size=chunk, kernel=kernel)
+    md = bake_metadata(
+        split=cfg.split, config=cfg.config, n_rows=end - start, n_samples=cfg.n_samples, width=cfg.width,
+        depth=cfg.depth, mlp_range=(start, end), total_n_mlps=cfg.n_mlps, sampler=plan.sampler_md,
+        seed_list_digest=seed_list_digest(spec.seeds), seed_source=plan.seed_source,
+        bake_command=cfg.bake_command or canonical_command(cfg, plan.seed_source),
+        backend=plan.backend, backend_fields=backend_fields, **spec.estimation.metadata(spec.cv_batch, spec.step_samples),
+        card=cfg.card,
+        device_check=device_check,
+    )
+    from whestbench.format.writer import write_dataset
+
+    emit(Event("writing", message=f"writing {cfg.output}", progress=Progress("rows", 0, end - start)))
+    stops: dict[str, Any] = {}
+    rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit, stops)
+    write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
+    emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output), **stops}))
+
+
+def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tuple[int, LayerSums, float]]:
+    """``(i, total sums, wall seconds)`` per MLP, each unit file read once (a batch holds several MLPs)."""
+    from whestbench.work.units import mlp_totals
+
+    cache: dict[str, tuple[LayerSums, float]] = {}
+    for i in indices:
+        units = units_of_mlp(spec, i)
+        for u in units:
+            if u.key not in cache:
+                cache[u.key] = ledger.load(u.key, lambda s, u=u: spec.check_result(u, s))
+        total = mlp_totals(spec, i, {u.key: cache[u.key][0] for u in units})
+        wall = sum(cache[u.key][1] / u.mlp_count for u in units)  # a unit's wall time is shared by its MLPs
+        if units[-1].mlps[-1] == i:  # the last MLP of its batch: its units are not needed again
+            for u in units:
+                cache.pop(u.key, None)
+        yield i, total, wall
+
+
+def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """One MLP's numeric columns: ``(all_layer_means, final_means, avg_variance, all_layer_stderr)``.
+
+    plain: the reference's rounding steps exactly (``stats.finalize``). control-variate: layer 1 is
+    the exact mean, later layers the control-variate estimates. ``avg_variance`` keeps the
+    reference's definition (the sample variance around the stored final means).
+    """
+    if not spec.estimation.is_cv:
+        means, final, avg_var = finalize(sums)
+        _, stderr = finalize_estimates(sums, spec.estimation.name)
+    else:
+        m64, stderr = finalize_estimates(sums, spec.estimation.name, n_batches(sums.count, spec.cv_batch),
+                                         layer1_means(weights[0]))
+        means = m64.astype(np.float32)
+        final = means[-1].copy()
+        avg_var = avg_variance(sums.sumsq[-1], sums.count, final)
+    return means, final, avg_var, stderr.astype(np.float32)
+
+
+def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
+          emit: EventSink, stops: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The dataset's rows. ``stops`` (a target bake) receives how the MLPs stopped: ``early`` (before
+    ``n_samples``), ``at_floor`` (at ``floor``: ``cv_floor_samples``, the fewest a control-variate
+    target stops at; None otherwise, a plain bake may stop at the first step) and ``floor``."""
+    from whestbench.format.breakdown import breakdown_json, sampling_budget_breakdown
+
+    total = len(indices)
+    missed, worst = 0, 0.0  # MLPs that reached the cap before the target standard error
+    est = spec.estimation
+    floor = cv_floor_samples(spec.n_samples, spec.step_samples, spec.cv_batch) if est.has_target and est.is_cv else None
+    early = at_floor = 0
+    for n, ((i, sums, wall), name) in enumerate(zip(_mlp_results(spec, ledger, indices), names), 1):
+        seed = spec.seeds[i]
+        weights = weights_for_seed(seed, spec.width, spec.depth)
+        means, final, avg_var, stderr = estimates(spec, sums, weights)
+        row = {
+            "mlp_id": i,
+            "mlp_name": name,
+            "mlp_seed": seed,
+            "weights": weights,
+            "all_layer_means": means,
+            "final_means": final,
+            "avg_variance": avg_var,
+            "sampling_budget_breakdown": breakdown_json(
+                sampling_budget_breakdown(sums.count, spec.width, spec.depth, chunk, wall_time_s=wall, row_kind=row_kind)
+            ),
+            STDERR_COLUMN: stderr,
+        }
+        if est.has_target:
+            row[N_USED_COLUMN] = sums.count
+            early += sums.count < spec.n_samples
+            at_floor += floor is not None and sums.count == floor < spec.n_samples
+            if not meets_target(stderr, float32_target(est.target_stderr), est.stderr_layer):
+                chosen = chosen_stderr(stderr, est.stderr_layer)
+                missed += 1
+                worst = max(worst, float(np.nanmax(chosen)) if np.isfinite(chosen).any() else 0.0)
+        # before the yield: the writer takes the last row and never resumes this generator
+        emit(Event("progress", progress=Progress("rows", n, total)))
+        if n == total and est.has_target:
+            if stops is not None:
+                stops.update(early=early, at_floor=at_floor, floor=floor)
+            if floor is not None and at_floor == total:
+                emit(Event("note", message=(
+                    f"every MLP stopped at {floor:,} samples, the control-variate floor ({MIN_CV_BATCHES} batches, the "
+                    f"fewest it is judged on): the floor, not the target standard error {est.target_stderr:g}, decided "
+                    "every stop (the target was already met there).")))
+        if n == total and missed:
+            largest = f"largest {worst:.3g}" if worst else "too few samples for one"
+            emit(Event("warning", message=(
+                f"{missed} of {total} MLP(s) used all --n-samples {spec.n_samples:,} without reaching the target "
+                f"standard error {est.target_stderr:g} ({largest}); they hold what the cap gave. Raise "
+                "--n-samples to reach it (`whest dataset calibrate --target-stderr` projects what it needs).")))
+        yield row
+
+
+# --- the Python API -------------------------------------------------------------------------------
+
+
+def create_dataset(
+    n_mlps: int,
+    n_samples: int,
+    width: int,
+    depth: int,
+    *,
+    mlp_seeds: Sequence[int] | None = None,
+    output_path: str | Path,
+    split: str = DEFAULT_SPLIT,
+    config: str = DEFAULT_CONFIG,
+    mlp_range: tuple[int, int] | None = None,
+    seed: int | None = None,
+    max_threads: int | None = None,
+    progress: EventSink | None = None,
+    estimator: str = "plain",
+    target_stderr: float | None = None,
+    stderr_layer: str = "last",
+) -> Path:
+    """Bake a dataset on the default CPU path (pcg64, whestbench 0.16's numbers) and return its path.
+
+    whestbench 0.16's signature; ``mlp_range`` is half-open. ``progress`` receives ``whestbench.events.Event``s.
+    """
+    cfg = api_config(
+        n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
+        split=split, config=config, mlp_range=mlp_range, max_threads=max_threads,
+        estimation=Estimation(estimator, target_stderr, stderr_layer),
+    )
+    return bake(cfg, on_event=legacy_progress(progress), complete_ok=False)  # 0.16: an existing output is an error
+
+
+def legacy_progress(callback: Any) -> EventSink | None:
+    """The ``progress=`` callback of the Python API, called with dicts as whestbench 0.16 called it
+    (``phase``, ``completed``, ``total``, ``unit``), plus ours (``mlps_done``, ``mlps_total``,
+    ``message``) and the typed ``event`` itself."""
+    if callback is None:
+        return None
+    phases = {"progress": "sampling", "unit_done": "sampling", "checkpoint": "sampling"}
+
+    def sink(event: Event) -> None:
+        p = event.progress
+        writing = p is not None and p.what == "rows"  # the writer's progress is not sampling
+        info: dict[str, Any] = {"phase": "writing" if writing else phases.get(event.kind, event.kind), "event": event}
+        if event.message:
+            info["message"] = event.message
+        if p is not None:
+            info.update(completed=p.done, total=p.total, unit=p.what, mlps_done=p.mlps_done, mlps_total=p.mlps_total)
+        callback(info)
+
+    return sink
+
+
+def api_config(
+    n_mlps: int,
+    n_samples: int,
+    width: int,
+    depth: int,
+    *,
+    output_path: str | Path,
+    mlp_seeds: Sequence[int] | None,
+    seed: int | None,
+    split: str,
+    config: str,
+    mlp_range: Sequence[int] | None,
+    **backend: Any,
+) -> BakeConfig:
+    """The ``BakeConfig`` of a Python API call (``create_dataset``, ``create_dataset_torch``):
+    arguments as whestbench 0.16 names them; ``backend`` holds the remaining ``BakeConfig`` fields."""
+    return BakeConfig(
+        n_mlps=n_mlps,
+        n_samples=n_samples,
+        width=width,
+        depth=depth,
+        output=Path(output_path),
+        mlp_seeds=tuple(mlp_seeds) if mlp_seeds is not None else None,
+        seed=seed,
+        split=split,
+        config=config,
+        mlp_range=tuple(mlp_range) if mlp_range is not None else None,
+        **backend,
+    )

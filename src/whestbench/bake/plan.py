@@ -1,0 +1,554 @@
+"""Planning a bake: the request (``BakeConfig``), what it will need, and the one typed ``BakePlan``.
+
+``plan_bake(cfg)`` is the only place a bake is planned; the bake itself, ``calibrate`` and every
+rank of a distributed bake use it. It checks everything that can be wrong before any work: the
+request's values, the output path (once), the device (resolved once), the seeds (validated once),
+and whether the bake fits this machine (memory, disk, the format's limits), refusing with exit 2
+and one line otherwise. Nothing is written while planning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimators import n_batches
+from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
+from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
+from whestbench.format.schema import (BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
+                                      check_config_name, check_split_name)
+from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
+from whestbench.paths import check_new_output
+from whestbench.text import format_bytes, format_count, format_duration
+from whestbench.work import CHECKPOINT_EVERY_S
+from whestbench.work.executor import Job
+from whestbench.work.ledger import Ledger
+from whestbench.work.workdir import check_work_dir, work_dir_for
+from whestbench.work.steps import Compute
+from whestbench.work.units import WorkSpec
+
+if TYPE_CHECKING:
+    from whestbench.work.launch_env import DistEnv
+
+PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~60 units per MLP at N=10**9
+# Format limits (each refused before any work, with its reason):
+MAX_ROW_FLOATS = 2**29  # one row's weights (depth·width² float32) must fit an Arrow list and a 2 GiB shard
+MAX_BAKE_SECONDS = 10 * 365.25 * 86400  # a single-machine bake projected beyond this is refused as a typo
+PROBE_FLOPS = 5e12  # bakes bigger than this get a quick timing probe for the plan's time estimate
+
+
+def _positive_int(flag: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UsageError(f"{flag} must be a positive integer; got {value!r}.")
+
+
+@dataclass(frozen=True)
+class BakeConfig:
+    """One bake request. ``__post_init__`` rejects anything that would fail later, before any work."""
+
+    n_mlps: int
+    """Size of the whole logical dataset (also when baking a slice of it)."""
+    n_samples: int
+    """Gaussian inputs per MLP (N of the Monte-Carlo mean)."""
+    width: int
+    depth: int
+    output: Path | None
+    """Directory to create; must not exist (checked before any work). None only to plan (calibrate)."""
+    mlp_seeds: tuple[int, ...] | None = None
+    """Explicit per-MLP seeds (all n_mlps of them, also for a slice)."""
+    seed: int | None = None
+    """Root seed: the per-MLP seeds are derived from it deterministically (``--seed``)."""
+    split: str = DEFAULT_SPLIT
+    config: str = DEFAULT_CONFIG
+    mlp_range: tuple[int, int] | None = None
+    """Half-open MLP range to bake; None is the whole dataset."""
+    max_threads: int | None = None
+    """CPU path: worker threads (one MLP each). Results never depend on it."""
+    bake_command: str | None = None
+    """The command line to record for re-baking; built from the config when None."""
+    seeds_file: str | None = None
+    """Path the seeds came from, for the recorded command."""
+    seeds_from_peer: bool = False
+    """A non-zero rank of a distributed bake: the seeds arrive from rank 0."""
+    backend: str = "cpu"
+    """"cpu" (pcg64 sampler, whestbench 0.16's numbers) or "torch" (philox sampler, any device)."""
+    device: str | None = None
+    """Torch device: auto, cuda, mps or cpu."""
+    mlps_per_batch: int | None = None
+    """Torch: MLPs per batched step. Never changes the numbers."""
+    chunk_size: int | None = None
+    """Torch: samples per step (rounded to a power of two). Never changes the numbers."""
+    gpu_kernel: str = "torch"
+    """CUDA: "torch" (plain torch ops, fp32 matmuls) or "fused" (the Triton kernel, split-precision
+    tensor cores; opt-in until measured on a GPU). Changes the arithmetic, so it is recorded."""
+    checkpoint_every: float = CHECKPOINT_EVERY_S
+    """Seconds between checkpoints inside a unit; a kill loses at most this much work per worker."""
+    estimation: Estimation = Estimation()
+    """The estimator and the target standard error (``n_samples`` is then the cap); validated when built."""
+    card: dict[str, str] | None = None
+    """The dataset card's ``pretty_name``/``license``/``homepage`` (recorded in metadata ``card``;
+    ``dataset.card.check_card_fields`` checks them). Never changes the numbers."""
+    skip_device_check: bool = False
+    """Torch: do not check the device before baking (``work/device_check.py``); the skip is recorded."""
+    accept_non_invariant: bool = False
+    """Torch: bake even when the device check finds results that depend on the chunk or batch size
+    (row-invariance); the acceptance is recorded."""
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--n-mlps", self.n_mlps), ("--n-samples", self.n_samples),
+                            ("--width", self.width), ("--depth", self.depth)):
+            _positive_int(flag, value)
+        if self.n_mlps > MAX_MLPS:
+            raise UsageError(
+                f"--n-mlps {format_count(self.n_mlps)} is more than {format_count(MAX_MLPS)}, the most the int32 "
+                "mlp_id column can number (did you mean --n-samples?)."
+            )
+        if self.n_samples > MAX_SAMPLES:
+            raise UsageError(f"--n-samples must be below 2**63 (counts are int64); got {format_count(self.n_samples)}.")
+        if self.depth * self.width * self.width > MAX_ROW_FLOATS:
+            raise UsageError(
+                f"width {self.width} x depth {self.depth} makes {format_count(self.depth * self.width**2)} weights per MLP; "
+                f"one dataset row holds at most {format_count(MAX_ROW_FLOATS)} (a 2 GiB Parquet shard and an Arrow list)."
+            )
+        try:
+            check_split_name(self.split, "split")
+            check_config_name(self.config)
+        except InvalidDatasetError as exc:
+            raise UsageError(f"{exc} (--split / --config)") from None
+        if self.mlp_seeds is not None and self.seed is not None:
+            raise UsageError("pass either --mlp-seeds or --seed, not both.")
+        if self.mlp_seeds is not None:
+            object.__setattr__(self, "mlp_seeds", tuple(validate_mlp_seeds(list(self.mlp_seeds), self.n_mlps)))
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise UsageError(f"--seed must be a non-negative integer; got {self.seed!r}.")
+        if self.mlp_range is not None:
+            object.__setattr__(self, "mlp_range", check_range(self.mlp_range, self.n_mlps))
+            if self.is_partial and self.mlp_seeds is None and self.seed is None and not self.seeds_from_peer:
+                raise UsageError(
+                    "a slice needs the whole dataset's seeds so that partials fit together: "
+                    "pass --mlp-seeds FILE (from `whest dataset generate-seeds`) or --seed S."
+                )
+        if self.max_threads is not None:
+            _positive_int("--max-threads", self.max_threads)
+        if self.backend not in ("cpu", "torch"):
+            raise UsageError(f"backend must be 'cpu' or 'torch'; got {self.backend!r}.")
+        if self.backend == "torch" and self.max_threads is not None:
+            raise UsageError("--max-threads applies to the CPU path only; torch manages its own threads (drop --max-threads).")
+        if self.backend == "cpu" and (self.skip_device_check or self.accept_non_invariant):
+            flag = "--skip-device-check" if self.skip_device_check else "--accept-non-invariant"
+            raise UsageError(f"{flag} applies to the torch backend only (the CPU path has no device check); drop it.")
+        if self.gpu_kernel not in ("torch", "fused"):
+            raise UsageError(f"--gpu-kernel must be 'torch' or 'fused'; got {self.gpu_kernel!r}.")
+        for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
+            if value is not None:
+                _positive_int(flag, value)
+        if self.estimation.is_cv and self.gpu_kernel == "fused":
+            raise UsageError("the fused GPU kernel does not compute the control variates yet: use --gpu-kernel torch, "
+                             "or --estimator plain.")
+        ce = self.checkpoint_every
+        if isinstance(ce, bool) or not isinstance(ce, (int, float)) or not ce > 0 or ce == float("inf"):
+            raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {ce!r}.")
+        if self.output is not None:
+            object.__setattr__(self, "output", Path(self.output))
+
+    @property
+    def range(self) -> tuple[int, int]:
+        return self.mlp_range if self.mlp_range is not None else (0, self.n_mlps)
+
+    @property
+    def is_partial(self) -> bool:
+        return self.range != (0, self.n_mlps)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a bake needs from this machine, estimated before any work (bytes, FLOPs, seconds)."""
+
+    flops: float
+    output_bytes: int
+    """The dataset directory (weights dominate: 4·depth·width² bytes per MLP)."""
+    work_bytes: int
+    """The work directory's unit and checkpoint files while the bake runs."""
+    seeds_bytes: int
+    """Seeds and names of the whole dataset held in memory (also for a slice: names are unique
+    over the whole seed list)."""
+    peak_ram_bytes: int
+    seconds: float | None = None
+    """From a quick timing probe, for bakes big enough that the estimate matters (else None)."""
+    rate_flops: float | None = None
+
+    def summary(self) -> str:
+        parts = [f"{self.flops:.3g} FLOP", f"output ≈ {format_bytes(self.output_bytes)}",
+                 f"work files ≈ {format_bytes(self.work_bytes)}", f"peak RAM ≈ {format_bytes(self.peak_ram_bytes)}"]
+        if self.seconds is not None and self.rate_flops:
+            parts.append(f"≈ {format_duration(self.seconds)} at {self.rate_flops / 1e9:.0f} GFLOP/s (timing probe)")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class BakePlan:
+    """Everything a bake will do, decided once: what (spec), how (compute, workers), where (output,
+    work dir), what gets recorded (backend, sampler, kernel) and what it needs."""
+
+    config: BakeConfig
+    spec: WorkSpec
+    """Seeds are empty until resolved: random seeds are read or drawn under the work dir's lock, and
+    a distributed rank other than 0 receives them from rank 0."""
+    compute: Compute
+    workers: int | None
+    """Worker threads; None: one per core (and never more than units)."""
+    seed_source: dict[str, Any]
+    backend: str
+    """The metadata ``backend``: "flopscope" (the default CPU path, as 0.16 names it) or "torch"."""
+    device_label: str
+    """What the "Baking ..." line names: "cpu", or "torch (cuda:0)"."""
+    sampler_md: dict[str, Any]
+    kernel_md: dict[str, Any] | None
+    """torch: the kernel block of metadata (name, precision class, config)."""
+    needs: Needs
+    notes: tuple[str, ...] = field(default=())
+    """Warnings to show before the bake (e.g. MPS has no float64)."""
+
+    @property
+    def work_dir(self) -> Path | None:
+        return work_dir_for(self.config.output) if self.config.output is not None else None
+
+    def with_seeds(self, seeds, seed_source: dict[str, Any] | None = None) -> "BakePlan":
+        return dataclasses.replace(self, spec=self.spec.with_seeds(seeds), seed_source=seed_source or self.seed_source)
+
+    def job(self, ledger: Ledger | None) -> Job:
+        return Job(self.spec, self.compute, ledger, self.config.checkpoint_every)
+
+    def scaled_job(self, n_mlps: int, n_samples: int) -> Job:
+        """The same bake's job at another size (seeds derived from 0, no ledger, no target standard
+        error: every MLP takes all ``n_samples``): for calibration."""
+        spec = dataclasses.replace(self.spec, seeds=tuple(derived_seeds(0, n_mlps)), n_samples=n_samples, mlp_range=(0, n_mlps),
+                                   estimation=dataclasses.replace(self.spec.estimation, target_stderr=None))
+        return dataclasses.replace(self.job(None), spec=spec)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def check_bake_output(output: Path) -> None:
+    """Refuse an ``--output`` that cannot become the new dataset, before any work.
+
+    An existing complete dataset beside a leftover work directory is what a kill between the final
+    rename and the work directory's removal leaves: the dataset is complete (the rename is atomic),
+    so the leftover is removed before refusing the existing output.
+    """
+    try:
+        check_new_output(output)
+    except OutputExistsError:
+        work = work_dir_for(output)
+        if (Path(output) / "metadata.json").is_file() and work.is_dir():
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+class AlreadyBaked(Exception):
+    """``--output`` already holds the complete, intact dataset of exactly this bake (the same plan
+    identity): a re-run (a requeued job, a retried array task) has nothing to do. Not an error: the
+    CLI exits 0, the Python API returns the path."""
+
+    def __init__(self, output: Path, metadata: dict[str, Any]):
+        self.output = Path(output)
+        self.metadata = metadata
+        super().__init__(f"{output} is already complete")
+
+    def summary(self) -> str:
+        md = self.metadata
+        rows = md.get("n_mlps")
+        part = (f" (MLPs {md['mlp_range'][0]}-{md['mlp_range'][1] - 1} of {md.get('total_n_mlps'):,})"
+                if md.get("is_partial") and isinstance(md.get("mlp_range"), list) else "")
+        when = str(md.get("created_at_utc", ""))[:19].replace("T", " ")
+        return (f"{rows:,} MLP{'s' if rows != 1 else ''}{part} × {md.get('n_samples'):,} samples, width "
+                f"{md.get('width')}, depth {md.get('depth')}, split {md.get('split')!r}"
+                + (f", written {when} UTC" if when else ""))
+
+
+def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any]) -> dict[str, Any] | None:
+    """The metadata of ``plan``'s output when it holds the complete dataset of this very bake, else None.
+
+    The same plan identity: seeds (their digest; for random seeds, a dataset whose seeds were drawn
+    at random), shape, range, split and config, backend, sampler and arithmetic, estimator and
+    target; and every data file matching its checksum (a dataset with none is not vouched for).
+    """
+    from whestbench.compute.seeds import seed_list_digest
+    from whestbench.format.reader import checksum_state, read_metadata
+
+    cfg, spec = plan.config, plan.spec
+    try:
+        md = read_metadata(cfg.output)
+    except InvalidDatasetError:
+        return None
+    start, end = cfg.range
+    recorded = md.get("seed_source") if isinstance(md.get("seed_source"), dict) else {}
+    if seeds is not None:
+        same_seeds = md.get("seed_list_digest") == seed_list_digest(seeds) and recorded.get("method") == source.get("method")
+    else:
+        same_seeds = source.get("method") == "random" and recorded.get("method") == "random"
+    try:
+        same_estimation = Estimation.from_metadata(md) == spec.estimation
+    except (ValueError, TypeError, KeyError):  # a malformed block (UsageError is a ValueError)
+        same_estimation = False
+    sampler = md.get("sampler") if isinstance(md.get("sampler"), dict) else {}
+    kernel = md.get("kernel") if isinstance(md.get("kernel"), dict) else {}
+    same = (
+        same_seeds
+        and "splits" not in md
+        and (md.get("split"), md.get("config")) == (cfg.split, cfg.config)
+        and (md.get("n_mlps"), md.get("n_samples"), md.get("width"), md.get("depth")) ==
+            (end - start, cfg.n_samples, cfg.width, cfg.depth)
+        and bool(md.get("is_partial")) == cfg.is_partial
+        and (not cfg.is_partial or (md.get("mlp_range"), md.get("total_n_mlps")) == ([start, end], cfg.n_mlps))
+        and md.get("backend") == plan.backend
+        and (sampler.get("name"), sampler.get("block_size")) == (plan.sampler_md["name"], plan.sampler_md["block_size"])
+        and (plan.kernel_md is None or kernel.get("precision_class") == plan.kernel_md.get("precision_class"))
+        and same_estimation
+    )
+    if not same or checksum_state(cfg.output, md).state != "ok":
+        return None
+    return md
+
+
+def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True) -> BakePlan:
+    """The plan of ``cfg``: checks, device, compute options, explicit or derived seeds, needs.
+
+    Raises UsageError (exit 2) for anything that would fail later or does not fit this machine.
+    ``probe``: time a few chunks for the time estimate when the bake is big (``PROBE_FLOPS``).
+    """
+    rank0 = dist_env is None or dist_env.rank == 0
+    # an output that holds a dataset may hold this very bake, finished: judged once the plan is known
+    existing = rank0 and cfg.output is not None and not os.path.islink(cfg.output) and (Path(cfg.output) / "metadata.json").is_file()
+    if rank0 and cfg.output is not None and not existing:
+        check_bake_output(cfg.output)
+        check_work_dir(work_dir_for(cfg.output))
+    start, end = cfg.range
+    notes: list[str] = []
+    if cfg.backend == "cpu":
+        from whestbench.compute.pcg64 import SAMPLER_NAME, SAMPLER_VERSION, chunk_rows
+
+        spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
+                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", estimation=cfg.estimation)
+        compute, workers, label, kernel_md = Compute("numpy"), cfg.max_threads, "cpu", None
+        sampler_md = {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk_rows(cfg.width)}
+        backend = BACKEND_CPU
+    else:
+        spec, compute, workers, label, sampler_md, kernel_md = _torch_plan(cfg, dist_env, notes)
+        backend = BACKEND_TORCH
+    if spec.estimation.is_cv:
+        k = n_batches(cfg.n_samples, spec.cv_batch)
+        if k < MIN_RELIABLE_BATCHES and cfg.depth > 1:  # depth 1: every mean is exact, no standard error to estimate
+            batches = (f"1 batch of {cfg.n_samples:,} samples" if k == 1 else
+                       f"{k} batches of up to {spec.cv_batch:,} samples")
+            notes.append(f"control-variate standard errors come from {batches} ({k - 1} degrees of freedom"
+                         f"{', so none is stored: NaN' if k == 1 else ''}): rough; bake >= "
+                         f"{MIN_RELIABLE_BATCHES * spec.cv_batch:,} samples for reliable ones.")
+    if cfg.estimation.stderr_layer != "last" and not cfg.estimation.has_target:
+        notes.append("--stderr-layer applies to --target-stderr, which is not given: it changes nothing here.")
+    plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
+                    needs=_needs(cfg, spec, compute, workers), notes=tuple(notes))
+    if existing:
+        seeds, source = _known_seeds(cfg)
+        done = _finished(plan, seeds, source)
+        if done is not None:
+            work = work_dir_for(cfg.output)
+            if work.is_dir() and not work.is_symlink():  # a kill between the final rename and its removal
+                shutil.rmtree(work, ignore_errors=True)
+            raise AlreadyBaked(cfg.output, done)
+        check_bake_output(cfg.output)  # refuses it (already exists)
+    if rank0 and cfg.output is not None:
+        _check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes
+    seeds, source = _known_seeds(cfg)
+    plan = plan.with_seeds(seeds, source) if seeds is not None else dataclasses.replace(plan, seed_source=source)
+    if probe and plan.needs.flops > PROBE_FLOPS:
+        plan = dataclasses.replace(plan, needs=_probe(plan))
+        seconds = plan.needs.seconds
+        if seconds is not None and seconds > MAX_BAKE_SECONDS and (dist_env is None or dist_env.world_size == 1):
+            raise UsageError(
+                f"this bake would take about {format_duration(seconds)} here ({plan.needs.rate_flops / 1e9:.0f} GFLOP/s "
+                f"measured; {format_count(cfg.range[1] - cfg.range[0])} MLPs × {format_count(cfg.n_samples)} samples): "
+                "more than 10 years, so surely a typo; check --n-samples and --n-mlps (one sample count of 1e9 "
+                "is the benchmark's largest)."
+            )
+    return plan
+
+
+def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
+    if cfg.mlp_seeds is not None:
+        return list(cfg.mlp_seeds), {"method": "explicit"}
+    if cfg.seed is not None:
+        return derived_seeds(cfg.seed, cfg.n_mlps), {"method": "derived", "root_seed": cfg.seed}
+    if cfg.seeds_from_peer:
+        return None, {"method": "peer"}
+    return None, {"method": "random"}
+
+
+def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
+    """The torch backend's choices: device (resolved once), engine, batch, chunk, kernel identity."""
+    import json
+
+    from whestbench.compute.philox import spec as philox
+    from whestbench.work.torch_env import resolve_device
+
+    device = resolve_device(cfg.device)
+    import torch
+
+    from whestbench.compute.philox import torch_engine as philox_torch
+
+    start, end = cfg.range
+    # On the CPU one MLP per worker thread (one per core, torch single-threaded: the numba passes
+    # are single-threaded, so this keeps every core busy); on a GPU, batches of up to 16.
+    batch = cfg.mlps_per_batch or (1 if device == "cpu" else min(end - start, 16))
+    if cfg.estimation.has_target:
+        batch = 1  # each MLP stops at its own check point
+    rows = philox_torch.step_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
+    engine = "numba" if device == "cpu" else "torch"
+    kernel_md: dict[str, Any] = {"name": f"philox-{engine}-{device}", "precision_class": philox_torch.kernel_name(device, engine)}
+    config = None
+    if cfg.gpu_kernel == "fused":
+        from whestbench.compute.philox import triton_kernel as philox_triton
+
+        ok, why = philox_triton.fused_available(device, cfg.width)
+        if not ok:
+            raise UsageError(f"--gpu-kernel fused cannot run here: {why}; use --gpu-kernel torch.")
+        engine = "triton"
+        config = philox_triton.default_config(cfg.width)
+        capability = ".".join(map(str, torch.cuda.get_device_capability()))
+        kernel_md = {"name": "philox-triton-fused",
+                     "precision_class": json.dumps({**config.identity(), "sm": capability}, sort_keys=True),
+                     "config": config.identity()}
+    if device == "mps":
+        notes.append(
+            "MPS has no float64: sums accumulate in float32, which loses ~1e-7 relative per addition "
+            "(means at N=1e9 may be off by ~1e-4); use --device cuda or cpu for production ground truth."
+        )
+    distributed = dist_env is not None and dist_env.world_size > 1
+    where = f"cuda:{dist_env.local_rank}" if device == "cuda" and distributed else device  # one GPU per local rank
+    workers = (os.cpu_count() or 1) if device == "cpu" and not distributed else 1
+    unit_blocks = PHILOX_UNIT_BLOCKS
+    if cfg.estimation.has_target:  # one unit per MLP: its blocks run in order, checked on the way
+        unit_blocks = 1 << max(philox.block_count(cfg.n_samples) - 1, 0).bit_length()
+    spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
+                    sampler=philox.SAMPLER_NAME, arithmetic=kernel_md["precision_class"], block_size=philox.BLOCK_SIZE,
+                    unit_blocks=unit_blocks, mlps_per_unit=batch, estimation=cfg.estimation)
+    sampler_md = {"name": philox.SAMPLER_NAME, "version": philox.SAMPLER_VERSION, "block_size": philox.BLOCK_SIZE,
+                  "unit_blocks": unit_blocks, "summation": "pairwise-tree"}
+    kernel_md = {**kernel_md, "mlps_per_batch": batch, "chunk_size": rows}
+    return spec, Compute(engine, where, rows, config), workers, f"torch ({where})", sampler_md, kernel_md
+
+
+# --- what a bake needs ------------------------------------------------------------------------
+
+
+_PROCESS_BYTES = 300 * 1024**2  # interpreter, numpy, pyarrow, datasets (measured ~290 MiB RSS)
+_TORCH_BYTES = 200 * 1024**2  # torch on top (measured ~470 MiB RSS in all)
+_PER_MLP_LIST_BYTES = 200  # a seed (int + list slot), its name and the uniqueness counts
+
+
+def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | None) -> Needs:
+    from whestbench.format.writer import MAX_ROW_GROUP_BYTES, row_bytes
+
+    w, d = cfg.width, cfg.depth
+    start, end = cfg.range
+    rows = end - start
+    result_bytes = 2 * (d + 1) * w * 8  # one MLP's sums and sums of squares (fp64)
+    if spec.sampler == "pcg64":
+        from whestbench.compute.pcg64 import chunk_rows
+
+        units, per_unit, chunk = rows, result_bytes + 1024, chunk_rows(w)
+    else:
+        from whestbench.compute.philox.spec import block_count
+
+        per_mlp_units = -(-block_count(cfg.n_samples, spec.block_size) // spec.unit_blocks)
+        batch = max(1, spec.mlps_per_unit)
+        units = -(-rows // batch) * per_mlp_units
+        per_unit, chunk = batch * result_bytes + 1024, (compute.step_rows or 1024) * batch
+    n_workers = min(workers or (os.cpu_count() or 1), max(1, units))  # a worker per unit at most, as the executors run
+    worker_bytes = 4 * d * w * w * max(1, spec.mlps_per_unit) + 3 * chunk * w * 4 + 4 * result_bytes
+    ram = (_PROCESS_BYTES + (_TORCH_BYTES if cfg.backend == "torch" else 0) + n_workers * worker_bytes
+           + min(MAX_ROW_GROUP_BYTES, rows * row_bytes(w, d)) + cfg.n_mlps * _PER_MLP_LIST_BYTES)
+    return Needs(
+        flops=float(spec.flops_per_sample) * cfg.n_samples * rows,
+        output_bytes=rows * (row_bytes(w, d) + 8 * d * w),  # + the stderr column
+        work_bytes=units * per_unit + n_workers * per_unit,
+        seeds_bytes=cfg.n_mlps * _PER_MLP_LIST_BYTES,
+        peak_ram_bytes=ram,
+    )
+
+
+def machine_memory() -> tuple[int | None, int | None]:
+    """``(total, available)`` RAM in bytes from /proc/meminfo (None where unknown)."""
+    total = avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key == "MemTotal":
+                    total = int(rest.split()[0]) * 1024
+                elif key == "MemAvailable":
+                    avail = int(rest.split()[0]) * 1024
+    except OSError:
+        pass
+    if total is None:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            pass
+    return total, avail
+
+
+def _check_fits(plan: BakePlan) -> None:
+    """Refuse (exit 2) a bake that needs more memory than the machine has or more disk than is free."""
+    needs, cfg = plan.needs, plan.config
+    total, _ = machine_memory()
+    if total is not None and needs.peak_ram_bytes > total:
+        raise UsageError(
+            f"this bake needs about {format_bytes(needs.peak_ram_bytes)} of memory (seeds and names of "
+            f"{format_count(cfg.n_mlps)} MLPs: {format_bytes(needs.seeds_bytes)}) but the machine has "
+            f"{format_bytes(total)}; bake fewer MLPs (--n-mlps), or slices of them on several machines."
+        )
+    anchor = Path(cfg.output).absolute()
+    while not anchor.exists():
+        anchor = anchor.parent
+    free = shutil.disk_usage(anchor).free
+    disk = needs.output_bytes + needs.work_bytes
+    if disk > free:
+        raise UsageError(
+            f"this bake writes about {format_bytes(disk)} (dataset {format_bytes(needs.output_bytes)}, work files "
+            f"{format_bytes(needs.work_bytes)}) but {anchor} has {format_bytes(free)} free; free space or choose "
+            "another --output."
+        )
+
+
+def _probe(plan: BakePlan) -> Needs:
+    """Time a few steps of one unit of this bake's shape (seed 0) for the plan's time estimate."""
+    from whestbench.work.steps import UnitContext, UnitStopped, run_unit
+
+    spec = plan.scaled_job(1, plan.spec.n_samples).spec
+    unit = spec.units()[0]
+    stop, marks = threading.Event(), []
+
+    def seen(n: int) -> None:
+        marks.append((time.perf_counter(), n))
+        if len(marks) >= 3:
+            stop.set()
+
+    try:
+        run_unit(spec, plan.compute, unit, UnitContext(on_samples=seen, stop=stop))
+    except UnitStopped:
+        pass
+    if len(marks) < 2:
+        return plan.needs
+    (t0, _), (t1, n) = marks[-2], marks[-1]
+    workers = min(plan.workers or (os.cpu_count() or 1), max(1, plan.spec.n_mlps))
+    rate = spec.flops_per_sample * n / max(t1 - t0, 1e-9) * workers * 0.85  # workers share caches
+    return dataclasses.replace(plan.needs, seconds=plan.needs.flops / rate, rate_flops=rate)

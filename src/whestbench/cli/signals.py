@@ -1,0 +1,167 @@
+"""Every signal and Ctrl-C the CLI handles, in one place: the stops raised before a verb takes over
+(``stop_now``, ``stopped``, ``interrupted``), the stops kept in case they are swallowed on their way
+out (``pending``), and a bake's own handling once it runs (``StopSignals``).
+
+SIGTERM and SIGUSR1 (SLURM's pre-timeout signal) get a handler before anything heavy is imported
+(``cli/entry.py``), so a signal that arrives during start-up ends the command with the documented
+exit code and advice instead of the interpreter's default death; so does Ctrl-C. A bake replaces the
+handler with its own: in set-up a stop ends it at once (exit 75, the resume advice); while units run
+every running unit checkpoints and stops (exit 75; Ctrl-C 130).
+
+A stop raised as an exception can be lost on its way out: raised while the main thread runs Python
+code called back from C (numba loading its cached kernels calls back into Python), Python cannot
+deliver it and prints "Exception ignored in ..." with a traceback; raised inside a library's bare
+``except:``, it is dropped. So every stop raised before a bake's units start is also kept in
+``pending`` (``swallowed_stops``, installed as ``sys.unraisablehook``, silences the traceback), and
+``raise_pending`` raises it again at the next point where stopping is clean (a bake checks before
+its units start). A stop that does get out ends the process, so a kept copy is never raised twice.
+
+Imports nothing but the standard library modules the interpreter has loaded at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+RESUME = "re-run the same command to resume"
+RETRY = "re-run the same command to resume or start again"
+pending: list[int] = []
+"""Signals whose stop was raised before a bake's units started, kept in case it was swallowed on the
+way out (see the module docstring)."""
+
+
+def stop_now(signum: int) -> None:
+    """Raise the stop for ``signum``, keeping it in ``pending`` too (see the module docstring)."""
+    from whestbench.errors import SignalStop
+
+    pending.append(signum)
+    raise SignalStop(signum)
+
+
+def on_signal(signum, _frame) -> None:
+    stop_now(signum)
+
+
+def is_stop(exc: BaseException) -> bool:
+    return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "SignalStop"
+
+
+def swallowed_stops(hook_args) -> None:
+    """``sys.unraisablehook``: keep a stop (a signal's SignalStop, Ctrl-C's KeyboardInterrupt) that
+    could not propagate in ``pending``, silently; anything else goes to Python's default hook."""
+    exc = hook_args.exc_value
+    if is_stop(exc) and not isinstance(exc, KeyboardInterrupt):
+        if exc.signum not in pending:  # ``stop_now`` kept it already
+            pending.append(exc.signum)
+    elif isinstance(exc, KeyboardInterrupt):
+        pending.append(signal.SIGINT)
+    elif sys.is_finalizing() and not os.environ.get("WHEST_DEBUG"):
+        # A finaliser failing while the interpreter shuts down (llvmlite's, when a stop interrupted
+        # numba loading its kernels): the command has already said how it ended; this is noise.
+        return
+    else:
+        sys.__unraisablehook__(hook_args)
+
+
+def raise_pending() -> None:
+    """Raise the first kept stop that was swallowed on its way out, if any."""
+    if pending:
+        signum = pending.pop(0)
+        pending.clear()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        from whestbench.errors import SignalStop
+
+        raise SignalStop(signum)
+
+
+def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
+    """``(message, exit code)`` for a signal or Ctrl-C that ended a command before it could handle it.
+
+    A bake exits 75 (resumable: nothing is lost, re-run it); other verbs 128+signal (130 for
+    Ctrl-C), and their outputs are atomic, so nothing is left half-written.
+    """
+    signalled = not isinstance(exc, KeyboardInterrupt)
+    if signalled:
+        name, code = exc.name, 128 + exc.signum
+    else:
+        name, code = "Ctrl-C", 130
+    if "bake" in args[:3]:
+        return (f"received {name} before the bake started: nothing was computed yet; {RESUME}.",
+                75 if signalled else 130)
+    return f"error: interrupted ({name}); nothing was left half-written: {RETRY}.", code
+
+
+def interrupted(exc: BaseException) -> None:
+    """End the process for a stop that arrived before the CLI took over: one line, its exit code."""
+    try:
+        message, code = stopped(exc, sys.argv[1:])
+    except BaseException:  # noqa: BLE001 - a second stop while wording the first: still one line
+        message, code = f"error: interrupted; nothing was left half-written: {RETRY}.", 130
+    print(message, file=sys.stderr, flush=True)
+    os._exit(code)
+
+
+def is_cli_bake() -> bool:
+    """Whether this process is `whest dataset bake` (not a library call or another verb)."""
+    return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", "bake"]
+
+
+def _err():
+    from whestbench.cli.common import err
+
+    return err
+
+
+class StopSignals:
+    """SIGTERM/SIGUSR1 handling for one bake: in set-up they end the command at once; once the
+    executor has started they ask it to checkpoint and stop (``stop`` is the executor's event)."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.running = False
+        self.writing = False
+        self._previous: dict = {}
+        self._previous_hook = None
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
+                if sig is not None:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous_hook, sys.unraisablehook = sys.unraisablehook, swallowed_stops
+            raise_pending()  # a stop that start-up could not deliver
+        return self
+
+    def __exit__(self, *exc) -> None:
+        finished = exc[0] is None and is_cli_bake()  # the dataset is written and this process only exits now
+        for sig, handler in self._previous.items():
+            # a stop arriving as the process exits changes nothing: ignore it rather than die by it (143)
+            signal.signal(sig, signal.SIG_IGN if finished else handler)
+        if self._previous_hook is not None:
+            sys.unraisablehook = self._previous_hook
+        pending.clear()  # a kept stop has been raised by now, or the bake ended without needing it
+
+    def _handle(self, signum, _frame) -> None:
+        name = signal.Signals(signum).name
+        self.stop.set()
+        if not self.running:  # set-up: end at once (``stopped`` words it, exit 75)
+            stop_now(signum)
+        # stamped like the progress lines, so a log shows when the stop came
+        stamp = f"[{time.strftime('%H:%M:%S')}]"
+        if self.writing:
+            _err().print(f"{stamp} received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
+                      markup=False)
+        else:
+            _err().print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
+
+    def on_event(self, event) -> None:
+        if event.kind == "start":
+            raise_pending()  # a stop that set-up could not deliver (it arrived inside a C callback)
+            self.running = True
+        elif event.kind == "writing":
+            self.writing = True

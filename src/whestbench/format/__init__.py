@@ -1,0 +1,6 @@
+"""The on-disk format: schema 3.0 and its metadata, shards and checksums, the card, provenance.
+
+Owns what a dataset directory *is* (``schema``, ``bakemeta``, ``breakdown``, ``command``), how it is
+read (``reader``) and written (``writer``, ``card``), and what the machine adds (``provenance``).
+May import: ``compute``, ``work`` and the top-level helpers. Never the Hub, a bake, verify or assembly.
+"""

@@ -1,0 +1,427 @@
+"""The dataset card (README.md): YAML front matter for the Hub plus a prose body from a template.
+
+The front matter is what the Hub and ``datasets.load_dataset`` read: its ``configs`` block maps
+config names to ``data/<split>-*.parquet`` globs, which is what makes
+``load_dataset(dir_or_repo, "holdout")`` work. Its keys, values and the ``configs`` rules are
+whestbench 0.16's (so a card we write and one it writes agree). The body is ours, rendered from
+``templates/dataset_card.md.j2`` with a context built here, so the template never has to guess.
+
+Everything is a pure function of the metadata dict: missing optional keys never raise, so partial,
+merged, multi-split and legacy (protocol 2.0) metadata all render.
+"""
+
+from __future__ import annotations
+
+import re
+
+import shlex
+from functools import lru_cache
+from typing import Any
+
+import yaml
+
+from whestbench.compute.estimation import Estimation
+from whestbench.format import command
+from whestbench.format.reader import checksums_block
+from whestbench.format.schema import DEFAULT_CONFIG, DatasetMeta
+from whestbench.errors import InvalidDatasetError
+
+HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
+REPOSITORY = "https://github.com/AIcrowd/whestbench"
+DEFAULT_PRETTY_NAME = "WhestBench 2026: ARC White-Box Estimation Challenge"
+LICENSE = "cc-by-4.0"
+TAGS = ["whestbench", "alignment", "neural-network-statistics", "benchmark", "white-box"]
+PLACEHOLDER_REPO = "<your-repo>"
+
+
+CARD_KEY = "card"
+"""metadata.json's optional ``card`` block: the ``pretty_name``, ``license`` and ``homepage`` a bake
+was given (only those that differ from the defaults above)."""
+_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
+
+
+def check_card_fields(*, pretty_name: str | None = None, license: str | None = None,
+                      homepage: str | None = None) -> dict[str, str]:
+    """The card fields a user gave (``--pretty-name``, ``--license``, ``--homepage``), checked:
+    UsageError naming the fix. Only those given are returned."""
+    from whestbench.errors import UsageError
+
+    out: dict[str, str] = {}
+    if pretty_name is not None:
+        name = pretty_name.strip()
+        if not name or len(name) > 200 or any(ord(c) < 32 or 0x7f <= ord(c) < 0xa0 for c in name):
+            raise UsageError(f"--pretty-name must be one line of 1 to 200 printable characters; got {pretty_name!r}.")
+        out["pretty_name"] = name
+    if license is not None:
+        if not _LICENSE_RE.match(license):
+            raise UsageError(f"--license must be a Hugging Face license id such as cc-by-4.0, mit, apache-2.0 or "
+                             f"other (lowercase letters, digits, '.', '-', '+'); got {license!r}.")
+        out["license"] = license
+    if homepage is not None:
+        if not re.match(r"^https?://[^\s<>\"'`()\[\]]+$", homepage) or len(homepage) > 500:
+            raise UsageError(f"--homepage must be an http(s) URL without spaces or brackets; got {homepage!r}.")
+        out["homepage"] = homepage
+    return out
+
+
+def card_fields(md: dict[str, Any], **given: str | None) -> dict[str, str]:
+    """``pretty_name``, ``license`` and ``homepage`` for the card: as given (push's flags), else as
+    the bake recorded them (metadata ``card``; 0.16's ``pretty_name``), else the defaults."""
+    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
+    defaults = {"pretty_name": md.get("pretty_name") or DEFAULT_PRETTY_NAME, "license": LICENSE, "homepage": HOMEPAGE}
+    out = {}
+    for key, default in defaults.items():
+        value = given.get(key) or recorded.get(key)
+        out[key] = value if isinstance(value, str) and value else default
+    return out
+
+
+def card_size_category(n: int) -> str:
+    """The Hub's ``size_categories`` bucket for ``n`` rows (whestbench 0.16's four buckets)."""
+    if n < 1_000:
+        return "n<1K"
+    if n < 10_000:
+        return "1K<n<10K"
+    if n < 100_000:
+        return "10K<n<100K"
+    return "100K<n<1M"
+
+
+def _is_multi(md: dict[str, Any]) -> bool:
+    return bool(DatasetMeta.of(md).blocks)
+
+
+def _splits(md: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{split: entry}`` in metadata order; a single-split dataset is one entry built from the top level."""
+    if _is_multi(md):
+        return {name: (e if isinstance(e, dict) else {}) for name, e in DatasetMeta.of(md).blocks.items()}
+    entry = {k: md[k] for k in ("n_mlps", "config", "seed", "created_at_utc") if k in md}
+    return {DatasetMeta.of(md).splits[0]: entry}
+
+
+def _n_mlps(entry: dict[str, Any]) -> int:
+    n = entry.get("n_mlps")
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
+def _files(split: str) -> dict[str, str]:
+    return {"split": split, "path": f"data/{split}-*.parquet"}
+
+
+def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
+    """The front matter's ``configs`` list ([] means: no block).
+
+    * single split, config ``default``: none (the Hub's automatic layout already works);
+    * single split, other config C: one config C holding that split;
+    * several splits declaring more than one distinct config (a missing one counts as
+      ``default``): one config per name, in order of first appearance, ``default`` first;
+    * otherwise, with a ``default_split`` that exists: ``default`` holds it, and each other
+      split gets a config named after itself;
+    * otherwise: one ``default`` config listing every split.
+    """
+    splits = _splits(md)
+    if not _is_multi(md):
+        (split, entry), = splits.items()
+        config = entry.get("config") or DEFAULT_CONFIG
+        if config == DEFAULT_CONFIG:
+            return []
+        return [{"config_name": config, "data_files": [_files(split)]}]
+    declared = {name: (e.get("config") or DEFAULT_CONFIG) for name, e in splits.items()}
+    if len(set(declared.values())) > 1:
+        groups: dict[str, list[str]] = {}
+        for name, config in declared.items():
+            groups.setdefault(config, []).append(name)
+        order = sorted(groups, key=lambda c: c != DEFAULT_CONFIG)  # stable: default first
+        return [{"config_name": c, "data_files": [_files(s) for s in groups[c]]} for c in order]
+    default_split = md.get("default_split")
+    if isinstance(default_split, str) and default_split in splits:
+        rest = [s for s in splits if s != default_split]
+        return [{"config_name": DEFAULT_CONFIG, "data_files": [_files(default_split)]}] + [
+            {"config_name": s, "data_files": [_files(s)]} for s in rest
+        ]
+    return [{"config_name": DEFAULT_CONFIG, "data_files": [_files(s) for s in splits]}]
+
+
+def split_configs(md: dict[str, Any]) -> dict[str, str]:
+    """``{split: config name to pass to datasets.load_dataset}`` under this card's ``configs`` block."""
+    out = {name: DEFAULT_CONFIG for name in _splits(md)}
+    for config in configs_block(md):
+        for files in config["data_files"]:
+            out[files["split"]] = config["config_name"]
+    return out
+
+
+def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> dict[str, Any]:
+    """The card's YAML data (dumped with sorted keys, as the Hub's card tooling does)."""
+    fields = fields or card_fields(md)
+    size = sum(_n_mlps(e) for e in _splits(md).values())
+    data: dict[str, Any] = {}
+    configs = configs_block(md)
+    if configs:
+        data["configs"] = configs
+    data.update(
+        {
+            "homepage": fields["homepage"],
+            "language": ["code"],
+            "license": fields["license"],
+            "pretty_name": fields["pretty_name"],
+            "repository": REPOSITORY,
+            "size_categories": [card_size_category(size)],
+            "tags": TAGS + (["multi-split"] if _is_multi(md) else []),
+            "task_categories": ["other"],
+        }
+    )
+    return data
+
+
+def render_card(md: dict[str, Any], *, repo_id: str = PLACEHOLDER_REPO, revision: str = "main",
+                pretty_name: str | None = None, license: str | None = None, homepage: str | None = None) -> str:
+    """README.md text for a dataset with metadata ``md``, as published at ``repo_id@revision``;
+    ``pretty_name``, ``license``, ``homepage`` override what the bake recorded (``card_fields``)."""
+    fields = card_fields(md, pretty_name=pretty_name, license=license, homepage=homepage)
+    head = yaml.dump(front_matter(md, fields), default_flow_style=False, allow_unicode=True, sort_keys=True)
+    body = _template().render(**card_context(md, repo_id=repo_id, revision=revision, fields=fields))
+    return "---\n" + head + "---\n\n" + body
+
+
+def prepare() -> None:
+    """Import jinja2 and compile the template now (~60 ms), so that the first ``render_card`` is
+    quick: a bake calls this on its prefetch thread while its units compute."""
+    _template()
+
+
+@lru_cache(maxsize=1)
+def _template():
+    from importlib.resources import files
+
+    import jinja2
+
+    text = (files("whestbench") / "templates" / "dataset_card.md.j2").read_text(encoding="utf-8")
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,  # a typo in the template fails the tests, not silently
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # markdown, not HTML
+    )
+    return env.from_string(text)
+
+
+def _fmt_int(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else "unknown"
+
+
+def _arg(v: Any, placeholder: str) -> str:
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else placeholder
+
+
+def _recorded_argv(md: dict[str, Any], split: str) -> list[str] | None:
+    """The recorded ``bake_command`` of ``split``; None (so the command is rebuilt) when unusable."""
+    entry = _splits(md).get(split, {})
+    return command.parse(entry.get("bake_command") if _is_multi(md) else md.get("bake_command"))
+
+
+def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> list[str]:
+    """The ``whest dataset bake`` argv that re-creates ``split``.
+
+    A recorded ``bake_command`` (top level for one split, per split entry when combined) wins,
+    minus any slice flags unless the dataset itself is a partial, and with ``--output`` set to
+    ``./rebake-<split>``. Otherwise the command is rebuilt
+    from the metadata with ``--mlp-seeds seeds_file``. Reference torch bakes (no ``sampler``
+    block) also pin ``--chunk-size``/``--mlps-per-batch``, because their sums depend on chunking.
+    """
+    recorded = _recorded_argv(md, split)
+    partial = not _is_multi(md) and bool(md.get("is_partial"))
+    if recorded is not None:
+        argv = recorded if partial else command.drop_flags(recorded, command.RANGE_FLAGS)
+        return command.set_flag(argv, "--output", f"./rebake-{split}")
+    entry = _splits(md).get(split, {})
+    argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
+    rng = md.get("mlp_range")
+    if partial and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
+        # A slice is re-baked as the same slice of the whole dataset (CLI ranges are inclusive).
+        argv[-1] = _arg(md.get("total_n_mlps"), "<total_n_mlps>")
+        argv += ["--mlp-range", f"{rng[0]}-{rng[1] - 1}"]
+    argv += [
+        "--n-samples", _arg(md.get("n_samples"), "<n_samples>"),
+        "--width", _arg(md.get("width"), "<width>"),
+        "--depth", _arg(md.get("depth"), "<depth>"),
+        "--mlp-seeds", seeds_file,
+        "--split", split,
+        "--config", entry.get("config") or DEFAULT_CONFIG,
+    ]
+    if md.get("backend") == "torch":
+        argv.append("--torch")
+        if isinstance(md.get("device"), str):
+            argv += ["--device", md["device"]]
+        if "sampler" not in md:
+            for key, flag in (("chunk_size", "--chunk-size"), ("mlps_per_batch", "--mlps-per-batch")):
+                if isinstance(md.get(key), int):
+                    argv += [flag, str(md[key])]
+    argv += Estimation.from_metadata(md).flags()
+    return argv + ["--output", f"./rebake-{split}"]
+
+
+def format_command(argv: list[str]) -> str:
+    """Shell text of ``argv`` with one flag (and its value) per continuation line."""
+    lines: list[list[str]] = [[]]
+    for token in argv:
+        if token.startswith("-") and lines[-1]:
+            lines.append([])
+        lines[-1].append(shlex.quote(token))
+    return " \\\n    ".join(" ".join(line) for line in lines)
+
+
+def _protocol(md: dict[str, Any]) -> dict[str, str]:
+    sp = md.get("seed_protocol") if isinstance(md.get("seed_protocol"), dict) else {}
+    # Only the public identity of the protocol: a 4.0 salt must never reach the card.
+    return {"name": str(sp.get("name", "unknown")), "version": str(sp.get("version", "2.0"))}
+
+
+def _sampler(md: dict[str, Any]) -> dict[str, Any]:
+    s = md.get("sampler")
+    if isinstance(s, dict) and s.get("name"):
+        extras = ", ".join(f"{k}={v}" for k, v in s.items() if k not in ("name", "version"))
+        return {"name": str(s["name"]), "version": str(s.get("version", "")), "extras": extras}
+    if md.get("backend") == "torch":
+        return {"name": "torch.randn", "version": "", "extras": "one torch.Generator per MLP, as whestbench 0.16's torch backend"}
+    return {"name": "numpy PCG64", "version": "", "extras": "float32 ziggurat draws, as whestbench 0.16's CPU backend"}
+
+
+_HW_FIELDS = (
+    ("cuda_device_name", "GPU"),
+    ("cpu_brand", "CPU"),
+    ("machine", "arch"),
+    ("os", "OS"),
+    ("cpu_count_logical", "logical CPUs"),
+    ("python_version", "Python"),
+    ("numpy_version", "numpy"),
+    ("torch_version", "torch"),
+    ("whestbench_version", "whestbench"),
+    ("mlp_count", "partial bakes"),
+)
+
+
+def _hw_line(hw: Any) -> str:
+    if not isinstance(hw, dict):
+        return ""
+    parts = [f"{label} `{hw[k]}`" for k, label in _HW_FIELDS if hw.get(k) not in (None, "", [])]
+    return ", ".join(parts)
+
+
+def _provenance(md: dict[str, Any]) -> list[dict[str, Any]]:
+    """One block per split: its hardware fingerprints, or the single host that baked it."""
+    blocks = []
+    for name, entry in _splits(md).items():
+        fps = entry.get("hardware_fingerprints") if _is_multi(md) else md.get("hardware_fingerprints")
+        lines = [line for line in (_hw_line(fp) for fp in fps or []) if line] if isinstance(fps, list) else []
+        if not lines:
+            hw = md.get("hardware") if isinstance(md.get("hardware"), dict) else {}
+            host = hw.get("cuda_device_name") or hw.get("cpu_brand") or md.get("cuda_device_name")
+            host = host or "unspecified host"
+            detail = _hw_line(hw)
+            lines = [f"Single-host bake on `{host}`" + (f" ({detail})" if detail else "")]
+        blocks.append({"split": name, "lines": lines})
+    return blocks
+
+
+def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
+                 fields: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every value the template shows, already formatted (the template holds prose only)."""
+    md = md if isinstance(md, dict) else {}
+    fields = fields or card_fields(md)
+    multi = _is_multi(md)
+    protocol = _protocol(md)
+    configs = split_configs(md)
+    splits = []
+    for name, entry in _splits(md).items():
+        config = configs[name]
+        argv = rebake_argv(md, name, seeds_file=f"{name}-seeds.json")
+        load_args = f'"{repo_id}"' + (f', "{config}"' if config != DEFAULT_CONFIG else "")
+        splits.append(
+            {
+                "name": name,
+                "n_mlps": _fmt_int(entry.get("n_mlps")),
+                "config": config,
+                "declared_config": entry.get("config") or DEFAULT_CONFIG,
+                "created_at_utc": str(entry.get("created_at_utc") or md.get("created_at_utc") or "unknown"),
+                "seed": entry.get("seed"),
+                "load_args": load_args,
+                "seeds_file": command.flag_value(argv, "--mlp-seeds"),
+                "rebake": format_command(argv),
+                "output": shlex.quote(command.flag_value(argv, "--output") or ""),
+            }
+        )
+    total = sum(_n_mlps(e) for e in _splits(md).values())
+    return {
+        "title": fields["pretty_name"],
+        "repo_id": repo_id,
+        "revision": revision,
+        "hub_url": f"https://huggingface.co/datasets/{repo_id}/tree/{revision}",
+        "homepage": fields["homepage"],
+        "license": fields["license"],
+        "repository": REPOSITORY,
+        "multi": multi,
+        "splits": splits,
+        "first": splits[0],
+        "default_split": md.get("default_split") if multi else splits[0]["name"],
+        "total_mlps": _fmt_int(total),
+        "width": _fmt_int(md.get("width")),
+        "depth": _fmt_int(md.get("depth")),
+        "n_samples": _fmt_int(md.get("n_samples")),
+        "schema_version": str(md.get("schema_version", "unknown")),
+        "protocol": protocol,
+        "sampler": _sampler(md),
+        "backend": str(md.get("backend", "unknown")),
+        "device": md.get("device"),
+        "torch_version": md.get("torch_version"),
+        "cuda_device_name": md.get("cuda_device_name"),
+        "whestbench_version": md.get("whestbench_version"),
+        "created_at_utc": md.get("created_at_utc"),
+        "merged_at_utc": md.get("merged_at_utc"),
+        "partials_count": md.get("partials_count"),
+        "is_partial": bool(md.get("is_partial")),
+        "partial_range": _partial_range(md),
+        "total_n_mlps": _fmt_int(md.get("total_n_mlps")),
+        "default_config_splits": [
+            f["split"] for c in configs_block(md) if c["config_name"] == DEFAULT_CONFIG for f in c["data_files"]
+        ],
+        "blas": _blas(md.get("blas")),
+        "has_checksums": _has_checksums(md),
+        "has_prepared": multi and isinstance(md.get("prepared_splits"), dict) and bool(md.get("prepared_splits")),
+        "provenance": _provenance(md),
+        "citation": _citation(fields["pretty_name"], fields["homepage"]),
+    }
+
+
+def _has_checksums(md: dict[str, Any]) -> bool:
+    """Whether checksums vouch for the files (not when absent, stale, malformed or edited away)."""
+    try:
+        return bool(checksums_block(md))
+    except InvalidDatasetError:
+        return False
+
+
+def _partial_range(md: dict[str, Any]) -> str:
+    rng = md.get("mlp_range")
+    if isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
+        return f"MLPs {rng[0]} to {rng[1] - 1}"
+    return "a slice of the MLPs"
+
+
+def _blas(blas: Any) -> str:
+    if not isinstance(blas, dict) or not blas.get("library"):
+        return ""
+    text = str(blas["library"]) + (f" {blas['version']}" if blas.get("version") else "")
+    return text + (f", kernel {blas['kernel']}" if blas.get("kernel") else "")
+
+
+def _citation(title: str, homepage: str = HOMEPAGE) -> str:
+    return (
+        "@misc{whestbench2026,\n"
+        f"  title        = {{{{{title}}}}},\n"
+        "  author       = {{Alignment Research Center} and {AIcrowd}},\n"
+        "  year         = {2026},\n"
+        f"  howpublished = {{\\url{{{homepage}}}}},\n"
+        "}"
+    )

@@ -1,0 +1,482 @@
+"""Read a dataset directory's raw parts: metadata.json, a split's Parquet shards, and their checksums.
+
+The low-level read side that the loader, merge, combine, verify and the Hub share. Nothing here
+validates the metadata's meaning (``schema.validate_metadata`` does) or builds ``datasets`` objects
+(the loader does); every failure is an ``InvalidDatasetError`` that names the path and what to do.
+
+The layout read is docs/format.md's (schema 3.0, as whestbench 0.16 and the ``datasets`` library lay
+it out). A split's name always comes from metadata; file names are only matched against it, never parsed
+into one (0.16 cut names at the first hyphen, so ``round-one`` became ``round``).
+
+**Checksums** live here too, in one implementation: ``checksum_state`` judges a dataset's files
+against its ``checksums`` block and reports; ``verify_checksums`` raises on what it reports as a
+mismatch (the loader, merge, combine, push and pull call it); ``bind_checksums`` writes the block.
+The block is bound to the facts of metadata.json it was written for (``checksums_written_for``),
+so a block that another program carried into other metadata (whestbench 0.16's merge copies its
+first partial's) is recognised as stale, while a file or a fact changed after the dataset was
+written is still refused. See docs/format.md, "Checksums".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
+
+from whestbench.format.schema import DatasetMeta
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+METADATA_FILE = "metadata.json"
+DATA_DIR = "data"
+PREPARED_DIR = "prepared"
+CHECKSUMS = "checksums"
+WRITTEN_FOR = "checksums_written_for"
+_HASH_BLOCK = 1 << 22  # 4 MiB reads: files can be GBs, memory stays flat
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
+
+
+def read_metadata(directory: str | Path) -> dict[str, Any]:
+    """The parsed ``metadata.json`` of ``directory`` (not validated).
+
+    Guards against: a path that does not exist, a file given where a directory belongs (a legacy
+    ``.npz``, or ``metadata.json`` itself), a directory without metadata, and unreadable JSON.
+    """
+    directory = Path(directory)
+    if not directory.exists():
+        raise InvalidDatasetError(
+            f"no such dataset directory: {directory}. Pass the directory that holds "
+            "metadata.json and data/ (as written by `whest dataset bake`)."
+        )
+    if not directory.is_dir():
+        raise InvalidDatasetError(
+            f"{directory} is a file, not a directory. Schema 3.0 datasets are directories holding "
+            "metadata.json and data/; pass the directory, or re-bake a legacy .npz file with "
+            "`whest dataset bake`."
+        )
+    path = directory / METADATA_FILE
+    if not path.is_file():
+        raise InvalidDatasetError(
+            f"missing metadata.json at {path}; this is not a WhestBench dataset directory "
+            "(bake one with `whest dataset bake`, or merge partials with `whest dataset merge`)."
+        )
+    return read_metadata_file(path)
+
+
+def read_meta(directory: str | Path, *, allow_partial: bool = False) -> DatasetMeta:
+    """``directory``'s metadata, read and validated (``schema.validate_metadata``)."""
+    return DatasetMeta.validated(read_metadata(directory), allow_partial=allow_partial)
+
+
+def read_metadata_file(path: str | Path) -> dict[str, Any]:
+    """The parsed JSON object in ``path`` (a ``metadata.json``, local or fetched from the Hub).
+
+    Guards against invalid JSON, a non-object, and nesting deep enough to exhaust the parser's stack.
+    """
+    path = Path(path)
+    try:
+        md = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidDatasetError(f"{path} is not valid JSON ({e}). {_REDO}") from e
+    except RecursionError:  # a document nested deeper than the parser's stack (no dataset writes one)
+        raise InvalidDatasetError(f"{path} is nested too deeply to be a dataset's metadata. {_REDO}") from None
+    if not isinstance(md, dict):
+        raise InvalidDatasetError(
+            f"{path} must hold a JSON object; got {type(md).__name__}. {_REDO}"
+        )
+    return md
+
+
+_SHARD_RE = re.compile(r"^(.+)-(\d{5,})-of-(\d{5,})\.parquet$")  # split, index, total: one way to cut a name
+
+
+def shard_name(split: str, i: int, n: int) -> str:
+    return f"{split}-{i:05d}-of-{n:05d}.parquet"
+
+
+def parse_shard(name: str) -> tuple[str, int, int] | None:
+    """``(split, index, total)`` of a shard's file name, or None for any other name."""
+    m = _SHARD_RE.match(name)
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def is_shard_of(name: str, split: str) -> bool:
+    """Whether file name ``name`` is one of ``split``'s shards (``round`` never claims ``round-one-…``)."""
+    shard = parse_shard(name)
+    return shard is not None and shard[0] == split
+
+
+def data_files(directory: str | Path, split: str) -> list[Path]:
+    """``split``'s Parquet shards under ``directory/data``, in shard order.
+
+    Guards against a split with no files and a shard set with holes (``00001-of-00003`` missing, or
+    shards from two different writes mixed), which would silently load fewer rows.
+    """
+    directory = Path(directory)
+    data = directory / DATA_DIR
+    found: list[tuple[int, int, Path]] = []
+    if data.is_dir():
+        for p in data.iterdir():
+            shard = parse_shard(p.name)
+            if shard is not None and shard[0] == split and p.is_file():
+                found.append((shard[1], shard[2], p))
+    if not found:
+        raise InvalidDatasetError(
+            f"no Parquet shards for split {split!r} in {data} (expected "
+            f"{DATA_DIR}/{split}-00000-of-00001.parquet). {_REDO}"
+        )
+    found.sort()
+    totals = {total for _, total, _ in found}
+    indices = [i for i, _, _ in found]
+    total = max(totals)
+    if len(totals) != 1 or indices != list(range(total)):
+        want = [shard_name(split, i, total) for i in range(total)]
+        have = sorted(p.name for _, _, p in found)
+        raise InvalidDatasetError(
+            f"split {split!r} in {data} has an incomplete or mixed shard set: found {have}, "
+            f"expected {want}. {_REDO}"
+        )
+    return [p for _, _, p in found]
+
+
+def parquet_footer(path: str | Path):
+    """The ``pyarrow.parquet.FileMetaData`` of one shard (reads only the footer)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_metadata(path)
+    except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
+        raise _unreadable(path, e) from e
+
+
+def read_table(directory: str | Path, split: str, columns: list[str] | None = None) -> "pa.Table":
+    """``split``'s rows from all its shards as one ``pyarrow.Table`` (shard order).
+
+    Does not check checksums: callers that need integrity call ``verify_checksums`` first.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    for path in data_files(directory, split):
+        try:
+            pf = pq.ParquetFile(path)
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
+            raise _unreadable(path, e) from e
+        missing = [c for c in columns or () if c not in pf.schema_arrow.names]
+        if missing:
+            raise InvalidDatasetError(
+                f"{path} has no column(s) {missing} (it holds {pf.schema_arrow.names}). "
+                f"{_REDO}"
+            )
+        try:
+            tables.append(pf.read(columns=columns))
+        except Exception as e:  # a corrupt page or bad compression deep inside the file
+            raise _unreadable(path, e) from e
+    try:
+        return pa.concat_tables(tables)
+    except pa.ArrowInvalid as e:
+        raise InvalidDatasetError(
+            f"the shards of split {split!r} in {Path(directory) / DATA_DIR} have different "
+            f"schemas ({e}). {_REDO}"
+        ) from e
+
+
+def _unreadable(path: str | Path, e: Exception) -> InvalidDatasetError:
+    return InvalidDatasetError(
+        f"{path} is not a readable Parquet file (truncated or corrupt?): {e}. {_REDO}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Checksums: computing them, binding them to the metadata, and the one verification
+
+
+class StaleChecksumsWarning(UserWarning):
+    """A dataset's ``checksums`` were carried into it by another program and describe other files."""
+
+
+def file_sha256(path: str | Path) -> str:
+    """``"sha256:<hex>"`` of a file, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_HASH_BLOCK), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def data_checksums(directory: str | Path) -> dict[str, str]:
+    """``{"data/<file>": "sha256:<hex>"}`` for every file under ``directory/data``, keys sorted."""
+    return _hash_files(Path(directory), (DATA_DIR,))
+
+
+def dataset_checksums(directory: str | Path) -> dict[str, str]:
+    """``{"data/…" | "prepared/…": "sha256:<hex>"}``: every file of the dataset's data, keys sorted."""
+    return _hash_files(Path(directory), (DATA_DIR, PREPARED_DIR))
+
+
+def _hash_files(root: Path, subdirs: Iterable[str]) -> dict[str, str]:
+    """Hidden paths (a writer's ``.<name>.staging-*``, editor files) are never part of a dataset:
+    ``datasets`` and the Hub skip them, so a checksum of one could never be verified elsewhere."""
+    files = sorted(
+        p
+        for sub in subdirs
+        if (root / sub).is_dir()
+        for p in (root / sub).rglob("*")
+        if p.is_file() and not _hidden(p.relative_to(root).as_posix())
+    )
+    return {p.relative_to(root).as_posix(): file_sha256(p) for p in files}
+
+
+def _hidden(rel: str) -> bool:
+    return any(part.startswith(".") for part in rel.split("/"))
+
+
+# The facts a checksums block is written for: everything that decides which files a dataset holds and
+# which rows must be in them. Provenance (hosts, times, commands, names) is left out, so editing it
+# by hand does not make the checksums stale (SPEC: metadata.json is judged on its content).
+_SPLIT_FACTS = ("n_mlps", "is_partial", "mlp_range", "total_n_mlps", "seed", "seed_list_digest")
+_SHAPE_FACTS = ("width", "depth", "n_samples")
+_SLICE_FACTS = ("is_partial", "mlp_range", "total_n_mlps")
+
+
+def checksum_facts(md: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts of ``md`` that its checksums are bound to (``checksums_written_for``).
+
+    Single split: its name, ``n_mlps``, the slice (``is_partial``, ``mlp_range``,
+    ``total_n_mlps``), the seeds (``seed``, ``seed_list_digest``); multi-split: the same per split;
+    both: ``width``, ``depth``, ``n_samples`` and the seed protocol's name and version.
+    """
+    facts: dict[str, Any] = {}
+    meta = DatasetMeta.of(md)
+    if meta.is_multi:
+        facts["splits"] = {
+            name: {k: entry[k] for k in _SPLIT_FACTS if k in entry}
+            for name, entry in meta.blocks.items()
+            if isinstance(entry, dict)
+        }
+    else:
+        facts["split"] = meta.splits[0]
+        facts.update({k: md[k] for k in _SPLIT_FACTS if k in md})
+    facts.update({k: md[k] for k in _SHAPE_FACTS if k in md})
+    sp = md.get("seed_protocol")
+    if isinstance(sp, dict):
+        facts["seed_protocol"] = {k: sp[k] for k in ("name", "version") if k in sp}
+    return json.loads(json.dumps(facts))  # as it reads back from metadata.json (tuples become lists)
+
+
+def bind_checksums(md: dict[str, Any], checksums: Mapping[str, str]) -> None:
+    """Give ``md`` the checksums block ``checksums`` bound to its facts as they are now.
+
+    ``checksums_written_for`` then ``checksums`` become the last two keys (earlier copies removed).
+    Call it after every other key is final.
+    """
+    md.pop(WRITTEN_FOR, None)
+    md.pop(CHECKSUMS, None)
+    md[WRITTEN_FOR] = checksum_facts(md)
+    md[CHECKSUMS] = dict(sorted(checksums.items()))
+
+
+State = Literal["ok", "absent", "stale", "mismatch"]
+
+
+@dataclass(frozen=True)
+class ChecksumState:
+    """What a dataset's checksums say about its files.
+
+    ``state``: ``"ok"`` every listed file (in scope) matches; ``"absent"`` none recorded (whestbench
+    0.16 writes none); ``"stale"`` a block another program carried over from other metadata, which
+    vouches for nothing here; ``"mismatch"`` a file or a bound fact changed, or the block is
+    malformed. ``detail``: one line for a report. ``error``: for a mismatch, what
+    ``verify_checksums`` raises (naming the first problem in full).
+    """
+
+    state: State
+    detail: str
+    error: InvalidDatasetError | None = None
+
+    def raise_if_mismatch(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+def checksum_state(directory: str | Path, md: Mapping[str, Any], *, split: str | None = None) -> ChecksumState:
+    """Judge the files of ``directory`` against ``md``'s checksums; never raises on a damaged dataset.
+
+    Every listed file must exist with its digest, and no unlisted Parquet file may sit under
+    ``data/`` (an extra shard would add rows nobody vouched for). With ``split``, only that
+    split's shards are in scope: a one-split load need not hash the other splits.
+    """
+    directory = Path(directory)
+    try:
+        listed = _listed(md)
+        if listed is None:
+            return ChecksumState("absent", "no checksums in metadata.json: a whestbench 0.16 dataset, or written by hand")
+        stale = _stale(md)
+    except InvalidDatasetError as e:
+        return ChecksumState("mismatch", str(e), e)
+    if stale is not None:
+        return ChecksumState("stale", stale)
+    scope = sorted(rel for rel in listed if _in_scope(rel, split))
+    problems = [p for rel in scope if (p := _file_problem(directory, rel, listed[rel])) is not None]
+    data = directory / DATA_DIR
+    for p in sorted(data.rglob("*.parquet")) if data.is_dir() else ():
+        rel = p.relative_to(directory).as_posix()
+        if rel not in listed and _in_scope(rel, split) and not _hidden(rel):
+            problems.append((
+                f"{rel} not listed (added after the dataset was written)",
+                f"{p} is not listed in metadata.json checksums: the dataset was modified after it was "
+                "written. Remove the file, or re-download or re-bake the dataset.",
+            ))
+    if problems:
+        return ChecksumState("mismatch", "; ".join(short for short, _ in problems), MergeCorruptError(problems[0][1]))
+    n = len(scope)
+    return ChecksumState("ok", "1 file matches its sha256" if n == 1 else f"{n} files match their sha256")
+
+
+def verify_checksums(directory: str | Path, md: Mapping[str, Any], *, split: str | None = None) -> ChecksumState:
+    """``checksum_state``, raising its error on a mismatch (MergeCorruptError naming the file or
+    the fact; InvalidDatasetError for a malformed block) and warning (``StaleChecksumsWarning``)
+    when the checksums are stale. A dataset without checksums passes."""
+    state = checksum_state(directory, md, split=split)
+    state.raise_if_mismatch()
+    if state.state == "stale":
+        warnings.warn(
+            f"{directory}: {state.detail}. Its files are used unchecked; `whest dataset verify "
+            f"{directory}` checks their content.",
+            StaleChecksumsWarning,
+            stacklevel=2,
+        )
+    return state
+
+
+def checksums_block(md: Mapping[str, Any]) -> dict[str, str] | None:
+    """The ``{path: digest}`` that vouch for this metadata's files, or None when none do (no block,
+    as in 0.16 datasets, or a stale one). Raises InvalidDatasetError for a malformed block and
+    MergeCorruptError when a fact it was written for has changed since."""
+    listed = _listed(md)
+    if listed is None or _stale(md) is not None:
+        return None
+    return listed
+
+
+def verify_files(directory: str | Path, listed: Mapping[str, str], paths: Iterable[str]) -> None:
+    """Check that each relative path in ``paths`` exists with the digest ``listed`` gives it."""
+    for rel in paths:
+        problem = _file_problem(Path(directory), rel, listed[rel])
+        if problem is not None:
+            raise MergeCorruptError(problem[1])
+
+
+def _listed(md: Mapping[str, Any]) -> dict[str, str] | None:
+    """``md["checksums"]`` checked for shape (no path may leave the dataset directory), or None."""
+    if CHECKSUMS not in md:
+        return None
+    block = md[CHECKSUMS]
+    if not isinstance(block, dict):
+        raise InvalidDatasetError(
+            f"metadata 'checksums' must be an object mapping file paths to 'sha256:<hex>'; "
+            f"got {type(block).__name__}. {_REDO}"
+        )
+    for rel, digest in block.items():
+        parts = rel.split("/") if isinstance(rel, str) else []
+        if not parts or rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+            raise InvalidDatasetError(
+                f"metadata 'checksums' has an invalid path {rel!r}: paths are relative to the "
+                f"dataset directory, like 'data/public-00000-of-00001.parquet'. {_REDO}"
+            )
+        if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+            raise InvalidDatasetError(
+                f"metadata 'checksums'[{rel!r}] is {digest!r}; expected 'sha256:' and 64 lowercase "
+                f"hex digits. {_REDO}"
+            )
+    return block
+
+
+def _stale(md: Mapping[str, Any]) -> str | None:
+    """Why the checksums are stale (a one-line note), or None when they are bound to ``md``.
+
+    Raises MergeCorruptError when a fact they were written for has changed in any other way: a
+    hand edit (``n_mlps``, a slice, a seed list) must not turn checksums off. A block without
+    ``checksums_written_for`` (written before blocks were bound) is taken as bound.
+    """
+    recorded = md.get(WRITTEN_FOR)
+    if recorded is None:
+        return None
+    if not isinstance(recorded, dict):
+        raise InvalidDatasetError(
+            f"metadata '{WRITTEN_FOR}' must be an object (the facts the checksums were written for); "
+            f"got {type(recorded).__name__}. {_REDO}"
+        )
+    current = checksum_facts(md)
+    if recorded == current:
+        return None
+    if _carried_by_a_merge(recorded, current, md):
+        a, b = recorded["mlp_range"]
+        return (
+            f"checksums are stale, written by another program: whestbench 0.16's merge copied them "
+            f"from the partial holding MLPs [{a}, {b}) of {recorded['total_n_mlps']} into this merge "
+            f"of {md['partials_count']} partials; they describe that partial's files, not these"
+        )
+    changed = [k for k in {**recorded, **current} if recorded.get(k) != current.get(k)]
+    key = next((k for k in changed if k not in (*_SLICE_FACTS, "n_mlps")), changed[0])  # a merge explains those
+    raise MergeCorruptError(
+        f"metadata.json says {key}={_show(current.get(key))} but its checksums were written for "
+        f"{key}={_show(recorded.get(key))}: metadata.json was edited after the dataset was written. "
+        f"Restore it, or {_REDO[0].lower()}{_REDO[1:]}"
+    )
+
+
+def _carried_by_a_merge(recorded: dict[str, Any], current: dict[str, Any], md: Mapping[str, Any]) -> bool:
+    """Whether ``md`` is exactly what whestbench 0.16's merge makes of the partial whose facts
+    ``recorded`` holds: the slice facts dropped, ``n_mlps`` the whole bake's, ``partials_count`` and
+    ``merged_at_utc`` added, every other fact unchanged. (Our merge writes a fresh block.)"""
+    rng, total = recorded.get("mlp_range"), recorded.get("total_n_mlps")
+    if recorded.get("is_partial") is not True or not (isinstance(rng, list) and len(rng) == 2):
+        return False
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (*rng, total)):
+        return False
+    if any(k in current for k in _SLICE_FACTS) or current.get("n_mlps") != recorded.get("total_n_mlps"):
+        return False
+    count = md.get("partials_count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1 or "merged_at_utc" not in md:
+        return False
+    rest = [k for k in {**recorded, **current} if k not in (*_SLICE_FACTS, "n_mlps")]
+    return all(recorded.get(k) == current.get(k) for k in rest)
+
+
+def _show(value: Any) -> str:
+    return "absent" if value is None else json.dumps(value, sort_keys=True)
+
+
+def _in_scope(rel: str, split: str | None) -> bool:
+    if split is None:
+        return True
+    head, _, name = rel.rpartition("/")
+    return head == DATA_DIR and is_shard_of(name, split)
+
+
+def _file_problem(directory: Path, rel: str, digest: str) -> tuple[str, str] | None:
+    """``(short, full)`` description of what is wrong with listed file ``rel``, or None."""
+    p = directory / rel
+    if not p.is_file():
+        return (
+            f"{rel} missing",
+            f"{p} is listed in metadata.json checksums but is missing: the dataset was modified or "
+            f"truncated. {_REDO}",
+        )
+    got = file_sha256(p)
+    if got != digest:
+        return (
+            f"{rel} modified or truncated",
+            f"{p} does not match its checksum in metadata.json (expected {digest}, got {got}): the "
+            f"file was modified or truncated. {_REDO}",
+        )
+    return None

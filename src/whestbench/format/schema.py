@@ -1,0 +1,423 @@
+"""Schema 3.0: constants, HF features, name rules and ``validate_metadata``.
+
+The layout and every key are format-compatible with whestbench 0.16 in both directions; our
+additions (``sampler``, ``checksums``, ``bake_command``, ``seed_list_digest``, ...) are optional
+keys that its loader ignores.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from whestbench.compute.estimation import is_cv_block
+from whestbench.errors import InvalidDatasetError
+
+SCHEMA_VERSION = "3.0"
+FORMAT = "hf-datasets-parquet"
+DEFAULT_SPLIT = "public"
+DEFAULT_CONFIG = "default"
+BACKEND_CPU = "flopscope"  # the default CPU path, named as whestbench 0.16 names it
+BACKEND_TORCH = "torch"
+
+PROTOCOLS = {
+    ("whestbench_seedsequence_hierarchy", "2.0"),
+    ("whestbench_explicit_per_mlp_seeds", "3.0"),
+    ("whestbench_kdf_per_mlp_seeds", "4.0"),
+}
+
+COLUMNS = (
+    "mlp_id",
+    "mlp_name",
+    "mlp_seed",
+    "weights",
+    "all_layer_means",
+    "final_means",
+    "avg_variance",
+    "sampling_budget_breakdown",
+)
+# Ours, after the reference's eight (its loader ignores them): the standard error of every stored
+# mean (bakes that record an ``estimator``), and the samples each MLP used (``target_stderr`` bakes).
+STDERR_COLUMN = "all_layer_stderr"
+N_USED_COLUMN = "n_samples_used"
+
+
+def columns_for(md: dict[str, Any]) -> tuple[str, ...]:
+    """The columns a dataset with metadata ``md`` holds: the reference's eight, then ours."""
+    extra = (STDERR_COLUMN,) if isinstance(md.get("estimator"), dict) else ()
+    if isinstance(md.get("target_stderr"), dict):
+        extra += (N_USED_COLUMN,)
+    return COLUMNS + extra
+
+# whestbench 0.16's rule: lowercase words joined by single hyphens.
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+def check_split_name(name: object, what: str = "split") -> str:
+    """Return ``name`` if it is a usable split/config name, else raise InvalidDatasetError.
+
+    Guards against names the ``datasets`` library cannot load (hyphens: it wants ``\\w+``),
+    uppercase, and path tricks (``..``, ``/``) that would escape the dataset directory.
+    """
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidDatasetError(
+            f"{what} name {name!r} is invalid: use lowercase letters and digits, starting with a "
+            "letter (for example 'public', 'holdout', 'round1')."
+        )
+    if what == "split" and "-" in name:
+        raise InvalidDatasetError(
+            f"split name {name!r} contains a hyphen, which the `datasets` library cannot load "
+            f"(and whestbench 0.16 truncates at the hyphen); use {name.replace('-', '')!r} instead."
+        )
+    return name
+
+
+def check_config_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidDatasetError(
+            f"config name {name!r} is invalid: use lowercase letters, digits and single hyphens, "
+            "starting with a letter (for example 'default', 'holdout')."
+        )
+    return name
+
+
+def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
+    """HF ``Features`` of ``columns`` (the reference's eight by default, with the exact types
+    whestbench 0.16 writes; ``all_layer_stderr`` is typed as ``all_layer_means``)."""
+    from datasets import Array2D, Array3D, Features, List, Value
+
+    every = {
+        "mlp_id": Value("int32"),
+        "mlp_name": Value("string"),
+        "mlp_seed": Value("int64"),
+        "weights": Array3D(shape=(depth, width, width), dtype="float32"),
+        "all_layer_means": Array2D(shape=(depth, width), dtype="float32"),
+        "final_means": List(Value("float32"), length=width),
+        "avg_variance": Value("float64"),
+        "sampling_budget_breakdown": Value("string"),
+        STDERR_COLUMN: Array2D(shape=(depth, width), dtype="float32"),
+        N_USED_COLUMN: Value("int64"),
+    }
+    return Features({name: every[name] for name in columns})
+
+
+@dataclass(frozen=True)
+class DatasetMeta:
+    """A read-only view of ``metadata.json``: the one place that tells a multi-split dataset (a
+    ``splits`` object) from a single-split one and finds a split's keys. ``read``/``validated`` go
+    through ``validate_metadata``; ``of`` wraps what a caller has and never raises (metadata that is
+    not an object answers empty). The dict is neither copied nor changed."""
+
+    md: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, md: Any) -> DatasetMeta:
+        return md if isinstance(md, DatasetMeta) else cls(md if isinstance(md, Mapping) else {})
+
+    @classmethod
+    def validated(cls, md: Any, *, allow_partial: bool = False) -> DatasetMeta:
+        validate_metadata(md, allow_partial=allow_partial)
+        return cls(md)
+
+    @property
+    def is_multi(self) -> bool:
+        return isinstance(self.md.get("splits"), dict)
+
+    @property
+    def blocks(self) -> dict[str, Any]:
+        """The ``splits`` object (name -> entry, as written); ``{}`` for a single-split dataset."""
+        return self.md["splits"] if self.is_multi else {}
+
+    @property
+    def splits(self) -> list[str]:
+        """The split names in metadata order; a single-split dataset without ``split`` is ``public``."""
+        split = self.md.get("split")
+        return list(self.blocks) if self.is_multi else [split if isinstance(split, str) else DEFAULT_SPLIT]
+
+    def block(self, split: str) -> Any:
+        """Where ``split``'s own keys are: its entry in ``splits`` (None if absent), or the top level."""
+        return self.blocks.get(split) if self.is_multi else self.md
+
+    def n_mlps(self, split: str) -> Any:
+        """The rows ``split`` declares (as written; None when its block has no ``n_mlps``)."""
+        block = self.block(split)
+        return block.get("n_mlps") if isinstance(block, Mapping) else None
+
+    def entry(self, split: str) -> dict[str, Any]:
+        """``split`` as a single-split dataset's metadata (a deep copy): the top level without
+        ``splits``, the split's entry over it."""
+        out = {k: copy.deepcopy(v) for k, v in self.md.items() if k != "splits"}
+        out.update(copy.deepcopy(self.md["splits"][split]) if self.is_multi else {})
+        return out
+
+    def declared_rows(self, split: str) -> tuple[int, int, Any]:
+        """``(start, end, n_mlps)``: the mlp_id range ``split`` must hold (a partial's ``mlp_range``)."""
+        n, rng = self.n_mlps(split), self.md.get("mlp_range")
+        if self.md.get("is_partial") and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
+            return rng[0], rng[1], n
+        return 0, n if isinstance(n, int) else -1, n
+
+    @property
+    def estimator(self) -> dict[str, Any]:
+        """The ``estimator`` block as recorded, ``{}`` when there is none (``Estimation.from_metadata``
+        reads it typed, once the metadata is validated)."""
+        est = self.md.get("estimator")
+        return est if isinstance(est, dict) else {}
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return columns_for(self.md)
+
+
+def protocol_version(md: dict[str, Any]) -> str:
+    sp = md.get("seed_protocol") or {}
+    return str(sp.get("version", "2.0")) if isinstance(sp, dict) else "2.0"
+
+
+def infer_sampler(md: dict[str, Any]) -> str:
+    """The sampler that drew a dataset's inputs; whestbench 0.16 datasets do not record it.
+
+    0.16's CPU path ("flopscope") is our pcg64 sampler; its torch path drew with ``torch.randn``.
+    """
+    s = md.get("sampler")
+    if isinstance(s, dict) and isinstance(s.get("name"), str):
+        return s["name"]
+    if md.get("backend") == "torch":
+        return "torch-randn"
+    return "pcg64"
+
+
+def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
+    """Raise InvalidDatasetError naming the first field at fault; return None if ``md`` is valid."""
+    if not isinstance(md, dict):
+        raise InvalidDatasetError("metadata.json must hold a JSON object.")
+    if "schema_version" not in md:
+        raise InvalidDatasetError(
+            "metadata is missing 'schema_version'; this is not a WhestBench schema 3.0 dataset."
+        )
+    if md["schema_version"] != SCHEMA_VERSION:
+        raise InvalidDatasetError(
+            f"schema_version {md['schema_version']!r} is not supported (expected {SCHEMA_VERSION!r}); "
+            "re-bake the dataset with this version of whestbench."
+        )
+    sp = md.get("seed_protocol")
+    if not isinstance(sp, dict) or (sp.get("name"), sp.get("version")) not in PROTOCOLS:
+        name = sp.get("name") if isinstance(sp, dict) else None
+        version = sp.get("version") if isinstance(sp, dict) else None
+        raise InvalidDatasetError(f"unknown seed_protocol name={name!r} / version={version!r}.")
+    version = sp["version"]
+    if version == "4.0":
+        src = sp.get("salt_source")
+        if src not in ("metadata", "env"):
+            raise InvalidDatasetError("seed_protocol 4.0 needs salt_source 'metadata' or 'env'.")
+        if src == "metadata" and not (isinstance(sp.get("salt"), str) and sp.get("salt")):
+            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'metadata' needs a hex 'salt'.")
+        if src == "env" and "salt" in sp:
+            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' must not store a 'salt'.")
+        if "salt_digest" in sp and not isinstance(sp["salt_digest"], str):
+            raise InvalidDatasetError("seed_protocol salt_digest must be a string.")
+        if src == "env" and "salt_digest" not in sp:
+            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' needs a salt_digest.")
+    _validate_recipe(md)
+    if "split" in md:
+        _check_name_field(md["split"], "split")
+    if "config" in md:
+        _check_name_field(md["config"], "config")
+    if "splits" in md:
+        _validate_multi(md, version)
+        return
+    if "n_mlps" not in md:
+        raise InvalidDatasetError("metadata is missing 'n_mlps'.")
+    _check_seed_key(md, version, where="metadata")
+    if md.get("is_partial") and not allow_partial:
+        raise InvalidDatasetError(
+            f"this is a partial dataset (mlp_range={md.get('mlp_range')}, "
+            f"total_n_mlps={md.get('total_n_mlps')}). Run `whest dataset merge <partials> --output <dir>` first."
+        )
+
+
+def _check_name_field(value: Any, what: str) -> None:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise InvalidDatasetError(
+            f"{what} name {value!r} is invalid: it must match {NAME_RE.pattern}."
+        )
+
+
+def _check_seed_key(d: dict, version: str, *, where: str) -> None:
+    if version == "2.0" and "seed" not in d:
+        raise InvalidDatasetError(f"seed_protocol 2.0 requires a 'seed' in {where}.")
+    if version != "2.0" and "seed" in d:
+        raise InvalidDatasetError(
+            f"'seed' is not allowed in {where} under seed_protocol {version} (seeds live in mlp_seed)."
+        )
+
+
+def _validate_multi(md: dict, version: str) -> None:
+    splits = md["splits"]
+    if not isinstance(splits, dict) or not splits:
+        raise InvalidDatasetError("metadata 'splits' must be a non-empty object.")
+    if md.get("is_partial"):
+        raise InvalidDatasetError("a multi-split dataset cannot be partial (is_partial).")
+    if "n_mlps" in md:
+        raise InvalidDatasetError("a multi-split dataset keeps n_mlps per split, not at the top level.")
+    if "seed" in md:
+        raise InvalidDatasetError("a multi-split dataset must not have a top-level 'seed'.")
+    ds = md.get("default_split")
+    if ds is not None and (not isinstance(ds, str) or ds not in splits):
+        raise InvalidDatasetError(f"default_split {ds!r} is not one of the splits {sorted(splits)}.")
+    prepared = md.get("prepared_splits")
+    if prepared is not None:
+        if not isinstance(prepared, dict) or not set(prepared) <= set(splits):
+            raise InvalidDatasetError("prepared_splits must map existing split names to entries.")
+        for name, entry in prepared.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise InvalidDatasetError(f"prepared_splits[{name!r}] needs a string 'path'.")
+            if "format" in entry and not isinstance(entry["format"], str):
+                raise InvalidDatasetError(f"prepared_splits[{name!r}].format must be a string.")
+            if ".." in entry["path"].split("/") or entry["path"].startswith("/"):
+                raise InvalidDatasetError(
+                    f"prepared_splits[{name!r}].path {entry['path']!r} escapes the dataset directory."
+                )
+    for name, entry in splits.items():
+        _check_name_field(name, "split")
+        if not isinstance(entry, dict):
+            raise InvalidDatasetError(f"splits[{name!r}] must be an object.")
+        if "n_mlps" not in entry:
+            raise InvalidDatasetError(f"splits[{name!r}] is missing 'n_mlps'.")
+        if "config" in entry:
+            _check_name_field(entry["config"], "config")
+        _check_seed_key(entry, version, where=f"splits[{name!r}]")
+
+
+FORMAT_NAME = FORMAT
+MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64-bit
+MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
+
+
+def _positive_int(v: Any, limit: int = MAX_SAMPLES) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= limit
+
+
+def positive_int(md: Mapping[str, Any], key: str) -> int | None:
+    """``md[key]`` when it is a positive int (not a bool), else None."""
+    v = md.get(key)
+    return v if _positive_int(v) else None
+
+
+def _validate_recipe(md: dict) -> None:
+    """The keys that say how the numbers were made: the format, the shape, the sampler, the estimator
+    and a target. Every reader (load, verify, push, merge, combine, inspect) calls this through
+    ``validate_metadata``, so a dataset one of them refuses the others refuse with the same words."""
+    from whestbench.compute.estimation import ESTIMATOR_VERSION, ESTIMATORS, PILOT_SAMPLES, TARGET_RULE
+
+    fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
+    if "format" in md and md["format"] != FORMAT_NAME:
+        raise InvalidDatasetError(f"metadata format {_short(md['format'])} is not {FORMAT_NAME!r} {fix}.")
+    for key, limit in (("width", MAX_MLPS), ("depth", MAX_MLPS), ("n_samples", MAX_SAMPLES), ("n_mlps", MAX_MLPS),
+                       ("total_n_mlps", MAX_MLPS)):
+        if key in md and not _positive_int(md[key], limit):
+            raise InvalidDatasetError(f"metadata {key} {_short(md[key])} is not a positive integer (at most {limit:,}) {fix}.")
+    for name, entry in DatasetMeta.of(md).blocks.items():
+        if isinstance(entry, dict) and "n_mlps" in entry and not _positive_int(entry["n_mlps"], MAX_MLPS):
+            raise InvalidDatasetError(f"metadata splits[{name!r}].n_mlps {_short(entry['n_mlps'])} is not a positive "
+                                      f"integer {fix}.")
+    if md.get("is_partial"):
+        rng, total = md.get("mlp_range"), md.get("total_n_mlps")
+        if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in rng)
+                and _positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
+            raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
+                                      f"mlp_range {_short(rng)}, total_n_mlps {_short(total)} {fix}.")
+    samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
+    for name, entry in DatasetMeta.of(md).blocks.items():
+        if isinstance(entry, dict) and "sampler" in entry:
+            samplers.append((entry["sampler"], f"splits[{name!r}].sampler"))
+    for sampler, where in samplers:
+        _check_sampler(sampler, where, md, fix)
+    if "estimator" in md and not samplers:
+        raise InvalidDatasetError(f"metadata has an estimator block but no sampler block {fix}.")
+    if "estimator" in md:
+        est = md["estimator"]
+        name = est.get("name") if isinstance(est, dict) else est
+        if not isinstance(est, dict) or name not in ESTIMATORS or est.get("version") != ESTIMATOR_VERSION:
+            version = est.get("version") if isinstance(est, dict) else None
+            raise InvalidDatasetError(f"metadata estimator {_short(name)} version {_short(version)} is not one this "
+                                      f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
+        if is_cv_block(est):
+            want = {_cv_batch(s) for s, _ in samplers}
+            if est.get("batch_samples") not in want or None in want:
+                raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not "
+                                          f"what its sampler gives ({', '.join(map(str, sorted(w for w in want if w)))}) {fix}.")
+            if "pilot_samples" in est and est["pilot_samples"] != PILOT_SAMPLES:
+                raise InvalidDatasetError(f"metadata estimator pilot_samples {_short(est['pilot_samples'])} is not "
+                                          f"{PILOT_SAMPLES} {fix}.")
+    if "target_stderr" in md:
+        t = md["target_stderr"]
+        value = t.get("value") if isinstance(t, dict) else None
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+              and t.get("layer") in ("last", "all"))
+        if not ok:
+            raise InvalidDatasetError(f"metadata target_stderr {_short(t)} needs a positive finite value and layer "
+                                      f"'last' or 'all' {fix}.")
+        if "estimator" not in md:
+            raise InvalidDatasetError(f"metadata has a target_stderr but no estimator block {fix}.")
+        if "rule" in t and t["rule"] != TARGET_RULE:
+            raise InvalidDatasetError(f"metadata target_stderr rule {_short(t['rule'])} is not {TARGET_RULE!r} {fix}.")
+        steps = {s.get("block_size") for s, _ in samplers if isinstance(s, dict)}
+        if "step_samples" in t and t["step_samples"] not in steps:
+            raise InvalidDatasetError(f"metadata target_stderr step_samples {_short(t['step_samples'])} is not the "
+                                      f"sampler's block_size {fix}.")
+
+
+def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
+    known = _known_samplers()
+    if not isinstance(sampler, dict) or sampler.get("name") not in known:
+        name = sampler.get("name") if isinstance(sampler, dict) else sampler
+        raise InvalidDatasetError(f"metadata {where} {_short(name)} is not one this whestbench knows "
+                                  f"({', '.join(sorted(known))}) {fix}.")
+    if sampler.get("version") != known[sampler["name"]]:
+        raise InvalidDatasetError(f"metadata {where} {sampler['name']} version {_short(sampler.get('version'))} "
+                                  f"is not {known[sampler['name']]!r} {fix}.")
+    block = sampler.get("block_size")
+    if not _positive_int(block):
+        raise InvalidDatasetError(f"metadata {where} block_size {_short(block)} is not a positive integer {fix}.")
+    if sampler["name"] == "pcg64" and _positive_int(md.get("width")):
+        from whestbench.compute.pcg64 import chunk_rows
+
+        if block != chunk_rows(md["width"]):
+            raise InvalidDatasetError(f"metadata {where} block_size {block} is not the pcg64 chunk of width "
+                                      f"{md['width']} ({chunk_rows(md['width'])}) {fix}.")
+    if sampler["name"] == "philox" and block & (block - 1):
+        raise InvalidDatasetError(f"metadata {where} block_size {block} is not a power of two (philox) {fix}.")
+    backend = md.get("backend")
+    if (sampler["name"] == "philox") != (backend == BACKEND_TORCH):
+        raise InvalidDatasetError(f"metadata {where} {sampler['name']} does not go with backend {_short(backend)} "
+                                  f"(philox is the torch backend's sampler, pcg64 the CPU path's) {fix}.")
+
+
+def _cv_batch(sampler: Any) -> int | None:
+    """The control-variate batch a sampler block implies: the pcg64 chunk, or min(CV_BATCH, block)."""
+    from whestbench.compute.estimators import CV_BATCH
+
+    if not isinstance(sampler, dict) or not _positive_int(sampler.get("block_size")):
+        return None
+    block = sampler["block_size"]
+    return block if sampler.get("name") == "pcg64" else min(CV_BATCH, block)
+
+
+def _known_samplers() -> dict[str, str]:
+    from whestbench.compute import pcg64
+    from whestbench.compute.philox import spec as philox
+
+    return {pcg64.SAMPLER_NAME: pcg64.SAMPLER_VERSION, philox.SAMPLER_NAME: philox.SAMPLER_VERSION}
+
+
+def _short(v: Any) -> str:
+    """A metadata value as one short, printable piece of a message."""
+    from whestbench.text import sanitize
+
+    text = json.dumps(v) if not isinstance(v, str) else repr(v)
+    return sanitize(text if len(text) <= 60 else text[:57] + "...")

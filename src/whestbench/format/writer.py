@@ -1,0 +1,252 @@
+"""Write a dataset directory: Parquet shards + ``metadata.json`` + card, staged and renamed atomically.
+
+Shards: ``data/{split}-NNNNN-of-MMMMM.parquet`` of at most ``MAX_SHARD_BYTES``, row groups of at most
+``MAX_ROW_GROUP_BYTES`` (the Hub's viewer reads row groups whole), written with the HF ``Features``
+schema so ``datasets`` and whestbench 0.16 read them. Rows stream in: memory holds one row group.
+
+The shards are built with pyarrow alone (``shard_schema``, ``rows_table``): importing ``datasets``
+costs about a second, the largest part of a small bake's start-up. The schema, and so the files, are
+the ones ``datasets`` writes for ``schema.make_features`` (tests/format/test_writer.py compares them
+byte for byte).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+from whestbench.atomic import staged_dir
+from whestbench.format.reader import bind_checksums, data_checksums, shard_name
+from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, columns_for
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+MAX_SHARD_BYTES = 2 * 1024**3
+MAX_ROW_GROUP_BYTES = 256 * 1024**2
+# What ``datasets`` records for an Array2D/Array3D column (its extension type's name and serialised
+# shape and dtype): readers that import ``datasets`` get the extension type back, others the lists.
+_EXTENSION_NAME = "datasets.features.features.Array{}DExtensionType"
+
+
+def row_bytes(width: int, depth: int) -> int:
+    """Upper estimate of one row's size (weights dominate: depth*width*width float32)."""
+    return 4 * depth * width * width + 4 * depth * width + 4 * width + 4096
+
+
+def shard_plan(n_rows: int, width: int, depth: int, max_shard_bytes: int = MAX_SHARD_BYTES) -> list[int]:
+    """Row counts per shard: as few shards as keep each under ``max_shard_bytes``, sizes even."""
+    per = max(1, max_shard_bytes // row_bytes(width, depth))
+    n_shards = max(1, math.ceil(n_rows / per))
+    base, extra = divmod(n_rows, n_shards)
+    return [base + (1 if i < extra else 0) for i in range(n_shards)]
+
+
+def write_metadata_json(directory: Path, md: dict[str, Any]) -> None:
+    """``metadata.json`` as whestbench 0.16 writes it: indent 2, insertion order, no trailing newline."""
+    (Path(directory) / "metadata.json").write_text(json.dumps(md, indent=2))
+
+
+def write_parquet_shards(
+    directory: Path,
+    split: str,
+    rows: Iterable[dict[str, Any]],
+    n_rows: int,
+    width: int,
+    depth: int,
+    *,
+    max_shard_bytes: int = MAX_SHARD_BYTES,
+    max_row_group_bytes: int = MAX_ROW_GROUP_BYTES,
+    columns: tuple[str, ...] = COLUMNS,
+) -> list[Path]:
+    """Stream ``rows`` (dicts holding ``columns``) into ``directory/data`` shards; return their paths."""
+    import pyarrow.parquet as pq
+
+    schema = shard_schema(width, depth, columns)
+    plan = shard_plan(n_rows, width, depth, max_shard_bytes)
+    group_rows = max(1, max_row_group_bytes // row_bytes(width, depth))
+    data = Path(directory) / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    it: Iterator[dict[str, Any]] = iter(rows)
+    paths = []
+    for i, count in enumerate(plan):
+        path = data / shard_name(split, i, len(plan))
+        with pq.ParquetWriter(path, schema, compression="snappy") as writer:
+            left = count
+            while left:
+                take = min(left, group_rows)
+                batch = [next(it) for _ in range(take)]
+                writer.write_table(rows_table(batch, width, depth, schema, columns), row_group_size=take)
+                left -= take
+        paths.append(path)
+    return paths
+
+
+def hf_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> dict[str, Any]:
+    """The ``huggingface`` schema metadata's features, as ``make_features(width, depth, columns).to_dict()``
+    gives them (``datasets`` >= 4; key order matters: it is the text ``datasets`` writes)."""
+    every = {
+        "mlp_id": {"dtype": "int32", "_type": "Value"},
+        "mlp_name": {"dtype": "string", "_type": "Value"},
+        "mlp_seed": {"dtype": "int64", "_type": "Value"},
+        "weights": {"shape": [depth, width, width], "dtype": "float32", "_type": "Array3D"},
+        "all_layer_means": {"shape": [depth, width], "dtype": "float32", "_type": "Array2D"},
+        "final_means": {"feature": {"dtype": "float32", "_type": "Value"}, "length": width, "_type": "List"},
+        "avg_variance": {"dtype": "float64", "_type": "Value"},
+        "sampling_budget_breakdown": {"dtype": "string", "_type": "Value"},
+        STDERR_COLUMN: {"shape": [depth, width], "dtype": "float32", "_type": "Array2D"},
+        N_USED_COLUMN: {"dtype": "int64", "_type": "Value"},
+    }
+    return {name: every[name] for name in columns}
+
+
+def shard_schema(width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> "pa.Schema":
+    """The shards' Arrow schema without ``datasets``: the storage types of ``make_features(width,
+    depth).arrow_schema``, its Array2D/3D columns marked with the extension name and metadata that
+    ``datasets`` serialises, and its ``huggingface`` metadata. It serialises to the same bytes."""
+    import pyarrow as pa
+
+    def array_nd(shape: list[int]) -> tuple["pa.DataType", dict[str, str]]:
+        storage = pa.float32()
+        for _ in shape:
+            storage = pa.list_(storage)
+        return storage, {  # in the order pyarrow serialises an extension type's keys
+            "ARROW:extension:metadata": json.dumps([shape, "float32"]),
+            "ARROW:extension:name": _EXTENSION_NAME.format(len(shape)),
+        }
+
+    weights, weights_md = array_nd([depth, width, width])
+    means, means_md = array_nd([depth, width])
+    every = {
+        "mlp_id": pa.field("mlp_id", pa.int32()),
+        "mlp_name": pa.field("mlp_name", pa.string()),
+        "mlp_seed": pa.field("mlp_seed", pa.int64()),
+        "weights": pa.field("weights", weights, metadata=weights_md),
+        "all_layer_means": pa.field("all_layer_means", means, metadata=means_md),
+        "final_means": pa.field("final_means", pa.list_(pa.float32(), width)),
+        "avg_variance": pa.field("avg_variance", pa.float64()),
+        "sampling_budget_breakdown": pa.field("sampling_budget_breakdown", pa.string()),
+        STDERR_COLUMN: pa.field(STDERR_COLUMN, means, metadata=means_md),
+        N_USED_COLUMN: pa.field(N_USED_COLUMN, pa.int64()),
+    }
+    features = {"info": {"features": hf_features(width, depth, columns)}}
+    return pa.schema([every[c] for c in columns], metadata={"huggingface": json.dumps(features)})
+
+
+def rows_table(batch: list[dict[str, Any]], width: int, depth: int, schema: "pa.Schema | None" = None,
+               columns: tuple[str, ...] = COLUMNS) -> "pa.Table":
+    """One row group's table of ``batch`` (dicts holding ``columns``) in ``shard_schema``; ValueError
+    names a column whose value has the wrong shape or type.
+
+    Arrays are assembled from numpy buffers (``pa.Array.from_buffers``): ``pa.array`` would import
+    pandas (~0.15 s) to ask whether its argument is a pandas object.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    schema = schema if schema is not None else shard_schema(width, depth, columns)
+    n = len(batch)
+
+    def buffer_array(kind: "pa.DataType", values: "np.ndarray") -> "pa.Array":
+        return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
+
+    def numbers(name: str, dtype: type) -> "pa.Array":
+        values = np.array([r[name] for r in batch])
+        integral = np.issubdtype(dtype, np.integer)
+        if values.shape != (n,) or values.dtype.kind not in ("iu" if integral else "iuf"):
+            raise ValueError(f"column {name}: expected one {'integer' if integral else 'number'} per row.")
+        if integral and n and not (np.iinfo(dtype).min <= values.min() and values.max() <= np.iinfo(dtype).max):
+            raise ValueError(f"column {name}: values must fit {np.dtype(dtype).name}.")
+        return buffer_array(pa.from_numpy_dtype(dtype), values.astype(dtype))
+
+    def strings(name: str) -> "pa.Array":
+        texts = [r[name] for r in batch]
+        bad = next((t for t in texts if not isinstance(t, str)), None)
+        if bad is not None:
+            raise ValueError(f"column {name}: expected a str per row; got {type(bad).__name__}.")
+        try:
+            data = [t.encode("utf-8") for t in texts]
+        except UnicodeEncodeError as e:
+            raise ValueError(f"column {name}: not valid text ({e}).") from e
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in data], out=offsets[1:])
+        if offsets[-1] >= 2**31:
+            raise ValueError(f"column {name}: more than 2 GiB of text in one row group.")
+        buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
+        return pa.Array.from_buffers(pa.string(), n, buffers)
+
+    def floats(name: str, shape: tuple[int, ...]) -> "np.ndarray":
+        out = np.empty((n, *shape), dtype=np.float32)
+        for i, r in enumerate(batch):
+            value = np.asarray(r[name], dtype=np.float32)
+            if value.shape != shape:
+                raise ValueError(f"row {i}: {name} has shape {value.shape}; expected {shape}.")
+            out[i] = value
+        return out
+
+    def nested(values: "np.ndarray") -> "pa.Array":
+        """(n, d1, ..., dk) float32 -> n rows of list<...list<float>>, one list level per d, innermost first."""
+        if values.size >= 2**31:  # (plan.MAX_ROW_FLOATS and MAX_ROW_GROUP_BYTES keep bakes far below)
+            raise ValueError("more than 2**31 floats in one row group: Arrow lists cannot index them.")
+        arr, count = buffer_array(pa.float32(), values.reshape(-1)), values.size
+        for size in reversed(values.shape[1:]):
+            count //= size
+            offsets = np.arange(count + 1, dtype=np.int64) * size
+            arr = pa.ListArray.from_arrays(buffer_array(pa.int32(), offsets.astype(np.int32)), arr)
+        return arr
+
+    build = {
+        "mlp_id": lambda: numbers("mlp_id", np.int32),
+        "mlp_name": lambda: strings("mlp_name"),
+        "mlp_seed": lambda: numbers("mlp_seed", np.int64),
+        "weights": lambda: nested(floats("weights", (depth, width, width))),
+        "all_layer_means": lambda: nested(floats("all_layer_means", (depth, width))),
+        "final_means": lambda: pa.FixedSizeListArray.from_arrays(
+            buffer_array(pa.float32(), floats("final_means", (width,)).reshape(-1)), width
+        ),
+        "avg_variance": lambda: numbers("avg_variance", np.float64),
+        "sampling_budget_breakdown": lambda: strings("sampling_budget_breakdown"),
+        STDERR_COLUMN: lambda: nested(floats(STDERR_COLUMN, (depth, width))),
+        N_USED_COLUMN: lambda: numbers(N_USED_COLUMN, np.int64),
+    }
+    return pa.Table.from_arrays([build[c]() for c in columns], schema=schema)
+
+
+def write_dataset(
+    output: Path,
+    split: str,
+    rows: Iterable[dict[str, Any]],
+    n_rows: int,
+    width: int,
+    depth: int,
+    md: dict[str, Any],
+    *,
+    render_card: Callable[[dict[str, Any]], str] | None = None,
+    max_shard_bytes: int = MAX_SHARD_BYTES,
+) -> Path:
+    """Write a complete dataset directory at ``output`` atomically; ``md`` gains ``checksums``."""
+    with staged_dir(Path(output)) as stage:
+        write_parquet_shards(stage, split, rows, n_rows, width, depth, max_shard_bytes=max_shard_bytes,
+                             columns=columns_for(md))
+        finish_dataset_dir(stage, md, data_checksums(stage), render_card=render_card)
+    return Path(output)
+
+
+def finish_dataset_dir(
+    directory: Path,
+    md: dict[str, Any],
+    checksums: dict[str, str],
+    *,
+    render_card: Callable[[dict[str, Any]], str] | None = None,
+) -> None:
+    """The last step of every dataset we write (bake, merge, combine): ``md`` gains ``checksums``
+    bound to its facts (``reader.bind_checksums``), then ``metadata.json`` and the dataset card are
+    written beside the data."""
+    if render_card is None:
+        from whestbench.format.card import render_card
+    bind_checksums(md, checksums)
+    write_metadata_json(directory, md)
+    (Path(directory) / "README.md").write_text(render_card(md))

@@ -1,0 +1,513 @@
+"""Load a WhestBench dataset (a local directory or a Hugging Face Hub repo) and read MLPs from it.
+
+``load_dataset`` returns plain ``datasets`` objects, so everything the ``datasets`` library offers
+works on them; the dataset's metadata travels beside them in a side table (``metadata(ds)``),
+because a ``datasets.Dataset`` has no place for it that survives both libraries' versions.
+
+    ds = load_dataset("./ground-truth")              # single split  -> Dataset
+    ds = load_dataset("./combined", split="public")  # one of many   -> Dataset
+    dd = load_dataset("./combined")                  # all splits    -> DatasetDict (sorted)
+    ds = load_dataset("org/name", revision="v1")     # from the Hub (streaming=True allowed)
+    for mlp in iter_mlps(ds): ...                    # MLP with float32 weights, name, seed
+
+What a load checks: the metadata (``validate_metadata``: partials are refused with the merge
+command), for local data the ``checksums`` block when present, the shard set, each shard's footer,
+the columns and that the row count equals the declared ``n_mlps``. Loading never runs code from a
+dataset: local data goes through the built-in ``parquet`` builder or ``Dataset.load_from_disk``.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import logging
+import operator
+import os
+import warnings
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+
+from whestbench.compute.mlp import MLP
+from whestbench.compute.seed_protocol import SALT_ENV, seed_rule
+from whestbench.hub.client import call, fetch_metadata
+from whestbench.hub.ref import HubRef, resolve_source
+from whestbench.format.reader import (
+    read_meta,
+    DATA_DIR,
+    checksums_block,
+    data_files,
+    parquet_footer,
+    verify_checksums,
+    verify_files,
+)
+from whestbench.format.schema import (
+    COLUMNS,
+    DEFAULT_CONFIG,
+    DEFAULT_SPLIT,
+    DatasetMeta,
+    check_split_name,
+    columns_for,
+    protocol_version,
+)
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.text import remember_token
+
+__all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
+
+log = logging.getLogger(__name__)
+
+_MLP_COLUMNS = ["mlp_name", "mlp_seed", "weights"]
+_TRUTH_COLUMNS = ["all_layer_means", "all_layer_stderr"]  # carried into MLP.means / MLP.stderr when present
+_REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
+
+# id(obj) -> metadata. A weakref finalizer drops the entry when the object dies, so an id is never
+# reused while its entry is alive. (DatasetDict is an unhashable dict, hence ids, not weak keys.)
+_ATTACHED: dict[int, dict[str, Any]] = {}
+
+
+# --------------------------------------------------------------------------------------- loading
+
+
+def load_dataset(
+    path_or_repo: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    split: str | None = None,
+    token: str | bool | None = None,
+    streaming: bool = False,
+):
+    """Load a dataset directory or Hub repo as a ``datasets.Dataset`` or ``DatasetDict``.
+
+    ``path_or_repo``: an existing local path is a directory; anything else is a Hub reference
+    (``org/name``, ``org/name@rev``, ``hf://org/name[@rev]``: the grammar is in ``hub/ref.py``)
+    — except a string that plainly is a path (``./x``, ``/x``, ``~/x``, or ``dir/x`` where ``dir``
+    exists), which is reported as missing instead of being looked up on the Hub. ``revision`` and
+    ``token`` only apply to the Hub. A Hub dataset's metadata and rows come from one commit (the
+    revision is resolved first); network failures are retried as ``hub.client.call`` says, then raised
+    as one ``HubError``.
+    ``split``: for a single-split dataset it must be that split; for a multi-split dataset it picks
+    one split (a ``Dataset``), and without it you get a ``DatasetDict`` of all splits.
+    ``streaming=True`` (Hub only) returns an ``IterableDataset`` (or ``IterableDatasetDict``).
+    """
+    if split is not None and not isinstance(split, str):
+        raise TypeError(f"split must be a split name (str); got {type(split).__name__}: {split!r}.")
+    source = resolve_source(path_or_repo, revision)
+    if isinstance(source, HubRef):
+        return _load_hub(source, split=split, token=token, streaming=streaming)
+    if streaming:
+        raise ValueError(
+            "streaming=True is only supported for Hugging Face Hub repos, not local paths; "
+            f"load {source} without streaming (local data is memory-mapped, not read into RAM)."
+        )
+    return _load_local(source, split)
+
+
+def _load_local(root: Path, split: str | None):
+    import datasets
+
+    meta = read_meta(root)
+    md = meta.md
+    if not meta.is_multi:
+        s = _single_split(md, split, where=str(root))
+        verify_checksums(root, md)
+        ds = _local_parquet(root, s, md.get("n_mlps"), meta.columns)
+        _attach(ds, md)
+        return ds
+    splits = meta.blocks
+    if split is not None:
+        _check_split(split, splits)
+        ds = _prepared(root, md, split)
+        if ds is None:
+            verify_checksums(root, md, split=split)
+            ds = _local_parquet(root, split, meta.n_mlps(split), meta.columns)
+        _attach(ds, meta.entry(split))
+        return ds
+    verify_checksums(root, md)
+    dd = datasets.DatasetDict(
+        {s: _local_parquet(root, s, meta.n_mlps(s), meta.columns) for s in sorted(splits)}
+    )
+    for s in dd:
+        _attach(dd[s], meta.entry(s))
+    _attach(dd, md)
+    return dd
+
+
+def _single_split(md: Mapping[str, Any], split: str | None, *, where: str) -> str:
+    declared = md.get("split") if isinstance(md.get("split"), str) else None
+    if split is None:
+        return declared or DEFAULT_SPLIT
+    if declared is not None and split != declared:
+        raise InvalidDatasetError(
+            f"split {split!r} is not in {where}: it has one split, {declared!r}. "
+            f"Pass split={declared!r} or leave split out."
+        )
+    return split
+
+
+def _check_split(split: str, splits: Mapping[str, Any]) -> None:
+    if split not in splits:
+        raise InvalidDatasetError(
+            f"split {split!r} not in {sorted(splits)}; pass one of them as split=, "
+            "or leave split out to get a DatasetDict of every split."
+        )
+
+
+def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...] = COLUMNS):
+    """One split from its Parquet shards, after checking the shard set, footers, columns and rows.
+    ``columns``: what the metadata says the shards hold (``schema.columns_for``): 0.16's eight, and
+    ours where the metadata records an estimator or a target."""
+    import datasets
+    import pyarrow as pa
+    from datasets.exceptions import DatasetGenerationError
+
+    check_split_name(split)  # the datasets library refuses hyphenated split names
+    files = data_files(root, split)
+    rows = 0
+    for f in files:
+        footer = parquet_footer(f)
+        missing = [c for c in columns if c not in footer.schema.to_arrow_schema().names]
+        if missing:
+            ours = [c for c in missing if c not in COLUMNS]
+            why = ("metadata.json records the estimator or target that writes them" if len(ours) == len(missing)
+                   else "it is not a WhestBench schema 3.0 shard")
+            raise InvalidDatasetError(f"{f} lacks the column(s) {missing}; {why}. {_REDO}")
+        rows += footer.num_rows
+    _check_rows(rows, n_mlps, f"{root / DATA_DIR}/{split}-*.parquet")
+    try:
+        # The built-in parquet builder: one or many shards, no code from the dataset, and an
+        # Arrow cache in the HF cache (keyed by path, size and mtime) that later loads memory-map.
+        # data_files are glob patterns to `datasets`: escape paths like "runs[1]/set*".
+        return datasets.load_dataset(
+            "parquet", data_files={split: [glob.escape(str(f)) for f in files]}, split=split
+        )
+    except (pa.ArrowException, DatasetGenerationError) as e:
+        raise InvalidDatasetError(
+            f"split {split!r} of {root} could not be read (truncated or corrupt Parquet?): {e}. {_REDO}"
+        ) from e
+
+
+def _check_rows(rows: int, n_mlps: Any, where: str) -> None:
+    if isinstance(n_mlps, int) and not isinstance(n_mlps, bool) and rows != n_mlps:
+        raise MergeCorruptError(
+            f"{where} holds {rows} rows but metadata.json says n_mlps={n_mlps}: the data was "
+            f"modified or truncated. {_REDO}"
+        )
+
+
+def _prepared(base: Path, md: Mapping[str, Any], split: str):
+    """The split's prepared Arrow copy (``Dataset.save_to_disk`` output), or None to use Parquet.
+
+    Any problem with the copy falls back to Parquet, as whestbench 0.16 does, with one
+    exception: files the ``checksums`` block lists must match. When a dataset has checksums, a
+    copy they do not cover is not used (its bytes would be unverified).
+    """
+    import datasets
+
+    entry = (md.get("prepared_splits") or {}).get(split)
+    if not isinstance(entry, dict) or entry.get("format", "save_to_disk") != "save_to_disk":
+        return None
+    rel = entry.get("path")
+    if not isinstance(rel, str) or not rel:
+        return None
+    target = (base / rel).resolve()
+    if not target.is_dir() or not target.is_relative_to(base.resolve()):
+        return None
+    listed = checksums_block(md)
+    if listed is not None:
+        files = sorted(
+            p.relative_to(base.resolve()).as_posix() for p in target.rglob("*") if p.is_file()
+        )
+        if not files or any(f not in listed for f in files):
+            return None
+        verify_files(base.resolve(), listed, files)
+    try:
+        ds = datasets.Dataset.load_from_disk(str(target))
+    except Exception as e:  # a stale or partial copy: Parquet is the source of truth
+        log.debug("prepared Arrow for split %r unusable (%s); using Parquet", split, e)
+        return None
+    n = DatasetMeta.of(md).n_mlps(split)
+    if (isinstance(n, int) and len(ds) != n) or not set(columns_for(md)) <= set(ds.column_names):
+        log.debug("prepared Arrow for split %r does not match metadata; using Parquet", split)
+        return None
+    return ds
+
+
+def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
+    import datasets
+
+    remember_token(token)
+    remote = fetch_metadata(ref, token=token, what=f"loading {ref.uri}")
+    meta = DatasetMeta.validated(remote.metadata)
+    md = meta.md
+    # the rows come from the commit the metadata came from (a branch may move in between)
+    pinned = HubRef(ref.repo_id, remote.commit or ref.revision)
+    kw = _hub_kwargs(revision=pinned.revision, token=token, streaming=streaming)
+    where = f"hf://{ref.repo_id}"
+    if not meta.is_multi:
+        s = _single_split(md, split, where=where)
+        config = md.get("config")
+        name = config if isinstance(config, str) and config != DEFAULT_CONFIG else None
+        ds = _hub_load(pinned, name, s, kw)
+        if not streaming:
+            _check_rows(len(ds), md.get("n_mlps"), f"{where} split {s!r}")
+        _attach(ds, md)
+        return ds
+    splits = meta.blocks
+    if split is not None:
+        _check_split(split, splits)
+        ds = None if streaming else _hub_prepared(pinned, md, split, token=token)
+        if ds is None:
+            ds = _hub_split(pinned, md, split, kw)
+        _attach(ds, meta.entry(split))
+        return ds
+    members = {s: _hub_split(pinned, md, s, kw) for s in sorted(splits)}
+    dd = datasets.IterableDatasetDict(members) if streaming else datasets.DatasetDict(members)
+    for s in dd:
+        _attach(dd[s], meta.entry(s))
+    _attach(dd, md)
+    return dd
+
+
+def _hub_kwargs(*, revision: str | None, token: Any, streaming: bool) -> dict[str, Any]:
+    import datasets
+
+    kw: dict[str, Any] = {"revision": revision, "token": token, "streaming": streaming}
+    if int(datasets.__version__.split(".")[0]) < 4:
+        # datasets 2.x/3.x can run a loading script shipped in a repo; never let it.
+        kw["trust_remote_code"] = False
+    return kw
+
+
+def _hub_load(ref: HubRef, name: str | None, split: str, kw: dict[str, Any]):
+    """``datasets.load_dataset`` of one split, under the Hub retry policy (other failures pass through)."""
+    import datasets
+
+    args = (ref.repo_id,) if name is None else (ref.repo_id, name)
+    return call(lambda: datasets.load_dataset(*args, split=split, **kw), what=f"loading {ref.uri}", ref=ref,
+                token=kw.get("token"), translate=False)
+
+
+def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any]):
+    """One split of a multi-split Hub repo through the card's config manifest.
+
+    The config that holds ``split`` is the split's declared ``config``; else ``default`` for the
+    default split and the split's own name for the others (how ``combine-splits`` writes cards
+    with a ``default_split``). Older cards list every split under ``default``, so a failed
+    config lookup falls back to the repo's default config.
+    """
+    entry = DatasetMeta.of(md).block(split)
+    default_split = md.get("default_split")
+    config = entry.get("config") if isinstance(entry.get("config"), str) else None
+    if config is None and default_split is not None:
+        config = DEFAULT_CONFIG if split == default_split else split
+    ds = None
+    if config is not None:
+        try:
+            ds = _hub_load(ref, config, split, kw)
+        except (ValueError, KeyError, FileNotFoundError) as e:
+            log.debug("config %r of hf://%s has no split %r (%s); trying the default", config, ref.repo_id, split, e)
+    if ds is None:
+        ds = _hub_load(ref, None, split, kw)
+    if not kw.get("streaming"):
+        _check_rows(len(ds), entry.get("n_mlps"), f"hf://{ref.repo_id} split {split!r}")
+    return ds
+
+
+def _hub_prepared(ref: HubRef, md: Mapping[str, Any], split: str, *, token: Any):
+    """Download only the split's prepared Arrow copy and load it; None falls back to Parquet."""
+    import huggingface_hub
+
+    entry = (md.get("prepared_splits") or {}).get(split)
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not entry["path"]:
+        return None
+    log.info("whestbench: downloading %r split from %s", split, ref.uri)
+    try:
+        local = huggingface_hub.snapshot_download(
+            ref.repo_id,
+            repo_type="dataset",
+            revision=ref.revision,
+            token=token,
+            allow_patterns=[f"{entry['path'].rstrip('/')}/**"],
+        )
+    except Exception as e:  # the Parquet route may still work (and reports its own errors)
+        log.debug("prepared Arrow download for %r failed (%s); using Parquet", split, e)
+        return None
+    return _prepared(Path(local), md, split)
+
+
+# ------------------------------------------------------------------------------------- metadata
+
+
+def _attach(obj: Any, md: Mapping[str, Any]) -> None:
+    key = id(obj)
+    if key not in _ATTACHED:
+        weakref.finalize(obj, _ATTACHED.pop, key, None)
+    _ATTACHED[key] = copy.deepcopy(dict(md))
+
+
+def _is_dict(ds: Any) -> bool:
+    import datasets
+
+    return isinstance(ds, (datasets.DatasetDict, datasets.IterableDatasetDict))
+
+
+def metadata(ds: Any, *, split: str | None = None) -> dict[str, Any]:
+    """The metadata of a dataset returned by ``load_dataset`` (a copy: editing it changes nothing).
+
+    A single split's ``Dataset`` carries its own view (for a multi-split dataset: the top-level
+    keys plus that split's entry). A ``DatasetDict`` carries the full metadata, or one split's
+    view with ``split=``. Objects derived later (``select``, ``map``, ...) carry none.
+    """
+    is_dict = _is_dict(ds)
+    if split is not None and not is_dict:
+        raise TypeError(
+            "metadata(ds, split=...) is for a DatasetDict; this is a single split already, so "
+            "call metadata(ds) without split=."
+        )
+    md = _ATTACHED.get(id(ds))
+    if md is None:
+        kind = type(ds).__name__
+        raise InvalidDatasetError(
+            f"no metadata is attached to this {kind}; did you load it via "
+            "whestbench.load_dataset(...)? (Objects made from it by select, map, filter or "
+            "shuffle start without metadata: keep the loaded one to ask.)"
+        )
+    if split is None:
+        return copy.deepcopy(md)
+    meta = DatasetMeta.of(md)
+    if split not in meta.blocks:
+        raise InvalidDatasetError(f"split {split!r} not in {sorted(meta.blocks)}.")
+    return meta.entry(split)
+
+
+# ----------------------------------------------------------------------------------------- MLPs
+
+
+def iter_mlps(ds: Any) -> Iterator[MLP]:
+    """Every row of one split as an ``MLP``, in row order (works on streaming datasets too)."""
+    import datasets
+
+    if _is_dict(ds):
+        raise TypeError(_dict_message("iter_mlps", ds))
+    rows = _numpy_rows(ds) if isinstance(ds, datasets.Dataset) else ds
+    md = _ATTACHED.get(id(ds))
+    seed_of = _seed_rule(md if md is not None else _fallback_protocol())
+    return (_row_to_mlp(row, seed_of, md) for row in rows)
+
+
+def _numpy_rows(ds: Any) -> Any:
+    """The MLP columns of a ``Dataset`` as numpy (weights as one (depth, width, width) array, not lists)."""
+    missing = [c for c in _MLP_COLUMNS if c not in ds.column_names]
+    if missing:
+        raise InvalidDatasetError(
+            f"this Dataset has no {missing} column(s); it is not a WhestBench dataset split."
+        )
+    return ds.select_columns(_MLP_COLUMNS + [c for c in _TRUTH_COLUMNS if c in ds.column_names]).with_format("numpy")
+
+
+def mlp_at(ds: Any, i: int) -> MLP:
+    """Row ``i`` (negative counts from the end) of one split as an ``MLP``."""
+    import datasets
+
+    if _is_dict(ds):
+        raise TypeError(_dict_message("mlp_at", ds))
+    if isinstance(ds, datasets.IterableDataset):
+        raise TypeError(
+            "mlp_at needs random access, which a streaming IterableDataset does not have; use "
+            "iter_mlps(ds), or load without streaming=True."
+        )
+    i = operator.index(i)
+    n = len(ds)
+    if not -n <= i < n:
+        raise IndexError(f"mlp_at index {i} is out of range for a split of {n} MLPs.")
+    rows = _numpy_rows(ds) if isinstance(ds, datasets.Dataset) else ds
+    md = _ATTACHED.get(id(ds))
+    seed_of = _seed_rule(md if md is not None else _fallback_protocol())
+    return _row_to_mlp(rows[i % n], seed_of, md)
+
+
+def mlp_from_row(row: Mapping[str, Any], md_or_protocol: Mapping[str, Any] | str | None = None) -> MLP:
+    """An ``MLP`` from one dataset row (a dict with ``weights``, ``mlp_name``, ``mlp_seed``).
+
+    ``md_or_protocol``: the dataset's metadata (``metadata(ds)``), or a seed-protocol version
+    (``"3.0"``: ``MLP.seed`` is derived from ``mlp_seed``; ``"2.0"``: it is ``mlp_seed`` itself;
+    ``"4.0"`` needs the metadata, which says where its salt is). None means ``"2.0"``, as in
+    whestbench 0.16. With metadata, the weights' shape is checked against its width and depth.
+    """
+    md = md_or_protocol if isinstance(md_or_protocol, Mapping) else None
+    return _row_to_mlp(row, _seed_rule(md_or_protocol if md_or_protocol is not None else "2.0"), md)
+
+
+def _fallback_protocol() -> str:
+    warnings.warn(
+        "no whestbench metadata is attached to this dataset, so mlp_seed is taken as the "
+        "estimator seed (seed_protocol 2.0); for a 3.0 or 4.0 dataset that is wrong. Iterate the "
+        "object returned by whestbench.load_dataset, or call mlp_from_row(row, metadata).",
+        UserWarning,
+        stacklevel=3,
+    )
+    return "2.0"
+
+
+def _row_to_mlp(row: Mapping[str, Any], seed_of: Callable[[int], int], md: Mapping[str, Any] | None) -> MLP:
+    missing = [c for c in _MLP_COLUMNS if c not in row]
+    if missing:
+        raise InvalidDatasetError(f"row has no {missing} column(s); it is not a WhestBench dataset row.")
+    w = np.asarray(row["weights"], dtype=np.float32)  # (depth, width, width)
+    if w.ndim != 3 or w.shape[0] == 0:
+        raise InvalidDatasetError(
+            f"row {row['mlp_name']!s}: weights have shape {w.shape}; expected (depth, width, width)."
+        )
+    if md is not None and isinstance(md.get("width"), int) and isinstance(md.get("depth"), int):
+        want = (md["depth"], md["width"], md["width"])
+        if w.shape != want:
+            raise InvalidDatasetError(
+                f"row {row['mlp_name']!s}: weights have shape {w.shape} but metadata says "
+                f"depth={md['depth']}, width={md['width']}. {_REDO}"
+            )
+    mlp = MLP(
+        weights=[np.array(layer, dtype=np.float32) for layer in w],  # own, writable copies
+        width=int(w.shape[1]),
+        depth=int(w.shape[0]),
+        name=str(row["mlp_name"]),
+        seed=seed_of(int(row["mlp_seed"])),
+        means=_truth(row, "all_layer_means", w.shape[:2]),
+        stderr=_truth(row, "all_layer_stderr", w.shape[:2]),
+    )
+    mlp.validate()
+    return mlp
+
+
+def _truth(row: Mapping[str, Any], column: str, shape: tuple[int, int]) -> np.ndarray | None:
+    """A (depth, width) float32 column of ``row`` as an array, or None when the row lacks it."""
+    if column not in row or row[column] is None:
+        return None
+    values = np.asarray(row[column], dtype=np.float32)
+    return values.reshape(shape) if values.size == shape[0] * shape[1] else None
+
+
+def _seed_rule(md_or_protocol: Mapping[str, Any] | str) -> Callable[[int], int]:
+    """``mlp_seed -> MLP.seed`` for a dataset's seed protocol (rules: ``compute/seed_protocol.py``).
+
+    The environment is read here, not there: a 4.0 dataset whose salt is withheld takes it from
+    ``WHEST_SEED_SALT``.
+    """
+    if isinstance(md_or_protocol, Mapping):
+        version = protocol_version(dict(md_or_protocol))
+        sp = md_or_protocol.get("seed_protocol")
+    else:
+        version, sp = str(md_or_protocol), None
+    return seed_rule(version, sp if isinstance(sp, Mapping) else None, env_salt=os.environ.get(SALT_ENV))
+
+
+def _dict_message(fn: str, ds: Any) -> str:
+    names = sorted(ds.keys())
+    first = names[0] if names else "public"
+    return (
+        f"{fn} needs one split, but got a {type(ds).__name__} with splits {names}; "
+        f"use {fn}(ds[{first!r}]{', i' if fn == 'mlp_at' else ''}) or "
+        f"load_dataset(..., split={first!r})."
+    )

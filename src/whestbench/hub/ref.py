@@ -1,0 +1,126 @@
+"""Where a dataset lives: a local directory or a Hub reference (the grammar; no network here).
+
+One home for what ``load_dataset``, ``inspect``, ``push`` and ``pull`` share: ``parse_ref`` (the
+grammar ``ORG/NAME[@REV]``, ``hf://[datasets/]ORG/NAME[@REV]``) and ``resolve_source`` (local or
+Hub), both as docs/hub.md's "References" states; a refusal is a ``DatasetSourceError`` (a usage
+error) raised before any network call.
+
+The calls to the Hub (retry policy, error wording, metadata fetch) are in ``hub/client.py``;
+token scrubbing is ``whestbench.text.scrub``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from whestbench.errors import DatasetSourceError
+from whestbench.paths import local_dataset_dir
+from whestbench.text import sanitize
+
+REPO_TYPE = "dataset"
+DEFAULT_BRANCH = "main"
+HUB_URL = "https://huggingface.co"
+METADATA = "metadata.json"
+
+
+@dataclass(frozen=True)
+class HubRef:
+    """A dataset repo on the Hub and a revision (None: the default branch)."""
+
+    repo_id: str
+    revision: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return hf_ref(self.repo_id, self.revision or DEFAULT_BRANCH)
+
+
+_REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+def check_repo_id(repo_id: object) -> str:
+    """``repo_id`` if it is a Hub dataset id ``ORG/NAME``, else DatasetSourceError.
+
+    Guards against ids the Hub would reject only after the local checks (and, for push, a bare
+    ``NAME`` that would silently land in the token owner's namespace).
+    """
+    ok = isinstance(repo_id, str) and repo_id.count("/") == 1 and len(repo_id) <= 96
+    if ok:
+        parts = repo_id.split("/")
+        ok = all(_REPO_PART.match(p) and "--" not in p and ".." not in p for p in parts)
+        ok = ok and not repo_id.endswith(".git")
+    if not ok:
+        raise _not_an_id(repo_id)
+    return repo_id
+
+
+def _not_an_id(text: object) -> DatasetSourceError:
+    return DatasetSourceError(
+        f"{sanitize(text)!r} is not a Hub dataset id: use ORG/NAME (letters, digits, '-', '_', '.'), "
+        "for example aicrowd/whestbench-public, or a local dataset directory where one is accepted."
+    )
+
+
+def parse_ref(text: str, revision: str | None = None) -> HubRef:
+    """``text`` in the reference grammar (module docstring) -> ``HubRef``; ``revision``: given separately.
+
+    Raises DatasetSourceError for a trailing ``@``, two different revisions, or an invalid id.
+    """
+    ref = text[len("hf://"):] if text.startswith("hf://") else text
+    embedded = None
+    if "@" in ref:
+        ref, embedded = ref.split("@", 1)
+        if not embedded:
+            raise DatasetSourceError(
+                f"{sanitize(text)!r} ends in '@' with no revision; write ORG/NAME@REV or pass --revision."
+            )
+    if text.startswith("hf://") and ref.startswith("datasets/") and ref.count("/") == 2:
+        ref = ref[len("datasets/"):]
+    if revision == "":
+        raise DatasetSourceError("--revision is empty; name a branch, tag or commit, or leave it out.")
+    if embedded and revision and embedded != revision:
+        raise DatasetSourceError(
+            f"{sanitize(text)!r} names revision {embedded!r} but --revision is {revision!r}; "
+            "give the revision once."
+        )
+    try:
+        repo_id = check_repo_id(ref)
+    except DatasetSourceError:
+        raise _not_an_id(text) from None  # name what the user wrote, not what was left of it
+    return HubRef(repo_id, revision or embedded)
+
+
+def looks_like_path(text: str) -> bool:
+    """Whether ``text`` plainly names a local path (never a Hub id): ``./x``, ``/x``, ``~/x``, ``dir/x``."""
+    if text.startswith((".", "/", "~")) or os.sep != "/" and os.sep in text:
+        return True
+    parts = Path(text).expanduser().parts
+    # "runs/set1" with a local "runs/" is a mistyped path, not the Hub repo "runs/set1"
+    return len(parts) > 1 and Path(parts[0]).exists()
+
+
+def resolve_source(source: str | os.PathLike, revision: str | None = None) -> Path | HubRef:
+    """A local dataset directory (that exists) or a Hub reference, for load and inspect.
+
+    A missing local path is DatasetSourceError("no such dataset directory"), never a Hub lookup.
+    ``revision`` applies to Hub references only (a local directory has none).
+    """
+    if isinstance(source, os.PathLike):
+        return local_dataset_dir(source)
+    text = str(source)
+    if not text.startswith("hf://"):
+        path = Path(text).expanduser()
+        if path.exists() or looks_like_path(text):
+            return local_dataset_dir(path)
+    return parse_ref(text, revision)
+
+
+def hf_ref(repo_id: str, revision: str) -> str:
+    return f"hf://{repo_id}@{revision}"
+
+
+def tree_url(repo_id: str, revision: str) -> str:
+    return f"{HUB_URL}/datasets/{repo_id}/tree/{revision}"

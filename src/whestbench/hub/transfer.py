@@ -1,0 +1,760 @@
+"""Publish a dataset to the Hugging Face Hub (``push``, ``publish_dataset``) and fetch one back (``pull``).
+
+References, the retry policy, metadata fetching and the wording of Hub errors live in
+``hub/ref.py`` and ``hub/client.py``; this module is the two transfers. What push
+refuses, its commits and both verbs' events are docs/hub.md's.
+
+Push sends the files in a few ordinary commits of at most ``MAX_COMMIT_BYTES`` each, skipping every
+file the branch already holds with the same content (so re-running resumes), and puts
+``metadata.json``, the card and the removal of stale shards into the **last** commit, so the
+published ``metadata.json`` never lists data that is not there yet. Between the commits of a
+multi-commit push the branch can hold new shards beside the previous ``metadata.json``; ``pull`` and
+the loader check checksums, so a reader in that window gets a checksum error rather than mixed rows.
+
+Why not ``HfApi.upload_large_folder``: it keeps its resume state in a ``.cache/`` folder inside the
+dataset directory (it writes into the user's dataset), cannot upload a card rendered in memory,
+cannot delete stale shards, cannot order ``metadata.json`` last, and ends in several commits with
+no single one to tag (and not every supported huggingface_hub release has it).
+
+Pull resolves the revision to a commit first (one metadata call that also sizes the download and
+catches a ``--split`` that matches nothing), downloads into ``.<output>.pull-staging`` beside
+``--output`` (kept on a network failure so re-running resumes), checks the checksums, and renames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from whestbench.atomic import fsync_dir, fsync_tree
+from whestbench.hub.ref import (
+    DEFAULT_BRANCH,
+    HUB_URL,
+    METADATA,
+    REPO_TYPE,
+    HubRef,
+    hf_ref,
+    parse_ref,
+    tree_url,
+)
+from whestbench.hub.client import call, hub_exception, not_a_dataset, repo_info
+from whestbench.format.reader import (
+    checksums_block,
+    data_files,
+    file_sha256,
+    is_shard_of,
+    parse_shard,
+    read_metadata,
+    read_metadata_file,
+    verify_checksums,
+)
+from whestbench.format.schema import DatasetMeta, check_split_name, validate_metadata
+from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
+from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.paths import check_new_output, local_dataset_dir
+from whestbench.text import format_bytes, plural, remember_token, sanitize
+
+DEFAULT_MESSAGE = "Upload whestbench dataset"
+# A commit is the unit that survives an interruption; the writer's shards are <= 2 GiB, so two per commit.
+MAX_COMMIT_BYTES = 4 * 1024**3
+# The Hub processes a commit's files in one request: keep it small (its own guidance is ~100s of files).
+MAX_COMMIT_FILES = 100
+
+CARD = "README.md"
+DATA = "data"
+PREPARED = "prepared"
+_PUBLISHED_DIRS = (DATA, PREPARED)  # remote files under these that the local dataset lacks are stale
+_STAGING_MARK = ".whestbench-pull.json"
+_PROGRESS_SECONDS = 1.0  # how often a pull reports the bytes on disk
+
+
+def push_ref(repo: str) -> HubRef:
+    """The repo a push publishes to: ``ORG/NAME`` or ``hf://[datasets/]ORG/NAME``, without a revision.
+
+    Push always commits to the main branch and names a version with ``--tag``; an ``@REV`` in the
+    repo would suggest otherwise, so it is refused.
+    """
+    ref = parse_ref(repo)
+    if ref.revision is not None:
+        raise DatasetSourceError(
+            f"{repo!r} names a revision; push commits to the {DEFAULT_BRANCH} branch and names versions "
+            f"with --tag: pass --repo {ref.repo_id} --tag {ref.revision}."
+        )
+    return ref
+
+
+# --------------------------------------------------------------------------------------------------
+# The local side of a push (no network)
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """One file to publish: its repo path, where its bytes come from, and its identity."""
+
+    path: str  # repo-relative, POSIX
+    size: int
+    sha256: str  # hex digest (no "sha256:" prefix), as the Hub reports LFS objects
+    source: Path | None = None  # a file on disk, or
+    content: bytes | None = None  # bytes rendered in memory (the card)
+
+    def git_blob_id(self) -> str:
+        """git's object id of the content: how the Hub identifies a file it stores outside LFS."""
+        h = hashlib.sha1(b"blob %d\0" % self.size)
+        if self.content is not None:
+            h.update(self.content)
+        else:
+            with open(self.source, "rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    h.update(block)
+        return h.hexdigest()
+
+    def payload(self) -> str | bytes:
+        return self.content if self.content is not None else str(self.source)
+
+
+def _memory_file(path: str, content: bytes) -> LocalFile:
+    return LocalFile(path=path, size=len(content), sha256=hashlib.sha256(content).hexdigest(), content=content)
+
+
+@dataclass(frozen=True)
+class PushPlan:
+    """What a push publishes, decided locally: the checked dataset and the card for ``repo_id@revision``."""
+
+    directory: Path
+    repo_id: str
+    revision: str  # the card's revision: the tag if one is made, else the branch
+    metadata: dict[str, Any]
+    data: tuple[LocalFile, ...]  # data/ and prepared/ files, in upload order
+    metadata_file: LocalFile
+    card: LocalFile
+    ignored: tuple[str, ...]  # local paths that are not part of the dataset and are not uploaded
+
+    @property
+    def files(self) -> tuple[LocalFile, ...]:
+        return (*self.data, self.metadata_file, self.card)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Files under ``root``, sorted; hidden directories and directory symlinks are yielded, not entered."""
+    for dirpath, dirs, files in os.walk(root):
+        base = Path(dirpath)
+        entered = []
+        for name in sorted(dirs):
+            if name.startswith(".") or (base / name).is_symlink():
+                yield base / name
+            else:
+                entered.append(name)
+        dirs[:] = entered
+        for name in sorted(files):
+            yield base / name
+
+
+def _under(rel: str, top: str) -> bool:
+    return rel == top or rel.startswith(top + "/")
+
+
+def _require_schema(directory: Path, md: dict, split: str) -> None:
+    """The shards hold the columns the metadata promises: a target bake without its ``n_samples_used``
+    column, say, is refused before anything is sent. Only the footers' column names are read (the
+    checksums already vouch for the bytes; ``whest dataset verify`` judges their content)."""
+    import pyarrow.parquet as pq
+
+    from whestbench.format.schema import columns_for
+
+    want = list(columns_for(md))
+    for shard in data_files(directory, split):
+        try:
+            names = list(pq.read_schema(shard).names)
+        except Exception:  # noqa: BLE001  (not a readable footer: verify's business, not push's)
+            continue
+        if names != want:
+            missing = [c for c in want if c not in names]
+            what = f"lacks {', '.join(missing)}" if missing else f"has columns {names}"
+            raise InvalidDatasetError(f"{sanitize(str(directory))}: {shard.name} {what}, which its metadata.json "
+                                      f"promises ({', '.join(want)}); push publishes only datasets whose files match "
+                                      "their metadata (`whest dataset verify` shows every problem).")
+
+
+def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
+              card: dict[str, str] | None = None) -> PushPlan:
+    """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
+
+    Refuses (InvalidDatasetError): a partial dataset (merge it first), metadata that fails
+    ``validate_metadata``, data files that do not match their checksums, a split without shards,
+    files under ``data/`` the checksums do not vouch for, a symlink anywhere in what is published
+    (``data/``, a prepared split's directory, or a directory above one: what ``verify`` and
+    ``load_dataset`` read through a link is not what the Hub would get), and a dataset whose listed
+    files are not all going up (a hidden path such as a leftover staging directory) — everything
+    that would otherwise be discovered by whoever downloads the published dataset.
+    ``card``: ``pretty_name``/``license``/``homepage`` for the card (default: what the bake recorded).
+    """
+    ref = push_ref(repo)
+    if tag is not None:
+        _check_tag(tag)
+    directory = local_dataset_dir(directory)
+    md = read_metadata(directory)
+    if isinstance(md, dict) and md.get("is_partial"):
+        raise InvalidDatasetError(
+            f"{directory} is a partial dataset (mlp_range={md.get('mlp_range')}, "
+            f"total_n_mlps={md.get('total_n_mlps')}); only complete datasets are published. Merge the "
+            f"partials first: `whest dataset merge <partials> --output <dir>`, then push <dir>."
+        )
+    validate_metadata(md)
+    verify_checksums(directory, md)
+    needed: set[str] = set()
+    for split in DatasetMeta.of(md).splits:
+        # raises when a split has no shards or holes in its shard set
+        needed.update(p.relative_to(directory).as_posix() for p in data_files(directory, split))
+        _require_schema(directory, md, split)
+    listed = checksums_block(md)
+    needed.update(listed or ())
+
+    prepared_dirs = set()
+    for entry in (md.get("prepared_splits") or {}).values():
+        prepared_dirs.add(entry["path"].strip("/"))
+    tops = (DATA, *sorted(prepared_dirs))
+
+    data: list[LocalFile] = []
+    ignored: list[str] = []
+    for p in _walk(directory):
+        rel = p.relative_to(directory).as_posix()
+        if rel in (METADATA, CARD):
+            continue  # sent from memory: the metadata as read, the card rendered for the repo
+        hidden = any(part.startswith(".") for part in rel.split("/"))
+        published = any(_under(rel, t) or t.startswith(rel + "/") for t in tops)
+        if hidden or not published:
+            ignored.append(rel)
+            continue
+        if p.is_symlink() or not p.is_file():
+            raise InvalidDatasetError(
+                f"{sanitize(str(p))} is a symlink or not a regular file; push publishes regular files and "
+                "directories only (the Hub would not get what the link points to). Replace it with a copy "
+                "of what it points to (for example `cp -rL`) and push again."
+            )
+        if rel.startswith(DATA + "/") and listed is not None and rel not in listed:
+            raise InvalidDatasetError(
+                f"{sanitize(str(p))} is not listed in metadata.json checksums, so nothing vouches for it; "
+                "remove it (or re-bake the dataset) before pushing."
+            )
+        digest = listed[rel] if listed is not None and rel in listed else file_sha256(p)
+        data.append(LocalFile(path=rel, size=p.stat().st_size, sha256=digest.split(":", 1)[1], source=p))
+    going = {f.path for f in data}
+    left_out = sorted(needed - going)
+    if left_out:
+        more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
+        raise InvalidDatasetError(
+            f"metadata.json lists {sanitize(left_out[0])}{more}, which push does not publish (only regular files "
+            f"under {DATA}/ and the prepared splits' directories, never hidden paths), so the published "
+            f"dataset would fail its own checksums. Re-create the dataset's files (`whest dataset "
+            f"prepare-arrow {directory}` for prepared copies, a re-bake for data/) and push again."
+        )
+    for d in sorted(prepared_dirs):
+        if not any(f.path.startswith(d + "/") for f in data):
+            raise InvalidDatasetError(
+                f"metadata.json declares prepared Arrow files in {d}/ but {directory / d} has none; "
+                f"re-create them with `whest dataset prepare-arrow {directory}`."
+            )
+    # data/ before prepared/, so prepared copies never reach the Hub before the shards they mirror
+    data.sort(key=lambda f: (f.path.split("/", 1)[0] != DATA, f.path))
+
+    from whestbench.format.card import render_card
+
+    revision = tag or DEFAULT_BRANCH
+    card = render_card(md, repo_id=ref.repo_id, revision=revision, **(card or {})).encode("utf-8")
+    return PushPlan(
+        directory=directory,
+        repo_id=ref.repo_id,
+        revision=revision,
+        metadata=md,
+        data=tuple(data),
+        metadata_file=_memory_file(METADATA, (directory / METADATA).read_bytes()),
+        card=_memory_file(CARD, card),
+        ignored=tuple(ignored),
+    )
+
+
+_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+
+
+def _check_tag(tag: str) -> None:
+    if not _TAG_RE.match(tag) or ".." in tag or tag.endswith((".", "/", ".lock")) or "//" in tag:
+        raise UsageError(f"--tag {tag!r} is not a valid git tag name; use something like v1 or v1.0.0.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Push
+
+
+@dataclass(frozen=True)
+class Commit:
+    oid: str
+    files: int
+    bytes: int
+    deleted: int
+
+
+@dataclass(frozen=True)
+class PushResult:
+    repo_id: str
+    revision: str  # the tag, or the branch
+    commit: str  # the commit that holds the whole dataset (tagged when a tag was asked for)
+    url: str
+    commits: tuple[Commit, ...]  # empty when the Hub already held exactly this dataset
+    uploaded: tuple[str, ...]
+    unchanged: tuple[str, ...]
+    deleted: tuple[str, ...]
+    tag: str | None = None
+
+
+def _same_content(local: LocalFile, remote: Any) -> bool:
+    """Whether the Hub's file (a ``RepoSibling``/``RepoFile``) already has ``local``'s bytes."""
+    size = getattr(remote, "size", None)
+    if size is not None and size != local.size:
+        return False
+    lfs = getattr(remote, "lfs", None)
+    if lfs is not None:
+        sha = lfs.get("sha256") if isinstance(lfs, Mapping) else getattr(lfs, "sha256", None)
+        return sha == local.sha256
+    blob = getattr(remote, "blob_id", None)
+    return blob is not None and size is not None and blob == local.git_blob_id()
+
+
+def _remote_files(info: Any) -> dict[str, Any]:
+    return {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
+
+
+def _batches(files: Sequence[LocalFile], max_bytes: int, max_files: int) -> list[list[LocalFile]]:
+    """Consecutive groups of at most ``max_files`` files and ``max_bytes`` (a bigger file goes alone)."""
+    out: list[list[LocalFile]] = []
+    cur: list[LocalFile] = []
+    size = 0
+    for f in files:
+        if cur and (size + f.size > max_bytes or len(cur) >= max_files):
+            out.append(cur)
+            cur, size = [], 0
+        cur.append(f)
+        size += f.size
+    if cur:
+        out.append(cur)
+    return out
+
+
+def push_dataset(
+    directory: str | Path,
+    repo: str,
+    *,
+    tag: str | None = None,
+    message: str | None = None,
+    private: bool = False,
+    token: str | None = None,
+    exist_ok: bool = True,
+    on_event: EventSink | None = None,
+    max_commit_bytes: int = MAX_COMMIT_BYTES,
+    max_commit_files: int = MAX_COMMIT_FILES,
+    card: dict[str, str] | None = None,
+) -> PushResult:
+    """Publish the dataset at ``directory`` to the Hub dataset repo ``repo`` (branch ``main``).
+
+    ``repo``: ``ORG/NAME`` or ``hf://ORG/NAME`` (no ``@REV``: name versions with ``tag``).
+    ``token``: a Hub token, or None for HF_TOKEN / the stored ``hf auth login``. ``tag``: created on
+    the final commit once it has landed (refused up front if it already exists). ``private``: create
+    the repo private; an existing public repo is refused rather than silently published to.
+    ``exist_ok=False``: refuse a repo that already exists.
+    Events (``on_event``): ``start`` and ``planned`` (local totals, before any network call), a
+    ``note`` when files are left out or the Hub is being retried, ``compared`` (what the Hub already
+    holds; progress total = the bytes to send), ``commit`` after each commit (progress = bytes sent
+    so far), ``tagged``.
+    """
+    emit = on_event or ignore
+    plan = plan_push(directory, repo, tag=tag, card=card)
+    repo_id = plan.repo_id
+    ref = HubRef(repo_id, DEFAULT_BRANCH)
+    remember_token(token)
+    emit(Event("start", message=f"Uploading {plan.directory} → {hf_ref(repo_id, plan.revision)}",
+               data={"repo_id": repo_id, "revision": plan.revision}))
+    emit(Event("planned", message=f"Total: {format_bytes(plan.total_bytes)} ({plural(len(plan.files), 'file')}) "
+                                  "— will create repo if needed.",
+               data={"files": len(plan.files), "bytes": plan.total_bytes, "ignored": list(plan.ignored)}))
+    if plan.ignored:
+        more = len(plan.ignored) - 5
+        shown = ", ".join(sanitize(p) for p in plan.ignored[:5]) + (f" (+{more} more)" if more > 0 else "")
+        emit(Event("note", message=f"not part of the dataset, not uploaded: {shown}"))
+
+    import huggingface_hub
+
+    api = huggingface_hub.HfApi()
+    what = f"pushing to {hf_ref(repo_id, plan.revision)}"
+
+    def hub(fn, *, retry: bool = True):
+        return call(fn, what=what, ref=ref, token=token, on_event=emit, retry=retry)
+
+    def create_repo() -> None:
+        extra = {"private": True} if private else {}
+        try:
+            api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=exist_ok, token=token, **extra)
+        except hub_exception("HfHubHTTPError") as e:
+            if exist_ok or getattr(getattr(e, "response", None), "status_code", None) != 409:
+                raise
+            raise UsageError(f"{repo_id} already exists on the Hub and repo_exist_ok=False was asked: "
+                             "publish to a new repo, or allow an existing one.") from None
+
+    def branch_info() -> Any:
+        """The branch's head commit and files (with sizes and hashes), or None for a repo without it."""
+        try:
+            return api.dataset_info(repo_id, revision=DEFAULT_BRANCH, files_metadata=True, token=token)
+        except hub_exception("RevisionNotFoundError"):
+            return None
+
+    hub(create_repo)
+    info = hub(branch_info)
+    if private and info is not None and getattr(info, "private", None) is False:
+        raise UsageError(
+            f"{repo_id} already exists and is public; --private does not change an existing repo. "
+            f"Make it private in its settings ({HUB_URL}/datasets/{repo_id}/settings) or push to a new repo."
+        )
+    if tag is not None:
+        refs = hub(lambda: api.list_repo_refs(repo_id, repo_type=REPO_TYPE, token=token))
+        if any(t.name == tag for t in getattr(refs, "tags", None) or []):
+            raise UsageError(
+                f"tag {tag!r} already exists in {repo_id}; choose a new --tag (tags name one "
+                "published version and are never moved)."
+            )
+
+    remote = _remote_files(info)
+    head = getattr(info, "sha", None) if info is not None else None
+    todo = [f for f in plan.data if not (f.path in remote and _same_content(f, remote[f.path]))]
+    finals = [f for f in (plan.metadata_file, plan.card)
+              if not (f.path in remote and _same_content(f, remote[f.path]))]
+    local_paths = {f.path for f in plan.files}
+    stale = sorted(p for p in remote if p.split("/", 1)[0] in _PUBLISHED_DIRS and p not in local_paths)
+    sent = {f.path for f in todo + finals}
+    unchanged = sorted(f.path for f in plan.files if f.path not in sent)
+
+    batches = _batches(todo, max_commit_bytes, max_commit_files)
+    if finals or stale:
+        if not batches:
+            batches.append([])
+        batches[-1] = batches[-1] + finals
+    upload_bytes = sum(f.size for f in todo + finals)
+    parts = [f"{len(unchanged)} already on the Hub"] if unchanged else []
+    if todo or finals:
+        parts.append(f"uploading {plural(len(todo) + len(finals), 'file')} ({format_bytes(upload_bytes)}) "
+                     f"in {plural(len(batches), 'commit')}")
+    if stale:
+        parts.append(f"removing {plural(len(stale), 'stale file')} from an earlier push")
+    emit(Event("compared", message="Hub: " + ("; ".join(parts) if parts else "nothing to do"),
+               progress=Progress("bytes", 0, upload_bytes),
+               data={"upload_files": len(todo) + len(finals), "upload_bytes": upload_bytes,
+                     "unchanged": len(unchanged), "stale": stale, "commits": len(batches)}))
+
+    commits: list[Commit] = []
+    parent = head
+    done_bytes = 0
+    for i, batch in enumerate(batches, 1):
+        last = i == len(batches)
+        ops: list[Any] = [huggingface_hub.CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.payload())
+                          for f in batch]
+        if last:
+            ops += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in stale]
+        text = message or DEFAULT_MESSAGE
+        if len(batches) > 1:
+            text = f"{text} ({i}/{len(batches)})"
+        kwargs = {"parent_commit": parent} if parent else {}
+        # a commit is not retried: one whose answer was lost may have landed (re-running resumes)
+        landed = hub(lambda: api.create_commit(repo_id, ops, commit_message=text, repo_type=REPO_TYPE,
+                                               revision=DEFAULT_BRANCH, token=token, **kwargs), retry=False)
+        parent = landed.oid
+        c = Commit(oid=landed.oid, files=len(batch), bytes=sum(f.size for f in batch),
+                   deleted=len(stale) if last else 0)
+        commits.append(c)
+        done_bytes += c.bytes
+        removed = f", {c.deleted} removed" if c.deleted else ""
+        emit(Event("commit", message=f"  commit {i}/{len(batches)}: {plural(c.files, 'file')} "
+                                     f"({format_bytes(c.bytes)}{removed}) → {c.oid[:12]}",
+                   progress=Progress("bytes", done_bytes, upload_bytes),
+                   data={"index": i, "total": len(batches), "oid": c.oid, "files": c.files, "bytes": c.bytes,
+                         "deleted": c.deleted}))
+    final = parent
+    if final is None:  # nothing to commit and no head: cannot happen (the card is always new then)
+        raise HubError(f"the Hub reported no commit on {repo_id}@{DEFAULT_BRANCH}; re-run the push.")
+    if tag is not None:
+        hub(lambda: api.create_tag(repo_id, tag=tag, revision=final, repo_type=REPO_TYPE, token=token),
+            retry=False)
+        emit(Event("tagged", message=f"Tagged {final[:12]} as {tag}", data={"tag": tag, "oid": final}))
+    return PushResult(
+        repo_id=repo_id, revision=plan.revision, commit=final, url=tree_url(repo_id, plan.revision),
+        commits=tuple(commits), uploaded=tuple(f.path for f in todo + finals), unchanged=tuple(unchanged),
+        deleted=tuple(stale), tag=tag,
+    )
+
+
+def publish_dataset(
+    local_dir: str | Path,
+    *,
+    repo_id: str,
+    tag: str | None = None,
+    token: str | None = None,
+    commit_message: str | None = None,
+    private: bool = False,
+    repo_exist_ok: bool = True,
+) -> str:
+    """whestbench 0.16's Python push: publish ``local_dir`` to ``repo_id`` and return the commit id.
+
+    The same push as ``whest dataset push`` (``push_dataset``): the dataset is checked first
+    (partial, tampered or incomplete datasets are refused before any upload), the card is rendered
+    for ``repo_id`` and ``tag`` into the upload only (the local README.md is left as it is), and the
+    returned commit is the one that holds the whole dataset (the one ``tag`` names).
+    """
+    result = push_dataset(local_dir, repo_id, tag=tag, message=commit_message, private=private, token=token,
+                          exist_ok=repo_exist_ok)
+    return result.commit
+
+
+@dataclass(frozen=True)
+class PullResult:
+    repo_id: str
+    revision: str | None  # as asked (None: the default branch)
+    commit: str  # the commit the files came from
+    path: Path  # --output, or the snapshot in the Hugging Face cache
+    files: tuple[str, ...]
+    bytes: int
+    verified: int  # data files checked against metadata.json checksums (0: the dataset has none)
+    cached: bool  # True: no --output, the files live in the Hugging Face cache
+    split: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _literal(path: str) -> str:
+    """An ``allow_patterns`` entry that matches exactly ``path`` (fnmatch metacharacters escaped)."""
+    return re.sub(r"([\[\]*?])", r"[\1]", path)
+
+
+def split_files(paths: Sequence[str], split: str) -> list[str]:
+    """The repo files a one-split download needs: the split's shards, its prepared Arrow copy, the
+    metadata and the card. Shards are matched exactly, so split ``round`` never takes ``round-one``'s."""
+    keep = []
+    for p in paths:
+        head, _, name = p.rpartition("/")
+        if (head == DATA and is_shard_of(name, split)) or p.startswith(f"{PREPARED}/{split}/") or p in (METADATA, CARD):
+            keep.append(p)
+    return keep
+
+
+def _remote_splits(paths: Sequence[str]) -> list[str]:
+    found = set()
+    for p in paths:
+        shard = parse_shard(p[len(DATA) + 1 :]) if p.startswith(DATA + "/") else None
+        if shard is not None:
+            found.add(shard[0])
+    return sorted(found)
+
+
+def staging_path(output: Path) -> Path:
+    return output.parent / f".{output.name}.pull-staging"
+
+
+def pull_dataset(
+    repo: str,
+    *,
+    revision: str | None = None,
+    output: str | Path | None = None,
+    split: str | None = None,
+    token: str | None = None,
+    on_event: EventSink | None = None,
+) -> PullResult:
+    """Download the Hub dataset ``repo`` (any form of ``hubref``'s reference grammar) and check it.
+
+    With ``output``: into that new directory (refused up front if it exists), atomically — it
+    appears complete or not at all. Without: into the Hugging Face cache (reruns are free).
+    ``split``: only that split's shards (and its prepared Arrow copy), metadata.json and README.md.
+    Data files are checked against metadata.json's checksums when it has them.
+    Events: ``preflight`` (files, bytes, commit; progress total = the bytes to fetch), ``progress``
+    (bytes on disk, about once a second, from a watcher thread), ``downloaded``, ``verified``.
+    """
+    emit = _serialized(on_event or ignore)
+    ref = parse_ref(repo, revision)
+    if split is not None:
+        try:
+            check_split_name(split)
+        except InvalidDatasetError as e:
+            raise UsageError(f"--split: {e}") from None
+    out = check_new_output(output) if output is not None else None
+
+    import huggingface_hub
+
+    remember_token(token)
+    where = ref.uri
+    what = f"pulling {where}"
+    info = repo_info(ref, token=token, files_metadata=True, what=what, on_event=emit)
+    commit = info.sha
+    sizes = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
+    if METADATA not in sizes:
+        raise not_a_dataset(where)
+    if split is not None:
+        wanted = split_files(list(sizes), split)
+        if not any(p.startswith(DATA + "/") for p in wanted):
+            raise InvalidDatasetError(
+                f"--split {split!r} matched no parquet files in {where}; its splits are "
+                f"{[sanitize(s) for s in _remote_splits(list(sizes))]}. Pass one of them, or omit --split for the whole dataset."
+            )
+        patterns: list[str] | None = [_literal(p) for p in wanted]
+    else:
+        wanted = sorted(sizes)
+        patterns = None
+    total = sum(sizes[p] for p in wanted)
+    emit(Event("preflight", message=f"Preflight: {plural(len(wanted), 'file')}, {format_bytes(total)} at commit "
+                                    f"{commit[:12]}.",
+               progress=Progress("bytes", 0, total),
+               data={"files": len(wanted), "bytes": total, "commit": commit, "repo_id": ref.repo_id}))
+
+    def download(**where_to: Any) -> str:
+        return call(lambda: huggingface_hub.snapshot_download(
+            ref.repo_id, repo_type=REPO_TYPE, revision=commit, allow_patterns=patterns, token=token, **where_to),
+            what=what, ref=ref, token=token, on_event=emit)
+
+    if out is None:
+        with _DiskProgress(_cache_folder(ref.repo_id), total, emit):
+            path = Path(download())
+        emit(Event("downloaded", message=f"Cached {where} in {path}", progress=Progress("bytes", total, total),
+                   data={"path": str(path), "cached": True}))
+        try:
+            md, verified = _check_download(path, split, where)
+        except InvalidDatasetError as e:
+            raise InvalidDatasetError(
+                f"{e} If the dataset on the Hub is intact, the cached copy in {path} is damaged: "
+                "remove it with `hf cache delete` and re-run."
+            ) from e
+        emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = _fresh_staging(out, {"repo_id": ref.repo_id, "commit": commit, "files": wanted})
+        try:
+            with _DiskProgress(staging, total, emit):
+                download(local_dir=str(staging))
+        except HubError as e:
+            raise HubError(f"{e} The files downloaded so far are kept in {staging}; re-running the same "
+                           "command resumes.") from e
+        emit(Event("downloaded", message=f"Downloaded {where} into {staging}",
+                   progress=Progress("bytes", total, total), data={"path": str(staging), "cached": False}))
+        try:
+            shutil.rmtree(staging / ".cache", ignore_errors=True)  # huggingface_hub's resume state
+            (staging / _STAGING_MARK).unlink(missing_ok=True)
+            md, verified = _check_download(staging, split, where)
+            emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
+            if out.exists():
+                raise UsageError(f"--output {out} appeared while downloading; the download is in {staging}.")
+            fsync_tree(staging)
+            os.rename(staging, out)
+            fsync_dir(out.parent)
+        except InvalidDatasetError:
+            shutil.rmtree(staging, ignore_errors=True)  # bad content: resuming would keep it
+            raise
+        path = out
+    return PullResult(repo_id=ref.repo_id, revision=ref.revision, commit=commit, path=path, files=tuple(wanted),
+                      bytes=total, verified=verified, cached=out is None, split=split, metadata=md)
+
+
+def _serialized(sink: EventSink) -> EventSink:
+    """``sink`` behind a lock: a pull emits from its own thread and from the progress watcher."""
+    lock = threading.Lock()
+
+    def emit(event: Event) -> None:
+        with lock:
+            sink(event)
+
+    return emit
+
+
+def _cache_folder(repo_id: str) -> Path:
+    """Where huggingface_hub caches ``repo_id``'s blobs (what a pull without --output fills)."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE) / ("datasets--" + repo_id.replace("/", "--"))
+
+
+def _bytes_under(root: Path) -> int:
+    """The size of the regular files under ``root`` (downloads in progress included; links not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:  # renamed or removed while we looked
+                continue
+            if not os.path.islink(os.path.join(dirpath, name)):
+                total += st.st_size
+    return total
+
+
+class _DiskProgress:
+    """While a download runs, report the bytes that reached ``root`` as ``Progress("bytes", done, total)``.
+
+    Counts what appeared under ``root`` since it started (files a resumed pull already had are not
+    fetched again, so the count can end short of ``total``; the ``downloaded`` event then says
+    ``total``). Works for any huggingface_hub release without hooking its progress bars.
+    """
+
+    def __init__(self, root: Path, total: int, emit: EventSink, interval: float = _PROGRESS_SECONDS):
+        self.root, self.total, self.emit, self.interval = root, total, emit, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="whestbench-pull-progress", daemon=True)
+
+    def __enter__(self) -> "_DiskProgress":
+        self.start = _bytes_under(self.root)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        last = -1
+        while not self._stop.wait(self.interval):
+            grown = max(0, _bytes_under(self.root) - self.start)
+            done = min(self.total, grown)
+            if done != last:
+                last = done
+                self.emit(Event("progress", progress=Progress("bytes", done, self.total)))
+
+
+def _fresh_staging(out: Path, mark: dict[str, Any]) -> Path:
+    """The staging directory for ``out``: the one an interrupted pull of the same files left, else new."""
+    staging = staging_path(out)
+    marker = staging / _STAGING_MARK
+    if staging.exists():
+        try:
+            same = json.loads(marker.read_text()) == mark
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            shutil.rmtree(staging)
+    staging.mkdir(exist_ok=True)
+    marker.write_text(json.dumps(mark))
+    return staging
+
+
+def _check_download(path: Path, split: str | None, where: str) -> tuple[dict[str, Any], int]:
+    md = read_metadata_file(path / METADATA)
+    try:
+        validate_metadata(md, allow_partial=True)
+        verify_checksums(path, md, split=split)
+    except InvalidDatasetError as e:
+        raise InvalidDatasetError(f"the files downloaded from {where} are not a valid dataset: {e}") from e
+    listed = checksums_block(md) or {}
+    if split is None:
+        verified = len(listed)
+    else:
+        verified = sum(1 for rel in listed if rel.startswith(DATA + "/") and is_shard_of(rel.split("/", 1)[1], split))
+    return md, verified

@@ -1,0 +1,471 @@
+"""Compare a dataset with another bake of (some of) the same seeds: ``whest dataset verify --against``.
+
+MLPs are matched by ``mlp_seed``; their weights must be byte-identical, and their ground truth is
+compared as strictly as the two bakes allow (``compare_mode``):
+
+- **bits**: same sampler and recorded arithmetic (the seed page's bit-equivalence);
+- **gate**: philox on both (same samples), other arithmetic: held to SPEC §3's precision gate;
+- **f32**: pcg64 on both, arithmetic differs or is unrecorded: within float32 rounding (SPEC §2 b);
+- **stats**: the samples differ (another sampler, n_samples, or torch.randn under other
+  device/chunking/batch): z-scores of the differences, per-neuron variances from a pilot run.
+
+``arithmetic_identity`` says what besides the samples decides the rounding. Rows are read with
+``verify.scan_split``; the results are checks added to ``verify``'s report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whestbench.compute.audit import bonferroni_z
+from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
+from whestbench.format.reader import read_metadata
+from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, positive_int, validate_metadata
+from whestbench.verify.scan import DatasetScan, scan_split
+from whestbench.verify.statistics import chi2_mean_limit
+from whestbench.verify.report import VerifyReport
+from whestbench.errors import InvalidDatasetError
+
+PILOT_SAMPLES = 4096
+"""Inputs pushed through each MLP to estimate per-neuron variances for the statistical comparison."""
+_PILOT_MIN_ACTIVE = 32  # a neuron active on fewer pilot inputs has no usable variance estimate
+
+# The seed page's tolerance for avg_variance between bit-equivalent bakes: the final
+# (sum_sq/N - mean²) subtraction may differ by ~1 float64 ulp.
+BIT_RTOL, BIT_ATOL = 1e-12, 1e-15
+# avg_variance under the gate: sums of squares carry the same ~1e-6 relative arithmetic error as means.
+GATE_VAR_RTOL = 1e-5
+# SPEC §2 (b): pcg64 bakes on another machine or BLAS kernel agree within float32 rounding; nearly
+# dead neurons move by ~1e-10 when a rare activation flips sign, hence the absolute term.
+F32_ULPS, F32_ATOL, F32_VAR_RTOL = 4, 1e-6, 1e-6
+
+
+def arithmetic_identity(md: dict[str, Any]) -> dict[str, Any] | None:
+    """What besides the samples decides the rounding of the sums, or None when not recorded.
+
+    Two bakes with equal identities must be bit-identical; otherwise only a tolerance applies.
+    CPU: the BLAS library, version and kernel. torch: device, GPU, torch version, kernel or
+    precision, and (0.16 torch bakes, whose sums depend on chunking) chunk size and batch.
+    """
+    ident: dict[str, Any] = {"backend": md.get("backend"), "sampler": md.get("sampler")}
+    recorded = False
+    blas = md.get("blas")
+    if isinstance(blas, dict) and blas.get("library") not in (None, "unknown"):
+        ident["blas"] = {k: blas.get(k) for k in ("library", "version", "kernel")}
+        recorded = True
+    for key in ("device", "cuda_device_name", "torch_version", "kernel", "precision", "matmul_precision"):
+        if key in md:
+            ident[key] = md[key]
+            recorded = recorded or key == "device"
+    if md.get("backend") == "torch" and not isinstance(md.get("sampler"), dict):
+        ident["chunk_size"] = md.get("chunk_size")
+        ident["mlps_per_batch"] = md.get("mlps_per_batch")
+    return ident if recorded else None
+
+
+def _describe_arith(md: dict[str, Any]) -> str:
+    ident = arithmetic_identity(md)
+    if ident is None:
+        return f"{md.get('backend')}, arithmetic not recorded"
+    parts = [str(md.get("backend"))]
+    if "blas" in ident:
+        b = ident["blas"]
+        parts.append(f"{b.get('library')} {b.get('version')} {b.get('kernel')}")
+    for key in ("device", "cuda_device_name", "kernel", "precision"):
+        if key in ident:
+            parts.append(str(ident[key]))
+    return " ".join(parts)
+
+
+def compare_mode(a: DatasetScan, b: DatasetScan) -> tuple[str, str]:
+    """How strictly the two bakes' ground truth can agree: ``(mode, reason)``.
+
+    "bits": same sampler and recorded arithmetic (the seed page's bit-equivalence);
+    "gate": philox on both (same samples), other arithmetic: SPEC §3's precision gate;
+    "f32": pcg64 on both, arithmetic differs or unrecorded: float32 rounding (SPEC §2 b);
+    "stats": the samples differ (other sampler, or torch.randn under other device/chunking/batch).
+    """
+    sa, sb = infer_sampler(a.md), infer_sampler(b.md)
+    ia, ib = arithmetic_identity(a.md), arithmetic_identity(b.md)
+    if sa != sb:
+        return "stats", f"different samplers ({sa} vs {sb}): different samples, compared statistically"
+    ea, eb = _estimator(a.md), _estimator(b.md)
+    if ea != eb:
+        return "stats", f"different estimators ({ea} vs {eb}): different estimates of the same means, compared statistically"
+    if ia is not None and ia == ib:
+        return "bits", f"same sampler ({sa}) and arithmetic ({_describe_arith(a.md)}): must be bit-identical"
+    arith = f"{_describe_arith(a.md)} vs {_describe_arith(b.md)}"
+    if sa == "philox":
+        return "gate", (
+            f"both philox, so the same samples; arithmetic differs ({arith}): the difference is "
+            f"arithmetic error only, held to the precision gate"
+        )
+    if sa == "pcg64":
+        return "f32", f"both pcg64 (same samples), arithmetic differs or is unrecorded: {arith}"
+    # torch.randn (0.16's torch path): which MLP gets which draws depends on device, chunk size and
+    # batch, so bakes that differ in any of them drew different samples.
+    return "stats", f"{sa} bakes with other device, chunking or batch draw other samples ({arith}): compared statistically"
+
+
+def _estimator(md: dict) -> str:
+    est = md.get("estimator")
+    return est.get("name", "plain") if isinstance(est, dict) else "plain"
+
+
+def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None,
+                 name: str = "against") -> None:
+    """Add the ``{name}: …`` checks of ``a`` (already scanned by ``verify``) against the bake at ``other``
+    (``verify --against``, or ``verify --recompute``'s fresh bake of some of its MLPs)."""
+    try:
+        md = read_metadata(other)
+        validate_metadata(md, allow_partial=True)
+    except InvalidDatasetError as e:
+        report.check(f"{name}: metadata", False, str(e))
+        return
+    width, depth, n_samples = (positive_int(md, k) for k in ("width", "depth", "n_samples"))
+    if (width, depth) != (a.width, a.depth):
+        report.check(f"{name}: shape", False, f"{other} is width={width} depth={depth}; {a.path} is width={a.width} depth={a.depth}")
+        return
+    if n_samples is None:
+        report.check(f"{name}: metadata", False, f"{other}: n_samples missing or not a positive integer")
+        return
+    b = DatasetScan(other, md, width, depth, n_samples, [])
+    try:
+        for split in DatasetMeta.of(md).splits:
+            b.splits.append(scan_split(other, split, width, depth, rederive=False, columns=columns_for(md)))
+    except InvalidDatasetError as e:
+        report.check(f"{name}: readable", False, str(e))
+        return
+    b_rows = {s.seeds[i]: (s, i) for s, i in b.rows()}
+    shared = [(sa, i, *b_rows[sa.seeds[i]]) for sa, i in a.rows() if sa.seeds[i] in b_rows]
+    if not shared:
+        report.check(f"{name}: shared MLPs", False, f"no mlp_seed in common with {other}: nothing to compare")
+        return
+    if n_check is not None:
+        shared = shared[:n_check]
+    report.check(f"{name}: shared MLPs", True, f"{len(shared)} MLP(s) matched by mlp_seed ({len(b_rows)} in {other})")
+
+    wbad = [sa.ids[i] for sa, i, sb, j in shared if sa.weight_digests[i] != sb.weight_digests[j]]
+    report.check(
+        f"{name}: weights",
+        not wbad,
+        f"byte-identical for all {len(shared)}" if not wbad else f"{len(wbad)} MLP(s) differ, first mlp_id {int(wbad[0])}",
+    )
+
+    targeted = any(s.n_used is not None for s in a.splits) or any(s.n_used is not None for s in b.splits)
+    if not targeted and a.n_samples != b.n_samples:  # the seed page's bit-equivalence needs equal n_samples
+        report.check(
+            f"{name}: n_samples",
+            False,
+            f"{a.n_samples:,} vs {b.n_samples:,}: different Monte-Carlo estimates, not comparable bit for bit; "
+            f"re-bake with --n-samples {a.n_samples} to compare",
+        )
+        _judge(a, b, shared, report, name, z_max, "ground truth", False, reason="different n_samples")
+        return
+    if targeted:  # MLPs stopped at a target: what counts is the samples each MLP used, not the cap
+        same = [p for p in shared if _count(a, p[0], p[1]) == _count(b, p[2], p[3])]
+        other = [p for p in shared if _count(a, p[0], p[1]) != _count(b, p[2], p[3])]
+        mode, _ = compare_mode(a, b)
+        same_target = isinstance(a.md.get("target_stderr"), dict) and a.md.get("target_stderr") == b.md.get("target_stderr")
+        if other and mode == "bits" and same_target:
+            sa, i, sb, j = other[0]
+            report.check(f"{name}: sample counts", False,
+                         f"{len(other)} of {len(shared)} MLP(s) used other sample counts, first mlp_id {int(sa.ids[i])}: "
+                         f"{int(_count(a, sa, i)):,} vs {int(_count(b, sb, j)):,}; target bakes of the same samples, target and "
+                         "arithmetic stop at the same check point (n_samples_used was edited, or a bake is wrong)")
+        else:
+            report.check(f"{name}: sample counts", True,
+                         f"{len(same)} of {len(shared)} MLP(s) used the same number of samples in both bakes"
+                         + (f"; {len(other)} used other counts (a target stopped them at other points): "
+                            "different Monte-Carlo estimates, compared statistically" if other else ""))
+        if same:
+            _judge(a, b, same, report, name, z_max, "ground truth", True)
+        if other:
+            _judge(a, b, other, report, name, z_max, "ground truth, other sample counts", False,
+                   reason="MLPs that used other sample counts")
+        return
+    _judge(a, b, shared, report, name, z_max, "ground truth", True)
+
+
+def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, z_max: float | None,
+           check: str, same_counts: bool, reason: str = "") -> None:
+    """The ``{name}: {check}`` verdict on ``shared`` pairs of MLPs. ``same_counts``: every pair used the
+    same samples, so the bakes' sampler and arithmetic decide how closely they must agree; otherwise
+    they are different estimates, compared statistically (``reason`` says why)."""
+    ma = np.stack([sa.means[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
+    mb = np.stack([sb.means[j] for _, _, sb, j in shared])
+    fa = np.stack([sa.final[i] for sa, i, _, _ in shared])
+    fb = np.stack([sb.final[j] for _, _, sb, j in shared])
+    va = np.array([sa.avg_var[i] for sa, i, _, _ in shared])
+    vb = np.array([sb.avg_var[j] for _, _, sb, j in shared])
+    delta = ma.astype(np.float64) - mb.astype(np.float64)
+    max_d = float(np.max(np.abs(delta)))
+    n_diff = int(np.count_nonzero(ma.view(np.uint32) != mb.view(np.uint32)))
+    bit_equal = n_diff == 0 and np.array_equal(fa.view(np.uint32), fb.view(np.uint32))
+    var_rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(vb), 1e-300)))
+    diffs = f"max |Δmean| = {max_d:.3g} ({n_diff} of {delta.size} values differ), max rel Δ avg_variance = {var_rel:.3g}"
+
+    if not same_counts:
+        _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
+        _spread_ratio(a, b, shared, report, name, check)
+        return
+    mode, reason = compare_mode(a, b)
+    if mode == "stats":
+        _spread_ratio(a, b, shared, report, name, check)
+    _judge_stderr(shared, report, name, mode)
+    if mode == "bits":
+        var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
+        ok = bit_equal and var_ok
+        head = "bit-identical" if ok else "NOT bit-identical"
+        report.check(
+            f"{name}: {check}",
+            ok,
+            f"{head} ({reason}); means exact, avg_variance rtol={BIT_RTOL:g} atol={BIT_ATOL:g}: {diffs}",
+        )
+    elif mode == "gate":
+        # the precision gate's one implementation, MLP by MLP (each MLP's per-layer bias, the worst taken)
+        figures = [gate_figures(x, y) for x, y in zip(ma, mb)]
+        gate_abs, gate_bias = max(f[0] for f in figures), max(f[1] for f in figures)
+        var_ok = bool(np.all(np.isclose(va, vb, rtol=GATE_VAR_RTOL, atol=0)))
+        ok = gate_passes(gate_abs, gate_bias) and var_ok
+        report.check(
+            f"{name}: {check}",
+            ok,
+            f"{'bit-identical' if bit_equal else 'not bit-identical'} ({reason}): {diffs}; max |mean Δ| per "
+            f"layer = {gate_bias:.3g} (gate: max |Δ| <= {GATE_MAX_ABS:g}, |mean Δ| <= "
+            f"{GATE_MAX_BIAS:g} per layer, avg_variance rtol {GATE_VAR_RTOL:g})",
+        )
+    elif mode == "f32":
+        both = np.maximum(np.abs(ma), np.abs(mb))
+        tol = F32_ULPS * np.spacing(both).astype(np.float64) + F32_ATOL
+        ok = bool(np.all(np.abs(delta) <= tol)) and var_rel <= F32_VAR_RTOL
+        if bit_equal and bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL))):
+            detail = f"bit-identical: {diffs}; {reason}"
+        else:
+            detail = (
+                f"NOT bit-identical, {'within' if ok else 'BEYOND'} float32 rounding: {diffs} (tolerance "
+                f"{F32_ULPS} float32 ulps + {F32_ATOL:g}, avg_variance {F32_VAR_RTOL:g} relative); {reason}; "
+                "bit equality needs the same machine and BLAS kernel"
+            )
+        report.check(f"{name}: {check}", ok, detail)
+    else:
+        _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
+
+
+# Standard errors under the gate or float32 rounding: a square root of a difference of sums, so a
+# relative arithmetic error of the sums (~1e-6) can grow where the variance is small against the mean².
+SE_GATE_RTOL, SE_F32_RTOL = 1e-3, 1e-4
+
+
+SPREAD_MEDIAN = (0.8, 1.25)  # per MLP and layer: the median ratio of two honest bakes' stderr·√N
+SPREAD_NEURON = (0.2, 5.0)  # per neuron: a gross misstatement, whatever the neuron's sparsity
+
+
+def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, check: str) -> None:
+    """``{name}: standard errors, …``: bakes of other samples with the same estimator estimate the same
+    per-sample spread: ``stderr·√N`` of the two must agree (per MLP and layer, the median ratio within
+    0.8–1.25; per neuron within 0.2–5), so neither side's error bars can be scaled to pass the z-test."""
+    if _estimator(a.md) != _estimator(b.md) or any(sa.stderr is None or sb.stderr is None for sa, _, sb, _ in shared):
+        return
+    from whestbench.compute.estimators import n_batches
+    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
+
+    def rough(ds, s, i) -> bool:  # too few samples or batches for a standard error to be held to 25 %
+        n = int(_count(ds, s, i))
+        est = DatasetMeta.of(ds.md).estimator
+        batch = est.get("batch_samples")
+        if is_cv_block(est):
+            return not (isinstance(batch, int) and batch > 0 and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
+        return n < 10_000
+
+    problems, worst = [], 1.0
+    for sa, i, sb, j in shared:
+        if rough(a, sa, i) or rough(b, sb, j):
+            continue
+        ra = sa.stderr[i].astype(np.float64) * np.sqrt(_count(a, sa, i))
+        rb = sb.stderr[j].astype(np.float64) * np.sqrt(_count(b, sb, j))
+        for layer in range(ra.shape[0]):
+            live = np.isfinite(ra[layer]) & np.isfinite(rb[layer]) & (rb[layer] > 0) & (ra[layer] > 0)
+            zero = np.isfinite(ra[layer]) & np.isfinite(rb[layer]) & ((ra[layer] > 0) != (rb[layer] > 0))
+            if zero.any():
+                problems.append(f"mlp_id {int(sa.ids[i])} layer {layer + 1}: {int(zero.sum())} standard error(s) 0 in one "
+                                "bake and not in the other")
+                continue
+            if not live.any():
+                continue
+            ratio = ra[layer][live] / rb[layer][live]
+            med = float(np.median(ratio))
+            worst = max(worst, med, 1 / med)
+            if not SPREAD_MEDIAN[0] <= med <= SPREAD_MEDIAN[1]:
+                problems.append(f"mlp_id {int(sa.ids[i])} layer {layer + 1}: stderr·√N is {med:.3g}x the other bake's "
+                                f"(median over neurons; allowed {SPREAD_MEDIAN[0]:g}-{SPREAD_MEDIAN[1]:g})")
+            elif ratio.min() < SPREAD_NEURON[0] or ratio.max() > SPREAD_NEURON[1]:
+                k = int(np.argmax(np.abs(np.log(ratio))))
+                problems.append(f"mlp_id {int(sa.ids[i])} layer {layer + 1}: one neuron's stderr·√N is {ratio[k]:.3g}x "
+                                f"the other bake's (allowed {SPREAD_NEURON[0]:g}-{SPREAD_NEURON[1]:g})")
+        if len(problems) >= 3:
+            break
+    label = f"{name}: standard errors" + (", other sample counts" if "other" in check else "")
+    report.check(label, not problems, "; ".join(problems[:3]) if problems else
+                 f"the same per-sample spread in both bakes (stderr·√N, median ratio per MLP and layer within "
+                 f"{1 / worst:.3g}-{worst:.3g})")
+
+
+def _judge_stderr(shared, report: VerifyReport, name: str, mode: str) -> None:
+    """``{name}: standard errors``: the stored error bars (and sample counts) of bakes of the same samples
+    must agree as closely as their means: bit for bit, or within the arithmetic's tolerance. Bakes of
+    other samples are not compared here (each one's error bars are held to a pilot by verify)."""
+    if mode == "stats" or any(sa.stderr is None or sb.stderr is None for sa, _, sb, _ in shared):
+        return
+    sa_ = np.stack([sa.stderr[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
+    sb_ = np.stack([sb.stderr[j] for _, _, sb, j in shared])
+    nan_a, nan_b = np.isnan(sa_), np.isnan(sb_)
+    both = ~nan_a & ~nan_b
+    rel = np.zeros(sa_.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel[both] = np.abs(sa_[both].astype(np.float64) - sb_[both]) / np.maximum(np.abs(sb_[both].astype(np.float64)), 1e-30)
+    rel[both & (sa_ == sb_)] = 0.0
+    bits = bool(np.array_equal(sa_.view(np.uint32), sb_.view(np.uint32)))
+    tol = {"bits": 0.0, "gate": SE_GATE_RTOL, "f32": SE_F32_RTOL}[mode]
+    where_bad = (nan_a != nan_b) | (rel > tol) if mode != "bits" else sa_.view(np.uint32) != sb_.view(np.uint32)
+    na = [sa.n_used[i] if sa.n_used is not None else None for sa, i, _, _ in shared]
+    nb = [sb.n_used[j] if sb.n_used is not None else None for _, _, sb, j in shared]
+    n_bad = [k for k, (x, y) in enumerate(zip(na, nb)) if x is not None and y is not None and int(x) != int(y)]
+    problems = []
+    if where_bad.any():
+        r, layer, j = (int(v) for v in np.argwhere(where_bad)[0])
+        sa, i = shared[r][0], shared[r][1]
+        problems.append(f"{int(where_bad.sum())} standard error(s) differ, first mlp_id {int(sa.ids[i])} layer {layer + 1} "
+                        f"neuron {j}: {float(sa_[r, layer, j]):.9g} vs {float(sb_[r, layer, j]):.9g} "
+                        f"(ratio {float(sa_[r, layer, j]) / float(sb_[r, layer, j]) if sb_[r, layer, j] else float('inf'):.9g})")
+    if n_bad:
+        sa, i = shared[n_bad[0]][0], shared[n_bad[0]][1]
+        problems.append(f"n_samples_used differs for {len(n_bad)} MLP(s), first mlp_id {int(sa.ids[i])}: "
+                        f"{int(na[n_bad[0]]):,} vs {int(nb[n_bad[0]]):,}")
+    want = "bit-identical" if mode == "bits" else f"within {tol:g} relative"
+    report.check(f"{name}: standard errors", not problems, "; ".join(problems) + f" (must be {want})" if problems else
+                 f"{'bit-identical' if bits else f'max relative difference {float(rel.max(initial=0.0)):.2g}, {want}'}"
+                 f" for {sa_.size} standard errors" + (", n_samples_used equal" if any(x is not None for x in na) else ""))
+
+
+def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer, per-neuron variance of the activations and how many pilot inputs activated each.
+
+    ``weights``: (depth, w, w) float32. A fixed input draw keeps the report reproducible. Returns
+    ``(var (depth, w), active (depth, w))``.
+    """
+    depth, width, _ = weights.shape
+    x = np.random.default_rng(0x5EED).standard_normal((PILOT_SAMPLES, width))  # (P, w) f64
+    var = np.empty((depth, width))
+    active = np.empty((depth, width), dtype=np.int64)
+    h = x
+    for layer in range(depth):
+        h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)  # (P, w)
+        var[layer] = h.var(axis=0, ddof=1)
+        active[layer] = np.count_nonzero(h > 0, axis=0)
+    return var, active
+
+
+def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str,
+                   check: str = "ground truth") -> None:
+    """z-scores of Δmean in units of both bakes' standard errors: the stored ones (``all_layer_stderr``)
+    when both bakes have them, else per-neuron variances from a pilot run."""
+    from whestbench.compute.mlp import weights_for_seed
+
+    if all(sa.stderr is not None and sb.stderr is not None for sa, _, sb, _ in shared):
+        se = np.stack([np.hypot(sa.stderr[i].astype(np.float64), sb.stderr[j].astype(np.float64))
+                       for sa, i, sb, j in shared])  # (m, depth, w)
+        note = ""
+        for k, (sa, i, sb, j) in enumerate(shared):
+            unknown = np.isnan(se[k])  # a side too small for a standard error (one sample, one batch)
+            if unknown.any():
+                w = weights_for_seed(sa.seeds[i], a.width, a.depth)
+                var, active = _pilot_variance(w)  # the plain estimator's variance: conservative for control variates
+                fill = unknown & (active >= _PILOT_MIN_ACTIVE)  # else no usable variance: left out (NaN)
+                se[k][fill] = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))[fill]
+                note = "; pilot variances where a bake has too few samples for a standard error"
+        usable = se > 0  # exact on both sides (layer 1 of control variates, dead neurons): no noise to compare
+        exact = se == 0
+        zs = [(d[u] / s[u]).ravel() for d, s, u in zip(delta, se, usable)]
+        zl = [_layer_means(d, s, u) for d, s, u in zip(delta, se, usable)]
+        exact_bad = float(np.max(np.abs(delta[exact]), initial=0.0))
+        _z_verdict(report, name, z_max, reason + "; in units of the two bakes' stored standard errors", zs, delta,
+                   (f"; where both are exact |Δ| <= {exact_bad:.2g}" if exact.any() else "") + note,
+                   extra_ok=exact_bad <= 1e-6, check=check, layer_means=zl)
+        return
+    zs, zl, skipped = [], [], 0
+    for (sa, i, sb, j), d in zip(shared, delta):
+        w = weights_for_seed(sa.seeds[i], a.width, a.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != sa.weight_digests[i]:
+            skipped += 1  # protocol 2.0 or altered weights: the seed does not give the stored MLP
+            continue
+        var, active = _pilot_variance(w)
+        se = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))  # (depth, w)
+        usable = active >= _PILOT_MIN_ACTIVE
+        zs.append((d[usable] / se[usable]).ravel())
+        zl.append(_layer_means(d, se, usable))
+    if not zs:
+        report.check(f"{name}: {check}", False, f"{reason}: no MLP's weights re-derive from its seed, so no variances to compare with")
+        return
+    note = f"; {skipped} MLP(s) skipped (weights do not re-derive)" if skipped else ""
+    _z_verdict(report, name, z_max, reason, zs, delta, note, check=check, layer_means=zl)
+
+
+def _count(ds, s, i: int) -> float:
+    """The samples behind MLP ``i`` of split scan ``s``: what it used when it stopped at a target, else n_samples."""
+    return float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples)
+
+
+def _layer_means(d: np.ndarray, se: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """(depth,) one MLP's mean z-score per layer over its usable neurons (NaN where none)."""
+    out = np.full(d.shape[0], np.nan)
+    for layer in range(d.shape[0]):
+        u = usable[layer]
+        if u.any():
+            out[layer] = float(np.mean(d[layer][u] / se[layer][u]))
+    return out
+
+
+def _signed(layer_means: list[np.ndarray] | None) -> tuple[float, float, str]:
+    """The signed test of Δmean per layer over the MLPs: ``Σ_r z̄_r / √m``, where each MLP's mean z over
+    a layer has a variance of at most 1 whatever its neurons' correlations: a shift of a few standard
+    errors common to a layer shows even when no single neuron's does. ``(|Z| worst, limit, text)``."""
+    if not layer_means:
+        return 0.0, math.inf, ""
+    zl = np.stack(layer_means)  # (m, depth)
+    worst, at = 0.0, 0
+    for layer in range(zl.shape[1]):
+        col = zl[:, layer][np.isfinite(zl[:, layer])]
+        if col.size:
+            value = abs(float(col.sum())) / math.sqrt(col.size)
+            if value > worst:
+                worst, at = value, layer
+    lim = bonferroni_z(zl.shape[1])
+    return worst, lim, f", signed mean per layer {worst:.2f} at layer {at + 1} (limit {lim:.2f})"
+
+
+def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str, zs: list[np.ndarray], delta: np.ndarray,
+               note: str, extra_ok: bool = True, check: str = "ground truth",
+               layer_means: list[np.ndarray] | None = None) -> None:
+    z = np.concatenate(zs) if zs else np.zeros(0)
+    if z.size == 0:
+        report.check(f"{name}: {check}", extra_ok, f"statistical ({reason}): no noisy mean to compare{note}")
+        return
+    thr = z_max if z_max is not None else bonferroni_z(z.size)
+    max_z, mean_z2 = float(np.max(np.abs(z))), float(np.mean(z**2))
+    chi_thr = chi2_mean_limit(len(zs))
+    signed, signed_lim, signed_text = _signed(layer_means)
+    ok = max_z <= thr and mean_z2 <= chi_thr and signed <= signed_lim and extra_ok
+    report.check(
+        f"{name}: {check}",
+        ok,
+        f"statistical ({reason}): max |z| of Δmean = {max_z:.2f} over {z.size} means (limit {thr:.2f}), "
+        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_text}, max |Δmean| = "
+        f"{float(np.max(np.abs(delta))):.3g}{note}",
+    )

@@ -1,0 +1,369 @@
+"""Describe a dataset (local directory or Hub repo) in lines, and plot its per-layer mean distributions.
+
+``describe`` first prints whestbench 0.16's ``dataset info`` lines — same keys, order and
+formatting, so tools that parse them keep working — then ours: sampler, seed source, partial
+range, per-split row and shard counts with sizes, and the checksum status. A tampered dataset is
+reported (``integrity: checksums MISMATCH ...``), never raised on: inspecting is how one finds out.
+Every line is sanitised (``text.sanitize``): a value in ``metadata.json`` cannot put an escape
+sequence or an extra line on the terminal. Sources are resolved, and Hub metadata fetched, by
+``hub/ref.py``.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from whestbench.hub.client import RemoteMetadata, fetch_metadata
+from whestbench.hub.ref import HubRef, resolve_source
+from whestbench.format.reader import data_files, parquet_footer, read_metadata
+from whestbench.format.schema import DatasetMeta, infer_sampler
+from whestbench.verify.run import check_checksums
+from whestbench.errors import UsageError
+from whestbench.events import EventSink
+from whestbench.text import format_bytes, sanitize
+from whestbench.work.device_check import summary_line as device_summary_line
+
+# whestbench 0.16's single-split keys, in its order; each printed only when present.
+_SINGLE_KEYS = (
+    "schema_version", "format", "backend", "seed", "split", "config", "n_mlps", "n_samples",
+    "width", "depth", "created_at_utc", "device", "cuda_device_name",
+)
+
+
+def describe(dir_or_repo: str | Path, *, revision: str | None = None, token: str | None = None,
+             on_event: EventSink | None = None) -> list[str]:
+    """The ``whest dataset inspect`` lines for a local dataset directory or a Hub dataset repo.
+
+    A path that exists is read locally (``revision`` does not apply). Anything else is a Hub
+    reference (``org/name``, ``hf://org/name@rev``, ...), whose ``metadata.json`` alone is fetched:
+    its data files are neither counted nor checked. ``on_event`` hears the Hub retry note.
+    """
+    source = resolve_source(dir_or_repo, revision)
+    if isinstance(source, HubRef):
+        remote = fetch_metadata(source, token=token, what=f"inspecting {source.uri}", on_event=on_event)
+        lines = _info_lines(remote.metadata) + _hub_lines(remote)
+    else:
+        md = read_metadata(source)
+        lines = _info_lines(md) + _local_lines(source, md)
+    return [_safe(line) for line in lines]
+
+
+def _safe(line: str) -> str:
+    """One printable line: no control characters or escape sequences, no embedded newline."""
+    return sanitize(line, max_len=4096).replace("\n", " ")
+
+
+def plot_means(directory: str | Path, path: str | Path) -> Path:
+    """Draw one histogram panel per layer of the ground-truth means over all neurons and MLPs.
+
+    Splits of a multi-split dataset are overlaid. The image format follows ``path``'s suffix
+    (png, svg, pdf); the file is written atomically. Needs matplotlib (``pip install 'whestbench[plot]'``).
+    """
+    import numpy as np
+
+    from whestbench.atomic import write_file_atomic
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)  # no display needed; never opens a window
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError("--plot needs matplotlib: pip install 'whestbench[plot]'") from e
+
+    directory, path = Path(directory), Path(path)
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in ("png", "svg", "pdf"):
+        raise UsageError(f"--plot {path}: name a .png, .svg or .pdf file (the suffix picks the format).")
+    if not path.parent.is_dir():
+        raise UsageError(f"--plot {path}: directory {path.parent} does not exist; create it first.")
+    md = read_metadata(directory)
+    depth = md.get("depth")
+    per_split = {s: _layer_means(directory, s) for s in DatasetMeta.of(md).splits}  # split -> (n, depth, w)
+    depth = next(iter(per_split.values())).shape[1] if not isinstance(depth, int) else depth
+    cols = min(depth, 4)
+    rows = -(-depth // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False)
+    try:
+        for layer in range(rows * cols):
+            ax = axes[layer // cols][layer % cols]
+            if layer >= depth:
+                ax.axis("off")
+                continue
+            values = {s: m[:, layer].ravel() for s, m in per_split.items() if m.size}
+            hi = max((float(v.max()) for v in values.values() if v.size), default=1.0) or 1.0
+            bins = np.linspace(0.0, hi, 41)
+            for s, v in values.items():
+                ax.hist(v, bins=bins, histtype="step" if len(values) > 1 else "stepfilled",
+                        alpha=1.0 if len(values) > 1 else 0.7, label=s)
+            ax.set_title(f"layer {layer + 1}", fontsize=9)
+            ax.tick_params(labelsize=7)
+            if layer % cols == 0:
+                ax.set_ylabel("neurons", fontsize=8)
+            if layer // cols == rows - 1:
+                ax.set_xlabel("mean activation", fontsize=8)
+            if len(values) > 1 and layer == 0:
+                ax.legend(fontsize=7)
+        n_mlps = sum(m.shape[0] for m in per_split.values())
+        fig.suptitle(
+            f"{directory.name}: ground-truth means per layer ({n_mlps} MLPs, width {md.get('width')}, "
+            f"N={md.get('n_samples'):,})" if isinstance(md.get("n_samples"), int) else directory.name,
+            fontsize=10,
+        )
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=110)
+    finally:
+        plt.close(fig)
+    write_file_atomic(path, buf.getvalue())
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _info_lines(md: dict[str, Any]) -> list[str]:
+    """whestbench 0.16's ``dataset info`` output for ``md`` (missing keys are skipped, not fatal)."""
+    meta = DatasetMeta.of(md)
+    if meta.is_multi:
+        splits = meta.blocks
+        lines = ["WhestBench dataset (multi-split)"]
+        lines += [f"  {k}: {md[k]}" for k in ("schema_version", "format", "backend") if k in md]
+        lines.append(
+            f"  width: {md.get('width', '?')}  depth: {md.get('depth', '?')}  "
+            f"n_samples: {_thousands(md.get('n_samples', '?'))}"
+        )
+        lines.append("  splits:")
+        for name in sorted(splits):
+            entry = splits[name] if isinstance(splits[name], dict) else {}
+            line = f"    {name}:  n_mlps={_thousands(entry.get('n_mlps', '?'))}"
+            if "seed" in entry:
+                line += f"  seed={entry['seed']}"
+            if "config" in entry:
+                line += f"  config={entry['config']}"
+            lines.append(line)
+        if "created_at_utc" in md:
+            lines.append(f"  created_at_utc: {md['created_at_utc']}")
+        return lines
+    lines = ["WhestBench dataset"]
+    lines += [f"  {k}: {md[k]}" for k in _SINGLE_KEYS if k in md]
+    sp = md.get("seed_protocol")
+    if sp:
+        if isinstance(sp, dict):
+            lines.append(f"  seed_protocol:  {sp.get('name')} (version {sp.get('version')})")
+        else:
+            lines.append(f"  seed_protocol:  {sp}")
+    return lines
+
+
+def _thousands(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _extra_lines(md: dict[str, Any]) -> list[str]:
+    """Our additions that need only metadata: sampler, seed source (per split for a multi-split
+    dataset, whose splits each record theirs), partial range, how to load each split."""
+    lines = []
+    splits = {k: v for k, v in DatasetMeta.of(md).blocks.items() if isinstance(v, dict)}
+    per_split = {k: v["sampler"] for k, v in splits.items() if isinstance(v.get("sampler"), dict)}
+    if isinstance(md.get("sampler"), dict):
+        lines.append(f"  sampler: {_sampler(md['sampler'])}")
+    elif per_split:
+        lines.append("  sampler: " + "; ".join(f"{k}: {_sampler(v)}" for k, v in sorted(per_split.items())))
+    else:
+        lines.append(f"  sampler: {infer_sampler(md)} (not recorded; inferred from backend {md.get('backend')!r})")
+    sources = {k: src for k, v in sorted(splits.items()) if (src := _split_seed_source(v)) is not None}
+    if isinstance(md.get("seed_source"), dict):
+        lines.append(f"  seed source: {_seed_source(md['seed_source'])}")
+    elif sources:
+        lines.append("  seed source: " + "; ".join(f"{k}: {v}" for k, v in sources.items()))
+    else:
+        lines.append("  seed source: not recorded (per-MLP seeds are in the mlp_seed column)")
+    lines += [line for line in [device_summary_line(md.get("device_check"))] if line]
+    if md.get("is_partial"):
+        rng = md.get("mlp_range")
+        span = f"[{rng[0]}, {rng[1]})" if isinstance(rng, list) and len(rng) == 2 else str(rng)
+        lines.append(
+            f"  partial: MLPs {span} of {md.get('total_n_mlps')} — merge all partials with "
+            "`whest dataset merge` before loading"
+        )
+    lines += _load_lines(md, splits)
+    return lines
+
+
+def _sampler(s: dict[str, Any]) -> str:
+    bits = [f"version {s['version']}"] if "version" in s else []
+    if "block_size" in s:
+        bits.append(f"block {_thousands(s['block_size'])} samples")
+    return f"{s.get('name')}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _split_seed_source(entry: dict[str, Any]) -> str | None:
+    """A split's seed source: recorded, or read from the bake command it records."""
+    if isinstance(entry.get("seed_source"), dict):
+        return _seed_source(entry["seed_source"])
+    import re
+
+    cmd = entry.get("bake_command")
+    cmd = " ".join(map(str, cmd)) if isinstance(cmd, list) else cmd if isinstance(cmd, str) else ""
+    m = re.search(r"(?:^|\s)--seed[= ](\d+)", cmd)
+    if m:
+        return f"derived from root seed {m.group(1)} (--seed, from its bake_command)"
+    if "--mlp-seeds" in cmd:
+        return "explicit list (--mlp-seeds, from its bake_command)"
+    return None
+
+
+def _load_lines(md: dict[str, Any], splits: dict[str, dict[str, Any]]) -> list[str]:
+    """A multi-split dataset whose splits live in several configs: plain ``datasets.load_dataset(dir)``
+    returns only the default config's split, silently, so say how to get each one."""
+    from whestbench.format.schema import DEFAULT_CONFIG
+
+    if not splits:
+        return []
+    default = md.get("default_split")
+    configs = {}
+    for name, entry in sorted(splits.items()):
+        config = entry.get("config") if isinstance(entry.get("config"), str) else None
+        if config is None and isinstance(default, str):
+            config = DEFAULT_CONFIG if name == default else name
+        configs[name] = config or DEFAULT_CONFIG
+    if len(set(configs.values())) < 2:
+        return []
+    lines = ["  load each split with plain `datasets` (load_dataset(dir) alone gives only the default config's):"]
+    for name, config in configs.items():
+        lines.append(f"    {name}: datasets.load_dataset(DIR, {config!r}, split={name!r})")
+    lines.append("    or every split at once: whestbench.load_dataset(DIR)")
+    return lines
+
+
+def _seed_source(src: dict[str, Any]) -> str:
+    method = src.get("method")
+    if method == "derived":
+        return f"derived from root seed {src.get('root_seed')} (--seed)"
+    if method == "explicit":
+        return "explicit list (--mlp-seeds)"
+    if method == "random":
+        return "random (generated at bake time; the seeds are in the mlp_seed column)"
+    return str(method)
+
+
+def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
+    lines = _extra_lines(md)
+    meta = DatasetMeta.of(md)
+    lines.append("  data:")
+    for split in meta.splits:
+        declared = meta.n_mlps(split)
+        try:
+            files = data_files(directory, split)
+        except ValueError:
+            lines.append(f"    {split}: no Parquet shards found (expected data/{split}-00000-of-00001.parquet)")
+            continue
+        size = sum(p.stat().st_size for p in files)
+        shards = f"{len(files)} shard{'s' if len(files) != 1 else ''}"
+        try:
+            rows = sum(parquet_footer(p).num_rows for p in files)
+        except ValueError:
+            lines.append(f"    {split}: {shards}, {format_bytes(size)} — UNREADABLE (truncated or corrupt Parquet)")
+            continue
+        count = f"{_thousands(rows)} rows"
+        if isinstance(declared, int) and rows != declared:
+            count += f" (metadata says {_thousands(declared)})"
+        lines.append(f"    {split}: {count} in {shards}, {format_bytes(size)}")
+        lines += _stderr_lines(directory, split, md)
+    prepared = md.get("prepared_splits")
+    if isinstance(prepared, dict) and prepared:
+        lines.append(f"  prepared Arrow: {', '.join(sorted(prepared))}")
+    files = [p for p in directory.rglob("*") if p.is_file()]
+    lines.append(f"  total size: {format_bytes(sum(p.stat().st_size for p in files))} in {len(files)} files")
+    status, detail = check_checksums(directory, md)
+    if status == "ok":
+        lines.append(f"  integrity: checksums ok ({detail})")
+    elif status == "absent":
+        lines.append(f"  integrity: checksums absent — {detail}; `whest dataset verify {directory}` checks the content")
+    elif status == "stale":
+        lines.append(f"  integrity: checksums stale — {detail}; `whest dataset verify {directory}` checks the content")
+    else:
+        lines.append(f"  integrity: checksums MISMATCH — {detail}; re-download or re-bake the dataset")
+    return lines
+
+
+def _hub_lines(remote: RemoteMetadata) -> list[str]:
+    md, ref = remote.metadata, remote.ref
+    lines = _extra_lines(md)
+    commit = f"commit {remote.commit[:12]}; " if remote.commit else ""
+    lines.append(f"  source: {ref.uri} ({commit}only metadata.json fetched)")
+    meta = DatasetMeta.of(md)
+    lines.append("  data:")
+    for split in meta.splits:
+        n = meta.n_mlps(split)
+        lines.append(f"    {split}: {_thousands(n)} MLPs (from metadata)")
+    checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
+    lines.append(
+        f"  integrity: not checked ({checks}); `whest dataset pull {ref.repo_id}` then `whest dataset verify DIR`"
+    )
+    return lines
+
+
+def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
+    """The standard errors of ``split``'s means in one line per layer (median and max over its MLPs
+    and neurons), and the samples the MLPs used when the bake had a target standard error."""
+    import numpy as np
+
+    from whestbench.format.reader import read_table
+    from whestbench.format.schema import N_USED_COLUMN, STDERR_COLUMN, columns_for
+
+    columns = columns_for(md)
+    if STDERR_COLUMN not in columns:
+        return []
+    try:
+        se = _layer_means(directory, split, STDERR_COLUMN)
+    except ValueError:
+        return [f"      stderr: {STDERR_COLUMN} column missing or unreadable though metadata.json records an estimator: "
+                "damaged? run `whest dataset verify`"]
+    est = DatasetMeta.of(md).estimator
+    lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
+    from whestbench.verify.statistics import undefined_stderr
+
+    n_samples = md.get("n_samples") if isinstance(md.get("n_samples"), int) else 0
+    counts = (read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy().astype(np.int64)
+              if N_USED_COLUMN in columns else np.full(se.shape[0], n_samples, dtype=np.int64))
+    undefined = undefined_stderr(md, counts, se.shape)  # where the estimator has no standard error: NaN
+    for layer in range(se.shape[1] if se.size else 0):
+        values = se[:, layer]
+        nan = np.isnan(values)
+        known = values[~nan]
+        damaged = int(np.count_nonzero(nan & ~undefined[:, layer]))
+        if not known.size and not damaged:
+            lines.append(f"        layer {layer + 1}: n/a (too few samples for a standard error)")
+            continue
+        text = f"        layer {layer + 1}: " + (f"{np.median(known):.3g} / {known.max():.3g}" if known.size else "-")
+        if damaged:
+            text += f" ({damaged:,} NaN where a standard error must exist: damaged? run `whest dataset verify`)"
+        elif nan.any():
+            text += f" ({int(nan.sum()):,} of {values.size:,} n/a: too few samples)"
+        lines.append(text)
+    if N_USED_COLUMN in columns:
+        target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else {}
+        lines.append(f"      samples used (target stderr {sanitize(target.get('value'))} on the {sanitize(target.get('layer'))} "
+                     f"layer): min {int(counts.min()):,}, median {int(np.median(counts)):,}, max {int(counts.max()):,}")
+    return lines
+
+
+def _layer_means(directory: Path, split: str, column: str = "all_layer_means"):
+    """``split``'s ``column`` (``all_layer_means`` or ``all_layer_stderr``) as ``(n, depth, width)`` float32."""
+    import numpy as np
+    import pyarrow as pa
+
+    from whestbench.format.reader import read_table
+
+    col = read_table(directory, split, [column]).column(column).combine_chunks()
+    if isinstance(col, pa.ExtensionArray):
+        col = col.storage
+    n = len(col)
+    inner = col.flatten()
+    depth = len(inner) // n if n else 0
+    flat = inner.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+    return flat.reshape(n, depth, -1) if n else np.zeros((0, 0, 0), np.float32)

@@ -1,0 +1,102 @@
+"""``verify --recompute K``: bake K of a dataset's MLPs again with its own recipe, and compare.
+
+A pilot sees an error of ~0.07 standard deviations of a neuron, which at N = 10⁹ is thousands of
+the stored standard errors; only a full recomputation sees a 5-standard-error error there. This
+module turns a dataset's metadata into the bake that reproduces K of its rows — the same seeds,
+sampler, estimator, ``n_samples`` (the cap of a target bake, with its target) — and runs it through
+the bake's own machinery (plan, units, checkpoints, resume). The rows a bake writes depend only on
+each MLP's seed and the recipe, never on the other seeds of the list, so K rows baked alone are
+those K rows of the original. ``verify`` then compares them as strictly as the two bakes allow
+(``compare.compare_mode``: bits, the precision gate, float32 rounding, or statistics).
+
+The recomputation lives in a cache directory named by the recipe and seeds (``recompute_dir``), so
+an interrupted ``verify --recompute`` resumes, and a repeated one reuses the finished bake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from whestbench.compute.estimation import Estimation
+from whestbench.format.schema import DatasetMeta, infer_sampler
+from whestbench.errors import UsageError
+
+
+def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
+    """The bake arguments that reproduce the dataset's numbers (besides the seeds)."""
+    sampler = infer_sampler(md)
+    est = DatasetMeta.of(md).estimator
+    target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
+    out: dict[str, Any] = {  # read as recorded: verify asks for the recipe before the metadata is validated
+        "n_samples": int(md["n_samples"]), "width": int(md["width"]), "depth": int(md["depth"]),
+        "estimator": est.get("name", "plain"),
+        "target_stderr": float(target["value"]) if target else None,
+        "stderr_layer": target["layer"] if target else "last",
+    }
+    if sampler == "philox":
+        out |= {"backend": "torch", "device": device or "cpu"}
+    else:
+        if device not in (None, "cpu"):
+            raise UsageError(f"--device {device} recomputes philox datasets only; this one was sampled with {sampler}, "
+                             "which runs on the CPU path: leave --device out.")
+        out |= {"backend": "cpu", "device": None}
+    return out
+
+
+def _intact(path: Path) -> bool:
+    """Whether a cached recomputation's files still match the checksums its bake wrote."""
+    from whestbench.format.reader import checksum_state, read_metadata
+
+    try:
+        return checksum_state(path, read_metadata(path)).state == "ok"
+    except (OSError, ValueError):  # InvalidDatasetError is a ValueError
+        return False
+
+
+def default_cache() -> Path:
+    base = os.environ.get("WHEST_RECOMPUTE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "whestbench" / "recompute"
+
+
+def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
+    """Where the recomputation of ``seeds`` under ``rec`` lives (the same request, the same folder)."""
+    from whestbench.compute.estimation import ESTIMATOR_VERSION
+    from whestbench.compute.pcg64 import SAMPLER_VERSION as PCG64_VERSION
+    from whestbench.compute.philox.spec import SAMPLER_VERSION as PHILOX_VERSION
+    from whestbench.format.provenance import whestbench_version
+
+    versions = {"whestbench": whestbench_version(), "estimator": ESTIMATOR_VERSION, "pcg64": PCG64_VERSION, "philox": PHILOX_VERSION}
+    key = json.dumps({"recipe": rec, "seeds": [int(s) for s in seeds], "versions": versions}, sort_keys=True)
+    return root / ("recompute-" + hashlib.sha256(key.encode()).hexdigest()[:16])
+
+
+def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root: Path | None = None,
+              on_event=None, stop=None) -> Path:
+    """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset path."""
+    from whestbench.bake.pipeline import bake
+    from whestbench.bake.plan import BakeConfig
+
+    rec = recipe(md, device)
+    out = recompute_dir(root or default_cache(), rec, seeds)
+    if (out / "metadata.json").is_file():
+        if _intact(out):
+            return out  # finished earlier: the same recipe and seeds give the same rows
+        import shutil
+
+        shutil.rmtree(out)  # a cached bake whose files no longer match their checksums: bake it again
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cfg = BakeConfig(
+        n_mlps=len(seeds), n_samples=rec["n_samples"], width=rec["width"], depth=rec["depth"], output=out,
+        mlp_seeds=tuple(int(s) for s in seeds), backend=rec["backend"], device=rec["device"],
+        estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"]),
+        bake_command=f"whest dataset verify --recompute (seeds {', '.join(map(str, seeds))})",
+    )
+    bake(cfg, on_event=on_event, stop=stop)
+    return out

@@ -1,0 +1,364 @@
+"""Verify a dataset: its integrity, and every stored number against an independent computation.
+
+``verify_dataset(dir)`` returns a ``VerifyReport``: a list of named checks, each passed or failed
+with a one-line detail. Nothing raises on a broken dataset; a failed check says what is wrong.
+What each check catches and misses is tabled in docs/cli.md ("What verify proves").
+
+1. **Integrity** (here; rows read by ``scan``): metadata validates (``schema.validate_metadata``),
+   checksums (judged by ``reader.checksum_state``, as the loader does), columns and Arrow types,
+   ids, seeds, names, weights re-derived from ``mlp_seed``, finiteness, ``final_means``, breakdowns.
+2. **Statistics** (``statistics``: layer 1's closed form; ``plausibility``: a fresh pilot of every
+   MLP for the rest).
+3. **Against another bake** (``against=DIR2``, in ``compare``); **recompute** (``recompute=K``)
+   bakes K MLPs again (``recompute``) and compares them the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from whestbench.compute.estimation import is_cv_block
+from whestbench.format.reader import checksum_state, read_meta, read_metadata
+from whestbench.format.schema import (
+    positive_int,
+    DatasetMeta,
+    columns_for,
+    protocol_version,
+)
+from whestbench.verify.report import Check, VerifyReport
+from whestbench.verify.scan import DatasetScan, SplitScan, scan_split, schema_problems
+from whestbench.verify.statistics import run_statistics
+from whestbench.errors import InvalidDatasetError, UsageError
+from whestbench.paths import existing_dir
+from whestbench.text import sanitize
+
+
+# ----------------------------------------------------------------------------------------------
+# Public entry point
+
+
+def verify_dataset(
+    directory: str | Path,
+    *,
+    against: str | Path | None = None,
+    n_check: int | None = None,
+    z_max: float | None = None,
+    on_check: Callable[[Check], None] | None = None,
+    sample_mlps: int | None = None,
+    sample_seed: int = 0,
+    recompute: int | None = None,
+    device: str | None = None,
+    recompute_root: str | Path | None = None,
+    on_event=None,
+    stop=None,
+) -> VerifyReport:
+    """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
+
+    ``n_check`` limits the statistical check and the comparison to the first K MLPs (integrity
+    covers every row).
+    ``sample_mlps`` runs the per-MLP pilot statistics on that many MLPs chosen at random with
+    ``sample_seed`` (huge datasets; the choice is reported).
+    ``recompute`` bakes that many MLPs (chosen at random with ``sample_seed``) again with the
+    dataset's own recipe (``device`` for philox datasets) in ``recompute_root`` (default: the user
+    cache; resumable) and compares every numeric column (``dataset.recompute``); ``on_event`` hears
+    that bake's progress and ``stop`` interrupts it (resumable).
+    ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
+    each check as it completes (the CLI prints it). Raises UsageError only for arguments that
+    cannot name a dataset (a path that does not exist, a non-positive ``n_check``).
+    """
+    directory = Path(directory)
+    existing_dir(directory, "DIR")
+    if against is not None:
+        against = Path(against)
+        existing_dir(against, "--against")
+    if n_check is not None and (isinstance(n_check, bool) or not isinstance(n_check, int) or n_check <= 0):
+        raise UsageError(f"--n-check must be a positive integer; got {n_check!r}.")
+    if sample_mlps is not None and (isinstance(sample_mlps, bool) or not isinstance(sample_mlps, int) or sample_mlps <= 0):
+        raise UsageError(f"--sample-mlps must be a positive integer; got {sample_mlps!r}.")
+    if recompute is not None and (isinstance(recompute, bool) or not isinstance(recompute, int) or recompute <= 0):
+        raise UsageError(f"--recompute must be a positive integer; got {recompute!r}.")
+    if device is not None and recompute is None:
+        raise UsageError("--device applies to --recompute only; add --recompute K, or leave --device out.")
+    if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
+        from whestbench.verify.recompute import recipe
+
+        try:
+            recipe(read_metadata(directory), device)
+        except UsageError:
+            raise
+        except (InvalidDatasetError, KeyError, TypeError, ValueError):
+            pass  # the metadata check reports a broken dataset
+    report = VerifyReport(directory, against, on_check=on_check)
+    ds = _integrity(directory, report)
+    if ds is None:
+        return report
+    run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed)
+    if against is not None:
+        from whestbench.verify.compare import compare_with  # compare builds on this module
+
+        compare_with(ds, against, report, n_check=n_check, z_max=z_max)
+    if recompute is not None:
+        if report.failures:  # a recompute of a damaged dataset costs a bake and proves nothing more
+            report.skip("recompute", f"not run: {len(report.failures)} check(s) failed already "
+                        f"({', '.join(c.name for c in report.failures)}); fix or re-bake the dataset first")
+        else:
+            _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop)
+    return report
+
+
+def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, device: str | None,
+               root, on_event, stop) -> None:
+    from whestbench.verify import plausibility
+    from whestbench.verify.compare import compare_with
+    from whestbench.verify.recompute import recipe, recompute
+
+    rows = plausibility.choose_rows(list(ds.rows()), k, sample_seed)
+    if not rows:
+        report.skip("recompute", "the dataset has no rows")
+        return
+    rec = recipe(ds.md, device)
+    seeds = [int(s.seeds[i]) for s, i in rows]
+    ids = ", ".join((f"{s.name}:" if ds.is_multi else "") + str(int(s.ids[i])) for s, i in rows)
+    how = rec["backend"] + (f" on {rec['device']}" if rec["device"] else "")
+    report.check("recompute", True, f"{len(rows)} MLP(s) chosen at random with --sample-seed {sample_seed}: mlp_id {ids}; "
+                 f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
+                 + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
+    path = recompute(ds.md, seeds, device=device, root=Path(root) if root is not None else None, on_event=on_event,
+                     stop=stop)
+    compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
+
+
+def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str]:
+    """``(state, detail)`` of ``reader.checksum_state`` for the whole dataset: state is "ok",
+    "absent", "stale" or "mismatch" (every bad file named). Never raises on a tampered dataset."""
+    state = checksum_state(directory, md)
+    return state.state, state.detail
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. Integrity
+
+
+def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
+    try:
+        meta = read_meta(path, allow_partial=True)
+    except InvalidDatasetError as e:
+        report.check("metadata", False, f"{e} (no further checks possible)")
+        return None
+    md = meta.md
+    dims = {k: positive_int(md, k) for k in ("width", "depth", "n_samples")}
+    bad = [k for k, v in dims.items() if v is None]
+    if bad:
+        report.check("metadata", False, f"{', '.join(bad)} missing or not a positive integer (no further checks possible)")
+        return None
+    width, depth, n_samples = dims["width"], dims["depth"], dims["n_samples"]
+    version = protocol_version(md)
+    splits = meta.splits
+    shape = f"width={width} depth={depth} n_samples={n_samples:,}, seed protocol {version}"
+    if md.get("is_partial"):
+        start, end, _ = meta.declared_rows(splits[0])
+        report.check(
+            "metadata",
+            True,
+            f"valid PARTIAL dataset: MLPs [{start}, {end}) of {md.get('total_n_mlps')} ({shape}); merge the partials "
+            "(`whest dataset merge`) before loading",
+        )
+    else:
+        kind = f"{len(splits)} splits ({', '.join(splits)})" if meta.is_multi else f"split {splits[0]!r}"
+        report.check("metadata", True, f"valid, {kind}, {shape}")
+
+    state = checksum_state(path, md)
+    if state.state in ("absent", "stale"):
+        report.skip("checksums", f"{state.detail}; integrity rests on the content checks below")
+    else:
+        report.check("checksums", state.state == "ok", state.detail if state.state == "ok" else f"MISMATCH: {state.detail}")
+
+    ds = DatasetScan(path, md, width, depth, n_samples, [])
+    multi = len(splits) > 1 or meta.is_multi
+    for split in splits:
+        prefix = f"{split}: " if multi else ""
+        try:
+            problems = schema_problems(path, split, width, depth, columns_for(md))
+        except InvalidDatasetError as e:
+            report.check(f"{prefix}files", False, str(e))
+            continue
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        report.check(
+            f"{prefix}schema",
+            not problems,
+            shown if problems else f"{len(columns_for(md))} columns with the Arrow/HF types of width={width} depth={depth}",
+        )
+        if problems:
+            continue
+        rederive = version in ("3.0", "4.0")
+        try:
+            s = scan_split(path, split, width, depth, rederive=rederive, columns=columns_for(md))
+        except InvalidDatasetError as e:
+            report.check(f"{prefix}rows", False, str(e))
+            continue
+        report.check(f"{prefix}rows", True, f"{len(s.seeds)} rows read: weights {depth}x{width}x{width}, means {depth}x{width}")
+        _rows_checks(ds, s, report, prefix, version)
+        ds.splits.append(s)
+    return ds if ds.splits else None
+
+
+def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, prefix: str) -> None:
+    """The rows are the seed list the bake recorded, in order: its ``seed_list_digest`` (complete
+    datasets: a partial's covers the whole list) and, for seeds derived from a root seed, the
+    derivation itself. Catches rows substituted, reordered or dropped with the counts edited to match."""
+    from whestbench.compute.seeds import derived_seeds, seed_list_digest
+
+    level = DatasetMeta(md).block(s.name)
+    problems = []
+    digest = level.get("seed_list_digest") if isinstance(level, dict) else None
+    if digest is not None and not md.get("is_partial"):
+        got = seed_list_digest(s.seeds)
+        if got != digest:
+            problems.append(f"the mlp_seed column hashes to {got[:19]}…, not to the recorded seed_list_digest "
+                            f"{sanitize(str(digest))[:19]}… (rows substituted, reordered or dropped)")
+    source = level.get("seed_source") if isinstance(level, dict) else None
+    if isinstance(source, dict) and source.get("method") == "derived" and isinstance(source.get("root_seed"), int):
+        start, end, _ = DatasetMeta(md).declared_rows(s.name)
+        total = md.get("total_n_mlps") if md.get("is_partial") else end
+        if isinstance(total, int) and 0 <= start <= end <= total <= 2**31 and end - start == len(s.seeds):
+            want = derived_seeds(source["root_seed"], total)[start:end]
+            if [int(v) for v in s.seeds] != want:
+                k = next(i for i, (a, b) in enumerate(zip(s.seeds, want)) if int(a) != b)
+                problems.append(f"mlp_id {int(s.ids[k])}'s mlp_seed {int(s.seeds[k])} is not the seed --seed "
+                                f"{source['root_seed']} derives there ({want[k]})")
+    if problems:
+        report.check(f"{prefix}seed list", False, "; ".join(problems))
+    elif digest is not None or source is not None:
+        what = [w for w, on in (("seed_list_digest", digest is not None and not md.get("is_partial")),
+                                ("the seeds its recorded root seed derives", isinstance(source, dict)
+                                 and source.get("method") == "derived")) if on]
+        if what:
+            report.check(f"{prefix}seed list", True, f"the mlp_seed column matches its {' and '.join(what)}")
+
+
+def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: str, version: str) -> None:
+    from whestbench.compute.naming import mlp_name, unique_names
+    from whestbench.compute.seeds import SEED_LIMIT, estimator_seed
+
+    md = ds.md
+    start, end, n_mlps = DatasetMeta(md).declared_rows(s.name)
+    # the declared range, built only when it can hold these rows (a forged n_mlps of 10**20 must not allocate it)
+    expected = (np.arange(start, end, dtype=np.int64) if 0 <= end - start == len(s.ids) else np.full(1, -1, np.int64))
+    if np.array_equal(s.ids, expected):
+        report.check(f"{prefix}mlp_id", True, f"{len(s.ids)} rows, mlp_id {start}..{end - 1} as declared")
+    else:
+        first = s.ids[:5].tolist()
+        report.check(
+            f"{prefix}mlp_id",
+            False,
+            f"{len(s.ids)} rows with mlp_id {first}{'...' if len(s.ids) > 5 else ''}; metadata declares "
+            f"[{start}, {end}) (n_mlps={n_mlps})",
+        )
+
+    seen: dict[int, int] = {}
+    dup = out_of_range = None
+    for i, v in enumerate(s.seeds):
+        if out_of_range is None and not 0 <= v < SEED_LIMIT:
+            out_of_range = (i, v)
+        if v in seen and dup is None:
+            dup = (seen[v], i, v)
+        seen.setdefault(v, i)
+    if dup or out_of_range:
+        what = []
+        if dup:
+            what.append(f"rows {dup[0]} and {dup[1]} share mlp_seed {dup[2]}")
+        if out_of_range:
+            what.append(f"row {out_of_range[0]} has mlp_seed {out_of_range[1]} outside [0, 2**63)")
+        report.check(f"{prefix}mlp_seed", False, "; ".join(what))
+    else:
+        report.check(f"{prefix}mlp_seed", True, f"{len(s.seeds)} distinct int63 seeds")
+    _seed_list_checks(md, s, report, prefix)
+
+    if version == "4.0":
+        report.skip(f"{prefix}mlp_name", "seed protocol 4.0 derives names with a secret salt; not re-derived")
+    else:
+        # 3.0: the name seed is the estimator seed derived from mlp_seed; 2.0: mlp_seed is that seed.
+        name_seeds = [estimator_seed(v) for v in s.seeds] if version == "3.0" else list(s.seeds)
+        complete = not md.get("is_partial")
+        if complete:
+            want = unique_names(name_seeds)
+            bad = [(i, got, w) for i, (got, w) in enumerate(zip(s.names, want)) if got != w]
+            detail = f"{len(want)} names = unique_names(estimator seeds)"
+        else:
+            # Uniqueness suffixes depend on the whole dataset's seed list, which a partial lacks.
+            bad = []
+            for i, (got, v) in enumerate(zip(s.names, name_seeds)):
+                base = mlp_name(v)
+                if got != base and not (got.startswith(base + "-") and got[len(base) + 1:].isdigit()):
+                    bad.append((i, got, base))
+            detail = f"{len(s.names)} names match their seeds (partial: '-k' suffixes not checkable without the whole seed list)"
+        if bad:
+            i, got, w = bad[0]
+            report.check(f"{prefix}mlp_name", False, f"{len(bad)} name(s) differ from the seeds', first mlp_id {int(s.ids[i])}: {got!r} != {w!r}")
+        else:
+            report.check(f"{prefix}mlp_name", True, detail)
+
+    if version in ("3.0", "4.0"):
+        if s.weight_mismatch:
+            mid, what = s.weight_mismatch[0]
+            report.check(
+                f"{prefix}weights",
+                False,
+                f"{len(s.weight_mismatch)} MLP(s) differ from the weights their mlp_seed gives; first mlp_id {mid}: {what}",
+            )
+        else:
+            report.check(f"{prefix}weights", True, f"all {len(s.seeds)} byte-identical to weights re-derived from mlp_seed")
+    else:
+        report.skip(f"{prefix}weights", "seed protocol 2.0 derives weights from the dataset's root seed; not re-derived")
+
+    # Sample means of post-ReLU values are >= 0; a control-variate estimate of a nearly dead neuron
+    # may dip below 0, but not by more than a few of its standard errors.
+    cv = is_cv_block(ds.md.get("estimator"))
+    floor = -6.0 * s.stderr.astype(np.float64) - 1e-12 if cv and s.stderr is not None else 0.0
+    bad_means = ~np.isfinite(s.means) | (s.means < floor)
+    bad_var = ~np.isfinite(s.avg_var)
+    if bad_means.any() or bad_var.any() or not np.isfinite(s.final).all():
+        what = []
+        if bad_means.any():
+            r, layer, j = (int(v) for v in np.argwhere(bad_means)[0])
+            what.append(f"{int(bad_means.sum())} mean(s) non-finite or negative, first mlp_id {int(s.ids[r])} layer {layer + 1} neuron {j}: {s.means[r, layer, j]}")
+        if bad_var.any():
+            r = int(np.argmax(bad_var))
+            what.append(f"avg_variance of mlp_id {int(s.ids[r])} is {s.avg_var[r]}")
+        if not np.isfinite(s.final).all():
+            what.append("final_means has non-finite values")
+        report.check(f"{prefix}finite", False, "; ".join(what))
+    else:
+        report.check(f"{prefix}finite", True, "all means finite and >= 0 (post-ReLU)" + (" within 6 standard errors" if cv else "")
+                     + ", avg_variance finite")
+
+    if s.bad_breakdown:
+        mid, why = s.bad_breakdown[0]
+        report.check(f"{prefix}breakdown", False, f"{len(s.bad_breakdown)} row(s) whose sampling_budget_breakdown is "
+                     f"not a JSON object, first mlp_id {mid}: {why}")
+    else:
+        report.check(f"{prefix}breakdown", True, f"sampling_budget_breakdown parses as a JSON object in all {len(s.seeds)} rows")
+
+    same = np.array_equal(s.final.view(np.uint32), s.means[:, -1].view(np.uint32))
+    if same:
+        report.check(f"{prefix}final_means", True, "final_means == all_layer_means[-1] bit for bit")
+    else:
+        r = int(np.argmax(np.any(s.final.view(np.uint32) != s.means[:, -1].view(np.uint32), axis=1)))
+        report.check(f"{prefix}final_means", False, f"final_means != all_layer_means[-1] for mlp_id {int(s.ids[r])}")
+
+
+def require_sound(path: str | Path, what: str, error: type[InvalidDatasetError] = InvalidDatasetError) -> None:
+    """Raise ``error`` naming ``path`` and its first failed check when ``verify`` (integrity and the
+    per-MLP statistics) fails it: merge and combine-splits call this on each input before writing,
+    so a damaged input is refused instead of re-signed with fresh checksums."""
+    report = verify_dataset(path)
+    if report.ok:
+        return
+    bad = report.failures
+    first = bad[0]
+    more = f" (and {len(bad) - 1} more failed check(s))" if len(bad) > 1 else ""
+    raise error(f"{what} {sanitize(str(path))} fails verify: {first.name}: {first.detail}{more}. Re-bake it, or run "
+                f"`whest dataset verify {sanitize(str(path))}` for every check.")

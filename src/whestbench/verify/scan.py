@@ -1,0 +1,273 @@
+"""Read a dataset's rows for verify and compare: batch by batch, each column checked for its shape,
+weights hashed (and compared with the ones their seed gives), everything else kept as arrays.
+
+``scan_split`` reads one split into a ``SplitScan``; ``schema_problems`` says what is wrong with a
+split's Arrow schema. Raises ``InvalidDatasetError`` (never a pyarrow error) on a file it cannot read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from whestbench.format.reader import data_files
+from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta
+from whestbench.errors import InvalidDatasetError
+from whestbench.text import sanitize
+
+_BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets
+_READ_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
+                 "sampling_budget_breakdown"]
+
+@dataclass
+class SplitScan:
+    """One split's rows, reduced to what the checks need (weights are hashed, not kept)."""
+
+    name: str
+    ids: np.ndarray  # (n,) int64
+    names: list[str]
+    seeds: list[int]
+    weight_digests: list[bytes]
+    sigma1: np.ndarray  # (n, w) float64: ‖W₁[:, j]‖ per MLP and neuron
+    means: np.ndarray  # (n, depth, w) float32
+    final: np.ndarray  # (n, w) float32
+    avg_var: np.ndarray  # (n,) float64
+    weight_mismatch: list[tuple[int, str]]  # (mlp_id, what differs) against the re-derived weights
+    bad_breakdown: list[tuple[int, str]] = field(default_factory=list)  # (mlp_id, why) rows whose breakdown does not parse
+    stderr: np.ndarray | None = None  # (n, depth, w) float32: all_layer_stderr, when the dataset has it
+    n_used: np.ndarray | None = None  # (n,) int64: n_samples_used, when the dataset has it
+
+
+@dataclass
+class DatasetScan:
+    path: Path
+    md: dict[str, Any]
+    width: int
+    depth: int
+    n_samples: int
+    splits: list[SplitScan]
+
+    @property
+    def is_multi(self) -> bool:
+        return DatasetMeta.of(self.md).is_multi
+
+    def rows(self) -> Iterator[tuple[SplitScan, int]]:
+        for s in self.splits:
+            for i in range(len(s.seeds)):
+                yield s, i
+
+
+class _ShapeError(InvalidDatasetError):
+    pass
+
+
+def _storage(arr):
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if isinstance(arr, pa.ExtensionArray):
+        arr = arr.storage
+    return arr
+
+
+def _dense(arr, inner: tuple[int, ...], column: str, ids: np.ndarray) -> np.ndarray:
+    """A list-of-lists Arrow column as a ``(rows, *inner)`` array; raises _ShapeError on ragged rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = _storage(arr)
+    n = len(arr)
+    want = "x".join(map(str, inner))
+    for level, size in enumerate(inner):
+        if arr.null_count:
+            raise _ShapeError(f"{column} has null entries (expected {want} per row)")
+        if pa.types.is_fixed_size_list(arr.type):
+            if arr.type.list_size != size:
+                raise _ShapeError(f"{column} has fixed-size lists of {arr.type.list_size} at depth {level}; expected {size} ({want} per row)")
+        elif pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+            lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
+            if lengths.size and not np.all(lengths == size):
+                bad = int(np.argmax(lengths != size))
+                row = bad // (len(lengths) // n) if n else bad
+                raise _ShapeError(
+                    f"{column} of mlp_id {int(ids[row]) if row < len(ids) else row} has length "
+                    f"{int(lengths[bad])} at depth {level}; expected {size} ({want} per row)"
+                )
+        else:
+            raise _ShapeError(f"{column} is {arr.type}; expected nested lists of {want} floats")
+        arr = arr.flatten()
+    if arr.null_count:
+        raise _ShapeError(f"{column} has null values")
+    return arr.to_numpy(zero_copy_only=False).reshape((n, *inner))
+
+
+def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool,
+               columns: tuple[str, ...] = COLUMNS) -> SplitScan:
+    """Read ``split`` batch by batch; with ``rederive`` compare each MLP's weights with its seed's.
+    ``columns``: the dataset's columns (``schema.columns_for``): its stderr and sample counts are
+    read when it has them."""
+    import pyarrow.parquet as pq
+
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.format.writer import row_bytes
+
+    batch_rows = max(1, _BATCH_BYTES // row_bytes(width, depth))
+    ids, names, seeds, digests, sig, means, final, avg, mismatch = [], [], [], [], [], [], [], [], []
+    stderr, n_used, bad_breakdown = [], [], []
+    wanted = _READ_COLUMNS + [c for c in (STDERR_COLUMN, N_USED_COLUMN) if c in columns]
+    for shard in data_files(path, split):
+        try:
+            pf = pq.ParquetFile(shard)
+            batches = pf.iter_batches(batch_size=batch_rows, columns=wanted)
+            for batch in batches:
+                b_ids = np.asarray(batch.column("mlp_id").to_numpy(zero_copy_only=False), dtype=np.int64)
+                b_seeds = [int(v) for v in batch.column("mlp_seed").to_pylist()]
+                w = _dense(batch.column("weights"), (depth, width, width), "weights", b_ids).astype(np.float32, copy=False)
+                m = _dense(batch.column("all_layer_means"), (depth, width), "all_layer_means", b_ids)
+                f = _dense(batch.column("final_means"), (width,), "final_means", b_ids)
+                for k, seed in enumerate(b_seeds):
+                    wk = np.ascontiguousarray(w[k])  # (depth, width, width)
+                    digests.append(hashlib.blake2b(wk.tobytes(), digest_size=16).digest())
+                    if rederive:
+                        ref = weights_for_seed(seed, width, depth)
+                        if not np.array_equal(wk.view(np.uint32), ref.view(np.uint32)):
+                            diff = np.argwhere(wk.view(np.uint32) != ref.view(np.uint32))
+                            layer, i, j = (int(v) for v in diff[0])
+                            mismatch.append((int(b_ids[k]), f"{len(diff)} value(s) differ, first weights[{layer}][{i}][{j}]"))
+                sig.append(np.sqrt(np.sum(w[:, 0].astype(np.float64) ** 2, axis=1)))  # (rows, width)
+                for k, text in enumerate(batch.column("sampling_budget_breakdown").to_pylist()):
+                    why = _breakdown_problem(text)
+                    if why:
+                        bad_breakdown.append((int(b_ids[k]), why))
+                ids.append(b_ids)
+                names.extend(str(v) for v in batch.column("mlp_name").to_pylist())
+                seeds.extend(b_seeds)
+                means.append(m.astype(np.float32, copy=False))
+                final.append(f.astype(np.float32, copy=False))
+                avg.append(np.asarray(batch.column("avg_variance").to_numpy(zero_copy_only=False), dtype=np.float64))
+                if STDERR_COLUMN in wanted:
+                    stderr.append(_dense(batch.column(STDERR_COLUMN), (depth, width), STDERR_COLUMN, b_ids).astype(np.float32))
+                if N_USED_COLUMN in wanted:
+                    n_used.append(np.asarray(batch.column(N_USED_COLUMN).to_numpy(zero_copy_only=False), dtype=np.int64))
+        except InvalidDatasetError:
+            raise
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException for a corrupt file
+            raise InvalidDatasetError(f"{shard.name} is not a readable Parquet file (truncated or corrupt?): {e}") from e
+
+    def cat(parts, shape, dtype):
+        return np.concatenate(parts) if parts else np.zeros(shape, dtype)
+
+    return SplitScan(
+        name=split,
+        ids=cat(ids, (0,), np.int64),
+        names=names,
+        seeds=seeds,
+        weight_digests=digests,
+        sigma1=cat(sig, (0, width), np.float64),
+        means=cat(means, (0, depth, width), np.float32),
+        final=cat(final, (0, width), np.float32),
+        avg_var=cat(avg, (0,), np.float64),
+        weight_mismatch=mismatch,
+        bad_breakdown=bad_breakdown,
+        stderr=cat(stderr, (0, depth, width), np.float32) if STDERR_COLUMN in wanted else None,
+        n_used=cat(n_used, (0,), np.int64) if N_USED_COLUMN in wanted else None,
+    )
+
+
+def _breakdown_problem(text: Any) -> str:
+    """Why a row's ``sampling_budget_breakdown`` is not the JSON object bakes write ("" when it is)."""
+    if not isinstance(text, str):
+        return "null" if text is None else f"a {type(text).__name__}, not a JSON string"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return f"not JSON ({sanitize(text[:30])!r})"
+    except RecursionError:
+        return "JSON nested too deeply"
+    return "" if isinstance(value, dict) else f"JSON {type(value).__name__}, not an object"
+
+
+def _type_sig(t) -> Any:
+    """An Arrow type with list child names ignored ("item" and "element" are the same column)."""
+    import pyarrow as pa
+
+    if isinstance(t, pa.ExtensionType):
+        return ("ext", t.extension_name, json.loads(t.__arrow_ext_serialize__()), _type_sig(t.storage_type))
+    if pa.types.is_fixed_size_list(t):
+        return ("fixed_size_list", t.list_size, _type_sig(t.value_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return ("list", _type_sig(t.value_type))
+    return str(t)
+
+
+def _field_sig(f) -> Any:
+    """A field's type signature; an extension type stored only as field metadata counts as that type."""
+    import pyarrow as pa
+
+    t = f.type
+    if not isinstance(t, pa.ExtensionType) and f.metadata and b"ARROW:extension:name" in f.metadata:
+        return (
+            "ext",
+            f.metadata[b"ARROW:extension:name"].decode(),
+            json.loads(f.metadata.get(b"ARROW:extension:metadata", b"null")),
+            _type_sig(t),
+        )
+    return _type_sig(t)
+
+
+def _sig_text(sig: Any) -> str:
+    """A type signature as a reader wants it: ``Array3D[3, 16, 16] float32``, ``fixed_size_list<float>[16]``."""
+    if isinstance(sig, tuple) and sig[0] == "ext":
+        name = str(sig[1]).rsplit(".", 1)[-1].replace("ExtensionType", "")
+        shape, dtype = (sig[2] + [None, None])[:2] if isinstance(sig[2], list) else (sig[2], None)
+        return f"{name}{list(shape) if isinstance(shape, list) else shape} {dtype}"
+    if isinstance(sig, tuple) and sig[0] == "fixed_size_list":
+        return f"fixed_size_list<{_sig_text(sig[2])}>[{sig[1]}]"
+    if isinstance(sig, tuple) and sig[0] == "list":
+        return f"list<{_sig_text(sig[1])}>"
+    return str(sig)
+
+
+def schema_problems(path: Path, split: str, width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> list[str]:
+    """What is wrong with the Arrow schema of ``split``'s shards (empty when nothing is)."""
+    import pyarrow.parquet as pq
+    from datasets import Features
+
+    from whestbench.format.schema import make_features
+
+    features = make_features(width, depth, columns)
+    expected = features.arrow_schema
+    problems = []
+    for shard in data_files(path, split):
+        try:
+            schema = pq.read_schema(shard)
+        except Exception as e:  # corrupt footer
+            problems.append(f"{shard.name}: unreadable footer ({e})")
+            continue
+        if list(schema.names) != list(columns):
+            problems.append(f"{shard.name}: columns {schema.names}, expected {list(columns)}")
+            continue
+        for name in columns:
+            got, want = _field_sig(schema.field(name)), _field_sig(expected.field(name))
+            if got != want:
+                problems.append(f"{shard.name}: {name} is {_sig_text(got)}, expected {_sig_text(want)}")
+        hf = (schema.metadata or {}).get(b"huggingface")
+        if hf is None:
+            problems.append(f"{shard.name}: no 'huggingface' features metadata (datasets would infer other types)")
+        else:
+            try:
+                declared = Features.from_dict(json.loads(hf)["info"]["features"])
+            except Exception as e:  # malformed JSON or an unknown feature type
+                problems.append(f"{shard.name}: unreadable 'huggingface' features metadata ({e})")
+            else:
+                if declared != features:
+                    problems.append(f"{shard.name}: 'huggingface' features metadata differs from width={width} depth={depth}")
+    return problems
+
+

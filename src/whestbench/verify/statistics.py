@@ -1,0 +1,339 @@
+"""verify's statistics that need no pilot: layer 1 against its exact value, the stored standard
+errors' form, the estimator, and a target bake's promise; then the pilot checks of ``plausibility``.
+
+Layer 1 has a closed form. With ``x ~ N(0, I)`` the pre-activation of neuron j is ``N(0, s_j²)``,
+``s_j = ‖W₁[:, j]‖``, so ``E relu = s_j/√(2π)`` and ``Var relu = s_j²/2 − s_j²/(2π)``. Each stored
+layer-1 mean is turned into a z-score with the standard error ``sqrt(Var relu / N)``; the largest
+|z| must stay under a Bonferroni threshold, and their mean square under a chi-square one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from whestbench.compute.audit import P_OVERALL, bonferroni_z
+from whestbench.compute.estimation import Estimation, is_cv_block
+from whestbench.verify.scan import DatasetScan, SplitScan
+from whestbench.format.schema import DatasetMeta
+
+if TYPE_CHECKING:
+    from whestbench.verify.report import VerifyReport
+
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
+
+
+def chi2_mean_limit(n_groups: int, p: float = P_OVERALL) -> float:
+    """Upper limit for the mean of z² over the neurons of ``n_groups`` independent MLPs.
+
+    Neurons of one MLP are correlated (shared inputs), so each MLP counts as one degree of
+    freedom: the sum of its w correlated z² has variance at most 2w², like w·χ²₁. The limit is
+    the χ²_k / k quantile at ``1 − p`` with k = n_groups (Wilson–Hilferty), conservative for
+    correlated neurons: 10.9 for 3 MLPs, 1.23 for 1000 (where a bias of half a standard error in
+    every mean fails while noise does not).
+    """
+    k = max(int(n_groups), 1)
+    z = -NormalDist().inv_cdf(p)
+    return (1.0 - 2.0 / (9.0 * k) + z * math.sqrt(2.0 / (9.0 * k))) ** 3
+
+
+
+def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
+    rows = list(ds.rows())
+    return rows[:n_check] if n_check is not None else rows
+
+
+def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None,
+                sample_mlps: int | None = None, sample_seed: int = 0) -> None:
+    from whestbench.verify import plausibility
+
+    rows = _limit(ds, n_check)
+    if not rows:
+        report.skip("layer-1 means", "the dataset has no rows")
+        return
+    if sample_mlps is not None and sample_mlps < len(rows):
+        rows = plausibility.choose_rows(rows, sample_mlps, sample_seed)
+        ids = ", ".join(f"{s.name}:{int(s.ids[i])}" if ds.is_multi else str(int(s.ids[i])) for s, i in rows[:20])
+        report.check("sample", True, f"statistics on {len(rows)} MLP(s) chosen at random with --sample-seed "
+                     f"{sample_seed}: mlp_id {ids}{' ...' if len(rows) > 20 else ''} (integrity covered every row)")
+    n = np.maximum(_sample_counts(ds, rows), 1.0)[:, None]  # an impossible count (< 1) is named by the target check
+    sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
+    mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
+    exact = sigma / _SQRT_2PI
+    _estimator_check(ds, report)
+    _target_checks(ds, rows, report)
+    if is_cv_block(ds.md.get("estimator")):
+        _exact_layer1(rows, mean1, exact, report)
+        _stderr_checks(ds, rows, None, report)
+    else:
+        se = sigma * np.sqrt(_RELU_VAR / n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # A zero weight column gives a neuron that is always 0: its mean must be exactly 0.
+            z = np.where(se > 0, (mean1 - exact) / np.where(se > 0, se, 1.0), np.where(mean1 == exact, 0.0, np.inf))
+        k = z.size
+        thr = z_max if z_max is not None else bonferroni_z(k)
+        r, j = np.unravel_index(int(np.argmax(np.abs(z))), z.shape)
+        s, i = rows[r]
+        where = f"{s.name} " if ds.is_multi else ""
+        max_z = float(np.abs(z[r, j]))
+        mean_z2 = float(np.mean(z**2))
+        chi_thr = chi2_mean_limit(len(rows))
+        signed, signed_lim, signed_what = _layer1_signed(ds, rows, z, n[:, 0])
+        ok = max_z <= thr and mean_z2 <= chi_thr and signed <= signed_lim
+        scope = f"{len(rows)} MLP(s) x {ds.width} neurons" + (f" (first {n_check})" if n_check is not None else "")
+        report.check(
+            "layer-1 means",
+            ok,
+            f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id {int(s.ids[i])} "
+            f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
+            f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_what}",
+        )
+        _stderr_checks(ds, rows, se, report)
+    audited = plausibility.audit_rows(ds, rows, n[:, 0])
+    plausibility.check_layer_means(ds, audited, report, P_OVERALL)
+    plausibility.check_avg_variance(ds, audited, report, P_OVERALL)
+    plausibility.check_stderr_size(ds, audited, report, P_OVERALL)
+
+
+def _estimator_check(ds: DatasetScan, report: VerifyReport) -> None:
+    """Name the recorded estimator (schema.validate_metadata already refused an unknown one)."""
+    est = ds.md.get("estimator")
+    if isinstance(est, dict):  # none: a whestbench 0.16 dataset, plain means and no standard errors
+        report.check("estimator", True, f"{est.get('name')} (version {est.get('version')})")
+
+
+def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
+    """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
+    stopped only at a check point, and an MLP that stopped early has every chosen standard error
+    at or under the target."""
+    from whestbench.compute.estimators import chosen_stderr, is_check_point, meets_target, n_batches
+    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES, TARGET_RULE
+
+    target = ds.md.get("target_stderr")
+    if target is None:
+        return
+    value = target.get("value") if isinstance(target, dict) else None
+    layer = target.get("layer") if isinstance(target, dict) else None
+    # (value and layer are valid: schema.validate_metadata refused the dataset otherwise)
+    if any(s.n_used is None for s, _ in rows):
+        report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
+        return
+    sampler = sampler_of(ds.md, rows[0][0].name)
+    step = sampler.get("block_size")
+    est = DatasetMeta.of(ds.md).estimator
+    batch = est.get("batch_samples")
+    cv = is_cv_block(est)
+    cap = ds.n_samples
+    if target.get("rule") == TARGET_RULE:
+        _planned_counts(ds, rows, report, float(value), layer, step, cv, batch)
+        return
+    problems = []
+    for s, i in rows:
+        used = int(s.n_used[i])
+        who = f"mlp_id {int(s.ids[i])}"
+        if not 1 <= used <= cap:
+            problems.append(f"{who} used {used:,} samples, outside 1..n_samples={cap:,}")
+        elif used < cap:
+            if isinstance(step, int) and step > 0 and (used % step or not is_check_point(used // step)):
+                problems.append(f"{who} stopped at {used:,} samples, not a check point (multiples of {step:,})")
+            elif cv and isinstance(batch, int) and batch > 0 and n_batches(used, batch) < MIN_RELIABLE_BATCHES:
+                problems.append(f"{who} stopped at {used:,} samples, before {MIN_RELIABLE_BATCHES} batches")
+            elif s.stderr is not None and not meets_target(s.stderr[i], np.float32(value), layer):
+                problems.append(f"{who} stopped early at {used:,} samples with a standard error of "
+                                f"{float(np.nanmax(chosen_stderr(s.stderr[i], layer))):.4g} > target {value:g}")
+        if len(problems) >= 3:
+            break
+    report.check("target", not problems, "; ".join(problems) if problems else
+                 f"{_stops(ds, rows, cap)} (sequential rule of whestbench 0.17.0 bakes: each early stop at a check point, "
+                 f"its standard errors at or under the target {value:g}, {layer} layer)")
+
+
+def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple[float, float, str]:
+    """The signed check of layer 1: ``(worst |Σz| / sd, its limit, what to print)``. Per MLP, the sum
+    of its neurons' z-scores has variance ``1ᵀR1``, R the exact correlation of ``relu(x W₁)`` (the
+    arc-cosine kernel), so a shift of every mean by a fraction of a standard error shows; and over the
+    dataset, per-MLP sums add. MLPs under 1,000 samples (too skewed) or whose weights do not re-derive
+    are left out."""
+    from whestbench.compute.estimators import layer1_means, relu_second_moments
+    from whestbench.compute.mlp import weights_for_seed
+
+    sums, variances, worst, where = [], [], 0.0, ""
+    for (s, i), zr, count in zip(rows, z, n):
+        if count < 1000 or not np.all(np.isfinite(zr)):
+            continue
+        w = weights_for_seed(int(s.seeds[i]), ds.width, ds.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+            continue
+        w1 = w[0].astype(np.float64)
+        mu = layer1_means(w1)
+        cov = relu_second_moments(w1) - np.outer(mu, mu)
+        sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        live = sd > 0
+        if not live.any():
+            continue
+        corr = cov[np.ix_(live, live)] / np.outer(sd[live], sd[live])
+        total, var = float(zr[live].sum()), float(corr.sum())
+        sums.append(total)
+        variances.append(var)
+        if abs(total) / math.sqrt(var) > worst:
+            worst, where = abs(total) / math.sqrt(var), f"mlp_id {int(s.ids[i])}"
+    if not sums:
+        return 0.0, math.inf, ""
+    lim = bonferroni_z(len(sums) + 1)
+    overall = abs(sum(sums)) / math.sqrt(sum(variances))
+    text = (f"; signed: per MLP worst |Σz|/sd = {worst:.2f} at {where}, over the dataset {overall:.2f} "
+            f"(limit {lim:.2f}; sd from the exact correlations of relu(x W₁))")
+    return max(worst, overall), lim, text
+
+
+def sampler_of(md: dict[str, Any], split: str) -> dict[str, Any]:
+    """The sampler block that applies to ``split``: the top level's, or (combine-splits keeps it per
+    split) the split's entry's; {} when none is recorded."""
+    for where in (md, DatasetMeta.of(md).block(split)):
+        if isinstance(where, dict) and isinstance(where.get("sampler"), dict):
+            return where["sampler"]
+    return {}
+
+
+def _stops(ds: DatasetScan, rows, cap: int) -> str:
+    """How the MLPs of a target bake stopped, from the real counts."""
+    from whestbench.compute.estimators import cv_floor_samples
+    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
+
+    early = sum(int(s.n_used[i]) < cap for s, i in rows)
+    est = DatasetMeta.of(ds.md).estimator
+    step = sampler_of(ds.md, rows[0][0].name).get("block_size") if rows else None
+    if is_cv_block(est) and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
+        floor = cv_floor_samples(cap, step, est["batch_samples"])
+        if floor < cap and all(int(s.n_used[i]) == floor for s, i in rows):
+            return (f"all {len(rows)} MLP(s) stopped at {floor:,} samples, the control-variate floor "
+                    f"({MIN_RELIABLE_BATCHES} batches): the floor, not the target, decided every count")
+    if early == len(rows):
+        return f"all {early} MLP(s) stopped before n_samples={cap:,}"
+    if early == 0:
+        return f"none of the {len(rows)} MLP(s) stopped before n_samples={cap:,} (the cap decided every count)"
+    return f"{early} of {len(rows)} MLP(s) stopped before n_samples={cap:,}, {len(rows) - early} used all of it"
+
+
+def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, layer: str, step, cv: bool,
+                    batch) -> None:
+    """The two-stage rule: each MLP's count is what its own pilot plans (``estimators.planned_samples``),
+    a function of the seed and the recipe alone: recompute it and require equality."""
+    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.work.units import _planned
+
+    if not (isinstance(step, int) and step > 0) or (cv and not (isinstance(batch, int) and batch > 0)):
+        report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
+                     "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")
+        return
+    min_samples, estimation = batch * MIN_RELIABLE_BATCHES if cv else 0, Estimation.from_metadata(ds.md)
+    problems, checked = [], 0
+    for s, i in rows:
+        seed = int(s.seeds[i])
+        w = weights_for_seed(seed, ds.width, ds.depth)
+        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+            continue  # weights that do not re-derive: the weights check has said so
+        want = _planned(seed, ds.width, ds.depth, estimation, step, ds.n_samples, min_samples)
+        used = int(s.n_used[i])
+        checked += 1
+        if used != want:
+            problems.append(f"mlp_id {int(s.ids[i])} used {used:,} samples; its pilot plans {want:,} for a standard "
+                            f"error of {value:g} ({layer} layer)")
+        if len(problems) >= 3:
+            break
+    report.check("target", not problems, "; ".join(problems) + " (n_samples_used or the target was edited, or the "
+                 "bake is wrong)" if problems else f"{_stops(ds, rows, ds.n_samples)}; all {checked} counts equal what "
+                 f"each MLP's own pilot plans for a standard error of {value:g} ({layer} layer), fixed before "
+                 "sampling (unbiased)")
+
+
+def _exact_layer1(rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:
+    """The control-variate estimator stores layer 1's exact means: equal within float32 rounding."""
+    tol = 2 * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64) + 1e-12  # stored in float32
+    bad = np.abs(mean1 - exact) > tol
+    if bad.any():
+        r, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        report.check("layer-1 means", False, f"control-variate estimator: layer 1 must be the exact ‖W₁[:,j]‖/√(2π); "
+                     f"mlp_id {int(s.ids[i])} neuron {j} is {mean1[r, j]:.9g}, exact {exact[r, j]:.9g}")
+    else:
+        report.check("layer-1 means", True, f"{len(rows)} MLP(s): exact ‖W₁[:,j]‖/√(2π) within float32 rounding "
+                     "(control-variate estimator)")
+
+
+def _sample_counts(ds: DatasetScan, rows) -> np.ndarray:
+    """(m,) each MLP's sample count: ``n_samples``, or what it used when it stopped at a target."""
+    return np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])
+
+
+def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """(m, depth, w) bool: where the estimator has no standard error and stores NaN — plain: fewer
+    than 2 samples; control variates: layers 2.. with fewer than 2 batches (layer 1 is exact)."""
+    est = DatasetMeta.of(md).estimator
+    undefined = np.zeros(shape, dtype=bool)
+    if is_cv_block(est):
+        batch = est.get("batch_samples")
+        if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
+            undefined[:, 1:] = (np.ceil(n / batch) < 2)[:, None, None]
+    else:
+        undefined[:] = (n < 2)[:, None, None]
+    return undefined
+
+
+def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report: VerifyReport) -> None:
+    """The stored standard errors: finite and >= 0 (NaN where the estimator has none), control
+    variates' layer 1 exactly 0, and (plain estimator) layer 1's equal to the exact
+    ``sqrt(Var relu / N)`` within the sampling error of a sample standard deviation."""
+    if any(s.stderr is None for s, _ in rows):
+        report.skip("stderr", "no all_layer_stderr column (a whestbench 0.16 dataset)")
+        return
+    se = np.stack([s.stderr[i] for s, i in rows]).astype(np.float64)  # (m, depth, w)
+    n = _sample_counts(ds, rows)
+    undefined = undefined_stderr(ds.md, n, se.shape)
+    bad = np.where(undefined, ~np.isnan(se), ~np.isfinite(se) | (se < 0))
+    if bad.any():
+        r, layer, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        want = "NaN (too few samples for one)" if undefined[r, layer, j] else "finite and >= 0"
+        report.check("stderr", False, f"{int(bad.sum())} standard error(s) not {want}, first mlp_id {int(s.ids[i])} "
+                     f"layer {layer + 1} neuron {j}: {se[r, layer, j]}")
+        return
+    cv = is_cv_block(ds.md.get("estimator"))
+    if cv and np.any(se[:, 0] != 0):
+        r, j = (int(v) for v in np.argwhere(se[:, 0] != 0)[0])
+        s, i = rows[r]
+        report.check("stderr", False, f"control-variate estimator: layer 1 is exact, so its standard error must be 0; "
+                     f"mlp_id {int(s.ids[i])} layer 1 neuron {j} is {se[r, 0, j]:.4g}")
+        return
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a layer that is all NaN: "nan" in the summary
+        detail = "per layer, median (max): " + ", ".join(
+            f"{np.nanmedian(se[:, k]):.3g} ({np.nanmax(se[:, k]):.3g})" for k in range(se.shape[1]))
+    if undefined.any():
+        detail += f"; NaN where too few samples for one ({int(undefined.any(axis=(1, 2)).sum())} MLP(s))"
+    if analytic_se is None:
+        report.check("stderr", True, f"finite and >= 0; {detail}")
+        return
+    live = (analytic_se > 0) & ~undefined[:, 0]
+    # a sample sd's relative error is about sqrt((kurtosis - 1) / 4N); relu of a Gaussian: kurtosis < 6
+    tol = 6.0 * np.sqrt(5.0 / (4.0 * np.maximum(n, 1.0)))[:, None] + 1e-3
+    ratio = np.where(live, se[:, 0] / np.where(live, analytic_se, 1.0), 1.0)
+    bad = live & (np.abs(ratio - 1.0) > tol)
+    if bad.any():
+        r, j = (int(v) for v in np.argwhere(bad)[0])
+        s, i = rows[r]
+        report.check("stderr", False, f"layer-1 standard error of mlp_id {int(s.ids[i])} neuron {j} is {se[r, 0, j]:.4g}, "
+                     f"exact sqrt(Var relu / N) = {analytic_se[r, j]:.4g}")
+    else:
+        report.check("stderr", True, f"layer 1 matches the exact sqrt(Var relu / N) (max ratio off by "
+                     f"{float(np.max(np.abs(ratio - 1.0))):.2g}); {detail}")
+
+
