@@ -6,7 +6,7 @@ SPEC section 6 asks, on an H100/H200, for >= 150 TFLOP/s effective at width 256 
 on the same GPU in the same session. For each shape this script times
 
 - **fused**: ``philox_triton.range_sums_triton`` over all of each MLP's samples, per precision;
-- **torch**: our plain torch path, ``philox_torch.block_sums_torch(method="torch")`` block by block;
+- **torch**: our plain torch path, ``philox_torch.block_sums_torch(engine="torch")`` block by block;
 - **reference**: whestbench 0.16.2's CLI, ``dataset bake --torch --device cuda --compile``, run as a
   separate process from its own ``--target`` directory (``tools/reference-gpu-wheels.sh`` fetches
   the wheels; this machine needs no network). Its whole-process time includes start-up and
@@ -194,7 +194,7 @@ def time_torch(shape: Shape, weights, keys, args) -> Timing:
     nb = philox.block_count(shape.n_samples)
 
     def run(n_blocks=nb):
-        parts = [pt.block_sums_torch(w_dev, keys, b, shape.n_samples, "cuda", method="torch") for b in range(n_blocks)]
+        parts = [pt.block_sums_torch(w_dev, keys, b, shape.n_samples, "cuda", engine="torch") for b in range(n_blocks)]
         return [philox.combine_in_order([p[m] for p in parts]) for m in range(len(keys))]
 
     run(1)
@@ -314,7 +314,7 @@ def gate_on_gpu(args) -> list[GateLine]:
 
     from whestbench.compute.philox import torch_engine as pt
     from whestbench.compute.philox import triton_kernel as ptt
-    from whestbench.compute import precision
+    from whestbench.compute import precision as gate
 
     n = args.gate_samples
     block = 1 << (n - 1).bit_length()  # one canonical block holds all the gate's samples
@@ -341,12 +341,12 @@ def gate_on_gpu(args) -> list[GateLine]:
             s = ptt.range_sums_triton(
                 torch.as_tensor(weights, device="cuda"), keys, (0, 1), n, config=config, block_size=block
             )[0]
-            a, b = precision.gate_figures(s.sums / n, ref_kernel)
-            lines.append(GateLine(shape.label, "fused", precision, a, b, precision.gate_passes(a, b)))
-        x_torch = pt.normals_torch(key, 0, n, width, "cuda", method="torch")
-        s = pt.block_sums_torch(weights, keys, 0, n, "cuda", block_size=block, method="torch")[0]
-        a, b = precision.gate_figures(s.sums / n, fp64_means(x_torch))
-        lines.append(GateLine(shape.label, "torch", "fp32", a, b, precision.gate_passes(a, b)))
+            a, b = gate.gate_figures(s.sums / n, ref_kernel)
+            lines.append(GateLine(shape.label, "fused", precision, a, b, gate.gate_passes(a, b)))
+        x_torch = pt.normals_torch(key, 0, n, width, "cuda", engine="torch")
+        s = pt.block_sums_torch(weights, keys, 0, n, "cuda", block_size=block, engine="torch")[0]
+        a, b = gate.gate_figures(s.sums / n, fp64_means(x_torch))
+        lines.append(GateLine(shape.label, "torch", "fp32", a, b, gate.gate_passes(a, b)))
     return lines
 
 
