@@ -812,3 +812,19 @@ def test_a_control_variate_layer_its_controls_explain_exactly_passes_the_size_ch
     report = verify_dataset(out)
     assert report.ok, [c for c in report.checks if not c.ok]
     assert by_name(report)["stderr size"].detail.startswith("3 MLP(s), ")  # held per neuron to the refitted residual
+
+
+def test_a_target_bake_that_stops_before_the_cap_never_warns_about_the_cap(tmp_path):
+    """Issue 28: the pilot-planned rule fixes N before sampling and aims at about E, so some final
+    errors land above E; an MLP that stopped below the cap is no "used all --n-samples" MLP."""
+    events = []
+    out = bake(BakeConfig(n_mlps=8, n_samples=10**7, width=32, depth=6, seed=45, output=tmp_path / "r1",
+                          estimation=Estimation("control-variate", 1e-3)), on_event=events.append)
+    used = pq.read_table(sorted((Path(out) / "data").glob("*.parquet")))["n_samples_used"].to_pylist()
+    assert max(used) < 10**7
+    assert [e.message for e in events if e.kind == "warning"] == []
+    (line,) = [e.message for e in events if e.kind == "note" and e.message.startswith("stored standard errors vs the target")]
+    largest = float(line.split("largest ")[1].split("×")[0])
+    assert largest > 1  # this seed has an MLP above E: the case the old condition warned about
+    done = [e for e in events if e.kind == "done"][-1]  # the writer's (the executor's comes first)
+    assert done.data["stderr_ratio"]["largest"] == pytest.approx(largest, abs=0.005)

@@ -26,6 +26,8 @@ def test_every_stop_at_the_control_variate_floor_is_said_to_be_the_floors(tmp_pa
     assert "all stopped at 524,288 samples, the control-variate floor" in wrote
     assert "stopped some early" not in wrote
     assert "note: every MLP stopped at 524,288 samples, the control-variate floor" in err
+    assert "largest stored standard error" in wrote and "× the target" in wrote
+    assert "note: stored standard errors vs the target E=0.05: median" in err
 
 
 def test_a_plain_target_bake_counts_the_mlps_it_stopped_early(tmp_path, capsys):

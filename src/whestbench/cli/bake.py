@@ -209,6 +209,9 @@ def _stops(finished: dict, mlps: int) -> str:
         text = f"all stopped at {floor:,} samples, the control-variate floor: the floor, not the target, decided"
     elif floor and at_floor:
         text += f"; {at_floor} at the control-variate floor of {floor:,}"
+    ratio = finished.get("stderr_ratio")
+    if isinstance(ratio, dict):
+        text += f"; largest stored standard error {ratio['largest']:.2f}× the target"
     return text
 
 
