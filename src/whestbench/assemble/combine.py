@@ -44,9 +44,11 @@ from whestbench.format.reader import (
     WRITTEN_FOR,
     DATA_DIR,
     PREPARED_DIR,
+    DatasetDir,
     bind_checksums,
     data_files,
     dataset_checksums,
+    open_dataset,
     read_metadata,
     verify_checksums,
 )
@@ -88,8 +90,8 @@ _SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command")
 
 
 class _Split:
-    def __init__(self, path: Path, md: dict[str, Any], split: str, config: str):
-        self.path, self.md, self.split, self.config = path, md, split, config
+    def __init__(self, path: Path, md: dict[str, Any], split: str, config: str, handle: DatasetDir):
+        self.path, self.md, self.split, self.config, self.handle = path, md, split, config, handle
         self.files: list[Path] = []
         self.seeds: list[int] = []
 
@@ -111,7 +113,7 @@ def combine_split_datasets(
     ``output_dir`` on failure. ``on_event`` hears notes (a killed earlier run's staging, removed)
     and warnings (an input's stale checksums).
     """
-    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    inputs = [inputs] if isinstance(inputs, (str, Path, DatasetDir)) else list(inputs)
     output = claim_output(output_dir, inputs, on_event=on_event)
     if not inputs:
         raise MergeIncompatibleError(
@@ -142,11 +144,11 @@ def combine_split_datasets(
                 )
     for s in splits:
         s.files = shard_files(s.path, s.split)
-        check_files(s.path, s.md, s.files, s.md["n_mlps"], on_event=on_event)
+        check_files(s.handle, s.md, s.files, s.md["n_mlps"], on_event=on_event)
         s.seeds = read_column(s.files, "mlp_seed")
     _check_independent(splits)
     for s in splits:
-        require_sound(s.path, "input", MergeCorruptError)
+        require_sound(s.handle, "input", MergeCorruptError)
 
     if default_split is None:
         defaults = [s.split for s in splits if s.config == DEFAULT_CONFIG]
@@ -170,7 +172,8 @@ def combine_split_datasets(
 
 
 def _open_split(path: str | Path) -> _Split:
-    p, md = open_input(path)
+    handle = open_dataset(path)
+    p, md = open_input(handle)
     if md.get("is_partial"):
         raise MergeIncompatibleError(
             f"{p}: is a partial dataset (mlp_range={md.get('mlp_range')}, "
@@ -187,7 +190,7 @@ def _open_split(path: str | Path) -> _Split:
         config = check_config_name(md.get("config", DEFAULT_CONFIG))
     except InvalidDatasetError as e:
         raise MergeIncompatibleError(f"{p}: {e}") from None
-    return _Split(p, md, split, config)
+    return _Split(p, md, split, config, handle)
 
 
 def _check_independent(splits: Sequence[_Split]) -> None:

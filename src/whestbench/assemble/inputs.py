@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
-from whestbench.format.reader import DATA_DIR, checksum_state, data_files, is_shard_of, read_meta
+from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset, read_meta
 from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, make_features
 from whestbench.errors import (
     InvalidDatasetError,
@@ -62,9 +62,10 @@ def clean_abandoned_staging(target: Path, *, on_event: EventSink = ignore) -> No
 
 
 def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
-    """``(path, metadata)`` of one input dataset directory, its metadata validated (partials allowed)."""
+    """``(path, metadata)`` of one input dataset directory, its metadata validated (partials allowed).
+    Given a ``DatasetDir``, its metadata is the one it read (a re-run's check may have read it)."""
     p = input_dir(path)
-    return p, read_meta(p, allow_partial=True).md
+    return p, read_meta(open_dataset(path) if isinstance(path, DatasetDir) else p, allow_partial=True).md
 
 
 def split_of(path: Path, md: dict[str, Any]) -> str:
@@ -96,13 +97,14 @@ def shard_files(path: Path, split: str) -> list[Path]:
 
 
 def check_files(
-    path: Path, md: dict[str, Any], files: Sequence[Path], n_rows: int, *, on_event: EventSink = ignore
+    path: Path | DatasetDir, md: dict[str, Any], files: Sequence[Path], n_rows: int, *, on_event: EventSink = ignore
 ) -> None:
     """Checksums (when recorded; stale ones are reported through ``on_event``), readable footers,
-    the HF schema of (width, depth), the row count."""
+    the HF schema of (width, depth), the row count. A ``DatasetDir`` keeps the checksum state for
+    the verify that follows (the files are hashed once)."""
     import pyarrow.parquet as pq
 
-    state = checksum_state(path, md)
+    state = path.checksum_state() if isinstance(path, DatasetDir) else checksum_state(path, md)
     state.raise_if_mismatch()
     if state.state == "stale":
         on_event(Event("warning", message=f"{path}: {state.detail}"))

@@ -39,7 +39,7 @@ from whestbench.assemble.inputs import (
     shard_files,
     split_of,
 )
-from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, data_checksums, shard_name
+from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, open_dataset, shard_name
 from whestbench.verify.run import require_sound
 from whestbench.format.schema import COLUMNS, DatasetMeta, columns_for, make_features, validate_metadata
 from whestbench.format.writer import (
@@ -76,8 +76,8 @@ _REBAKE = "re-bake that slice with the same `whest dataset bake` command"
 
 
 class _Partial:
-    def __init__(self, path: Path, md: dict[str, Any], split: str):
-        self.path, self.md, self.split = path, md, split
+    def __init__(self, path: Path, md: dict[str, Any], split: str, handle: DatasetDir):
+        self.path, self.md, self.split, self.handle = path, md, split, handle
         self.files: list[Path] = []
         self.seeds: list[int] = []
 
@@ -101,7 +101,7 @@ def merge_datasets(
     checked, notes (staging that a killed earlier merge left, now removed) and warnings (a
     partial's stale checksums).
     """
-    partials = [partials] if isinstance(partials, (str, Path)) else list(partials)
+    partials = [partials] if isinstance(partials, (str, Path, DatasetDir)) else list(partials)
     output = claim_output(output_dir, partials, on_event=on_event)
     on_event(Event("start", message=f"Merging {len(partials)} partials → {output}"))
     if not partials:
@@ -116,7 +116,7 @@ def merge_datasets(
         _check_rows(part, on_event)
     _check_seed_list(parts[0], ordered)
     for part in ordered:
-        require_sound(part.path, "partial", MergeCorruptError)
+        require_sound(part.handle, "partial", MergeCorruptError)
 
     first = parts[0].md
     md = merged_metadata([p.md for p in parts], output=output)
@@ -130,7 +130,8 @@ def merge_datasets(
 
 
 def _open_partial(path: str | Path) -> _Partial:
-    p, md = open_input(path)
+    handle = open_dataset(path)
+    p, md = open_input(handle)
     if not md.get("is_partial"):
         raise MergeIncompatibleError(
             f"{p} is a complete (non-partial) dataset; merge_datasets only accepts partials "
@@ -146,7 +147,7 @@ def _open_partial(path: str | Path) -> _Partial:
             f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
             f"metadata.json was edited; {_REBAKE}."
         )
-    return _Partial(p, md, split_of(p, md))
+    return _Partial(p, md, split_of(p, md), handle)
 
 
 # Compared with the first partial, in this order (0.16's order, then ours). All must be equal.
@@ -230,7 +231,7 @@ def _check_coverage(ordered: Sequence[_Partial]) -> None:
 
 def _check_rows(part: _Partial, on_event: EventSink) -> None:
     part.files = shard_files(part.path, part.split)
-    check_files(part.path, part.md, part.files, part.md["n_mlps"], on_event=on_event)
+    check_files(part.handle, part.md, part.files, part.md["n_mlps"], on_event=on_event)
     ids = read_column(part.files, "mlp_id")
     if ids != list(range(part.start, part.end)):
         raise MergeCorruptError(

@@ -80,8 +80,9 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
     """
     from whestbench.format.finished import finished_merge
     from whestbench.assemble.merge import merge_datasets
-    from whestbench.format.reader import read_metadata
+    from whestbench.format.reader import open_dataset, read_metadata
 
+    partials = tuple(open_dataset(p) for p in partials)  # each read once, by whichever check comes first
     done = finished_merge(partials, output)
     if done is not None:  # a re-run of this very merge (a requeued job): nothing to do
         out.print(f"✓ {output} is already complete: the merge of these {len(partials)} partials "
@@ -109,9 +110,10 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     """
     from whestbench.assemble.combine import combine_split_datasets
     from whestbench.format.finished import finished_combine
-    from whestbench.format.reader import read_metadata
+    from whestbench.format.reader import open_dataset, read_metadata
     from whestbench.format.schema import DatasetMeta
 
+    inputs = tuple(open_dataset(p) for p in inputs)  # each read once, by whichever check comes first
     done = finished_combine(inputs, output, default_split=default_split, prepared=not skip_prepared_arrow)
     if done is not None:  # a re-run of this very combine (a requeued job): nothing to do
         out.print(f"✓ {output} is already complete: the splits {', '.join(sorted(done['splits']))} of these "

@@ -22,10 +22,11 @@ _SAME_BAKE = ("split", "config", "n_samples", "width", "depth", "backend", "samp
 
 
 def _read(path: str | Path) -> dict[str, Any] | None:
-    from whestbench.format.reader import read_metadata
+    """The metadata of ``path``, or None; an open ``DatasetDir`` keeps it for the verb that follows."""
+    from whestbench.format.reader import DatasetDir, read_metadata
 
     try:
-        return read_metadata(path)
+        return path.metadata if isinstance(path, DatasetDir) else read_metadata(path)
     except (InvalidDatasetError, OSError):
         return None
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -70,9 +71,77 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
     return read_metadata_file(path)
 
 
-def read_meta(directory: str | Path, *, allow_partial: bool = False) -> DatasetMeta:
-    """``directory``'s metadata, read and validated (``schema.validate_metadata``)."""
+def read_meta(directory: "str | Path | DatasetDir", *, allow_partial: bool = False) -> DatasetMeta:
+    """``directory``'s metadata, read and validated (``schema.validate_metadata``); a ``DatasetDir``
+    answers from what it has read."""
+    if isinstance(directory, DatasetDir):
+        return directory.meta(allow_partial=allow_partial)
     return DatasetMeta.validated(read_metadata(directory), allow_partial=allow_partial)
+
+
+class DatasetDir(os.PathLike):
+    """One dataset directory, read once: what a command opens and passes to its checks instead of a path.
+
+    ``metadata`` is ``metadata.json`` parsed on first use and kept (an error reading it is kept too
+    and raised again, so every caller sees the same words at the same point); ``meta`` validates it
+    once; ``checksum_state`` judges the files once per scope; ``shards`` lists a split's files once.
+    A handle is path-like (``os.fspath``), so code that takes a path takes a handle. The dataset is
+    not locked: a handle describes the directory as it was when first read, within one command.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self._given = os.fspath(path)  # as given: Path("") would turn an empty argument into "."
+        self.path = Path(os.fsdecode(self._given))
+        self._md: dict[str, Any] | None = None
+        self._error: InvalidDatasetError | None = None
+        self._valid: dict[bool, DatasetMeta] = {}
+        self._states: dict[str | None, ChecksumState] = {}
+        self._shards: dict[str, list[Path]] = {}
+
+    def __fspath__(self):
+        return self._given
+
+    def __str__(self) -> str:
+        return str(self.path) if self._given else ""
+
+    def __repr__(self) -> str:
+        return f"DatasetDir({str(self)!r})"
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """``read_metadata(path)``, read the first time only (not validated)."""
+        if self._md is None:
+            if self._error is not None:
+                raise self._error
+            try:
+                self._md = read_metadata(self.path)
+            except InvalidDatasetError as e:
+                self._error = e
+                raise
+        return self._md
+
+    def meta(self, *, allow_partial: bool = False) -> DatasetMeta:
+        """The metadata validated (``schema.validate_metadata``), once per ``allow_partial``."""
+        if allow_partial not in self._valid:
+            self._valid[allow_partial] = DatasetMeta.validated(self.metadata, allow_partial=allow_partial)
+        return self._valid[allow_partial]
+
+    def checksum_state(self, *, split: str | None = None) -> "ChecksumState":
+        """``checksum_state(path, metadata, split=split)``, hashed once per scope."""
+        if split not in self._states:
+            self._states[split] = checksum_state(self.path, self.metadata, split=split)
+        return self._states[split]
+
+    def shards(self, split: str) -> list[Path]:
+        """``data_files(path, split)``, listed once."""
+        if split not in self._shards:
+            self._shards[split] = data_files(self.path, split)
+        return list(self._shards[split])
+
+
+def open_dataset(path: "str | os.PathLike | DatasetDir") -> DatasetDir:
+    """A ``DatasetDir`` for ``path`` (the handle itself when given one). Reads nothing yet."""
+    return path if isinstance(path, DatasetDir) else DatasetDir(path)
 
 
 def read_metadata_file(path: str | Path) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from whestbench.compute.estimation import is_cv_block
-from whestbench.format.reader import checksum_state, read_meta, read_metadata
+from whestbench.format.reader import DatasetDir, checksum_state, open_dataset
 from whestbench.format.schema import (
     positive_int,
     DatasetMeta,
@@ -41,7 +41,7 @@ from whestbench.text import sanitize
 
 
 def verify_dataset(
-    directory: str | Path,
+    directory: str | Path | DatasetDir,
     *,
     against: str | Path | None = None,
     n_check: int | None = None,
@@ -67,9 +67,11 @@ def verify_dataset(
     that bake's progress and ``stop`` interrupts it (resumable).
     ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
     each check as it completes (the CLI prints it). Raises UsageError only for arguments that
-    cannot name a dataset (a path that does not exist, a non-positive ``n_check``).
+    cannot name a dataset (a path that does not exist, a non-positive ``n_check``). ``directory``
+    may be an open ``DatasetDir``: what it has read (metadata, checksum state) is not read again.
     """
-    directory = Path(directory)
+    handle = open_dataset(directory)
+    directory = handle.path
     existing_dir(directory, "DIR")
     if against is not None:
         against = Path(against)
@@ -86,13 +88,13 @@ def verify_dataset(
         from whestbench.verify.recompute import recipe
 
         try:
-            recipe(read_metadata(directory), device)
+            recipe(handle.metadata, device)
         except UsageError:
             raise
         except (InvalidDatasetError, KeyError, TypeError, ValueError):
             pass  # the metadata check reports a broken dataset
     report = VerifyReport(directory, against, on_check=on_check)
-    ds = _integrity(directory, report)
+    ds = _integrity(handle, report)
     if ds is None:
         return report
     run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed)
@@ -142,9 +144,10 @@ def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str
 # 1. Integrity
 
 
-def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
+def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
+    path = handle.path
     try:
-        meta = read_meta(path, allow_partial=True)
+        meta = handle.meta(allow_partial=True)
     except InvalidDatasetError as e:
         report.check("metadata", False, f"{e} (no further checks possible)")
         return None
@@ -170,7 +173,7 @@ def _integrity(path: Path, report: VerifyReport) -> DatasetScan | None:
         kind = f"{len(splits)} splits ({', '.join(splits)})" if meta.is_multi else f"split {splits[0]!r}"
         report.check("metadata", True, f"valid, {kind}, {shape}")
 
-    state = checksum_state(path, md)
+    state = handle.checksum_state()
     if state.state in ("absent", "stale"):
         report.skip("checksums", f"{state.detail}; integrity rests on the content checks below")
     else:
@@ -350,7 +353,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         report.check(f"{prefix}final_means", False, f"final_means != all_layer_means[-1] for mlp_id {int(s.ids[r])}")
 
 
-def require_sound(path: str | Path, what: str, error: type[InvalidDatasetError] = InvalidDatasetError) -> None:
+def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidDatasetError] = InvalidDatasetError) -> None:
     """Raise ``error`` naming ``path`` and its first failed check when ``verify`` (integrity and the
     per-MLP statistics) fails it: merge and combine-splits call this on each input before writing,
     so a damaged input is refused instead of re-signed with fresh checksums."""

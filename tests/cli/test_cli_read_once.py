@@ -1,0 +1,95 @@
+"""A dataset is read once: no command reads an input's metadata.json, or hashes one of its files, twice.
+
+Every read of a local metadata.json goes through ``format.reader.read_metadata_file`` and every
+checksum through ``format.reader.file_sha256``; both are wrapped here and counted per file while one
+command runs in-process (issue 26: verify, inspect, load, merge, combine-splits, push --dry-run).
+"""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import whestbench.format.reader as reader
+from tests.cli_run import run
+
+_BAKE = ["dataset", "bake", "--width", "4", "--depth", "2", "--n-samples", "2000", "--seed", "1"]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """A whole bake, two partials of another, and a holdout split (tiny: seconds in all)."""
+    from whestbench.cli import main
+
+    root = tmp_path_factory.mktemp("read_once")
+    for args, name in ((["--n-mlps", "2"], "a"), (["--n-mlps", "4", "--slice", "0/2"], "p0"),
+                       (["--n-mlps", "4", "--slice", "1/2"], "p1"),
+                       (["--n-mlps", "2", "--seed", "2", "--split", "holdout"], "h")):
+        assert main(_BAKE + args + ["--output", str(root / name)]) == 0
+    return root
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """``(metadata reads, file hashes)``: two Counters keyed by resolved path, filled while a test runs."""
+    md, sha = Counter(), Counter()
+    read, hash_ = reader.read_metadata_file, reader.file_sha256
+
+    def counted_read(path):
+        md[Path(path).resolve()] += 1
+        return read(path)
+
+    def counted_hash(path):
+        sha[Path(path).resolve()] += 1
+        return hash_(path)
+
+    monkeypatch.setattr(reader, "read_metadata_file", counted_read)
+    monkeypatch.setattr(reader, "file_sha256", counted_hash)
+    return md, sha
+
+
+def _once(counts: Counter, *roots: Path, some: bool = True) -> None:
+    """Each file under ``roots`` counted at most once (and, with ``some``, something under each counted)."""
+    for root in roots:
+        mine = {p: n for p, n in counts.items() if p.is_relative_to(root.resolve())}
+        assert mine or not some, f"nothing under {root} was read"
+        assert max(mine.values(), default=1) == 1, f"read more than once: {mine}"
+
+
+def test_verify_and_inspect_read_the_dataset_once(made, reads, capsys):
+    md, sha = reads
+    assert run(["dataset", "verify", str(made / "a")], capsys)[0] == 0
+    _once(md, made / "a")
+    _once(sha, made / "a")
+    md.clear(), sha.clear()
+    assert run(["dataset", "inspect", str(made / "a")], capsys)[0] == 0
+    _once(md, made / "a")
+
+
+def test_merge_reads_each_partial_once_first_run_and_rerun(made, reads, capsys):
+    md, sha = reads
+    out = made / "m"
+    for _ in range(2):  # the merge, then a re-run that finds it complete
+        md.clear(), sha.clear()
+        assert run(["dataset", "merge", str(made / "p0"), str(made / "p1"), "--output", str(out)], capsys)[0] == 0
+        _once(md, made / "p0", made / "p1", out)
+        _once(sha, made / "p0", made / "p1", out, some=False)
+
+
+def test_combine_load_and_push_read_each_dataset_once(made, reads, capsys):
+    md, sha = reads
+    out = made / "c"
+    for _ in range(2):  # the combine, then a re-run that finds it complete
+        md.clear(), sha.clear()
+        assert run(["dataset", "combine-splits", str(made / "a"), str(made / "h"), "--output", str(out)], capsys)[0] == 0
+        _once(md, made / "a", made / "h", out)
+        _once(sha, made / "a", made / "h", out, some=False)
+    from whestbench import load_dataset
+
+    md.clear(), sha.clear()
+    load_dataset(str(out), split="holdout")
+    _once(md, out)
+    md.clear(), sha.clear()
+    assert run(["dataset", "push", str(out), "--repo", "org/name", "--dry-run"], capsys)[0] == 0
+    _once(md, out)
+    _once(sha, out)
