@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from whestbench.compute.segments import SegmentTrail
+
 
 @dataclass
 class LayerSums:
@@ -27,6 +29,9 @@ class LayerSums:
     count: int
     cv: np.ndarray | None = None
     cvsq: np.ndarray | None = None
+    trail: SegmentTrail | None = None
+    """The audit trail's segments this result holds (``compute.segments``); outside ``FIELDS``, so the
+    sums and the columns never depend on it."""
 
     FIELDS = ("sums", "sumsq", "cv", "cvsq")
 
@@ -40,7 +45,9 @@ class LayerSums:
 
     def mlp(self, j: int) -> "LayerSums":
         """MLP ``j`` of a batched result (arrays with a leading MLP axis)."""
-        return LayerSums.from_arrays({k: v[j] for k, v in self.arrays().items()}, self.count)
+        out = LayerSums.from_arrays({k: v[j] for k, v in self.arrays().items()}, self.count)
+        out.trail = None if self.trail is None else self.trail.mlp(j)
+        return out
 
     @staticmethod
     def stack(parts: list["LayerSums"]) -> "LayerSums":

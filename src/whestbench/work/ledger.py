@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from whestbench.atomic import fsync_dir, remove_abandoned_staging, write_file_atomic
+from whestbench.compute.segments import SegmentTrail
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError
 from whestbench.work.records import decode_record, encode_record
@@ -93,7 +94,12 @@ def identity_digest(identity: dict[str, Any]) -> str:
 
 def unit_record(key: str, digest: str, sums: LayerSums, wall_s: float) -> bytes:
     """A finished unit as a checked record: the ledger's ``units/<key>.unit``, and what a rank posts to rank 0."""
-    return encode_record("unit", key, digest, {"count": int(sums.count), "wall_s": float(wall_s)}, sums.arrays())
+    meta, arrays = {"count": int(sums.count), "wall_s": float(wall_s)}, sums.arrays()
+    if sums.trail is not None:  # the audit trail's segments (compute.segments), arrays prefixed trail_
+        trail_meta, trail_arrays = sums.trail.record()
+        meta.update(trail_meta)
+        arrays = {**arrays, **trail_arrays}
+    return encode_record("unit", key, digest, meta, arrays)
 
 
 def read_unit_record(blob: bytes, key: str, digest: str, check: Callable[[LayerSums], str | None] | None = None
@@ -102,6 +108,7 @@ def read_unit_record(blob: bytes, key: str, digest: str, check: Callable[[LayerS
     meta, arrays = decode_record(blob, kind="unit", key=key, plan=digest)
     try:
         sums = LayerSums.from_arrays(arrays, int(meta["count"]))
+        sums.trail = SegmentTrail.from_record(meta, arrays)
         wall = float(meta["wall_s"])
     except (KeyError, TypeError, ValueError) as e:
         raise DamagedRecord(f"missing field ({e})") from None

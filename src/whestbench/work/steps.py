@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from whestbench.compute.seeds import spawn_streams
+from whestbench.compute.segments import SegmentTrail, finish, trail_names
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord
 from whestbench.work import CHECKPOINT_EVERY_S
@@ -185,7 +186,8 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     controls = controls_for(seed, weights) if spec.estimation.is_cv else None
     fused = _pcg64_fused(spec)
     n = spec.planned_samples(unit.mlp_index)  # with a target: what the MLP's pilot plans, fixed before sampling
-    stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls)
+    segments = spec.segments(unit.mlp_index)
+    stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls, segments=segments)
     saved = ctx.resume(unit.key)
     if saved is not None:
         try:
@@ -194,7 +196,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
             ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {stream.position:,} of {n:,} samples")
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
-            stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls)
+            stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls, segments=segments)
     while not stream.done:
         ctx.on_samples(stream.step())
         if stream.done:
@@ -227,6 +229,15 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
         planned = spec.planned_samples(unit.mlps[0])
         if planned < spec.n_samples:
             block_end = min(block_end, planned // spec.block_size)
+    # the audit trail: segments inside this unit are summed apart in a second tree (segment_samples each)
+    held = spec.unit_segments(unit)
+    bounds = spec.segments(unit.mlps[0])
+    seg_len = bounds[0][1] - bounds[0][0] if held else 0
+    if held and compute.engine == "triton" and seg_len % spec.block_size:
+        raise ValueError(f"the fused kernel cannot cut inside a block: audit segments of {seg_len} samples")
+    names = trail_names(spec.estimation.is_cv)
+    trail = {k: np.zeros((unit.mlp_count, len(held), spec.depth, spec.width), dtype=np.float32) for k in names}
+    seg_tree, seg_next = philox.PairwiseStack(), 0  # seg_next: segments of this unit finished
     saved = ctx.resume(unit.key)
     if saved is not None:
         try:
@@ -236,23 +247,50 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
             if not unit.block_start <= b <= block_end:
                 raise ValueError(f"next block {b} outside the unit")
             tree = philox.PairwiseStack.from_state(levels, [arrays[f"level{i}"] for i in range(len(levels))])
+            if held:
+                seg_levels, seg_next = [int(v) for v in meta["seg_levels"]], int(meta["seg_next"])
+                seg_tree = philox.PairwiseStack.from_state(seg_levels, [arrays[f"seg_level{i}"] for i in range(len(seg_levels))])
+                for k in names:
+                    if arrays[f"trail_{k}"].shape != trail[k].shape:
+                        raise ValueError(f"trail {k} has the wrong shape")
+                    trail[k] = np.array(arrays[f"trail_{k}"], dtype=np.float32)
             ctx.on_resumed(done_samples * unit.mlp_count)
             ctx.on_note(f"resuming unit {unit.key} from its checkpoint at {done_samples:,} of "
                         f"{spec.unit_samples(unit):,} samples")
         except (ValueError, KeyError, TypeError) as e:
             ctx.on_note(f"checkpoint of unit {unit.key} does not fit this bake ({e}); restarting the unit")
             tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
+            seg_tree, seg_next = philox.PairwiseStack(), 0
+            trail = {k: np.zeros_like(v) for k, v in trail.items()}
 
     def state() -> tuple[dict, dict[str, np.ndarray]]:
         levels, values = tree.state()
         meta = {"next_block": b, "samples": done_samples, "levels": levels}
-        return meta, {f"level{i}": np.asarray(v) for i, v in enumerate(values)}
+        arrays = {f"level{i}": np.asarray(v) for i, v in enumerate(values)}
+        if held:
+            seg_levels, seg_values = seg_tree.state()
+            meta.update(seg_levels=seg_levels, seg_next=seg_next)
+            arrays.update({f"seg_level{i}": np.asarray(v) for i, v in enumerate(seg_values)})
+            arrays.update({f"trail_{k}": v.copy() for k, v in trail.items()})
+        return meta, arrays
 
+    unit_start = unit.block_start * spec.block_size
     while b < block_end:
         e = min(b + step, block_end)
+        if held and step > 1:  # the fused kernel: never past a segment's end (both aligned powers of two)
+            e = min(e, ((b * spec.block_size) // seg_len + 1) * seg_len // spec.block_size)
         packed, counts = blocks(b, e)  # (B, parts, rows, w) fp64 and the samples of each part
+        pos = unit_start + done_samples
         for k, c in enumerate(counts):
             tree.push(packed[:, k], philox.level_of(int(c)))
+            if held:
+                seg_tree.push(packed[:, k], philox.level_of(int(c)))
+                pos += int(c)
+                if pos % seg_len == 0 or pos == bounds[-1][1]:
+                    for name, v in finish(np.asarray(seg_tree.value()), bounds[held.start + seg_next][1]
+                                          - bounds[held.start + seg_next][0], spec.depth).items():
+                        trail[name][:, seg_next] = v
+                    seg_tree, seg_next = philox.PairwiseStack(), seg_next + 1
         count = int(np.sum(counts))
         b, done_samples = e, done_samples + count
         ctx.on_samples(count * unit.mlp_count)
@@ -260,7 +298,10 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
             break
         ctx.after_step(unit.key, state)
     total = np.asarray(tree.value())
-    return LayerSums.stack([philox.unpack(total[j], done_samples, spec.depth) for j in range(unit.mlp_count)])
+    out = LayerSums.stack([philox.unpack(total[j], done_samples, spec.depth) for j in range(unit.mlp_count)])
+    if held:
+        out.trail = SegmentTrail(held.start, trail)
+    return out
 
 
 def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: np.ndarray, controls):

@@ -18,6 +18,7 @@ import numpy as np
 from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import CV_BATCH, is_check_point
 from whestbench.compute.seeds import seed_list_digest
+from whestbench.compute.segments import SegmentTrail, finish, segment_bounds, trail_names
 from whestbench.compute.stats import LayerSums
 
 
@@ -65,6 +66,8 @@ class WorkSpec:
     estimation: Estimation = Estimation()
     """The estimator, and the target standard error (``planned_samples``: a check point,
     ``estimators.is_check_point``, or ``n_samples``, the cap) decided before sampling."""
+    audit_segments: int = 0
+    """The audit trail's segments per MLP (``compute.segments``); 0: no trail."""
     unit_blocks: int = field(default=0, compare=False)
     """philox: canonical blocks per unit (a power of two). Scheduling only."""
     mlps_per_unit: int = field(default=1, compare=False)
@@ -95,6 +98,7 @@ class WorkSpec:
             "arithmetic": self.arithmetic,
             "block_size": self.block_size,
             **self.estimation.identity(),
+            **({"audit_segments": self.audit_segments} if self.audit_segments > 0 else {}),
         }
 
     def with_seeds(self, seeds) -> "WorkSpec":
@@ -122,6 +126,26 @@ class WorkSpec:
             return self.n_samples
         return _planned(self.seeds[index], self.width, self.depth, self.estimation, self.step_samples, self.n_samples,
                         self.estimation.min_samples(self.cv_batch))
+
+    def segments(self, index: int) -> list[tuple[int, int]]:
+        """MLP ``index``'s audit segments ``[(start, end)]`` in samples (``[]``: no trail)."""
+        if self.audit_segments <= 0:
+            return []
+        return segment_bounds(self.planned_samples(index), self.cv_batch, self.audit_segments, self.sampler == "philox")
+
+    def unit_segments(self, unit: Unit) -> range:
+        """The segments whose values ``unit``'s result holds: all of a pcg64 MLP's; for philox the
+        segments inside the unit's block run (none when the unit lies inside one segment: the segment's
+        sums are then combined from its units' totals, ``mlp_trail``)."""
+        bounds = self.segments(unit.mlp_index)
+        if unit.block_end is None or not bounds:
+            return range(len(bounds))
+        length = bounds[0][1] - bounds[0][0]
+        if length >= self.unit_blocks * self.block_size:
+            return range(0)
+        start = unit.block_start * self.block_size
+        end = min(unit.block_end * self.block_size, bounds[-1][1])
+        return range(start // length, -(-end // length))
 
     def count_allowed(self, unit: Unit, count: int) -> bool:
         """Whether a unit's result may cover ``count`` samples per MLP: all of them, or (with a target)
@@ -185,7 +209,18 @@ class WorkSpec:
                 return f"{name} holds negative values (sums of post-ReLU values and squares cannot be)"
         if not self.count_allowed(unit, sums.count):
             return f"covers {sums.count} samples, expected {self.unit_samples(unit)}"
-        return None
+        held = self.unit_segments(unit)
+        if not held:
+            return "holds an audit trail this bake does not keep" if sums.trail is not None else None
+        if sums.trail is None:
+            return "holds no audit trail"
+        if sums.trail.first != held.start:
+            return f"trail starts at segment {sums.trail.first}, expected {held.start}"
+        why = sums.trail.problem(lead, len(held), self.depth, self.width, trail_names(self.estimation.is_cv))
+        if why is None and self.sampler == "pcg64" and (not isinstance(sums.trail.states, list)
+                                                       or len(sums.trail.states) != len(held)):
+            why = "trail lacks the generator state of each segment"
+        return why
 
 
 def mlp_totals(spec: WorkSpec, i: int, results: dict[str, LayerSums]) -> LayerSums:
@@ -198,6 +233,28 @@ def mlp_totals(spec: WorkSpec, i: int, results: dict[str, LayerSums]) -> LayerSu
 
     parts = [results[u.key].mlp(i - u.mlp_index) for u in sorted(units, key=lambda u: u.block_start)]
     return combine_in_order(parts)
+
+
+def mlp_trail(spec: WorkSpec, i: int, results: dict[str, LayerSums]) -> SegmentTrail | None:
+    """MLP ``i``'s audit trail from its units' results (None: the bake keeps none). philox units that
+    lie inside a segment give it their totals, combined in block order (an exact subtree of the sum)."""
+    bounds = spec.segments(i)
+    if not bounds:
+        return None
+    units = sorted(units_of_mlp(spec, i), key=lambda u: u.block_start)
+    parts = [results[u.key].mlp(i - u.mlp_index) if u.block_end is not None else results[u.key] for u in units]
+    if spec.unit_segments(units[0]):
+        return SegmentTrail.concat([p.trail for p in parts if p.trail is not None])
+    from whestbench.compute.philox.spec import combine_in_order, pack
+
+    length = bounds[0][1] - bounds[0][0]
+    values: dict[str, list] = {}
+    for s0, s1 in bounds:
+        inside = [p for u, p in zip(units, parts) if s0 <= u.block_start * spec.block_size < s1]
+        for k, v in finish(pack(combine_in_order(inside)), s1 - s0, spec.depth).items():
+            values.setdefault(k, []).append(v)
+    assert all(len(v) == len(bounds) for v in values.values()) and length > 0
+    return SegmentTrail(0, {k: np.stack(v) for k, v in values.items()})
 
 
 def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
