@@ -337,6 +337,35 @@ def rewrite_dataset():
     return _rewrite
 
 
+def _damage_prepared(root: Path, split: str, *, shift: float = 0.5, resign: bool = False) -> Path:
+    """Add ``shift`` to every mean in ``root``'s ``prepared/<split>`` copy (saved again in place); with
+    ``resign``, recompute the ``checksums`` block over data/ and prepared/ (adding one if absent)."""
+    import datasets
+
+    from whestbench.format.reader import bind_checksums, dataset_checksums
+
+    target = root / "prepared" / split
+    ds = datasets.Dataset.load_from_disk(str(target))
+    bumped = ds.map(lambda r: {"all_layer_means": [[v + shift for v in layer] for layer in r["all_layer_means"]]})
+    scratch = root / "bumped-copy"
+    bumped.save_to_disk(str(scratch))
+    del ds, bumped
+    shutil.rmtree(target)
+    scratch.rename(target)
+    if resign:
+        md = json.loads((root / "metadata.json").read_text())
+        bind_checksums(md, dataset_checksums(root))
+        (root / "metadata.json").write_text(json.dumps(md, indent=2))
+    return root
+
+
+@pytest.fixture(scope="session")
+def damage_prepared():
+    """``damage_prepared(root, split, shift=0.5, resign=False)``: a prepared Arrow copy whose means
+    are not its rows' (re-signed on request, as a careful attacker would leave it)."""
+    return _damage_prepared
+
+
 def _as_0162_merge(partial: Path, whole: Path) -> dict:
     """Turn our ``partial`` into what whestbench 0.16.2's merge writes when it comes first: every
     key of the partial but five (so our checksums ride along), ``n_mlps`` the total, the merge keys

@@ -580,3 +580,26 @@ def test_schema_version_is_a_top_level_name():
 
 def test_repo_ids_may_use_dots_underscores_and_capitals():
     assert check_repo_id("AIcrowd/whestbench-2026.v1_a") == "AIcrowd/whestbench-2026.v1_a"
+
+
+# --------------------------------------------------------------------------------------------------
+# prepared Arrow copies are checked against their rows
+
+
+def test_push_dry_run_refuses_a_prepared_copy_that_differs(tmp_path, hub, golden_dir, damage_prepared, capsys):
+    """The golden combined dataset, its prepared holdout copy +0.5 on every mean and re-signed: the
+    checksums agree, the copy does not say what the rows say. Push and its dry run refuse it."""
+    import shutil
+
+    from whestbench.cli.app import main
+
+    ds = Path(shutil.copytree(golden_dir / "combined-w64-d4", tmp_path / "comb"))
+    assert plan_push(ds, REPO).data  # the honest copy goes up
+    damage_prepared(ds, "holdout", resign=True)
+    with pytest.raises(InvalidDatasetError, match=r"prepared Arrow copy of split 'holdout'.*column all_layer_means, row 0"):
+        plan_push(ds, REPO)
+    capsys.readouterr()
+    assert main(["dataset", "push", str(ds), "--repo", REPO, "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "prepare-arrow" in err and "Traceback" not in err
+    assert hub.calls == []

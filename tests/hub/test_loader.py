@@ -133,42 +133,40 @@ def test_multi_split_with_split_gives_that_split_with_its_projection(split: str,
     assert projection["default_split"] == "public" and "prepared_splits" in projection
 
 
-def test_multi_split_with_split_reads_the_prepared_arrow_copy(golden_dir: Path):
+def test_multi_split_with_split_reads_the_parquet_rows_not_the_prepared_copy(golden_dir: Path):
     ds = load_dataset(golden_dir / "combined-w64-d4", split="holdout")
-    assert all("/prepared/holdout/" in f["filename"] for f in ds.cache_files)
+    assert ds.cache_files and not any("/prepared/" in f["filename"] for f in ds.cache_files)
 
 
-def test_prepared_and_parquet_routes_give_the_same_rows(combined: Path):
-    via_prepared = load_dataset(combined, split="public")
-    shutil.rmtree(combined / "prepared" / "public")
-    via_parquet = load_dataset(combined, split="public")
-    assert not any("/prepared/" in f["filename"] for f in via_parquet.cache_files)
-    assert via_prepared.to_dict() == via_parquet.to_dict()
+@pytest.mark.parametrize("signed", [False, True], ids=["0.16-without-checksums", "re-signed"])
+def test_load_returns_the_parquet_rows_even_when_the_prepared_copy_differs(combined: Path, signed: bool,
+                                                                           damage_prepared):
+    """The 0.16 golden combined dataset, its prepared holdout copy +0.5 on every mean: without checksums
+    (as 0.16 wrote it) and re-signed (checksums over data/ and prepared/ recomputed). Loading the split
+    gives the Parquet rows, bit for bit (it gave 1.115 where the row says 0.615)."""
+    damage_prepared(combined, "holdout", resign=signed)
+    assert ("checksums" in read_metadata(combined)) is signed
+    rows = pq.read_table(combined / "data" / "holdout-00000-of-00001.parquet").column("all_layer_means")
+    want = np.asarray(rows.to_pylist(), dtype=np.float32)
+    got = np.asarray(load_dataset(combined, split="holdout").with_format("numpy")["all_layer_means"], dtype=np.float32)
+    assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(np.asarray(load_dataset(combined)["holdout"].with_format("numpy")["all_layer_means"],
+                                     dtype=np.float32), want)
 
 
-def test_a_broken_prepared_copy_falls_back_to_parquet(combined: Path):
+def test_a_broken_prepared_copy_does_not_stop_a_load(combined: Path):
     (combined / "prepared" / "holdout" / "data-00000-of-00001.arrow").write_bytes(b"garbage")
     ds = load_dataset(combined, split="holdout")
     assert len(ds) == 3
     assert not any("/prepared/" in f["filename"] for f in ds.cache_files)
 
 
-def test_prepared_copy_not_covered_by_checksums_is_not_used(combined: Path):
-    _add_checksums(combined)  # covers data/ only
-    ds = load_dataset(combined, split="holdout")
-    assert not any("/prepared/" in f["filename"] for f in ds.cache_files)
-
-
-def test_prepared_copy_covered_by_checksums_is_verified(combined: Path):
-    sums = data_checksums(combined)
-    for p in sorted((combined / "prepared").rglob("*")):
-        if p.is_file():
-            sums[p.relative_to(combined).as_posix()] = file_sha256(p)
-    _edit_metadata(combined, checksums=sums)
-    assert all("/prepared/" in f["filename"] for f in load_dataset(combined, split="holdout").cache_files)
-    with open(combined / "prepared" / "holdout" / "state.json", "a") as f:
-        f.write(" ")
-    with pytest.raises(MergeCorruptError, match="state.json does not match its checksum"):
+def test_a_split_load_checks_that_splits_shards_against_the_checksums(combined: Path):
+    _add_checksums(combined)
+    assert len(load_dataset(combined, split="holdout")) == 3
+    with open(combined / "data" / "holdout-00000-of-00001.parquet", "ab") as f:
+        f.write(b" ")
+    with pytest.raises(MergeCorruptError, match="does not match its checksum"):
         load_dataset(combined, split="holdout")
 
 
@@ -624,21 +622,12 @@ def test_hub_streaming_gives_an_iterable_dataset_that_iter_mlps_reads(hub, golde
     assert [m.seed for m in iter_mlps(ds)] == [m.seed for m in iter_mlps(load_dataset(golden_dir / "full-w64-d4"))]
 
 
-def test_hub_multi_split_with_split_uses_the_prepared_copy(hub, golden_dir: Path):
+def test_hub_multi_split_with_split_loads_the_splits_config_not_the_prepared_copy(hub, golden_dir: Path):
     sha = _publish(hub, "org/combined", golden_dir / "combined-w64-d4", tag="v1")
     ds = load_dataset("org/combined", split="holdout", revision="v1")
-    (snap,) = [kw for name, kw in hub.calls if name == "snapshot_download"]
-    assert (snap["revision"], snap["allow_patterns"]) == (sha, ["prepared/holdout/**"])
-    assert hub.loads() == []
+    assert "snapshot_download" not in hub.names()
+    assert [(kw["name"], kw["split"], kw["revision"]) for kw in hub.loads()] == [("holdout", "holdout", sha)]
     assert len(ds) == 3 and metadata(ds)["config"] == "holdout"
-
-
-def test_hub_multi_split_falls_back_to_the_splits_config_when_prepared_fails(hub, golden_dir: Path):
-    _publish(hub, "org/combined", golden_dir / "combined-w64-d4")
-    hub.fail_download = OSError("offline")
-    ds = load_dataset("org/combined", split="holdout")
-    assert [(kw["name"], kw["split"]) for kw in hub.loads()] == [("holdout", "holdout")]
-    assert len(ds) == 3
 
 
 def test_hub_streaming_skips_the_prepared_copy(hub, golden_dir: Path):
@@ -665,7 +654,6 @@ def test_hub_streaming_multi_split_without_split_gives_an_iterable_datasetdict(h
 
 def test_hub_legacy_multi_split_without_configs_loads_from_the_default_config(hub, fixtures16: Path):
     _publish(hub, "org/legacy", fixtures16 / "multi_split_v3.0")
-    hub.fail_download = OSError("no prepared copy")
     load_dataset("org/legacy", split="holdout")
     assert [(kw["name"], kw["split"]) for kw in hub.loads()] == [(None, "holdout")]
 

@@ -272,3 +272,15 @@ def test_a_nan_where_a_standard_error_must_exist_is_called_damage_not_too_few_sa
     summary = _stderr_summary(describe(rewrite_dataset(baked, tmp_path / "nan", edit_row=blank)))
     assert "1 NaN where a standard error must exist: damaged? run `whest dataset verify`" in summary[1]
     assert "too few samples" not in " ".join(summary)
+
+
+def test_inspect_reports_a_differing_prepared_copy(golden_dir, tmp_path, damage_prepared):
+    ds = Path(shutil.copytree(golden_dir / "combined-w64-d4", tmp_path / "comb"))
+    honest = describe(ds)
+    assert "    holdout: ok, prepared/holdout: 3 rows, 8 columns bit-identical to data/holdout-*.parquet" in honest
+    damage_prepared(ds, "holdout", resign=True)
+    lines = describe(ds)
+    assert any(line.startswith("  integrity: checksums ok") for line in lines)
+    bad = [line for line in lines if line.startswith("    holdout: DIFFERS")]
+    assert len(bad) == 1 and "column all_layer_means, row 0" in bad[0], lines
+    assert "    public: ok, prepared/public: 6 rows" in "\n".join(lines)

@@ -540,3 +540,23 @@ def test_push_refuses_a_target_bake_without_its_sample_count_column(tmp_path):
     with pytest.raises(InvalidDatasetError, match="n_samples_used"):
         plan_push(out, "org/name")
     plan_push(src, "org/name")  # the honest one is planned
+
+
+# --- prepared Arrow copies --------------------------------------------------------------------
+
+
+def test_a_resigned_prepared_copy_that_differs_from_its_rows_fails_verify(plain, tmp_path, damage_prepared):
+    from whestbench.dataset_io import combine_split_datasets
+
+    holdout = create_dataset(n_mlps=2, n_samples=N, width=WIDTH, depth=DEPTH, seed=99, split="holdout",
+                             config="holdout", output_path=tmp_path / "holdout")
+    comb = Path(combine_split_datasets([plain, holdout], output_dir=tmp_path / "comb"))
+    honest = checks(verify_dataset(comb, n_check=1))
+    assert honest["holdout: prepared"].ok and "2 rows, 9 columns bit-identical" in honest["holdout: prepared"].detail
+    assert honest["public: prepared"].ok
+    damage_prepared(comb, "holdout", resign=True)
+    report = verify_dataset(comb, n_check=1)
+    assert checks(report)["checksums"].ok  # re-signed: only the comparison sees it
+    bad = checks(report)["holdout: prepared"]
+    assert bad.ok is False and "column all_layer_means, row 0" in bad.detail
+    assert "prepare-arrow" in bad.detail and not report.ok

@@ -11,7 +11,8 @@ seed shared between splits** (a holdout that repeats a public MLP is no holdout)
 
 The layout written is docs/format.md's (each input's shards copied byte for byte, ``prepared/<split>/``
 unless skipped); ``checksums`` lists every file under ``data/`` and ``prepared/`` (never a hidden
-staging path): the loader uses a prepared copy only when its bytes are vouched for.
+staging path). A prepared copy is for whestbench 0.16's loader (ours reads the Parquet rows); each is
+compared with its rows bit for bit before it is put in place.
 
 Wrong paths are refused before any work (``inputs``): an output that exists or lies inside an
 input, an input that is not a dataset directory, a ``default_split`` that is not an input's split
@@ -39,6 +40,7 @@ from whestbench.assemble.inputs import (
     shard_files,
     split_of,
 )
+from whestbench.format.prepared import compare
 from whestbench.format.reader import (
     CHECKSUMS,
     WRITTEN_FOR,
@@ -328,8 +330,9 @@ def build_prepared_splits_for_directory(
 
 
 def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> Path:
-    """``Dataset.from_parquet(files).save_to_disk`` into ``target``, staged beside it and renamed
-    (an existing ``target`` is replaced only once the new copy is complete).
+    """``Dataset.from_parquet(files).save_to_disk`` into ``target``, staged beside it, compared bit for
+    bit with ``files`` (``format/prepared.compare``) and renamed (an existing ``target`` is replaced
+    only once the new copy is complete and right).
 
     The ``datasets`` cache goes to a scratch directory that is removed afterwards, so nothing
     accumulates in ``~/.cache/huggingface``.
@@ -348,6 +351,9 @@ def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> 
             )
             ds.save_to_disk(str(built))
         del ds
+        verdict = compare(built, files, what=f"the new prepared copy of {split!r}", rows=f"data/{split}-*.parquet")
+        if not verdict.ok:  # never put a copy in place that says other numbers than its rows
+            raise MergeCorruptError(f"{verdict.detail}; nothing was replaced. Re-run the command.")
         fsync_tree(built)
         if target.exists():
             os.rename(target, work / "old")

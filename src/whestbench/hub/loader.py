@@ -13,7 +13,10 @@ because a ``datasets.Dataset`` has no place for it that survives both libraries'
 What a load checks: the metadata (``validate_metadata``: partials are refused with the merge
 command), for local data the ``checksums`` block when present, the shard set, each shard's footer,
 the columns and that the row count equals the declared ``n_mlps``. Loading never runs code from a
-dataset: local data goes through the built-in ``parquet`` builder or ``Dataset.load_from_disk``.
+dataset: data goes through the built-in ``parquet`` builder. A split is always read from its Parquet
+rows, never from a prepared Arrow copy (``prepared/<split>/``, kept for whestbench 0.16's loader):
+a copy can disagree with the rows it stands for (``format/prepared.py`` checks that for verify), and
+``datasets`` caches the Parquet as Arrow anyway, so repeat loads are memory-mapped.
 """
 
 from __future__ import annotations
@@ -37,11 +40,9 @@ from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.reader import (
     read_meta,
     DATA_DIR,
-    checksums_block,
     data_files,
     parquet_footer,
     verify_checksums,
-    verify_files,
 )
 from whestbench.format.schema import (
     COLUMNS,
@@ -49,7 +50,6 @@ from whestbench.format.schema import (
     DEFAULT_SPLIT,
     DatasetMeta,
     check_split_name,
-    columns_for,
     protocol_version,
 )
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
@@ -119,10 +119,8 @@ def _load_local(root: Path, split: str | None):
     splits = meta.blocks
     if split is not None:
         _check_split(split, splits)
-        ds = _prepared(root, md, split)
-        if ds is None:
-            verify_checksums(root, md, split=split)
-            ds = _local_parquet(root, split, meta.n_mlps(split), meta.columns)
+        verify_checksums(root, md, split=split)
+        ds = _local_parquet(root, split, meta.n_mlps(split), meta.columns)
         _attach(ds, meta.entry(split))
         return ds
     verify_checksums(root, md)
@@ -197,44 +195,6 @@ def _check_rows(rows: int, n_mlps: Any, where: str) -> None:
         )
 
 
-def _prepared(base: Path, md: Mapping[str, Any], split: str):
-    """The split's prepared Arrow copy (``Dataset.save_to_disk`` output), or None to use Parquet.
-
-    Any problem with the copy falls back to Parquet, as whestbench 0.16 does, with one
-    exception: files the ``checksums`` block lists must match. When a dataset has checksums, a
-    copy they do not cover is not used (its bytes would be unverified).
-    """
-    import datasets
-
-    entry = (md.get("prepared_splits") or {}).get(split)
-    if not isinstance(entry, dict) or entry.get("format", "save_to_disk") != "save_to_disk":
-        return None
-    rel = entry.get("path")
-    if not isinstance(rel, str) or not rel:
-        return None
-    target = (base / rel).resolve()
-    if not target.is_dir() or not target.is_relative_to(base.resolve()):
-        return None
-    listed = checksums_block(md)
-    if listed is not None:
-        files = sorted(
-            p.relative_to(base.resolve()).as_posix() for p in target.rglob("*") if p.is_file()
-        )
-        if not files or any(f not in listed for f in files):
-            return None
-        verify_files(base.resolve(), listed, files)
-    try:
-        ds = datasets.Dataset.load_from_disk(str(target))
-    except Exception as e:  # a stale or partial copy: Parquet is the source of truth
-        log.debug("prepared Arrow for split %r unusable (%s); using Parquet", split, e)
-        return None
-    n = DatasetMeta.of(md).n_mlps(split)
-    if (isinstance(n, int) and len(ds) != n) or not set(columns_for(md)) <= set(ds.column_names):
-        log.debug("prepared Arrow for split %r does not match metadata; using Parquet", split)
-        return None
-    return ds
-
-
 def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
     import datasets
 
@@ -258,9 +218,7 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
     splits = meta.blocks
     if split is not None:
         _check_split(split, splits)
-        ds = None if streaming else _hub_prepared(pinned, md, split, token=token)
-        if ds is None:
-            ds = _hub_split(pinned, md, split, kw)
+        ds = _hub_split(pinned, md, split, kw)
         _attach(ds, meta.entry(split))
         return ds
     members = {s: _hub_split(pinned, md, s, kw) for s in sorted(splits)}
@@ -314,28 +272,6 @@ def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any
     if not kw.get("streaming"):
         _check_rows(len(ds), entry.get("n_mlps"), f"hf://{ref.repo_id} split {split!r}")
     return ds
-
-
-def _hub_prepared(ref: HubRef, md: Mapping[str, Any], split: str, *, token: Any):
-    """Download only the split's prepared Arrow copy and load it; None falls back to Parquet."""
-    import huggingface_hub
-
-    entry = (md.get("prepared_splits") or {}).get(split)
-    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not entry["path"]:
-        return None
-    log.info("whestbench: downloading %r split from %s", split, ref.uri)
-    try:
-        local = huggingface_hub.snapshot_download(
-            ref.repo_id,
-            repo_type="dataset",
-            revision=ref.revision,
-            token=token,
-            allow_patterns=[f"{entry['path'].rstrip('/')}/**"],
-        )
-    except Exception as e:  # the Parquet route may still work (and reports its own errors)
-        log.debug("prepared Arrow download for %r failed (%s); using Parquet", split, e)
-        return None
-    return _prepared(Path(local), md, split)
 
 
 # ------------------------------------------------------------------------------------- metadata

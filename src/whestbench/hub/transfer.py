@@ -50,11 +50,13 @@ from whestbench.format.reader import (
     data_files,
     file_sha256,
     is_shard_of,
+    parquet_footer,
     parse_shard,
     read_metadata,
     read_metadata_file,
     verify_checksums,
 )
+from whestbench.format.prepared import prepared_problem
 from whestbench.format.schema import DatasetMeta, check_split_name, validate_metadata
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
@@ -186,6 +188,15 @@ def _require_schema(directory: Path, md: dict, split: str) -> None:
                                       "their metadata (`whest dataset verify` shows every problem).")
 
 
+def _readable_rows(directory: Path, split: str) -> bool:
+    try:
+        for shard in data_files(directory, split):
+            parquet_footer(shard)
+    except InvalidDatasetError:
+        return False
+    return True
+
+
 def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
               card: dict[str, str] | None = None) -> PushPlan:
     """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
@@ -196,7 +207,8 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
     (``data/``, a prepared split's directory, or a directory above one: what ``verify`` and
     ``load_dataset`` read through a link is not what the Hub would get), and a dataset whose listed
     files are not all going up (a hidden path such as a leftover staging directory) — everything
-    that would otherwise be discovered by whoever downloads the published dataset.
+    that would otherwise be discovered by whoever downloads the published dataset, and a prepared Arrow
+    copy that is not bit for bit its split's rows (``format/prepared.py``).
     ``card``: ``pretty_name``/``license``/``homepage`` for the card (default: what the bake recorded).
     """
     ref = push_ref(repo)
@@ -265,6 +277,13 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
                 f"metadata.json declares prepared Arrow files in {d}/ but {directory / d} has none; "
                 f"re-create them with `whest dataset prepare-arrow {directory}`."
             )
+    for split in sorted(md.get("prepared_splits") or {}):
+        if not _readable_rows(directory, split):
+            continue  # as in _require_schema: unreadable shards are verify's business, not push's
+        problem = prepared_problem(directory, md, split)
+        if problem:
+            raise InvalidDatasetError(f"the prepared Arrow copy of split {split!r} is not its rows: {problem}; "
+                                      "push publishes only copies bit-identical to the Parquet rows.")
     # data/ before prepared/, so prepared copies never reach the Hub before the shards they mirror
     data.sort(key=lambda f: (f.path.split("/", 1)[0] != DATA, f.path))
 

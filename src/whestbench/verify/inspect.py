@@ -19,6 +19,7 @@ from whestbench.hub.client import RemoteMetadata, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.reader import data_files, parquet_footer, read_metadata
 from whestbench.format.schema import DatasetMeta, infer_sampler
+from whestbench.format.prepared import prepared_verdict
 from whestbench.verify.run import check_checksums
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
@@ -276,6 +277,10 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
     prepared = md.get("prepared_splits")
     if isinstance(prepared, dict) and prepared:
         lines.append(f"  prepared Arrow: {', '.join(sorted(prepared))}")
+        for split in sorted(prepared):
+            verdict = prepared_verdict(directory, md, split)
+            if verdict is not None:
+                lines.append(f"    {split}: " + ("ok, " + verdict.detail if verdict.ok else f"DIFFERS — {verdict.detail}"))
     files = [p for p in directory.rglob("*") if p.is_file()]
     lines.append(f"  total size: {format_bytes(sum(p.stat().st_size for p in files))} in {len(files)} files")
     status, detail = check_checksums(directory, md)

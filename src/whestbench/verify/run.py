@@ -6,7 +6,8 @@ What each check catches and misses is tabled in docs/cli.md ("What verify proves
 
 1. **Integrity** (here; rows read by ``scan``): metadata validates (``schema.validate_metadata``),
    checksums (judged by ``reader.checksum_state``, as the loader does), columns and Arrow types,
-   ids, seeds, names, weights re-derived from ``mlp_seed``, finiteness, ``final_means``, breakdowns.
+   ids, seeds, names, weights re-derived from ``mlp_seed``, finiteness, ``final_means``, breakdowns,
+   and each prepared Arrow copy bit for bit against its split's rows (``format/prepared.py``).
 2. **Statistics** (``statistics``: layer 1's closed form; ``plausibility``: a fresh pilot of every
    MLP for the rest).
 3. **Against another bake** (``against=DIR2``, in ``compare``); **recompute** (``recompute=K``)
@@ -21,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from whestbench.compute.estimation import is_cv_block
+from whestbench.format.prepared import prepared_verdict
 from whestbench.format.reader import DatasetDir, checksum_state, open_dataset
 from whestbench.format.schema import (
     positive_int,
@@ -205,6 +207,10 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         report.check(f"{prefix}rows", True, f"{len(s.seeds)} rows read: weights {depth}x{width}x{width}, means {depth}x{width}")
         _rows_checks(ds, s, report, prefix, version)
         ds.splits.append(s)
+    for split in splits:
+        verdict = prepared_verdict(path, md, split)
+        if verdict is not None:
+            report.check(f"{split}: prepared", verdict.ok, verdict.detail)
     return ds if ds.splits else None
 
 
