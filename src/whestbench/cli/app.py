@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from whestbench.cli.common import err, out
+from whestbench.cli.common import err, flush_stdout, out, silence, stdout_reader_gone
 from whestbench.errors import SignalStop, UsageError
 from whestbench.text import error_line
 
@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {error_line(exc)}", markup=False)
         return 2
     except Exception as exc:  # every other failure: one line, exit 1
+        if stdout_reader_gone(exc):  # `whest ... | head`: a closed stdout is no error (click.echo's writes)
+            silence(sys.stdout)
+            return 0
         if debug:
             _print_traceback(exc)
         from whestbench.errors import BakeInterrupted
@@ -198,13 +201,20 @@ def run() -> None:
         code = main()
     except SystemExit as exc:  # the help, the version, a parser error: the code is all that is left
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    try:
+        flush_stdout()
+    except OSError as exc:  # a failed write to stdout (a full disk, a file too large): one line, exit 1
+        err.print(f"error: writing to stdout failed: {exc.strerror or exc}", markup=False)
+        code = code or 1
     dist = sys.modules.get("whestbench.work.distributed")
     # A stopped command (a signal, Ctrl-C) has saved what it keeps and said so: it leaves at once,
     # without waiting for the interpreter to tear down (an import still running on a helper thread
     # can hold that up for a second). So does a rank with a thread still in a store call.
     if code in _STOP_CODES or (dist is not None and dist.lingering_threads()):
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+        try:
+            sys.stderr.flush()
+        except OSError:
+            pass
         os._exit(code)
     sys.exit(code)
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import select
+import sys
 from pathlib import Path
 
 import click
@@ -11,8 +15,60 @@ from rich.console import Console
 
 from whestbench.errors import UsageError
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# --- writing to stdout: the one place (a reader that went away; a write that failed) ---------------
+
+
+class _Console(Console):
+    """A console whose reader may go away (``whest dataset verify DS | head -1``): it falls silent
+    and the verb carries on to its own exit code. rich's default dup2s /dev/null onto stdout (even
+    for the stderr console) and raises ``SystemExit(1)``, which stopped a bake before it baked."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        silence(self.file)
+
+
+def silence(stream) -> None:
+    """Point ``stream``'s descriptor at /dev/null: later writes, and the interpreter's final flush of
+    what is still buffered, succeed instead of failing again ("Exception ignored", exit 120)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a captured stream (tests): nothing to point
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def stdout_reader_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write to a stdout whose reader has gone (``| head``): EPIPE, and fd 1 is
+    itself broken (poll reports POLLERR). A broken socket's EPIPE (push, pull) is a real error, and
+    so is any other failed write to stdout (EFBIG, ENOSPC): exit 1 with one line, as ever."""
+    if not (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+        return False
+    try:
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def flush_stdout() -> None:
+    """Flush what is buffered for stdout at the end of a command; a reader that went away is no error
+    (the exit code stays the verb's), any other failure propagates."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        if not stdout_reader_gone(exc):
+            raise
+        silence(sys.stdout)
+
+
+out = _Console(highlight=False, soft_wrap=True)
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 _INT_RE = re.compile(r"^[+]?\d+(_\d+)*$")
 _FLOAT_RE = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)[eE][+]?\d+$")
