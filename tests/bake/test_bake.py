@@ -296,3 +296,26 @@ def test_a_kernel_load_from_a_warm_cache_says_nothing(tmp_path, monkeypatch):
     _bake(tmp_path / "ds", progress=lambda info: events.append(info["event"]))
     assert loaded == [1]
     assert all(e.message != bake_module.KERNELS_NOTE for e in events)
+
+
+def test_saved_samples_counts_the_units_and_checkpoints_of_this_bake_only(tmp_path):
+    """The plan line of a resumed bake: finished units count whole, a checkpoint counts its position,
+    another bake's work directory counts nothing (read through ``Ledger.peek``)."""
+    import numpy as np
+
+    from whestbench.bake.pipeline import saved_samples
+    from whestbench.bake.plan import plan_bake
+    from whestbench.compute.stats import LayerSums
+    from whestbench.work.ledger import Ledger
+
+    cfg = BakeConfig(n_mlps=3, n_samples=5000, width=4, depth=2, seed=1, output=tmp_path / "ds")
+    plan = plan_bake(cfg, probe=False)
+    assert saved_samples(plan) == 0
+    ledger = Ledger(plan.work_dir, plan.spec.identity())
+    keys = [u.key for u in plan.spec.units()]
+    ledger.save(keys[0], LayerSums(np.zeros((2, 4)), np.zeros((2, 4)), 5000), 1.0)
+    ledger.save_checkpoint(keys[1], {"position": 1200}, {"x": np.zeros(1)})
+    assert saved_samples(plan) == 5000 + 1200
+    other = plan_bake(BakeConfig(n_mlps=3, n_samples=5000, width=4, depth=2, seed=2, output=tmp_path / "ds"),
+                      probe=False)
+    assert saved_samples(other) == 0

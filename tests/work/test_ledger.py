@@ -47,6 +47,23 @@ def test_scan_finds_the_finished_units(tmp_path):
     assert done == {"mlp00000000": 100, "mlp00000002": 100} and damaged == []  # key -> samples counted
 
 
+def test_peek_reads_what_a_previous_run_saved_and_writes_nothing(tmp_path):
+    """A re-run's plan line reads saved work through ``Ledger.peek``: units and checkpoints of this bake
+    only, the directory left byte for byte as it was."""
+    assert Ledger.peek(tmp_path / "w", IDENTITY) is None  # no work directory: nothing saved, nothing created
+    assert not (tmp_path / "w").exists()
+    ledger = Ledger(tmp_path / "w", IDENTITY)
+    ledger.save("mlp00000000", _sums(0), 1.0)
+    ledger.save_checkpoint("mlp00000001", {"count": 40}, {"x": np.zeros(2)})
+    before = {p: p.read_bytes() for p in (tmp_path / "w").rglob("*") if p.is_file()}
+    peek = Ledger.peek(tmp_path / "w", IDENTITY)
+    assert peek.saved("mlp00000000")[0] == "unit" and peek.saved("mlp00000000")[1]["count"] == 100
+    assert peek.saved("mlp00000001") == ("checkpoint", {"count": 40})
+    assert peek.saved("mlp00000002") is None
+    assert Ledger.peek(tmp_path / "w", {**IDENTITY, "n_samples": 101}) is None  # another bake's work
+    assert {p: p.read_bytes() for p in (tmp_path / "w").rglob("*") if p.is_file()} == before
+
+
 def test_saving_leaves_no_temp_files(tmp_path):
     ledger = Ledger(tmp_path / "w", IDENTITY)
     for i in range(3):

@@ -117,10 +117,6 @@ def saved_samples(plan: BakePlan) -> int:
     checkpoints, each passing its checks), read without writing or locking anything: what a
     re-run will not compute again, for the plan line. 0 when there is none, or it cannot be read
     (the bake itself then says why)."""
-    import json
-
-    from whestbench.work.ledger import identity_digest
-    from whestbench.work.records import decode_record
     from whestbench.work.steps import checkpoint_samples
 
     work = plan.work_dir
@@ -133,18 +129,15 @@ def saved_samples(plan: BakePlan) -> int:
             if seeds is None:
                 return 0
             spec = spec.with_seeds(seeds)
-        digest = identity_digest(spec.identity())
-        if json.loads((work / "plan.json").read_text()).get("digest") != digest:
+        ledger = Ledger.peek(work, spec.identity())
+        if ledger is None:
             return 0
         total = 0
         for u in spec.units():
-            unit, ckpt = work / "units" / f"{u.key}.unit", work / "units" / f"{u.key}.ckpt"
-            if unit.is_file():
-                meta, _ = decode_record(unit.read_bytes(), kind="unit", key=u.key, plan=digest)
-                total += int(meta["count"]) * u.mlp_count
-            elif ckpt.is_file():
-                meta, _ = decode_record(ckpt.read_bytes(), kind="checkpoint", key=u.key, plan=digest)
-                total += checkpoint_samples(spec, u, meta)
+            saved = ledger.saved(u.key)
+            if saved is not None:
+                kind, meta = saved
+                total += int(meta["count"]) * u.mlp_count if kind == "unit" else checkpoint_samples(spec, u, meta)
         return total
     except Exception:  # noqa: BLE001 - a damaged work directory: the bake reports it by name
         return 0

@@ -153,6 +153,29 @@ class Ledger:
             write_file_atomic(plan, json.dumps(blob, indent=2, sort_keys=True).encode())
         self.units_dir.mkdir(parents=True, exist_ok=True)
 
+    @classmethod
+    def peek(cls, root: Path, identity: dict[str, Any]) -> "Ledger | None":
+        """The ledger a previous run of the bake ``identity`` left in ``root``, opened read-only (nothing
+        is written, no lock is taken), or None when ``root`` holds no plan or another bake's.
+        DamagedWorkFile for a damaged plan."""
+        root = Path(root)
+        plan = root / "plan.json"
+        if root.is_symlink() or not plan.is_file():
+            return None
+        ledger = cls.__new__(cls)
+        ledger.root, ledger.units_dir, ledger.identity = root, root / "units", identity
+        ledger.digest = identity_digest(identity)
+        return ledger if ledger._read_plan(plan) == identity else None
+
+    def saved(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        """What is saved for unit ``key``: ``("unit", meta)`` when it finished, ``("checkpoint", meta)``
+        when it stopped inside, None when nothing is. DamagedRecord when the file fails its checks."""
+        for kind, path in (("unit", self.unit_path(key)), ("checkpoint", self.checkpoint_path(key))):
+            if path.is_file():
+                meta, _ = decode_record(path.read_bytes(), kind=kind, key=key, plan=self.digest)
+                return kind, meta
+        return None
+
     def _read_plan(self, path: Path) -> dict[str, Any]:
         fix = f"remove {self.root} to start over (its saved units cannot be trusted without their plan)"
         try:
