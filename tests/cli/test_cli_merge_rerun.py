@@ -66,6 +66,29 @@ def test_other_inputs_at_a_finished_output_are_still_refused(inputs, tmp_path, c
     assert rc == 2 and "already exists" in e
 
 
+@pytest.mark.parametrize("damage", ["deleted", "configs dropped"])
+def test_combine_rerun_restores_a_deleted_card(inputs, tmp_path, capsys, damage):
+    """The card is data: without its configs block `datasets` cannot load the holdout config. A
+    re-run that finds the output complete rewrites it, and plain `datasets` then loads the split."""
+    import datasets
+
+    out = tmp_path / "out"
+    assert run(_argv("combine-splits", inputs, out), capsys)[0] == 0
+    card = out / "README.md"
+    if damage == "deleted":
+        card.unlink()
+    else:
+        card.write_text(card.read_text().split("homepage:", 1)[1].join(["---\nhomepage:", ""]))
+    with pytest.raises(ValueError, match="holdout"):
+        datasets.load_dataset_builder(str(out), "holdout")
+    rc, o, e = run(_argv("combine-splits", inputs, out), capsys)
+    assert rc == 0, e
+    assert "already complete" in o and "card rewritten" in o
+    assert len(datasets.load_dataset(str(out), "holdout", split="holdout", cache_dir=str(tmp_path / "hf"))) == 2
+    rc, o, _ = run(_argv("combine-splits", inputs, out), capsys)
+    assert rc == 0 and "card rewritten" not in o
+
+
 def test_a_damaged_finished_merge_is_not_complete(inputs, tmp_path, capsys):
     out = tmp_path / "out"
     assert run(_argv("merge", inputs, out), capsys)[0] == 0

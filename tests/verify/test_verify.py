@@ -168,3 +168,29 @@ def test_thresholds_follow_bonferroni_and_chi_square():
     # chi²_k/k at 1 - 1e-6 (Wilson-Hilferty): conservative against the exact chi²_3 value 30.66/3.
     assert 30.66 / 3 < chi2_mean_limit(3) < 11.5
     assert chi2_mean_limit(1000) == pytest.approx(1.227, abs=1e-3)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "holdout config dropped", "config renamed"])
+def test_a_missing_or_edited_card_configs_block_fails_verify(golden_dir, tmp_path, damage):
+    """The card decides what plain `datasets` loads: a combined dataset without README.md, or whose
+    configs block lost or renamed the holdout config, fails `card`, naming the config that fails."""
+    import yaml
+
+    d = Path(shutil.copytree(golden_dir / "combined-w64-d4", tmp_path / "comb"))
+    assert by_name(verify_dataset(d, n_check=1))["card"].ok
+    card = d / "README.md"
+    if damage == "deleted":
+        card.unlink()
+    else:
+        _, head, body = card.read_text().split("---\n", 2)
+        front = yaml.safe_load(head)
+        if damage == "config renamed":
+            front["configs"][1]["config_name"] = "hold"
+        else:
+            del front["configs"][1]
+        card.write_text("---\n" + yaml.safe_dump(front) + "---\n" + body)
+    report = verify_dataset(d, n_check=1)
+    check = by_name(report)["card"]
+    assert check.ok is False and not report.ok
+    assert "holdout" in check.detail and "re-run" in check.detail
+    assert [c.name for c in report.failures] == ["card"]

@@ -138,8 +138,12 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     try:
         plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
     except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success
+        from whestbench.format.card import restore_card
+
         out.print(f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
                   markup=False)
+        if restore_card(done.output, done.metadata):
+            out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)
         return
     start, end = cfg.range
     from whestbench.text import plural

@@ -87,12 +87,21 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
     if done is not None:  # a re-run of this very merge (a requeued job): nothing to do
         out.print(f"✓ {output} is already complete: the merge of these {len(partials)} partials "
                   f"({done.get('n_mlps')} MLPs); nothing to do.", markup=False)
+        _restore_card(output, done)
         return
     with _complete_once_in_place("merge", output):
         with _events("merge", log_every) as events:
             merge_datasets(list(partials), output_dir=output, on_event=events)  # "start": once the paths are fine
         n = read_metadata(output).get("n_mlps")
         out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
+
+
+def _restore_card(output: str, md: dict) -> None:
+    """A re-run rewrites a card that lost its configs block (it decides what ``datasets`` loads)."""
+    from whestbench.format.card import restore_card
+
+    if restore_card(output, md):
+        out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)
 
 
 @click.command("combine-splits")
@@ -118,6 +127,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     if done is not None:  # a re-run of this very combine (a requeued job): nothing to do
         out.print(f"✓ {output} is already complete: the splits {', '.join(sorted(done['splits']))} of these "
                   f"{len(inputs)} datasets; nothing to do.", markup=False)
+        _restore_card(output, done)
         return
     with _complete_once_in_place("combine-splits", output):
         with _events("combine-splits", log_every) as events:

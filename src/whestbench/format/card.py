@@ -425,3 +425,115 @@ def _citation(title: str, homepage: str = HOMEPAGE) -> str:
         f"  howpublished = {{\\url{{{homepage}}}}},\n"
         "}"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The card is data: its configs block decides what `datasets` loads
+
+
+def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
+    """``(ok, detail)``: README.md's ``configs`` block, when it has one, is the one ``md`` implies
+    (``configs_block``), a dataset that needs one has a README.md, and plain ``datasets`` resolves
+    every split under the config the card gives it to that split's shards (``load_dataset_builder``
+    offline: files are matched, no row is read; a 0.16 card without a block passes when the automatic
+    layout finds every split). Never raises on a damaged dataset."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from whestbench.format.reader import data_files
+
+    root = Path(root)
+    want = configs_block(md)
+    fix = "re-run the bake, merge or combine-splits that made it: a re-run rewrites the card"
+    readme = root / "README.md"
+    got: Any = []
+    if readme.is_file():
+        try:
+            got = (_front_matter_of(readme.read_text(encoding="utf-8")) or {}).get("configs", [])
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
+            return False, f"README.md's front matter cannot be read ({type(e).__name__}: {e}); {fix}"
+    elif readme.exists() or readme.is_symlink():
+        return False, f"README.md is not a regular file; {fix}"
+    if got != want and (got or readme.is_file() is False and bool(want)):
+        where = "README.md is missing" if not readme.is_file() else "README.md's configs block is not the one metadata.json implies"
+        return False, f"{where} (it has {_show_configs(got)}, the splits need {_show_configs(want)}); {fix}"
+    import datasets
+
+    loaded = []
+    was = os.environ.get("HF_DATASETS_OFFLINE")
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    try:
+        with tempfile.TemporaryDirectory(prefix="whest-card-") as cache:
+            for split, config in split_configs(md).items():
+                try:
+                    files = sorted(p.name for p in data_files(root, split))
+                    builder = datasets.load_dataset_builder(str(root), name=config, cache_dir=cache)
+                    resolved = sorted(Path(str(f)).name for f in (builder.config.data_files or {}).get(split, []))
+                except Exception as e:  # datasets' own words, on one line: what a user of plain datasets would get
+                    return False, (f"datasets.load_dataset({str(root)!r}, {config!r}, split={split!r}) fails: "
+                                   f"{type(e).__name__}: {' '.join(str(e).split())[:300]}; {fix}")
+                if resolved != files:
+                    return False, (f"datasets resolves split {split!r} of config {config!r} to {resolved or 'no file'}, "
+                                   f"not to its shards {files}; {fix}")
+                loaded.append(f"{split} (config {config!r})")
+    finally:
+        if was is None:
+            os.environ.pop("HF_DATASETS_OFFLINE", None)
+        else:
+            os.environ["HF_DATASETS_OFFLINE"] = was
+    block = ("README.md's configs block matches metadata.json" if got else
+             "no configs block (datasets' automatic layout)" if want else "no configs block needed")
+    return True, f"{block}; datasets.load_dataset finds {', '.join(loaded)}"
+
+
+def restore_card(root: Any, md: dict[str, Any]) -> bool:
+    """Rewrite ``root``'s README.md (atomically) when it is missing or its ``configs`` block is not the
+    one ``md`` implies; True when it did. A re-run of a bake, merge or combine calls this: the card
+    decides which configs ``datasets`` can load, and it is no part of the checksummed numbers."""
+    from pathlib import Path
+
+    from whestbench.atomic import write_file_atomic
+
+    readme = Path(root) / "README.md"
+    if readme.is_file() and not readme.is_symlink():
+        try:
+            if (_front_matter_of(readme.read_text(encoding="utf-8")) or {}).get("configs", []) == configs_block(md):
+                return False
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+            pass
+    elif readme.exists() or readme.is_symlink():
+        from whestbench.errors import InvalidDatasetError as _Invalid
+
+        raise _Invalid(f"{readme} is not a regular file; move it aside and re-run to write the card.")
+    write_file_atomic(readme, render_card(md).encode("utf-8"))
+    return True
+
+
+def _front_matter_of(text: str) -> dict[str, Any] | None:
+    """The YAML front matter of a card (None when it has none)."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---", 4)
+    if end < 0:
+        raise ValueError("the front matter has no closing '---'")
+    data = yaml.safe_load(text[4:end + 1])
+    if data is not None and not isinstance(data, dict):
+        raise ValueError("the front matter is not a mapping")
+    return data
+
+
+def _show_configs(configs: Any) -> str:
+    if not configs:
+        return "no configs block"
+    if not isinstance(configs, list):
+        return "a configs entry that is not a list"
+    shown = []
+    for c in configs:
+        if isinstance(c, dict):
+            files = c.get("data_files") if isinstance(c.get("data_files"), list) else []
+            splits = [f.get("split") for f in files if isinstance(f, dict)]
+            shown.append(f"{c.get('config_name')!s}: {', '.join(map(str, splits))}")
+        else:
+            shown.append(repr(c))
+    return "[" + "; ".join(shown) + "]"

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from whestbench.compute.estimation import is_cv_block
+from whestbench.format.card import card_verdict
 from whestbench.format.prepared import prepared_verdict
 from whestbench.format.reader import DatasetDir, checksum_state, open_dataset
 from whestbench.format.schema import (
@@ -211,6 +212,7 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         verdict = prepared_verdict(path, md, split)
         if verdict is not None:
             report.check(f"{split}: prepared", verdict.ok, verdict.detail)
+    report.check("card", *card_verdict(path, md))
     return ds if ds.splits else None
 
 
