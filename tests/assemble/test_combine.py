@@ -99,7 +99,7 @@ def test_combined_metadata_has_the_multi_split_layout(combined):
     md = _md(combined)
     assert list(md) == [
         "schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth",
-        "created_at_utc", "hardware", "splits", "default_split", "estimator", "prepared_splits",
+        "created_at_utc", "hardware", "splits", "default_split", "estimator", "plan_digest", "prepared_splits",
         "checksums_written_for", "checksums",
     ]
     assert list(md["splits"]) == ["public", "holdout"]

@@ -55,7 +55,8 @@ from whestbench.format.reader import (
     verify_checksums,
 )
 from whestbench.verify.run import require_sound
-from whestbench.format.schema import DEFAULT_CONFIG, DatasetMeta, check_config_name, validate_metadata
+from whestbench.format.finished import combined_marker
+from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, check_config_name, validate_metadata
 from whestbench.format.writer import finish_dataset_dir
 from whestbench.errors import (
     DefaultSplitError,
@@ -252,6 +253,9 @@ def combined_metadata(
     for key in ("estimator", "target_stderr"):  # ours: every split's (equal by the checks above)
         if key in first:
             md[key] = copy.deepcopy(first[key])
+    done = combined_marker([{**m, "split": split} for split, _, m in inputs])  # none unless every input has one
+    if done is not None:
+        md[PLAN_DIGEST] = done
     return md
 
 

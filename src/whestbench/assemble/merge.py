@@ -41,7 +41,8 @@ from whestbench.assemble.inputs import (
 )
 from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, open_dataset, shard_name
 from whestbench.verify.run import require_sound
-from whestbench.format.schema import COLUMNS, DatasetMeta, columns_for, make_features, validate_metadata
+from whestbench.format.finished import merged_marker
+from whestbench.format.schema import COLUMNS, PLAN_DIGEST, DatasetMeta, columns_for, make_features, validate_metadata
 from whestbench.format.writer import (
     MAX_ROW_GROUP_BYTES,
     MAX_SHARD_BYTES,
@@ -319,6 +320,11 @@ def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dic
     ordered = sorted(mds, key=lambda m: m["mlp_range"][0])
     md["hardware_fingerprints"] = hardware_fingerprints(ordered)
     md["partials_count"] = len(mds)
+    done = merged_marker(mds)  # in the first partial's place; none unless every partial has one
+    if done is None:
+        md.pop(PLAN_DIGEST, None)
+    else:
+        md[PLAN_DIGEST] = done
     return md
 
 

@@ -34,7 +34,7 @@ from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_di
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.format import command
 from whestbench.format.bakemeta import bake_metadata
-from whestbench.bake.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake
+from whestbench.bake.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake, result_marker
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
@@ -309,6 +309,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
         backend=plan.backend, backend_fields=backend_fields, **spec.estimation.metadata(spec.cv_batch, spec.step_samples),
         card=cfg.card,
         device_check=device_check,
+        plan_digest=result_marker(plan, spec.seeds, plan.seed_source),
     )
     from whestbench.format.writer import write_dataset
 

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import n_batches
@@ -274,49 +274,66 @@ class AlreadyBaked(Exception):
                 + (f", written {when} UTC" if when else ""))
 
 
-def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any]) -> dict[str, Any] | None:
-    """The metadata of ``plan``'s output when it holds the complete dataset of this very bake, else None.
-
-    The same plan identity: seeds (their digest; for random seeds, a dataset whose seeds were drawn
-    at random), shape, range, split and config, backend, sampler and arithmetic, estimator and
-    target; and every data file matching its checksum (a dataset with none is not vouched for).
-    """
+def result_marker(plan: "BakePlan", seeds: Sequence[int] | None, source: Mapping[str, Any]) -> str:
+    """The completion marker (``plan_digest``) of ``plan``'s output: the digest of what decides its
+    rows and place: the seeds (their digest, and how they were chosen; random seeds are "random",
+    whatever was drawn), shape, range, split and config, backend, sampler and arithmetic class,
+    estimator and target. The same for the bake that writes it and for a re-run that asks for it."""
     from whestbench.compute.seeds import seed_list_digest
-    from whestbench.format.reader import checksum_state, read_metadata
+    from whestbench.format.finished import marker
+
+    cfg = plan.config
+    start, end = cfg.range
+    method = source.get("method")
+    return marker({
+        "seed_list_digest": None if method == "random" or seeds is None else seed_list_digest(list(seeds)),
+        "seed_method": method, "split": cfg.split, "config": cfg.config, "n_mlps": end - start,
+        "n_samples": cfg.n_samples, "width": cfg.width, "depth": cfg.depth,
+        "slice": [start, end, cfg.n_mlps] if cfg.is_partial else None, "backend": plan.backend,
+        "sampler": [plan.sampler_md["name"], plan.sampler_md["block_size"]],
+        "precision_class": plan.kernel_md.get("precision_class") if plan.kernel_md is not None else None,
+        **plan.spec.estimation.identity(),
+    })
+
+
+def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any]) -> dict[str, Any] | None:
+    """The metadata of ``plan``'s output when it holds the complete dataset of this very bake, else
+    None: ``format.finished.completed`` with this plan's marker. A dataset without a marker is
+    judged by the same facts: seeds, shape, range, split and config, backend, sampler and
+    arithmetic, estimator and target."""
+    from whestbench.compute.seeds import seed_list_digest
+    from whestbench.format.finished import completed
 
     cfg, spec = plan.config, plan.spec
-    try:
-        md = read_metadata(cfg.output)
-    except InvalidDatasetError:
-        return None
     start, end = cfg.range
-    recorded = md.get("seed_source") if isinstance(md.get("seed_source"), dict) else {}
-    if seeds is not None:
-        same_seeds = md.get("seed_list_digest") == seed_list_digest(seeds) and recorded.get("method") == source.get("method")
-    else:
-        same_seeds = source.get("method") == "random" and recorded.get("method") == "random"
-    try:
-        same_estimation = Estimation.from_metadata(md) == spec.estimation
-    except (ValueError, TypeError, KeyError):  # a malformed block (UsageError is a ValueError)
-        same_estimation = False
-    sampler = md.get("sampler") if isinstance(md.get("sampler"), dict) else {}
-    kernel = md.get("kernel") if isinstance(md.get("kernel"), dict) else {}
-    same = (
-        same_seeds
-        and "splits" not in md
-        and (md.get("split"), md.get("config")) == (cfg.split, cfg.config)
-        and (md.get("n_mlps"), md.get("n_samples"), md.get("width"), md.get("depth")) ==
-            (end - start, cfg.n_samples, cfg.width, cfg.depth)
-        and bool(md.get("is_partial")) == cfg.is_partial
-        and (not cfg.is_partial or (md.get("mlp_range"), md.get("total_n_mlps")) == ([start, end], cfg.n_mlps))
-        and md.get("backend") == plan.backend
-        and (sampler.get("name"), sampler.get("block_size")) == (plan.sampler_md["name"], plan.sampler_md["block_size"])
-        and (plan.kernel_md is None or kernel.get("precision_class") == plan.kernel_md.get("precision_class"))
-        and same_estimation
-    )
-    if not same or checksum_state(cfg.output, md).state != "ok":
-        return None
-    return md
+
+    def legacy(md: dict[str, Any]) -> bool:
+        recorded = md.get("seed_source") if isinstance(md.get("seed_source"), dict) else {}
+        if seeds is not None:
+            same_seeds = md.get("seed_list_digest") == seed_list_digest(seeds) and recorded.get("method") == source.get("method")
+        else:
+            same_seeds = source.get("method") == "random" and recorded.get("method") == "random"
+        try:
+            same_estimation = Estimation.from_metadata(md) == spec.estimation
+        except (ValueError, TypeError, KeyError):  # a malformed block (UsageError is a ValueError)
+            same_estimation = False
+        sampler = md.get("sampler") if isinstance(md.get("sampler"), dict) else {}
+        kernel = md.get("kernel") if isinstance(md.get("kernel"), dict) else {}
+        return bool(
+            same_seeds
+            and "splits" not in md
+            and (md.get("split"), md.get("config")) == (cfg.split, cfg.config)
+            and (md.get("n_mlps"), md.get("n_samples"), md.get("width"), md.get("depth")) ==
+                (end - start, cfg.n_samples, cfg.width, cfg.depth)
+            and bool(md.get("is_partial")) == cfg.is_partial
+            and (not cfg.is_partial or (md.get("mlp_range"), md.get("total_n_mlps")) == ([start, end], cfg.n_mlps))
+            and md.get("backend") == plan.backend
+            and (sampler.get("name"), sampler.get("block_size")) == (plan.sampler_md["name"], plan.sampler_md["block_size"])
+            and (plan.kernel_md is None or kernel.get("precision_class") == plan.kernel_md.get("precision_class"))
+            and same_estimation
+        )
+
+    return completed(cfg.output, result_marker(plan, seeds, source), legacy)
 
 
 def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True) -> BakePlan:

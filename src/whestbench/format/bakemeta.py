@@ -7,7 +7,7 @@ from typing import Any
 
 from whestbench.compute.seeds import PROTOCOL_V3
 from whestbench.format.provenance import blas_info, hardware_fingerprint, package_version, whestbench_version
-from whestbench.format.schema import BACKEND_CPU, FORMAT, SCHEMA_VERSION
+from whestbench.format.schema import BACKEND_CPU, FORMAT, PLAN_DIGEST, SCHEMA_VERSION
 
 
 def now_utc() -> str:
@@ -34,11 +34,13 @@ def bake_metadata(
     target_stderr: dict[str, Any] | None = None,
     card: dict[str, str] | None = None,
     device_check: dict[str, Any] | None = None,
+    plan_digest: str | None = None,
 ) -> dict[str, Any]:
     """Metadata of a bake. A range short of ``[0, total_n_mlps)`` makes it a partial.
 
     Keys whestbench 0.16 reads come first in its order; ours (``sampler``, ``seed_list_digest``,
-    ``seed_source``, ``blas``, ``bake_command``) follow; partial keys go last, as in 0.16;
+    ``seed_source``, ``blas``, ``bake_command``, ``card``, ``plan_digest``: the completion marker,
+    ``format/finished.py``) follow; partial keys go last, as in 0.16;
     the writer appends ``checksums``.
     """
     md: dict[str, Any] = {
@@ -73,6 +75,8 @@ def bake_metadata(
         md["bake_command"] = bake_command
     if card:
         md["card"] = dict(card)  # the card's title, license, homepage as the bake was given them
+    if plan_digest:
+        md[PLAN_DIGEST] = plan_digest
     start, end = mlp_range
     if (start, end) != (0, total_n_mlps):
         md["is_partial"] = True

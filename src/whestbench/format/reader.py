@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
-from whestbench.format.schema import DatasetMeta
+from whestbench.format.schema import DIGEST_RE, DatasetMeta
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ PREPARED_DIR = "prepared"
 CHECKSUMS = "checksums"
 WRITTEN_FOR = "checksums_written_for"
 _HASH_BLOCK = 1 << 22  # 4 MiB reads: files can be GBs, memory stays flat
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
 
 
@@ -461,7 +460,7 @@ def _listed(md: Mapping[str, Any]) -> dict[str, str] | None:
                 f"metadata 'checksums' has an invalid path {rel!r}: paths are relative to the "
                 f"dataset directory, like 'data/public-00000-of-00001.parquet'. {_REDO}"
             )
-        if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+        if not isinstance(digest, str) or not DIGEST_RE.match(digest):
             raise InvalidDatasetError(
                 f"metadata 'checksums'[{rel!r}] is {digest!r}; expected 'sha256:' and 64 lowercase "
                 f"hex digits. {_REDO}"

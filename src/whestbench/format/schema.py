@@ -53,6 +53,11 @@ def columns_for(md: dict[str, Any]) -> tuple[str, ...]:
         extra += (N_USED_COLUMN,)
     return COLUMNS + extra
 
+# Ours: the completion marker, the digest of the identity of the plan that made the dataset (a bake's,
+# a merge's or a combine's: format/finished.py). Absent from 0.16 and earlier 0.17 datasets.
+PLAN_DIGEST = "plan_digest"
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")  # a file checksum's form too (reader)
+
 # whestbench 0.16's rule: lowercase words joined by single hyphens.
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -223,6 +228,9 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
         if src == "env" and "salt_digest" not in sp:
             raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' needs a salt_digest.")
     _validate_recipe(md)
+    if PLAN_DIGEST in md and not (isinstance(md[PLAN_DIGEST], str) and DIGEST_RE.match(md[PLAN_DIGEST])):
+        raise InvalidDatasetError(f"metadata '{PLAN_DIGEST}' is {md[PLAN_DIGEST]!r}; expected 'sha256:' and 64 "
+                                  "lowercase hex digits (the completion marker a bake, merge or combine writes).")
     if "split" in md:
         _check_name_field(md["split"], "split")
     if "config" in md:

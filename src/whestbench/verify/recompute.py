@@ -10,7 +10,8 @@ those K rows of the original. ``verify`` then compares them as strictly as the t
 (``compare.compare_mode``: bits, the precision gate, float32 rounding, or statistics).
 
 The recomputation lives in a cache directory named by the recipe and seeds (``recompute_dir``), so
-an interrupted ``verify --recompute`` resumes, and a repeated one reuses the finished bake.
+an interrupted ``verify --recompute`` resumes, and a repeated one reuses the finished bake when it
+passes the bake's own completion test (its marker and checksums: ``format/finished.completed``).
 """
 
 from __future__ import annotations
@@ -47,16 +48,6 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     return out
 
 
-def _intact(path: Path) -> bool:
-    """Whether a cached recomputation's files still match the checksums its bake wrote."""
-    from whestbench.format.reader import checksum_state, read_metadata
-
-    try:
-        return checksum_state(path, read_metadata(path)).state == "ok"
-    except (OSError, ValueError):  # InvalidDatasetError is a ValueError
-        return False
-
-
 def default_cache() -> Path:
     base = os.environ.get("WHEST_RECOMPUTE_DIR")
     if base:
@@ -81,16 +72,11 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
               on_event=None, stop=None) -> Path:
     """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset path."""
     from whestbench.bake.pipeline import bake
-    from whestbench.bake.plan import BakeConfig
+    from whestbench.bake.plan import AlreadyBaked, BakeConfig, plan_bake
+    from whestbench.errors import OutputExistsError
 
     rec = recipe(md, device)
     out = recompute_dir(root or default_cache(), rec, seeds)
-    if (out / "metadata.json").is_file():
-        if _intact(out):
-            return out  # finished earlier: the same recipe and seeds give the same rows
-        import shutil
-
-        shutil.rmtree(out)  # a cached bake whose files no longer match their checksums: bake it again
     out.parent.mkdir(parents=True, exist_ok=True)
     cfg = BakeConfig(
         n_mlps=len(seeds), n_samples=rec["n_samples"], width=rec["width"], depth=rec["depth"], output=out,
@@ -98,5 +84,17 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
         estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"]),
         bake_command=f"whest dataset verify --recompute (seeds {', '.join(map(str, seeds))})",
     )
-    bake(cfg, on_event=on_event, stop=stop)
+    try:
+        plan = plan_bake(cfg)
+    except AlreadyBaked:  # finished earlier: this plan's completion marker, every file intact (format/finished.py)
+        return out
+    except OutputExistsError:  # another bake, or one whose files no longer match their checksums: bake it again
+        if out.is_symlink():
+            out.unlink()  # never follow a link into a tree to delete
+        else:
+            import shutil
+
+            shutil.rmtree(out)
+        plan = plan_bake(cfg)
+    bake(plan, on_event=on_event, stop=stop)
     return out
