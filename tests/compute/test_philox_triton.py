@@ -1,30 +1,27 @@
 """The fused Triton kernel computes the philox reference's tile sums: same samples, same tree, fp32
 arithmetic; its split precisions pass the precision gate; and no launch knob changes a byte.
 
-Without a GPU the kernel runs in Triton's interpreter (numpy underneath), which must be switched on
-before the first ``@triton.jit`` runs, i.e. before ``philox_triton`` is imported. The interpreter is
-slow, so the kernel tests use tiny shapes; the precision gate runs the split arithmetic in numpy
-(``emulate_matmul``), which is what the interpreter computes too. On a CUDA machine the same tests run
-the compiled kernel.
+Without a GPU the kernel runs in Triton's interpreter (numpy underneath), switched on for this
+module's import of the kernel module and for its tests only (``tests/triton_interp.py``). The
+interpreter is slow, so the kernel tests use tiny shapes; the precision gate runs the split
+arithmetic in numpy (``emulate_matmul``), which is what the interpreter computes too. On a CUDA
+machine the same tests run the compiled kernel.
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the module's kernels are decorated
-pytest.importorskip("triton")
 
+from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
 from whestbench.compute.philox import spec as philox  # noqa: E402
-from whestbench.compute.philox import triton_kernel as ptt  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from whestbench.compute import precision as prec  # noqa: E402
+
+ptt = kernel_module()
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 from philox_kat import KEY  # noqa: E402  (tests/philox_kat.py)

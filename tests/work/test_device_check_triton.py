@@ -1,23 +1,21 @@
 """The device check on the fused kernel's path (``engine="triton"``): without a GPU it runs in
-Triton's interpreter (switched on before the kernel module is imported), at a tiny shape and a
-64-sample stretch, so the check's fused-kernel branch has at least run somewhere; on a CUDA machine
-the compiled kernel is checked by tests/work/test_device_check.py's gpu-marked tests."""
+Triton's interpreter (switched on for the kernel module's import and this module's tests only:
+``tests/triton_interp.py``), at a tiny shape and a 64-sample stretch, so the check's fused-kernel
+branch has at least run somewhere; on a CUDA machine the compiled kernel is checked by
+tests/work/test_device_check.py's gpu-marked tests."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the module's kernels are decorated
-pytest.importorskip("triton")
 
-from whestbench.compute.philox import triton_kernel as ptt  # noqa: E402
+from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
 from whestbench.work import device_check as dc  # noqa: E402
 from whestbench.work.steps import Compute  # noqa: E402
 from whestbench.work.units import WorkSpec  # noqa: E402
+
+ptt = kernel_module()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run; CUDA machines check the compiled kernel")
