@@ -6,7 +6,7 @@ SPEC section 6 asks, on an H100/H200, for >= 150 TFLOP/s effective at width 256 
 on the same GPU in the same session. For each shape this script times
 
 - **fused**: ``philox_triton.range_sums_triton`` over all of each MLP's samples, per precision;
-- **torch**: our plain torch path, ``philox_torch.block_sums_torch(engine="torch")`` block by block;
+- **torch**: our plain torch path, ``tests/philox_reference.block_sums_torch(engine="torch")`` block by block;
 - **reference**: whestbench 0.16.2's CLI, ``dataset bake --torch --device cuda --compile``, run as a
   separate process from its own ``--target`` directory (``tools/reference-gpu-wheels.sh`` fetches
   the wheels; this machine needs no network). Its whole-process time includes start-up and
@@ -184,12 +184,20 @@ def time_fused(shape: Shape, weights, keys, precision: str, args, config=None) -
     return t
 
 
+def _reference_sums():
+    """``tests/philox_reference.py``: the plain torch sums the tests compare with (not in src)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import philox_reference
+
+    return philox_reference
+
+
 def time_torch(shape: Shape, weights, keys, args) -> Timing:
     import torch
 
     from whestbench.compute.philox import spec as philox
-    from whestbench.compute.philox import torch_engine as pt
 
+    pt = _reference_sums()
     w_dev = torch.as_tensor(weights, device="cuda")
     nb = philox.block_count(shape.n_samples)
 
@@ -312,9 +320,10 @@ def gate_on_gpu(args) -> list[GateLine]:
     import numpy as np
     import torch
 
-    from whestbench.compute.philox import torch_engine as pt
     from whestbench.compute.philox import triton_kernel as ptt
     from whestbench.compute import precision as gate
+
+    pt = _reference_sums()
 
     n = args.gate_samples
     block = 1 << (n - 1).bit_length()  # one canonical block holds all the gate's samples

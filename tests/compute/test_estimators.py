@@ -36,6 +36,7 @@ from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.pcg64 import Pcg64Stream, chunk_rows, sample_layer_sums
 from whestbench.compute.seeds import spawn_streams
 from whestbench.compute.stats import LayerSums
+from philox_reference import sample_layer_sums_philox  # tests/philox_reference.py
 
 SEED = 2024
 
@@ -138,7 +139,7 @@ def test_philox_plain_stderr_is_the_sample_sd_of_the_activations_every_layer():
     weights = weights_for_seed(SEED, width, depth)
     sample_ss = spawn_streams(SEED)[1]
     y = np.concatenate([forward(weights, x)[0] for x in philox_inputs(philox.philox_key(sample_ss), n, width)])
-    sums = philox.sample_layer_sums_philox(weights, sample_ss, n)
+    sums = sample_layer_sums_philox(weights, sample_ss, n)
     np.testing.assert_allclose(sums.sumsq, (y**2).sum(axis=0), rtol=1e-12)
     np.testing.assert_allclose(finalize_estimates(sums, "plain")[1], sample_sd_stderr(y), rtol=1e-9)
 
@@ -304,7 +305,7 @@ def test_philox_control_variate_is_the_batch_means_estimate_over_its_batches():
     weights = weights_for_seed(SEED, width, depth)
     controls = fit_controls(weights, pilot_stream(SEED))
     sample_ss = spawn_streams(SEED)[1]
-    sums = philox.sample_layer_sums_philox(weights, sample_ss, n, controls=controls)
+    sums = sample_layer_sums_philox(weights, sample_ss, n, controls=controls)
     batches = [residuals(controls, *forward(weights, x)) for x in philox_inputs(philox.philox_key(sample_ss), n, width)]
     want_mean, want_se = batch_means_estimate(batches)
     means, stderr = finalize_estimates(sums, "control-variate", n_batches(n, CV_BATCH), controls.mu1)
@@ -317,7 +318,7 @@ def test_control_variate_stderr_needs_two_batches():
     width, depth = 8, 3
     weights = weights_for_seed(SEED, width, depth)
     controls = fit_controls(weights, pilot_stream(SEED))
-    sums = philox.sample_layer_sums_philox(weights, spawn_streams(SEED)[1], 1000, controls=controls)
+    sums = sample_layer_sums_philox(weights, spawn_streams(SEED)[1], 1000, controls=controls)
     _, stderr = finalize_estimates(sums, "control-variate", 1, controls.mu1)
     assert not stderr[0].any() and np.isnan(stderr[1:]).all()
 

@@ -12,6 +12,7 @@ from whestbench.compute.philox import spec as philox
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.seeds import spawn_streams
 from philox_kat import KAT, KEY  # tests/philox_kat.py
+from philox_reference import block_sums, sample_layer_sums_philox  # tests/philox_reference.py
 
 
 @pytest.mark.parametrize("counter,key,expected", KAT)
@@ -120,7 +121,7 @@ def sample_ss():
 
 @pytest.fixture(scope="module")
 def whole(weights, sample_ss):
-    return philox.sample_layer_sums_philox(weights, sample_ss, N_RAGGED, block_size=BLOCK)
+    return sample_layer_sums_philox(weights, sample_ss, N_RAGGED, block_size=BLOCK)
 
 
 def _same(a, b):
@@ -128,13 +129,13 @@ def _same(a, b):
 
 
 def test_block_sums_covers_the_blocks_samples_and_the_last_block_is_ragged(weights):
-    s = philox.block_sums(weights, KEY, 5, N_RAGGED, block_size=BLOCK)
+    s = block_sums(weights, KEY, 5, N_RAGGED, block_size=BLOCK)
     assert s.count == 77 and s.sums.shape == (DEPTH, WIDTH) and s.sumsq.shape == (DEPTH, WIDTH)
     assert s.sums.dtype == np.float64 and np.all(s.sums >= 0)
 
 
 def test_block_sums_equal_the_definition_on_the_blocks_inputs(weights):
-    s = philox.block_sums(weights, KEY, 1, N_RAGGED, block_size=BLOCK)
+    s = block_sums(weights, KEY, 1, N_RAGGED, block_size=BLOCK)
     h = philox.normals(KEY, BLOCK, 2 * BLOCK, WIDTH)
     for layer in range(DEPTH):
         h = np.maximum(h @ weights[layer], np.float32(0.0))
@@ -144,7 +145,7 @@ def test_block_sums_equal_the_definition_on_the_blocks_inputs(weights):
 
 def test_per_block_results_combine_to_the_whole_range_bit_for_bit(weights, sample_ss, whole):
     key = philox.philox_key(sample_ss)
-    blocks = [philox.block_sums(weights, key, b, N_RAGGED, block_size=BLOCK) for b in range(6)]
+    blocks = [block_sums(weights, key, b, N_RAGGED, block_size=BLOCK) for b in range(6)]
     assert _same(philox.combine_in_order(blocks), whole)
 
 
@@ -152,7 +153,7 @@ def test_per_block_results_combine_to_the_whole_range_bit_for_bit(weights, sampl
 def test_aligned_units_combine_to_the_whole_range_bit_for_bit(weights, sample_ss, whole, blocks_per_unit):
     units = philox.unit_block_ranges(N_RAGGED, blocks_per_unit, block_size=BLOCK)
     parts = [
-        philox.sample_layer_sums_philox(weights, sample_ss, N_RAGGED, block_range=r, block_size=BLOCK)
+        sample_layer_sums_philox(weights, sample_ss, N_RAGGED, block_range=r, block_size=BLOCK)
         for r in units
     ]
     assert _same(philox.combine_in_order(parts), whole)
@@ -160,13 +161,13 @@ def test_aligned_units_combine_to_the_whole_range_bit_for_bit(weights, sample_ss
 
 def test_units_of_units_combine_too(weights, sample_ss, whole):
     key = philox.philox_key(sample_ss)
-    blocks = [philox.block_sums(weights, key, b, N_RAGGED, block_size=BLOCK) for b in range(6)]
+    blocks = [block_sums(weights, key, b, N_RAGGED, block_size=BLOCK) for b in range(6)]
     pairs = [philox.combine_in_order(blocks[i : i + 2]) for i in range(0, 6, 2)]
     assert _same(philox.combine_in_order([philox.combine_in_order(pairs[:2]), pairs[2]]), whole)
 
 
 def test_combine_in_order_rejects_a_part_that_is_not_an_aligned_power_of_two(weights):
-    b = [philox.block_sums(weights, KEY, i, N_RAGGED, block_size=BLOCK) for i in range(3)]
+    b = [block_sums(weights, KEY, i, N_RAGGED, block_size=BLOCK) for i in range(3)]
     with pytest.raises(ValueError, match="power of two"):
         philox.combine_in_order([b[0], philox.combine_in_order(b[1:3]), b[0]])  # 1 block, then 2 at offset 1
 
@@ -174,7 +175,7 @@ def test_combine_in_order_rejects_a_part_that_is_not_an_aligned_power_of_two(wei
 @pytest.mark.parametrize("block_range", [(1, 3), (0, 3), (2, 5)])
 def test_a_block_range_must_be_one_aligned_subtree(weights, sample_ss, block_range):
     with pytest.raises(ValueError, match="unit_block_ranges"):
-        philox.sample_layer_sums_philox(
+        sample_layer_sums_philox(
             weights, sample_ss, N_RAGGED, block_range=block_range, block_size=BLOCK
         )
 
@@ -191,7 +192,7 @@ def test_unit_block_ranges_are_aligned_runs_covering_every_block():
 
 def test_on_block_reports_every_sample_once(weights, sample_ss):
     seen = []
-    philox.sample_layer_sums_philox(weights, sample_ss, N_RAGGED, on_block=seen.append, block_size=BLOCK)
+    sample_layer_sums_philox(weights, sample_ss, N_RAGGED, on_block=seen.append, block_size=BLOCK)
     assert seen == [BLOCK] * 5 + [77]
 
 
@@ -206,7 +207,7 @@ def test_an_exact_zero_sum_is_stored_as_positive_zero():
 
 def test_layer1_means_match_the_exact_value_within_five_standard_errors(weights, sample_ss):
     n = 16 * 4096
-    s = philox.sample_layer_sums_philox(weights, sample_ss, n, block_size=4096)
+    s = sample_layer_sums_philox(weights, sample_ss, n, block_size=4096)
     sigma = np.linalg.norm(weights[0].astype(np.float64), axis=0)  # (width,) std of x @ W1[:, j]
     exact = sigma / math.sqrt(2 * math.pi)
     se = sigma * math.sqrt(0.5 - 1 / (2 * math.pi)) / math.sqrt(n)  # std of relu(sigma Z) / sqrt(n)
@@ -215,4 +216,4 @@ def test_layer1_means_match_the_exact_value_within_five_standard_errors(weights,
 
 def test_block_size_must_be_a_power_of_two(weights):
     with pytest.raises(ValueError, match="power of two"):
-        philox.block_sums(weights, KEY, 0, 1000, block_size=1000)
+        block_sums(weights, KEY, 0, 1000, block_size=1000)

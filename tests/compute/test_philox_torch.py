@@ -16,6 +16,7 @@ from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from whestbench.compute.precision import float32_ulps as ulps  # noqa: E402
 from philox_kat import KAT, KEY  # noqa: E402  (tests/philox_kat.py)
+from philox_reference import block_sums, block_sums_torch, normals_torch  # noqa: E402
 
 WIDTH, DEPTH, BLOCK = 37, 3, 1024
 N_RAGGED = 2 * BLOCK + 301  # three blocks, the last one ragged (and not a whole number of 4-row leaves)
@@ -28,7 +29,7 @@ def _sample_layer_sums_torch(weights, keys, n_samples, device, *, block_range=No
     block, combined in order, as a bake's units are."""
     nb = philox.block_count(n_samples, block_size)
     b0, b1 = philox.check_block_range(block_range, n_samples, block_size) if block_range is not None else (0, nb)
-    per_block = [pt.block_sums_torch(weights, keys, b, n_samples, device, block_size=block_size, engine=engine)
+    per_block = [block_sums_torch(weights, keys, b, n_samples, device, block_size=block_size, engine=engine)
                  for b in range(b0, b1)]
     return [philox.combine_in_order([blk[m] for blk in per_block]) for m in range(len(per_block[0]))]
 
@@ -89,7 +90,7 @@ def test_normals_are_within_a_few_ulp_of_numpy(method, device):
     # is the worst at 4); 8 ulp leaves room for a different libm without hiding a wrong formula.
     # (Rare values next to a zero of cos/sin can be further apart in ulps: docs/sampler-philox.md §3.)
     ref = philox.normals(KEY, 1000, 3000, WIDTH)
-    got = pt.normals_torch(KEY, 1000, 3000, WIDTH, device, engine=method).cpu().numpy()
+    got = normals_torch(KEY, 1000, 3000, WIDTH, device, engine=method).cpu().numpy()
     assert got.shape == ref.shape and got.dtype == np.float32
     assert ulps(got, ref).max() <= 8
 
@@ -120,9 +121,9 @@ def test_block_sums_torch_agree_with_numpy_within_arithmetic_error(batch, method
     # one activation a hair from zero lands on the other side of the ReLU, hence the absolute
     # floor on the mean (1e-8, a hundredth of the precision gate). One wrong sample would be ~1e-3.
     weights, keys = batch
-    got = pt.block_sums_torch(weights, keys, block, N_RAGGED, "cpu", block_size=BLOCK, engine=method)
+    got = block_sums_torch(weights, keys, block, N_RAGGED, "cpu", block_size=BLOCK, engine=method)
     for b in range(len(keys)):
-        ref = philox.block_sums(weights[b], tuple(int(k) for k in keys[b]), block, N_RAGGED, block_size=BLOCK)
+        ref = block_sums(weights[b], tuple(int(k) for k in keys[b]), block, N_RAGGED, block_size=BLOCK)
         assert got[b].count == ref.count
         n = ref.count
         np.testing.assert_allclose(got[b].sums / n, ref.sums / n, rtol=1e-6, atol=1e-8)
@@ -133,7 +134,7 @@ def test_block_sums_torch_agree_with_numpy_within_arithmetic_error(batch, method
 def test_chunk_size_never_changes_a_byte(batch, method):
     weights, keys = batch
     runs = [
-        pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, chunk_size=c, engine=method)
+        block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, chunk_size=c, engine=method)
         for c in (64, 100, 256, 1024, 10**6)
     ]
     for run in runs[1:]:
@@ -145,7 +146,7 @@ def test_batch_composition_never_changes_a_byte(batch, method):
     weights, keys = batch
 
     def run(w, k):
-        return pt.block_sums_torch(w, k, 0, N_RAGGED, "cpu", block_size=BLOCK, engine=method)
+        return block_sums_torch(w, k, 0, N_RAGGED, "cpu", block_size=BLOCK, engine=method)
 
     together = run(weights, keys)
     for b in range(len(keys)):
@@ -161,7 +162,7 @@ def test_torch_thread_count_never_changes_a_byte(batch):
         runs = []
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            runs.append(pt.block_sums_torch(weights, keys, 0, N_RAGGED, "cpu", block_size=BLOCK))
+            runs.append(block_sums_torch(weights, keys, 0, N_RAGGED, "cpu", block_size=BLOCK))
     finally:
         torch.set_num_threads(before)
     assert all(_same(a, b) for a, b in zip(*runs))
@@ -170,7 +171,7 @@ def test_torch_thread_count_never_changes_a_byte(batch):
 def test_torch_blocks_combine_like_the_reference(batch):
     weights, keys = batch
     blocks = [
-        pt.block_sums_torch(weights[:1], keys[:1], b, N_RAGGED, "cpu", block_size=BLOCK)[0] for b in range(3)
+        block_sums_torch(weights[:1], keys[:1], b, N_RAGGED, "cpu", block_size=BLOCK)[0] for b in range(3)
     ]
     whole = philox.combine_in_order(blocks)
     units = [philox.combine_in_order(blocks[:2]), blocks[2]]
@@ -203,9 +204,9 @@ def test_layer1_means_match_the_exact_value_within_five_standard_errors(batch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_sums_match_cpu_on_the_same_samples_and_ignore_chunking(batch):
     weights, keys = batch
-    cpu = pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, engine="torch")
+    cpu = block_sums_torch(weights, keys, 2, N_RAGGED, "cpu", block_size=BLOCK, engine="torch")
     runs = [
-        pt.block_sums_torch(weights, keys, 2, N_RAGGED, "cuda", block_size=BLOCK, chunk_size=chunk)
+        block_sums_torch(weights, keys, 2, N_RAGGED, "cuda", block_size=BLOCK, chunk_size=chunk)
         for chunk in (64, 1024)
     ]
     assert all(_same(a, b) for a, b in zip(*runs))
@@ -219,18 +220,18 @@ def test_cuda_sums_match_cpu_on_the_same_samples_and_ignore_chunking(batch):
 def test_one_key_per_mlp_is_required(batch):
     weights, keys = batch
     with pytest.raises(ValueError, match="one key per MLP"):
-        pt.block_sums_torch(weights, keys[:2], 0, N_RAGGED, "cpu", block_size=BLOCK)
+        block_sums_torch(weights, keys[:2], 0, N_RAGGED, "cpu", block_size=BLOCK)
 
 
 def test_weights_must_be_a_float32_batch(batch):
     weights, keys = batch
     with pytest.raises(ValueError, match="float32"):
-        pt.block_sums_torch(weights.astype(np.float64), keys, 0, N_RAGGED, "cpu", block_size=BLOCK)
+        block_sums_torch(weights.astype(np.float64), keys, 0, N_RAGGED, "cpu", block_size=BLOCK)
 
 
 def test_the_numba_engine_is_cpu_only():
     with pytest.raises(ValueError, match="CPU only"):
-        pt.normals_torch(KEY, 0, 4, 8, "meta", engine="numba")
+        normals_torch(KEY, 0, 4, 8, "meta", engine="numba")
 
 
 def test_kernel_name_separates_what_changes_the_numbers():

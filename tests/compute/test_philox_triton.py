@@ -25,6 +25,8 @@ ptt = kernel_module()
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 from philox_kat import KEY  # noqa: E402  (tests/philox_kat.py)
+from philox_reference import sample_layer_sums_philox  # noqa: E402  (tests/philox_reference.py)
+import precision_emulation as emu  # noqa: E402  (tests/precision_emulation.py)
 
 KEYS = [KEY, (1, 2), (0xFFFFFFFF, 0)]
 
@@ -117,7 +119,7 @@ def test_split_precisions_compute_their_emulated_arithmetic(precision):
     got = got.cpu().numpy()
     for t in range(2):
         want = reference_tile_sums(
-            weights, KEY, t * rows, rows, 2 * rows, lambda a, b: prec.emulate_matmul(a, b, precision)
+            weights, KEY, t * rows, rows, 2 * rows, lambda a, b: emu.emulate_matmul(a, b, precision)
         )
         np.testing.assert_allclose(got[0, t], want, rtol=RTOL, atol=ATOL)
 
@@ -198,7 +200,7 @@ def test_combined_tiles_equal_the_numpy_sampler_within_arithmetic_error(batch):
     weights, keys = batch
     got = ptt.range_sums_triton(weights, keys, (0, 4), N_SAMPLES, config=tiny(16), block_size=BLOCK, device=DEVICE)
     for m, seed in enumerate([101, 202]):
-        want = philox.sample_layer_sums_philox(weights[m], spawn_streams(seed)[1], N_SAMPLES, block_size=BLOCK)
+        want = sample_layer_sums_philox(weights[m], spawn_streams(seed)[1], N_SAMPLES, block_size=BLOCK)
         assert got[m].count == want.count
         np.testing.assert_allclose(got[m].sums, want.sums, rtol=RTOL, atol=ATOL)
         np.testing.assert_allclose(got[m].sumsq, want.sumsq, rtol=RTOL, atol=ATOL)

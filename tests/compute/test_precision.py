@@ -11,6 +11,7 @@ import pytest
 
 from whestbench.compute import precision as prec
 from whestbench.compute.mlp import weights_for_seed
+import precision_emulation as emu  # tests/precision_emulation.py
 
 
 def test_round_tf32_keeps_ten_mantissa_bits_ties_to_even():
@@ -18,14 +19,14 @@ def test_round_tf32_keeps_ten_mantissa_bits_ties_to_even():
     ulp = np.float32(2.0**-10)  # tf32 spacing at 1
     x = np.array([1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-11 + 2.0**-20, -(1 + 3 * 2.0**-11)], dtype=np.float32)
     want = np.array([one, one + 2 * ulp, one + ulp, -(one + 2 * ulp)], dtype=np.float32)
-    assert np.array_equal(prec.round_tf32(x), want)
+    assert np.array_equal(emu.round_tf32(x), want)
 
 
 def test_round_fp16_is_numpys_float16_conversion():
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(200_000) * np.exp(rng.uniform(-25, 10, 200_000))).astype(np.float32)
     x = x[np.abs(x) < 60_000]  # subnormal to large fp16 values
-    assert np.array_equal(prec.round_fp16(x), x.astype(np.float16).astype(np.float32))
+    assert np.array_equal(emu.round_fp16(x), x.astype(np.float16).astype(np.float32))
 
 
 @pytest.mark.parametrize("precision", ["3xtf32", "4xtf32", "3xfp16", "4xfp16"])
@@ -35,7 +36,7 @@ def test_a_split_keeps_about_22_bits_of_each_operand(precision):
     b = (rng.standard_normal((256, 256)) * np.sqrt(2 / 256)).astype(np.float32)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
-    err = np.abs(prec.emulate_matmul(a, b, precision) - exact) / scale
+    err = np.abs(emu.emulate_matmul(a, b, precision) - exact) / scale
     assert err.max() < 2.0**-19  # fp32 accumulation over K=256 dominates; one bf16 pass is ~2**-9
 
 
@@ -73,7 +74,7 @@ def _emulated_layer_means(weights: np.ndarray, x: np.ndarray, precision: str, *,
     """
     depth = weights.shape[0]
     sums = np.zeros((depth, weights.shape[2]))
-    parts = [] if precision == "fp64" else [prec.split_weights(w, precision) for w in weights]
+    parts = [] if precision == "fp64" else [emu.split_weights(w, precision) for w in weights]
     for r0 in range(0, x.shape[0], chunk):
         if precision == "fp64":
             h = np.asarray(x[r0 : r0 + chunk], dtype=np.float64)
@@ -83,7 +84,7 @@ def _emulated_layer_means(weights: np.ndarray, x: np.ndarray, precision: str, *,
         else:
             h = np.asarray(x[r0 : r0 + chunk], dtype=np.float32)
             for layer in range(depth):
-                h = np.maximum(prec.emulate_matmul(h, parts[layer], precision), np.float32(0.0))
+                h = np.maximum(emu.emulate_matmul(h, parts[layer], precision), np.float32(0.0))
                 sums[layer] += h.sum(axis=0, dtype=np.float64)
     return sums / x.shape[0]
 

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from whestbench.compute.philox import spec as philox  # noqa: E402
 from whestbench.compute.mlp import sample_weights  # noqa: E402
-from whestbench.compute.philox.torch_engine import block_sums_torch, normals_torch  # noqa: E402
+from philox_reference import block_sums_torch, normals_torch  # noqa: E402  (tests/philox_reference.py)
 from whestbench.compute.precision import GATE_MAX_ABS as MAX_ABS  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_BIAS as MAX_LAYER_BIAS  # noqa: E402
 from whestbench.compute.precision import gate_figures  # noqa: E402

@@ -64,10 +64,3 @@ class MLP:
                 raise ValueError(f"MLP weights[{i}] must be float32; got {w.dtype}.")
             if not np.all(np.isfinite(w)):
                 raise ValueError(f"MLP weights[{i}] contains non-finite values.")
-
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """Post-ReLU activations of the last layer for a batch ``x`` of shape (n, width)."""
-        h = np.asarray(x, dtype=np.float32)
-        for w in self.weights:
-            h = np.maximum(h @ w, 0.0)  # (n, width)
-        return h

@@ -22,7 +22,6 @@ import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Protocol
 
 from whestbench.errors import BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
@@ -45,13 +44,6 @@ class Job:
     """None: results are computed and dropped (calibration); no resume, no checkpoints."""
     checkpoint_every: float = CHECKPOINT_EVERY_S
     """Seconds between checkpoints inside a unit (SPEC §5)."""
-
-
-class Executor(Protocol):
-    def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
-        """Run every unit of ``job`` not yet in its ledger. True where the caller should write the
-        dataset (a single process, rank 0), False on other ranks. Raises BakeInterrupted on a stop."""
-        ...
 
 
 class Tracker:
@@ -229,6 +221,9 @@ class LocalExecutor:
         self.workers = workers
 
     def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
+        """Run every unit of ``job`` not yet in its ledger. True where the caller should write the
+        dataset (here always; ``StoreExecutor.run`` says False on ranks but 0). Raises BakeInterrupted
+        on a stop."""
         stop = stop or threading.Event()
         units = job.spec.units()
         done = scan_ledger(job, units, on_event)

@@ -24,13 +24,6 @@ def resolve_engine(engine: str, device: torch.device) -> str:
     return engine
 
 
-def normals_numba(key: tuple[int, int], n0: int, n1: int, width: int) -> torch.Tensor:
-    """``(n1-n0, width)`` float32 normals for samples ``[n0, n1)``, on the CPU."""
-    out = np.empty((n1 - n0, width), dtype=np.float32)
-    philox_numba.normals_into(key, n0, out)
-    return torch.from_numpy(out)
-
-
 def chunk_sums(layers, keys, c0, valid, size, width, bufs, z2sq: bool) -> np.ndarray:
     """(B, 2·depth+1, w) tree sums of one chunk (inside one batch): numba normals and ReLU+tree
     around torch's bmm.

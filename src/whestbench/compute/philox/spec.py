@@ -11,7 +11,7 @@ of the result (see ``combine_in_order``).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -336,28 +336,6 @@ def push_batches(tree: "PairwiseStack", packed: np.ndarray, counts: np.ndarray) 
         tree.push(value, level_of(int(c)))
 
 
-def block_sums(
-    weights: np.ndarray,
-    key: tuple[int, int],
-    block_index: int,
-    n_samples: int,
-    *,
-    block_size: int = BLOCK_SIZE,
-    controls=None,
-) -> LayerSums:
-    """One canonical block's fp64 sums: every layer's post-ReLU column sums and sums of squares,
-    each the pairwise tree over the block's samples (with ``controls``, the control-variate sums
-    too, the tree over its batches).
-
-    ``weights``: (depth, width, width) float32. A pure function of its arguments.
-    """
-    depth = weights.shape[0]
-    raw, counts = block_batches(weights, key, block_index, n_samples, block_size=block_size)
-    tree = PairwiseStack()
-    push_batches(tree, batch_packed(raw, counts, depth, controls), counts)
-    return unpack(tree.value(), int(counts.sum()), depth)
-
-
 def combine_in_order(parts: Sequence[LayerSums]) -> LayerSums:
     """Combine consecutive subtree results, left to right, into the result of their union.
 
@@ -383,29 +361,3 @@ def combine_in_order(parts: Sequence[LayerSums]) -> LayerSums:
         tree.push(pack(part), level_of(c))
         total += c
     return unpack(tree.value(), total, parts[0].sums.shape[-2])
-
-
-def sample_layer_sums_philox(
-    weights: np.ndarray,
-    sample_ss: np.random.SeedSequence,
-    n_samples: int,
-    *,
-    block_range: tuple[int, int] | None = None,
-    on_block: Callable[[int], None] | None = None,
-    block_size: int = BLOCK_SIZE,
-    controls=None,
-) -> LayerSums:
-    """fp64 sums over all of an MLP's samples (or over the aligned ``block_range``), numpy reference.
-
-    ``on_block(samples)`` is called after each block. The result of a range is the subtree over its
-    samples, so ``combine_in_order`` of the ranges of ``unit_block_ranges`` equals the whole.
-    """
-    nb = block_count(n_samples, block_size)
-    b0, b1 = check_block_range(block_range, n_samples, block_size) if block_range is not None else (0, nb)
-    key = philox_key(sample_ss)
-    parts = []
-    for b in range(b0, b1):
-        parts.append(block_sums(weights, key, b, n_samples, block_size=block_size, controls=controls))
-        if on_block is not None:
-            on_block(parts[-1].count)
-    return combine_in_order(parts)

@@ -20,8 +20,7 @@ import numpy as np
 import torch
 
 from whestbench.compute.philox import spec as ref
-from whestbench.compute.philox.numba_engine import chunk_sums, normals_numba, resolve_engine
-from whestbench.compute.stats import LayerSums
+from whestbench.compute.philox.numba_engine import chunk_sums, resolve_engine
 
 MIN_CHUNK = 64  # smallest matmul row count (below it BLAS switches to row-count-dependent kernels)
 # Default rows per chunk on CPU: a worker's two activation buffers (1 MB each at width 256) stay
@@ -94,22 +93,6 @@ def box_muller_torch(words: torch.Tensor) -> torch.Tensor:
 
 
 # --- public functions ----------------------------------------------------------------------------
-
-
-def normals_torch(
-    key: tuple[int, int], n0: int, n1: int, width: int, device, *, engine: str = "auto"
-) -> torch.Tensor:
-    """``(n1-n0, width)`` float32 normals for samples ``[n0, n1)`` on ``device``.
-
-    Integer stage bit-identical to ``philox.normals``; floats within a few ulp of it.
-    """
-    device = torch.device(device)
-    if not 0 <= n0 <= n1:
-        raise ValueError(f"need 0 <= n0 <= n1; got n0={n0}, n1={n1}.")
-    if resolve_engine(engine, device) == "numba":
-        return normals_numba(key, n0, n1, width)
-    keys = np.array([key], dtype=np.uint32)
-    return box_muller_torch(words_torch(keys, n0, n1, width, device))[0, :, :width]
 
 
 def kernel_name(device, engine: str = "auto") -> str:
@@ -231,30 +214,6 @@ def block_batches_torch(
             counts.append(pending_count)
             pending, pending_count = ref.PairwiseStack(), 0
     return np.stack(out, axis=1), np.array(counts, dtype=np.int64)
-
-
-def block_sums_torch(
-    weights_batch,
-    keys,
-    block_index: int,
-    n_samples: int,
-    device,
-    *,
-    chunk_size: int | None = None,
-    block_size: int = ref.BLOCK_SIZE,
-    engine: str = "auto",
-) -> list[LayerSums]:
-    """One canonical block's sums for each of ``B`` MLPs: the reference's ``block_sums``, batched
-    (every layer's sums and sums of squares, the tree over the block's batches)."""
-    raw, counts = block_batches_torch(weights_batch, keys, block_index, n_samples, device, chunk_size=chunk_size,
-                                      block_size=block_size, engine=engine, z2sq=False)
-    depth = (raw.shape[2] - 1) // 2
-    out = []
-    for b in range(raw.shape[0]):
-        tree = ref.PairwiseStack()
-        ref.push_batches(tree, ref.batch_packed(raw[b], counts, depth), counts)
-        out.append(ref.unpack(tree.value(), int(counts.sum()), depth))
-    return out
 
 
 def _chunk_torch(layers, keys, c0, valid, size, width, device, acc, groups: int, z2sq: bool) -> torch.Tensor:

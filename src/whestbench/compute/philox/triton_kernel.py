@@ -3,7 +3,7 @@
 One program owns a *tile* (``ROWS`` consecutive samples of one MLP): it draws the inputs in-kernel
 (Philox4x32-10 and the float32 Box-Muller of ``spec.py``), runs ``h = relu(h @ W_l)`` with
 ``tl.dot`` in one of five precisions (``PRECISION``: ``ieee``, ``3xtf32``, ``4xtf32``, ``3xfp16``,
-``4xfp16``; ``precision.emulate_matmul`` is the numpy twin) and writes only fp64 column sums, summed
+``4xfp16``; ``tests/precision_emulation.py`` is the numpy twin) and writes only fp64 column sums, summed
 as the reference's pairwise tree, so the host combines tiles into blocks and ranges bit for bit.
 Design, scratch slabs and precision classes: docs/gpu-kernel.md.
 
@@ -490,7 +490,7 @@ def range_sums_triton(
 ) -> list[LayerSums]:
     """Each MLP's sums over the aligned ``block_range`` of canonical blocks: ``B`` ``LayerSums``.
 
-    The same subtree as ``philox.sample_layer_sums_philox(..., block_range=...)`` computes, up to the
+    The same subtree as the tests' numpy ``sample_layer_sums_philox(..., block_range=...)`` computes, up to the
     matmul's arithmetic: tiles -> blocks by the pairwise tree on the device, blocks -> range by
     ``PairwiseStack``. Launches cover several blocks at a time (bounded device memory);
     ``on_blocks(n)`` is called after each launch with the number of blocks it finished.
