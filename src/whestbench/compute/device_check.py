@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from whestbench.compute.philox import spec as philox
-from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS
+from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_passes
 
 PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE = "philox-words", "block-sums", "row-invariance"
 
@@ -152,7 +152,7 @@ def judge_block_sums(device: np.ndarray, reference: np.ndarray, count: int, dept
     bias = float(np.max(bias_rows))
     at = np.unravel_index(int(np.argmax(np.abs(delta))), delta.shape)
     kind, layer = _ROW_NAMES[at[0] // depth], at[0] % depth + 1
-    passed = worst <= GATE_MAX_ABS and bias <= GATE_MAX_BIAS
+    passed = gate_passes(worst, bias)
     detail = (f"max |Δ mean| {worst:.2g} (limit {GATE_MAX_ABS:g}; at layer {layer} {kind}, neuron {at[1]}), "
               f"max |mean Δ| over a layer's neurons {bias:.2g} (limit {GATE_MAX_BIAS:g}), "
               f"{count:,} samples against an fp64 forward pass on the same inputs")
