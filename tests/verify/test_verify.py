@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from whestbench.bake.pipeline import create_dataset
-from whestbench.verify.statistics import bonferroni_z, chi2_mean_limit
+from whestbench.compute.audit import bonferroni_z, chi2_mean_limit
 from whestbench.verify.run import verify_dataset
 from whestbench.errors import UsageError
 

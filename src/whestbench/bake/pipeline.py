@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimation import MIN_RELIABLE_BATCHES, Estimation
 from whestbench.compute.estimators import (chosen_stderr, cv_floor_samples, finalize_estimates, float32_target, layer1_means,
                                            meets_target, n_batches)
 from whestbench.compute.mlp import weights_for_seed
@@ -43,7 +43,6 @@ from whestbench.work.threads import one_torch_thread
 from whestbench.work.units import WorkSpec, units_of_mlp
 from whestbench.work.workdir import hold_lock
 
-MIN_CV_BATCHES = 32  # estimators.MIN_RELIABLE_BATCHES, for messages
 
 if TYPE_CHECKING:
     from whestbench.work.launch_env import DistEnv
@@ -414,7 +413,7 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
                     "docs/error-bars.md)")))
             if floor is not None and at_floor == total:
                 emit(Event("note", message=(
-                    f"every MLP stopped at {floor:,} samples, the control-variate floor ({MIN_CV_BATCHES} batches, the "
+                    f"every MLP stopped at {floor:,} samples, the control-variate floor ({MIN_RELIABLE_BATCHES} batches, the "
                     f"fewest it is judged on): the floor, not the target standard error {est.target_stderr:g}, decided "
                     "every stop (the target was already met there).")))
         if n == total and missed:

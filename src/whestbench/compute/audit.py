@@ -24,6 +24,8 @@ import numpy as np
 
 AUDIT_STREAM = 5  # SeedSequence(mlp_seed).spawn(AUDIT_STREAM + 1)[AUDIT_STREAM]: verify's own inputs
 AUDIT_SAMPLES = 8192
+MIN_NORMAL_SAMPLES = 1000  # below, stored means, sds and variances of skewed ReLU outputs are too far from normal to judge
+MIN_SPREAD_SAMPLES = 10_000  # below, a plain estimator's standard error is not held to 25 % (``compare``'s spread ratio)
 _ROWS = 2048  # inputs pushed through at a time: memory stays flat at width 1024+
 
 
@@ -226,11 +228,27 @@ def chi2_quantile(p: float, k: float) -> float:
     return 0.5 * (lo + hi)
 
 
+def wilson_hilferty(k: int, z: float) -> float:
+    """The χ²_k / k quantile at the standard normal's ``z`` (Wilson–Hilferty's cube-root approximation)."""
+    return (1.0 - 2.0 / (9.0 * k) + z * math.sqrt(2.0 / (9.0 * k))) ** 3
+
+
+def chi2_mean_limit(n_groups: int, p: float = P_OVERALL) -> float:
+    """Upper limit for the mean of z² over the neurons of ``n_groups`` independent MLPs.
+
+    Neurons of one MLP are correlated (shared inputs), so each MLP counts as one degree of
+    freedom: the sum of its w correlated z² has variance at most 2w², like w·χ²₁. The limit is
+    the χ²_k / k quantile at ``1 − p`` with k = n_groups (Wilson–Hilferty), conservative for
+    correlated neurons: 10.9 for 3 MLPs, 1.23 for 1000 (where a bias of half a standard error in
+    every mean fails while noise does not).
+    """
+    return wilson_hilferty(max(int(n_groups), 1), -NormalDist().inv_cdf(p))
+
+
 def chi2_ratio_bounds(k: int, alpha: float) -> tuple[float, float]:
     """``(lo, hi)`` with P(χ²_k / k < lo) = P(χ²_k / k > hi) = alpha/2: where an honest batch-means
     variance estimate over ``k`` degrees of freedom lies, relative to the true variance."""
     if k > 20_000:  # Wilson–Hilferty: relative error of the quantile < 1e-6 here, and exact gamma sums get slow
         z = -NormalDist().inv_cdf(alpha / 2)
-        s = math.sqrt(2.0 / (9.0 * k))
-        return (1 - 2 / (9 * k) - z * s) ** 3, (1 - 2 / (9 * k) + z * s) ** 3
+        return wilson_hilferty(k, -z), wilson_hilferty(k, z)
     return chi2_quantile(alpha / 2, k) / k, chi2_quantile(1 - alpha / 2, k) / k

@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from whestbench.compute.audit import bonferroni_z
+from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.format.reader import read_metadata
 from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, positive_int, validate_metadata
 from whestbench.verify.scan import DatasetScan, scan_split
-from whestbench.verify.statistics import chi2_mean_limit
 from whestbench.verify.report import VerifyReport
 from whestbench.errors import InvalidDatasetError
 
@@ -282,7 +281,7 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
         batch = est.get("batch_samples")
         if is_cv_block(est):
             return not (isinstance(batch, int) and batch > 0 and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
-        return n < 10_000
+        return n < MIN_SPREAD_SAMPLES
 
     problems, worst = [], 1.0
     for sa, i, sb, j in shared:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from whestbench.compute.audit import AUDIT_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
+from whestbench.compute.audit import AUDIT_SAMPLES, MIN_NORMAL_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
 from whestbench.compute.estimation import is_cv_block
 from whestbench.format.schema import DatasetMeta
 from whestbench.work.threads import one_blas_thread
@@ -30,7 +30,6 @@ MIN_ACTIVE = 64  # a neuron active on fewer pilot inputs has too rough a pilot s
 SKEW_SAFETY = 2.0  # the pilot's skewness and kurtosis are themselves estimates: widen their terms
 EXPLAINED = 1e-4  # a residual sd under this fraction of the activation's sd: the controls explain it exactly (the
 # pilot's float32 residual carries ~1e-7 relative rounding; a real residual this small has no sampling to check)
-MIN_N_FOR_BOUNDS = 1000  # below, stored sds and variances of skewed ReLU outputs are too far from normal to bound
 
 
 @dataclass
@@ -225,7 +224,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
         testable[:first] = False
         explained = testable & (pm.sd <= EXPLAINED * np.maximum(pm.y_sd, 1e-300))
         ratio_ok = testable & ~explained & np.isfinite(s)
-        if k is None and a.n < MIN_N_FOR_BOUNDS:
+        if k is None and a.n < MIN_NORMAL_SAMPLES:
             ratio_ok[:] = False  # a plain sd of a few samples: only the zero rules below apply
         # every one of the N samples 0 (mean and standard error 0) is plausible for a rarely active neuron
         p_hi = (pm.active + 5.0 * np.sqrt(pm.active) + 10.0) / pm.n
@@ -342,7 +341,7 @@ def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> 
                                 f"float32 rounding, {tol:.2g})")
                 continue
         pm = a.pilot
-        if pm is None or a.n < MIN_N_FOR_BOUNDS:
+        if pm is None or a.n < MIN_NORMAL_SAMPLES:
             continue  # a variance of a few samples is too skewed to hold to a normal bound (plain: the relation holds it)
         want = float(np.mean(pm.y_var[-1]))
         # the pilot's error and the stored value's own (its N samples): the sd of a mean of correlated

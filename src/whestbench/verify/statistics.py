@@ -12,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whestbench.compute.audit import P_OVERALL, bonferroni_z
+from whestbench.compute.audit import MIN_NORMAL_SAMPLES, P_OVERALL, bonferroni_z, chi2_mean_limit
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.verify.scan import DatasetScan, SplitScan
 from whestbench.format.schema import DatasetMeta
@@ -28,20 +27,6 @@ if TYPE_CHECKING:
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
-
-
-def chi2_mean_limit(n_groups: int, p: float = P_OVERALL) -> float:
-    """Upper limit for the mean of z² over the neurons of ``n_groups`` independent MLPs.
-
-    Neurons of one MLP are correlated (shared inputs), so each MLP counts as one degree of
-    freedom: the sum of its w correlated z² has variance at most 2w², like w·χ²₁. The limit is
-    the χ²_k / k quantile at ``1 − p`` with k = n_groups (Wilson–Hilferty), conservative for
-    correlated neurons: 10.9 for 3 MLPs, 1.23 for 1000 (where a bias of half a standard error in
-    every mean fails while noise does not).
-    """
-    k = max(int(n_groups), 1)
-    z = -NormalDist().inv_cdf(p)
-    return (1.0 - 2.0 / (9.0 * k) + z * math.sqrt(2.0 / (9.0 * k))) ** 3
 
 
 
@@ -166,7 +151,7 @@ def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple
 
     sums, variances, worst, where = [], [], 0.0, ""
     for (s, i), zr, count in zip(rows, z, n):
-        if count < 1000 or not np.all(np.isfinite(zr)):
+        if count < MIN_NORMAL_SAMPLES or not np.all(np.isfinite(zr)):
             continue
         w = weights_for_seed(int(s.seeds[i]), ds.width, ds.depth)
         if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
