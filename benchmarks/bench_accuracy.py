@@ -236,7 +236,7 @@ def cost(args) -> dict:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    from whestbench.compute import estimators, fused
+    from whestbench.compute import estimators, fused, seeds
     from whestbench.compute.mlp import weights_for_seed
 
     width, depth = args.width, args.depth
@@ -271,7 +271,7 @@ def cost(args) -> dict:
         fit = []
         for _ in range(3):
             t0 = time.perf_counter()
-            estimators.fit_controls(w, estimators.pilot_stream(1))
+            estimators.fit_controls(w, seeds.stream(1, seeds.PILOT))
             fit.append(time.perf_counter() - t0)
         res["cv_pilot_s_per_mlp"] = statistics.median(fit)
         if importlib.util.find_spec("torch") is not None and not args.no_torch:

@@ -37,10 +37,10 @@ import pytest
 
 from whestbench.compute.philox import spec as philox
 from whestbench.compute.estimation import Estimation
-from whestbench.compute.estimators import finalize_estimates, fit_controls, is_check_point, pilot_stream
+from whestbench.compute.estimators import finalize_estimates, fit_controls, is_check_point
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.pcg64 import chunk_rows, sample_layer_sums
-from whestbench.compute.seeds import derived_seeds, spawn_streams
+from whestbench.compute.seeds import PILOT, derived_seeds, spawn_streams, stream
 from whestbench.compute.stats import LayerSums
 from whestbench.bake.pipeline import BakeConfig, bake, create_dataset, estimates
 from whestbench.assemble.merge import merge_datasets
@@ -211,7 +211,7 @@ def replicate_columns(sampler: str, estimator: str) -> tuple[np.ndarray, np.ndar
     seed, width, depth = HONEST_SEED, HONEST_WIDTH, HONEST_DEPTH
     n = HONEST_SAMPLES[sampler, estimator]
     weights = weights_for_seed(seed, width, depth)
-    controls = fit_controls(weights, pilot_stream(seed)) if estimator == "control-variate" else None
+    controls = fit_controls(weights, stream(seed, PILOT)) if estimator == "control-variate" else None
     if sampler == "philox":
         keys = np.array([[1000 + r, 0xABCDEF] for r in range(REPLICATES)], dtype=np.uint32)
         sums = philox_replicates(weights, keys, n, controls)
@@ -431,7 +431,7 @@ def test_a_target_bake_is_reproducible_to_the_byte(backend, estimator, target, t
 def test_each_mlp_stops_where_its_own_pilot_plans(backend, estimator, target, target_bakes, tmp_path):
     """The two-stage rule: the count is the first check point past (pilot sd / target)², fixed before
     sampling; the row equals a bake of exactly that many samples without a target."""
-    from whestbench.compute.estimators import pilot_stream, stop_point
+    from whestbench.compute.estimators import stop_point
     from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
     from whestbench.compute.mlp import weights_for_seed
 
@@ -444,7 +444,7 @@ def test_each_mlp_stops_where_its_own_pilot_plans(backend, estimator, target, ta
     for i, (seed, n) in enumerate(zip(seeds, used.tolist())):
         assert n % step == 0 and is_check_point(n // step), (i, n)
         # the need, from the pilot stream directly (plain: the activations' sd; an independent computation)
-        x = np.random.default_rng(pilot_stream(seed)).standard_normal((1 << 14, width)).astype(np.float32)
+        x = np.random.default_rng(stream(seed, PILOT)).standard_normal((1 << 14, width)).astype(np.float32)
         w = weights_for_seed(seed, width, depth)
         h = x
         for k in range(depth):

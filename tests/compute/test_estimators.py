@@ -29,12 +29,11 @@ from whestbench.compute.estimators import (
     is_check_point,
     layer1_means,
     n_batches,
-    pilot_stream,
     relu_second_moments,
 )
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.pcg64 import Pcg64Stream, chunk_rows, sample_layer_sums
-from whestbench.compute.seeds import spawn_streams
+from whestbench.compute.seeds import PILOT, spawn_streams, stream
 from whestbench.compute.stats import LayerSums
 from philox_reference import sample_layer_sums_philox  # tests/philox_reference.py
 
@@ -191,22 +190,22 @@ def test_relu_second_moments_match_monte_carlo(gaussian_layer1):
 
 def test_exact_second_moment_of_layer_2_preactivations_matches_monte_carlo(gaussian_layer1):
     w, x = gaussian_layer1
-    controls = fit_controls(w.astype(np.float32), pilot_stream(SEED), n_pilot=2048)
+    controls = fit_controls(w.astype(np.float32), stream(SEED, PILOT), n_pilot=2048)
     z2 = np.maximum(x @ w[0].astype(np.float32).astype(np.float64), 0.0) @ w[1].astype(np.float32).astype(np.float64)
     z = zscores(z2**2, controls.ez2sq)
     assert np.max(np.abs(z)) < 5 and np.mean(z**2) < 2.5
 
 
 def test_the_pilot_stream_is_none_of_the_mlps_three_streams():
-    pilot = pilot_stream(SEED).generate_state(4)
+    pilot = stream(SEED, PILOT).generate_state(4)
     for ss in spawn_streams(SEED):
         assert not np.array_equal(ss.generate_state(4), pilot)
-    assert pilot_stream(SEED).spawn_key == (3,)
+    assert stream(SEED, PILOT).spawn_key == (3,)
 
 
 def test_fit_controls_is_deterministic():
     w = weights_for_seed(SEED, 8, 3)
-    a, b = fit_controls(w, pilot_stream(SEED)), fit_controls(w, pilot_stream(SEED))
+    a, b = fit_controls(w, stream(SEED, PILOT)), fit_controls(w, stream(SEED, PILOT))
     for name in ("mu1", "ez2sq", "coef"):
         assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
     assert a.coef.shape == (16, 16) and a.depth == 3
@@ -214,7 +213,7 @@ def test_fit_controls_is_deterministic():
 
 def test_depth_one_controls_give_the_exact_layer_1_and_nothing_else():
     w = weights_for_seed(SEED, 6, 1)
-    c = fit_controls(w, pilot_stream(SEED))
+    c = fit_controls(w, stream(SEED, PILOT))
     assert c.depth == 1 and c.coef.size == 0 and c.ez2sq.size == 0
     np.testing.assert_array_equal(c.residual_means(np.zeros((1, 6)), np.zeros(6)), c.mu1[None])
 
@@ -224,7 +223,7 @@ def test_the_controls_have_mean_zero_on_samples_the_pilot_never_saw():
     standard error, every neuron of every layer (unbiased for any fixed ``B``)."""
     width, depth = 8, 4
     w = weights_for_seed(SEED, width, depth)
-    controls = fit_controls(w, pilot_stream(SEED))
+    controls = fit_controls(w, stream(SEED, PILOT))
     rng = np.random.default_rng(123)
     shifts = []
     for _ in range(400):
@@ -263,7 +262,7 @@ def test_pcg64_control_variate_is_the_batch_means_estimate_over_its_chunks(fused
     width, depth = 16, 4
     n = 3 * chunk_rows(width) + 1234  # four chunks, the last one ragged
     weights = weights_for_seed(SEED, width, depth)
-    controls = fit_controls(weights, pilot_stream(SEED))
+    controls = fit_controls(weights, stream(SEED, PILOT))
     sums = sample_layer_sums(weights, spawn_streams(SEED)[1], n, fused=fused, controls=controls)
     batches = [residuals(controls, *forward(weights, x)) for x in pcg64_inputs(spawn_streams(SEED)[1], n, width)]
     want_mean, want_se = batch_means_estimate(batches)
@@ -276,7 +275,7 @@ def test_pcg64_control_variate_is_the_batch_means_estimate_over_its_chunks(fused
 def test_pcg64_control_variate_sums_are_the_same_bits_fused_or_not():
     width, depth, n = 16, 3, 2 * chunk_rows(16) + 9
     weights = weights_for_seed(SEED, width, depth)
-    controls = fit_controls(weights, pilot_stream(SEED))
+    controls = fit_controls(weights, stream(SEED, PILOT))
     a = sample_layer_sums(weights, spawn_streams(SEED)[1], n, fused=True, controls=controls)
     b = sample_layer_sums(weights, spawn_streams(SEED)[1], n, fused=False, controls=controls)
     for name in ("sums", "sumsq", "cv", "cvsq"):
@@ -286,7 +285,7 @@ def test_pcg64_control_variate_sums_are_the_same_bits_fused_or_not():
 def test_pcg64_stream_resumed_from_its_state_gives_the_same_control_variate_bits():
     width, depth, n = 16, 3, 3 * chunk_rows(16) + 9
     weights = weights_for_seed(SEED, width, depth)
-    controls = fit_controls(weights, pilot_stream(SEED))
+    controls = fit_controls(weights, stream(SEED, PILOT))
     whole = sample_layer_sums(weights, spawn_streams(SEED)[1], n, controls=controls)
     first = Pcg64Stream(weights, spawn_streams(SEED)[1], n, controls=controls)
     first.step()
@@ -303,7 +302,7 @@ def test_philox_control_variate_is_the_batch_means_estimate_over_its_batches():
     width, depth = 12, 4
     n = 5 * CV_BATCH + 321  # a ragged last batch, inside one canonical block
     weights = weights_for_seed(SEED, width, depth)
-    controls = fit_controls(weights, pilot_stream(SEED))
+    controls = fit_controls(weights, stream(SEED, PILOT))
     sample_ss = spawn_streams(SEED)[1]
     sums = sample_layer_sums_philox(weights, sample_ss, n, controls=controls)
     batches = [residuals(controls, *forward(weights, x)) for x in philox_inputs(philox.philox_key(sample_ss), n, width)]
@@ -317,7 +316,7 @@ def test_philox_control_variate_is_the_batch_means_estimate_over_its_batches():
 def test_control_variate_stderr_needs_two_batches():
     width, depth = 8, 3
     weights = weights_for_seed(SEED, width, depth)
-    controls = fit_controls(weights, pilot_stream(SEED))
+    controls = fit_controls(weights, stream(SEED, PILOT))
     sums = sample_layer_sums_philox(weights, spawn_streams(SEED)[1], 1000, controls=controls)
     _, stderr = finalize_estimates(sums, "control-variate", 1, controls.mu1)
     assert not stderr[0].any() and np.isnan(stderr[1:]).all()

@@ -208,7 +208,8 @@ def test_the_fitted_controls_are_reused_and_kept_within_their_byte_budget(monkey
     and a fit evicted and made again must give the same bits (the fit is a function of the seed)."""
     import numpy as np
 
-    from whestbench.compute.estimators import fit_controls, pilot_stream
+    from whestbench.compute.estimators import fit_controls
+    from whestbench.compute.seeds import PILOT, stream
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.work import controls
 
@@ -224,7 +225,7 @@ def test_the_fitted_controls_are_reused_and_kept_within_their_byte_budget(monkey
     assert controls.controls_for(404, weights[404]) is first[404]  # a hit: no refit
     again = controls.controls_for(101, weights[101])  # evicted: fitted again
     assert again is not first[101]
-    direct = fit_controls(weights[101], pilot_stream(101))
+    direct = fit_controls(weights[101], stream(101, PILOT))
     for name in ("mu1", "ez2sq", "coef"):
         assert np.array_equal(getattr(again, name), getattr(first[101], name))
         assert np.array_equal(getattr(again, name), getattr(direct, name))

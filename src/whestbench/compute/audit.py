@@ -4,9 +4,8 @@
 and neuron, the mean, standard deviation, skewness, kurtosis and activity of the value whose mean a
 bake estimates: the activation ``y`` (plain estimator), or the control-variate residual
 ``r = y − φ·B`` (layers 2.., with the bake's own refitted ``B``). The inputs come from a stream of
-their own, ``SeedSequence(mlp_seed).spawn(6)[5]``: independent of the weights (child 0), the bake's
-samples (child 1, or philox keyed by the seed), the estimator seed (2) and the control-variate pilot
-(3), so nothing a bake computed is re-used to judge it.
+their own, child ``seeds.AUDIT`` of the MLP's SeedSequence (``compute/seeds.py``'s table of streams),
+so nothing a bake computed is re-used to judge it.
 
 ``chi2_quantile`` is the exact chi-square quantile (regularised incomplete gamma, bisection), used
 for batch-means standard errors, whose sampling distribution is ``σ·sqrt(χ²_k / k)``.
@@ -22,16 +21,12 @@ from statistics import NormalDist
 
 import numpy as np
 
-AUDIT_STREAM = 5  # SeedSequence(mlp_seed).spawn(AUDIT_STREAM + 1)[AUDIT_STREAM]: verify's own inputs
+from whestbench.compute.seeds import AUDIT, stream
+
 AUDIT_SAMPLES = 8192
 MIN_NORMAL_SAMPLES = 1000  # below, stored means, sds and variances of skewed ReLU outputs are too far from normal to judge
 MIN_SPREAD_SAMPLES = 10_000  # below, a plain estimator's standard error is not held to 25 % (``compare``'s spread ratio)
 _ROWS = 2048  # inputs pushed through at a time: memory stays flat at width 1024+
-
-
-def audit_stream(mlp_seed: int) -> np.random.SeedSequence:
-    """The pilot inputs' stream: the sixth child of the MLP's SeedSequence (no bake uses it)."""
-    return np.random.SeedSequence(int(mlp_seed)).spawn(AUDIT_STREAM + 1)[AUDIT_STREAM]
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,7 @@ class PilotMoments:
 
 def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, controls=None,
                   min_active: int = 64) -> PilotMoments:
-    """Moments of one MLP's estimated quantity over ``n`` inputs of ``audit_stream(seed)``.
+    """Moments of one MLP's estimated quantity over ``n`` inputs of ``seeds.stream(seed, AUDIT)``.
 
     ``weights``: (depth, width, width) float32. ``controls``: an ``estimators.Controls`` (the bake's
     refitted control variates) for the control-variate estimator, else None (plain). The forward
@@ -78,7 +73,7 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     """
     weights = np.asarray(weights, dtype=np.float32)
     depth, width, _ = weights.shape
-    rng = np.random.default_rng(audit_stream(seed))
+    rng = np.random.default_rng(stream(seed, AUDIT))
     x = rng.standard_normal((n, width), dtype=np.float32)
     vals = np.empty((depth, n, width), dtype=np.float32)  # the estimated quantity, per layer
     ys = vals if controls is None else np.empty((depth, n, width), dtype=np.float32)  # the activations

@@ -87,9 +87,11 @@ class Estimation:
         """The metadata.json blocks: ``estimator`` (which estimator made the means and the standard
         errors), and ``target_stderr`` with a target."""
         if self.is_cv:
+            from whestbench.compute.seeds import PILOT, stream_name  # numpy: only where a bake writes metadata
+
             est = {"name": CONTROL_VARIATE, "version": ESTIMATOR_VERSION,
                    "controls": "layer-1 activations and layer-2 squared pre-activations (exact means)",
-                   "pilot_samples": PILOT_SAMPLES, "pilot_stream": "SeedSequence(mlp_seed).spawn(4)[3]",
+                   "pilot_samples": PILOT_SAMPLES, "pilot_stream": stream_name(PILOT),
                    "stderr": "batch means", "batch_samples": batch_samples, "docs": "docs/error-bars.md"}
         else:
             est = {"name": PLAIN, "version": ESTIMATOR_VERSION,

@@ -26,12 +26,6 @@ _RIDGE = 1e-6  # relative to the mean diagonal of the pilot's Gram matrix: keeps
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
-def pilot_stream(mlp_seed: int) -> np.random.SeedSequence:
-    """The pilot's own stream: the fourth child of the MLP's SeedSequence (the first three are the
-    weights, the samples and the estimator seed), so the pilot never reuses a sample."""
-    return np.random.SeedSequence(int(mlp_seed)).spawn(4)[3]
-
-
 def layer1_means(w1: np.ndarray) -> np.ndarray:
     """``(width,)`` fp64: the exact layer-1 means ``‖W₁[:, j]‖ / √(2π)``."""
     return np.linalg.norm(np.asarray(w1, dtype=np.float64), axis=0) / _SQRT_2PI

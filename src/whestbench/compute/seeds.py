@@ -120,14 +120,31 @@ def _first_distinct(draw: Callable[[int], np.ndarray], n: int) -> list[int]:
     return out.tolist()
 
 
+WEIGHTS, SAMPLES, ESTIMATOR, PILOT, AUDIT = 0, 1, 2, 3, 5
+"""The children of ``SeedSequence(mlp_seed)``, one use each and none shared: the weights, the bake's
+samples (philox keys on this child too), the estimator seed (``MLP.seed``), the control-variate and
+planning pilot, and verify's own audit inputs (child 4 is unused). Nothing a bake computed is re-used
+to judge it."""
+
+
+def stream(mlp_seed: int, child: int) -> np.random.SeedSequence:
+    """Child ``child`` of ``SeedSequence(mlp_seed)`` (one of the table above)."""
+    return np.random.SeedSequence(int(mlp_seed)).spawn(child + 1)[child]
+
+
+def stream_name(child: int) -> str:
+    """How the metadata spells a child: ``SeedSequence(mlp_seed).spawn(4)[3]`` for ``PILOT``."""
+    return f"SeedSequence(mlp_seed).spawn({child + 1})[{child}]"
+
+
 def spawn_streams(mlp_seed: int) -> tuple[np.random.SeedSequence, ...]:
-    """``(weight_ss, sample_ss, est_ss)`` for one MLP."""
-    return tuple(np.random.SeedSequence(int(mlp_seed)).spawn(3))
+    """``(weight_ss, sample_ss, est_ss)`` for one MLP: children ``WEIGHTS``, ``SAMPLES``, ``ESTIMATOR``."""
+    return tuple(np.random.SeedSequence(int(mlp_seed)).spawn(ESTIMATOR + 1))
 
 
 def estimator_seed(mlp_seed: int) -> int:
     """``MLP.seed`` under protocol 3.0: a uint32 from the third spawned stream."""
-    return int(spawn_streams(mlp_seed)[2].generate_state(1)[0])
+    return int(stream(mlp_seed, ESTIMATOR).generate_state(1)[0])
 
 
 # numpy's SeedSequence constants (numpy/random/bit_generator.pyx); the algorithm is O'Neill's seed_seq.

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from whestbench.compute.estimators import fit_controls, pilot_stream
+from whestbench.compute.estimators import fit_controls
+from whestbench.compute.seeds import PILOT, stream
 
 CONTROLS_CACHE_BYTES = 1 << 30
 """How many bytes of fitted controls a process keeps for reuse. One MLP's coefficients are
@@ -37,7 +38,7 @@ def controls_for(seed: int, weights: np.ndarray):
         if key in _controls:
             _controls.move_to_end(key)
             return _controls[key]
-    controls = fit_controls(weights_for_seed(*key), pilot_stream(key[0]))
+    controls = fit_controls(weights_for_seed(*key), stream(key[0], PILOT))
     with _controls_lock:
         _controls[key] = controls
         total = sum(map(_nbytes, _controls.values()))

@@ -26,9 +26,9 @@ import numpy as np
 from whestbench.compute import device_check as judge
 from whestbench.compute.philox import spec as philox
 from whestbench.compute.device_check import BLOCK_SUMS, PHILOX_WORDS, ROW_INVARIANCE, CheckResult
-from whestbench.compute.estimators import fit_controls, pilot_stream
+from whestbench.compute.estimators import fit_controls
 from whestbench.compute.estimation import PILOT_SAMPLES
-from whestbench.compute.seeds import derived_seeds, spawn_streams
+from whestbench.compute.seeds import PILOT, derived_seeds, spawn_streams, stream
 from whestbench.errors import DeviceCheckFailed
 from whestbench.work.steps import Compute
 from whestbench.work.torch_env import sync_device
@@ -164,7 +164,7 @@ def _stretch(spec: WorkSpec, batch: int) -> _Stretch:
     keys = np.array([philox.philox_key(ss[1]) for ss in streams[:batch]], dtype=np.uint32)
     controls = None
     if spec.estimation.is_cv:
-        controls = [fit_controls(w0, pilot_stream(seeds[0]), n_pilot=_pilot_samples(spec))] * batch
+        controls = [fit_controls(w0, stream(seeds[0], PILOT), n_pilot=_pilot_samples(spec))] * batch
     short = dataclasses.replace(spec, seeds=tuple(seeds), n_samples=n, mlp_range=(0, batch),
                                 estimation=dataclasses.replace(spec.estimation, target_stderr=None),
                                 mlps_per_unit=batch)

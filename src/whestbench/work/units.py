@@ -273,7 +273,8 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
 @functools.lru_cache(maxsize=256)
 def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: int, cap: int, min_samples: int) -> int:
     """``WorkSpec.planned_samples`` for one MLP, once per process (its pilot costs one forward pass)."""
-    from whestbench.compute.estimators import pilot_stream, planned_samples
+    from whestbench.compute.estimators import planned_samples
+    from whestbench.compute.seeds import PILOT, stream
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.work.controls import controls_for  # the bake's own controls (fitted once per process)
     from whestbench.work.threads import one_blas_thread
@@ -281,5 +282,5 @@ def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: in
     weights = weights_for_seed(seed, width, depth)
     with one_blas_thread():  # the count must not depend on the thread count
         controls = controls_for(seed, weights) if estimation.is_cv and depth > 1 else None
-        return planned_samples(weights, pilot_stream(seed), controls, estimation.target_stderr, estimation.stderr_layer,
+        return planned_samples(weights, stream(seed, PILOT), controls, estimation.target_stderr, estimation.stderr_layer,
                                step, cap, min_samples)
