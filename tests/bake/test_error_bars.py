@@ -5,7 +5,8 @@ estimator and ``--target-stderr``, held to the properties the issue demands.
   samplers (the samplers' sums are held to the activations in ``tests/compute/test_estimators.py``);
 - **unbiased**: the control-variate estimate against an independent plain estimate on other samples
   of the same MLP: mean z² over >= 256 neurons in [0.7, 1.4] (10⁸ reference samples: ``slow``;
-  2²³: every run);
+  2²¹: every run, still failing on a bias of 0.8 of the control variate's standard error on every
+  neuron, against 0.71 at 2²³ and 0.63 at 10⁸);
 - **honest stderr**: over 100 replicate estimates (same weights, independent sample streams), the
   empirical sd of each estimate matches the reported standard error within 15% on average per
   layer, for both estimators on both samplers;
@@ -179,7 +180,7 @@ def control_variate_estimate():
     return means.astype(np.float64), stderr.astype(np.float64)
 
 
-@pytest.mark.parametrize("n_ref", [1 << 23, pytest.param(10**8, marks=pytest.mark.slow, id="1e8")])
+@pytest.mark.parametrize("n_ref", [1 << 21, pytest.param(10**8, marks=pytest.mark.slow, id="1e8")])
 def test_control_variate_agrees_with_an_independent_plain_estimate(n_ref, control_variate_estimate):
     """z = (control variate − plain) / sqrt(se_cv² + se_plain²), the plain estimate from ``n_ref``
     other samples (another Philox key): mean z² over every noisy neuron in [0.7, 1.4]."""
