@@ -93,3 +93,12 @@ def test_combine_load_and_push_read_each_dataset_once(made, reads, capsys):
     assert run(["dataset", "push", str(out), "--repo", "org/name", "--dry-run"], capsys)[0] == 0
     _once(md, out)
     _once(sha, out)
+
+
+def test_a_bake_rerun_reads_and_verifies_its_output_once(made, reads, capsys):
+    """The completion test and the verify that follows it share one handle."""
+    md, sha = reads
+    rc, o, _ = run(_BAKE + ["--n-mlps", "2", "--output", str(made / "a")], capsys)
+    assert rc == 0 and "already complete and verified" in o
+    _once(md, made / "a")
+    _once(sha, made / "a")

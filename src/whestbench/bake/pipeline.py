@@ -74,7 +74,8 @@ def bake(
             from whestbench.bake.plan import check_bake_output
 
             check_bake_output(done.output)  # raises whestbench 0.16's "already exists"
-        emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do"))
+        emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do; its "
+                                   "content is not verified here (verify_dataset checks it)"))
         return done.output
     for note in plan.notes:
         emit(Event("warning", message=note))

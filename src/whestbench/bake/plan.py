@@ -25,6 +25,7 @@ from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_se
 from whestbench.format.schema import (BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
                                       check_config_name, check_split_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
+from whestbench.format.reader import open_dataset
 from whestbench.paths import check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.work import CHECKPOINT_EVERY_S
@@ -258,9 +259,11 @@ class AlreadyBaked(Exception):
     identity): a re-run (a requeued job, a retried array task) has nothing to do. Not an error: the
     CLI exits 0, the Python API returns the path."""
 
-    def __init__(self, output: Path, metadata: dict[str, Any]):
+    def __init__(self, output: Path, metadata: dict[str, Any], dataset: Any = None):
         self.output = Path(output)
         self.metadata = metadata
+        self.dataset = dataset if dataset is not None else self.output
+        """The output as the completion test opened it (a ``format.reader.DatasetDir``: read once)."""
         super().__init__(f"{output} is already complete")
 
     def summary(self) -> str:
@@ -296,7 +299,8 @@ def result_marker(plan: "BakePlan", seeds: Sequence[int] | None, source: Mapping
     })
 
 
-def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any]) -> dict[str, Any] | None:
+def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any], dataset: Any = None
+              ) -> dict[str, Any] | None:
     """The metadata of ``plan``'s output when it holds the complete dataset of this very bake, else
     None: ``format.finished.completed`` with this plan's marker. A dataset without a marker is
     judged by the same facts: seeds, shape, range, split and config, backend, sampler and
@@ -305,6 +309,7 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any])
     from whestbench.format.finished import completed
 
     cfg, spec = plan.config, plan.spec
+    output = open_dataset(cfg.output) if dataset is None else dataset
     start, end = cfg.range
 
     def legacy(md: dict[str, Any]) -> bool:
@@ -333,7 +338,7 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any])
             and same_estimation
         )
 
-    return completed(cfg.output, result_marker(plan, seeds, source), legacy)
+    return completed(output, result_marker(plan, seeds, source), legacy)
 
 
 def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True) -> BakePlan:
@@ -375,12 +380,13 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
                     needs=_needs(cfg, spec, compute, workers), notes=tuple(notes))
     if existing:
         seeds, source = _known_seeds(cfg)
-        done = _finished(plan, seeds, source)
+        dataset = open_dataset(cfg.output)
+        done = _finished(plan, seeds, source, dataset)
         if done is not None:
             work = work_dir_for(cfg.output)
             if work.is_dir() and not work.is_symlink():  # a kill between the final rename and its removal
                 shutil.rmtree(work, ignore_errors=True)
-            raise AlreadyBaked(cfg.output, done)
+            raise AlreadyBaked(cfg.output, done, dataset)
         check_bake_output(cfg.output)  # refuses it (already exists)
     if rank0 and cfg.output is not None:
         _check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes

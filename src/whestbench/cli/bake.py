@@ -137,13 +137,11 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     peer = dist_env is not None and dist_env.rank != 0
     try:
         plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
-    except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success
-        from whestbench.format.card import restore_card
+    except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success, once verified
+        from whestbench.cli.common import already_complete
 
-        out.print(f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
-                  markup=False)
-        if restore_card(done.output, done.metadata):
-            out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)
+        already_complete(done.dataset, done.metadata,
+                         f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.")
         return
     start, end = cfg.range
     from whestbench.text import plural

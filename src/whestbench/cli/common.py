@@ -216,3 +216,28 @@ def torch_knobs(use_torch: bool, device: str | None, mlps_per_batch: int | None,
         return False, None, None
     return torch_backend, mlps_per_batch, chunk_size
 
+
+
+def already_complete(output, md: dict, line: str) -> None:
+    """A re-run (bake, merge, combine-splits) found ``output`` holding its result (``format/finished.py``:
+    the completion marker and checksums, which a re-signed output also passes). Rewrite a card that
+    lost its configs block, then run verify's integrity checks and the statistics that need no pilot
+    (``verify.run.confirm_complete``): print ``line`` with "and verified", or raise InvalidDatasetError
+    (exit 1) naming the first failed check."""
+    from whestbench.errors import InvalidDatasetError
+    from whestbench.format.card import restore_card
+    from whestbench.text import sanitize
+    from whestbench.verify.run import confirm_complete, failure_line
+
+    restored = restore_card(output, md)
+    report = confirm_complete(output)
+    shown = sanitize(str(output))
+    if not report.ok:
+        raise InvalidDatasetError(
+            f"{shown} holds this result but fails verify: {failure_line(report)}; move it aside and re-run "
+            f"(`whest dataset verify {shown}` shows every check).")
+    out.print(line.replace(" is already complete", " is already complete and verified", 1), markup=False)
+    out.print(f"  verified: integrity and the statistics that need no pilot (`whest dataset verify {shown}` adds the "
+              "pilot's checks)", markup=False)
+    if restored:
+        out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import out
+from whestbench.cli.common import already_complete, out
 from whestbench.cli.progress import VerbEvents, log_every_option
 
 # Paths stay strings until the library checks them: ``Path("")`` would turn an empty argument into ".".
@@ -83,25 +83,17 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
     from whestbench.format.reader import open_dataset, read_metadata
 
     partials = tuple(open_dataset(p) for p in partials)  # each read once, by whichever check comes first
-    done = finished_merge(partials, output)
+    target = open_dataset(output)
+    done = finished_merge(partials, target)
     if done is not None:  # a re-run of this very merge (a requeued job): nothing to do
-        out.print(f"✓ {output} is already complete: the merge of these {len(partials)} partials "
-                  f"({done.get('n_mlps')} MLPs); nothing to do.", markup=False)
-        _restore_card(output, done)
+        already_complete(target, done, f"✓ {output} is already complete: the merge of these {len(partials)} partials "
+                         f"({done.get('n_mlps')} MLPs); nothing to do.")
         return
     with _complete_once_in_place("merge", output):
         with _events("merge", log_every) as events:
             merge_datasets(list(partials), output_dir=output, on_event=events)  # "start": once the paths are fine
         n = read_metadata(output).get("n_mlps")
         out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
-
-
-def _restore_card(output: str, md: dict) -> None:
-    """A re-run rewrites a card that lost its configs block (it decides what ``datasets`` loads)."""
-    from whestbench.format.card import restore_card
-
-    if restore_card(output, md):
-        out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)
 
 
 @click.command("combine-splits")
@@ -123,11 +115,11 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     from whestbench.format.schema import DatasetMeta
 
     inputs = tuple(open_dataset(p) for p in inputs)  # each read once, by whichever check comes first
-    done = finished_combine(inputs, output, default_split=default_split, prepared=not skip_prepared_arrow)
+    target = open_dataset(output)
+    done = finished_combine(inputs, target, default_split=default_split, prepared=not skip_prepared_arrow)
     if done is not None:  # a re-run of this very combine (a requeued job): nothing to do
-        out.print(f"✓ {output} is already complete: the splits {', '.join(sorted(done['splits']))} of these "
-                  f"{len(inputs)} datasets; nothing to do.", markup=False)
-        _restore_card(output, done)
+        already_complete(target, done, f"✓ {output} is already complete: the splits {', '.join(sorted(done['splits']))} "
+                         f"of these {len(inputs)} datasets; nothing to do.")
         return
     with _complete_once_in_place("combine-splits", output):
         with _events("combine-splits", log_every) as events:

@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from whestbench.compute.estimation import Estimation
 from whestbench.format.schema import DatasetMeta, infer_sampler
@@ -69,8 +69,12 @@ def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
 
 
 def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root: Path | None = None,
-              on_event=None, stop=None) -> Path:
-    """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset path."""
+              on_event=None, stop=None, confirm: Callable[[Path], Any] | None = None) -> Path:
+    """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset path.
+
+    A cached bake is reused when it passes the bake's completion test (this recipe's marker, every
+    file matching its checksum) and ``confirm(path).ok`` (``run.confirm_complete``: integrity and
+    the statistics that need no pilot); otherwise it is baked again."""
     from whestbench.bake.pipeline import bake
     from whestbench.bake.plan import AlreadyBaked, BakeConfig, plan_bake
     from whestbench.errors import OutputExistsError
@@ -87,8 +91,12 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     try:
         plan = plan_bake(cfg)
     except AlreadyBaked:  # finished earlier: this plan's completion marker, every file intact (format/finished.py)
-        return out
-    except OutputExistsError:  # another bake, or one whose files no longer match their checksums: bake it again
+        if confirm is None or confirm(out).ok:
+            return out
+        plan = None
+    except OutputExistsError:  # another bake, or one whose files no longer match their checksums
+        plan = None
+    if plan is None:  # bake it again
         if out.is_symlink():
             out.unlink()  # never follow a link into a tree to delete
         else:

@@ -57,6 +57,7 @@ def verify_dataset(
     recompute_root: str | Path | None = None,
     on_event=None,
     stop=None,
+    pilot: bool = True,
 ) -> VerifyReport:
     """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
 
@@ -68,6 +69,7 @@ def verify_dataset(
     dataset's own recipe (``device`` for philox datasets) in ``recompute_root`` (default: the user
     cache; resumable) and compares every numeric column (``dataset.recompute``); ``on_event`` hears
     that bake's progress and ``stop`` interrupts it (resumable).
+    ``pilot=False`` leaves out the checks that need a fresh pilot of every MLP (``confirm_complete``).
     ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
     each check as it completes (the CLI prints it). Raises UsageError only for arguments that
     cannot name a dataset (a path that does not exist, a non-positive ``n_check``). ``directory``
@@ -100,7 +102,8 @@ def verify_dataset(
     ds = _integrity(handle, report)
     if ds is None:
         return report
-    run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed)
+    run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed,
+                   pilot=pilot)
     if against is not None:
         from whestbench.verify.compare import compare_with  # compare builds on this module
 
@@ -132,7 +135,7 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
                  f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
                  + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
     path = recompute(ds.md, seeds, device=device, root=Path(root) if root is not None else None, on_event=on_event,
-                     stop=stop)
+                     stop=stop, confirm=confirm_complete)
     compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
 
 
@@ -361,6 +364,20 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         report.check(f"{prefix}final_means", False, f"final_means != all_layer_means[-1] for mlp_id {int(s.ids[r])}")
 
 
+def confirm_complete(path: str | Path | DatasetDir) -> VerifyReport:
+    """The check of an output a re-run finds already complete (a requeued bake, merge or combine; a
+    cached recompute): integrity and the statistics that need no pilot. A re-signed output passes
+    the completion test (its marker and checksums); this sees what those cannot, short of the pilot."""
+    return verify_dataset(path, pilot=False)
+
+
+def failure_line(report: VerifyReport) -> str:
+    """``"<first failed check>: <its detail> (and N more failed check(s))"``, for one line of error."""
+    bad = report.failures
+    more = f" (and {len(bad) - 1} more failed check(s))" if len(bad) > 1 else ""
+    return f"{bad[0].name}: {bad[0].detail}{more}"
+
+
 def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidDatasetError] = InvalidDatasetError) -> None:
     """Raise ``error`` naming ``path`` and its first failed check when ``verify`` (integrity and the
     per-MLP statistics) fails it: merge and combine-splits call this on each input before writing,
@@ -368,8 +385,5 @@ def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidD
     report = verify_dataset(path)
     if report.ok:
         return
-    bad = report.failures
-    first = bad[0]
-    more = f" (and {len(bad) - 1} more failed check(s))" if len(bad) > 1 else ""
-    raise error(f"{what} {sanitize(str(path))} fails verify: {first.name}: {first.detail}{more}. Re-bake it, or run "
+    raise error(f"{what} {sanitize(str(path))} fails verify: {failure_line(report)}. Re-bake it, or run "
                 f"`whest dataset verify {sanitize(str(path))}` for every check.")

@@ -36,7 +36,9 @@ def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
 
 
 def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None,
-                sample_mlps: int | None = None, sample_seed: int = 0) -> None:
+                sample_mlps: int | None = None, sample_seed: int = 0, pilot: bool = True) -> None:
+    """The statistical checks; ``pilot=False`` runs only those that need no pilot (the estimator,
+    the target, layer 1 against its closed form, the stored standard errors), as a re-run's check does."""
     from whestbench.verify import plausibility
 
     rows = _limit(ds, n_check)
@@ -81,6 +83,8 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
             f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_what}",
         )
         _stderr_checks(ds, rows, se, report)
+    if not pilot:
+        return
     audited = plausibility.audit_rows(ds, rows, n[:, 0])
     plausibility.check_layer_means(ds, audited, report, P_OVERALL)
     plausibility.check_avg_variance(ds, audited, report, P_OVERALL)

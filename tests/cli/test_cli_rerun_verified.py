@@ -1,0 +1,93 @@
+"""A re-run's "already complete" is verified (issue 27, "Re-runs that trust a re-signed output", and
+"Recompute cache poisoning"): the completion test (marker plus checksums) passes an output damaged and
+re-signed, so a re-run also runs verify's integrity checks and the statistics that need no pilot.
+It says "already complete and verified", or fails (exit 1) naming the check; a cached recompute that
+fails them is baked again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cli_run import run
+from whestbench.dataset import create_dataset
+
+SHAPE = dict(n_samples=2000, width=8, depth=2)
+_BAKE = ["dataset", "bake", "--n-mlps", "2", "--n-samples", "2000", "--width", "8", "--depth", "2", "--seed", "1"]
+
+
+def _layer1_up(k: float):
+    """Every layer-1 mean of row 0 raised by ``k`` of its standard errors (the rewrite re-signs)."""
+    def edit(i, row):
+        if i == 0:
+            row["all_layer_means"][0] = [m + k * s for m, s in zip(row["all_layer_means"][0], row["all_layer_stderr"][0])]
+    return edit
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rerun")
+    assert run_main(_BAKE + ["--output", str(root / "a")]) == 0
+    seeds = [11, 12, 13, 14]
+    for k, r in enumerate([(0, 2), (2, 4)]):
+        create_dataset(4, mlp_seeds=seeds, mlp_range=r, output_path=root / f"p{k}", **SHAPE)
+    assert run_main(["dataset", "merge", str(root / "p0"), str(root / "p1"), "--output", str(root / "m")]) == 0
+    return root
+
+
+def run_main(argv):
+    from whestbench.cli import main
+
+    return main(argv)
+
+
+def _resigned_damage(src: Path, dst: Path, rewrite_dataset) -> Path:
+    rewrite_dataset(src, dst, edit_row=_layer1_up(50.0))
+    assert json.loads((dst / "metadata.json").read_text())["plan_digest"] == \
+        json.loads((src / "metadata.json").read_text())["plan_digest"]  # the marker passes: only verify can tell
+    return dst
+
+
+def test_an_honest_rerun_says_already_complete_and_verified(made, capsys):
+    rc, o, e = run(_BAKE + ["--output", str(made / "a")], capsys)
+    assert rc == 0, e
+    assert "is already complete and verified" in o and "nothing to do" in o and "Baking" not in o
+    rc, o, e = run(["dataset", "merge", str(made / "p0"), str(made / "p1"), "--output", str(made / "m")], capsys)
+    assert rc == 0 and "is already complete and verified" in o, e
+
+
+def test_rerun_over_a_resigned_damaged_bake_does_not_say_nothing_to_do(made, tmp_path, capsys, rewrite_dataset):
+    out = _resigned_damage(made / "a", tmp_path / "a", rewrite_dataset)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    rc, o, e = run(_BAKE + ["--output", str(out)], capsys)
+    assert rc == 1 and "nothing to do" not in o
+    lines = e.strip().splitlines()
+    assert len(lines) == 1 and "holds this result but fails verify: layer-1 means" in lines[0] and "move it aside" in lines[0]
+    assert "Traceback" not in e
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # left as found
+
+
+def test_merge_rerun_over_resigned_damage_fails(made, tmp_path, capsys, rewrite_dataset):
+    out = _resigned_damage(made / "m", tmp_path / "m", rewrite_dataset)
+    rc, o, e = run(["dataset", "merge", str(made / "p0"), str(made / "p1"), "--output", str(out)], capsys)
+    assert rc == 1 and "nothing to do" not in o and "fails verify: layer-1 means" in e, (o, e)
+
+
+def test_a_poisoned_recompute_cache_is_not_reused(made, tmp_path, rewrite_dataset):
+    """A cache entry damaged and re-signed keeps its marker; its re-verification fails, so it is baked
+    again and the honest dataset's recompute is bit-identical (reused, it would have differed)."""
+    from whestbench.verify.run import verify_dataset
+
+    root = tmp_path / "rc"
+    assert verify_dataset(made / "a", recompute=1, recompute_root=root).ok
+    (entry,) = list(root.iterdir())
+    poisoned = _resigned_damage(entry, tmp_path / "poisoned", rewrite_dataset)
+    shutil.rmtree(entry)
+    shutil.move(poisoned, entry)
+    report = verify_dataset(made / "a", recompute=1, recompute_root=root)
+    assert report.ok, [(c.name, c.detail) for c in report.failures]
+    detail = {c.name: c.detail for c in report.checks}["recompute: ground truth"]
+    assert "bit-identical" in detail and "NOT" not in detail
