@@ -366,6 +366,26 @@ def damage_prepared():
     return _damage_prepared
 
 
+@pytest.fixture(scope="session")
+def torch_bakes(tmp_path_factory) -> dict[str, Path]:
+    """Tiny torch CPU bakes (2 MLPs, 2,000 samples, 4x2): ``checked`` (its device check passed),
+    ``skipped`` (``--skip-device-check``, split holdout) and the partials ``p0`` (checked) and ``p1``
+    (skipped) of one 4-MLP bake; a few seconds in all."""
+    pytest.importorskip("torch")
+    from whestbench.dataset_torch import create_dataset_torch
+
+    root = tmp_path_factory.mktemp("torch_bakes")
+    shape = dict(n_samples=2000, width=4, depth=2, device="cpu")
+    return {
+        "checked": create_dataset_torch(2, seed=1, output_path=root / "checked", **shape),
+        "skipped": create_dataset_torch(2, seed=2, split="holdout", config="holdout", skip_device_check=True,
+                                        output_path=root / "skipped", **shape),
+        "p0": create_dataset_torch(4, seed=3, mlp_range=(0, 2), output_path=root / "p0", **shape),
+        "p1": create_dataset_torch(4, seed=3, mlp_range=(2, 4), skip_device_check=True, output_path=root / "p1",
+                                   **shape),
+    }
+
+
 def _as_0162_merge(partial: Path, whole: Path) -> dict:
     """Turn our ``partial`` into what whestbench 0.16.2's merge writes when it comes first: every
     key of the partial but five (so our checksums ride along), ``n_mlps`` the total, the merge keys

@@ -426,3 +426,24 @@ def test_splits_baked_with_different_estimators_are_refused_naming_the_flag(tmp_
         combine_split_datasets([a, b], output_dir=tmp_path / "out")
     assert f"Re-bake that split with the same {flag}" in str(exc.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_combine_keeps_each_splits_device_check(torch_bakes, tmp_path):
+    """Combine used to drop the device_check block, laundering a skipped check; each split keeps its
+    own, verify reports the skipped one, and merge keeps the worst of its partials'."""
+    from whestbench.dataset_io import merge_datasets
+    from whestbench.verify.run import verify_dataset
+
+    out = combine_split_datasets([torch_bakes["checked"], torch_bakes["skipped"]], output_dir=tmp_path / "comb",
+                                 write_prepared_arrow=False)
+    md = _md(out)
+    assert "device_check" not in md
+    assert md["splits"]["public"]["device_check"] == _md(torch_bakes["checked"])["device_check"]
+    assert md["splits"]["holdout"]["device_check"]["skipped"] is True
+    report = verify_dataset(out, n_check=1)
+    checks = {c.name: c for c in report.checks}
+    assert report.ok and checks["public: device check"].ok and not checks["public: device check"].skipped
+    assert checks["holdout: device check"].skipped and "SKIPPED at bake" in checks["holdout: device check"].detail
+    merged = merge_datasets([torch_bakes["p0"], torch_bakes["p1"]], output_dir=tmp_path / "merged")
+    assert _md(merged)["device_check"]["skipped"] is True
+    assert {c.name: c for c in verify_dataset(merged, n_check=1).checks}["device check"].skipped

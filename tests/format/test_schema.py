@@ -17,3 +17,81 @@ from whestbench.format.schema import infer_sampler
 )
 def test_the_sampler_is_read_or_inferred_from_metadata(md, sampler):
     assert infer_sampler(md) == sampler
+
+
+# --- the device_check block -----------------------------------------------------------------------
+
+import copy  # noqa: E402
+
+from whestbench.errors import InvalidDatasetError  # noqa: E402
+from whestbench.format.schema import device_check_state, validate_metadata  # noqa: E402
+
+_CHECKS = [{"name": n, "passed": True, "figure": 0.0, "limit": 0.0, "detail": "ok"}
+           for n in ("philox-words", "block-sums", "row-invariance")]
+_TORCH = {"schema_version": "3.0", "format": "hf-datasets-parquet", "backend": "torch",
+          "seed_protocol": {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"},
+          "n_samples": 1000, "width": 4, "depth": 2, "split": "public", "config": "default", "n_mlps": 2,
+          "sampler": {"name": "philox", "version": "1", "block_size": 65536},
+          "bake_command": "whest dataset bake --torch --n-mlps 2 --output out",
+          "device_check": {"passed": True, "skipped": False, "checks": _CHECKS, "seconds": 1.0,
+                           "device": {"type": "cpu"}, "versions": {}}}
+
+
+def _with_check(**changes):
+    md = copy.deepcopy(_TORCH)
+    md["device_check"].update(changes)
+    return md
+
+
+def _failed_row_invariance():
+    checks = copy.deepcopy(_CHECKS)
+    checks[2]["passed"] = False
+    return checks
+
+
+def test_honest_device_check_blocks_validate():
+    validate_metadata(copy.deepcopy(_TORCH))
+    assert device_check_state(_TORCH["device_check"]) == "passed"
+    skipped = _with_check(passed=False, skipped=True, checks=[])
+    skipped["bake_command"] += " --skip-device-check"
+    validate_metadata(skipped)
+    assert device_check_state(skipped["device_check"]) == "skipped"
+    accepted = _with_check(passed=False, checks=_failed_row_invariance(), accepted=["row-invariance"])
+    accepted["bake_command"] += " --accept-non-invariant"
+    validate_metadata(accepted)
+    assert device_check_state(accepted["device_check"]) == "accepted"
+
+
+@pytest.mark.parametrize("md, words", [
+    (_with_check(passed=False), "passed is false but every check passed"),
+    (_with_check(checks=_failed_row_invariance()), "passed is true but the check(s) row-invariance failed"),
+    (_with_check(passed="yes"), "passed must be true or false"),
+    (_with_check(passed=False, checks=[dict(c, passed=(c["name"] != "philox-words")) for c in _CHECKS],
+                 accepted=["philox-words"]), "accepts only a failed row-invariance"),
+    (_with_check(passed=False, checks=_failed_row_invariance()), "accepts no check while ['row-invariance'] failed"),
+    (_with_check(passed=False, checks=_failed_row_invariance(), accepted=["row-invariance"]),
+     "the recorded bake_command has no --accept-non-invariant"),
+    (_with_check(passed=False, skipped=True, checks=[]), "the recorded bake_command has no --skip-device-check"),
+    (_with_check(skipped=True, checks=[]), "cannot pass, hold checks or accept"),
+    (_with_check(checks=_CHECKS + _CHECKS[:1]), "each once"),
+    (_with_check(checks="all good"), "must be a list"),
+    ({**copy.deepcopy(_TORCH), "device_check": "passed"}, "must be an object"),
+    ({**copy.deepcopy(_TORCH), "backend": "flopscope", "sampler": {"name": "pcg64", "version": "1", "block_size": 16384}},
+     "only torch bakes check their device"),
+], ids=["passed-false-all-pass", "failed-under-pass", "yes", "accepted-philox", "failure-not-accepted",
+        "accepted-without-flag", "skipped-without-flag", "skipped-but-passed", "twice", "not-a-list", "a-string",
+        "cpu-backend"])
+def test_device_check_block_is_validated(md, words):
+    with pytest.raises(InvalidDatasetError, match="device_check") as e:
+        validate_metadata(md)
+    assert words in str(e.value)
+
+
+def test_a_splits_device_check_is_validated_too():
+    md = copy.deepcopy(_TORCH)
+    block = md.pop("device_check")
+    for k in ("split", "config", "n_mlps"):
+        md.pop(k)
+    md["splits"] = {"public": {"n_mlps": 2, "config": "default", "device_check": dict(block, passed="yes")}}
+    with pytest.raises(InvalidDatasetError, match=r"splits\['public'\].device_check.passed must be true or false"):
+        validate_metadata(md)

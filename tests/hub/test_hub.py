@@ -603,3 +603,21 @@ def test_push_dry_run_refuses_a_prepared_copy_that_differs(tmp_path, hub, golden
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "prepare-arrow" in err and "Traceback" not in err
     assert hub.calls == []
+
+
+def test_push_refuses_an_unchecked_device_without_the_flag(tmp_path, hub, torch_bakes, capsys):
+    """A torch bake whose device check was skipped is refused by push and its dry run (exit 1, one line
+    naming the flag) until --allow-unchecked-device says so; a checked bake needs no flag."""
+    from whestbench.cli.app import main
+
+    skipped = torch_bakes["skipped"]
+    assert plan_push(torch_bakes["checked"], REPO).data
+    with pytest.raises(InvalidDatasetError, match=r"device check was skipped.*--allow-unchecked-device"):
+        plan_push(skipped, REPO)
+    assert plan_push(skipped, REPO, allow_unchecked_device=True).data
+    capsys.readouterr()
+    assert main(["dataset", "push", str(skipped), "--repo", REPO, "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--allow-unchecked-device" in err
+    assert main(["dataset", "push", str(skipped), "--repo", REPO, "--dry-run", "--allow-unchecked-device"]) == 0
+    assert hub.calls == []

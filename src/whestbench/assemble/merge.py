@@ -42,7 +42,16 @@ from whestbench.assemble.inputs import (
 from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, open_dataset, shard_name
 from whestbench.verify.run import require_sound
 from whestbench.format.finished import merged_marker
-from whestbench.format.schema import COLUMNS, PLAN_DIGEST, DatasetMeta, columns_for, make_features, validate_metadata
+from whestbench.format.schema import (
+    COLUMNS,
+    DEVICE_CHECK_KEY,
+    PLAN_DIGEST,
+    DatasetMeta,
+    columns_for,
+    device_check_state,
+    make_features,
+    validate_metadata,
+)
 from whestbench.format.writer import (
     MAX_ROW_GROUP_BYTES,
     MAX_SHARD_BYTES,
@@ -293,6 +302,9 @@ def _check_names(ordered: Sequence[_Partial], seeds: list[int]) -> None:
 _PER_PARTIAL = ("is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", WRITTEN_FOR, CHECKSUMS)
 
 
+_DEVICE_RANK = {"passed": 0, "accepted": 1, "skipped": 2}
+
+
 def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dict[str, Any]:
     """The complete dataset's metadata from its partials' (given in input order).
 
@@ -300,13 +312,21 @@ def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dic
     ``n_mlps`` = the total in place, then ``created_at_utc`` (earliest), ``merged_at_utc``,
     ``hardware_fingerprints``, ``partials_count``. Ours kept: ``sampler``, ``seed_list_digest``,
     ``seed_source``, ``bake_command`` (rewritten for the whole dataset), ``blas`` (when every
-    partial used the same). The writer appends ``checksums``.
+    partial used the same), ``device_check`` (the worst partial's: skipped, then accepted, then
+    passed, with that partial's ``bake_command``). The writer appends ``checksums``.
     """
     first = mds[0]
     md = {k: copy.deepcopy(v) for k, v in first.items() if k not in _PER_PARTIAL}
     md["n_mlps"] = first["total_n_mlps"]
     if "blas" in md and any(m.get("blas") != first.get("blas") for m in mds):
         del md["blas"]  # per host: each hardware_fingerprints entry carries its own
+    # the worst device check of any partial (skipped > accepted > passed), with the command that says so
+    worst = max(mds, key=lambda m: _DEVICE_RANK.get(device_check_state(m.get(DEVICE_CHECK_KEY)), -1))
+    if worst is not first and device_check_state(worst.get(DEVICE_CHECK_KEY)) != device_check_state(
+            first.get(DEVICE_CHECK_KEY)):
+        md[DEVICE_CHECK_KEY] = copy.deepcopy(worst[DEVICE_CHECK_KEY])
+        if "bake_command" in worst:
+            md["bake_command"] = copy.deepcopy(worst["bake_command"])
     if "bake_command" in md:
         cmd = full_bake_command(md["bake_command"], output)
         if cmd is None:

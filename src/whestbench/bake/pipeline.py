@@ -277,6 +277,8 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
         parts += ["--torch", "--device", cfg.device or "auto"]
         if cfg.gpu_kernel != "torch":
             parts += ["--gpu-kernel", cfg.gpu_kernel]
+        # the device check's outcome is recorded beside this command, which must say how it was reached
+        parts += ["--skip-device-check"] * cfg.skip_device_check + ["--accept-non-invariant"] * cfg.accept_non_invariant
     parts += cfg.estimation.flags()
     if cfg.is_partial:
         start, end = cfg.range

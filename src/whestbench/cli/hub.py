@@ -57,12 +57,12 @@ def card_options(f):
                         help=f"The card's title (default: {DEFAULT_PRETTY_NAME!r}).")(f)
 
 
-def _dry_run(directory: Path, repo: str, tag: str | None, card: dict[str, str]) -> None:
+def _dry_run(directory: Path, repo: str, tag: str | None, card: dict[str, str], allow_unchecked_device: bool) -> None:
     """``push --dry-run``: every check push makes before the network, then what it would send."""
     from whestbench.hub.transfer import hf_ref, plan_push
     from whestbench.text import sanitize
 
-    plan = plan_push(directory, repo, tag=tag, card=card)
+    plan = plan_push(directory, repo, tag=tag, card=card, allow_unchecked_device=allow_unchecked_device)
     _say(f"Dry run: would upload {plan.directory} → {hf_ref(plan.repo_id, plan.revision)}"
          + (f" (tag {tag})" if tag else "") + "; nothing is sent.")
     files = plan.files
@@ -104,10 +104,12 @@ def _token_options(f):
 @click.option("--message", default=None, help="Commit message (default: 'Upload whestbench dataset').")
 @click.option("--private", is_flag=True, help="Create the repo private (an existing public repo is refused).")
 @click.option("--dry-run", is_flag=True, help="Print the files, their sizes, the target and the card; upload nothing.")
+@click.option("--allow-unchecked-device", is_flag=True,
+              help="Publish a torch bake whose device check was skipped or a failure accepted (refused otherwise).")
 @card_options
 @_token_options
 def push(directory: Path, repo: str, tag: str | None, message: str | None, private: bool, dry_run: bool,
-         pretty_name: str | None, license: str | None, homepage: str | None, token: str | None,
+         allow_unchecked_device: bool, pretty_name: str | None, license: str | None, homepage: str | None, token: str | None,
          token_file: str | None, log_every: float) -> None:
     """Publish a complete dataset to the Hugging Face Hub.
 
@@ -124,11 +126,12 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
 
     card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage)
     if dry_run:
-        _dry_run(directory, repo, tag, card)
+        _dry_run(directory, repo, tag, card, allow_unchecked_device)
         return
     with _events("push", log_every) as events:
         result = push_dataset(directory, repo, tag=tag, message=message, private=private,
-                              token=read_token(token, token_file), on_event=events, card=card)
+                              token=read_token(token, token_file), on_event=events, card=card,
+                              allow_unchecked_device=allow_unchecked_device)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
         _say(f"✓ Uploaded {directory} → {where}")

@@ -231,6 +231,7 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
     if PLAN_DIGEST in md and not (isinstance(md[PLAN_DIGEST], str) and DIGEST_RE.match(md[PLAN_DIGEST])):
         raise InvalidDatasetError(f"metadata '{PLAN_DIGEST}' is {md[PLAN_DIGEST]!r}; expected 'sha256:' and 64 "
                                   "lowercase hex digits (the completion marker a bake, merge or combine writes).")
+    _validate_device_check(md.get(DEVICE_CHECK_KEY), md, where=DEVICE_CHECK_KEY)
     if "split" in md:
         _check_name_field(md["split"], "split")
     if "config" in md:
@@ -299,6 +300,78 @@ def _validate_multi(md: dict, version: str) -> None:
         if "config" in entry:
             _check_name_field(entry["config"], "config")
         _check_seed_key(entry, version, where=f"splits[{name!r}]")
+        _validate_device_check(entry.get(DEVICE_CHECK_KEY), md, where=f"splits[{name!r}].{DEVICE_CHECK_KEY}",
+                               command=entry.get("bake_command"))
+
+
+DEVICE_CHECK_KEY = "device_check"
+"""A torch bake's record of its device check (``work/device_check.DeviceCheck.record``)."""
+SKIP_DEVICE_CHECK_FLAG = "--skip-device-check"
+ACCEPT_NON_INVARIANT_FLAG = "--accept-non-invariant"
+
+
+def device_check_state(block: Any) -> str | None:
+    """``"passed"``, ``"accepted"`` (a failed check the bake was told to accept), ``"skipped"``, or None
+    when there is no block. For a block ``validate_metadata`` has passed."""
+    if not isinstance(block, dict):
+        return None
+    if block.get("skipped"):
+        return "skipped"
+    return "accepted" if block.get("accepted") else "passed"
+
+
+def _validate_device_check(block: Any, md: dict, *, where: str, command: Any = None) -> None:
+    """The ``device_check`` block says what the bake's device check found, consistently: a verdict
+    that agrees with its checks, each of the three checks once, a skip without checks, and only the
+    failures the bake may accept (row-invariance, with ``--accept-non-invariant``); a recorded bake
+    command must carry the flag a skip or an acceptance needs. Torch bakes only."""
+    from whestbench.compute.device_check import BLOCK_SUMS, PHILOX_WORDS, ROW_INVARIANCE
+
+    if block is None:
+        return
+    fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
+    bad = f"metadata {where}"
+    if md.get("backend") != BACKEND_TORCH:
+        raise InvalidDatasetError(f"{bad} is present but backend is {_short(md.get('backend'))}: only torch bakes "
+                                  f"check their device {fix}.")
+    if not isinstance(block, dict):
+        raise InvalidDatasetError(f"{bad} must be an object, not {_short(block)} {fix}.")
+    for key in ("passed", "skipped"):
+        if not isinstance(block.get(key), bool):
+            raise InvalidDatasetError(f"{bad}.{key} must be true or false, not {_short(block.get(key))} {fix}.")
+    checks = block.get("checks", [])
+    if not isinstance(checks, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("passed"), bool) and isinstance(c.get("name"), str) for c in checks):
+        raise InvalidDatasetError(f"{bad}.checks must be a list of {{name, passed: true|false}} objects {fix}.")
+    names = [c["name"] for c in checks]
+    accepted = block.get("accepted", [])
+    if not isinstance(accepted, list) or not all(isinstance(a, str) for a in accepted):
+        raise InvalidDatasetError(f"{bad}.accepted must be a list of check names {fix}.")
+    if block["skipped"]:
+        if block["passed"] or checks or accepted:
+            raise InvalidDatasetError(f"{bad} says skipped, so it cannot pass, hold checks or accept any {fix}.")
+    else:
+        want = (PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE)
+        if not names or len(set(names)) != len(names) or not set(names) <= set(want):
+            raise InvalidDatasetError(f"{bad}.checks are {_short(names)}; a device check runs {', '.join(want)}, "
+                                      f"each once {fix}.")
+        failed = [c["name"] for c in checks if not c["passed"]]
+        if block["passed"] != (not failed):
+            raise InvalidDatasetError(
+                f"{bad}.passed is {str(block['passed']).lower()} but "
+                + (f"the check(s) {', '.join(failed)} failed" if failed else "every check passed") + f" {fix}.")
+        if sorted(accepted) != sorted(failed) or not set(accepted) <= {ROW_INVARIANCE}:
+            raise InvalidDatasetError(
+                f"{bad} accepts {accepted or 'no check'} while {failed or 'no check'} failed: a bake accepts only a "
+                f"failed {ROW_INVARIANCE} ({ACCEPT_NON_INVARIANT_FLAG}) and refuses every other failure {fix}.")
+    from whestbench.format import command as recorded
+
+    argv = recorded.parse(command if command is not None else md.get("bake_command"))
+    if argv is not None and argv[:3] == ["whest", "dataset", "bake"]:
+        need = SKIP_DEVICE_CHECK_FLAG if block["skipped"] else ACCEPT_NON_INVARIANT_FLAG if accepted else None
+        if need is not None and need not in argv:
+            raise InvalidDatasetError(f"{bad} says {'skipped' if block['skipped'] else 'accepted'}, but the recorded "
+                                      f"bake_command has no {need} {fix}.")
 
 
 FORMAT_NAME = FORMAT

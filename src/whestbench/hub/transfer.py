@@ -57,7 +57,13 @@ from whestbench.format.reader import (
     verify_checksums,
 )
 from whestbench.format.prepared import prepared_problem
-from whestbench.format.schema import DatasetMeta, check_split_name, validate_metadata
+from whestbench.format.schema import (
+    DEVICE_CHECK_KEY,
+    DatasetMeta,
+    check_split_name,
+    device_check_state,
+    validate_metadata,
+)
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, local_dataset_dir
@@ -197,8 +203,23 @@ def _readable_rows(directory: Path, split: str) -> bool:
     return True
 
 
+def _require_checked_device(directory: Path, md: dict) -> None:
+    meta = DatasetMeta.of(md)
+    blocks = ({s: meta.block(s).get(DEVICE_CHECK_KEY) for s in meta.splits} if meta.is_multi
+              else {meta.splits[0]: md.get(DEVICE_CHECK_KEY)})
+    for split, block in blocks.items():
+        state = device_check_state(block)
+        if state in ("skipped", "accepted"):
+            what = ("its device check was skipped (--skip-device-check)" if state == "skipped" else
+                    f"its device check failed {', '.join(block.get('accepted', []))}, accepted (--accept-non-invariant)")
+            raise InvalidDatasetError(
+                f"{sanitize(str(directory))} (split {split!r}): {what}, so nothing vouches that the device computed "
+                "the specification; re-bake on a device that passes, or push with --allow-unchecked-device "
+                "(the card and metadata.json say so).")
+
+
 def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
-              card: dict[str, str] | None = None) -> PushPlan:
+              card: dict[str, str] | None = None, allow_unchecked_device: bool = False) -> PushPlan:
     """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
 
     Refuses (InvalidDatasetError): a partial dataset (merge it first), metadata that fails
@@ -208,7 +229,8 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
     ``load_dataset`` read through a link is not what the Hub would get), and a dataset whose listed
     files are not all going up (a hidden path such as a leftover staging directory) — everything
     that would otherwise be discovered by whoever downloads the published dataset, and a prepared Arrow
-    copy that is not bit for bit its split's rows (``format/prepared.py``).
+    copy that is not bit for bit its split's rows (``format/prepared.py``), and, unless
+    ``allow_unchecked_device``, a torch bake whose device check was skipped or a failure accepted.
     ``card``: ``pretty_name``/``license``/``homepage`` for the card (default: what the bake recorded).
     """
     ref = push_ref(repo)
@@ -223,6 +245,8 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
             f"partials first: `whest dataset merge <partials> --output <dir>`, then push <dir>."
         )
     validate_metadata(md)
+    if not allow_unchecked_device:
+        _require_checked_device(directory, md)
     verify_checksums(directory, md)
     needed: set[str] = set()
     for split in DatasetMeta.of(md).splits:
@@ -382,6 +406,7 @@ def push_dataset(
     max_commit_bytes: int = MAX_COMMIT_BYTES,
     max_commit_files: int = MAX_COMMIT_FILES,
     card: dict[str, str] | None = None,
+    allow_unchecked_device: bool = False,
 ) -> PushResult:
     """Publish the dataset at ``directory`` to the Hub dataset repo ``repo`` (branch ``main``).
 
@@ -389,14 +414,15 @@ def push_dataset(
     ``token``: a Hub token, or None for HF_TOKEN / the stored ``hf auth login``. ``tag``: created on
     the final commit once it has landed (refused up front if it already exists). ``private``: create
     the repo private; an existing public repo is refused rather than silently published to.
-    ``exist_ok=False``: refuse a repo that already exists.
+    ``exist_ok=False``: refuse a repo that already exists. ``allow_unchecked_device``: publish a torch
+    bake whose device check was skipped or a failure accepted (refused otherwise).
     Events (``on_event``): ``start`` and ``planned`` (local totals, before any network call), a
     ``note`` when files are left out or the Hub is being retried, ``compared`` (what the Hub already
     holds; progress total = the bytes to send), ``commit`` after each commit (progress = bytes sent
     so far), ``tagged``.
     """
     emit = on_event or ignore
-    plan = plan_push(directory, repo, tag=tag, card=card)
+    plan = plan_push(directory, repo, tag=tag, card=card, allow_unchecked_device=allow_unchecked_device)
     repo_id = plan.repo_id
     ref = HubRef(repo_id, DEFAULT_BRANCH)
     remember_token(token)

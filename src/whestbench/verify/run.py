@@ -26,6 +26,8 @@ from whestbench.format.card import card_verdict
 from whestbench.format.prepared import prepared_verdict
 from whestbench.format.reader import DatasetDir, checksum_state, open_dataset
 from whestbench.format.schema import (
+    DEVICE_CHECK_KEY,
+    device_check_state,
     positive_int,
     DatasetMeta,
     columns_for,
@@ -216,7 +218,29 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         if verdict is not None:
             report.check(f"{split}: prepared", verdict.ok, verdict.detail)
     report.check("card", *card_verdict(path, md))
+    _device_check(meta, report)
     return ds if ds.splits else None
+
+
+def _device_check(meta: DatasetMeta, report: VerifyReport) -> None:
+    """A torch bake's device check, as recorded (``validate_metadata`` has judged the block already):
+    passed, or skipped / a failure accepted at bake time, which push refuses without a flag."""
+    md = meta.md
+    blocks = {f"{s}: ": meta.block(s).get(DEVICE_CHECK_KEY) for s in meta.splits} if meta.is_multi else \
+        {"": md.get(DEVICE_CHECK_KEY)}
+    for prefix, block in blocks.items():
+        state = device_check_state(block)
+        if state is None:
+            continue
+        device = block.get("device") if isinstance(block.get("device"), dict) else {}
+        on = sanitize(str(device.get("name") or device.get("type") or "an unnamed device"))
+        if state == "passed":
+            report.check(f"{prefix}device check", True, f"passed on {on} ({len(block['checks'])} checks)")
+        else:
+            what = ("SKIPPED at bake (--skip-device-check)" if state == "skipped" else
+                    f"{', '.join(block['accepted'])} FAILED on {on}, ACCEPTED at bake (--accept-non-invariant)")
+            report.skip(f"{prefix}device check", f"{what}: nothing vouches that the device computed the "
+                        "specification; push needs --allow-unchecked-device")
 
 
 def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, prefix: str) -> None:
