@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
 Kind = Literal[
+    "plan",  # a bake is planned (data["plan"]: the BakePlan; a target bake's counts are known)
     "start",  # the operation begins; progress has the totals
     "progress",  # more work done
     "checkpoint",  # a unit saved its partial state (progress.checkpoints counts them)

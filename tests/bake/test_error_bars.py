@@ -269,11 +269,12 @@ def config(tmp_path: Path, name: str, backend: str, estimator: str, **kw) -> Bak
 
 
 def stop_on(kind: str, stop: threading.Event, after: int = 1):
-    """An event sink that requests a stop at the ``after``-th event of ``kind``."""
+    """An event sink that requests a stop at the ``after``-th event of ``kind`` (of sampling: a target
+    bake's pilots report their own progress first)."""
     seen = []
 
     def sink(event):
-        if event.kind == kind:
+        if event.kind == kind and (event.progress is None or event.progress.what != "pilots"):
             seen.append(event)
             if len(seen) >= after:
                 stop.set()

@@ -44,3 +44,14 @@ def test_the_control_variate_floor_is_the_first_check_point_with_32_batches():
     assert cv_floor_samples(10**6, 16384, 16384) == 524_288  # 32 steps of 16,384: check point 32
     assert cv_floor_samples(10**6, 8192, 16384) == 524_288  # 64 steps: check point 64
     assert cv_floor_samples(100_000, 16384, 16384) == 100_000  # the cap comes first
+
+
+def test_the_plan_line_of_a_target_bake_is_its_planned_total(tmp_path, capsys):
+    """Issue 28: the Plan line came from the --n-samples cap (2,000,000 here); the pilots plan every
+    MLP's count first, so it states what will be sampled."""
+    rc, out, err = run(["dataset", "bake", *SHAPE, "--estimator", "control-variate", "--target-stderr", "0.05",
+                        "--output", str(tmp_path / "cv")], capsys)
+    assert rc == 0, err
+    plan = next(line for line in out.splitlines() if line.startswith("Plan:"))
+    assert plan.startswith("Plan: 1,048,576 samples (524,288 per MLP, planned by their pilots") and "cap 1,000,000" in plan
+    assert "2,000,000" not in plan

@@ -34,7 +34,7 @@ from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_di
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.format import command
 from whestbench.format.bakemeta import bake_metadata
-from whestbench.bake.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake, result_marker
+from whestbench.bake.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake, plan_targets, result_marker
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
@@ -98,6 +98,8 @@ def bake(
     try:
         with hold_lock(work, plan.config.bake_command or ""):
             plan = _with_random_seeds(plan)
+            plan = plan_targets(plan, emit)  # a target bake: every MLP's count, before any sampling
+            emit(Event("plan", data={"plan": plan}))  # the CLI's Plan line of a target bake waits for this
             ledger = Ledger(work, plan.spec.identity())
             _prefetch_writer_imports()
             _load_kernels(plan, emit)
@@ -472,7 +474,8 @@ def legacy_progress(callback: Any) -> EventSink | None:
     def sink(event: Event) -> None:
         p = event.progress
         writing = p is not None and p.what == "rows"  # the writer's progress is not sampling
-        info: dict[str, Any] = {"phase": "writing" if writing else phases.get(event.kind, event.kind), "event": event}
+        phase = "writing" if writing else "planning" if p is not None and p.what == "pilots" else None
+        info: dict[str, Any] = {"phase": phase or phases.get(event.kind, event.kind), "event": event}
         if event.message:
             info["message"] = event.message
         if p is not None:

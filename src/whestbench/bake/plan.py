@@ -26,6 +26,7 @@ from whestbench.format.schema import (BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG
                                       check_config_name, check_split_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.format.reader import open_dataset
+from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.work import CHECKPOINT_EVERY_S
@@ -227,12 +228,60 @@ class BakePlan:
     def job(self, ledger: Ledger | None) -> Job:
         return Job(self.spec, self.compute, ledger, self.config.checkpoint_every)
 
+    @property
+    def planned_total(self) -> int:
+        """The samples this bake will draw: the sum of the planned counts of a target bake planned up
+        front (``plan_targets``), else MLPs × ``n_samples`` (the cap, for a target bake not planned)."""
+        if self.spec.planned is not None and self.spec.estimation.has_target:
+            return sum(self.spec.planned)
+        start, end = self.config.range
+        return (end - start) * self.config.n_samples
+
     def scaled_job(self, n_mlps: int, n_samples: int) -> Job:
         """The same bake's job at another size (seeds derived from 0, no ledger, no target standard
         error: every MLP takes all ``n_samples``): for calibration."""
         spec = dataclasses.replace(self.spec, seeds=tuple(derived_seeds(0, n_mlps)), n_samples=n_samples, mlp_range=(0, n_mlps),
-                                   estimation=dataclasses.replace(self.spec.estimation, target_stderr=None))
+                                   planned=None, estimation=dataclasses.replace(self.spec.estimation, target_stderr=None))
         return dataclasses.replace(self.job(None), spec=spec)
+
+
+PLAN_UPFRONT_MLPS = 4096  # a target bake of at most this many MLPs plans them all before sampling
+
+
+def plan_targets(plan: BakePlan, emit: EventSink = ignore) -> BakePlan:
+    """A target bake's plan with every MLP's count planned up front (``WorkSpec.planned``): the
+    pilots are cheap (one forward pass of 16,384 inputs each), and the units use these counts
+    instead of planning again, so the progress total, the Plan line and a stop's message count what
+    will be sampled rather than the cap. ``Progress("pilots")`` reports them. Unchanged: a bake
+    without a target, or one too big to plan up front (over ``PLAN_UPFRONT_MLPS`` MLPs, or control
+    variates that would not stay in the fit cache, ``CONTROLS_CACHE_BYTES``, until their units
+    use them); its units plan their own counts, and its totals shrink as they land."""
+    spec = plan.spec
+    if not spec.estimation.has_target or spec.planned is not None or not spec.seeds:
+        return plan
+    from concurrent.futures import ThreadPoolExecutor
+
+    from whestbench.work.controls import CONTROLS_CACHE_BYTES
+    from whestbench.work.threads import one_blas_thread
+
+    start, end = spec.mlp_range
+    n = end - start
+    fit_bytes = 16 * spec.depth * spec.width * spec.width if spec.estimation.is_cv and spec.depth > 1 else 0
+    if n > PLAN_UPFRONT_MLPS or n * fit_bytes > CONTROLS_CACHE_BYTES:
+        return plan
+    counts: list[int] = [0] * n
+    emit(Event("progress", progress=Progress("pilots", 0, n)))
+    with one_blas_thread(), ThreadPoolExecutor(max(1, min(plan.workers or (os.cpu_count() or 1), n))) as pool:
+        # one process-wide BLAS limit around the pool: a pilot's own limit, restored while another
+        # runs, would otherwise lift it under that one
+        for done, (k, c) in enumerate(pool.map(lambda k: (k, spec.planned_samples(start + k)), range(n)), 1):
+            counts[k] = c
+            emit(Event("progress", progress=Progress("pilots", done, n)))
+    planned = dataclasses.replace(plan, spec=dataclasses.replace(spec, planned=tuple(counts)))
+    share = planned.planned_total / max(1, n * plan.config.n_samples)
+    needs = plan.needs
+    return dataclasses.replace(planned, needs=dataclasses.replace(
+        needs, flops=needs.flops * share, seconds=needs.seconds * share if needs.seconds is not None else None))
 
 
 # ---------------------------------------------------------------------------------------------

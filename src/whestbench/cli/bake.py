@@ -153,7 +153,8 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
         quiet = quiet or peer  # one progress display: rank 0's, covering every rank
     out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {cfg.output}",
               markup=False)
-    if not peer:
+    planned_later = cfg.estimation.has_target  # the Plan line comes once the pilots planned every MLP's count
+    if not peer and not planned_later:
         out.print(f"Plan: {_plan_summary(plan)}", markup=False)
     from whestbench.cli.progress import Reporter
 
@@ -162,6 +163,8 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
         def sink(event) -> None:
             signals.on_event(event)
+            if event.kind == "plan" and planned_later and not peer:
+                out.print(f"Plan: {_plan_summary(event.data['plan'])}", markup=False)
             if event.kind == "done":
                 finished.update(event.data or {})
             reporter(event)
@@ -225,15 +228,20 @@ def _plan_summary(plan) -> str:
     from whestbench.bake.pipeline import saved_samples
 
     saved = saved_samples(plan)
-    start, end = plan.config.range
-    total = (end - start) * plan.config.n_samples
+    total = plan.planned_total
+    counts = plan.spec.planned if plan.spec.estimation.has_target else None
+    head = ""
+    if counts:
+        spread = f"{min(counts):,}" if min(counts) == max(counts) else f"{min(counts):,}–{max(counts):,}"
+        head = (f"{total:,} samples ({spread} per MLP, planned by their pilots for the target standard error "
+                f"{plan.spec.estimation.target_stderr:g}; cap {plan.config.n_samples:,}); ")
     if saved <= 0 or total <= 0:
-        return plan.needs.summary()
+        return head + plan.needs.summary()
     left = max(total - saved, 0) / total
     needs = plan.needs
     rest = dataclasses.replace(needs, flops=needs.flops * left,
                                seconds=needs.seconds * left if needs.seconds is not None else None)
-    return (f"{rest.summary()} (the rest: {saved:,} of {total:,} samples are saved in {plan.work_dir} and are "
+    return (f"{head}{rest.summary()} (the rest: {saved:,} of {total:,} samples are saved in {plan.work_dir} and are "
             "not computed again)")
 
 

@@ -58,7 +58,7 @@ class Tracker:
         resumed bake does not read 0 %) and not again when the unit resumes from it."""
         self.spec, self.emit = spec, emit
         self.lock = threading.Lock()
-        count = {u.key: done.get(u.key, spec.unit_samples(u)) for u in units}
+        count = {u.key: done.get(u.key, spec.expected_samples(u)) for u in units}
         self.total = sum(count[u.key] * u.mlp_count for u in units)
         self.collected = sum(count[u.key] * u.mlp_count for u in units if u.key in done)
         self.recovered = self.collected
@@ -126,7 +126,7 @@ class Tracker:
         """``unit`` is saved; ``count``: the samples per MLP it covered (fewer than planned when it
         reached its target standard error early: the total shrinks by the rest). ``owner``: the other
         rank that computed it, whose last report still counts it as running until its next one."""
-        planned = self.spec.unit_samples(unit)
+        planned = self.spec.expected_samples(unit)
         count = planned if count is None else count
         with self.lock:
             self.running -= self._reported.pop(unit.key, 0)

@@ -72,6 +72,11 @@ class WorkSpec:
     """philox: canonical blocks per unit (a power of two). Scheduling only."""
     mlps_per_unit: int = field(default=1, compare=False)
     """philox: MLPs batched in one unit (one batched matmul on a GPU). Scheduling only."""
+    planned: tuple[int, ...] | None = field(default=None, compare=False)
+    """With a target: each MLP's planned samples over ``mlp_range``, computed up front
+    (``bake.plan.plan_targets``: progress, the Plan line and stop messages count what will be
+    sampled, not the cap); None: each is planned when its unit runs. Not identity: the counts are a
+    function of the seeds and the recipe."""
 
     def __post_init__(self) -> None:
         if self.sampler not in ("pcg64", "philox"):
@@ -102,7 +107,7 @@ class WorkSpec:
         }
 
     def with_seeds(self, seeds) -> "WorkSpec":
-        return dataclasses.replace(self, seeds=tuple(map(int, seeds)))
+        return dataclasses.replace(self, seeds=tuple(map(int, seeds)), planned=None)  # counts of other seeds
 
     @property
     def step_samples(self) -> int:
@@ -124,6 +129,8 @@ class WorkSpec:
         (``estimators.planned_samples``: fixed before sampling, so the estimate is unbiased)."""
         if not self.estimation.has_target:
             return self.n_samples
+        if self.planned is not None:
+            return self.planned[index - self.mlp_range[0]]
         return _planned(self.seeds[index], self.width, self.depth, self.estimation, self.step_samples, self.n_samples,
                         self.estimation.min_samples(self.cv_batch))
 
@@ -186,6 +193,15 @@ class WorkSpec:
         if unit.block_end is None:
             return self.n_samples
         return min(unit.block_end * self.block_size, self.n_samples) - unit.block_start * self.block_size
+
+    def expected_samples(self, unit: Unit) -> int:
+        """Samples one MLP of ``unit`` is expected to cover: ``unit_samples``, or with a target whose
+        counts are planned up front, at most its MLP's planned count (a target unit holds one MLP,
+        from block 0)."""
+        n = self.unit_samples(unit)
+        if self.planned is None or not self.estimation.has_target:
+            return n
+        return min(n, max(0, self.planned_samples(unit.mlp_index) - unit.block_start * self.block_size))
 
     def check_result(self, unit: Unit, sums: LayerSums) -> str | None:
         """Why ``sums`` cannot be ``unit``'s result (shape, count, a non-finite or negative sum), or None.
