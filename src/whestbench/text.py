@@ -72,11 +72,12 @@ def format_clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}"
 
 
-def format_count(n: Any) -> str:
+def format_count(n: Any, other: str | None = None) -> str:
     """``1000000`` -> ``'1,000,000'``; an int of more than 21 digits -> ``'1.00e400'`` (a mistyped
-    exponent must not fill the screen); anything that is not an int is shown as it is."""
+    exponent must not fill the screen); anything that is not an int (a bool is not) is shown as it
+    is, or as ``other`` when given (a card's "unknown")."""
     if not isinstance(n, int) or isinstance(n, bool):
-        return str(n)
+        return str(n) if other is None else other
     if abs(n) >= 10**21:
         import math
 

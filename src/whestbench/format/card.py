@@ -25,6 +25,7 @@ from whestbench.format import command
 from whestbench.format.reader import checksums_block
 from whestbench.format.schema import DEFAULT_CONFIG, DatasetMeta
 from whestbench.errors import InvalidDatasetError
+from whestbench.text import format_count
 
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
 REPOSITORY = "https://github.com/AIcrowd/whestbench"
@@ -207,10 +208,6 @@ def _template():
     return env.from_string(text)
 
 
-def _fmt_int(v: Any) -> str:
-    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else "unknown"
-
-
 def _arg(v: Any, placeholder: str) -> str:
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else placeholder
 
@@ -341,7 +338,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         splits.append(
             {
                 "name": name,
-                "n_mlps": _fmt_int(entry.get("n_mlps")),
+                "n_mlps": format_count(entry.get("n_mlps"), "unknown"),
                 "config": config,
                 "declared_config": entry.get("config") or DEFAULT_CONFIG,
                 "created_at_utc": str(entry.get("created_at_utc") or md.get("created_at_utc") or "unknown"),
@@ -365,10 +362,10 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "splits": splits,
         "first": splits[0],
         "default_split": md.get("default_split") if multi else splits[0]["name"],
-        "total_mlps": _fmt_int(total),
-        "width": _fmt_int(md.get("width")),
-        "depth": _fmt_int(md.get("depth")),
-        "n_samples": _fmt_int(md.get("n_samples")),
+        "total_mlps": format_count(total, "unknown"),
+        "width": format_count(md.get("width"), "unknown"),
+        "depth": format_count(md.get("depth"), "unknown"),
+        "n_samples": format_count(md.get("n_samples"), "unknown"),
         "schema_version": str(md.get("schema_version", "unknown")),
         "protocol": protocol,
         "sampler": _sampler(md),
@@ -382,7 +379,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "partials_count": md.get("partials_count"),
         "is_partial": bool(md.get("is_partial")),
         "partial_range": _partial_range(md),
-        "total_n_mlps": _fmt_int(md.get("total_n_mlps")),
+        "total_n_mlps": format_count(md.get("total_n_mlps"), "unknown"),
         "default_config_splits": [
             f["split"] for c in configs_block(md) if c["config_name"] == DEFAULT_CONFIG for f in c["data_files"]
         ],

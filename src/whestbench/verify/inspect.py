@@ -23,7 +23,7 @@ from whestbench.format.prepared import prepared_verdict
 from whestbench.verify.run import check_checksums
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
-from whestbench.text import format_bytes, sanitize
+from whestbench.text import format_bytes, format_count, sanitize
 from whestbench.work.device_check import summary_line as device_summary_line
 
 # whestbench 0.16's single-split keys, in its order; each printed only when present.
@@ -134,12 +134,12 @@ def _info_lines(md: dict[str, Any]) -> list[str]:
         lines += [f"  {k}: {md[k]}" for k in ("schema_version", "format", "backend") if k in md]
         lines.append(
             f"  width: {md.get('width', '?')}  depth: {md.get('depth', '?')}  "
-            f"n_samples: {_thousands(md.get('n_samples', '?'))}"
+            f"n_samples: {format_count(md.get('n_samples', '?'))}"
         )
         lines.append("  splits:")
         for name in sorted(splits):
             entry = splits[name] if isinstance(splits[name], dict) else {}
-            line = f"    {name}:  n_mlps={_thousands(entry.get('n_mlps', '?'))}"
+            line = f"    {name}:  n_mlps={format_count(entry.get('n_mlps', '?'))}"
             if "seed" in entry:
                 line += f"  seed={entry['seed']}"
             if "config" in entry:
@@ -157,10 +157,6 @@ def _info_lines(md: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"  seed_protocol:  {sp}")
     return lines
-
-
-def _thousands(v: Any) -> str:
-    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
 
 def _extra_lines(md: dict[str, Any]) -> list[str]:
@@ -197,7 +193,7 @@ def _extra_lines(md: dict[str, Any]) -> list[str]:
 def _sampler(s: dict[str, Any]) -> str:
     bits = [f"version {s['version']}"] if "version" in s else []
     if "block_size" in s:
-        bits.append(f"block {_thousands(s['block_size'])} samples")
+        bits.append(f"block {format_count(s['block_size'])} samples")
     return f"{s.get('name')}" + (f" ({', '.join(bits)})" if bits else "")
 
 
@@ -269,9 +265,9 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
         except ValueError:
             lines.append(f"    {split}: {shards}, {format_bytes(size)} — UNREADABLE (truncated or corrupt Parquet)")
             continue
-        count = f"{_thousands(rows)} rows"
+        count = f"{format_count(rows)} rows"
         if isinstance(declared, int) and rows != declared:
-            count += f" (metadata says {_thousands(declared)})"
+            count += f" (metadata says {format_count(declared)})"
         lines.append(f"    {split}: {count} in {shards}, {format_bytes(size)}")
         lines += _stderr_lines(directory, split, md)
     prepared = md.get("prepared_splits")
@@ -304,7 +300,7 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
     lines.append("  data:")
     for split in meta.splits:
         n = meta.n_mlps(split)
-        lines.append(f"    {split}: {_thousands(n)} MLPs (from metadata)")
+        lines.append(f"    {split}: {format_count(n)} MLPs (from metadata)")
     checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
     lines.append(
         f"  integrity: not checked ({checks}); `whest dataset pull {ref.repo_id}` then `whest dataset verify DIR`"
