@@ -156,6 +156,13 @@ def test_a_path_that_does_not_exist_is_a_usage_error(tmp_path):
         verify_dataset(tmp_path / "nope")
 
 
+@pytest.mark.parametrize("kw", [dict(n_check=0), dict(sample_mlps=True), dict(recompute=-1), dict(n_check=2.0)])
+def test_counts_that_are_not_positive_ints_are_usage_errors(tmp_path, kw):
+    flag, value = "--" + next(iter(kw)).replace("_", "-"), next(iter(kw.values()))
+    with pytest.raises(UsageError, match=f"^{flag} must be a positive integer; got {value!r}.$"):
+        verify_dataset(tmp_path, **kw)
+
+
 def test_n_check_limits_the_statistical_check(baked):
     checks = by_name(verify_dataset(baked, n_check=1))
     assert "1 MLP(s) x 16 neurons (first 1)" in checks["layer-1 means"].detail

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
 from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset, read_meta
-from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, make_features
+from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, is_positive_int, make_features
 from whestbench.errors import (
     InvalidDatasetError,
     MergeCorruptError,
@@ -109,7 +109,7 @@ def check_files(
     if state.state == "stale":
         on_event(Event("warning", message=f"{path}: {state.detail}"))
     width, depth = md.get("width"), md.get("depth")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, depth)):
+    if not all(is_positive_int(v) for v in (width, depth)):
         raise InvalidDatasetError(
             f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
             f"{depth!r}); it was edited or is not a WhestBench dataset. Re-bake or re-download it."

@@ -22,7 +22,7 @@ from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import n_batches
 from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
-from whestbench.format.schema import (BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
+from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
                                       check_config_name, check_split_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.format.reader import open_dataset
@@ -44,11 +44,6 @@ PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~6
 MAX_ROW_FLOATS = 2**29  # one row's weights (depth·width² float32) must fit an Arrow list and a 2 GiB shard
 MAX_BAKE_SECONDS = 10 * 365.25 * 86400  # a single-machine bake projected beyond this is refused as a typo
 PROBE_FLOPS = 5e12  # bakes bigger than this get a quick timing probe for the plan's time estimate
-
-
-def _positive_int(flag: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise UsageError(f"{flag} must be a positive integer; got {value!r}.")
 
 
 @dataclass(frozen=True)
@@ -106,7 +101,7 @@ class BakeConfig:
     def __post_init__(self) -> None:
         for flag, value in (("--n-mlps", self.n_mlps), ("--n-samples", self.n_samples),
                             ("--width", self.width), ("--depth", self.depth)):
-            _positive_int(flag, value)
+            check_positive_int(flag, value)
         if self.n_mlps > MAX_MLPS:
             raise UsageError(
                 f"--n-mlps {format_count(self.n_mlps)} is more than {format_count(MAX_MLPS)}, the most the int32 "
@@ -138,7 +133,7 @@ class BakeConfig:
                     "pass --mlp-seeds FILE (from `whest dataset generate-seeds`) or --seed S."
                 )
         if self.max_threads is not None:
-            _positive_int("--max-threads", self.max_threads)
+            check_positive_int("--max-threads", self.max_threads)
         if self.backend not in ("cpu", "torch"):
             raise UsageError(f"backend must be 'cpu' or 'torch'; got {self.backend!r}.")
         if self.backend == "torch" and self.max_threads is not None:
@@ -150,7 +145,7 @@ class BakeConfig:
             raise UsageError(f"--gpu-kernel must be 'torch' or 'fused'; got {self.gpu_kernel!r}.")
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None:
-                _positive_int(flag, value)
+                check_positive_int(flag, value)
         if self.estimation.is_cv and self.gpu_kernel == "fused":
             raise UsageError("the fused GPU kernel does not compute the control variates yet: use --gpu-kernel torch, "
                              "or --estimator plain.")

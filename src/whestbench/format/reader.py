@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
-from whestbench.format.schema import DIGEST_RE, DatasetMeta
+from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_positive_int
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
 
 if TYPE_CHECKING:
@@ -514,7 +514,7 @@ def _carried_by_a_merge(recorded: dict[str, Any], current: dict[str, Any], md: M
     if any(k in current for k in _SLICE_FACTS) or current.get("n_mlps") != recorded.get("total_n_mlps"):
         return False
     count = md.get("partials_count")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1 or "merged_at_utc" not in md:
+    if not is_positive_int(count) or "merged_at_utc" not in md:
         return False
     rest = [k for k in {**recorded, **current} if k not in (*_SLICE_FACTS, "n_mlps")]
     return all(recorded.get(k) == current.get(k) for k in rest)

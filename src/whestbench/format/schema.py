@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from whestbench.compute.estimation import is_cv_block
-from whestbench.errors import InvalidDatasetError
+from whestbench.errors import InvalidDatasetError, UsageError
 
 SCHEMA_VERSION = "3.0"
 FORMAT = "hf-datasets-parquet"
@@ -379,14 +379,22 @@ MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64
 MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
 
 
-def _positive_int(v: Any, limit: int = MAX_SAMPLES) -> bool:
+def is_positive_int(v: Any, limit: float = MAX_SAMPLES) -> bool:
+    """The one "positive int" test: an int (not a bool: ``True`` is an int in Python) in ``1..limit``."""
     return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= limit
 
 
 def positive_int(md: Mapping[str, Any], key: str) -> int | None:
     """``md[key]`` when it is a positive int (not a bool), else None."""
     v = md.get(key)
-    return v if _positive_int(v) else None
+    return v if is_positive_int(v) else None
+
+
+def check_positive_int(flag: str, value: Any) -> None:
+    """A flag's value must be a positive int (of any size: the caller says its own limit); else the
+    one-line UsageError."""
+    if not is_positive_int(value, float("inf")):
+        raise UsageError(f"{flag} must be a positive integer; got {value!r}.")
 
 
 def _validate_recipe(md: dict) -> None:
@@ -400,16 +408,16 @@ def _validate_recipe(md: dict) -> None:
         raise InvalidDatasetError(f"metadata format {_short(md['format'])} is not {FORMAT_NAME!r} {fix}.")
     for key, limit in (("width", MAX_MLPS), ("depth", MAX_MLPS), ("n_samples", MAX_SAMPLES), ("n_mlps", MAX_MLPS),
                        ("total_n_mlps", MAX_MLPS)):
-        if key in md and not _positive_int(md[key], limit):
+        if key in md and not is_positive_int(md[key], limit):
             raise InvalidDatasetError(f"metadata {key} {_short(md[key])} is not a positive integer (at most {limit:,}) {fix}.")
     for name, entry in DatasetMeta.of(md).blocks.items():
-        if isinstance(entry, dict) and "n_mlps" in entry and not _positive_int(entry["n_mlps"], MAX_MLPS):
+        if isinstance(entry, dict) and "n_mlps" in entry and not is_positive_int(entry["n_mlps"], MAX_MLPS):
             raise InvalidDatasetError(f"metadata splits[{name!r}].n_mlps {_short(entry['n_mlps'])} is not a positive "
                                       f"integer {fix}.")
     if md.get("is_partial"):
         rng, total = md.get("mlp_range"), md.get("total_n_mlps")
         if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in rng)
-                and _positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
+                and is_positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
             raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
                                       f"mlp_range {_short(rng)}, total_n_mlps {_short(total)} {fix}.")
     samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
@@ -463,9 +471,9 @@ def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
         raise InvalidDatasetError(f"metadata {where} {sampler['name']} version {_short(sampler.get('version'))} "
                                   f"is not {known[sampler['name']]!r} {fix}.")
     block = sampler.get("block_size")
-    if not _positive_int(block):
+    if not is_positive_int(block):
         raise InvalidDatasetError(f"metadata {where} block_size {_short(block)} is not a positive integer {fix}.")
-    if sampler["name"] == "pcg64" and _positive_int(md.get("width")):
+    if sampler["name"] == "pcg64" and is_positive_int(md.get("width")):
         from whestbench.compute.pcg64 import chunk_rows
 
         if block != chunk_rows(md["width"]):
@@ -483,7 +491,7 @@ def _cv_batch(sampler: Any) -> int | None:
     """The control-variate batch a sampler block implies: the pcg64 chunk, or min(CV_BATCH, block)."""
     from whestbench.compute.estimators import CV_BATCH
 
-    if not isinstance(sampler, dict) or not _positive_int(sampler.get("block_size")):
+    if not isinstance(sampler, dict) or not is_positive_int(sampler.get("block_size")):
         return None
     block = sampler["block_size"]
     return block if sampler.get("name") == "pcg64" else min(CV_BATCH, block)

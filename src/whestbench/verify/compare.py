@@ -26,7 +26,7 @@ from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.format.reader import read_metadata
-from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, positive_int, validate_metadata
+from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, is_positive_int, positive_int, validate_metadata
 from whestbench.verify.scan import DatasetScan, scan_split
 from whestbench.verify.report import VerifyReport
 from whestbench.errors import InvalidDatasetError
@@ -280,7 +280,7 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
         est = DatasetMeta.of(ds.md).estimator
         batch = est.get("batch_samples")
         if is_cv_block(est):
-            return not (isinstance(batch, int) and batch > 0 and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
+            return not (is_positive_int(batch) and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
         return n < MIN_SPREAD_SAMPLES
 
     problems, worst = [], 1.0

@@ -22,7 +22,7 @@ import numpy as np
 
 from whestbench.compute.audit import AUDIT_SAMPLES, MIN_NORMAL_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
 from whestbench.compute.estimation import is_cv_block
-from whestbench.format.schema import DatasetMeta
+from whestbench.format.schema import DatasetMeta, is_positive_int
 from whestbench.work.threads import one_blas_thread
 
 P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
@@ -205,7 +205,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
         m = a.split.means[a.index].astype(np.float64)
         if np.isnan(s[first:]).all():
             continue  # too few samples or batches for a standard error: NaN is checked elsewhere
-        k = (n_batches(int(a.n), batch) - 1) if cv and isinstance(batch, int) and batch > 0 else None
+        k = (n_batches(int(a.n), batch) - 1) if cv and is_positive_int(batch) else None
         root_n = math.sqrt(a.n)
         expected = pm.sd / root_n  # (depth, w)
         # pilot's own spread of log sd: (κ − 1)/(4P), widened for the kurtosis estimate

@@ -28,6 +28,7 @@ from whestbench.format.reader import DatasetDir, checksum_state, open_dataset
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
     device_check_state,
+    check_positive_int,
     positive_int,
     DatasetMeta,
     columns_for,
@@ -83,12 +84,9 @@ def verify_dataset(
     if against is not None:
         against = Path(against)
         existing_dir(against, "--against")
-    if n_check is not None and (isinstance(n_check, bool) or not isinstance(n_check, int) or n_check <= 0):
-        raise UsageError(f"--n-check must be a positive integer; got {n_check!r}.")
-    if sample_mlps is not None and (isinstance(sample_mlps, bool) or not isinstance(sample_mlps, int) or sample_mlps <= 0):
-        raise UsageError(f"--sample-mlps must be a positive integer; got {sample_mlps!r}.")
-    if recompute is not None and (isinstance(recompute, bool) or not isinstance(recompute, int) or recompute <= 0):
-        raise UsageError(f"--recompute must be a positive integer; got {recompute!r}.")
+    for flag, value in (("--n-check", n_check), ("--sample-mlps", sample_mlps), ("--recompute", recompute)):
+        if value is not None:
+            check_positive_int(flag, value)
     if device is not None and recompute is None:
         raise UsageError("--device applies to --recompute only; add --recompute K, or leave --device out.")
     if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check

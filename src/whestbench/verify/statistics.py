@@ -19,7 +19,7 @@ import numpy as np
 from whestbench.compute.audit import MIN_NORMAL_SAMPLES, P_OVERALL, bonferroni_z, chi2_mean_limit
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.verify.scan import DatasetScan, SplitScan
-from whestbench.format.schema import DatasetMeta
+from whestbench.format.schema import DatasetMeta, is_positive_int
 
 if TYPE_CHECKING:
     from whestbench.verify.report import VerifyReport
@@ -130,9 +130,9 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
         if not 1 <= used <= cap:
             problems.append(f"{who} used {used:,} samples, outside 1..n_samples={cap:,}")
         elif used < cap:
-            if isinstance(step, int) and step > 0 and (used % step or not is_check_point(used // step)):
+            if is_positive_int(step) and (used % step or not is_check_point(used // step)):
                 problems.append(f"{who} stopped at {used:,} samples, not a check point (multiples of {step:,})")
-            elif cv and isinstance(batch, int) and batch > 0 and n_batches(used, batch) < MIN_RELIABLE_BATCHES:
+            elif cv and is_positive_int(batch) and n_batches(used, batch) < MIN_RELIABLE_BATCHES:
                 problems.append(f"{who} stopped at {used:,} samples, before {MIN_RELIABLE_BATCHES} batches")
             elif s.stderr is not None and not meets_target(s.stderr[i], np.float32(value), layer):
                 problems.append(f"{who} stopped early at {used:,} samples with a standard error of "
@@ -219,7 +219,7 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.work.units import _planned
 
-    if not (isinstance(step, int) and step > 0) or (cv and not (isinstance(batch, int) and batch > 0)):
+    if not is_positive_int(step) or (cv and not is_positive_int(batch)):
         report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
                      "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")
         return
@@ -270,7 +270,7 @@ def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) 
     undefined = np.zeros(shape, dtype=bool)
     if is_cv_block(est):
         batch = est.get("batch_samples")
-        if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
+        if is_positive_int(batch):
             undefined[:, 1:] = (np.ceil(n / batch) < 2)[:, None, None]
     else:
         undefined[:] = (n < 2)[:, None, None]
