@@ -444,3 +444,20 @@ def test_a_failure_while_writing_leaves_no_output_and_no_staging(baked, tmp_path
     with pytest.raises(OSError, match="disk full"):
         merge_datasets([baked["p0"], baked["p1"]], output_dir=tmp_path / "out")
     _no_output(tmp_path / "out")
+
+
+def test_a_merged_target_bakes_samples_used_covers_every_row(tmp_path):
+    """Issue 28: each partial records its own ``samples_used``; the merge recomputes it over the
+    merged rows instead of copying the first partial's."""
+    from whestbench.bake.pipeline import BakeConfig, bake
+    from whestbench.compute.estimation import Estimation
+
+    shape = dict(n_mlps=4, n_samples=200_000, width=8, depth=2, seed=6, estimation=Estimation(target_stderr=3e-3))
+    parts = [bake(BakeConfig(**shape, mlp_range=r, output=tmp_path / f"p{r[0]}")) for r in ((0, 1), (1, 4))]
+    out = merge_datasets(parts, output_dir=tmp_path / "m")
+    used = pq.read_table(sorted((out / "data").glob("*.parquet")), columns=["n_samples_used"])["n_samples_used"].to_pylist()
+    md = json.loads((out / "metadata.json").read_text())
+    assert md["samples_used"]["total"] == sum(used) and md["samples_used"]["max"] == max(used)
+    assert md["samples_used"]["min"] == min(used) and md["samples_used"]["at_cap"] == used.count(200_000)
+    first = json.loads((tmp_path / "p0" / "metadata.json").read_text())["samples_used"]
+    assert first["total"] == used[0] != md["samples_used"]["total"]

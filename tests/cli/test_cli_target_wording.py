@@ -55,3 +55,18 @@ def test_the_plan_line_of_a_target_bake_is_its_planned_total(tmp_path, capsys):
     plan = next(line for line in out.splitlines() if line.startswith("Plan:"))
     assert plan.startswith("Plan: 1,048,576 samples (524,288 per MLP, planned by their pilots") and "cap 1,000,000" in plan
     assert "2,000,000" not in plan
+
+
+def test_a_re_run_of_a_finished_target_bake_states_the_samples_used(tmp_path, capsys):
+    """Issue 28: the no-op line said "2 MLPs × 1,000,000 samples" (the cap)."""
+    argv = ["dataset", "bake", *SHAPE, "--estimator", "control-variate", "--target-stderr", "0.05",
+            "--output", str(tmp_path / "cv")]
+    assert run(argv, capsys)[0] == 0
+    rc, out, err = run(argv, capsys)
+    assert rc == 0, err
+    assert "2 MLPs, 524,288 samples each (target standard error 0.05, cap 1,000,000)" in out
+    assert "× 1,000,000 samples" not in out
+    import json
+
+    md = json.loads((tmp_path / "cv" / "metadata.json").read_text())
+    assert md["samples_used"] == {"min": 524288, "median": 524288, "max": 524288, "total": 1048576, "at_cap": 0}

@@ -89,7 +89,7 @@ _REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's est
                 "backend": "on the same path (--torch or not)", "n_samples": "with the same --n-samples",
                 "width": "with the same --width", "depth": "with the same --depth"}
 # Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
-_SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command", "device_check")
+_SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command", "device_check", "samples_used")
 
 
 class _Split:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 from whestbench.atomic import staged_dir
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.format import command
-from whestbench.format.bakemeta import now_utc
+from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
 from whestbench.assemble.inputs import (
     check_files,
     claim_output,
@@ -45,6 +45,7 @@ from whestbench.format.finished import merged_marker
 from whestbench.format.schema import (
     COLUMNS,
     DEVICE_CHECK_KEY,
+    N_USED_COLUMN,
     PLAN_DIGEST,
     DatasetMeta,
     columns_for,
@@ -130,6 +131,11 @@ def merge_datasets(
 
     first = parts[0].md
     md = merged_metadata([p.md for p in parts], output=output)
+    if N_USED_COLUMN in columns_for(first):  # a target bake's: recomputed over every row, not the first partial's
+        import pyarrow.parquet as pq
+
+        counts = pq.read_table([f for p in ordered for f in p.files], columns=[N_USED_COLUMN])[N_USED_COLUMN]
+        md[SAMPLES_USED] = samples_used_block(counts.to_numpy(), first["n_samples"])
     validate_metadata(md)
     width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
     with staged_dir(output) as stage:
@@ -299,7 +305,8 @@ def _check_names(ordered: Sequence[_Partial], seeds: list[int]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Metadata
 
-_PER_PARTIAL = ("is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", WRITTEN_FOR, CHECKSUMS)
+_PER_PARTIAL = ("is_partial", "mlp_range", "total_n_mlps", "hardware", "created_at_utc", WRITTEN_FOR, CHECKSUMS,
+                SAMPLES_USED)
 
 
 _DEVICE_RANK = {"passed": 0, "accepted": 1, "skipped": 2}

@@ -33,7 +33,7 @@ from whestbench.compute.naming import unique_names
 from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.format import command
-from whestbench.format.bakemeta import bake_metadata
+from whestbench.format.bakemeta import SAMPLES_USED, bake_metadata, samples_used_block
 from whestbench.bake.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake, plan_targets, result_marker
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
@@ -319,7 +319,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
 
     emit(Event("writing", message=f"writing {cfg.output}", progress=Progress("rows", 0, end - start)))
     stops: dict[str, Any] = {}
-    rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit, stops)
+    rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit, stops, md)
     write_dataset(cfg.output, cfg.split, rows, end - start, cfg.width, cfg.depth, md)
     emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output), **stops}))
 
@@ -362,15 +362,18 @@ def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.
 
 
 def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
-          emit: EventSink, stops: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+          emit: EventSink, stops: dict[str, Any] | None = None,
+          md: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The dataset's rows. ``stops`` (a target bake) receives how the MLPs stopped: ``early`` (before
     ``n_samples``), ``at_floor`` (at ``floor``: ``cv_floor_samples``, the fewest a control-variate
-    target stops at; None otherwise, a plain bake may stop at the first step) and ``floor``."""
+    target stops at; None otherwise, a plain bake may stop at the first step) and ``floor``. ``md``
+    (the metadata the writer writes after the last row) gains a target bake's ``samples_used``."""
     from whestbench.format.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
     missed, worst = 0, 0.0  # MLPs that used the whole cap and still miss the target standard error
     ratios: list[float] = []  # each MLP's largest chosen standard error / E (NaN: too few samples)
+    counts: list[int] = []
     est = spec.estimation
     floor = cv_floor_samples(spec.n_samples, spec.step_samples, spec.cv_batch) if est.has_target and est.is_cv else None
     early = at_floor = 0
@@ -393,6 +396,7 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
         }
         if est.has_target:
             row[N_USED_COLUMN] = sums.count
+            counts.append(sums.count)
             early += sums.count < spec.n_samples
             at_floor += floor is not None and sums.count == floor < spec.n_samples
             chosen = chosen_stderr(stderr, est.stderr_layer)
@@ -411,6 +415,8 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
             ratio_md = ({"median": float(np.median(finite)), "largest": float(finite.max())} if finite.size else None)
             if stops is not None:
                 stops.update(early=early, at_floor=at_floor, floor=floor, stderr_ratio=ratio_md)
+            if md is not None:
+                md[SAMPLES_USED] = samples_used_block(counts, spec.n_samples)
             if ratio_md is not None:
                 emit(Event("note", message=(
                     f"stored standard errors vs the target E={est.target_stderr:g}: median {ratio_md['median']:.2f}×, "

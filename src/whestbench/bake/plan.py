@@ -316,9 +316,23 @@ class AlreadyBaked(Exception):
         part = (f" (MLPs {md['mlp_range'][0]}-{md['mlp_range'][1] - 1} of {md.get('total_n_mlps'):,})"
                 if md.get("is_partial") and isinstance(md.get("mlp_range"), list) else "")
         when = str(md.get("created_at_utc", ""))[:19].replace("T", " ")
-        return (f"{rows:,} MLP{'s' if rows != 1 else ''}{part} × {md.get('n_samples'):,} samples, width "
+        return (f"{rows:,} MLP{'s' if rows != 1 else ''}{part}{_samples_each(md)}, width "
                 f"{md.get('width')}, depth {md.get('depth')}, split {md.get('split')!r}"
                 + (f", written {when} UTC" if when else ""))
+
+
+def _samples_each(md: dict[str, Any]) -> str:
+    """`` × 1,000,000 samples``; a target bake's: the samples its MLPs used, with the target and the cap."""
+    cap = md.get("n_samples")
+    target = md.get("target_stderr")
+    if not isinstance(target, dict):
+        return f" × {cap:,} samples"
+    used = md.get("samples_used")
+    if isinstance(used, dict) and isinstance(used.get("min"), int) and isinstance(used.get("max"), int):
+        spread = f"{used['min']:,}" if used["min"] == used["max"] else f"{used['min']:,}–{used['max']:,}"
+    else:  # written before samples_used was recorded: the counts are in the n_samples_used column
+        spread = f"up to {cap:,}"
+    return f", {spread} samples each (target standard error {target.get('value'):g}, cap {cap:,})"
 
 
 def result_marker(plan: "BakePlan", seeds: Sequence[int] | None, source: Mapping[str, Any]) -> str:

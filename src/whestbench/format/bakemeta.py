@@ -10,6 +10,23 @@ from whestbench.format.provenance import blas_info, hardware_fingerprint, packag
 from whestbench.format.schema import BACKEND_CPU, FORMAT, PLAN_DIGEST, SCHEMA_VERSION
 
 
+SAMPLES_USED = "samples_used"
+"""A target bake's metadata block: the samples its MLPs used (``samples_used_block``); the
+``n_samples`` key is the cap."""
+
+
+def samples_used_block(counts, cap: int) -> dict[str, Any]:
+    """``{min, median, max, total, at_cap}`` of a target bake's per-MLP counts (``n_samples_used``)."""
+    import numpy as np
+
+    c = np.asarray(counts, dtype=np.int64)
+    if c.size == 0:
+        return {"min": 0, "median": 0, "max": 0, "total": 0, "at_cap": 0}
+    median = float(np.median(c))
+    return {"min": int(c.min()), "median": int(median) if median.is_integer() else median, "max": int(c.max()),
+            "total": int(c.sum()), "at_cap": int((c >= cap).sum())}
+
+
 def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat()
 
