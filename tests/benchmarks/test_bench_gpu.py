@@ -40,8 +40,8 @@ def test_every_call_into_our_gpu_modules_names_parameters_that_exist():
 
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    aliases = {"pt": "whestbench.compute.philox.torch_engine", "ptt": "whestbench.compute.philox.triton_kernel",
-               "gate": "whestbench.compute.precision"}
+    aliases = {"pt": bench_gpu._reference_sums(),  # the plain torch sums (tests/philox_reference.py)
+               "ptt": "whestbench.compute.philox.triton_kernel", "gate": "whestbench.compute.precision"}
     tree = ast.parse(Path(bench_gpu.__file__).read_text())
     checked = 0
     for node in ast.walk(tree):
@@ -49,7 +49,8 @@ def test_every_call_into_our_gpu_modules_names_parameters_that_exist():
             module = aliases.get(node.func.value.id)
             if module is None:
                 continue
-            params = inspect.signature(getattr(importlib.import_module(module), node.func.attr)).parameters
+            module = importlib.import_module(module) if isinstance(module, str) else module
+            params = inspect.signature(getattr(module, node.func.attr)).parameters
             takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
             for kw in node.keywords:
                 assert kw.arg is None or takes_any or kw.arg in params, f"line {node.lineno}: {node.func.attr}({kw.arg}=...)"
