@@ -284,3 +284,19 @@ def test_inspect_reports_a_differing_prepared_copy(golden_dir, tmp_path, damage_
     bad = [line for line in lines if line.startswith("    holdout: DIFFERS")]
     assert len(bad) == 1 and "column all_layer_means, row 0" in bad[0], lines
     assert "    public: ok, prepared/public: 6 rows" in "\n".join(lines)
+
+
+def test_a_target_bakes_plot_title_and_info_line_state_the_samples_used_not_the_cap(tmp_path):
+    """Issue 28: the plot said N=1,000,000 and inspect "n_samples: 1000000", the cap of a target bake."""
+    from whestbench.verify.inspect import _plot_title
+
+    out = create_dataset(2, 10**6, 8, 3, seed=1, output_path=tmp_path / "t", estimator="control-variate",
+                         target_stderr=0.05)
+    md = json.loads((out / "metadata.json").read_text())
+    title = _plot_title("t", 2, md)
+    assert "N=524,288 (target 0.05, cap 1,000,000)" in title and "N=1,000,000" not in title
+    lines = describe(out)
+    (line,) = [x for x in lines if x.startswith("  n_samples: ")]
+    assert line == "  n_samples: 1000000 (the cap of a --target-stderr bake; each MLP used 524,288)"
+    plain = {k: v for k, v in md.items() if k not in ("target_stderr", "samples_used")}
+    assert _plot_title("t", 2, plain).endswith("N=1,000,000)")

@@ -108,11 +108,7 @@ def plot_means(directory: str | Path, path: str | Path) -> Path:
             if len(values) > 1 and layer == 0:
                 ax.legend(fontsize=7)
         n_mlps = sum(m.shape[0] for m in per_split.values())
-        fig.suptitle(
-            f"{directory.name}: ground-truth means per layer ({n_mlps} MLPs, width {md.get('width')}, "
-            f"N={md.get('n_samples'):,})" if isinstance(md.get("n_samples"), int) else directory.name,
-            fontsize=10,
-        )
+        fig.suptitle(_plot_title(directory.name, n_mlps, md), fontsize=10)
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=110)
@@ -120,6 +116,33 @@ def plot_means(directory: str | Path, path: str | Path) -> Path:
         plt.close(fig)
     write_file_atomic(path, buf.getvalue())
     return path
+
+
+def _used_spread(md: dict[str, Any]) -> str | None:
+    """A target bake's samples per MLP, ``524,288–1,048,576`` (from ``samples_used``; every split's
+    for a multi-split dataset), or None where the metadata does not record them."""
+    blocks = [md.get("samples_used")]
+    if DatasetMeta.of(md).is_multi:
+        blocks = [b.get("samples_used") for b in DatasetMeta.of(md).blocks.values() if isinstance(b, dict)]
+    if not blocks or not all(isinstance(b, dict) and isinstance(b.get("min"), int) and isinstance(b.get("max"), int)
+                             for b in blocks):
+        return None
+    lo, hi = min(b["min"] for b in blocks), max(b["max"] for b in blocks)
+    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+
+
+def _plot_title(name: str, n_mlps: int, md: dict[str, Any]) -> str:
+    """The plot's title: the shape and N; a target bake's N is what its MLPs used, with the target and the cap."""
+    cap = md.get("n_samples")
+    if not isinstance(cap, int):
+        return name
+    target = md.get("target_stderr")
+    if isinstance(target, dict):
+        spread = _used_spread(md) or f"≤{cap:,}"
+        n = f"N={spread} (target {target.get('value'):g}, cap {cap:,})"
+    else:
+        n = f"N={cap:,}"
+    return f"{name}: ground-truth means per layer ({n_mlps} MLPs, width {md.get('width')}, {n})"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,6 +173,11 @@ def _info_lines(md: dict[str, Any]) -> list[str]:
         return lines
     lines = ["WhestBench dataset"]
     lines += [f"  {k}: {md[k]}" for k in _SINGLE_KEYS if k in md]
+    if isinstance(md.get("target_stderr"), dict) and "n_samples" in md:  # the cap, not what each MLP used
+        i = next(i for i, line in enumerate(lines) if line.startswith("  n_samples: "))
+        spread = _used_spread(md)
+        used = f"each MLP used {spread}" if spread else "each MLP's count is in the n_samples_used column"
+        lines[i] += f" (the cap of a --target-stderr bake; {used})"
     sp = md.get("seed_protocol")
     if sp:
         if isinstance(sp, dict):
