@@ -91,3 +91,43 @@ def test_a_poisoned_recompute_cache_is_not_reused(made, tmp_path, rewrite_datase
     assert report.ok, [(c.name, c.detail) for c in report.failures]
     detail = {c.name: c.detail for c in report.checks}["recompute: ground truth"]
     assert "bit-identical" in detail and "NOT" not in detail
+
+
+@pytest.mark.parametrize("where", ["itself", "data", "against"])
+def test_a_recompute_dir_inside_an_input_is_refused_before_any_check(made, capsys, where):
+    out = made / "a"
+    root = {"itself": out, "data": out / "data" / "rc", "against": made / "m" / "rc"}[where]
+    before = sorted(p.relative_to(made) for p in made.rglob("*"))
+    argv = ["dataset", "verify", str(out), "--recompute", "1", "--recompute-dir", str(root)]
+    rc, o, e = run(argv + (["--against", str(made / "m")] if where == "against" else []), capsys)
+    assert rc == 2 and "--recompute-dir" in e and "inside the input" in e and len(e.strip().splitlines()) == 1, e
+    assert "✓" not in o  # before any check
+    assert sorted(p.relative_to(made) for p in made.rglob("*")) == before  # nothing written
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling"])
+def test_a_recompute_dir_that_is_a_file_or_a_dangling_link_is_one_line(made, tmp_path, capsys, kind):
+    root = tmp_path / "rc"
+    if kind == "file":
+        root.write_text("x")
+    else:
+        root.symlink_to(tmp_path / "nowhere")
+    rc, o, e = run(["dataset", "verify", str(made / "a"), "--recompute", "1", "--recompute-dir", str(root)], capsys)
+    assert rc == 2 and len(e.strip().splitlines()) == 1 and "Traceback" not in e and "✓" not in o, e
+    assert ("is a file" if kind == "file" else "does not exist") in e
+
+
+def test_no_cache_bakes_afresh_and_leaves_the_cache_alone(made, tmp_path, capsys, rewrite_dataset):
+    """With --no-cache the cached entry is neither used nor touched, and nothing else is left behind."""
+    from whestbench.verify.run import verify_dataset
+
+    root = tmp_path / "rc"
+    assert verify_dataset(made / "a", recompute=1, recompute_root=root).ok
+    (entry,) = list(root.iterdir())
+    (entry / "marker").write_text("mine")
+    rc, o, e = run(["dataset", "verify", str(made / "a"), "--recompute", "1", "--recompute-dir", str(root),
+                    "--no-cache"], capsys)
+    assert rc == 0 and "bit-identical" in o, e
+    assert sorted(p.name for p in root.iterdir()) == [entry.name] and (entry / "marker").read_text() == "mine"
+    rc, _, e = run(["dataset", "verify", str(made / "a"), "--no-cache"], capsys)
+    assert rc == 2 and "--no-cache applies to --recompute only" in e

@@ -55,9 +55,12 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None,
               help="With --recompute, for philox (torch) datasets: where to recompute (default cpu).")
 @click.option("--recompute-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where --recompute keeps its bakes (default $WHEST_RECOMPUTE_DIR or ~/.cache/whestbench/recompute).")
+              help="Where --recompute keeps its bakes (default $WHEST_RECOMPUTE_DIR or ~/.cache/whestbench/recompute); "
+                   "not inside DIR or --against.")
+@click.option("--no-cache", is_flag=True, help="With --recompute: bake afresh (in a temporary directory under "
+              "--recompute-dir, removed after); a cached bake is neither reused nor changed.")
 def verify(directory: Path, against: Path | None, n_check: int | None, sample_mlps: int | None, sample_seed: int,
-           recompute: int | None, device: str | None, recompute_dir: Path | None) -> None:
+           recompute: int | None, device: str | None, recompute_dir: Path | None, no_cache: bool) -> None:
     """Check a dataset's integrity and ground truth; exit 1 if any check fails.
 
     \b
@@ -89,7 +92,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
 
         report = verify_dataset(directory, against=against, n_check=n_check, on_check=show, sample_mlps=sample_mlps,
                                 sample_seed=sample_seed, recompute=recompute, device=device,
-                                recompute_root=recompute_dir, on_event=sink, stop=signals.stop)
+                                recompute_root=recompute_dir, on_event=sink, stop=signals.stop, cache=not no_cache)
     failed = report.failures
     skipped = sum(c.skipped for c in report.checks)
     tail = f", {skipped} skipped" if skipped else ""

@@ -48,6 +48,21 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     return out
 
 
+def check_root(root: Path, inputs: list[Path]) -> Path:
+    """``root`` (``--recompute-dir``) if a recompute may keep its bakes there, else UsageError before
+    any check: a file, a dangling symlink, or a directory inside a dataset it reads (it would write
+    Parquet under that dataset's ``data/``, and the next verify would fail its checksums)."""
+    from whestbench.paths import check_outside_inputs
+
+    if os.path.islink(root) and not root.exists():
+        raise UsageError(f"--recompute-dir {root} is a symlink to {os.readlink(root)!r}, which does not exist; "
+                         "pass a directory (created if missing).")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--recompute-dir {root} is a file; pass a directory (created if missing).")
+    check_outside_inputs(root, inputs, flag="--recompute-dir")
+    return root
+
+
 def default_cache() -> Path:
     base = os.environ.get("WHEST_RECOMPUTE_DIR")
     if base:
@@ -86,7 +101,6 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
         n_mlps=len(seeds), n_samples=rec["n_samples"], width=rec["width"], depth=rec["depth"], output=out,
         mlp_seeds=tuple(int(s) for s in seeds), backend=rec["backend"], device=rec["device"],
         estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"]),
-        bake_command=f"whest dataset verify --recompute (seeds {', '.join(map(str, seeds))})",
     )
     try:
         plan = plan_bake(cfg)

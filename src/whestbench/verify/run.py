@@ -61,6 +61,7 @@ def verify_dataset(
     on_event=None,
     stop=None,
     pilot: bool = True,
+    cache: bool = True,
 ) -> VerifyReport:
     """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
 
@@ -71,7 +72,9 @@ def verify_dataset(
     ``recompute`` bakes that many MLPs (chosen at random with ``sample_seed``) again with the
     dataset's own recipe (``device`` for philox datasets) in ``recompute_root`` (default: the user
     cache; resumable) and compares every numeric column (``dataset.recompute``); ``on_event`` hears
-    that bake's progress and ``stop`` interrupts it (resumable).
+    that bake's progress and ``stop`` interrupts it (resumable). ``recompute_root`` may not lie inside
+    the dataset or ``against``. ``cache=False`` bakes afresh in a temporary directory under
+    ``recompute_root`` (removed after), never reusing or changing a cached bake.
     ``pilot=False`` leaves out the checks that need a fresh pilot of every MLP (``confirm_complete``).
     ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
     each check as it completes (the CLI prints it). Raises UsageError only for arguments that
@@ -89,8 +92,13 @@ def verify_dataset(
             check_positive_int(flag, value)
     if device is not None and recompute is None:
         raise UsageError("--device applies to --recompute only; add --recompute K, or leave --device out.")
+    if not cache and recompute is None:
+        raise UsageError("--no-cache applies to --recompute only; add --recompute K, or leave --no-cache out.")
     if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
-        from whestbench.verify.recompute import recipe
+        from whestbench.verify.recompute import check_root, default_cache, recipe
+
+        recompute_root = check_root(Path(recompute_root) if recompute_root is not None else default_cache(),
+                                    [directory] + ([against] if against is not None else []))
 
         try:
             recipe(handle.metadata, device)
@@ -113,12 +121,12 @@ def verify_dataset(
             report.skip("recompute", f"not run: {len(report.failures)} check(s) failed already "
                         f"({', '.join(c.name for c in report.failures)}); fix or re-bake the dataset first")
         else:
-            _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop)
+            _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop, cache)
     return report
 
 
 def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, device: str | None,
-               root, on_event, stop) -> None:
+               root: Path, on_event, stop, cache: bool) -> None:
     from whestbench.verify import plausibility
     from whestbench.verify.compare import compare_with
     from whestbench.verify.recompute import recipe, recompute
@@ -134,9 +142,20 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
     report.check("recompute", True, f"{len(rows)} MLP(s) chosen at random with --sample-seed {sample_seed}: mlp_id {ids}; "
                  f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
                  + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
-    path = recompute(ds.md, seeds, device=device, root=Path(root) if root is not None else None, on_event=on_event,
-                     stop=stop, confirm=confirm_complete)
-    compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
+    if cache:
+        path = recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop, confirm=confirm_complete)
+        compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
+        return
+    import shutil
+    import tempfile
+
+    root.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=".no-cache-", dir=root))  # --no-cache: a bake of its own, removed after
+    try:
+        path = recompute(ds.md, seeds, device=device, root=fresh, on_event=on_event, stop=stop)
+        compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str]:
