@@ -316,9 +316,10 @@ def run_reference_python(reference_python, reference_env) -> Callable[..., RunRe
 
 
 # Rewriting datasets (the format, verify and assembly tests).
-def _rewrite(src: Path, dst: Path, *, edit_row=None, md_update: dict | None = None) -> Path:
+def _rewrite(src: Path, dst: Path, *, edit_row=None, md_update: dict | None = None, audit_from: Path | None = None) -> Path:
     """Copy a single-split dataset through the writer, editing rows/metadata; checksums are recomputed,
-    so only the content checks can notice the edit."""
+    so only the content checks can notice the edit. The audit trail is copied (``audit_from``: another
+    trail file to carry instead, e.g. an edited one)."""
     md = json.loads((src / "metadata.json").read_text())
     md.pop("checksums", None)
     md.update(md_update or {})
@@ -327,7 +328,9 @@ def _rewrite(src: Path, dst: Path, *, edit_row=None, md_update: dict | None = No
     for i, row in enumerate(rows):
         if edit_row is not None:
             edit_row(i, row)
-    return write_dataset(dst, split, rows, len(rows), md["width"], md["depth"], md)
+    if audit_from is None and "audit" in md:
+        audit_from = src / md["audit"]["file"]
+    return write_dataset(dst, split, rows, len(rows), md["width"], md["depth"], md, audit_from=audit_from)
 
 
 @pytest.fixture(scope="session")

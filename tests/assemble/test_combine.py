@@ -113,9 +113,10 @@ def test_each_split_keeps_its_sampler_seed_digest_and_bake_command(baked, combin
     entry, source = _md(combined)["splits"]["holdout"], _md(baked["holdout"])
     assert list(entry) == [
         "n_mlps", "created_at_utc", "config", "hardware_fingerprints", "sampler", "seed_list_digest", "bake_command",
+        "audit",
     ]
     assert entry["hardware_fingerprints"] == [source["hardware"]]
-    for key in ("sampler", "seed_list_digest", "bake_command"):
+    for key in ("sampler", "seed_list_digest", "bake_command", "audit"):
         assert entry[key] == source[key]
 
 
@@ -123,7 +124,7 @@ def test_checksums_cover_data_and_prepared_files(combined):
     listed = _md(combined)["checksums"]
     on_disk = sorted(
         p.relative_to(combined).as_posix()
-        for sub in ("data", "prepared")
+        for sub in ("data", "audit", "prepared")
         for p in (combined / sub).rglob("*")
         if p.is_file()
     )

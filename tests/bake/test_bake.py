@@ -43,8 +43,9 @@ def full(tmp_path_factory) -> Path:
 
 
 def test_a_bake_writes_data_metadata_and_card(full):
-    assert sorted(p.name for p in full.iterdir()) == ["README.md", "data", "metadata.json"]
+    assert sorted(p.name for p in full.iterdir()) == ["README.md", "audit", "data", "metadata.json"]
     assert [p.name for p in (full / "data").iterdir()] == ["public-00000-of-00001.parquet"]
+    assert [p.name for p in (full / "audit").iterdir()] == ["public.parquet"]  # the audit trail (docs/format.md)
 
 
 def test_a_bake_leaves_no_work_or_staging_dir(full):
@@ -84,7 +85,7 @@ def test_metadata_describes_the_bake(full, read_metadata):
 
 def test_checksums_match_the_data_files(full, read_metadata):
     md = read_metadata(full)
-    files = sorted(p.relative_to(full).as_posix() for p in (full / "data").rglob("*") if p.is_file())
+    files = sorted(p.relative_to(full).as_posix() for d in ("data", "audit") for p in (full / d).rglob("*") if p.is_file())
     assert sorted(md["checksums"]) == files
     for name, digest in md["checksums"].items():
         assert digest == "sha256:" + hashlib.sha256((full / name).read_bytes()).hexdigest()

@@ -262,5 +262,5 @@ def test_a_tiny_bake_succeeds_and_reports(tmp_path, capsys):
     rc, out, err = run(bake_args(tmp_path, "--mlp-seeds", str(seeds)), capsys)
     assert rc == 0, err
     assert "Baking 3 MLPs" in out and "Wrote" in out
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "data", "metadata.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "audit", "data", "metadata.json"]
     assert not work_dir_for(tmp_path / "out").exists()

@@ -135,7 +135,7 @@ def rewrite_in_shards(src: Path, out: Path, n_shards: int) -> Path:
     rows = our_split_table(src, md["split"]).to_pylist()
     per_shard = -(-len(rows) // n_shards)
     return write_dataset(out, md["split"], iter(rows), len(rows), WIDTH, DEPTH, md,
-                         max_shard_bytes=per_shard * row_bytes(WIDTH, DEPTH))
+                         max_shard_bytes=per_shard * row_bytes(WIDTH, DEPTH), audit_from=src / md["audit"]["file"])
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +197,38 @@ def loaded(kind: str, datasets, seen) -> tuple[dict, Path, str]:
 def test_the_multi_shard_dataset_really_has_several_shards(datasets):
     directory, split = datasets["multi-shard"]
     assert len(list((directory / "data").glob(f"{split}-*.parquet"))) == SHARDS
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "multi-split"])
+def test_every_layout_carries_a_listed_audit_trail(kind, datasets):
+    """What the reference loads below has our audit trail beside its data (so it ignores it)."""
+    entry = datasets[kind]
+    if isinstance(entry, str):
+        pytest.skip(entry)
+    directory, split = entry
+    md = json.loads((directory / "metadata.json").read_text())
+    assert (directory / "audit" / f"{split}.parquet").is_file() and f"audit/{split}.parquet" in md["checksums"]
+
+
+def test_plain_datasets_ignores_the_trail(datasets):
+    """Hugging Face ``datasets`` on our directories (single split and two splits) loads data/'s rows and
+    columns only: the audit trail under audit/ is neither a split nor extra rows."""
+    hf = pytest.importorskip("datasets")
+    single, _ = datasets["single"]
+    got = hf.load_dataset(str(single))
+    assert list(got) == ["public"]
+    table = pq.read_table(single / "data" / "public-00000-of-00001.parquet")
+    assert got["public"].num_rows == table.num_rows and got["public"].column_names == table.column_names
+    entry = datasets["multi-split"]
+    if isinstance(entry, str):
+        pytest.skip(entry)
+    combined, _ = entry
+    got = hf.load_dataset(str(combined))
+    assert sorted(got) == ["holdout", "public"]
+    for split in got:
+        assert got[split].num_rows == pq.read_table(combined / "data" / f"{split}-00000-of-00001.parquet").num_rows
+        assert "mlp_id" in got[split].column_names and "sample_start" not in got[split].column_names
+    assert hf.load_dataset(str(combined), split="holdout").num_rows == got["holdout"].num_rows
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -85,7 +85,7 @@ def test_our_bake_reports_sampler_seed_source_sizes_and_checksums(baked):
     assert "  seed source: derived from root seed 1 (--seed)" in lines
     assert any(line.startswith("    public: 3 rows in 1 shard, ") for line in lines)
     assert any(line.startswith("  total size: ") for line in lines)
-    assert lines[-1] == "  integrity: checksums ok (1 file matches its sha256)"
+    assert lines[-1] == "  integrity: checksums ok (2 files match their sha256)"
 
 
 def test_a_tampered_dataset_is_reported_not_raised(baked, tmp_path):

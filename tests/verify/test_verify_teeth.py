@@ -13,11 +13,21 @@ import pytest
 
 from whestbench.compute.audit import chi2_cdf, chi2_quantile, chi2_ratio_bounds
 from whestbench.compute.pcg64 import chunk_rows
-from whestbench.bake.pipeline import create_dataset
+from whestbench.bake.pipeline import api_config, bake
+from whestbench.compute.estimation import Estimation
 from whestbench.errors import InvalidDatasetError
 from whestbench.verify.run import verify_dataset
 
 WIDTH, DEPTH, N = 16, 3, 200_000
+
+
+def create_dataset(n_mlps, n_samples, width, depth, *, output_path, mlp_seeds=None, seed=None, split="public",
+                   config="default", mlp_range=None, estimator="plain", target_stderr=None, stderr_layer="last"):
+    """``create_dataset`` with no audit trail: these tests measure the pilot checks' reach alone (the
+    trail's checks catch most of these edits too: tests/verify/test_trail_verify.py)."""
+    return bake(api_config(n_mlps, n_samples, width, depth, output_path=output_path, mlp_seeds=mlp_seeds, seed=seed,
+                           split=split, config=config, mlp_range=mlp_range, audit_segments=0,
+                           estimation=Estimation(estimator, target_stderr, stderr_layer)), complete_ok=False)
 
 
 @pytest.fixture(scope="module")

@@ -89,7 +89,7 @@ _REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's est
                 "backend": "on the same path (--torch or not)", "n_samples": "with the same --n-samples",
                 "width": "with the same --width", "depth": "with the same --depth"}
 # Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
-_SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command", "device_check", "samples_used")
+_SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command", "device_check", "samples_used", "audit")
 
 
 class _Split:
@@ -167,6 +167,11 @@ def combine_split_datasets(
             shutil.copyfile(f, data / f.name)
             copied += f.stat().st_size
             on_event(Event("progress", progress=Progress("bytes", copied, total)))
+        for s in splits:  # each split's audit trail (format/trail.py), under its own name
+            if "audit" in s.md:
+                rel = s.md["audit"]["file"]
+                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(s.path / rel, stage / rel)
         if write_prepared_arrow:
             build_prepared_splits_for_directory(stage, [s.split for s in splits], md)
         validate_metadata(md)

@@ -141,6 +141,11 @@ def merge_datasets(
     with staged_dir(output) as stage:
         _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth, on_event,
                    columns_for(first))
+        if "audit" in first:  # the partials' audit trails, in MLP order (their mlp_ids are already absolute)
+            from whestbench.format.trail import copy_trails
+
+            (stage / first["audit"]["file"]).parent.mkdir(parents=True, exist_ok=True)
+            copy_trails(stage / first["audit"]["file"], [p.path / first["audit"]["file"] for p in ordered])
         finish_dataset_dir(stage, md, data_checksums(stage))
     return output
 
@@ -192,7 +197,7 @@ def _check_compatible(parts: Sequence[_Partial]) -> None:
         for key in _SAME_KEYS:
             _same(part, first, key)
         _same_seed_list(part, first)
-        for key in ("sampler", "estimator", "target_stderr"):
+        for key in ("sampler", "estimator", "target_stderr", "audit"):
             _same(part, first, key)
 
 

@@ -31,6 +31,7 @@ from whestbench.compute.estimators import (chosen_stderr, cv_floor_samples, fina
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import unique_names
 from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
+from whestbench.compute.segments import DEFAULT_SEGMENTS
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, bake_metadata, samples_used_block
@@ -282,6 +283,8 @@ def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
         # the device check's outcome is recorded beside this command, which must say how it was reached
         parts += ["--skip-device-check"] * cfg.skip_device_check + ["--accept-non-invariant"] * cfg.accept_non_invariant
     parts += cfg.estimation.flags()
+    if cfg.audit_segments != DEFAULT_SEGMENTS:
+        parts += ["--audit-segments", str(cfg.audit_segments)]
     if cfg.is_partial:
         start, end = cfg.range
         parts += ["--mlp-range", f"{start}-{end - 1}"]
@@ -314,6 +317,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
         card=cfg.card,
         device_check=device_check,
         plan_digest=result_marker(plan, spec.seeds, plan.seed_source),
+        audit=_audit_block(spec, cfg.split),
     )
     from whestbench.format.writer import write_dataset
 
@@ -324,9 +328,19 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
     emit(Event("done", message=f"wrote {cfg.output}", data={"output": str(cfg.output), **stops}))
 
 
+def _audit_block(spec: WorkSpec, split: str) -> dict[str, Any] | None:
+    if spec.audit_segments <= 0:
+        return None
+    from whestbench.format.trail import audit_block
+
+    return audit_block(split, spec.audit_segments, spec.cv_batch, spec.sampler == "philox",
+                       spec.estimation.is_cv and spec.depth > 1, spec.sampler == "pcg64")
+
+
 def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tuple[int, LayerSums, float]]:
-    """``(i, total sums, wall seconds)`` per MLP, each unit file read once (a batch holds several MLPs)."""
-    from whestbench.work.units import mlp_totals
+    """``(i, total sums, wall seconds)`` per MLP, each unit file read once (a batch holds several MLPs);
+    the total's ``trail`` is the MLP's whole audit trail (``units.mlp_trail``)."""
+    from whestbench.work.units import mlp_totals, mlp_trail
 
     cache: dict[str, tuple[LayerSums, float]] = {}
     for i in indices:
@@ -334,7 +348,10 @@ def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tup
         for u in units:
             if u.key not in cache:
                 cache[u.key] = ledger.load(u.key, lambda s, u=u: spec.check_result(u, s))
-        total = mlp_totals(spec, i, {u.key: cache[u.key][0] for u in units})
+        results = {u.key: cache[u.key][0] for u in units}
+        total = mlp_totals(spec, i, results)
+        total = LayerSums.from_arrays(total.arrays(), total.count)  # a unit's own result keeps its unit trail
+        total.trail = mlp_trail(spec, i, results)
         wall = sum(cache[u.key][1] / u.mlp_count for u in units)  # a unit's wall time is shared by its MLPs
         if units[-1].mlps[-1] == i:  # the last MLP of its batch: its units are not needed again
             for u in units:
@@ -394,6 +411,8 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
             ),
             STDERR_COLUMN: stderr,
         }
+        if sums.trail is not None:  # to the side file (format/trail.py), not a column
+            row["_trail"] = (sums.trail, spec.segments(i))
         if est.has_target:
             row[N_USED_COLUMN] = sums.count
             counts.append(sums.count)

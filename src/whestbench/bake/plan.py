@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import n_batches
 from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
+from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, segment_samples
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
 from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
                                       check_config_name, check_split_name)
@@ -97,6 +98,9 @@ class BakeConfig:
     accept_non_invariant: bool = False
     """Torch: bake even when the device check finds results that depend on the chunk or batch size
     (row-invariance); the acceptance is recorded."""
+    audit_segments: int = DEFAULT_SEGMENTS
+    """Segments per MLP of the audit trail (``compute.segments``; docs/format.md, "Audit trail"); 0: none.
+    Never changes the numeric columns."""
 
     def __post_init__(self) -> None:
         for flag, value in (("--n-mlps", self.n_mlps), ("--n-samples", self.n_samples),
@@ -149,6 +153,9 @@ class BakeConfig:
         if self.estimation.is_cv and self.gpu_kernel == "fused":
             raise UsageError("the fused GPU kernel does not compute the control variates yet: use --gpu-kernel torch, "
                              "or --estimator plain.")
+        s = self.audit_segments
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEGMENTS:
+            raise UsageError(f"--audit-segments must be an integer from 0 (no trail) to {MAX_SEGMENTS}; got {s!r}.")
         ce = self.checkpoint_every
         if isinstance(ce, bool) or not isinstance(ce, (int, float)) or not ce > 0 or ce == float("inf"):
             raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {ce!r}.")
@@ -417,7 +424,8 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         from whestbench.compute.pcg64 import SAMPLER_NAME, SAMPLER_VERSION, chunk_rows
 
         spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
-                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", estimation=cfg.estimation)
+                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", estimation=cfg.estimation,
+                        audit_segments=cfg.audit_segments)
         compute, workers, label, kernel_md = Compute("numpy"), cfg.max_threads, "cpu", None
         sampler_md = {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk_rows(cfg.width)}
         backend = BACKEND_CPU
@@ -520,7 +528,14 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
         unit_blocks = 1 << max(philox.block_count(cfg.n_samples) - 1, 0).bit_length()
     spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
                     sampler=philox.SAMPLER_NAME, arithmetic=kernel_md["precision_class"], block_size=philox.BLOCK_SIZE,
-                    unit_blocks=unit_blocks, mlps_per_unit=batch, estimation=cfg.estimation)
+                    unit_blocks=unit_blocks, mlps_per_unit=batch, estimation=cfg.estimation,
+                    audit_segments=cfg.audit_segments)
+    if engine == "triton" and cfg.audit_segments and (
+            cfg.estimation.has_target
+            or segment_samples(cfg.n_samples, spec.cv_batch, cfg.audit_segments) < philox.BLOCK_SIZE):
+        raise UsageError(
+            f"the fused kernel sums whole blocks of {philox.BLOCK_SIZE:,} samples, and this bake's audit segments "
+            f"are smaller (or depend on a target): use --audit-segments 0, or --gpu-kernel torch.")
     sampler_md = {"name": philox.SAMPLER_NAME, "version": philox.SAMPLER_VERSION, "block_size": philox.BLOCK_SIZE,
                   "unit_blocks": unit_blocks, "summation": "pairwise-tree"}
     kernel_md = {**kernel_md, "mlps_per_batch": batch, "chunk_size": rows}

@@ -51,6 +51,9 @@ from whestbench.work import CHECKPOINT_EVERY_S
               help="The neurons --target-stderr applies to.")
 @click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=CHECKPOINT_EVERY_S, show_default=True,
               help="Seconds between checkpoints inside a unit: a kill loses at most this much work per worker.")
+@click.option("--audit-segments", type=click.IntRange(0, 1024), default=32, show_default=True, metavar="S",
+              help="Segments per MLP of the audit trail (audit/<split>.parquet) that verify checks the stored numbers "
+                   "against; 0: no trail. Never changes the numbers (docs/format.md, Audit trail).")
 @click.option("--log-every", type=LOG_SECONDS, default=60.0, show_default=True,
               help="When stderr is not a terminal: seconds between progress lines.")
 @click.option("--peer-timeout", type=PEER_TIMEOUT, default=300.0, show_default=True,
@@ -88,7 +91,8 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
 
 def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
             mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
-            stderr_layer, checkpoint_every, skip_device_check, accept_non_invariant, pretty_name, license, homepage):
+            stderr_layer, checkpoint_every, skip_device_check, accept_non_invariant, pretty_name, license, homepage,
+            audit_segments=32):
     """The flags as the frozen ``BakeConfig`` (every value checked before any work), and the
     distributed launch this process is part of (None: a single process)."""
     card = _card(pretty_name, license, homepage)
@@ -124,7 +128,7 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
         backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
         estimation=Estimation(estimator, target_stderr, stderr_layer), skip_device_check=skip_device_check,
-        accept_non_invariant=accept_non_invariant, card=card,
+        accept_non_invariant=accept_non_invariant, card=card, audit_segments=audit_segments,
         bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if is_cli_bake() else None,
     ), dist_env
 

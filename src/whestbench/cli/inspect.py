@@ -52,15 +52,20 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 @click.option("--recompute", type=int, default=None,
               help="Bake K MLPs (chosen at random) again with the dataset's own recipe and compare every column: "
                    "bit for bit where the recipe allows, else within the precision gate. Resumable.")
+@click.option("--spot-check", type=int, default=None, metavar="K",
+              help="Regenerate K audit-trail segments chosen at random (printed) from their samples and compare "
+                   "them with the stored ones; the check states the probability a forged trail passes.")
+@click.option("--spot-seed", type=int, default=0, show_default=True, help="Seed of the --spot-check choice (printed).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None,
-              help="With --recompute, for philox (torch) datasets: where to recompute (default cpu).")
+              help="With --recompute or --spot-check, for philox (torch) datasets: where to compute (default cpu).")
 @click.option("--recompute-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where --recompute keeps its bakes (default $WHEST_RECOMPUTE_DIR or ~/.cache/whestbench/recompute); "
                    "not inside DIR or --against.")
 @click.option("--no-cache", is_flag=True, help="With --recompute: bake afresh (in a temporary directory under "
               "--recompute-dir, removed after); a cached bake is neither reused nor changed.")
 def verify(directory: Path, against: Path | None, n_check: int | None, sample_mlps: int | None, sample_seed: int,
-           recompute: int | None, device: str | None, recompute_dir: Path | None, no_cache: bool) -> None:
+           recompute: int | None, device: str | None, recompute_dir: Path | None, no_cache: bool,
+           spot_check: int | None = None, spot_seed: int = 0) -> None:
     """Check a dataset's integrity and ground truth; exit 1 if any check fails.
 
     \b
@@ -74,6 +79,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     whest dataset verify ./final-eval --against ./reference-4
     whest dataset verify ./huge-eval --sample-mlps 50
     whest dataset verify ./gpu-eval --recompute 1 --device cpu
+    whest dataset verify ./gpu-eval --spot-check 8 --spot-seed 3
     """
     from whestbench.verify.run import verify_dataset
 
@@ -92,7 +98,8 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
 
         report = verify_dataset(directory, against=against, n_check=n_check, on_check=show, sample_mlps=sample_mlps,
                                 sample_seed=sample_seed, recompute=recompute, device=device,
-                                recompute_root=recompute_dir, on_event=sink, stop=signals.stop, cache=not no_cache)
+                                recompute_root=recompute_dir, on_event=sink, stop=signals.stop, cache=not no_cache,
+                                spot_check=spot_check, spot_seed=spot_seed)
     failed = report.failures
     skipped = sum(c.skipped for c in report.checks)
     tail = f", {skipped} skipped" if skipped else ""

@@ -52,6 +52,7 @@ def bake_metadata(
     card: dict[str, str] | None = None,
     device_check: dict[str, Any] | None = None,
     plan_digest: str | None = None,
+    audit: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Metadata of a bake. A range short of ``[0, total_n_mlps)`` makes it a partial.
 
@@ -80,6 +81,8 @@ def bake_metadata(
     if device_check is not None:  # torch bakes: what the device check found (work/device_check.py)
         md["device_check"] = device_check
     md["sampler"] = sampler
+    if audit:  # the audit trail's block (format/trail.py)
+        md["audit"] = audit
     if estimator:
         md["estimator"] = estimator
     if target_stderr:

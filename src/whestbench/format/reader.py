@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 METADATA_FILE = "metadata.json"
 DATA_DIR = "data"
+AUDIT_DIR = "audit"  # the audit trail's side files (format/trail.py), outside data/ so 0.16 and datasets skip them
 PREPARED_DIR = "prepared"
 CHECKSUMS = "checksums"
 WRITTEN_FOR = "checksums_written_for"
@@ -281,13 +282,14 @@ def file_sha256(path: str | Path) -> str:
 
 
 def data_checksums(directory: str | Path) -> dict[str, str]:
-    """``{"data/<file>": "sha256:<hex>"}`` for every file under ``directory/data``, keys sorted."""
-    return _hash_files(Path(directory), (DATA_DIR,))
+    """``{"data/<file>" | "audit/<file>": "sha256:<hex>"}`` for every file under ``directory/data`` and
+    ``directory/audit``, keys sorted."""
+    return _hash_files(Path(directory), (DATA_DIR, AUDIT_DIR))
 
 
 def dataset_checksums(directory: str | Path) -> dict[str, str]:
-    """``{"data/…" | "prepared/…": "sha256:<hex>"}``: every file of the dataset's data, keys sorted."""
-    return _hash_files(Path(directory), (DATA_DIR, PREPARED_DIR))
+    """``{"data/…" | "audit/…" | "prepared/…": "sha256:<hex>"}``: every file of the dataset's data, keys sorted."""
+    return _hash_files(Path(directory), (DATA_DIR, AUDIT_DIR, PREPARED_DIR))
 
 
 def _hash_files(root: Path, subdirs: Iterable[str]) -> dict[str, str]:
@@ -394,8 +396,8 @@ def checksum_state(directory: str | Path, md: Mapping[str, Any], *, split: str |
         return ChecksumState("stale", stale)
     scope = sorted(rel for rel in listed if _in_scope(rel, split))
     problems = [p for rel in scope if (p := _file_problem(directory, rel, listed[rel])) is not None]
-    data = directory / DATA_DIR
-    for p in sorted(data.rglob("*.parquet")) if data.is_dir() else ():
+    found = [p for sub in (DATA_DIR, AUDIT_DIR) if (directory / sub).is_dir() for p in sorted((directory / sub).rglob("*.parquet"))]
+    for p in found:
         rel = p.relative_to(directory).as_posix()
         if rel not in listed and _in_scope(rel, split) and not _hidden(rel):
             problems.append((

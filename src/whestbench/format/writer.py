@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -226,11 +227,38 @@ def write_dataset(
     *,
     render_card: Callable[[dict[str, Any]], str] | None = None,
     max_shard_bytes: int = MAX_SHARD_BYTES,
+    audit_from: Path | None = None,
 ) -> Path:
-    """Write a complete dataset directory at ``output`` atomically; ``md`` gains ``checksums``."""
+    """Write a complete dataset directory at ``output`` atomically; ``md`` gains ``checksums``.
+
+    With an ``audit`` block in ``md``, each row's ``_trail`` (``(SegmentTrail, bounds)``) goes to the
+    side file ``audit/<split>.parquet`` (``format.trail``), which the checksums list; ``audit_from``: an
+    existing side file to copy instead (a rewrite of a dataset's rows)."""
+    audit = md.get("audit")
     with staged_dir(Path(output)) as stage:
-        write_parquet_shards(stage, split, rows, n_rows, width, depth, max_shard_bytes=max_shard_bytes,
+        trail = None
+        if audit is not None and audit_from is not None:
+            (stage / audit["file"]).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(audit_from, stage / audit["file"])
+        elif audit is not None:
+            from whestbench.format.trail import TrailWriter
+
+            values = audit["values"]
+            trail = TrailWriter(stage / audit["file"], depth, width, "cv_means" in values, "pcg64_state" in values)
+
+        def strip(rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+            for row in rows:
+                kept = row.pop("_trail", None)
+                if trail is not None:
+                    if kept is None:
+                        raise ValueError(f"row {row['mlp_id']} has no audit trail, and the metadata has an audit block")
+                    trail.add(int(row["mlp_id"]), *kept)
+                yield row
+
+        write_parquet_shards(stage, split, strip(rows), n_rows, width, depth, max_shard_bytes=max_shard_bytes,
                              columns=columns_for(md))
+        if trail is not None:
+            trail.close()
         finish_dataset_dir(stage, md, data_checksums(stage), render_card=render_card)
     return Path(output)
 

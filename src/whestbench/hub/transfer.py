@@ -46,6 +46,7 @@ from whestbench.hub.ref import (
 )
 from whestbench.hub.client import call, hub_exception, not_a_dataset, repo_info
 from whestbench.format.reader import (
+    AUDIT_DIR,
     checksums_block,
     data_files,
     file_sha256,
@@ -78,7 +79,8 @@ MAX_COMMIT_FILES = 100
 CARD = "README.md"
 DATA = "data"
 PREPARED = "prepared"
-_PUBLISHED_DIRS = (DATA, PREPARED)  # remote files under these that the local dataset lacks are stale
+AUDIT = AUDIT_DIR  # the audit trail's side files (format/trail.py)
+_PUBLISHED_DIRS = (DATA, AUDIT, PREPARED)  # remote files under these that the local dataset lacks are stale
 _STAGING_MARK = ".whestbench-pull.json"
 _PROGRESS_SECONDS = 1.0  # how often a pull reports the bytes on disk
 
@@ -259,7 +261,7 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
     prepared_dirs = set()
     for entry in (md.get("prepared_splits") or {}).values():
         prepared_dirs.add(entry["path"].strip("/"))
-    tops = (DATA, *sorted(prepared_dirs))
+    tops = (DATA, AUDIT, *sorted(prepared_dirs))
 
     data: list[LocalFile] = []
     ignored: list[str] = []
@@ -586,12 +588,13 @@ def _literal(path: str) -> str:
 
 
 def split_files(paths: Sequence[str], split: str) -> list[str]:
-    """The repo files a one-split download needs: the split's shards, its prepared Arrow copy, the
-    metadata and the card. Shards are matched exactly, so split ``round`` never takes ``round-one``'s."""
+    """The repo files a one-split download needs: the split's shards, its prepared Arrow copy, its audit
+    trail, the metadata and the card. Shards are matched exactly, so split ``round`` never takes ``round-one``'s."""
     keep = []
     for p in paths:
         head, _, name = p.rpartition("/")
-        if (head == DATA and is_shard_of(name, split)) or p.startswith(f"{PREPARED}/{split}/") or p in (METADATA, CARD):
+        if ((head == DATA and is_shard_of(name, split)) or p.startswith(f"{PREPARED}/{split}/") or p in (METADATA, CARD)
+                or p == f"{AUDIT}/{split}.parquet"):
             keep.append(p)
     return keep
 

@@ -62,6 +62,8 @@ def verify_dataset(
     stop=None,
     pilot: bool = True,
     cache: bool = True,
+    spot_check: int | None = None,
+    spot_seed: int = 0,
 ) -> VerifyReport:
     """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
 
@@ -90,8 +92,10 @@ def verify_dataset(
     for flag, value in (("--n-check", n_check), ("--sample-mlps", sample_mlps), ("--recompute", recompute)):
         if value is not None:
             check_positive_int(flag, value)
-    if device is not None and recompute is None:
-        raise UsageError("--device applies to --recompute only; add --recompute K, or leave --device out.")
+    if spot_check is not None:
+        check_positive_int("--spot-check", spot_check)
+    if device is not None and recompute is None and spot_check is None:
+        raise UsageError("--device applies to --recompute and --spot-check only; add one of them, or leave --device out.")
     if not cache and recompute is None:
         raise UsageError("--no-cache applies to --recompute only; add --recompute K, or leave --no-cache out.")
     if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
@@ -110,6 +114,19 @@ def verify_dataset(
     ds = _integrity(handle, report)
     if ds is None:
         return report
+    from whestbench.verify.trail import check_trail
+
+    check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
+    if spot_check is not None:
+        from whestbench.verify.spot import spot_check as run_spot_check, trail_blocks
+
+        if not trail_blocks(ds):
+            raise UsageError(f"{directory} has no audit trail (baked with --audit-segments 0, or by another version); "
+                             "use --recompute K instead of --spot-check.")
+        if any(c.name.endswith("trail") and not c.ok for c in report.checks):
+            report.skip("spot-check", "not run: the trail itself failed its check")
+        else:
+            run_spot_check(ds, report, spot_check, spot_seed, device, stop)
     run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed,
                    pilot=pilot)
     if against is not None:

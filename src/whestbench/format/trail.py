@@ -1,0 +1,172 @@
+"""The audit trail's side file ``audit/<split>.parquet`` (docs/format.md, "Audit trail").
+
+One row per (MLP, segment), sorted, in row groups of at most ``GROUP_MLPS`` MLPs, so readers stream
+it one MLP at a time (10⁴ MLPs at 256×8 are gigabytes). Columns: ``mlp_id``, ``segment``,
+``sample_start``, ``sample_end``, ``means`` and ``var`` (every layer, (layer, neuron) row-major), under
+control variates ``cv_means`` and ``cv_var`` (layers 2.. only: layer 1 is exact), and for pcg64
+``pcg64_state`` (JSON of the bit generator's state at the segment's start). It lives outside ``data/``,
+so whestbench 0.16.2 and plain ``datasets`` never read it; the checksums list it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from whestbench.compute.segments import SegmentTrail
+from whestbench.format.reader import AUDIT_DIR
+AUDIT_VERSION = "1"
+GROUP_MLPS = 64
+
+
+def audit_path(split: str) -> str:
+    """The side file's path relative to the dataset directory."""
+    return f"{AUDIT_DIR}/{split}.parquet"
+
+
+def audit_block(split: str, segments: int, step_samples: int, aligned: bool, cv: bool, pcg64: bool) -> dict[str, Any]:
+    """The metadata ``audit`` block of a bake that keeps a trail."""
+    # cv: the control-variate columns, kept only when the MLPs have layers past the first (exact)
+    values = ["means", "var"] + (["cv_means", "cv_var"] if cv else []) + (["pcg64_state"] if pcg64 else [])
+    return {"version": AUDIT_VERSION, "segments": int(segments), "step_samples": int(step_samples),
+            "aligned": bool(aligned), "file": audit_path(split), "values": values}
+
+
+def _schema(depth: int, width: int, cv: bool, pcg64: bool):
+    import pyarrow as pa
+
+    fields = [pa.field("mlp_id", pa.int32()), pa.field("segment", pa.int32()),
+              pa.field("sample_start", pa.int64()), pa.field("sample_end", pa.int64()),
+              pa.field("means", pa.list_(pa.float32(), depth * width)),
+              pa.field("var", pa.list_(pa.float32(), depth * width))]
+    if cv and depth > 1:
+        fields += [pa.field("cv_means", pa.list_(pa.float32(), (depth - 1) * width)),
+                   pa.field("cv_var", pa.list_(pa.float32(), (depth - 1) * width))]
+    if pcg64:
+        fields.append(pa.field("pcg64_state", pa.string()))
+    meta = {"whestbench_audit": json.dumps({"version": AUDIT_VERSION, "depth": depth, "width": width})}
+    return pa.schema(fields, metadata=meta)
+
+
+class TrailWriter:
+    """Writes ``audit/<split>.parquet`` one MLP at a time (``add``), then ``close``."""
+
+    def __init__(self, path: Path, depth: int, width: int, cv: bool, pcg64: bool):
+        import pyarrow.parquet as pq
+
+        self.depth, self.width, self.cv, self.pcg64 = depth, width, cv, pcg64
+        self.schema = _schema(depth, width, cv, pcg64)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer = pq.ParquetWriter(str(path), self.schema, compression="zstd", use_dictionary=["mlp_id"],
+                                        write_statistics=False)
+        self._pending: list = []
+
+    def add(self, mlp_id: int, trail: SegmentTrail, bounds: list[tuple[int, int]]) -> None:
+        import pyarrow as pa
+
+        def buf(kind, values: np.ndarray):  # from the buffer: pa.array(ndarray) would import pandas (~0.15 s)
+            return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
+
+        n = len(bounds)
+        cols: dict[str, Any] = {
+            "mlp_id": buf(pa.int32(), np.full(n, mlp_id, dtype=np.int32)),
+            "segment": buf(pa.int32(), np.arange(n, dtype=np.int32)),
+            "sample_start": buf(pa.int64(), np.array([s for s, _ in bounds], dtype=np.int64)),
+            "sample_end": buf(pa.int64(), np.array([e for _, e in bounds], dtype=np.int64)),
+        }
+        for name in ("means", "var", "cv_means", "cv_var"):
+            if self.schema.get_field_index(name) < 0:
+                continue
+            v = np.asarray(trail.values[name], dtype=np.float32)
+            if name.startswith("cv_"):
+                v = v[:, 1:]
+            flat = np.ascontiguousarray(v.reshape(n, -1))
+            cols[name] = pa.FixedSizeListArray.from_arrays(buf(pa.float32(), flat.reshape(-1)), flat.shape[1])
+        if self.pcg64:
+            data = [json.dumps(s, sort_keys=True).encode() for s in trail.states]
+            offsets = np.zeros(n + 1, dtype=np.int32)
+            np.cumsum([len(d) for d in data], out=offsets[1:])
+            cols["pcg64_state"] = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                                          pa.py_buffer(b"".join(data))])
+        self._pending.append(pa.Table.from_arrays([cols[f.name] for f in self.schema], schema=self.schema))
+        if len(self._pending) >= GROUP_MLPS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._pending:
+            self._writer.write_table(pa.concat_tables(self._pending))
+            self._pending = []
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+
+class TrailRecord:
+    """One MLP's trail as read back: ``bounds`` (n, 2) int64, ``values`` name -> (n, depth, width) f32
+    (``cv_*`` with a zero layer 1), ``states`` (pcg64) or None."""
+
+    def __init__(self, mlp_id: int, segments: np.ndarray, bounds: np.ndarray, values: dict[str, np.ndarray],
+                 states: list | None):
+        self.mlp_id, self.segments, self.bounds, self.values, self.states = mlp_id, segments, bounds, values, states
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return (self.bounds[:, 1] - self.bounds[:, 0]).astype(np.float64)
+
+
+def iter_trail(path: Path, depth: int, width: int) -> Iterator[TrailRecord]:
+    """Each MLP's trail in file order, one row group in memory at a time. ValueError on a file whose
+    columns or shapes are not a trail's."""
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(str(path))
+    names = set(f.schema_arrow.names)
+    for col in ("mlp_id", "segment", "sample_start", "sample_end", "means", "var"):
+        if col not in names:
+            raise ValueError(f"lacks the column {col!r}")
+    for g in range(f.num_row_groups):
+        t = f.read_row_group(g)
+        ids = t.column("mlp_id").to_numpy()
+        cuts = np.flatnonzero(np.diff(ids)) + 1
+        starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]])
+        cols = {}
+        for name in ("means", "var", "cv_means", "cv_var"):
+            if name in names:
+                layers = depth if not name.startswith("cv_") else depth - 1
+                flat = t.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+                cols[name] = flat.reshape(len(ids), layers, width)
+        seg = t.column("segment").to_numpy()
+        b = np.stack([t.column("sample_start").to_numpy(), t.column("sample_end").to_numpy()], axis=1)
+        states = t.column("pcg64_state").to_pylist() if "pcg64_state" in names else None
+        for s, e in zip(starts, ends):
+            values = {}
+            for name, v in cols.items():
+                v = v[s:e]
+                if name.startswith("cv_"):
+                    v = np.concatenate([np.zeros((e - s, 1, width), dtype=v.dtype), v], axis=1)
+                values[name] = v
+            yield TrailRecord(int(ids[s]), seg[s:e], b[s:e], values,
+                              None if states is None else [json.loads(x) for x in states[s:e]])
+
+
+def copy_trails(dest: Path, sources: list[Path]) -> None:
+    """One trail file of the rows of ``sources`` in order (their mlp_ids already absolute)."""
+    import pyarrow.parquet as pq
+
+    first = pq.ParquetFile(str(sources[0]))
+    writer = pq.ParquetWriter(str(dest), first.schema_arrow, compression="zstd")
+    try:
+        for src in sources:
+            f = pq.ParquetFile(str(src))
+            if not f.schema_arrow.equals(first.schema_arrow, check_metadata=True):
+                raise ValueError(f"{src} is a trail of another shape")
+            for g in range(f.num_row_groups):
+                writer.write_table(f.read_row_group(g))
+    finally:
+        writer.close()

@@ -1,0 +1,212 @@
+"""``verify --spot-check K``: regenerate K audit-trail segments from their samples and compare.
+
+The choice is ``random.Random(spot_seed).sample`` over every (split, MLP, segment) of the dataset,
+printed. A segment depends only on its MLP's seed, the recipe and its sample range, so it is
+regenerated alone: pcg64 from the generator state stored at its start (and the state it ends at
+must equal the next segment's stored state, exactly, on any BLAS: forged states cannot stand for
+other samples); philox from its counter-based blocks (the unit that covers it, as the bake cut it).
+Values are compared bit for bit when the arithmetic is the bake's (pcg64: the same BLAS; philox: the
+same precision class), else within the precision gate. A dataset with a fraction f of segments not
+computed from their samples passes K checks with probability at most (1 − f)^K.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.segments import segment_bounds
+from whestbench.errors import BakeInterrupted, UsageError
+from whestbench.format.schema import DatasetMeta
+from whestbench.verify.report import VerifyReport
+from whestbench.verify.scan import DatasetScan
+
+GATE_ABS, GATE_ULPS, VAR_RTOL = 1e-6, 2, 1e-4
+
+
+def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
+    """``(split scan, audit block, file)`` of every split that keeps a trail."""
+    out = []
+    for s in ds.splits:
+        level = DatasetMeta(ds.md).block(s.name)
+        block = level.get("audit") if isinstance(level, dict) else None
+        if isinstance(block, dict) and "file" in block:
+            out.append((s, block, ds.path / str(block["file"])))
+    return out
+
+
+def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, device: str | None,
+               stop: threading.Event | None = None) -> None:
+    import pyarrow.parquet as pq
+
+    blocks = trail_blocks(ds)
+    if not blocks:
+        raise UsageError("the dataset has no audit trail to spot-check; use --recompute K.")
+    index = []  # (block number, file row, row of the split, segment)
+    for b, (s, block, path) in enumerate(blocks):
+        t = pq.read_table(str(path), columns=["mlp_id", "segment"])
+        ids, segs = t.column("mlp_id").to_numpy(), t.column("segment").to_numpy()
+        row_of = {int(m): r for r, m in enumerate(s.ids)}
+        index += [(b, i, row_of[int(m)], int(g)) for i, (m, g) in enumerate(zip(ids, segs))]
+    chosen = sorted(random.Random(spot_seed).sample(range(len(index)), min(k, len(index))))
+    picks = [index[c] for c in chosen]
+    multi = ds.is_multi
+    names = ", ".join((f"{blocks[b][0].name}:" if multi else "") + f"{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks)
+    problems: list[str] = []
+    modes: set[str] = set()
+    where = "cpu" if device in (None, "cpu") else device
+    for done, (b, i, r, g) in enumerate(picks):
+        if stop is not None and stop.is_set():
+            raise BakeInterrupted(f"spot-check stopped: {done} of {len(picks)} segments done; re-run the same command "
+                                  "to check them all.", exit_code=75)
+        s, block, path = blocks[b]
+        stored, nxt = _rows(path, i)
+        why, mode = _one(ds, s, block, r, g, stored, nxt, device)
+        modes.add(mode)
+        if why:
+            problems.append(f"mlp_id {int(s.ids[r])} segment {g}: {why}")
+    if problems:
+        report.check("spot-check", False, f"{len(picks)} segment(s) chosen with --spot-seed {spot_seed} "
+                     f"(mlp_id/segment {names}); " + "; ".join(problems[:3]))
+        return
+    f = 1.0 / 32
+    report.check("spot-check", True, (
+        f"{len(picks)} segment(s) chosen at random with --spot-seed {spot_seed} (mlp_id/segment {names}) regenerated "
+        f"on {where} ({'/'.join(sorted(modes))}): all match; a dataset with a fraction f of segments not computed from "
+        f"their samples passes with probability ≤ (1−f)^{len(picks)} — (31/32)^{len(picks)} = "
+        f"{(1 - f) ** len(picks):.3g} at f = 1/32"))
+
+
+def _rows(path: Path, i: int) -> tuple[dict, dict | None]:
+    """File rows ``i`` and ``i + 1`` (None past the end) as dicts."""
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(str(path))
+    start = 0
+    got = []
+    for gi in range(f.num_row_groups):
+        n = f.metadata.row_group(gi).num_rows
+        if start + n > i:
+            t = f.read_row_group(gi)
+            got += t.slice(i - start, 2).to_pylist()
+            if len(got) < 2 and gi + 1 < f.num_row_groups:
+                got += f.read_row_group(gi + 1).slice(0, 1).to_pylist()
+            break
+        start += n
+    return got[0], (got[1] if len(got) > 1 else None)
+
+
+def _values(row: dict, depth: int, width: int) -> dict[str, np.ndarray]:
+    out = {}
+    for name in ("means", "var", "cv_means", "cv_var"):
+        if row.get(name) is not None:
+            v = np.asarray(row[name], dtype=np.float32)
+            out[name] = v.reshape(-1, width)
+    return out
+
+
+def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dict | None, device: str | None
+         ) -> tuple[str | None, str]:
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.work.controls import controls_for
+
+    level = DatasetMeta(ds.md).block(s.name)
+    cv = is_cv_block(level.get("estimator", ds.md.get("estimator")))
+    seed = int(s.seeds[r])
+    n = int(s.n_used[r]) if s.n_used is not None else ds.n_samples
+    segments, step, aligned = int(block["segments"]), int(block["step_samples"]), bool(block["aligned"])
+    bounds = segment_bounds(n, step, segments, aligned)
+    if g >= len(bounds) or (int(stored["sample_start"]), int(stored["sample_end"])) != bounds[g]:
+        return "its sample range is not the segment's of this MLP (the trail check names why)", "-"
+    depth, width = ds.depth, ds.width
+    want = _values(stored, depth, width)
+    sampler = (level.get("sampler") or {}).get("name")
+    if sampler == "pcg64":
+        import json
+
+        from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
+        from whestbench.compute.seeds import spawn_streams
+        from whestbench.format.provenance import blas_info
+        from whestbench.work.threads import one_blas_thread
+
+        weights = weights_for_seed(seed, width, depth)
+        with one_blas_thread():
+            controls = controls_for(seed, weights) if cv and depth > 1 else None
+            start, end = bounds[g]
+            stream = Pcg64Stream(weights, spawn_streams(seed)[1], n, fused=fused_pays(1, end - start, width, depth),
+                                 controls=controls, segments=bounds)
+            stream.seek(g, json.loads(stored["pcg64_state"]))
+            while stream.position < end:
+                stream.step()
+        got = {k: v.reshape(-1, width) for k, v in stream.segment_values(g).items()}
+        if nxt is not None and int(nxt["segment"]) == g + 1 and stream.rng.bit_generator.state != json.loads(nxt["pcg64_state"]):
+            return "the generator's state at the segment's end is not the next segment's stored state", "chain"
+        bits = isinstance(ds.md.get("blas"), dict) and ds.md.get("blas") == blas_info()
+    else:
+        got, bits = _philox(ds, level, seed, n, bounds, g, segments, cv, device)
+    if cv and depth > 1:
+        got = {k: (v[1:] if k.startswith("cv_") else v) for k, v in got.items()}  # the file keeps layers 2..
+    return _compare(want, got, bits, width), ("bits" if bits else "gate")
+
+
+def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, segments: int, cv: bool,
+            device: str | None) -> tuple[dict[str, np.ndarray], bool]:
+    from whestbench.compute.estimation import Estimation
+    from whestbench.work.steps import Compute, run_unit
+    from whestbench.work.units import Unit, WorkSpec
+
+    sampler = level.get("sampler") or {}
+    bs = int(sampler["block_size"])
+    start, end = bounds[g]
+    seg_len = bounds[0][1] - bounds[0][0]
+    b0, b1 = start // bs, -(-end // bs)
+    unit_blocks = max(1, 2 * seg_len // bs)
+    unit_blocks = 1 << max(unit_blocks - 1, 0).bit_length()
+    est = Estimation.from_metadata({**ds.md, **level})
+    spec = WorkSpec(seeds=(seed,), n_samples=n, width=ds.width, depth=ds.depth, mlp_range=(0, 1), sampler="philox",
+                    block_size=bs, unit_blocks=unit_blocks, audit_segments=segments,
+                    estimation=Estimation(est.name))
+    kernel = level.get("kernel", ds.md.get("kernel")) or {}
+    if device in (None, "cpu"):
+        compute = Compute("numba", "cpu")
+        local = "cpu"
+    else:
+        from whestbench.work.torch_env import resolve_device
+
+        local = resolve_device(device)
+        compute = Compute("torch", local)
+    try:
+        from whestbench.compute.philox.torch_engine import kernel_name
+
+        bits = kernel.get("precision_class") == kernel_name(local, compute.engine)
+    except ImportError:
+        bits = False
+    result = run_unit(spec, compute, Unit(0, b0, b1, 1))
+    trail = result.trail.mlp(0)
+    k = g - trail.first
+    return {name: v[k].reshape(-1, ds.width) for name, v in trail.values.items()}, bits
+
+
+def _compare(want: dict[str, np.ndarray], got: dict[str, np.ndarray], bits: bool, width: int) -> str | None:
+    for name, w in want.items():
+        v = got[name]
+        if v.shape != w.shape:
+            return f"{name} has shape {w.shape}, regenerated {v.shape}"
+        if bits:
+            bad = v.view(np.uint32) != w.view(np.uint32)
+        elif name.endswith("var"):
+            bad = np.abs(v.astype(np.float64) - w) > VAR_RTOL * np.abs(w.astype(np.float64)) + GATE_ABS
+        else:
+            ulp = np.spacing(np.maximum(np.abs(w), np.abs(v))).astype(np.float64)
+            bad = np.abs(v.astype(np.float64) - w) > GATE_ABS + GATE_ULPS * ulp
+        if bad.any():
+            row, j = map(int, np.argwhere(bad)[0])
+            layer = row + (1 if name.startswith("cv_") else 0)
+            return (f"{name} layer {layer + 1} neuron {j}: stored {float(w[row, j]):.9g}, regenerated "
+                    f"{float(v[row, j]):.9g} ({int(bad.sum())} value(s) differ{'' if bits else ' beyond the gate'})")
+    return None

@@ -1,0 +1,92 @@
+"""verify --spot-check: segments regenerated from their samples match bit for bit on an honest bake; a
+fault injected into one segment of one MLP during the bake passes every exact check and is caught by a
+spot check of that segment; a dataset with no trail is a usage error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from whestbench.bake.pipeline import BakeConfig, bake, create_dataset
+from whestbench.compute.mlp import weights_for_seed
+from whestbench.compute.pcg64 import Pcg64Stream, chunk_rows
+from whestbench.errors import UsageError
+from whestbench.verify.run import verify_dataset
+
+SEEDS = [11, 22, 33]
+SHAPE = dict(n_samples=9 * chunk_rows(8) + 50, width=8, depth=3)
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory):
+    return create_dataset(3, mlp_seeds=SEEDS, output_path=tmp_path_factory.mktemp("h") / "ds", **SHAPE)
+
+
+@pytest.mark.parametrize("cv", [False, True])
+def test_spot_check_passes_bit_for_bit_and_states_probability(tmp_path, cv):
+    ds = create_dataset(3, mlp_seeds=SEEDS, output_path=tmp_path / "ds", estimator="control-variate" if cv else "plain",
+                        **SHAPE)
+    report = verify_dataset(ds, spot_check=4, spot_seed=7)
+    check = report.get("spot-check")
+    assert check.ok and "--spot-seed 7" in check.detail and "(bits)" in check.detail, check.detail
+    assert "(31/32)^4 = 0.881" in check.detail
+    assert report.ok
+
+
+def test_fault_injected_through_step_is_caught(tmp_path, monkeypatch):
+    target = weights_for_seed(SEEDS[1], SHAPE["width"], SHAPE["depth"])
+    orig = Pcg64Stream.step
+    step = chunk_rows(8)
+
+    def faulty(self):  # one chunk of MLP 1 (its segment 4 of 10) runs on weights x 1.001: a device fault
+        if self.position == 4 * step and np.array_equal(self.weights, target):
+            self.weights = target * np.float32(1.001)
+            try:
+                return orig(self)
+            finally:
+                self.weights = target
+        return orig(self)
+
+    monkeypatch.setattr(Pcg64Stream, "step", faulty)
+    ds = bake(BakeConfig(n_mlps=3, mlp_seeds=tuple(SEEDS), output=tmp_path / "ds", max_threads=1, **SHAPE))
+    monkeypatch.undo()
+    report = verify_dataset(ds, spot_check=30)  # every segment (3 MLPs x 10)
+    assert report.get("trail").ok  # the stored numbers are the faulty samples' own
+    check = report.get("spot-check")
+    assert not check.ok and "mlp_id 1 segment 4:" in check.detail, check.detail
+
+
+def test_forged_segment_state_is_caught(honest, tmp_path, rewrite_dataset):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(honest / "audit" / "public.parquet")
+    states = t.column("pcg64_state").to_pylist()
+    states[2] = states[5]  # MLP 0's segment 2 claims segment 5's samples
+    edited = tmp_path / "e.parquet"
+    pq.write_table(t.set_column(t.schema.get_field_index("pcg64_state"), "pcg64_state", pa.array(states)), edited)
+    bad = rewrite_dataset(honest, tmp_path / "bad", audit_from=edited)
+    report = verify_dataset(bad, spot_check=30)
+    assert not report.get("spot-check").ok and "mlp_id 0 segment" in report.get("spot-check").detail
+    assert json.loads(states[2]) != json.loads(t.column("pcg64_state").to_pylist()[2])
+
+
+def test_philox_spot_check_passes(tmp_path):
+    pytest.importorskip("torch")
+    cfg = BakeConfig(n_mlps=2, mlp_seeds=(5, 6), output=tmp_path / "ds", backend="torch", device="cpu",
+                     audit_segments=8, skip_device_check=True, n_samples=5 * 4096 * 16 + 1000, width=8, depth=2)
+    bake(cfg)
+    check = verify_dataset(tmp_path / "ds", spot_check=3, spot_seed=1).get("spot-check")
+    assert check.ok, check.detail
+
+
+def test_no_trail_is_usage_error_and_device_needs_a_mode(tmp_path, honest):
+    ds = bake(BakeConfig(n_mlps=1, mlp_seeds=(4,), output=tmp_path / "ds", audit_segments=0, **SHAPE))
+    with pytest.raises(UsageError, match="no audit trail.*--recompute"):
+        verify_dataset(ds, spot_check=1)
+    with pytest.raises(UsageError, match="--device applies to --recompute and --spot-check"):
+        verify_dataset(honest, device="cpu")
+    with pytest.raises(UsageError, match="--spot-check must be a positive integer"):
+        verify_dataset(honest, spot_check=0)
