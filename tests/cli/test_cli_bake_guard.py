@@ -215,7 +215,8 @@ def test_calibrate_projects_where_a_control_variate_target_bake_would_stop(capsy
     target = ["--estimator", "control-variate", "--target-stderr", "5e-3"]
     rc, out, err = run(["dataset", "calibrate", *shape, *target], capsys)
     assert rc == 0, err
-    stop = re.search(r"would stop each MLP at\s*│\s*([\d,]+) samples", out)
+    stop = re.search(r"pilot-planned samples per MLP\s*│\s*([\d,]+)", out)  # the bake's own rule
+    assert re.search(r"1/√N: stop each MLP at\s*│\s*([\d,]+) samples", out)
     assert stop, out
     rc, _, err = run(["dataset", "bake", *shape, *target, "--seed", "1", "--quiet", "--output", str(tmp_path / "b")], capsys)
     assert rc == 0, err

@@ -72,3 +72,42 @@ def test_exact_standard_errors_need_no_samples_and_nan_ones_give_no_projection()
     short = Calibration(width=2, depth=1, calib_mlps=1, calib_samples=100, seconds=1.0, planned_mlps=1,
                         planned_samples=10**6, stderr=[np.full((1, 2), np.nan)])
     assert np.isnan(short.samples_for(1e-3))
+
+
+def test_the_timed_run_uses_the_planned_bakes_kernels():
+    """Issue 28 (R5): 2 MLPs x 131,072 samples at 64x6 is below the fused kernels' 2**29 activations,
+    so calibration timed the numpy passes while the 16 x 1e8 bake ran the fused kernels (0.28 vs
+    ~0.67 M samples/s)."""
+    from whestbench.bake.plan import BakeConfig, plan_bake
+    from whestbench.compute.estimation import Estimation
+    from whestbench.work.steps import _pcg64_fused
+
+    plan = plan_bake(BakeConfig(n_mlps=16, n_samples=10**8, width=64, depth=6, seed=1,
+                                estimation=Estimation("control-variate", 6e-4), output=None), probe=False)
+    job = plan.scaled_job(2, 131072)
+    assert _pcg64_fused(plan.spec, plan.compute) is True
+    assert job.compute.pcg64_fused is True and _pcg64_fused(job.spec, job.compute) is True
+    assert _pcg64_fused(job.spec) is False  # what the timed size alone would pick
+    small = plan_bake(BakeConfig(n_mlps=2, n_samples=1000, width=8, depth=2, seed=1, output=None), probe=False)
+    assert small.scaled_job(2, 1000).compute.pcg64_fused is False
+
+
+def test_a_target_projection_uses_the_pilot_planned_counts():
+    """The bake plans each MLP's count from its pilot; calibrate projects with the same rule on its
+    calibration seeds (not a 1/√N extrapolation of the timed run's standard errors)."""
+    import dataclasses
+
+    from whestbench.compute.estimation import Estimation
+    from whestbench.compute.seeds import derived_seeds
+    from whestbench.work.calibrate import project_planned
+
+    spec = WorkSpec(seeds=tuple(derived_seeds(9, 5)), n_samples=10**7, width=16, depth=3, mlp_range=(0, 5),
+                    estimation=Estimation("plain", 4e-3))
+    cal = Calibration(width=16, depth=3, calib_mlps=3, calib_samples=100_000, seconds=0.5, planned_mlps=40,
+                      planned_samples=10**7)
+    proj = project_planned(cal, spec, workers=2)
+    calib = dataclasses.replace(spec, seeds=tuple(derived_seeds(0, 3)), mlp_range=(0, 3))
+    assert proj.counts == [calib.planned_samples(i) for i in range(3)]
+    assert proj.median == int(np.median(proj.counts)) and max(proj.counts) < 10**7
+    rate = 3 * 100_000 / 0.5
+    assert proj.seconds == pytest.approx(40 * np.mean(proj.counts) / rate + 40 * proj.pilot_s / 2)

@@ -241,10 +241,14 @@ class BakePlan:
 
     def scaled_job(self, n_mlps: int, n_samples: int) -> Job:
         """The same bake's job at another size (seeds derived from 0, no ledger, no target standard
-        error: every MLP takes all ``n_samples``): for calibration."""
+        error: every MLP takes all ``n_samples``), on the planned bake's kernels: for calibration."""
         spec = dataclasses.replace(self.spec, seeds=tuple(derived_seeds(0, n_mlps)), n_samples=n_samples, mlp_range=(0, n_mlps),
                                    planned=None, estimation=dataclasses.replace(self.spec.estimation, target_stderr=None))
-        return dataclasses.replace(self.job(None), spec=spec)
+        from whestbench.work.steps import _pcg64_fused
+
+        # the planned bake's kernels, not those a bake of the timed size would pick (numpy below 2**29 activations)
+        compute = dataclasses.replace(self.compute, pcg64_fused=_pcg64_fused(self.spec, self.compute))
+        return dataclasses.replace(self.job(None), spec=spec, compute=compute)
 
 
 PLAN_UPFRONT_MLPS = 4096  # a target bake of at most this many MLPs plans them all before sampling

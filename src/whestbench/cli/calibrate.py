@@ -83,7 +83,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_row("throughput", f"{format_rate(cal.samples_per_s / 1e6)} M samples/s")
     table.add_row("effective", f"{format_rate(cal.gflops)} GFLOP/s ({format_rate(cal.gflops / 1e3)} TFLOP/s)")
     table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
-    table.add_row("projected wall time", format_duration(cal.projected_s))
+    at_cap = " at the cap (--n-samples)" if estimation.has_target else ""
+    table.add_row(f"projected wall time{at_cap}", format_duration(cal.projected_s))
     import math
 
     import numpy as np
@@ -110,8 +111,17 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
                 why = f"the first check point after {MIN_RELIABLE_BATCHES} batches"
             else:
                 why = "the first check point past that"
-            table.add_row("the bake would stop each MLP at", f"{proj.stop:,} samples ({why})")
-            table.add_row("projected wall time to that target", format_duration(proj.seconds))
+            table.add_row("1/√N: stop each MLP at", f"{proj.stop:,} samples ({why})")
+            table.add_row("1/√N: wall time to there", format_duration(proj.seconds))
+    if estimation.has_target:
+        from whestbench.work.calibrate import project_planned
+
+        planned = project_planned(cal, spec, workers)
+        lo, hi = min(planned.counts), max(planned.counts)
+        spread = f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,} (median {planned.median:,})"
+        table.add_row("pilot-planned samples per MLP", spread)
+        table.add_row("wall time, pilot-planned", f"{format_duration(planned.seconds)} (the bake's rule, on {k} "
+                      f"calibration MLPs; pilots {planned.pilot_s:.2f} s each)")
     out.print(table)
 
 

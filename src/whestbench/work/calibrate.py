@@ -99,6 +99,38 @@ def project_target(cal: Calibration, estimation: Estimation, step_samples: int, 
     return TargetProjection(every, median, stop, floor, seconds)
 
 
+@dataclass(frozen=True)
+class PlannedProjection:
+    """A target bake projected by the rule the bake itself applies: each calibration MLP's count as
+    its pilot plans it (``WorkSpec.planned_samples``: exact, not a 1/√N extrapolation), the pilots'
+    mean wall time, and the planned bake's wall time: ``n_mlps × mean(counts) / rate`` plus its
+    pilots shared among the workers."""
+
+    counts: list[int]
+    pilot_s: float
+    seconds: float
+
+    @property
+    def median(self) -> int:
+        return int(np.median(self.counts))
+
+
+def project_planned(cal: Calibration, spec, workers: int) -> PlannedProjection:
+    """``PlannedProjection`` of ``spec`` (with a target) from ``cal``'s rate, on the calibration's
+    seeds (``derived_seeds(0, cal.calib_mlps)``)."""
+    from whestbench.compute.seeds import derived_seeds
+    from whestbench.work.threads import one_blas_thread
+
+    k = cal.calib_mlps
+    timed = dataclasses.replace(spec, seeds=tuple(derived_seeds(0, k)), mlp_range=(0, k), planned=None)
+    t0 = time.perf_counter()
+    with one_blas_thread():
+        counts = [timed.planned_samples(i) for i in range(k)]
+    pilot_s = (time.perf_counter() - t0) / k
+    seconds = cal.planned_mlps * float(np.mean(counts)) / cal.samples_per_s + cal.planned_mlps * pilot_s / max(1, workers)
+    return PlannedProjection(counts, pilot_s, seconds)
+
+
 def calibrate(
     job_for: Callable[[int, int], Job],
     *,

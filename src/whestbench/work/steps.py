@@ -46,6 +46,10 @@ class Compute:
     """philox on torch: rows per step (a power of two); None for the engine's default."""
     kernel_config: Any = None
     """triton: the fused kernel's ``KernelConfig``."""
+    pcg64_fused: bool | None = None
+    """pcg64: run the fused (numba) kernels or the numpy passes (the same bits); None: as the bake's
+    size decides (``_pcg64_fused``). Calibration sets it to the planned bake's choice, so the timed
+    run times the kernels the bake will run."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -146,7 +150,7 @@ def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | No
     """Compute ``unit`` of ``spec`` (continuing from its checkpoint if it has one). UnitStopped when
     the bake's fixed arithmetic was lifted before it finished: its result is not the bake's."""
     ctx = ctx or UnitContext()
-    sums = _run_pcg64(spec, unit, ctx) if spec.sampler == "pcg64" else _run_philox(spec, compute, unit, ctx)
+    sums = _run_pcg64(spec, compute, unit, ctx) if spec.sampler == "pcg64" else _run_philox(spec, compute, unit, ctx)
     if not ctx.arithmetic_held():
         raise UnitStopped(unit.key)
     return sums
@@ -155,7 +159,7 @@ def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | No
 def kernel_module(spec: WorkSpec, compute: Compute):
     """The module of the numba kernels this bake's units will call (None: they call none)."""
     if spec.sampler == "pcg64":
-        if _pcg64_fused(spec):
+        if _pcg64_fused(spec, compute):
             from whestbench.compute import fused
 
             return fused
@@ -167,16 +171,18 @@ def kernel_module(spec: WorkSpec, compute: Compute):
     return None
 
 
-def _pcg64_fused(spec: WorkSpec) -> bool:
+def _pcg64_fused(spec: WorkSpec, compute: Compute | None = None) -> bool:
     """Whether this bake's pcg64 units run the fused (numba) kernels: only bakes big enough to repay
-    numba's start-up; the plain numpy passes give the same bits."""
+    numba's start-up (or as ``compute.pcg64_fused`` says); the plain numpy passes give the same bits."""
     from whestbench.compute.pcg64 import fused_pays
 
+    if compute is not None and compute.pcg64_fused is not None:
+        return compute.pcg64_fused and spec.width > 1
     start, end = spec.mlp_range
     return fused_pays(end - start, spec.n_samples, spec.width, spec.depth)
 
 
-def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
+def _run_pcg64(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) -> LayerSums:
     from whestbench.compute.mlp import sample_weights
     from whestbench.compute.pcg64 import Pcg64Stream
 
@@ -184,7 +190,7 @@ def _run_pcg64(spec: WorkSpec, unit: Unit, ctx: UnitContext) -> LayerSums:
     weight_ss, sample_ss, _ = spawn_streams(seed)
     weights = sample_weights(weight_ss, spec.width, spec.depth)
     controls = controls_for(seed, weights) if spec.estimation.is_cv else None
-    fused = _pcg64_fused(spec)
+    fused = _pcg64_fused(spec, compute)
     n = spec.planned_samples(unit.mlp_index)  # with a target: what the MLP's pilot plans, fixed before sampling
     segments = spec.segments(unit.mlp_index)
     stream = Pcg64Stream(weights, sample_ss, n, fused=fused, controls=controls, segments=segments)
