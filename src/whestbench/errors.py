@@ -1,12 +1,13 @@
 """Every public error class, in one place, importable from any layer.
 
-The CLI (``cli/app.py``) maps ``UsageError`` to exit 2 and every other ``Exception`` to exit 1; the
-class tree with each class's exit code and meaning is docs/cli.md's "Errors". The 0.16 names
+The CLI (``cli/app.py``) maps ``UsageError`` to exit 2, ``BakeInterrupted`` to its ``exit_code`` (75
+for SIGTERM/SIGUSR1, 130 for Ctrl-C) and every other ``Exception`` to exit 1 (a closed stdout is no
+error: exit 0); the class tree with each class's exit code and meaning is docs/cli.md's "Errors". The 0.16 names
 (``InvalidDatasetError``, ``Merge*Error``) stay ``ValueError`` subclasses and stay importable from
 ``whestbench.dataset_io``, as in 0.16. Import every class from here.
 
-Not here, because they never leave their module (control flow, not errors): ``plan.AlreadyBaked``
-(the bake is already done: exit 0), ``steps.UnitStopped``, ``scan._ShapeError`` and
+Not here, because they never leave their module (control flow, not errors): ``bake.plan.AlreadyBaked``
+(the bake is already done: exit 0), ``work.steps.UnitStopped``, ``verify.scan._ShapeError`` and
 ``hub.client._Absent``.
 """
 

@@ -1,6 +1,6 @@
 """A re-run's "already complete" is verified (issue 27, "Re-runs that trust a re-signed output", and
 "Recompute cache poisoning"): the completion test (marker plus checksums) passes an output damaged and
-re-signed, so a re-run also runs verify's integrity checks and the statistics that need no pilot.
+re-signed, so a re-run also runs verify's integrity checks and the statistics without the audit pilot.
 It says "already complete and verified", or fails (exit 1) naming the check; a cached recompute that
 fails them is baked again."""
 

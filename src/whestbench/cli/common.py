@@ -1,4 +1,5 @@
-"""Shared CLI pieces: flag parsers, error-to-exit-code mapping, consoles."""
+"""Shared CLI pieces: flag parsers, consoles, a closed stdout, seeds files, and the line of a re-run
+that finds its output complete. The error-to-exit-code mapping is ``cli/app.py``'s."""
 
 from __future__ import annotations
 
@@ -221,7 +222,7 @@ def torch_knobs(use_torch: bool, device: str | None, mlps_per_batch: int | None,
 def already_complete(output, md: dict, line: str) -> None:
     """A re-run (bake, merge, combine-splits) found ``output`` holding its result (``format/finished.py``:
     the completion marker and checksums, which a re-signed output also passes). Rewrite a card that
-    lost its configs block, then run verify's integrity checks and the statistics that need no pilot
+    lost its configs block, then run verify's integrity checks and the statistics without the audit pilot
     (``verify.run.confirm_complete``): print ``line`` with "and verified", or raise InvalidDatasetError
     (exit 1) naming the first failed check."""
     from whestbench.errors import InvalidDatasetError
@@ -237,7 +238,7 @@ def already_complete(output, md: dict, line: str) -> None:
             f"{shown} holds this result but fails verify: {failure_line(report)}; move it aside and re-run "
             f"(`whest dataset verify {shown}` shows every check).")
     out.print(line.replace(" is already complete", " is already complete and verified", 1), markup=False)
-    out.print(f"  verified: integrity and the statistics that need no pilot (`whest dataset verify {shown}` adds the "
+    out.print(f"  verified: integrity and the statistics without the audit pilot (`whest dataset verify {shown}` adds the "
               "pilot's checks)", markup=False)
     if restored:
         out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)

@@ -113,7 +113,7 @@ def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
 @dataclass(frozen=True)
 class DatasetMeta:
     """A read-only view of ``metadata.json``: the one place that tells a multi-split dataset (a
-    ``splits`` object) from a single-split one and finds a split's keys. ``read``/``validated`` go
+    ``splits`` object) from a single-split one and finds a split's keys. ``validated`` goes
     through ``validate_metadata``; ``of`` wraps what a caller has and never raises (metadata that is
     not an object answers empty). The dict is neither copied nor changed."""
 

@@ -6,11 +6,13 @@ compared as strictly as the two bakes allow (``compare_mode``):
 - **bits**: same sampler and recorded arithmetic (the seed page's bit-equivalence);
 - **gate**: philox on both (same samples), other arithmetic: held to SPEC §3's precision gate;
 - **f32**: pcg64 on both, arithmetic differs or is unrecorded: within float32 rounding (SPEC §2 b);
-- **stats**: the samples differ (another sampler, n_samples, or torch.randn under other
-  device/chunking/batch): z-scores of the differences, per-neuron variances from a pilot run.
+- **stats**: the samples or the estimator differ (another sampler or estimator, or torch.randn under
+  other device/chunking/batch): z-scores of the differences in units of the two bakes' stored
+  standard errors, or of per-neuron variances from a pilot run where a bake stores none.
 
-``arithmetic_identity`` says what besides the samples decides the rounding. Rows are read with
-``verify.scan_split``; the results are checks added to ``verify``'s report.
+``arithmetic_identity`` says what besides the samples decides the rounding. The other bake's rows are
+read with ``verify/scan.py``'s ``scan_split`` (its weights not re-derived); the results are checks
+added to ``verify``'s report.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
 
     A cached bake is reused when it passes the bake's completion test (this recipe's marker, every
     file matching its checksum) and ``confirm(path).ok`` (``run.confirm_complete``: integrity and
-    the statistics that need no pilot); otherwise it is baked again."""
+    the statistics without the audit pilot); otherwise it is baked again."""
     from whestbench.bake.pipeline import bake
     from whestbench.bake.plan import AlreadyBaked, BakeConfig, plan_bake
     from whestbench.errors import OutputExistsError

@@ -424,7 +424,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
 
 def confirm_complete(path: str | Path | DatasetDir) -> VerifyReport:
     """The check of an output a re-run finds already complete (a requeued bake, merge or combine; a
-    cached recompute): integrity and the statistics that need no pilot. A re-signed output passes
+    cached recompute): integrity and the statistics without the audit pilot. A re-signed output passes
     the completion test (its marker and checksums); this sees what those cannot, short of the pilot."""
     return verify_dataset(path, pilot=False)
 

@@ -1,5 +1,6 @@
-"""verify's statistics that need no pilot: layer 1 against its exact value, the stored standard
-errors' form, the estimator, and a target bake's promise; then the pilot checks of ``plausibility``.
+"""verify's statistics: the estimator, a target bake's promise (each MLP's planning pilot run again),
+layer 1 against its exact value and the stored standard errors' form; then the audit pilot's checks
+of ``plausibility`` (``pilot=False`` leaves those out, and only those).
 
 Layer 1 has a closed form. With ``x ~ N(0, I)`` the pre-activation of neuron j is ``N(0, s_j²)``,
 ``s_j = ‖W₁[:, j]‖``, so ``E relu = s_j/√(2π)`` and ``Var relu = s_j²/2 − s_j²/(2π)``. Each stored
@@ -37,8 +38,9 @@ def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
 
 def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None,
                 sample_mlps: int | None = None, sample_seed: int = 0, pilot: bool = True) -> None:
-    """The statistical checks; ``pilot=False`` runs only those that need no pilot (the estimator,
-    the target, layer 1 against its closed form, the stored standard errors), as a re-run's check does."""
+    """The statistical checks; ``pilot=False`` leaves out the audit pilot's (keeping the estimator, the
+    target with its planning pilots, layer 1 against its closed form, the stored standard errors), as a
+    re-run's check does."""
     from whestbench.verify import plausibility
 
     rows = _limit(ds, n_check)
