@@ -64,6 +64,25 @@ def test_verify_and_inspect_read_the_dataset_once(made, reads, capsys):
     md.clear(), sha.clear()
     assert run(["dataset", "inspect", str(made / "a")], capsys)[0] == 0
     _once(md, made / "a")
+    pytest.importorskip("matplotlib")
+    md.clear(), sha.clear()
+    assert run(["dataset", "inspect", str(made / "a"), "--plot", str(made / "means.png")], capsys)[0] == 0
+    _once(md, made / "a")
+
+
+def test_verify_against_and_recompute_read_each_dataset_once(made, reads, capsys, tmp_path):
+    """The other bake (``--against``), and a cached recompute reused after its completion test and
+    its check, are read once too."""
+    md, sha = reads
+    argv = ["dataset", "verify", str(made / "a"), "--recompute", "1", "--recompute-dir", str(tmp_path)]
+    for _ in range(2):  # the recompute, then its reuse
+        md.clear(), sha.clear()
+        assert run(argv, capsys)[0] == 0
+        _once(md, made / "a", tmp_path)
+        _once(sha, made / "a", tmp_path, some=False)
+    md.clear(), sha.clear()
+    assert run(["dataset", "verify", str(made / "p0"), "--against", str(made / "a")], capsys)[0] == 0
+    _once(md, made / "p0", made / "a")
 
 
 def test_merge_reads_each_partial_once_first_run_and_rerun(made, reads, capsys):

@@ -105,8 +105,8 @@ def test_the_recompute_cache_reuses_only_an_entry_of_the_same_plan(made, tmp_pat
     md, seeds = _md(made / "a"), derived_seeds(1, 2)
     entry = recompute(md, seeds[:1], device=None, root=tmp_path)
     first = (entry / "metadata.json").read_bytes()
-    assert recompute(md, seeds[:1], device=None, root=tmp_path) == entry
+    assert Path(recompute(md, seeds[:1], device=None, root=tmp_path)) == entry
     assert (entry / "metadata.json").read_bytes() == first  # reused, not baked again
     _resign(entry, lambda m: m.__setitem__(PLAN_DIGEST, "sha256:" + "1" * 64))
-    assert recompute(md, seeds[:1], device=None, root=tmp_path) == entry
+    assert Path(recompute(md, seeds[:1], device=None, root=tmp_path)) == entry
     assert _md(entry)[PLAN_DIGEST] == json.loads(first)[PLAN_DIGEST]  # baked again under its own plan

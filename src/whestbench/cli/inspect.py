@@ -31,6 +31,10 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 
     if plot is not None and not Path(source).is_dir():
         raise UsageError(f"--plot reads the data files, so SOURCE must be a local dataset directory; `whest dataset pull {source}` first.")
+    if plot is not None:
+        from whestbench.format.reader import open_dataset
+
+        source = open_dataset(source)  # the summary and the plot read it once
     with Reporter("inspect", mode="quiet") as notes:  # a retry's note, if the Hub is slow to answer
         lines = describe(source, revision=revision, on_event=notes)
     for line in lines:

@@ -27,8 +27,8 @@ import numpy as np
 from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
-from whestbench.format.reader import read_metadata
-from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, is_positive_int, positive_int, validate_metadata
+from whestbench.format.reader import DatasetDir, open_dataset
+from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, is_positive_int, positive_int
 from whestbench.verify.scan import DatasetScan, scan_split
 from whestbench.verify.report import VerifyReport
 from whestbench.errors import InvalidDatasetError
@@ -119,13 +119,15 @@ def _estimator(md: dict) -> str:
     return est.get("name", "plain") if isinstance(est, dict) else "plain"
 
 
-def compare_with(a: DatasetScan, other: Path, report: VerifyReport, *, n_check: int | None, z_max: float | None,
-                 name: str = "against") -> None:
+def compare_with(a: DatasetScan, other: "Path | DatasetDir", report: VerifyReport, *, n_check: int | None,
+                 z_max: float | None, name: str = "against") -> None:
     """Add the ``{name}: …`` checks of ``a`` (already scanned by ``verify``) against the bake at ``other``
-    (``verify --against``, or ``verify --recompute``'s fresh bake of some of its MLPs)."""
+    (``verify --against``, or ``verify --recompute``'s fresh bake of some of its MLPs; an open
+    ``DatasetDir`` is not read again)."""
+    handle = open_dataset(other)
+    other = handle.path
     try:
-        md = read_metadata(other)
-        validate_metadata(md, allow_partial=True)
+        md = handle.meta(allow_partial=True).md
     except InvalidDatasetError as e:
         report.check(f"{name}: metadata", False, str(e))
         return

@@ -17,7 +17,7 @@ from typing import Any
 
 from whestbench.hub.client import RemoteMetadata, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
-from whestbench.format.reader import data_files, parquet_footer, read_metadata
+from whestbench.format.reader import DatasetDir, data_files, open_dataset, parquet_footer
 from whestbench.format.schema import DatasetMeta, infer_sampler
 from whestbench.format.prepared import prepared_verdict
 from whestbench.verify.run import check_checksums
@@ -33,7 +33,7 @@ _SINGLE_KEYS = (
 )
 
 
-def describe(dir_or_repo: str | Path, *, revision: str | None = None, token: str | None = None,
+def describe(dir_or_repo: "str | Path | DatasetDir", *, revision: str | None = None, token: str | None = None,
              on_event: EventSink | None = None) -> list[str]:
     """The ``whest dataset inspect`` lines for a local dataset directory or a Hub dataset repo.
 
@@ -46,7 +46,7 @@ def describe(dir_or_repo: str | Path, *, revision: str | None = None, token: str
         remote = fetch_metadata(source, token=token, what=f"inspecting {source.uri}", on_event=on_event)
         lines = _info_lines(remote.metadata) + _hub_lines(remote)
     else:
-        md = read_metadata(source)
+        md = open_dataset(dir_or_repo if isinstance(dir_or_repo, DatasetDir) else source).metadata
         lines = _info_lines(md) + _local_lines(source, md)
     return [_safe(line) for line in lines]
 
@@ -56,7 +56,7 @@ def _safe(line: str) -> str:
     return sanitize(line, max_len=4096).replace("\n", " ")
 
 
-def plot_means(directory: str | Path, path: str | Path) -> Path:
+def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
     """Draw one histogram panel per layer of the ground-truth means over all neurons and MLPs.
 
     Splits of a multi-split dataset are overlaid. The image format follows ``path``'s suffix
@@ -74,13 +74,13 @@ def plot_means(directory: str | Path, path: str | Path) -> Path:
     except ImportError as e:
         raise ImportError("--plot needs matplotlib: pip install 'whestbench[plot]'") from e
 
-    directory, path = Path(directory), Path(path)
+    handle, path = open_dataset(directory), Path(path)  # an open DatasetDir (inspect --plot) is not read again
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in ("png", "svg", "pdf"):
         raise UsageError(f"--plot {path}: name a .png, .svg or .pdf file (the suffix picks the format).")
     if not path.parent.is_dir():
         raise UsageError(f"--plot {path}: directory {path.parent} does not exist; create it first.")
-    md = read_metadata(directory)
+    directory, md = handle.path, handle.metadata
     depth = md.get("depth")
     per_split = {s: _layer_means(directory, s) for s in DatasetMeta.of(md).splits}  # split -> (n, depth, w)
     depth = next(iter(per_split.values())).shape[1] if not isinstance(depth, int) else depth

@@ -84,8 +84,9 @@ def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
 
 
 def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root: Path | None = None,
-              on_event=None, stop=None, confirm: Callable[[Path], Any] | None = None) -> Path:
-    """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset path.
+              on_event=None, stop=None, confirm: Callable[[Any], Any] | None = None) -> Any:
+    """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset: its
+    path, or the ``DatasetDir`` a reuse opened (path-like).
 
     A cached bake is reused when it passes the bake's completion test (this recipe's marker, every
     file matching its checksum) and ``confirm(path).ok`` (``run.confirm_complete``: integrity and
@@ -104,9 +105,9 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     )
     try:
         plan = plan_bake(cfg)
-    except AlreadyBaked:  # finished earlier: this plan's completion marker, every file intact (format/finished.py)
-        if confirm is None or confirm(out).ok:
-            return out
+    except AlreadyBaked as done:  # finished earlier: this plan's completion marker, every file intact (format/finished.py)
+        if confirm is None or confirm(done.dataset).ok:
+            return done.dataset  # the handle the test and the check read: compare reads nothing again
         plan = None
     except OutputExistsError:  # another bake, or one whose files no longer match their checksums
         plan = None
