@@ -266,10 +266,40 @@ def test_quick_start_names_the_config_of_a_split_outside_default():
     assert 'load_dataset("o/r", revision="main", split="public")' in body
 
 
-def test_schema_table_lists_the_eight_columns():
-    _, body = split_card(render_card(single_md()))
-    rows = [line.split("|")[1].strip().strip("`") for line in body.splitlines() if line.startswith("| `")]
-    assert rows == COLUMNS
+def _schema_rows(body: str) -> list[str]:
+    schema = body.split("## Schema")[1].split("## ")[0]
+    return [line.split("|")[1].strip().strip("`") for line in schema.splitlines() if line.startswith("| `")]
+
+
+def test_schema_table_lists_every_column_the_dataset_has():
+    """Issue 28: the card said "eight columns" for a target bake's ten."""
+    from whestbench.format.schema import columns_for
+
+    plain = single_md()
+    _, body = split_card(render_card(plain))
+    assert _schema_rows(body) == list(COLUMNS) == list(columns_for(plain)) and "eight columns" in body
+    est = single_md(estimator={"name": "plain", "version": "1"})
+    _, body = split_card(render_card(est))
+    assert _schema_rows(body) == list(columns_for(est)) and len(columns_for(est)) == 9 and "nine columns" in body
+    target = single_md(estimator={"name": "plain", "version": "1"}, target_stderr={"value": 0.01, "layer": "last"})
+    _, body = split_card(render_card(target))
+    assert _schema_rows(body) == list(columns_for(target)) and len(columns_for(target)) == 10 and "ten columns" in body
+
+
+def test_a_control_variate_target_card_names_its_estimator_target_and_n_range(tmp_path):
+    from whestbench.bake.pipeline import BakeConfig, bake
+    from whestbench.compute.estimation import Estimation
+
+    out = bake(BakeConfig(n_mlps=3, n_samples=10**6, width=8, depth=3, seed=45, output=tmp_path / "cv",
+                          estimation=Estimation("control-variate", 0.05)))
+    md = json.loads((out / "metadata.json").read_text())
+    used = md["samples_used"]
+    text = " ".join(split_card(render_card(md))[1].split())
+    assert "ten columns" in text and "`all_layer_stderr`" in text and "`n_samples_used`" in text
+    assert "control-variate" in text and "batch means" in text and "0.05" in text and "pilot-planned" in text
+    n = f"N = {used['min']:,}" if used["min"] == used["max"] else f"N from {used['min']:,} to {used['max']:,}"
+    assert f"**{n}** inputs per network" in text and "capped at 1,000,000" in text
+    assert "N = 1,000,000" not in text and "(1/N) Σ_n relu" not in text
 
 
 def test_ground_truth_section_states_the_recipe():
@@ -452,3 +482,10 @@ def test_rendering_does_not_mutate_metadata():
     before = copy.deepcopy(md)
     render_card(md)
     assert md == before
+
+
+def test_the_card_states_the_device_checks_result():
+    _, body = split_card(render_card(single_md(device_check={"skipped": True})))
+    assert "Device check before the bake: skipped (`--skip-device-check`)" in body
+    _, body = split_card(render_card(single_md()))
+    assert "Device check" not in body

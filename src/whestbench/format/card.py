@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
 from whestbench.format.reader import checksums_block
-from whestbench.format.schema import DEFAULT_CONFIG, DatasetMeta
+from whestbench.format.schema import COLUMN_DOCS, DEFAULT_CONFIG, DatasetMeta, columns_for, device_check_state
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import format_count
 
@@ -388,7 +388,74 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "has_prepared": multi and isinstance(md.get("prepared_splits"), dict) and bool(md.get("prepared_splits")),
         "provenance": _provenance(md),
         "citation": _citation(fields["pretty_name"], fields["homepage"]),
+        **_data_facts(md, protocol),
     }
+
+
+_WORDS = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+
+
+def _data_facts(md: dict[str, Any], protocol: dict[str, str]) -> dict[str, Any]:
+    """What the card says about the data that is there, from the metadata: the columns it holds
+    (``columns_for``, each with its type and meaning from ``schema.COLUMN_DOCS``), the estimator and
+    its standard errors, N per MLP as stored (a range for a target bake), the target and its rule,
+    and the device check's result."""
+    columns = []
+    for name in columns_for(md):
+        kind, meaning = COLUMN_DOCS[name]
+        if name == "mlp_seed" and protocol.get("version") == "2.0":
+            meaning = "Legacy seed protocol 2.0: the estimator seed itself, handed to an estimator as `MLP.seed`."
+        columns.append({"name": name, "type": kind, "meaning": meaning})
+    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else None
+    estimator = None
+    if est is not None:
+        estimator = {"name": str(est.get("name", "plain")), "cv": is_cv_block(est),
+                     "version": str(est.get("version", "")),
+                     "batch_samples": format_count(est.get("batch_samples"), "unknown"),
+                     "pilot_samples": format_count(est.get("pilot_samples"), "unknown"),
+                     "controls": str(est.get("controls") or "the layer-1 activations and the layer-2 squared "
+                                                           "pre-activations (exact means)")}
+    cap = md.get("n_samples")
+    n_samples = format_count(cap, "unknown")
+    target, n_text, n_summary = None, f"N = {n_samples}", n_samples
+    t = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
+    if t is not None:
+        value = t.get("value")
+        target = {"value": f"{value:g}" if isinstance(value, (int, float)) else str(value),
+                  "layer": "every layer" if t.get("layer") == "all" else "the last layer",
+                  "rule": str(t.get("rule") or "running"),
+                  "check_points": str(t.get("check_points") or ""), "cap": n_samples}
+        spread = _used_spread(md)
+        if spread is None:
+            n_text = f"N of up to {n_samples}"
+            n_summary = f"up to {n_samples} per MLP (column `n_samples_used`)"
+        else:
+            lo, hi = spread
+            n_text = f"N = {lo:,}" if lo == hi else f"N from {lo:,} to {hi:,}"
+            n_summary = (f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}") + f" per MLP (column `n_samples_used`; cap {n_samples})"
+    dc = md.get("device_check")
+    state = device_check_state(dc)
+    device_check = None
+    if state == "passed":
+        device_check = "passed (the device's arithmetic matched the checks before the bake)"
+    elif state == "skipped":
+        device_check = "skipped (`--skip-device-check`)"
+    elif state == "accepted":
+        failed = [str(c.get("name")) for c in dc.get("checks", []) if isinstance(c, dict) and not c.get("passed")]
+        device_check = ("failed and accepted (`--accept-non-invariant`)" + (f": {', '.join(failed)}" if failed else ""))
+    return {"columns": columns, "n_columns": _WORDS.get(len(columns), str(len(columns))), "estimator": estimator,
+            "target": target, "n_text": n_text, "n_summary": n_summary, "device_check": device_check}
+
+
+def _used_spread(md: dict[str, Any]) -> tuple[int, int] | None:
+    """The fewest and most samples a target bake's MLPs used (``samples_used``; every split's)."""
+    blocks = [md.get("samples_used")]
+    if _is_multi(md):
+        blocks = [e.get("samples_used") for e in _splits(md).values() if isinstance(e, dict)]
+    if not blocks or not all(isinstance(b, dict) and isinstance(b.get("min"), int) and isinstance(b.get("max"), int)
+                             for b in blocks):
+        return None
+    return min(b["min"] for b in blocks), max(b["max"] for b in blocks)
 
 
 def _has_checksums(md: dict[str, Any]) -> bool:

@@ -45,6 +45,27 @@ COLUMNS = (
 STDERR_COLUMN = "all_layer_stderr"
 N_USED_COLUMN = "n_samples_used"
 
+COLUMN_DOCS: dict[str, tuple[str, str]] = {
+    "mlp_id": ("int32", "Position of the MLP in the whole dataset, from 0 (stable across sliced and merged bakes)."),
+    "mlp_name": ("string", "A readable label such as `mary-moore`, derived deterministically from the seeds; "
+                           "unique within one bake."),
+    "mlp_seed": ("int64", "The MLP's input seed. Weights, inputs and the estimator seed (`MLP.seed`) are all "
+                          "derived from it."),
+    "weights": ("float32[depth, width, width]", "Layer matrices `W_1 … W_depth`, indexed (input, output)."),
+    "all_layer_means": ("float32[depth, width]", "Ground truth: row `l-1` is the Monte-Carlo estimate of the mean "
+                                                 "of every neuron's output at layer `l`."),
+    "final_means": ("float32[width]", "The last row of `all_layer_means`, stored separately because scoring uses it."),
+    "avg_variance": ("float64", "Mean over output neurons of the final layer's activation variance "
+                                "(definition below)."),
+    "sampling_budget_breakdown": ("string", "JSON: FLOP accounting of the bake for this row (total, per operation, "
+                                            "wall time). Provenance only; it is unrelated to an estimator's budget."),
+    STDERR_COLUMN: ("float32[depth, width]", "The standard error of every entry of `all_layer_means`, by the "
+                                             "dataset's estimator (below)."),
+    N_USED_COLUMN: ("int64", "The samples this MLP used: the count its own pilot planned for the target standard "
+                             "error, at most the cap `n_samples`."),
+}
+"""Each column's type and meaning, one table for the card (``format.card``) and docs/format.md."""
+
 
 def columns_for(md: dict[str, Any]) -> tuple[str, ...]:
     """The columns a dataset with metadata ``md`` holds: the reference's eight, then ours."""
