@@ -65,15 +65,18 @@ def test_rerun_over_a_resigned_damaged_bake_does_not_say_nothing_to_do(made, tmp
     rc, o, e = run(_BAKE + ["--output", str(out)], capsys)
     assert rc == 1 and "nothing to do" not in o
     lines = e.strip().splitlines()
-    assert len(lines) == 1 and "holds this result but fails verify: layer-1 means" in lines[0] and "move it aside" in lines[0]
+    assert len(lines) == 1 and "holds this result but fails verify: " in lines[0] and "move it aside" in lines[0]
     assert "Traceback" not in e
+    from whestbench.verify.run import confirm_complete
+
+    assert "layer-1 means" in {c.name for c in confirm_complete(out).failures}  # the statistics see it (the audit trail may too)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # left as found
 
 
 def test_merge_rerun_over_resigned_damage_fails(made, tmp_path, capsys, rewrite_dataset):
     out = _resigned_damage(made / "m", tmp_path / "m", rewrite_dataset)
     rc, o, e = run(["dataset", "merge", str(made / "p0"), str(made / "p1"), "--output", str(out)], capsys)
-    assert rc == 1 and "nothing to do" not in o and "fails verify: layer-1 means" in e, (o, e)
+    assert rc == 1 and "nothing to do" not in o and "holds this result but fails verify: " in e, (o, e)
 
 
 def test_a_poisoned_recompute_cache_is_not_reused(made, tmp_path, rewrite_dataset):
@@ -131,3 +134,28 @@ def test_no_cache_bakes_afresh_and_leaves_the_cache_alone(made, tmp_path, capsys
     assert sorted(p.name for p in root.iterdir()) == [entry.name] and (entry / "marker").read_text() == "mine"
     rc, _, e = run(["dataset", "verify", str(made / "a"), "--no-cache"], capsys)
     assert rc == 2 and "--no-cache applies to --recompute only" in e
+
+
+def test_a_reused_cache_says_so_and_an_untrusted_one_is_refused(made, tmp_path, capsys):
+    import os
+
+    root = tmp_path / "rc"
+    argv = ["dataset", "verify", str(made / "a"), "--recompute", "1", "--recompute-dir", str(root)]
+    rc, o, e = run(argv, capsys)
+    assert rc == 0 and "reused the bake cached" not in o, e
+    rc, o, e = run(argv, capsys)
+    assert rc == 0 and "✓ recompute: cache: reused the bake cached at" in o and "--no-cache bakes afresh" in o, e
+    (entry,) = list(root.iterdir())
+    os.chmod(entry, 0o777)  # anyone could have planted it
+    rc, o, e = run(argv, capsys)
+    assert rc == 2 and "writable by its group or by everyone" in e and "--no-cache" in e, (o, e)
+    os.chmod(entry, 0o755)
+    os.chmod(root, 0o777)
+    rc, o, e = run(argv, capsys)
+    assert rc == 2 and "--recompute-dir" in e and "writable" in e and "✓" not in o, (o, e)
+    os.chmod(root, 0o755)
+    target = tmp_path / "elsewhere"
+    entry.rename(target)
+    entry.symlink_to(target, target_is_directory=True)  # a linked entry: unlinked and baked again, its target kept
+    rc, o, e = run(argv, capsys)
+    assert rc == 0 and not entry.is_symlink() and (target / "metadata.json").is_file(), e

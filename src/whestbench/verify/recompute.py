@@ -60,7 +60,28 @@ def check_root(root: Path, inputs: list[Path]) -> Path:
     if root.exists() and not root.is_dir():
         raise UsageError(f"--recompute-dir {root} is a file; pass a directory (created if missing).")
     check_outside_inputs(root, inputs, flag="--recompute-dir")
+    if root.is_dir():
+        problem = _not_trusted(root)
+        if problem:
+            raise UsageError(f"--recompute-dir {root} {problem}: another user could plant a bake there that verify "
+                             "would trust; pass a directory only you can write (or --no-cache).")
     return root
+
+
+def _not_trusted(path: Path) -> str | None:
+    """Why a cache directory or entry cannot be trusted (another user may write it), or None. A forged
+    bake can pass every check a reuse makes (damage the pilot-free checks cannot see, re-signed), so
+    the cache is only as trusted as whoever can write it: its owner, alone."""
+    import stat
+
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"belongs to another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "is writable by its group or by everyone"
+    return None
 
 
 def default_cache() -> Path:
@@ -85,8 +106,8 @@ def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
 
 def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root: Path | None = None,
               on_event=None, stop=None, confirm: Callable[[Any], Any] | None = None) -> Any:
-    """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset: its
-    path, or the ``DatasetDir`` a reuse opened (path-like).
+    """Bake ``seeds`` with ``md``'s recipe (resuming or reusing earlier work) and return the dataset: the
+    path it baked, or the ``DatasetDir`` a reuse opened (path-like; the caller tells the two apart).
 
     A cached bake is reused when it passes the bake's completion test (this recipe's marker, every
     file matching its checksum) and ``confirm(path).ok`` (``run.confirm_complete``: integrity and
@@ -103,6 +124,10 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
         mlp_seeds=tuple(int(s) for s in seeds), backend=rec["backend"], device=rec["device"],
         estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"]),
     )
+    if out.is_symlink():  # an entry is a directory this user made, never a link to one: bake it again
+        out.unlink()
+    elif out.exists() and _not_trusted(out):
+        raise UsageError(f"the cached bake {out} {_not_trusted(out)}: remove it, or pass --no-cache.")
     try:
         plan = plan_bake(cfg)
     except AlreadyBaked as done:  # finished earlier: this plan's completion marker, every file intact (format/finished.py)

@@ -161,6 +161,9 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
                  + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
     if cache:
         path = recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop, confirm=confirm_complete)
+        if isinstance(path, DatasetDir):  # reused, not baked: say so, and how to bake afresh
+            report.check("recompute: cache", True, f"reused the bake cached at {path} (its completion marker, "
+                         "checksums, integrity and pilot-free statistics pass; --no-cache bakes afresh)")
         compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
         return
     import shutil
