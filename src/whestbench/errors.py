@@ -6,17 +6,45 @@ error: exit 0); the class tree with each class's exit code and meaning is docs/c
 (``InvalidDatasetError``, ``Merge*Error``) stay ``ValueError`` subclasses and stay importable from
 ``whestbench.dataset_io``, as in 0.16. Import every class from here.
 
+Every class but ``SignalStop`` and ``BakeInterrupted`` is a ``WhestError`` (huggingface_hub's
+``errors.py`` is the model): it carries its fields, ``problem`` (what is wrong), ``where`` (the path or
+flag it is about) and ``fix`` (the advice), and makes its own message from them. An error of one
+class becomes one of another with ``from_error``, fields and all: never by formatting its string into
+a new one. Advice said in many places is said once, here (``REDO``).
+
 Not here, because they never leave their module (control flow, not errors): ``bake.plan.AlreadyBaked``
 (the bake is already done: exit 0), ``work.steps.UnitStopped``, ``verify.scan._ShapeError`` and
 ``hub.client._Absent``.
 """
 
 
-class UsageError(ValueError):
+REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
+"""The advice for a dataset whose files are damaged or not what its metadata says."""
+
+
+class WhestError(Exception):
+    """An error that carries its fields and formats its own message: ``"<where>: <problem> <fix>"``."""
+
+    def __init__(self, problem: object = "", *, where: object = None, fix: str | None = None):
+        self.problem, self.where, self.fix = str(problem), where, fix
+        text = f"{where}: {self.problem}" if where is not None else self.problem
+        super().__init__(f"{text} {fix}" if fix else text)
+
+    @classmethod
+    def from_error(cls, exc: BaseException, *, where: object = None, fix: str | None = None):
+        """An error of this class saying what ``exc`` says, about ``where`` (before its own), with ``fix``
+        added to its advice."""
+        problem, old_fix = getattr(exc, "problem", str(exc)), getattr(exc, "fix", None)
+        if getattr(exc, "where", None) is not None:
+            problem = f"{exc.where}: {problem}"
+        return cls(problem, where=where, fix=" ".join(f for f in (old_fix, fix) if f) or None)
+
+
+class UsageError(WhestError, ValueError):
     """The request itself is wrong (a flag, a value, a file given as input); fixing the command fixes it."""
 
 
-class WorkFailed(RuntimeError):
+class WorkFailed(WhestError, RuntimeError):
     """The request was fine but the work could not be done (a device, a peer, a disk)."""
 
 
@@ -57,7 +85,7 @@ class WorkDirBusy(UsageError):
     """Another bake holds the work directory's lock."""
 
 
-class DamagedRecord(ValueError):
+class DamagedRecord(WhestError, ValueError):
     """A unit or checkpoint file failed a check (the message says which)."""
 
 
@@ -73,7 +101,7 @@ class DeviceCheckFailed(WorkFailed):
     """A device check failed: the bake stops before any work (exit 1)."""
 
 
-class InvalidDatasetError(ValueError):
+class InvalidDatasetError(WhestError, ValueError):
     """A dataset directory or its metadata is not a valid WhestBench dataset."""
 
 

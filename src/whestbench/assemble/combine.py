@@ -197,7 +197,7 @@ def _open_split(path: str | Path) -> _Split:
     try:
         config = check_config_name(md.get("config", DEFAULT_CONFIG))
     except InvalidDatasetError as e:
-        raise MergeIncompatibleError(f"{p}: {e}") from None
+        raise MergeIncompatibleError.from_error(e, where=p) from None
     return _Split(p, md, split, config, handle)
 
 
@@ -328,7 +328,7 @@ def build_prepared_splits_for_directory(
         try:
             files = data_files(root, name)
         except InvalidDatasetError as e:
-            raise MergeCorruptError(str(e)) from None
+            raise MergeCorruptError.from_error(e) from None
         build_prepared_split(files, root / PREPARED_DIR / name, split=name)
         prepared[name] = {"path": f"{PREPARED_DIR}/{name}", "format": PREPARED_FORMAT}
     metadata["prepared_splits"] = prepared

@@ -19,6 +19,7 @@ from whestbench.atomic import remove_abandoned_staging
 from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset, read_meta
 from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, is_positive_int, make_features
 from whestbench.errors import (
+    REDO,
     InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
@@ -73,7 +74,7 @@ def split_of(path: Path, md: dict[str, Any]) -> str:
     try:
         return check_split_name(md.get("split", DEFAULT_SPLIT), "split")
     except InvalidDatasetError as e:
-        raise MergeIncompatibleError(f"{path}: {e}") from None
+        raise MergeIncompatibleError.from_error(e, where=path) from None
 
 
 def shard_files(path: Path, split: str) -> list[Path]:
@@ -85,7 +86,7 @@ def shard_files(path: Path, split: str) -> list[Path]:
     try:
         files = data_files(path, split)
     except InvalidDatasetError as e:
-        raise MergeCorruptError(str(e)) from None
+        raise MergeCorruptError.from_error(e) from None
     for p in sorted((path / DATA_DIR).rglob("*.parquet")):
         if p.parent != path / DATA_DIR or not is_shard_of(p.name, split):
             raise MergeCorruptError(
@@ -112,7 +113,7 @@ def check_files(
     if not all(is_positive_int(v) for v in (width, depth)):
         raise InvalidDatasetError(
             f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
-            f"{depth!r}); it was edited or is not a WhestBench dataset. Re-bake or re-download it."
+            f"{depth!r}); it was edited or is not a WhestBench dataset. {REDO}"
         )
     expected = make_features(width, depth, columns_for(md)).arrow_schema  # also registers Array2D/3D with pyarrow
     rows = 0
@@ -121,10 +122,7 @@ def check_files(
             meta = pq.ParquetFile(f).metadata
             schema = meta.schema.to_arrow_schema()
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
-            raise MergeCorruptError(
-                f"{f} is not a readable Parquet file (truncated or corrupt?): {e}. Re-bake or "
-                "re-download that dataset."
-            ) from e
+            raise MergeCorruptError(f"{f} is not a readable Parquet file (truncated or corrupt?): {e}.", fix=REDO) from e
         if not schema.equals(expected, check_metadata=False):
             raise MergeCorruptError(
                 f"{f} does not have the WhestBench columns for width={width}, "
@@ -135,7 +133,7 @@ def check_files(
     if rows != n_rows:
         raise MergeCorruptError(
             f"{path}: its shards hold {rows} rows but metadata.json declares n_mlps={n_rows}; "
-            "the files were truncated or replaced. Re-bake or re-download it."
+            f"the files were truncated or replaced. {REDO}"
         )
 
 

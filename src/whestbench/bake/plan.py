@@ -122,7 +122,7 @@ class BakeConfig:
             check_split_name(self.split, "split")
             check_config_name(self.config)
         except InvalidDatasetError as exc:
-            raise UsageError(f"{exc} (--split / --config)") from None
+            raise UsageError.from_error(exc, fix="(--split / --config)") from None
         if self.mlp_seeds is not None and self.seed is not None:
             raise UsageError("pass either --mlp-seeds or --seed, not both.")
         if self.mlp_seeds is not None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
 from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_positive_int
-from whestbench.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,7 +41,6 @@ PREPARED_DIR = "prepared"
 CHECKSUMS = "checksums"
 WRITTEN_FOR = "checksums_written_for"
 _HASH_BLOCK = 1 << 22  # 4 MiB reads: files can be GBs, memory stays flat
-_REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
 
 
 def read_metadata(directory: str | Path) -> dict[str, Any]:
@@ -153,12 +152,12 @@ def read_metadata_file(path: str | Path) -> dict[str, Any]:
     try:
         md = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise InvalidDatasetError(f"{path} is not valid JSON ({e}). {_REDO}") from e
+        raise InvalidDatasetError(f"{path} is not valid JSON ({e}). {REDO}") from e
     except RecursionError:  # a document nested deeper than the parser's stack (no dataset writes one)
-        raise InvalidDatasetError(f"{path} is nested too deeply to be a dataset's metadata. {_REDO}") from None
+        raise InvalidDatasetError(f"{path} is nested too deeply to be a dataset's metadata. {REDO}") from None
     if not isinstance(md, dict):
         raise InvalidDatasetError(
-            f"{path} must hold a JSON object; got {type(md).__name__}. {_REDO}"
+            f"{path} must hold a JSON object; got {type(md).__name__}. {REDO}"
         )
     return md
 
@@ -199,7 +198,7 @@ def data_files(directory: str | Path, split: str) -> list[Path]:
     if not found:
         raise InvalidDatasetError(
             f"no Parquet shards for split {split!r} in {data} (expected "
-            f"{DATA_DIR}/{split}-00000-of-00001.parquet). {_REDO}"
+            f"{DATA_DIR}/{split}-00000-of-00001.parquet). {REDO}"
         )
     found.sort()
     totals = {total for _, total, _ in found}
@@ -210,7 +209,7 @@ def data_files(directory: str | Path, split: str) -> list[Path]:
         have = sorted(p.name for _, _, p in found)
         raise InvalidDatasetError(
             f"split {split!r} in {data} has an incomplete or mixed shard set: found {have}, "
-            f"expected {want}. {_REDO}"
+            f"expected {want}. {REDO}"
         )
     return [p for _, _, p in found]
 
@@ -243,7 +242,7 @@ def read_table(directory: str | Path, split: str, columns: list[str] | None = No
         if missing:
             raise InvalidDatasetError(
                 f"{path} has no column(s) {missing} (it holds {pf.schema_arrow.names}). "
-                f"{_REDO}"
+                f"{REDO}"
             )
         try:
             tables.append(pf.read(columns=columns))
@@ -254,13 +253,13 @@ def read_table(directory: str | Path, split: str, columns: list[str] | None = No
     except pa.ArrowInvalid as e:
         raise InvalidDatasetError(
             f"the shards of split {split!r} in {Path(directory) / DATA_DIR} have different "
-            f"schemas ({e}). {_REDO}"
+            f"schemas ({e}). {REDO}"
         ) from e
 
 
 def _unreadable(path: str | Path, e: Exception) -> InvalidDatasetError:
     return InvalidDatasetError(
-        f"{path} is not a readable Parquet file (truncated or corrupt?): {e}. {_REDO}"
+        f"{path} is not a readable Parquet file (truncated or corrupt?): {e}. {REDO}"
     )
 
 
@@ -403,7 +402,7 @@ def checksum_state(directory: str | Path, md: Mapping[str, Any], *, split: str |
             problems.append((
                 f"{rel} not listed (added after the dataset was written)",
                 f"{p} is not listed in metadata.json checksums: the dataset was modified after it was "
-                "written. Remove the file, or re-download or re-bake the dataset.",
+                f"written. Remove the file, or {REDO[0].lower()}{REDO[1:]}",
             ))
     if problems:
         return ChecksumState("mismatch", "; ".join(short for short, _ in problems), MergeCorruptError(problems[0][1]))
@@ -453,19 +452,19 @@ def _listed(md: Mapping[str, Any]) -> dict[str, str] | None:
     if not isinstance(block, dict):
         raise InvalidDatasetError(
             f"metadata 'checksums' must be an object mapping file paths to 'sha256:<hex>'; "
-            f"got {type(block).__name__}. {_REDO}"
+            f"got {type(block).__name__}. {REDO}"
         )
     for rel, digest in block.items():
         parts = rel.split("/") if isinstance(rel, str) else []
         if not parts or rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
             raise InvalidDatasetError(
                 f"metadata 'checksums' has an invalid path {rel!r}: paths are relative to the "
-                f"dataset directory, like 'data/public-00000-of-00001.parquet'. {_REDO}"
+                f"dataset directory, like 'data/public-00000-of-00001.parquet'. {REDO}"
             )
         if not isinstance(digest, str) or not DIGEST_RE.match(digest):
             raise InvalidDatasetError(
                 f"metadata 'checksums'[{rel!r}] is {digest!r}; expected 'sha256:' and 64 lowercase "
-                f"hex digits. {_REDO}"
+                f"hex digits. {REDO}"
             )
     return block
 
@@ -483,7 +482,7 @@ def _stale(md: Mapping[str, Any]) -> str | None:
     if not isinstance(recorded, dict):
         raise InvalidDatasetError(
             f"metadata '{WRITTEN_FOR}' must be an object (the facts the checksums were written for); "
-            f"got {type(recorded).__name__}. {_REDO}"
+            f"got {type(recorded).__name__}. {REDO}"
         )
     current = checksum_facts(md)
     if recorded == current:
@@ -500,7 +499,7 @@ def _stale(md: Mapping[str, Any]) -> str | None:
     raise MergeCorruptError(
         f"metadata.json says {key}={_show(current.get(key))} but its checksums were written for "
         f"{key}={_show(recorded.get(key))}: metadata.json was edited after the dataset was written. "
-        f"Restore it, or {_REDO[0].lower()}{_REDO[1:]}"
+        f"Restore it, or {REDO[0].lower()}{REDO[1:]}"
     )
 
 
@@ -540,13 +539,13 @@ def _file_problem(directory: Path, rel: str, digest: str) -> tuple[str, str] | N
         return (
             f"{rel} missing",
             f"{p} is listed in metadata.json checksums but is missing: the dataset was modified or "
-            f"truncated. {_REDO}",
+            f"truncated. {REDO}",
         )
     got = file_sha256(p)
     if got != digest:
         return (
             f"{rel} modified or truncated",
             f"{p} does not match its checksum in metadata.json (expected {digest}, got {got}): the "
-            f"file was modified or truncated. {_REDO}",
+            f"file was modified or truncated. {REDO}",
         )
     return None

@@ -234,7 +234,7 @@ def call(
                         raise
                     better = HubError(f"the Hugging Face Hub client failed: {_reason(exc, token)}")
                 if isinstance(better, HubError):
-                    better = HubError(f"{what}: {better}")
+                    better = HubError.from_error(better, where=what)
                 failure = better
             else:
                 if budget is None:

@@ -52,7 +52,7 @@ from whestbench.format.schema import (
     check_split_name,
     protocol_version,
 )
-from whestbench.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
 from whestbench.text import remember_token
 
 __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
@@ -61,7 +61,6 @@ log = logging.getLogger(__name__)
 
 _MLP_COLUMNS = ["mlp_name", "mlp_seed", "weights"]
 _TRUTH_COLUMNS = ["all_layer_means", "all_layer_stderr"]  # carried into MLP.means / MLP.stderr when present
-_REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
 
 # id(obj) -> metadata. A weakref finalizer drops the entry when the object dies, so an id is never
 # reused while its entry is alive. (DatasetDict is an unhashable dict, hence ids, not weak keys.)
@@ -171,7 +170,7 @@ def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...]
             ours = [c for c in missing if c not in COLUMNS]
             why = ("metadata.json records the estimator or target that writes them" if len(ours) == len(missing)
                    else "it is not a WhestBench schema 3.0 shard")
-            raise InvalidDatasetError(f"{f} lacks the column(s) {missing}; {why}. {_REDO}")
+            raise InvalidDatasetError(f"{f} lacks the column(s) {missing}; {why}. {REDO}")
         rows += footer.num_rows
     _check_rows(rows, n_mlps, f"{root / DATA_DIR}/{split}-*.parquet")
     try:
@@ -183,7 +182,7 @@ def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...]
         )
     except (pa.ArrowException, DatasetGenerationError) as e:
         raise InvalidDatasetError(
-            f"split {split!r} of {root} could not be read (truncated or corrupt Parquet?): {e}. {_REDO}"
+            f"split {split!r} of {root} could not be read (truncated or corrupt Parquet?): {e}. {REDO}"
         ) from e
 
 
@@ -191,7 +190,7 @@ def _check_rows(rows: int, n_mlps: Any, where: str) -> None:
     if isinstance(n_mlps, int) and not isinstance(n_mlps, bool) and rows != n_mlps:
         raise MergeCorruptError(
             f"{where} holds {rows} rows but metadata.json says n_mlps={n_mlps}: the data was "
-            f"modified or truncated. {_REDO}"
+            f"modified or truncated. {REDO}"
         )
 
 
@@ -402,7 +401,7 @@ def _row_to_mlp(row: Mapping[str, Any], seed_of: Callable[[int], int], md: Mappi
         if w.shape != want:
             raise InvalidDatasetError(
                 f"row {row['mlp_name']!s}: weights have shape {w.shape} but metadata says "
-                f"depth={md['depth']}, width={md['width']}. {_REDO}"
+                f"depth={md['depth']}, width={md['width']}. {REDO}"
             )
     mlp = MLP(
         weights=[np.array(layer, dtype=np.float32) for layer in w],  # own, writable copies

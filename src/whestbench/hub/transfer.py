@@ -636,7 +636,7 @@ def pull_dataset(
         try:
             check_split_name(split)
         except InvalidDatasetError as e:
-            raise UsageError(f"--split: {e}") from None
+            raise UsageError.from_error(e, where="--split") from None
     out = check_new_output(output) if output is not None else None
 
     import huggingface_hub
@@ -679,10 +679,8 @@ def pull_dataset(
         try:
             md, verified = _check_download(path, split, where)
         except InvalidDatasetError as e:
-            raise InvalidDatasetError(
-                f"{e} If the dataset on the Hub is intact, the cached copy in {path} is damaged: "
-                "remove it with `hf cache delete` and re-run."
-            ) from e
+            raise InvalidDatasetError.from_error(e, fix=f"If the dataset on the Hub is intact, the cached copy in {path} "
+                                                 "is damaged: remove it with `hf cache delete` and re-run.") from e
         emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -691,8 +689,8 @@ def pull_dataset(
             with _DiskProgress(staging, total, emit):
                 download(local_dir=str(staging))
         except HubError as e:
-            raise HubError(f"{e} The files downloaded so far are kept in {staging}; re-running the same "
-                           "command resumes.") from e
+            raise HubError.from_error(e, fix=f"The files downloaded so far are kept in {staging}; re-running the "
+                                      "same command resumes.") from e
         emit(Event("downloaded", message=f"Downloaded {where} into {staging}",
                    progress=Progress("bytes", total, total), data={"path": str(staging), "cached": False}))
         try:

@@ -30,6 +30,7 @@ from whestbench.compute.segments import segment_bounds
 from whestbench.format.schema import DatasetMeta
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan
+from whestbench.errors import REDO
 
 EPS32 = 2.0**-24  # float32 rounding, relative
 STAT_SAMPLES = 8192  # the drift test pools adjacent segments to at least this many samples
@@ -60,7 +61,7 @@ def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
             continue
         if not path.is_file():
             report.check(f"{prefix}trail", False, f"{block['file']} is missing: the metadata says the bake kept an "
-                         "audit trail there. Re-download or re-bake the dataset.")
+                         f"audit trail there. {REDO}")
             continue
         cv = is_cv_block(level.get("estimator", ds.md.get("estimator")))
         sampler = (level.get("sampler") or {}).get("name") if isinstance(level.get("sampler"), dict) else None
