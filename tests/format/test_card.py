@@ -489,3 +489,35 @@ def test_the_card_states_the_device_checks_result():
     assert "Device check before the bake: skipped (`--skip-device-check`)" in body
     _, body = split_card(render_card(single_md()))
     assert "Device check" not in body
+
+
+@pytest.mark.parametrize("title", ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+                                   "[click](javascript:alert(1))"])
+def test_a_title_cannot_inject_markup_into_the_card(title):
+    """Issue 27: the pretty name went raw into the card's heading."""
+    _, body = split_card(render_card(single_md(), pretty_name=title))
+    heading = body.splitlines()[0]
+    assert "<" not in heading and "](" not in heading and heading.startswith("# ")
+
+
+def test_the_citation_cannot_be_broken_out_of():
+    text = render_card(single_md(), pretty_name="x}}, note = {{pwned")
+    cite = text.split("```bibtex")[1].split("```")[0]
+    assert "note = {{pwned" not in cite and r"x\}\}, note = \{\{pwned" in cite
+    assert cite.count("{") - cite.count(r"\{") == cite.count("}") - cite.count(r"\}")  # balanced outside escapes
+
+
+@pytest.mark.parametrize("flags", [dict(pretty_name="evil\u202etxt.exe"), dict(pretty_name="a\u2066b"),
+                                   dict(homepage="https://x.org/}}},evil={"), dict(homepage="javascript:alert(1)"),
+                                   dict(homepage="ftp://x.org/")])
+def test_card_flags_refuse_hidden_characters_and_non_http_homepages(flags):
+    from whestbench.errors import UsageError
+    from whestbench.format.card import check_card_fields
+
+    with pytest.raises(UsageError):
+        check_card_fields(**flags)
+
+
+def test_a_recorded_javascript_homepage_never_reaches_the_card():
+    text = render_card(single_md(card={"homepage": "javascript:alert(1)"}))
+    assert "javascript:" not in text

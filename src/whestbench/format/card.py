@@ -50,8 +50,9 @@ def check_card_fields(*, pretty_name: str | None = None, license: str | None = N
     out: dict[str, str] = {}
     if pretty_name is not None:
         name = pretty_name.strip()
-        if not name or len(name) > 200 or any(ord(c) < 32 or 0x7f <= ord(c) < 0xa0 for c in name):
-            raise UsageError(f"--pretty-name must be one line of 1 to 200 printable characters; got {pretty_name!r}.")
+        if not name or len(name) > 200 or any(_hidden(c) for c in name):
+            raise UsageError(f"--pretty-name must be one line of 1 to 200 printable characters, without control or "
+                             f"bidirectional-override characters; got {pretty_name!r}.")
         out["pretty_name"] = name
     if license is not None:
         if not _LICENSE_RE.match(license):
@@ -59,10 +60,41 @@ def check_card_fields(*, pretty_name: str | None = None, license: str | None = N
                              f"other (lowercase letters, digits, '.', '-', '+'); got {license!r}.")
         out["license"] = license
     if homepage is not None:
-        if not re.match(r"^https?://[^\s<>\"'`()\[\]]+$", homepage) or len(homepage) > 500:
-            raise UsageError(f"--homepage must be an http(s) URL without spaces or brackets; got {homepage!r}.")
+        if not _HOMEPAGE_RE.match(homepage) or len(homepage) > 500:
+            raise UsageError(f"--homepage must be an http(s) URL without spaces, quotes, brackets or braces; "
+                             f"got {homepage!r}.")
         out["homepage"] = homepage
     return out
+
+
+_HOMEPAGE_RE = re.compile(r"^https?://[^\s<>\"'`()\[\]{}\\|^]+$")
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def _hidden(c: str) -> bool:
+    """A control character (C0, DEL, C1) or a bidirectional mark/override/isolate: text that does
+    not show what it says (U+202E reverses what follows it)."""
+    o = ord(c)
+    return o < 32 or 0x7f <= o < 0xa0 or o in _BIDI
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as literal Markdown/HTML inline text: HTML's ``& < >`` as entities, Markdown's
+    punctuation backslash-escaped, hidden characters dropped (a title cannot inject a link, an
+    image or a tag)."""
+    text = "".join(c for c in text if not _hidden(c))
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_{}\[\]()#+!|~])", r"\\\1", text)
+
+
+_BIBTEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$",
+           "_": r"\_", "^": r"\^{}", "~": r"\~{}"}
+
+
+def bibtex_text(text: str) -> str:
+    """``text`` as a BibTeX field value's literal text (braces and TeX specials escaped: a title
+    cannot close the field and add its own)."""
+    return "".join(_BIBTEX.get(c, c) for c in text if not _hidden(c))
 
 
 def card_fields(md: dict[str, Any], **given: str | None) -> dict[str, str]:
@@ -74,6 +106,8 @@ def card_fields(md: dict[str, Any], **given: str | None) -> dict[str, str]:
     for key, default in defaults.items():
         value = given.get(key) or recorded.get(key)
         out[key] = value if isinstance(value, str) and value else default
+    if not _HOMEPAGE_RE.match(out["homepage"]):  # metadata edited by hand: never a javascript: link
+        out["homepage"] = HOMEPAGE
     return out
 
 
@@ -351,7 +385,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         )
     total = sum(_n_mlps(e) for e in _splits(md).values())
     return {
-        "title": fields["pretty_name"],
+        "title": markdown_text(fields["pretty_name"]),
         "repo_id": repo_id,
         "revision": revision,
         "hub_url": f"https://huggingface.co/datasets/{repo_id}/tree/{revision}",
@@ -481,6 +515,7 @@ def _blas(blas: Any) -> str:
 
 
 def _citation(title: str, homepage: str = HOMEPAGE) -> str:
+    title, homepage = bibtex_text(title), homepage if _HOMEPAGE_RE.match(homepage) else HOMEPAGE
     return (
         "@misc{whestbench2026,\n"
         f"  title        = {{{{{title}}}}},\n"
