@@ -11,7 +11,6 @@ most ``P_OVERALL``.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import random
@@ -52,16 +51,14 @@ def choose_rows(rows: list, k: int | None, seed: int) -> list:
 
 def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list[Audited]:
     """The pilot of every row whose weights re-derive from its seed (else ``pilot`` None)."""
-    from whestbench.compute.mlp import weights_for_seed
-
     cv = _is_cv(ds.md)
 
     def one(item):
         (s, i), n = item
         if not n >= 1:
             return Audited(s, i, float(n), None)  # an impossible sample count: the target check names it
-        w = weights_for_seed(int(s.seeds[i]), ds.width, ds.depth)
-        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+        w = s.rederived_weights(i, ds.width, ds.depth)
+        if w is None:
             return Audited(s, i, float(n), None)  # protocol 2.0 or other weights: no pilot of the stored MLP
         controls = None
         if cv and ds.depth > 1:

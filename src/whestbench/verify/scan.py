@@ -24,6 +24,12 @@ _BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-G
 _READ_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
                  "sampling_budget_breakdown"]
 
+
+def weight_digest(w: np.ndarray) -> bytes:
+    """An MLP's weights (depth, width, width) float32 as 16 bytes of blake2b: what a scan keeps of them."""
+    return hashlib.blake2b(np.ascontiguousarray(w).tobytes(), digest_size=16).digest()
+
+
 @dataclass
 class SplitScan:
     """One split's rows, reduced to what the checks need (weights are hashed, not kept)."""
@@ -41,6 +47,14 @@ class SplitScan:
     bad_breakdown: list[tuple[int, str]] = field(default_factory=list)  # (mlp_id, why) rows whose breakdown does not parse
     stderr: np.ndarray | None = None  # (n, depth, w) float32: all_layer_stderr, when the dataset has it
     n_used: np.ndarray | None = None  # (n,) int64: n_samples_used, when the dataset has it
+
+    def rederived_weights(self, i: int, width: int, depth: int) -> np.ndarray | None:
+        """Row ``i``'s weights re-derived from its seed, or None where they are not the stored ones (seed
+        protocol 2.0, or altered weights: the weights check says so)."""
+        from whestbench.compute.mlp import weights_for_seed
+
+        w = weights_for_seed(int(self.seeds[i]), width, depth)
+        return w if weight_digest(w) == self.weight_digests[i] else None
 
 
 @dataclass
@@ -133,7 +147,7 @@ def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool
                 f = _dense(batch.column("final_means"), (width,), "final_means", b_ids)
                 for k, seed in enumerate(b_seeds):
                     wk = np.ascontiguousarray(w[k])  # (depth, width, width)
-                    digests.append(hashlib.blake2b(wk.tobytes(), digest_size=16).digest())
+                    digests.append(weight_digest(wk))
                     if rederive:
                         ref = weights_for_seed(seed, width, depth)
                         if not np.array_equal(wk.view(np.uint32), ref.view(np.uint32)):

@@ -10,7 +10,6 @@ layer-1 mean is turned into a z-score with the standard error ``sqrt(Var relu / 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -153,14 +152,13 @@ def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple
     dataset, per-MLP sums add. MLPs under 1,000 samples (too skewed) or whose weights do not re-derive
     are left out."""
     from whestbench.compute.estimators import layer1_means, relu_second_moments
-    from whestbench.compute.mlp import weights_for_seed
 
     sums, variances, worst, where = [], [], 0.0, ""
     for (s, i), zr, count in zip(rows, z, n):
         if count < MIN_NORMAL_SAMPLES or not np.all(np.isfinite(zr)):
             continue
-        w = weights_for_seed(int(s.seeds[i]), ds.width, ds.depth)
-        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+        w = s.rederived_weights(i, ds.width, ds.depth)
+        if w is None:
             continue
         w1 = w[0].astype(np.float64)
         mu = layer1_means(w1)
@@ -218,7 +216,6 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
     """The two-stage rule: each MLP's count is what its own pilot plans (``estimators.planned_samples``),
     a function of the seed and the recipe alone: recompute it and require equality."""
     from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
-    from whestbench.compute.mlp import weights_for_seed
     from whestbench.work.units import _planned
 
     if not is_positive_int(step) or (cv and not is_positive_int(batch)):
@@ -229,8 +226,7 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
     problems, checked = [], 0
     for s, i in rows:
         seed = int(s.seeds[i])
-        w = weights_for_seed(seed, ds.width, ds.depth)
-        if hashlib.blake2b(w.tobytes(), digest_size=16).digest() != s.weight_digests[i]:
+        if s.rederived_weights(i, ds.width, ds.depth) is None:
             continue  # weights that do not re-derive: the weights check has said so
         want = _planned(seed, ds.width, ds.depth, estimation, step, ds.n_samples, min_samples)
         used = int(s.n_used[i])
