@@ -448,3 +448,46 @@ def test_combine_keeps_each_splits_device_check(torch_bakes, tmp_path):
     merged = merge_datasets([torch_bakes["p0"], torch_bakes["p1"]], output_dir=tmp_path / "merged")
     assert _md(merged)["device_check"]["skipped"] is True
     assert {c.name: c for c in verify_dataset(merged, n_check=1).checks}["device check"].skipped
+
+
+# --- cards (issue 28: combine dropped the inputs' pretty name and license) --------------------------
+
+
+def _carded(root: Path, cards: dict[str, dict]) -> list[Path]:
+    from whestbench.bake.pipeline import BakeConfig, bake
+
+    seeds = {"public": 21, "holdout": 22}
+    return [bake(BakeConfig(n_mlps=2, n_samples=200, width=4, depth=2, seed=seeds[split], split=split,
+                            config=split if split != "public" else "default", card=card or None,
+                            output=root / split)) for split, card in cards.items()]
+
+
+def test_combine_keeps_the_inputs_card(tmp_path):
+    card = {"license": "mit", "pretty_name": "Eval 8"}
+    out = combine_split_datasets(_carded(tmp_path, {"public": card, "holdout": card}), output_dir=tmp_path / "c")
+    assert _md(out)["card"] == card
+    front = (out / "README.md").read_text().split("---")[1]
+    assert "license: mit" in front and "pretty_name: Eval 8" in front
+
+
+def test_combine_refuses_differing_cards_naming_the_fields(tmp_path):
+    inputs = _carded(tmp_path, {"public": {"license": "mit", "pretty_name": "Eval 8"}, "holdout": {"license": "mit"}})
+    with pytest.raises(MergeIncompatibleError, match=r"differ in pretty_name .*'Eval 8'.*the default.*--pretty-name"):
+        combine_split_datasets(inputs, output_dir=tmp_path / "c")
+    _no_output(tmp_path / "c")
+
+
+def test_a_given_card_settles_differing_inputs(tmp_path):
+    inputs = _carded(tmp_path, {"public": {"license": "mit"}, "holdout": {"license": "apache-2.0"}})
+    out = combine_split_datasets(inputs, output_dir=tmp_path / "c", card={"license": "cc-by-4.0"})
+    assert _md(out)["card"] == {"license": "cc-by-4.0"}
+
+
+def test_the_cli_settles_differing_cards_with_its_card_flags(tmp_path, capsys):
+    from whestbench.cli import main
+
+    inputs = [str(p) for p in _carded(tmp_path, {"public": {"license": "mit"}, "holdout": {}})]
+    assert main(["dataset", "combine-splits", *inputs, "--output", str(tmp_path / "c")]) == 1
+    assert "differ in license" in capsys.readouterr().err
+    assert main(["dataset", "combine-splits", *inputs, "--output", str(tmp_path / "c"), "--license", "mit"]) == 0
+    assert _md(tmp_path / "c")["card"] == {"license": "mit"}

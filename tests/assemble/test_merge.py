@@ -461,3 +461,17 @@ def test_a_merged_target_bakes_samples_used_covers_every_row(tmp_path):
     assert md["samples_used"]["min"] == min(used) and md["samples_used"]["at_cap"] == used.count(200_000)
     first = json.loads((tmp_path / "p0" / "metadata.json").read_text())["samples_used"]
     assert first["total"] == used[0] != md["samples_used"]["total"]
+
+
+def test_partials_whose_cards_differ_are_refused_unless_a_card_settles_them(tmp_path):
+    from whestbench.bake.pipeline import BakeConfig, bake
+    from whestbench.errors import MergeIncompatibleError
+
+    shape = dict(n_mlps=4, n_samples=200, width=4, depth=2, seed=6)
+    parts = [bake(BakeConfig(**shape, mlp_range=r, card=c, output=tmp_path / f"p{r[0]}"))
+             for r, c in (((0, 1), {"license": "mit"}), ((1, 4), None))]
+    with pytest.raises(MergeIncompatibleError, match=r"differ in license \(.*'mit'.*the default\)"):
+        merge_datasets(parts, output_dir=tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+    out = merge_datasets(parts, output_dir=tmp_path / "m", card={"license": "apache-2.0"})
+    assert json.loads((out / "metadata.json").read_text())["card"] == {"license": "apache-2.0"}

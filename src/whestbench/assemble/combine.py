@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, write_file_atomic
+from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
     check_files,
     claim_output,
     clean_abandoned_staging,
     open_input,
     read_column,
+    settle_cards,
     shard_files,
     split_of,
 )
@@ -106,6 +108,7 @@ def combine_split_datasets(
     default_split: str | None = None,
     write_prepared_arrow: bool = True,
     on_event: EventSink = ignore,
+    card: dict[str, str] | None = None,
 ) -> Path:
     """Write the multi-split dataset made of ``inputs`` (one single-split dataset each) at ``output_dir``.
 
@@ -114,7 +117,9 @@ def combine_split_datasets(
     output inside an input, ``DefaultSplitError``: before any work), InputPathError,
     InvalidDatasetError, MergeIncompatibleError or MergeCorruptError; nothing is left at
     ``output_dir`` on failure. ``on_event`` hears notes (a killed earlier run's staging, removed)
-    and warnings (an input's stale checksums).
+    and warnings (an input's stale checksums). ``card``: card fields (``--pretty-name``,
+    ``--license``, ``--homepage``); the inputs' own card is kept where they agree, and where they
+    differ ``card`` must settle it (else MergeIncompatibleError, before any work).
     """
     inputs = [inputs] if isinstance(inputs, (str, Path, DatasetDir)) else list(inputs)
     output = claim_output(output_dir, inputs, on_event=on_event)
@@ -145,6 +150,7 @@ def combine_split_datasets(
                     f"{s.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); the splits of one "
                     f"dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {_REBAKE_HINT.get(key, 'to match')}."
                 )
+    settled = settle_cards([(str(s.path), s.md.get(CARD_KEY)) for s in splits], card)
     for s in splits:
         s.files = shard_files(s.path, s.split)
         check_files(s.handle, s.md, s.files, s.md["n_mlps"], on_event=on_event)
@@ -157,6 +163,8 @@ def combine_split_datasets(
         defaults = [s.split for s in splits if s.config == DEFAULT_CONFIG]
         default_split = defaults[0] if len(defaults) == 1 else None
     md = combined_metadata([(s.split, s.config, s.md) for s in splits], default_split=default_split)
+    if settled:
+        md[CARD_KEY] = settled
     with staged_dir(output) as stage:
         data = stage / DATA_DIR
         data.mkdir()

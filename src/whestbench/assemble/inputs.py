@@ -137,6 +137,36 @@ def check_files(
         )
 
 
+_CARD_FLAGS = {"pretty_name": "--pretty-name", "license": "--license", "homepage": "--homepage"}
+
+
+def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None = None, *,
+                 how: str = "pass --pretty-name, --license or --homepage to settle them") -> dict[str, str]:
+    """The card of a dataset made of inputs whose metadata ``card`` blocks are ``cards`` (``(name,
+    block)``, a missing block is the defaults): the inputs' own when they agree; ``given`` (the
+    command's card flags) settles the fields they do not. MergeIncompatibleError, before any work,
+    names the fields that differ (with each input's value) and ``how`` to settle them."""
+    from whestbench.text import show_value
+
+    given = dict(given or {})
+    blocks = [(name, dict(block) if isinstance(block, dict) else {}) for name, block in cards]
+    out: dict[str, str] = {}
+    differ = []
+    for key in sorted({k for _, b in blocks for k in b} | set(given)):
+        if key in given:
+            out[key] = given[key]
+            continue
+        values = [b.get(key) for _, b in blocks]
+        if any(v != values[0] for v in values):
+            each = ", ".join(f"{name}: {show_value(b[key]) if key in b else 'the default'}" for name, b in blocks)
+            differ.append(f"{key} ({each})")
+        elif values[0] is not None:
+            out[key] = values[0]
+    if differ:
+        raise MergeIncompatibleError(f"the inputs' cards differ in {' and '.join(differ)}: {how}.")
+    return out
+
+
 def read_column(files: Sequence[Path], column: str) -> list:
     """One column of every shard, as Python values (``mlp_id``, ``mlp_seed``: a few bytes per MLP)."""
     import pyarrow.parquet as pq

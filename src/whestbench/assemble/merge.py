@@ -31,11 +31,13 @@ from whestbench.atomic import staged_dir
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
+from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
     check_files,
     claim_output,
     open_input,
     read_column,
+    settle_cards,
     shard_files,
     split_of,
 )
@@ -102,7 +104,8 @@ class _Partial:
 
 
 def merge_datasets(
-    partials: Sequence[str | Path], *, output_dir: str | Path, on_event: EventSink = ignore
+    partials: Sequence[str | Path], *, output_dir: str | Path, on_event: EventSink = ignore,
+    card: dict[str, str] | None = None,
 ) -> Path:
     """Validate ``partials`` and write the complete dataset at ``output_dir``; return its path.
 
@@ -110,7 +113,8 @@ def merge_datasets(
     InputPathError, InvalidDatasetError, MergeIncompatibleError, MergeOverlapError,
     MergeIncompleteError or MergeCorruptError. ``on_event`` hears "start" once the paths are
     checked, notes (staging that a killed earlier merge left, now removed) and warnings (a
-    partial's stale checksums).
+    partial's stale checksums). ``card``: card fields that settle partials whose cards differ
+    (``--pretty-name``, ``--license``, ``--homepage``); else such partials are refused.
     """
     partials = [partials] if isinstance(partials, (str, Path, DatasetDir)) else list(partials)
     output = claim_output(output_dir, partials, on_event=on_event)
@@ -121,6 +125,7 @@ def merge_datasets(
         )
     parts = [_open_partial(p) for p in partials]
     _check_compatible(parts)
+    settled = settle_cards([(str(p.path), p.md.get(CARD_KEY)) for p in parts], card)
     ordered = sorted(parts, key=lambda p: p.start)
     _check_coverage(ordered)
     for part in ordered:
@@ -131,6 +136,10 @@ def merge_datasets(
 
     first = parts[0].md
     md = merged_metadata([p.md for p in parts], output=output)
+    if settled:
+        md[CARD_KEY] = settled  # the first partial's place when it had one
+    else:
+        md.pop(CARD_KEY, None)
     if N_USED_COLUMN in columns_for(first):  # a target bake's: recomputed over every row, not the first partial's
         import pyarrow.parquet as pq
 

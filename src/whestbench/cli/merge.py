@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import already_complete, out
+from whestbench.cli.hub import card_options
 from whestbench.cli.progress import VerbEvents, log_every_option
 
 # Paths stay strings until the library checks them: ``Path("")`` would turn an empty argument into ".".
@@ -71,8 +72,10 @@ def _complete_once_in_place(verb: str, output: str):
 @click.command("merge")
 @click.argument("partials", nargs=-1, required=True, type=_PATH)
 @click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside a partial).")
+@card_options
 @log_every_option
-def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
+def merge(partials: tuple[str, ...], output: str, log_every: float, pretty_name: str | None, license: str | None,
+          homepage: str | None) -> None:
     """Check the partials of one bake and assemble the complete dataset.
 
     \b
@@ -82,6 +85,7 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
     from whestbench.assemble.merge import merge_datasets
     from whestbench.format.reader import open_dataset, read_metadata
 
+    card = _card(pretty_name, license, homepage)  # checked before any work
     partials = tuple(open_dataset(p) for p in partials)  # each read once, by whichever check comes first
     target = open_dataset(output)
     done = finished_merge(partials, target)
@@ -91,7 +95,8 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
         return
     with _complete_once_in_place("merge", output):
         with _events("merge", log_every) as events:
-            merge_datasets(list(partials), output_dir=output, on_event=events)  # "start": once the paths are fine
+            merge_datasets(list(partials), output_dir=output, on_event=events,  # "start": once the paths are fine
+                           card=card)
         n = read_metadata(output).get("n_mlps")
         out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
 
@@ -101,9 +106,10 @@ def merge(partials: tuple[str, ...], output: str, log_every: float) -> None:
 @click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside an input).")
 @click.option("--default-split", default=None, help="Split that load_dataset(repo) returns: one of the inputs' splits (default: the one input with config 'default').")
 @click.option("--skip-prepared-arrow", is_flag=True, help="Do not write prepared/<split> Arrow copies.")
+@card_options
 @log_every_option
 def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | None, skip_prepared_arrow: bool,
-                   log_every: float) -> None:
+                   log_every: float, pretty_name: str | None, license: str | None, homepage: str | None) -> None:
     """Combine single-split datasets (one per split) into one multi-split dataset.
 
     \b
@@ -114,6 +120,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     from whestbench.format.reader import open_dataset, read_metadata
     from whestbench.format.schema import DatasetMeta
 
+    card = _card(pretty_name, license, homepage)  # checked before any work
     inputs = tuple(open_dataset(p) for p in inputs)  # each read once, by whichever check comes first
     target = open_dataset(output)
     done = finished_combine(inputs, target, default_split=default_split, prepared=not skip_prepared_arrow)
@@ -129,6 +136,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
                 default_split=default_split,
                 write_prepared_arrow=not skip_prepared_arrow,
                 on_event=events,
+                card=card,
             )
         md = read_metadata(output)
         splits = DatasetMeta.of(md).blocks
@@ -161,3 +169,10 @@ def prepare_arrow(dataset_dir: str) -> None:
 
 
 COMMANDS = [merge, combine_splits, prepare_arrow]
+
+
+def _card(pretty_name: str | None, license: str | None, homepage: str | None) -> dict[str, str]:
+    """The card flags, checked (UsageError naming the fix): they settle inputs whose cards differ."""
+    from whestbench.format.card import check_card_fields
+
+    return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage)
