@@ -95,3 +95,24 @@ def test_a_splits_device_check_is_validated_too():
     md["splits"] = {"public": {"n_mlps": 2, "config": "default", "device_check": dict(block, passed="yes")}}
     with pytest.raises(InvalidDatasetError, match=r"splits\['public'\].device_check.passed must be true or false"):
         validate_metadata(md)
+
+
+def test_target_stderr_without_rule_is_invalid():
+    """A deleted rule let a target bake pass as another rule's; whestbench 0.17.0's first target bakes
+    wrote none, and the error gives them their one-line fix."""
+    md = {"schema_version": "3.0", "format": "hf-datasets-parquet", "backend": "flopscope",
+          "seed_protocol": {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"},
+          "n_samples": 100000, "width": 4, "depth": 2, "split": "public", "n_mlps": 2,
+          "sampler": {"name": "pcg64", "version": "1", "block_size": 16384},
+          "estimator": {"name": "plain", "version": "1"},
+          "target_stderr": {"value": 0.05, "layer": "last", "rule": "pilot-planned", "step_samples": 16384}}
+    validate_metadata(copy.deepcopy(md))
+    del md["target_stderr"]["rule"]
+    with pytest.raises(InvalidDatasetError, match="target_stderr has no 'rule'") as e:
+        validate_metadata(copy.deepcopy(md))
+    assert '"rule": "sequential-0.17.0"' in str(e.value) and "\n" not in str(e.value)
+    md["target_stderr"]["rule"] = "sequential-0.17.0"
+    validate_metadata(copy.deepcopy(md))
+    md["target_stderr"]["rule"] = "made-up"
+    with pytest.raises(InvalidDatasetError, match="rule 'made-up' is not 'pilot-planned'"):
+        validate_metadata(md)

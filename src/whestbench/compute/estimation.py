@@ -25,6 +25,9 @@ PILOT_SAMPLES = 1 << 14
 MIN_RELIABLE_BATCHES = 32
 TARGET_RULE = "pilot-planned"
 """How a bake to a target standard error decides each MLP's sample count (``planned_samples``)."""
+SEQUENTIAL_RULE = "sequential-0.17.0"
+"""The rule of whestbench 0.17.0's first target bakes (a running standard error checked at check
+points); their metadata had no ``rule``, which is now an error whose fix is to write this one."""
 
 
 @dataclass(frozen=True)

@@ -422,7 +422,13 @@ def _validate_recipe(md: dict) -> None:
     """The keys that say how the numbers were made: the format, the shape, the sampler, the estimator
     and a target. Every reader (load, verify, push, merge, combine, inspect) calls this through
     ``validate_metadata``, so a dataset one of them refuses the others refuse with the same words."""
-    from whestbench.compute.estimation import ESTIMATOR_VERSION, ESTIMATORS, PILOT_SAMPLES, TARGET_RULE
+    from whestbench.compute.estimation import (
+        ESTIMATOR_VERSION,
+        ESTIMATORS,
+        PILOT_SAMPLES,
+        SEQUENTIAL_RULE,
+        TARGET_RULE,
+    )
 
     fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
     if "format" in md and md["format"] != FORMAT_NAME:
@@ -474,8 +480,14 @@ def _validate_recipe(md: dict) -> None:
                                       f"'last' or 'all' {fix}.")
         if "estimator" not in md:
             raise InvalidDatasetError(f"metadata has a target_stderr but no estimator block {fix}.")
-        if "rule" in t and t["rule"] != TARGET_RULE:
-            raise InvalidDatasetError(f"metadata target_stderr rule {_short(t['rule'])} is not {TARGET_RULE!r} {fix}.")
+        if "rule" not in t:
+            raise InvalidDatasetError(
+                f"metadata target_stderr has no 'rule', so nothing says how each MLP's sample count was decided "
+                f"{fix}; a target bake of whestbench 0.17.0 (its first target bakes) wrote none: add "
+                f"\"rule\": \"{SEQUENTIAL_RULE}\" to its target_stderr block and verify it again.")
+        if t["rule"] not in (TARGET_RULE, SEQUENTIAL_RULE):
+            raise InvalidDatasetError(f"metadata target_stderr rule {_short(t['rule'])} is not {TARGET_RULE!r} "
+                                      f"(or {SEQUENTIAL_RULE!r}, whestbench 0.17.0's) {fix}.")
         steps = {s.get("block_size") for s, _ in samplers if isinstance(s, dict)}
         if "step_samples" in t and t["step_samples"] not in steps:
             raise InvalidDatasetError(f"metadata target_stderr step_samples {_short(t['step_samples'])} is not the "
