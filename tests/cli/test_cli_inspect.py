@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import re
+
 import pytest
 from hub_fake import clock, no_network  # noqa: F401  (autouse: no network, instant retries)
 
@@ -140,3 +142,19 @@ def test_inspect_prints_no_escape_codes_from_a_hostile_metadata_json(baked, tmp_
     rc, out, err = run(["dataset", "inspect", str(ds)], capsys)
     assert rc == 0 and "\x1b" not in out + err and "\x07" not in out
     assert "  seed source: derived from root seed 3 (--seed)" in out.splitlines()
+
+
+def test_ok_line_names_the_mlps_each_check_covered(baked, capsys):
+    """--recompute 1 chose an MLP while --n-check 1 looked at MLP 0 only: the OK line says which MLPs
+    each family of checks covered, and the pilot's resolution at this N."""
+    rc, out, err = run(["dataset", "verify", str(baked), "--n-check", "1", "--recompute", "1"], capsys)
+    assert rc == 0, err
+    last = out.splitlines()[-1]
+    chosen = re.search(r"recompute: (\d+) MLP\(s\) chosen at random with --sample-seed 0: mlp_id (\d+);", out)
+    assert chosen, out
+    assert last.startswith("OK: all ")
+    assert (f" — integrity: every row (2 MLPs); statistics: mlp_id 0 only (--n-check 1); recompute: mlp_id "
+            f"{chosen.group(2)} (random, --sample-seed 0). A single-neuron error below ~") in last
+    assert "standard errors is invisible to the pilot at N=2,000; --recompute K checks it" in last
+    rc, out, _ = run(["dataset", "verify", str(baked)], capsys)
+    assert rc == 0 and "statistics: all 2 MLPs." in out.splitlines()[-1]

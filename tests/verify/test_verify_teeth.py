@@ -570,3 +570,35 @@ def test_a_resigned_prepared_copy_that_differs_from_its_rows_fails_verify(plain,
     bad = checks(report)["holdout: prepared"]
     assert bad.ok is False and "column all_layer_means, row 0" in bad.detail
     assert "prepare-arrow" in bad.detail and not report.ok
+
+
+# --- the pilot's resolution, stated on the OK line --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def million(tmp_path_factory) -> Path:
+    return create_dataset(n_mlps=2, n_samples=1_000_000, width=8, depth=3, seed=5,
+                          output_path=tmp_path_factory.mktemp("resolution") / "honest")
+
+
+@pytest.mark.parametrize("factor, caught", [(0.5, False), (2.0, True)])
+def test_ok_line_states_the_pilots_resolution(million, tmp_path, rewrite_dataset, factor, caught):
+    """At N = 10⁶ the stated figure is honest: one neuron moved by half of it (in its own stored standard
+    errors) passes verify, moved by twice it fails `layer means` (the plan: ≈ 65 at N = 10⁶)."""
+    import re
+
+    report = verify_dataset(million)
+    assert report.ok, failed(report)
+    m = re.fullmatch(r"a single-neuron error below ~([\d,.]+) standard errors is invisible to the pilot at "
+                     r"N=1,000,000; --recompute K checks it", report.blind_spot)
+    figure = float(m.group(1).replace(",", ""))
+    assert 40 < figure < 90
+
+    def edit(i, row):
+        if i == 1:
+            row["all_layer_means"][1][3] += factor * figure * row["all_layer_stderr"][1][3]
+
+    bad = failed(verify_dataset(rewrite_dataset(million, tmp_path / "moved", edit_row=edit)))
+    assert ("layer means" in bad) is caught, bad
+    if caught:
+        assert "mlp_id 1 layer 2 neuron 3" in bad["layer means"]

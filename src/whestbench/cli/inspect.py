@@ -118,6 +118,9 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     unchecked = [c.name for c in report.checks if c.skipped and c.name.endswith("device check")]
     if unchecked:
         tail += "; the device check was skipped or a failure accepted at bake (push needs --allow-unchecked-device)"
+    covered = "; ".join(f"{k}: {v}" for k, v in report.coverage.items())
+    tail += f" — {covered}" if covered else ""
+    tail += f". {report.blind_spot[0].upper()}{report.blind_spot[1:]}" if report.blind_spot else ""
     out.print(f"OK: all {len(report.checks) - skipped} checks passed{tail}", markup=False, emoji=False)
 
 

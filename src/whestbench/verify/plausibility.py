@@ -168,11 +168,36 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
         more = f"; and {len(problems) - 2} more" if len(problems) > 2 else ""
         report.check("layer means", False, "; ".join(problems[:2]) + more)
         return
+    report.blind_spot = _blind_spot(live, z_lim)
     _, (a, layer, j, z, lim) = worst if worst[1] else (0, (live[0], 0, 0, 0.0, z_lim))
     report.check("layer means", True, f"{scope} against a fresh {AUDIT_SAMPLES:,}-input pilot each: max |z| = "
                  f"{abs(z):.2f} at {_where(ds, a)} layer {layer + 1} neuron {j} (limit {lim:.2f}: Bonferroni "
                  f"p={p_family:g} over {tested}, widened for skewness); signed averages per MLP and layer, and "
                  "per layer, within their spread")
+
+
+def min_visible_se(lim: float, n: float, pilot_n: float = AUDIT_SAMPLES) -> float:
+    """The smallest shift of one neuron's mean, in its stored standard errors (σ/√n), that the pilot
+    check flags: it flags ``|m − pilot| > lim·σ·sqrt(1/n + 1/pilot_n)``, so ``lim·sqrt(1 + n/pilot_n)``
+    (≈ 65 at n = 10⁶ with a limit near 5.9). Smaller errors, and an ``n_samples`` inflated with its
+    standard errors scaled to match, are invisible to any pilot of this size."""
+    return float(lim) * math.sqrt(1.0 + float(n) / float(pilot_n))
+
+
+def _blind_spot(live: list[Audited], z_lim: float) -> str:
+    """The OK line's statement of the pilot's resolution: the median over the checked neurons of
+    ``min_visible_se`` with each neuron's (skewness-widened) limit, at the median sample count."""
+    figures, counts = [], []
+    for a in live:
+        ok = _testable(a.pilot)
+        ok[0] = False
+        figures.append(min_visible_se(1.0, a.n, a.pilot.n) * _cf(z_lim, a.pilot.skew, a.n, a.pilot.n)[ok])
+        counts.append(a.n)
+    fig = float(np.median(np.concatenate(figures)))
+    n = int(np.median(counts))
+    shown = f"{fig:,.0f}" if fig >= 10 else f"{fig:.1f}"
+    return (f"a single-neuron error below ~{shown} standard errors is invisible to the pilot at N={n:,}; "
+            "--recompute K checks it")
 
 
 def _testable(pm: PilotMoments) -> np.ndarray:

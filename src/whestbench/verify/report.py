@@ -24,6 +24,10 @@ class VerifyReport:
     against: Path | None = None
     checks: list[Check] = field(default_factory=list)
     on_check: Callable[[Check], None] | None = field(default=None, repr=False, compare=False)
+    coverage: dict[str, str] = field(default_factory=dict)
+    """Which MLPs each family of checks covered (``integrity``, ``statistics``, ``recompute``), for the OK line."""
+    blind_spot: str | None = None
+    """The smallest single-neuron error the pilot could have seen, in words (set when the pilot ran)."""
 
     @property
     def ok(self) -> bool:

@@ -155,6 +155,7 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
     rec = recipe(ds.md, device)
     seeds = [int(s.seeds[i]) for s, i in rows]
     ids = ", ".join((f"{s.name}:" if ds.is_multi else "") + str(int(s.ids[i])) for s, i in rows)
+    report.coverage["recompute"] = f"mlp_id {ids} (random, --sample-seed {sample_seed})"
     how = rec["backend"] + (f" on {rec['device']}" if rec["device"] else "")
     report.check("recompute", True, f"{len(rows)} MLP(s) chosen at random with --sample-seed {sample_seed}: mlp_id {ids}; "
                  f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
@@ -255,6 +256,8 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         if verdict is not None:
             report.check(f"{split}: prepared", verdict.ok, verdict.detail)
     report.check("card", *card_verdict(path, md))
+    n_rows = sum(len(s.seeds) for s in ds.splits)
+    report.coverage["integrity"] = f"every row ({n_rows:,} MLP{'s' if n_rows != 1 else ''})"
     _device_check(meta, report)
     return ds if ds.splits else None
 

@@ -30,6 +30,12 @@ _RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
 
 
 
+def _ids(ds: DatasetScan, rows) -> str:
+    """``mlp_id 0, 3, 5`` (``split:id`` in a multi-split dataset), the first 20."""
+    ids = ", ".join(f"{s.name}:{int(s.ids[i])}" if ds.is_multi else str(int(s.ids[i])) for s, i in rows[:20])
+    return f"mlp_id {ids}{' ...' if len(rows) > 20 else ''}"
+
+
 def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
     rows = list(ds.rows())
     return rows[:n_check] if n_check is not None else rows
@@ -46,11 +52,14 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     if not rows:
         report.skip("layer-1 means", "the dataset has no rows")
         return
+    total = sum(len(s.ids) for s in ds.splits)
+    report.coverage["statistics"] = (f"{_ids(ds, rows)} only (--n-check {n_check})" if len(rows) < total
+                                     else f"all {total:,} MLPs")
     if sample_mlps is not None and sample_mlps < len(rows):
         rows = plausibility.choose_rows(rows, sample_mlps, sample_seed)
-        ids = ", ".join(f"{s.name}:{int(s.ids[i])}" if ds.is_multi else str(int(s.ids[i])) for s, i in rows[:20])
+        report.coverage["statistics"] = f"{_ids(ds, rows)} (random, --sample-seed {sample_seed})"
         report.check("sample", True, f"statistics on {len(rows)} MLP(s) chosen at random with --sample-seed "
-                     f"{sample_seed}: mlp_id {ids}{' ...' if len(rows) > 20 else ''} (integrity covered every row)")
+                     f"{sample_seed}: {_ids(ds, rows)} (integrity covered every row)")
     n = np.maximum(_sample_counts(ds, rows), 1.0)[:, None]  # an impossible count (< 1) is named by the target check
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
