@@ -326,7 +326,7 @@ def test_recompute_refuses_a_device_for_a_pcg64_dataset_before_any_check(plain):
 
     with pytest.raises(UsageError, match="philox datasets only"):
         verify_dataset(plain, recompute=1, device="cuda", on_check=lambda c: pytest.fail("a check ran"))
-    with pytest.raises(UsageError, match="--device applies to --recompute only"):
+    with pytest.raises(UsageError, match="--device applies to --recompute and --spot-check only"):
         verify_dataset(plain, device="cpu")
 
 

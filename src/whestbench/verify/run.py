@@ -110,25 +110,25 @@ def verify_dataset(
             raise
         except (InvalidDatasetError, KeyError, TypeError, ValueError):
             pass  # the metadata check reports a broken dataset
+    if spot_check is not None and not _has_trail(_metadata_or_none(handle)):
+        raise UsageError(f"{directory} has no audit trail (baked with --audit-segments 0, or by another version); "
+                         "use --recompute K instead of --spot-check.")
     report = VerifyReport(directory, against, on_check=on_check)
     ds = _integrity(handle, report)
     if ds is None:
         return report
+    run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed,
+                   pilot=pilot)
     from whestbench.verify.trail import check_trail
 
     check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
     if spot_check is not None:
-        from whestbench.verify.spot import spot_check as run_spot_check, trail_blocks
-
-        if not trail_blocks(ds):
-            raise UsageError(f"{directory} has no audit trail (baked with --audit-segments 0, or by another version); "
-                             "use --recompute K instead of --spot-check.")
         if any(c.name.endswith("trail") and not c.ok for c in report.checks):
             report.skip("spot-check", "not run: the trail itself failed its check")
         else:
+            from whestbench.verify.spot import spot_check as run_spot_check
+
             run_spot_check(ds, report, spot_check, spot_seed, device, stop)
-    run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed,
-                   pilot=pilot)
     if against is not None:
         from whestbench.verify.compare import compare_with  # compare builds on this module
 
@@ -177,6 +177,22 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
         compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
+
+
+def _metadata_or_none(handle: DatasetDir) -> Any:
+    try:
+        return handle.metadata
+    except (InvalidDatasetError, OSError, ValueError):
+        return None  # the metadata check reports it
+
+
+def _has_trail(md: Any) -> bool:
+    """Whether the metadata (any value: verify asks before validating it) names an audit trail; an
+    unreadable one counts as having one (the metadata check reports it)."""
+    if not isinstance(md, dict):
+        return md is None
+    splits = md.get("splits") if isinstance(md.get("splits"), dict) else {}
+    return "audit" in md or any(isinstance(v, dict) and "audit" in v for v in splits.values())
 
 
 def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str]:
