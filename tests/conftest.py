@@ -7,7 +7,7 @@ with, and how to read a dataset's columns.
   machine; see the README there.
 - ``golden_dir``: the golden set (the bakes, slices, merge, combine and ``info`` listings of
   ``GOLDEN_COMMANDS``), baked by the reference at one BLAS thread the first time a test asks for it
-  and cached for the session under pytest's temp folder.
+  and cached for the run under pytest's temp folder (``made_once``: pytest-xdist workers share it).
 
 The reference shares our package name and our ``whest`` command, so it lives in its own virtual
 environment and only ever runs in a subprocess. Where it comes from, in order:
@@ -25,6 +25,7 @@ the BLAS thread count). It runs offline, with a private Hugging Face cache.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -116,14 +117,37 @@ def fixtures16() -> Path:
     return FIXTURES16
 
 
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
+    """A folder ``make(folder)`` fills once per test run: under pytest-xdist the workers share it (the
+    first to ask makes it, under a lock beside their temp folders; the others wait and reuse it), so
+    it must never be written to afterwards."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.mktemp(name)
+        make(root)
+        return root
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above each worker's own
+    root, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            make(root)
+            done.touch()
+    return root
+
+
 @pytest.fixture(scope="session")
 def golden_dir(tmp_path_factory, run_reference_batch) -> Path:
-    """The golden set, baked by whestbench 0.16.2 at one BLAS thread (once per session; copy before writing)."""
-    root = tmp_path_factory.mktemp("golden-0.16")
-    for name, seeds in GOLDEN_SEEDS.items():
-        (root / name).write_text(json.dumps(seeds))
-    run_reference_batch([argv for argv, _ in GOLDEN_COMMANDS], stdout_to=[out for _, out in GOLDEN_COMMANDS], cwd=root)
-    return root
+    """The golden set, baked by whestbench 0.16.2 at one BLAS thread (once per test run; copy before writing)."""
+
+    def make(root: Path) -> None:
+        for name, seeds in GOLDEN_SEEDS.items():
+            (root / name).write_text(json.dumps(seeds))
+        run_reference_batch([argv for argv, _ in GOLDEN_COMMANDS], stdout_to=[out for _, out in GOLDEN_COMMANDS],
+                            cwd=root)
+
+    return made_once(tmp_path_factory, "golden-0.16", make)
 
 
 @pytest.fixture

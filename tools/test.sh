@@ -15,4 +15,15 @@ PY=${PYTHON:-python3}
 export WHEST_REFERENCE_PYTHON
 WHEST_REFERENCE_PYTHON=$(PYTHON=.venv/bin/python bash tools/make-reference-venv.sh .refvenv | tail -n 1)
 export WHEST_REQUIRE_REFERENCE=${WHEST_REQUIRE_REFERENCE:-1}
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# Unless told otherwise: leave out the tests marked slow (`-m slow` runs just those, `-m ""` every
+# test), and run on pytest-xdist workers, one per core up to 4, each taking whole test files so a
+# module's fixtures are made once (`-n 0`: one process).
+mark=(-m "not slow")
+workers=(-n auto --maxprocesses 4 --dist loadfile)
+for arg in "$@"; do
+    case $arg in
+        -m | -m?*) mark=() ;;
+        -n | -n?* | --numprocesses | --numprocesses=*) workers=() ;;
+    esac
+done
+exec .venv/bin/python -m pytest -q -p no:cacheprovider ${mark[@]+"${mark[@]}"} ${workers[@]+"${workers[@]}"} "$@"
