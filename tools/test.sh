@@ -8,10 +8,14 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 # torch: the pinned CPU build (the [gpu] extra would otherwise resolve to a multi-GB CUDA build).
-.venv/bin/python -m pip install -q "torch==2.13.0" || echo "warning: torch not installed; torch-backend tests will be skipped" >&2
 # triton: its interpreter (TRITON_INTERPRET=1) runs the fused GPU kernel's logic on the CPU in the tests.
-.venv/bin/python -m pip install -q "triton==3.7.1" || echo "warning: triton not installed; kernel-logic tests will be skipped" >&2
-.venv/bin/python -m pip install -q -e ".[test,plot]"
+# One pip call resolves everything at once (quick when pip's cache is warm); where torch or triton
+# cannot be installed, each is tried alone and the tests that need it are skipped.
+if ! .venv/bin/python -m pip install -q "torch==2.13.0" "triton==3.7.1" -e ".[test,plot]"; then
+    .venv/bin/python -m pip install -q "torch==2.13.0" || echo "warning: torch not installed; torch-backend tests will be skipped" >&2
+    .venv/bin/python -m pip install -q "triton==3.7.1" || echo "warning: triton not installed; kernel-logic tests will be skipped" >&2
+    .venv/bin/python -m pip install -q -e ".[test,plot]"
+fi
 export WHEST_REFERENCE_PYTHON
 WHEST_REFERENCE_PYTHON=$(PYTHON=.venv/bin/python bash tools/make-reference-venv.sh .refvenv | tail -n 1)
 export WHEST_REQUIRE_REFERENCE=${WHEST_REQUIRE_REFERENCE:-1}
