@@ -250,3 +250,28 @@ def _plan_summary(plan) -> str:
 
 
 COMMANDS = [bake]
+
+
+@click.command("status")
+@click.argument("output", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, for scripts.")
+def status(output: Path, as_json: bool) -> None:
+    """Where a bake stands: complete, running or stopped; the plan, units finished, checkpoints and
+    samples saved, who holds it, what a re-run redoes and the projected time left.
+
+    \b
+    whest dataset status ./eval            # the bake's --output (or its .whest-work directory)
+    """
+    import json
+
+    from whestbench.bake.status import bake_status, status_lines
+
+    doc = bake_status(output)
+    if as_json:
+        out.print(json.dumps(doc, indent=2), markup=False, highlight=False, soft_wrap=True)
+        return
+    for line in status_lines(doc):
+        out.print(line, markup=False)
+
+
+COMMANDS.append(status)

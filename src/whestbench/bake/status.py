@@ -1,0 +1,201 @@
+"""Where a bake stands, read from its output and work directory without writing or locking anything
+(``whest dataset status OUTPUT``): complete, running, stopped, or nothing there.
+
+Every unit and checkpoint file is decoded and checked against the work directory's plan (never
+trusted unread, as a resume reads them); a damaged one is counted apart, as a re-run would redo it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
+from whestbench.work.ledger import Ledger
+from whestbench.work.workdir import WORK_SUFFIX, output_for, work_dir_for
+
+_KEY_RE = re.compile(r"^mlp(\d{8})(?:x(\d+)-b(\d{10})-(\d{10}))?$")
+
+
+def bake_status(path: str | os.PathLike) -> dict[str, Any]:
+    """A bake's state as a JSON-ready dict; ``path`` is its ``--output`` or its work directory.
+
+    ``state``: "complete" (the output is written and no work directory is left), "running" (a bake
+    holds the work directory's lock), "stopped" (a work directory no bake holds: a re-run resumes
+    it). UsageError for a path that is neither a dataset nor a bake's work directory."""
+    path = Path(path)
+    if path.name.endswith(WORK_SUFFIX) and output_for(path) is not None:
+        work, output = path, output_for(path)
+    else:
+        output, work = path, work_dir_for(path)
+    doc: dict[str, Any] = {"output": str(output), "work_dir": str(work)}
+    if not work.is_dir() or work.is_symlink():
+        if (output / "metadata.json").is_file():
+            return {**doc, "state": "complete", **_complete(output)}
+        raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist); "
+                         "pass the --output of a bake.")
+    doc["state"] = "running" if _locked(work / "lock") else "stopped"
+    lock = _read_json(work / "lock")
+    if isinstance(lock, dict):
+        doc["holder" if doc["state"] == "running" else "last_run"] = {
+            k: lock.get(k) for k in ("pid", "host", "started", "command")}
+    plan = _read_json(work / "plan.json")
+    identity = plan.get("identity") if isinstance(plan, dict) else None
+    if not isinstance(identity, dict):
+        doc["plan"] = None
+        doc["note"] = "no plan.json yet: the bake had not started its units"
+        return doc
+    doc["plan"] = {k: identity.get(k) for k in ("n_mlps", "n_samples", "width", "depth", "mlp_range", "sampler")}
+    doc["plan"]["estimator"] = identity.get("estimator")
+    doc["plan"]["target_stderr"] = identity.get("target_stderr")
+    doc.update(_units(work, identity))
+    return doc
+
+
+def _complete(output: Path) -> dict[str, Any]:
+    md = _read_json(output / "metadata.json")
+    md = md if isinstance(md, dict) else {}
+    out = {"n_mlps": md.get("n_mlps"), "n_samples": md.get("n_samples"), "width": md.get("width"),
+           "depth": md.get("depth"), "redo": "nothing"}
+    if isinstance(md.get("samples_used"), dict):
+        out["samples_used"] = md["samples_used"]
+    return out
+
+
+def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """Units finished, checkpoints, samples saved, damaged files and the last run's rate."""
+    try:
+        ledger = Ledger.peek(work, identity)
+    except DamagedWorkFile as e:
+        return {"damaged_plan": str(e)}
+    start, end = identity.get("mlp_range") or [0, identity.get("n_mlps") or 0]
+    n_samples = int(identity.get("n_samples") or 0)
+    target = identity.get("target_stderr")
+    units_done = checkpoints = saved = damaged = 0
+    counted_s = wall_s = 0.0
+    mlps_done: set[int] = set()
+    last_write = None
+    names = sorted(p.name for p in (work / "units").glob("*")) if (work / "units").is_dir() else []
+    for name in names:
+        key, _, kind = name.rpartition(".")
+        m = _KEY_RE.match(key)
+        if m is None or kind not in ("unit", "ckpt") or ledger is None:
+            continue
+        mlp, count = int(m.group(1)), int(m.group(2) or 1)
+        try:
+            found = ledger.saved(key)
+        except (DamagedRecord, OSError, ValueError):
+            damaged += 1
+            continue
+        if found is None or (found[0] == "unit") != (kind == "unit"):
+            continue  # the unit file wins over a stale checkpoint of the same unit
+        meta = found[1]
+        mtime = (work / "units" / name).stat().st_mtime
+        last_write = max(last_write or mtime, mtime)
+        if kind == "unit":
+            units_done += 1
+            n = int(meta.get("count", 0)) * count
+            saved += n
+            counted_s, wall_s = counted_s + n, wall_s + float(meta.get("wall_s", 0.0))
+            if m.group(2) is None:
+                mlps_done.add(mlp)
+        else:
+            checkpoints += 1
+            saved += int(meta.get("position", meta.get("samples", 0))) * count
+    n_mlps = max(0, int(end) - int(start))
+    sampler = identity.get("sampler")
+    units_total = n_mlps if sampler == "pcg64" or target else None  # philox without a target: cut by schedule
+    cap_total = n_mlps * n_samples
+    out: dict[str, Any] = {
+        "units_done": units_done, "units_total": units_total, "checkpoints": checkpoints, "damaged_files": damaged,
+        "samples_saved": saved,
+        "samples_total": None if target else cap_total,
+        "samples_cap": cap_total,
+        "last_write_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last_write)) if last_write else None,
+    }
+    if ledger is None:
+        out["note"] = "the work directory's plan is not this bake's identity: a re-run starts over"
+    per_worker = counted_s / wall_s if wall_s > 0 else None
+    out["rate_samples_per_s_per_worker"] = per_worker
+    if per_worker and not target:
+        workers = os.cpu_count() or 1
+        out["projected_left_s"] = max(0, cap_total - saved) / (per_worker * workers)
+        out["projected_at"] = f"the last run's rate per worker × {workers} workers (this machine's cores)"
+    if units_total is not None:
+        out["redo"] = (f"{units_total - units_done} of {units_total} units"
+                       + (f", {checkpoints} of them from a checkpoint" if checkpoints else ""))
+    return out
+
+
+def _locked(lock: Path) -> bool:
+    """Whether a bake holds ``lock`` now (an exclusive flock): a shared try-lock fails, and is released at once."""
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # releases a shared lock taken
+    return False
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def status_lines(doc: dict[str, Any]) -> list[str]:
+    """``bake_status``'s answer for a person, one fact a line."""
+    lines = [f"{doc['output']}: {doc['state']}"]
+    if doc["state"] == "complete":
+        used = doc.get("samples_used")
+        if isinstance(used, dict) and used.get("min") != used.get("max"):
+            each = f"{used['min']:,}–{used['max']:,} samples each"
+        else:
+            each = f"{(used or {}).get('min') or doc.get('n_samples') or 0:,} samples each"
+        lines.append(f"  {doc.get('n_mlps')} MLPs, {each}, width {doc.get('width')}, depth {doc.get('depth')}; "
+                     "a re-run redoes nothing")
+        return lines
+    who = doc.get("holder") or doc.get("last_run")
+    if who:
+        label = "held by" if doc["state"] == "running" else "last run"
+        lines.append(f"  {label}: pid {who.get('pid')} on {who.get('host')}, started {who.get('started')}")
+    plan = doc.get("plan")
+    if plan:
+        target = plan.get("target_stderr")
+        lines.append(f"  plan: {plan.get('n_mlps')} MLPs (range {plan.get('mlp_range')}), "
+                     f"{'up to ' if target else ''}{plan.get('n_samples') or 0:,} samples each, width {plan.get('width')}, "
+                     f"depth {plan.get('depth')}, sampler {plan.get('sampler')}"
+                     + (f", target standard error {target}" if target else ""))
+    if "units_done" in doc:
+        total = doc.get("units_total")
+        lines.append(f"  units finished: {doc['units_done']}" + (f" of {total}" if total is not None else "")
+                     + f"; checkpoints: {doc['checkpoints']}; samples saved: {doc['samples_saved']:,}"
+                     + (f" of {doc['samples_total']:,}" if doc.get("samples_total") else ""))
+        if doc.get("damaged_files"):
+            lines.append(f"  damaged files (a re-run recomputes them): {doc['damaged_files']}")
+        if doc.get("last_write_utc"):
+            lines.append(f"  last unit or checkpoint written: {doc['last_write_utc']}")
+        if doc.get("projected_left_s") is not None:
+            from whestbench.text import format_duration
+
+            lines.append(f"  projected time left: {format_duration(doc['projected_left_s'])} at {doc['projected_at']}")
+        if doc.get("redo"):
+            lines.append(f"  a re-run of the same command redoes: {doc['redo']}")
+    for key in ("note", "damaged_plan"):
+        if doc.get(key):
+            lines.append(f"  {doc[key]}")
+    return lines

@@ -1,0 +1,75 @@
+"""``whest dataset status``: a bake's state read from its output and work directory (issue 28)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+from whestbench.bake.pipeline import BakeConfig, bake, saved_samples
+from whestbench.bake.plan import plan_bake
+from whestbench.bake.status import bake_status, status_lines
+from whestbench.errors import BakeInterrupted, UsageError
+
+SHAPE = dict(n_mlps=4, n_samples=400_000, width=16, depth=3, seed=5, max_threads=1, checkpoint_every=0.05)
+
+
+def test_status_of_a_stopped_bake(tmp_path):
+    stop = threading.Event()
+
+    def sink(event):
+        if event.kind == "unit_done":
+            stop.set()
+
+    cfg = BakeConfig(**SHAPE, output=tmp_path / "out")
+    with pytest.raises(BakeInterrupted):
+        bake(cfg, on_event=sink, stop=stop)
+    doc = bake_status(tmp_path / "out")
+    assert doc["state"] == "stopped" and doc["last_run"]["pid"] == os.getpid()
+    assert 1 <= doc["units_done"] < 4 and doc["units_total"] == 4
+    assert doc["samples_saved"] == saved_samples(plan_bake(cfg)) and doc["samples_total"] == 1_600_000
+    assert doc["projected_left_s"] > 0
+    assert doc["redo"].startswith(f"{4 - doc['units_done']} of 4 units")
+    assert bake_status(tmp_path / "out.whest-work") == doc  # the work directory names the same bake
+    assert any(line.startswith("  a re-run of the same command redoes: ") for line in status_lines(doc))
+
+
+def test_status_of_a_running_bake(tmp_path):
+    at_checkpoint, release = threading.Event(), threading.Event()
+
+    def sink(event):
+        if event.kind == "checkpoint" and not at_checkpoint.is_set():
+            at_checkpoint.set()
+            release.wait(60)
+
+    cfg = BakeConfig(**SHAPE, output=tmp_path / "out")
+    worker = threading.Thread(target=bake, args=(cfg,), kwargs={"on_event": sink})
+    worker.start()
+    try:
+        assert at_checkpoint.wait(60)
+        doc = bake_status(tmp_path / "out")
+        assert doc["state"] == "running" and doc["holder"]["pid"] == os.getpid()
+    finally:
+        release.set()
+        worker.join(120)
+    assert bake_status(tmp_path / "out")["state"] == "complete"
+
+
+def test_status_of_a_complete_output_and_of_nothing(tmp_path):
+    out = bake(BakeConfig(n_mlps=2, n_samples=200, width=4, depth=2, seed=1, output=tmp_path / "done"))
+    doc = bake_status(out)
+    assert doc["state"] == "complete" and doc["redo"] == "nothing" and doc["n_mlps"] == 2
+    with pytest.raises(UsageError, match="neither a dataset nor a bake"):
+        bake_status(tmp_path / "nothing")
+
+
+def test_the_cli_prints_json_and_refuses_a_missing_path(tmp_path, capsys):
+    from whestbench.cli import main
+
+    bake(BakeConfig(n_mlps=2, n_samples=200, width=4, depth=2, seed=1, output=tmp_path / "done"))
+    assert main(["dataset", "status", str(tmp_path / "done"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "complete"
+    assert main(["dataset", "status", str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
