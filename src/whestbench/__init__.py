@@ -32,7 +32,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 def __getattr__(name: str) -> object:  # no typing import: start-up stays short (a Ctrl-C then meets no handler)
     if name == "__version__":
-        from whestbench.format.provenance import whestbench_version
+        from whestbench.work.machine import whestbench_version
 
         return whestbench_version()
     if name in _EXPORTS:

@@ -233,7 +233,7 @@ def combined_metadata(
     ours: ``sampler``, ``seed_list_digest``, ``bake_command``. ``prepared_splits`` and
     ``checksums`` are added by the caller.
     """
-    from whestbench.format.provenance import hardware_fingerprint
+    from whestbench.work.machine import hardware_fingerprint
 
     first = inputs[0][2]
     md: dict[str, Any] = {

@@ -32,7 +32,7 @@ class AliasGroup(click.Group):
 
 
 def _version_line() -> str:
-    from whestbench.format.provenance import whestbench_version
+    from whestbench.work.machine import whestbench_version
 
     return f"whest, version {whestbench_version()}"
 

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from whestbench.compute.seeds import PROTOCOL_V3
-from whestbench.format.provenance import blas_info, hardware_fingerprint, package_version, whestbench_version
+from whestbench.work.machine import blas_info, hardware_fingerprint, package_version, whestbench_version
 from whestbench.format.schema import BACKEND_CPU, FORMAT, PLAN_DIGEST, SCHEMA_VERSION
 
 

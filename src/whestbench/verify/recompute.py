@@ -97,7 +97,7 @@ def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
     from whestbench.compute.estimation import ESTIMATOR_VERSION
     from whestbench.compute.pcg64 import SAMPLER_VERSION as PCG64_VERSION
     from whestbench.compute.philox.spec import SAMPLER_VERSION as PHILOX_VERSION
-    from whestbench.format.provenance import whestbench_version
+    from whestbench.work.machine import whestbench_version
 
     versions = {"whestbench": whestbench_version(), "estimator": ESTIMATOR_VERSION, "pcg64": PCG64_VERSION, "philox": PHILOX_VERSION}
     key = json.dumps({"recipe": rec, "seeds": [int(s) for s in seeds], "versions": versions}, sort_keys=True)

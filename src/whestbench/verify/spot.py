@@ -131,7 +131,7 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
 
         from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
         from whestbench.compute.seeds import spawn_streams
-        from whestbench.format.provenance import blas_info
+        from whestbench.work.machine import blas_info
         from whestbench.work.threads import one_blas_thread
 
         weights = weights_for_seed(seed, width, depth)

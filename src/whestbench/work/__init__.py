@@ -1,5 +1,6 @@
 """Running work: units named by identity (never by rank or order), the resume ledger and the work
-directory, the loops that run units in one process or across ranks, devices and thread counts.
+directory, the loops that run units in one process or across ranks, devices and thread counts, and
+the facts of the machine (``machine``).
 
 May import: ``compute`` and the top-level helpers.
 """

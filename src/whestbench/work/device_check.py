@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import platform
 import time
 from dataclasses import dataclass
-from importlib import metadata as importlib_metadata
 from typing import Any, Callable
 
 import numpy as np
@@ -31,6 +29,7 @@ from whestbench.compute.estimation import PILOT_SAMPLES
 from whestbench.compute.seeds import PILOT, derived_seeds, spawn_streams, stream
 from whestbench.errors import DeviceCheckFailed
 from whestbench.work.steps import Compute
+from whestbench.work.machine import device_facts, versions
 from whestbench.work.torch_env import sync_device
 from whestbench.work.units import WorkSpec
 
@@ -265,83 +264,6 @@ def run_checks(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, ...]:
     except Exception as exc:  # noqa: BLE001
         sums = _raised((BLOCK_SUMS, ROW_INVARIANCE), exc)
     return (*words, *sums)
-
-
-# --- what the record says about the machine ---------------------------------------------------------
-
-
-def _version(name: str) -> str | None:
-    try:
-        return importlib_metadata.version(name)
-    except importlib_metadata.PackageNotFoundError:
-        return None
-
-
-def _blas() -> dict[str, Any]:
-    try:
-        from threadpoolctl import threadpool_info
-
-        for entry in threadpool_info():
-            if entry.get("user_api") == "blas":
-                return {"library": entry.get("internal_api"), "version": entry.get("version"),
-                        "kernel": entry.get("architecture"), "threads": entry.get("num_threads")}
-    except Exception:  # noqa: BLE001 - a version report never fails the check
-        pass
-    return {"library": None}
-
-
-def versions() -> dict[str, Any]:
-    """torch, CUDA, the driver, triton, numba, numpy and its BLAS (None where absent)."""
-    out: dict[str, Any] = {"whestbench": _version("whestbench"), "python": platform.python_version(),
-                           "numpy": np.__version__, "blas": _blas(), "numba": _version("numba"),
-                           "torch": None, "cuda": None, "cuda_driver": None, "triton": _version("triton")}
-    try:
-        import torch
-    except ImportError:
-        return out
-    out["torch"] = torch.__version__
-    out["cuda"] = torch.version.cuda
-    if torch.cuda.is_available():
-        from whestbench.work.torch_env import _driver_version
-
-        out["cuda_driver"] = _driver_version()
-    return out
-
-
-def cpu_model() -> str | None:
-    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else None."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def device_facts(device: str) -> dict[str, Any]:
-    """The device: its name, capability, memory, and the matmul settings that change the numbers."""
-    facts: dict[str, Any] = {"type": device.split(":")[0], "name": None}
-    if facts["type"] == "cpu":
-        facts.update(name=cpu_model() or platform.processor() or platform.machine() or "cpu", cores=os.cpu_count(), machine=platform.machine())
-    try:
-        import torch
-    except ImportError:
-        return facts
-    facts.update(matmul_precision=torch.get_float32_matmul_precision(),
-                 allow_tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32),
-                 allow_tf32_cudnn=bool(torch.backends.cudnn.allow_tf32))
-    if facts["type"] == "cuda":
-        dev = torch.device(device)
-        props = torch.cuda.get_device_properties(dev)
-        facts.update(name=props.name, capability=list(torch.cuda.get_device_capability(dev)),
-                     memory_bytes=int(props.total_memory), multiprocessors=int(props.multi_processor_count))
-    elif facts["type"] == "cpu":
-        facts["torch_threads"] = torch.get_num_threads()
-    elif facts["type"] == "mps":
-        facts["name"] = platform.processor() or "Apple Silicon"
-    return facts
 
 
 def check_device(spec: WorkSpec, compute: Compute, *, accept_non_invariant: bool = False) -> DeviceCheck:

@@ -1,0 +1,165 @@
+"""The machine a run is on, in one place: the metadata's ``hardware`` and ``blas`` blocks and version
+keys (whestbench 0.16's layout), and the device check's record of the device and its libraries."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+import numpy as np
+
+
+def package_version(name: str, missing: str | None = "unknown") -> str | None:
+    """An installed package's version, or ``missing`` (the metadata's "unknown"; None in a device check)."""
+    try:
+        return importlib_metadata.version(name)
+    except importlib_metadata.PackageNotFoundError:
+        return missing
+
+
+def whestbench_version() -> str:
+    return package_version("whestbench")
+
+
+def _physical_cores() -> int | None:
+    try:
+        ids = set()
+        base = "/sys/devices/system/cpu"
+        for entry in os.listdir(base):
+            if entry.startswith("cpu") and entry[3:].isdigit():
+                path = os.path.join(base, entry, "topology", "core_id")
+                pkg = os.path.join(base, entry, "topology", "physical_package_id")
+                if os.path.exists(path):
+                    with open(path) as f, open(pkg) if os.path.exists(pkg) else open(path) as g:
+                        ids.add((g.read().strip(), f.read().strip()))
+        return len(ids) or None
+    except OSError:
+        return None
+
+
+def _ram_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cpu_brand() -> str:
+    return platform.processor() or cpu_model() or "unknown"
+
+
+def hardware_fingerprint() -> dict[str, Any]:
+    """The ``hardware`` block, with whestbench 0.16's keys in its order (values never raise)."""
+    ram_available = None
+    try:
+        import psutil  # optional, as in the reference
+
+        ram_available = int(psutil.virtual_memory().available)
+    except Exception:
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.system(),
+        "os_release": platform.release(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python_version": platform.python_version(),
+        "cpu_brand": _cpu_brand(),
+        "cpu_count_logical": os.cpu_count() or 1,
+        "cpu_count_physical": _physical_cores(),
+        "ram_total_bytes": _ram_total(),
+        "ram_available_bytes": ram_available,
+        "numpy_version": np.__version__,
+        "flopscope_version": package_version("flopscope"),
+    }
+
+
+def _blas_entry() -> dict[str, Any] | None:
+    """numpy's BLAS as threadpoolctl sees it, or None."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        return next((e for e in threadpool_info() if e.get("user_api") == "blas"), None)
+    except Exception:  # noqa: BLE001 - a version report never fails
+        return None
+
+
+def blas_info() -> dict[str, Any]:
+    """The metadata's ``blas`` block: numpy's BLAS library, version, kernel (core type)."""
+    e = _blas_entry()
+    if e is None:
+        return {"library": "unknown", "version": None, "kernel": None, "threads_per_worker": 1}
+    return {"library": e.get("internal_api"), "version": e.get("version"), "kernel": e.get("architecture"),
+            "threading_layer": e.get("threading_layer"), "threads_per_worker": 1}
+
+
+# --- the device check's record of the machine ---------------------------------------------------------
+
+
+def _blas() -> dict[str, Any]:
+    e = _blas_entry()
+    if e is None:
+        return {"library": None}
+    return {"library": e.get("internal_api"), "version": e.get("version"), "kernel": e.get("architecture"),
+            "threads": e.get("num_threads")}
+
+
+def versions() -> dict[str, Any]:
+    """torch, CUDA, the driver, triton, numba, numpy and its BLAS (None where absent)."""
+    out: dict[str, Any] = {"whestbench": package_version("whestbench", None), "python": platform.python_version(),
+                           "numpy": np.__version__, "blas": _blas(), "numba": package_version("numba", None),
+                           "torch": None, "cuda": None, "cuda_driver": None, "triton": package_version("triton", None)}
+    try:
+        import torch
+    except ImportError:
+        return out
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    if torch.cuda.is_available():
+        from whestbench.work.torch_env import _driver_version
+
+        out["cuda_driver"] = _driver_version()
+    return out
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def device_facts(device: str) -> dict[str, Any]:
+    """The device: its name, capability, memory, and the matmul settings that change the numbers."""
+    facts: dict[str, Any] = {"type": device.split(":")[0], "name": None}
+    if facts["type"] == "cpu":
+        facts.update(name=cpu_model() or platform.processor() or platform.machine() or "cpu", cores=os.cpu_count(), machine=platform.machine())
+    try:
+        import torch
+    except ImportError:
+        return facts
+    facts.update(matmul_precision=torch.get_float32_matmul_precision(),
+                 allow_tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32),
+                 allow_tf32_cudnn=bool(torch.backends.cudnn.allow_tf32))
+    if facts["type"] == "cuda":
+        dev = torch.device(device)
+        props = torch.cuda.get_device_properties(dev)
+        facts.update(name=props.name, capability=list(torch.cuda.get_device_capability(dev)),
+                     memory_bytes=int(props.total_memory), multiprocessors=int(props.multi_processor_count))
+    elif facts["type"] == "cpu":
+        facts["torch_threads"] = torch.get_num_threads()
+    elif facts["type"] == "mps":
+        facts["name"] = platform.processor() or "Apple Silicon"
+    return facts
