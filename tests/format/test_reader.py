@@ -379,3 +379,30 @@ def test_the_report_and_the_refusal_are_one_judgement(copy_of, damage):
     with pytest.raises(type(state.error)) as raised:
         verify_checksums(d, md)
     assert str(raised.value) == str(state.error)
+
+
+def test_a_dataset_dir_reads_once_and_keeps_what_it_was_given(tmp_path, monkeypatch):
+    """``open_dataset``: metadata.json read on first use only (an error too, raised again with the same
+    words), and the path as given (an empty argument stays empty: ``Path("")`` would be ".")."""
+    import os
+
+    import whestbench.format.reader as reader
+    from whestbench.errors import InvalidDatasetError, UsageError
+    from whestbench.paths import input_dir
+
+    assert os.fspath(reader.open_dataset("")) == "" and str(reader.open_dataset("")) == ""
+    with pytest.raises(UsageError, match="empty path"):
+        input_dir(reader.open_dataset(""))
+    reads = []
+    real = reader.read_metadata_file
+    monkeypatch.setattr(reader, "read_metadata_file", lambda p: (reads.append(p), real(p))[1])
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "metadata.json").write_text("{not json")
+    handle = reader.open_dataset(tmp_path / "d")
+    assert reader.open_dataset(handle) is handle
+    errors = []
+    for _ in range(3):
+        with pytest.raises(InvalidDatasetError) as e:
+            handle.meta(allow_partial=True)
+        errors.append(str(e.value))
+    assert len(reads) == 1 and len(set(errors)) == 1 and "not valid JSON" in errors[0]

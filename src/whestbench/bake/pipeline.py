@@ -123,7 +123,7 @@ def saved_samples(plan: BakePlan) -> int:
     from whestbench.work.steps import checkpoint_samples
 
     work = plan.work_dir
-    if work is None or work.is_symlink() or not (work / "plan.json").is_file():
+    if work is None or work.is_symlink() or not work.is_dir():
         return 0
     try:
         spec = plan.spec
