@@ -70,3 +70,40 @@ def test_bad_requests_are_usage_errors(capsys, args, match):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and match in lines[0], err
     assert out == "" and "Traceback" not in err
+
+
+def _seeds_to_file(tmp_path, n: int, limit: int | None = None, stdout_path=None):
+    import os
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    target = stdout_path or tmp_path / "s.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")]))
+    preexec = (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))) if limit else None
+    with open(target, "wb") as out:
+        p = subprocess.run([sys.executable, "-m", "whestbench", "dataset", "generate-seeds", "--n-mlps", str(n),
+                            "--seed", "1"], stdout=out, stderr=subprocess.PIPE, preexec_fn=preexec, env=env,
+                           timeout=120)
+    return p.returncode, p.stderr.decode(), target
+
+
+def test_a_failed_write_to_stdout_is_exit_1(tmp_path):
+    """`(ulimit -f 1; whest dataset generate-seeds --n-mlps 1000 --seed 1 > s.json)` exited 0 with a
+    truncated file: Python's buffered stdout dropped the rest after a short write."""
+    rc, err, target = _seeds_to_file(tmp_path, 1000, limit=1024)
+    assert rc == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: could not write the seeds to standard output"), err
+    assert "ulimit -f" in lines[0] and "incomplete" in lines[0] and "--output" not in lines[0]
+    assert "Traceback" not in err and target.stat().st_size == 1024
+    rc, err, target = _seeds_to_file(tmp_path, 1000)
+    assert rc == 0 and err == "" and json.loads(target.read_text()) == derived_seeds(1, 1000)
+
+
+def test_a_full_device_is_exit_1_without_output_advice(tmp_path):
+    rc, err, _ = _seeds_to_file(tmp_path, 3, stdout_path="/dev/full")
+    assert rc == 1 and err.count("\n") == 1
+    assert "no space left on the device" in err and "--output" not in err

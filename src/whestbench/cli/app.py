@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                      f" under --output {sanitize(target)}" if target else "")
             kept = ("a re-run resumes from the units and checkpoints already saved" if "bake" in args[:3]
                     else "nothing was left half-written")
-            err.print(f"error: no space left on the device{where}: free space (or choose another --output) and "
+            other = " (or choose another --output)" if target else ""
+            err.print(f"error: no space left on the device{where}: free space{other} and "
                       f"re-run the same command; {kept}.", markup=False)
             return 1
         if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
@@ -181,7 +182,7 @@ def _disk_full(exc: BaseException) -> str | None:
             return str(exc.filename) if exc.filename else ""
         if "No space left on device" in str(exc):
             return ""
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+        exc, seen = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__), seen + 1
     return None
 
 

@@ -68,6 +68,38 @@ def flush_stdout() -> None:
         silence(sys.stdout)
 
 
+def write_stdout(data: bytes, what: str) -> None:
+    """Write ``data`` (``what`` it is, for the message) to stdout, all of it or an error: Python's
+    buffered stdout drops the rest after a short write (20,000 bytes under ``ulimit -f 1`` gave exit 0
+    and a 1,024-byte file), so this writes fd 1 in a loop and raises WorkFailed (exit 1, one line) on a
+    short or failed write. A reader that went away (``| head``) is no error, as everywhere."""
+    from whestbench.errors import WorkFailed
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a captured stream (tests): write it there
+        sys.stdout.write(data.decode("utf-8"))
+        sys.stdout.flush()
+        return
+    view = memoryview(data)
+    try:
+        sys.stdout.flush()  # what an earlier print left buffered goes first
+        while view:
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.EIO, "the write made no progress")
+            view = view[n:]
+    except OSError as exc:
+        if stdout_reader_gone(exc):
+            silence(sys.stdout)
+            return
+        why = {errno.EFBIG: "the file-size limit (ulimit -f) stopped it", errno.ENOSPC: "no space left on the device",
+               errno.EDQUOT: "the disk quota is exhausted"}.get(exc.errno, exc.strerror or str(exc))
+        written = len(data) - len(view)
+        raise WorkFailed(f"could not write {what} to standard output after {written:,} of {len(data):,} bytes "
+                         f"({why}); the output is incomplete: free room and run the command again") from None
+
+
 out = _Console(highlight=False, soft_wrap=True)
 err = _Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from whestbench.cli.common import COUNT
+from whestbench.cli.common import COUNT, write_stdout
 
 
 @click.command("generate-seeds")
@@ -27,7 +27,7 @@ def generate_seeds(n_mlps: int, seed: int | None) -> None:
         raise UsageError(f"--seed must be a non-negative integer; got {seed}.")
     _check_size(n_mlps)
     seeds = derived_seeds(seed, n_mlps) if seed is not None else random_seeds(n_mlps)
-    click.echo(json.dumps(seeds))
+    write_stdout((json.dumps(seeds) + "\n").encode(), "the seeds")
 
 
 def _check_size(n_mlps: int) -> None:
