@@ -265,28 +265,28 @@ def test_a_second_bake_on_the_same_output_is_refused_naming_the_first(tmp_path):
     assert code == 0, err
 
 
-def test_swapped_unit_files_are_recomputed_with_a_line_each(tmp_path, read_columns, assert_bytes_equal):
+def test_swapped_unit_files_are_recomputed_with_a_line_each(tmp_path, capsys, read_columns, assert_bytes_equal):
     import signal
 
     output = tmp_path / "ds"
-    proc = start_bake(SHAPE, output)
+    proc = start_bake(SHAPE, output)  # a process, to be stopped by a signal; the re-run and the reference in-process
     wait_for_units(proc, output, 2)
     proc.send_signal(signal.SIGTERM)
     assert finish(proc)[0] == 75
     a, b = sorted(units_dir(output).glob("*.unit"))[:2]
     tmp = a.with_suffix(".swap")
     a.rename(tmp), b.rename(a), tmp.rename(b)
-    code, err = finish(start_bake(SHAPE, output))
+    code, _, err = run(["dataset", "bake", *SHAPE, "--output", str(output)], capsys)
     assert code == 0, err
     assert len(re.findall(r"work file .* failed its check \(holds unit .*\); recomputing that unit", err)) == 2, err
     want = tmp_path / "want"
-    assert finish(start_bake(SHAPE, want))[0] == 0
+    assert run(["dataset", "bake", *SHAPE, "--output", str(want)], capsys)[0] == 0
     got, exp = read_columns(output), read_columns(want)
     for col in ("mlp_seed", "all_layer_means", "final_means", "avg_variance"):
         assert_bytes_equal(got[col], exp[col], col)
 
 
-def test_an_edited_seeds_file_in_the_work_directory_is_refused_naming_it(tmp_path):
+def test_an_edited_seeds_file_in_the_work_directory_is_refused_naming_it(tmp_path, capsys):
     import signal
 
     output = tmp_path / "ds"
@@ -299,7 +299,7 @@ def test_an_edited_seeds_file_in_the_work_directory_is_refused_naming_it(tmp_pat
     data = json.loads(path.read_text())
     data["seeds"] = [5] * len(data["seeds"])
     path.write_text(json.dumps(data))
-    code, err = finish(start_bake(random_seeds, output))
+    code, _, err = run(["dataset", "bake", *random_seeds, "--output", str(output)], capsys)
     assert code == 2, err
     assert str(path) in err and "remove" in err
     assert not output.exists()
