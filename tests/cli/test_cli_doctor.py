@@ -77,3 +77,17 @@ def test_doctor_on_cuda_checks_torch_and_every_fused_precision(tmp_path, capsys)
     paths = {c["path"] for c in doc["checks"]}
     assert "torch cuda (torch)" in paths
     assert rc == 0, [c for c in doc["checks"] if not c["passed"]]
+
+
+def test_throughput_above_the_reference_is_said_so_and_no_fraction_exceeds_1(tmp_path, capsys, monkeypatch):
+    """Issue 28: doctor printed "1.10 of peak"; the 'peak' was one numpy sgemm measured on a busy machine."""
+    _small(monkeypatch)
+    monkeypatch.setattr(doctor_mod, "sgemm_peak", lambda device, seconds: 1e-3)  # every probe beats it
+    report = tmp_path / "doctor.json"
+    rc, out, err = run(["doctor", "--device", "cpu", "--quick", "--json", str(report)], capsys)
+    assert rc == 0, err
+    doc = json.loads(report.read_text())
+    assert doc["peak"]["op"] == "sgemm" and doc["peak"]["n"] == 2048
+    for t in doc["throughput"]:
+        assert t["fraction_of_peak"] == 1.0 and t["ratio_to_reference"] > 1 and t["peak_exceeded"] is True
+    assert "of peak" not in out and "above the reference" in out and "sgemm 2048²" in out

@@ -79,12 +79,17 @@ def report_lines(rec: dict[str, Any]) -> list[str]:
     for c in rec["checks"]:
         mark = "ok    " if c["passed"] else "FAILED"
         lines.append(f"  {mark} {c['path']:<22} {c['shape']:<8} {c['name']:<16} {c['detail']}")
+    from whestbench.bake.doctor import describe_reference
+
     peak = rec.get("peak_gflops")
-    lines.append(f"throughput (effective GFLOP/s = 2·width²·depth·samples/s; peak = this device's own sgemm, "
+    lines.append(f"throughput (effective GFLOP/s = 2·width²·depth·samples/s; reference = {describe_reference(rec.get('peak'))}, "
                  f"{peak:.1f} GFLOP/s):" if peak else "throughput:")
     for t in rec["throughput"]:
-        frac = t.get("fraction_of_peak")
-        share = f", {frac:.2f} of peak" if frac is not None else ""
+        ratio = t.get("ratio_to_reference", t.get("fraction_of_peak"))
+        share = f", {ratio:.2f}× the reference" if ratio is not None else ""
+        if ratio is not None and ratio > 1:
+            share += (" (above the reference: the reference is not this device's peak — a busy machine, or kernels "
+                      "faster than one large sgemm)")
         lines.append(f"  {t['path']:<22} {t['shape']:<8} {t['gflops']:.1f} GFLOP/s{share} "
                      f"({t['mlps']} MLPs × {t['samples_per_mlp']:,} samples in {t['seconds']:.1f} s); "
                      f"{t['projected']}: {format_duration(t['projected_s'])}")
