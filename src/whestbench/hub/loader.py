@@ -35,6 +35,7 @@ import numpy as np
 
 from whestbench.compute.mlp import MLP
 from whestbench.compute.seed_protocol import SALT_ENV, seed_rule
+from whestbench.format.card import configs_block, split_configs
 from whestbench.hub.client import call, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.reader import (
@@ -207,9 +208,7 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
     where = f"hf://{ref.repo_id}"
     if not meta.is_multi:
         s = _single_split(md, split, where=where)
-        config = md.get("config")
-        name = config if isinstance(config, str) and config != DEFAULT_CONFIG else None
-        ds = _hub_load(pinned, name, s, kw)
+        ds = _hub_load(pinned, _config_of(md, s), s, kw)
         if not streaming:
             _check_rows(len(ds), md.get("n_mlps"), f"{where} split {s!r}")
         _attach(ds, md)
@@ -247,19 +246,20 @@ def _hub_load(ref: HubRef, name: str | None, split: str, kw: dict[str, Any]):
                 token=kw.get("token"), translate=False)
 
 
-def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any]):
-    """One split of a multi-split Hub repo through the card's config manifest.
+def _config_of(md: Mapping[str, Any], split: str) -> str | None:
+    """The config that holds ``split`` on the Hub; None where the card has no config but ``default``
+    (``datasets`` then loads the repo's one config)."""
+    if all(c["config_name"] == DEFAULT_CONFIG for c in configs_block(dict(md))):
+        return None
+    return split_configs(dict(md))[split]
 
-    The config that holds ``split`` is the split's declared ``config``; else ``default`` for the
-    default split and the split's own name for the others (how ``combine-splits`` writes cards
-    with a ``default_split``). Older cards list every split under ``default``, so a failed
-    config lookup falls back to the repo's default config.
+
+def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any]):
+    """One split of a multi-split Hub repo through the card's config manifest (``card.split_configs``,
+    the one split-to-config rule). Older cards list every split under ``default``, so a failed config
+    lookup falls back to the repo's default config.
     """
-    entry = DatasetMeta.of(md).block(split)
-    default_split = md.get("default_split")
-    config = entry.get("config") if isinstance(entry.get("config"), str) else None
-    if config is None and default_split is not None:
-        config = DEFAULT_CONFIG if split == default_split else split
+    config = _config_of(md, split)
     ds = None
     if config is not None:
         try:
@@ -269,7 +269,7 @@ def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any
     if ds is None:
         ds = _hub_load(ref, None, split, kw)
     if not kw.get("streaming"):
-        _check_rows(len(ds), entry.get("n_mlps"), f"hf://{ref.repo_id} split {split!r}")
+        _check_rows(len(ds), DatasetMeta.of(md).block(split).get("n_mlps"), f"hf://{ref.repo_id} split {split!r}")
     return ds
 
 
