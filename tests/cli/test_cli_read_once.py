@@ -121,3 +121,25 @@ def test_a_bake_rerun_reads_and_verifies_its_output_once(made, reads, capsys):
     assert rc == 0 and "already complete and verified" in o
     _once(md, made / "a")
     _once(sha, made / "a")
+
+
+def test_one_handle_verified_then_loaded_reads_and_hashes_once(made, reads):
+    """The API: what ``load_dataset`` returns comes from the files ``verify_dataset`` checked, read once."""
+    from whestbench import load_dataset
+    from whestbench.format.reader import open_dataset
+    from whestbench.hub.transfer import plan_push
+    from whestbench.verify.run import verify_dataset
+
+    from whestbench.cli import main
+
+    if not (made / "c").exists():  # this test run alone
+        assert main(["dataset", "combine-splits", str(made / "a"), str(made / "h"), "--output", str(made / "c")]) == 0
+    md, sha = reads
+    md.clear(), sha.clear()
+    handle = open_dataset(made / "c")
+    assert verify_dataset(handle).ok
+    assert load_dataset(handle, split="holdout").num_rows == 2
+    assert load_dataset(handle).keys() == {"public", "holdout"}
+    plan_push(handle, "org/name")
+    _once(md, made / "c")
+    _once(sha, made / "c")

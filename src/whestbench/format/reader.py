@@ -126,9 +126,16 @@ class DatasetDir(os.PathLike):
         return self._valid[allow_partial]
 
     def checksum_state(self, *, split: str | None = None) -> "ChecksumState":
-        """``checksum_state(path, metadata, split=split)``, hashed once per scope."""
+        """``checksum_state(path, metadata, split=split)``, each file hashed once: a split's state
+        after the whole dataset's is read off the whole's (unless that was a mismatch, which may lie
+        in another split)."""
         if split not in self._states:
-            self._states[split] = checksum_state(self.path, self.metadata, split=split)
+            whole = self._states.get(None)
+            if whole is not None and whole.state != "mismatch":  # a split's scope is part of the whole
+                n = sum(_in_scope(rel, split) for rel in _listed(self.metadata) or ())
+                self._states[split] = ChecksumState("ok", _ok_detail(n)) if whole.state == "ok" else whole
+            else:
+                self._states[split] = checksum_state(self.path, self.metadata, split=split)
         return self._states[split]
 
     def shards(self, split: str) -> list[Path]:
@@ -406,15 +413,20 @@ def checksum_state(directory: str | Path, md: Mapping[str, Any], *, split: str |
             ))
     if problems:
         return ChecksumState("mismatch", "; ".join(short for short, _ in problems), MergeCorruptError(problems[0][1]))
-    n = len(scope)
-    return ChecksumState("ok", "1 file matches its sha256" if n == 1 else f"{n} files match their sha256")
+    return ChecksumState("ok", _ok_detail(len(scope)))
 
 
-def verify_checksums(directory: str | Path, md: Mapping[str, Any], *, split: str | None = None) -> ChecksumState:
-    """``checksum_state``, raising its error on a mismatch (MergeCorruptError naming the file or
+def _ok_detail(n: int) -> str:
+    return "1 file matches its sha256" if n == 1 else f"{n} files match their sha256"
+
+
+def verify_checksums(directory: "str | Path | DatasetDir", md: Mapping[str, Any], *, split: str | None = None
+                     ) -> ChecksumState:
+    """``checksum_state`` (a ``DatasetDir``'s, computed once), raising its error on a mismatch (MergeCorruptError naming the file or
     the fact; InvalidDatasetError for a malformed block) and warning (``StaleChecksumsWarning``)
     when the checksums are stale. A dataset without checksums passes."""
-    state = checksum_state(directory, md, split=split)
+    state = directory.checksum_state(split=split) if isinstance(directory, DatasetDir) else checksum_state(
+        directory, md, split=split)
     state.raise_if_mismatch()
     if state.state == "stale":
         warnings.warn(

@@ -39,8 +39,9 @@ from whestbench.format.card import configs_block, split_configs
 from whestbench.hub.client import call, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.reader import (
-    read_meta,
     DATA_DIR,
+    DatasetDir,
+    open_dataset,
     data_files,
     parquet_footer,
     verify_checksums,
@@ -102,28 +103,29 @@ def load_dataset(
             "streaming=True is only supported for Hugging Face Hub repos, not local paths; "
             f"load {source} without streaming (local data is memory-mapped, not read into RAM)."
         )
-    return _load_local(source, split)
+    return _load_local(source, split, path_or_repo if isinstance(path_or_repo, DatasetDir) else None)
 
 
-def _load_local(root: Path, split: str | None):
+def _load_local(root: Path, split: str | None, handle: DatasetDir | None = None):
     import datasets
 
-    meta = read_meta(root)
+    handle = handle if handle is not None else open_dataset(root)  # read once; its checks share it
+    meta = handle.meta()
     md = meta.md
     if not meta.is_multi:
         s = _single_split(md, split, where=str(root))
-        verify_checksums(root, md)
+        verify_checksums(handle, md)
         ds = _local_parquet(root, s, md.get("n_mlps"), meta.columns)
         _attach(ds, md)
         return ds
     splits = meta.blocks
     if split is not None:
         _check_split(split, splits)
-        verify_checksums(root, md, split=split)
+        verify_checksums(handle, md, split=split)
         ds = _local_parquet(root, split, meta.n_mlps(split), meta.columns)
         _attach(ds, meta.entry(split))
         return ds
-    verify_checksums(root, md)
+    verify_checksums(handle, md)
     dd = datasets.DatasetDict(
         {s: _local_parquet(root, s, meta.n_mlps(s), meta.columns) for s in sorted(splits)}
     )

@@ -47,13 +47,14 @@ from whestbench.hub.ref import (
 from whestbench.hub.client import call, hub_exception, not_a_dataset, repo_info
 from whestbench.format.reader import (
     AUDIT_DIR,
+    DatasetDir,
     checksums_block,
     data_files,
     file_sha256,
     is_shard_of,
+    open_dataset,
     parquet_footer,
     parse_shard,
-    read_metadata,
     read_metadata_file,
     verify_checksums,
 )
@@ -220,7 +221,7 @@ def _require_checked_device(directory: Path, md: dict) -> None:
                 "(the card and metadata.json say so).")
 
 
-def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
+def plan_push(directory: "str | Path | DatasetDir", repo: str, *, tag: str | None = None,
               card: dict[str, str] | None = None, allow_unchecked_device: bool = False) -> PushPlan:
     """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
 
@@ -238,22 +239,24 @@ def plan_push(directory: str | Path, repo: str, *, tag: str | None = None,
     ref = push_ref(repo)
     if tag is not None:
         _check_tag(tag)
+    handle = directory if isinstance(directory, DatasetDir) else None
     directory = local_dataset_dir(directory)
-    md = read_metadata(directory)
+    handle = handle or open_dataset(directory)  # read once; its checks share it
+    md = handle.metadata
     if isinstance(md, dict) and md.get("is_partial"):
         raise InvalidDatasetError(
             f"{directory} is a partial dataset (mlp_range={md.get('mlp_range')}, "
             f"total_n_mlps={md.get('total_n_mlps')}); only complete datasets are published. Merge the "
             f"partials first: `whest dataset merge <partials> --output <dir>`, then push <dir>."
         )
-    validate_metadata(md)
+    handle.meta()  # validate_metadata, once
     if not allow_unchecked_device:
         _require_checked_device(directory, md)
-    verify_checksums(directory, md)
+    verify_checksums(handle, md)
     needed: set[str] = set()
     for split in DatasetMeta.of(md).splits:
         # raises when a split has no shards or holes in its shard set
-        needed.update(p.relative_to(directory).as_posix() for p in data_files(directory, split))
+        needed.update(p.relative_to(directory).as_posix() for p in handle.shards(split))
         _require_schema(directory, md, split)
     listed = checksums_block(md)
     needed.update(listed or ())
