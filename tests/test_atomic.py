@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from whestbench.atomic import STAGING_MARK, remove_abandoned_staging, staged_dir
+from whestbench.atomic import STAGING_MARK, remove_abandoned_staging, staged_dir, write_file_atomic
 
 
 def _dead_pid() -> int:
@@ -127,3 +128,24 @@ def test_concurrent_atomic_writes_leave_the_umask_as_it_was(tmp_path):
     assert after == before
     modes = {os.stat(p).st_mode & 0o777 for p in tmp_path.iterdir()}
     assert modes == {0o666 & ~before}
+
+
+def test_write_file_atomic_never_replaces_a_non_regular_file(tmp_path):
+    """The rename would replace a FIFO or device node put at the target after the flags were checked:
+    it is refused just before the rename, and no temp file is left behind."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    os.symlink(fifo, link)
+    for target in (fifo, link, tmp_path / "dir"):
+        if target.name == "dir":
+            target.mkdir()
+        with pytest.raises(OSError, match="not a regular file"):
+            write_file_atomic(target, b"x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.path.islink(link)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "fifo", "link"]
+    write_file_atomic(tmp_path / "new", b"ok")
+    write_file_atomic(tmp_path / "new", b"again")
+    assert (tmp_path / "new").read_bytes() == b"again"

@@ -139,8 +139,25 @@ def staged_dir(target: Path) -> Iterator[Path]:
         raise
 
 
+def _require_replaceable(path: Path) -> None:
+    """Raise IsADirectoryError / OSError unless ``path`` is new or a regular file (links followed), just
+    before the rename: a FIFO or device node put there after the flags were checked is never replaced."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise OSError(f"refusing to write {path}: it is a dangling symlink") from None
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(f"refusing to write {path}: it exists and is not a regular file (a directory, FIFO, device or "
+                      "socket); name a regular file or a new file")
+
+
 def write_file_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename."""
+    """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename; ``path`` must
+    be new or a regular file (checked again just before the rename)."""
     path = Path(path)
     tmp, fd = _create(lambda p: os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), path.parent,
                       f".{path.name}.", ".tmp")
@@ -149,6 +166,7 @@ def write_file_atomic(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        _require_replaceable(path)
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except BaseException:

@@ -14,6 +14,9 @@ before the final rename, and never leaves anything behind. What is refused, and 
 - an output equal to or inside one of the command's inputs (writing into ``part-0/data`` corrupts
   the input that is being read).
 
+**Output files** (``check_output_file``): every flag that names a file to write (``doctor --json``,
+``inspect --plot``, a bake's device-check report) is checked the same way before any work.
+
 **Inputs**: ``input_dir`` (merge, combine-splits, prepare-arrow: ``InputPathError``),
 ``existing_dir`` (verify's DIR and --against: ``UsageError``) and ``local_dataset_dir`` (load,
 inspect, push: ``DatasetSourceError``). Each keeps the wording its verb has always printed.
@@ -22,6 +25,7 @@ inspect, push: ``DatasetSourceError``). Each keeps the wording its verb has alwa
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Iterable
 
@@ -77,6 +81,51 @@ def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path
         raise UsageError(f"{flag} {text}: {ancestor} is a file, not a directory; choose another path.")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {text}: no permission to create directories in {ancestor}; choose another path.")
+    return p
+
+
+_TMP_EXTRA = 18  # write_file_atomic's temp name: ".<name>.<12 hex>.tmp" (without its random part's slack)
+
+
+def _kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def check_output_file(path: str | os.PathLike, flag: str) -> Path:
+    """``path`` as a Path if a file can be written there atomically (a new name, or an existing
+    regular file it replaces), else UsageError naming the fix; for every file-output flag (``doctor
+    --json``, ``inspect --plot``, a bake's device-check report), before any work. Refused: ``''`` and
+    names of no file, a non-UTF-8 name, a name too long for the temp file beside it, an existing
+    target that is not a regular file after following links (a directory, FIFO, device or socket:
+    ``--json /dev/full`` run as root replaced the device node), a dangling symlink, and a missing or
+    unwritable parent."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    p = Path(text)
+    if not text.strip() or text.endswith(("/", os.sep)) or p.name in ("", ".", ".."):
+        raise UsageError(f"{flag} {text!r} names no file; give the path of a file to write, for example ./report.json.")
+    shown = _not_utf8(text)
+    if shown is not None:
+        raise UsageError(f"{flag} '{shown}' is not valid UTF-8; choose a name of UTF-8 characters.")
+    if len(p.name.encode("utf-8")) + _TMP_EXTRA > _NAME_MAX:
+        raise UsageError(f"{flag}: the name {p.name[:40]!r}... is too long (at most {_NAME_MAX - _TMP_EXTRA} bytes, "
+                         "room for the temp file it is written through); choose a shorter name.")
+    if os.path.islink(p) and not p.exists():
+        raise UsageError(f"{flag} {text} is a symlink to {os.readlink(p)!r}, which does not exist; remove the link "
+                         "or choose another path.")
+    if os.path.lexists(p):
+        mode = os.stat(p).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{flag} {text} is {_kind(mode)}, not a regular file; name a regular file or a new "
+                             "file (it is written whole and renamed into place, which would replace it).")
+    parent = p.absolute().parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {text}: directory {parent} does not exist; create it first.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {text}: no permission to write in {parent}; choose another path.")
     return p
 
 

@@ -91,3 +91,29 @@ def test_throughput_above_the_reference_is_said_so_and_no_fraction_exceeds_1(tmp
     for t in doc["throughput"]:
         assert t["fraction_of_peak"] == 1.0 and t["ratio_to_reference"] > 1 and t["peak_exceeded"] is True
     assert "of peak" not in out and "above the reference" in out and "sgemm 2048²" in out
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink-to-fifo", "empty", "dangling-symlink"])
+def test_json_target_that_is_not_a_regular_file_is_refused_before_work(tmp_path, capsys, monkeypatch, kind):
+    """`--json /dev/full` run as root replaced the device node with a regular file, and `--json ''` failed
+    with errno 16 after 50 s of work: every such target is refused (exit 2, one line) before diagnose runs."""
+    import os
+
+    def no_work(*a, **k):
+        raise AssertionError("diagnose ran before the --json target was checked")
+
+    monkeypatch.setattr(doctor_mod, "diagnose", no_work)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    target = {"fifo": fifo, "directory": tmp_path, "symlink-to-fifo": tmp_path / "link", "empty": "",
+              "dangling-symlink": tmp_path / "dangling"}[kind]
+    if kind == "symlink-to-fifo":
+        os.symlink(fifo, target)
+    if kind == "dangling-symlink":
+        os.symlink(tmp_path / "nowhere", target)
+    rc, out, err = run(["doctor", "--device", "cpu", "--quick", "--json", str(target)], capsys)
+    assert rc == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)  # still a FIFO
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["fifo"] + (["link"] if kind == "symlink-to-fifo" else []) + (["dangling"] if kind == "dangling-symlink" else []))

@@ -158,3 +158,13 @@ def test_ok_line_names_the_mlps_each_check_covered(baked, capsys):
     assert "standard errors is invisible to the pilot at N=2,000; --recompute K checks it" in last
     rc, out, _ = run(["dataset", "verify", str(baked)], capsys)
     assert rc == 0 and "statistics: all 2 MLPs." in out.splitlines()[-1]
+
+
+def test_plot_to_a_fifo_is_refused_before_any_read(baked, tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "means.png"
+    os.mkfifo(fifo)
+    rc, out, err = run(["dataset", "inspect", str(baked), "--plot", str(fifo)], capsys)
+    assert rc == 2 and "FIFO" in err and err.count("\n") == 1 and out == ""
+    assert not os.path.isfile(fifo)

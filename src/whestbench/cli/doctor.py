@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from whestbench.cli.common import err, out
+from whestbench.paths import check_output_file
 
 
 @click.command("doctor")
@@ -29,10 +30,10 @@ def doctor(device: str, json_path: Path | None, quick: bool) -> None:
     whest doctor --device cpu --json doctor.json
     """
     from whestbench.bake.doctor import diagnose
-    from whestbench.errors import UsageError, WorkFailed
+    from whestbench.errors import WorkFailed
 
-    if json_path is not None and not json_path.absolute().parent.is_dir():
-        raise UsageError(f"--json {json_path}: directory {json_path.absolute().parent} does not exist; create it first.")
+    if json_path is not None:
+        check_output_file(json_path, "--json")
     diag = diagnose(device, quick=quick, on_note=lambda s: err.print(f"… {s}", markup=False, emoji=False))
     for line in report_lines(diag.record()):
         out.print(line, markup=False, emoji=False)

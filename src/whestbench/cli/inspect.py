@@ -33,6 +33,9 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
         raise UsageError(f"--plot reads the data files, so SOURCE must be a local dataset directory; `whest dataset pull {source}` first.")
     if plot is not None:
         from whestbench.format.reader import open_dataset
+        from whestbench.paths import check_output_file
+
+        check_output_file(plot, "--plot")
 
         source = open_dataset(source)  # the summary and the plot read it once
     with Reporter("inspect", mode="quiet") as notes:  # a retry's note, if the Hub is slow to answer
