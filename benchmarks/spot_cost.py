@@ -33,13 +33,17 @@ def main(argv=None) -> None:
         bake(BakeConfig(n_mlps=1, mlp_seeds=(7,), n_samples=args.n, width=args.width, depth=args.depth, output=out,
                         max_threads=1, audit_segments=args.segments))
         bake_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        verify_dataset(out, pilot=False)
-        base_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        report = verify_dataset(out, pilot=False, spot_check=1)
-        spot_s = time.perf_counter() - t0 - base_s
-        assert report.get("spot-check").ok, report.get("spot-check").detail
+        verify_dataset(out, pilot=False)  # warm: imports, the fused kernels' load
+        base, spot = [], []
+        for _ in range(3):  # alternate, keep the fastest of each (a shared machine)
+            t0 = time.perf_counter()
+            verify_dataset(out, pilot=False)
+            base.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            report = verify_dataset(out, pilot=False, spot_check=1)
+            spot.append(time.perf_counter() - t0)
+            assert report.get("spot-check").ok, report.get("spot-check").detail
+        base_s, spot_s = min(base), min(spot) - min(base)
     per_sample = bake_s / args.n
     segment_s = per_sample * args.n / args.segments
     fixed = max(spot_s - segment_s, 0.0)

@@ -130,3 +130,12 @@ def test_device_fault_in_second_half_fails_drift(tmp_path, monkeypatch):
     assert check.ok, check.detail  # the stored numbers are the faulty samples' own: consistent
     drift = report.get("trail drift")
     assert not drift.ok and "mlp_id 22" not in drift.detail and "mlp_id 1 " in drift.detail, drift.detail
+
+
+def test_control_variates_at_depth_1_pass(tmp_path):
+    """Depth 1 under control variates stores no control-variate columns (the one layer is exact)."""
+    ds = create_dataset(2, mlp_seeds=[3, 4], output_path=tmp_path / "ds", n_samples=100_000, width=4, depth=1,
+                        estimator="control-variate")
+    check, report = _verdict(ds)
+    assert check.ok and not report.failures, [c.detail for c in report.failures]
+    assert verify_dataset(ds, spot_check=3).get("spot-check").ok

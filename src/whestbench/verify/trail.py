@@ -151,8 +151,12 @@ def _exact(ds: DatasetScan, s: SplitScan, k: int, rec, n: int, segments: int, st
     m = rec.values["means"].astype(np.float64)
     v = rec.values["var"].astype(np.float64)
     # means
-    mean_src, var_src, first_layer = (m, v, 0) if not cv else (rec.values["cv_means"].astype(np.float64),
-                                                               rec.values["cv_var"].astype(np.float64), 1)
+    if not cv:
+        mean_src, var_src, first_layer = m, v, 0
+    elif "cv_means" in rec.values:  # layers 2..: the control-variate estimates
+        mean_src, var_src, first_layer = rec.values["cv_means"].astype(np.float64), rec.values["cv_var"].astype(np.float64), 1
+    else:  # control variates at depth 1: the one layer is exact (the layer-1 check holds it)
+        mean_src, var_src, first_layer = m, v, ds.depth
     stored = s.means[k].astype(np.float64)
     est = (sizes * mean_src).sum(0) / big_n
     tol = 2 * EPS32 * (np.abs(stored) + (sizes * np.abs(mean_src)).sum(0) / big_n) + 1e-30
@@ -218,6 +222,8 @@ def _drift(rec, depth: int, cv: bool, k_eff: float, z_limit: float, x_limit: flo
     ``P(max|B| > x) ≤ 2e^{−2x²}`` bounds a scaled Brownian bridge too)."""
     runs = _pool(rec.sizes)
     if len(runs) < MIN_STAT_SEGMENTS:
+        return []
+    if cv and "cv_means" not in rec.values:  # control variates at depth 1: nothing sampled is stored
         return []
     name_m, name_v = ("cv_means", "cv_var") if cv else ("means", "var")
     m0, v0, c0 = rec.values[name_m].astype(np.float64), rec.values[name_v].astype(np.float64), rec.sizes
