@@ -58,7 +58,7 @@ from whestbench.format.reader import (
 )
 from whestbench.verify.run import require_sound
 from whestbench.format.finished import combined_marker
-from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, check_config_name, validate_metadata
+from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, check_name, validate_metadata
 from whestbench.format.writer import finish_dataset_dir
 from whestbench.errors import (
     DefaultSplitError,
@@ -203,7 +203,7 @@ def _open_split(path: str | Path) -> _Split:
         )
     split = split_of(p, md)
     try:
-        config = check_config_name(md.get("config", DEFAULT_CONFIG))
+        config = check_name(md.get("config", DEFAULT_CONFIG), "config")
     except InvalidDatasetError as e:
         raise MergeIncompatibleError.from_error(e, where=p) from None
     return _Split(p, md, split, config, handle)

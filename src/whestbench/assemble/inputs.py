@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
 from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset, read_meta
-from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_split_name, columns_for, is_positive_int, make_features
+from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_name, columns_for, is_positive_int, make_features
 from whestbench.errors import (
     REDO,
     InvalidDatasetError,
@@ -72,7 +72,7 @@ def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
 def split_of(path: Path, md: dict[str, Any]) -> str:
     """The input's split name, from its metadata (never from file names), checked loadable."""
     try:
-        return check_split_name(md.get("split", DEFAULT_SPLIT), "split")
+        return check_name(md.get("split", DEFAULT_SPLIT))
     except InvalidDatasetError as e:
         raise MergeIncompatibleError.from_error(e, where=path) from None
 

@@ -24,7 +24,7 @@ from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
 from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, segment_samples
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
 from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
-                                      check_config_name, check_split_name)
+                                      check_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.format.reader import open_dataset
 from whestbench.events import Event, EventSink, Progress, ignore
@@ -119,8 +119,8 @@ class BakeConfig:
                 f"one dataset row holds at most {format_count(MAX_ROW_FLOATS)} (a 2 GiB Parquet shard and an Arrow list)."
             )
         try:
-            check_split_name(self.split, "split")
-            check_config_name(self.config)
+            check_name(self.split)
+            check_name(self.config, "config")
         except InvalidDatasetError as exc:
             raise UsageError.from_error(exc, fix="(--split / --config)") from None
         if self.mlp_seeds is not None and self.seed is not None:

@@ -83,30 +83,26 @@ DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")  # a file checksum's form too (
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
-def check_split_name(name: object, what: str = "split") -> str:
-    """Return ``name`` if it is a usable split/config name, else raise InvalidDatasetError.
+_NAME_ADVICE = {"split": "use lowercase letters and digits, starting with a letter (for example 'public', 'holdout', "
+                         "'round1').",
+                "config": "use lowercase letters, digits and single hyphens, starting with a letter (for example "
+                          "'default', 'holdout')."}
 
-    Guards against names the ``datasets`` library cannot load (hyphens: it wants ``\\w+``),
-    uppercase, and path tricks (``..``, ``/``) that would escape the dataset directory.
+
+def check_name(name: object, what: str = "split", *, stored: bool = False) -> str:
+    """Return ``name`` if it is a usable split or config name, else raise InvalidDatasetError: the one
+    name check, for flags, inputs and metadata alike.
+
+    Guards against names the ``datasets`` library cannot load, uppercase, and path tricks (``..``,
+    ``/``) that would escape the dataset directory. A split name given to whestbench has no hyphen
+    (``datasets`` wants ``\\w+``, whestbench 0.16 truncates at it); one ``stored`` in metadata may.
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise InvalidDatasetError(
-            f"{what} name {name!r} is invalid: use lowercase letters and digits, starting with a "
-            "letter (for example 'public', 'holdout', 'round1')."
-        )
-    if what == "split" and "-" in name:
+        raise InvalidDatasetError(f"{what} name {name!r} is invalid: {_NAME_ADVICE[what]}")
+    if what == "split" and not stored and "-" in name:
         raise InvalidDatasetError(
             f"split name {name!r} contains a hyphen, which the `datasets` library cannot load "
             f"(and whestbench 0.16 truncates at the hyphen); use {name.replace('-', '')!r} instead."
-        )
-    return name
-
-
-def check_config_name(name: object) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise InvalidDatasetError(
-            f"config name {name!r} is invalid: use lowercase letters, digits and single hyphens, "
-            "starting with a letter (for example 'default', 'holdout')."
         )
     return name
 
@@ -254,9 +250,9 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
                                   "lowercase hex digits (the completion marker a bake, merge or combine writes).")
     _validate_device_check(md.get(DEVICE_CHECK_KEY), md, where=DEVICE_CHECK_KEY)
     if "split" in md:
-        _check_name_field(md["split"], "split")
+        check_name(md["split"], "split", stored=True)
     if "config" in md:
-        _check_name_field(md["config"], "config")
+        check_name(md["config"], "config", stored=True)
     if "splits" in md:
         _validate_multi(md, version)
         return
@@ -267,13 +263,6 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
         raise InvalidDatasetError(
             f"this is a partial dataset (mlp_range={md.get('mlp_range')}, "
             f"total_n_mlps={md.get('total_n_mlps')}). Run `whest dataset merge <partials> --output <dir>` first."
-        )
-
-
-def _check_name_field(value: Any, what: str) -> None:
-    if not isinstance(value, str) or not NAME_RE.match(value):
-        raise InvalidDatasetError(
-            f"{what} name {value!r} is invalid: it must match {NAME_RE.pattern}."
         )
 
 
@@ -313,13 +302,13 @@ def _validate_multi(md: dict, version: str) -> None:
                     f"prepared_splits[{name!r}].path {entry['path']!r} escapes the dataset directory."
                 )
     for name, entry in splits.items():
-        _check_name_field(name, "split")
+        check_name(name, "split", stored=True)
         if not isinstance(entry, dict):
             raise InvalidDatasetError(f"splits[{name!r}] must be an object.")
         if "n_mlps" not in entry:
             raise InvalidDatasetError(f"splits[{name!r}] is missing 'n_mlps'.")
         if "config" in entry:
-            _check_name_field(entry["config"], "config")
+            check_name(entry["config"], "config", stored=True)
         _check_seed_key(entry, version, where=f"splits[{name!r}]")
         _validate_device_check(entry.get(DEVICE_CHECK_KEY), md, where=f"splits[{name!r}].{DEVICE_CHECK_KEY}",
                                command=entry.get("bake_command"))

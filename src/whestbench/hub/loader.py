@@ -51,7 +51,7 @@ from whestbench.format.schema import (
     DEFAULT_CONFIG,
     DEFAULT_SPLIT,
     DatasetMeta,
-    check_split_name,
+    check_name,
     protocol_version,
 )
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
@@ -163,7 +163,7 @@ def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...]
     import pyarrow as pa
     from datasets.exceptions import DatasetGenerationError
 
-    check_split_name(split)  # the datasets library refuses hyphenated split names
+    check_name(split)  # the datasets library refuses hyphenated split names
     files = data_files(root, split)
     rows = 0
     for f in files:

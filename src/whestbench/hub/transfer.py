@@ -62,7 +62,7 @@ from whestbench.format.prepared import prepared_problem
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
     DatasetMeta,
-    check_split_name,
+    check_name,
     device_check_state,
     validate_metadata,
 )
@@ -637,7 +637,7 @@ def pull_dataset(
     ref = parse_ref(repo, revision)
     if split is not None:
         try:
-            check_split_name(split)
+            check_name(split)
         except InvalidDatasetError as e:
             raise UsageError.from_error(e, where="--split") from None
     out = check_new_output(output) if output is not None else None
