@@ -1,7 +1,8 @@
 """A bake killed with SIGKILL at any moment resumes, and the resumed dataset equals an uninterrupted one.
 
 Each test runs ``python -m whestbench dataset bake`` as a subprocess and kills it for real; the
-reference is the same bake run in-process without interruption. Kill points are drawn from a seeded
+reference is the same bake run in-process without interruption, and so is a re-run that is not
+killed again (the re-run after a killed writer, and after the kill at 65 %). Kill points are drawn from a seeded
 generator, measured in units saved (so they land mid-bake however fast or loaded the machine is)
 plus a random delay (so they land anywhere inside a unit, or during start-up or writing).
 """
@@ -19,6 +20,7 @@ import importlib.util
 import pytest
 
 from bake_procs import finish, start_bake, units_saved, wait_for_units
+from cli_run import run
 from whestbench.bake.pipeline import BakeConfig, bake
 
 # What identifies a row and what the bake computed: identical bytes, or the resume is wrong.
@@ -43,6 +45,12 @@ def _bake_args(shape: dict, extra: list[str]) -> list[str]:
         "--width", str(shape["width"]), "--depth", str(shape["depth"]), "--seed", str(shape["seed"]),
         "--quiet", *extra,
     ] + ([] if "--torch" in extra else ["--max-threads", "2"])  # fmt: skip
+
+
+def _rerun_in_process(args: list[str], output: Path, capsys) -> tuple[int, str]:
+    """The bake's CLI in this process (a re-run nothing kills): its exit code and stderr."""
+    code, _, err = run(["dataset", "bake", *args, "--output", str(output)], capsys)
+    return code, err
 
 
 def _assert_same_rows(read_columns, assert_bytes_equal, got: Path, want: Path) -> None:
@@ -105,7 +113,7 @@ def test_sigkill_at_random_points_then_resume_equals_uninterrupted(
 
 @pytest.mark.parametrize("flags, fields", BACKENDS)
 def test_resume_clears_the_staging_directory_of_a_writer_killed_mid_write(
-    tmp_path, flags, fields, uninterrupted, read_columns, assert_bytes_equal
+    tmp_path, capsys, flags, fields, uninterrupted, read_columns, assert_bytes_equal
 ):
     output = tmp_path / "ds"
     proc = start_bake(_bake_args(SHAPE, flags), output)
@@ -125,7 +133,7 @@ def test_resume_clears_the_staging_directory_of_a_writer_killed_mid_write(
     (stale / STAGING_MARK).write_text(json.dumps({"target": "ds", "pid": proc.pid, "host": socket.gethostname()}))
     users = tmp_path / ".ds.staging-mine"  # a user's directory with a similar name, not ours
     users.mkdir()
-    code, err = finish(start_bake(_bake_args(SHAPE, flags), output))
+    code, err = _rerun_in_process(_bake_args(SHAPE, flags), output, capsys)
     assert code == 0, err
     assert not stale.exists() and users.exists()
     _assert_same_rows(read_columns, assert_bytes_equal, output, uninterrupted(fields))
@@ -138,7 +146,7 @@ ONE_MLP = dict(n_mlps=1, n_samples=1_200_000, width=64, depth=4, seed=3)
 
 @pytest.mark.parametrize("flags, fields", BACKENDS)
 def test_sigkill_at_65_percent_of_one_mlp_resumes_from_its_checkpoint_and_equals_uninterrupted(
-    tmp_path, flags, fields, read_columns, assert_bytes_equal
+    tmp_path, capsys, flags, fields, read_columns, assert_bytes_equal
 ):
     import subprocess
     import sys
@@ -163,7 +171,7 @@ def test_sigkill_at_65_percent_of_one_mlp_resumes_from_its_checkpoint_and_equals
                 break
     proc.wait()
     assert killed_at is not None and killed_at < ONE_MLP["n_samples"], "the bake ended before 65% was seen"
-    code, err = finish(start_bake([a for a in args if a not in ("--log-every", "0.05")] + ["--quiet"], output))
+    code, err = _rerun_in_process([a for a in args if a not in ("--log-every", "0.05")] + ["--quiet"], output, capsys)
     assert code == 0, err
     m = re.search(r"resuming unit \S+ from its checkpoint at ([\d,]+) of", err)
     assert m, err
