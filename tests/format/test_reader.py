@@ -179,6 +179,22 @@ def test_verify_checksums_refuses_an_unlisted_parquet_file(full: Path):
         verify_checksums(full, md)
 
 
+def test_an_unlisted_audit_file_is_a_mismatch_and_a_split_scoped_check_skips_the_trail(full: Path):
+    """audit/ is the dataset's too (the audit trail, docs/format.md): an unlisted trail is refused like an
+    unlisted shard, a damaged listed one fails the whole check, and a one-split check hashes shards only."""
+    md = _with_checksums(full)
+    (full / "audit").mkdir()
+    shutil.copy(full / SHARD, full / "audit" / "public.parquet")
+    with pytest.raises(MergeCorruptError, match="audit/public.parquet is not listed"):
+        verify_checksums(full, md)
+    md = _with_checksums(full)
+    assert "audit/public.parquet" in md["checksums"] and checksum_state(full, md).state == "ok"
+    with open(full / "audit" / "public.parquet", "r+b") as f:
+        f.write(b"X")
+    assert checksum_state(full, md).state == "mismatch"
+    assert checksum_state(full, md, split="public").state == "ok"
+
+
 def test_verify_checksums_with_split_checks_only_that_splits_files(tmp_path: Path, golden_dir: Path):
     d = Path(shutil.copytree(golden_dir / "combined-w64-d4", tmp_path / "combined"))
     md = _with_checksums(d)

@@ -621,3 +621,20 @@ def test_push_refuses_an_unchecked_device_without_the_flag(tmp_path, hub, torch_
     assert err.count("\n") == 1 and "--allow-unchecked-device" in err
     assert main(["dataset", "push", str(skipped), "--repo", REPO, "--dry-run", "--allow-unchecked-device"]) == 0
     assert hub.calls == []
+
+
+def test_push_publishes_the_audit_trail_and_a_one_split_pull_keeps_it(tmp_path, hub):
+    """The audit trail (audit/<split>.parquet, listed in the checksums) is part of what push publishes
+    and what a one-split pull fetches; the pulled copy passes its checksums and its trail check."""
+    from whestbench.bake.pipeline import create_dataset
+    from whestbench.verify.run import verify_dataset
+
+    ds = create_dataset(2, 3000, 4, 2, seed=1, output_path=tmp_path / "ds")
+    push_dataset(ds, REPO)
+    assert hub.files(REPO)["audit/public.parquet"] == (ds / "audit" / "public.parquet").read_bytes()
+    pulled = pull_dataset(REPO, output=tmp_path / "pulled", split="public").path
+    assert (Path(pulled) / "audit" / "public.parquet").read_bytes() == (ds / "audit" / "public.parquet").read_bytes()
+    report = verify_dataset(pulled)
+    assert report.get("checksums").ok and report.get("trail").ok
+    assert split_files(["data/a-00000-of-00001.parquet", "audit/a.parquet", "audit/ab.parquet", "metadata.json"], "a") == [
+        "data/a-00000-of-00001.parquet", "audit/a.parquet", "metadata.json"]
