@@ -142,3 +142,28 @@ def test_scontrol_is_asked_first_when_present(monkeypatch):
 
     monkeypatch.setattr(launch_env.subprocess, "run", fake_run)
     assert dist_env_from_environ(SRUN).master_addr == "alpha"
+
+
+def _torchrun(**extra):
+    return {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", **extra}
+
+
+def test_torchrun_max_restarts_is_read():
+    from whestbench.work.launch_env import dist_env_from_environ
+
+    env = dist_env_from_environ(_torchrun(TORCHELASTIC_MAX_RESTARTS="3", TORCHELASTIC_RESTART_COUNT="1"))
+    assert (env.max_restarts, env.attempt) == (3, 1)
+    assert dist_env_from_environ(_torchrun()).max_restarts is None
+
+
+def test_resume_hint_under_torchrun_says_torchrun_restarts():
+    """Issue 28: under torchrun --max-restarts the ranks advised a re-run that torchrun does itself."""
+    from whestbench.work.launch_env import dist_env_from_environ, resume_hint
+
+    first = resume_hint(dist_env_from_environ(_torchrun(TORCHELASTIC_MAX_RESTARTS="3", TORCHELASTIC_RESTART_COUNT="0")))
+    assert first.startswith("torchrun will restart the ranks (restart 1 of 3)") and "re-run" not in first
+    last = resume_hint(dist_env_from_environ(_torchrun(TORCHELASTIC_MAX_RESTARTS="3", TORCHELASTIC_RESTART_COUNT="3")))
+    assert last == "torchrun's 3 restarts are used up: re-run the same command on every rank to resume"
+    none = resume_hint(dist_env_from_environ(_torchrun(TORCHELASTIC_MAX_RESTARTS="0")))
+    assert none == "re-run the same command on every rank to resume"
+    assert resume_hint(None) == none

@@ -28,7 +28,7 @@ from whestbench.errors import BakeInterrupted, DamagedRecord, UsageError, WorkFa
 from whestbench.events import Event, EventSink, ignore
 from whestbench.text import error_line
 from whestbench.work.executor import Job, Tracker, scan_ledger, stop_summary, unit_context
-from whestbench.work.launch_env import DistEnv
+from whestbench.work.launch_env import RERUN_HINT, DistEnv, resume_hint
 from whestbench.work.ledger import identity_digest, read_unit_record, unit_record
 from whestbench.work.records import decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
@@ -42,7 +42,7 @@ PEER_POLL_S = 0.2  # the other ranks' look at rank 0's news, epoch and heartbeat
 JOIN_POLL_S = 0.1  # a rank waiting for rank 0's plan
 LIVENESS_EVERY_S = HEARTBEAT_S  # rank 0 reads the heartbeats of the units' owners at most this often
 SAVERS = 4  # rank 0's threads saving results to the ledger: one fsync each, ~8x the rate of one thread
-RESUME_HINT = "re-run the same command on every rank to resume"
+RESUME_HINT = RERUN_HINT  # where no launch environment is at hand; resume_hint(env) says what torchrun will do
 BYE_WAIT_S = 30.0
 MAX_DAMAGED_RESULTS = 2  # a unit's result that arrives damaged is recomputed on rank 0; this many times, then fail
 LEAVE_JOIN_S = 10.0  # how long a leaving rank waits for its own threads (see _join_all)
@@ -374,7 +374,7 @@ class StoreExecutor:
             except _dist_errors() as exc:
                 raise WorkFailed(
                     f"rank {env.rank} lost its connection to rank 0 ({error_line(exc, 40)}); rank 0 probably died — "
-                    f"{RESUME_HINT}."
+                    f"{resume_hint(env)}."
                 ) from None
         finally:
             beat.halt.set()
@@ -719,7 +719,7 @@ def _collect_with(run: _Epoch, savers) -> None:
                 raise UsageError(abort)
             peer_failed = _get_text(ns, "peer_failed")
             if peer_failed is not None:
-                raise WorkFailed(f"{peer_failed} — finished units are saved; {RESUME_HINT}.")
+                raise WorkFailed(f"{peer_failed} — finished units are saved; {resume_hint(ctx.env)}.")
         claimed = min(int(claim_raw), len(todo))
         inflight.update(range(seen_claims, claimed))
         seen_claims = max(seen_claims, claimed)
@@ -748,7 +748,7 @@ def _collect_with(run: _Epoch, savers) -> None:
                     if damaged[i] > MAX_DAMAGED_RESULTS:
                         raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
                                          f"time computed by rank 0 itself: the computation, not the network, is at fault "
-                                         f"(check this host's memory and disk); finished units are saved — {RESUME_HINT}.")
+                                         f"(check this host's memory and disk); finished units are saved — {resume_hint(ctx.env)}.")
                     ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
                     owners[i] = (ctx.env.rank, ctx.token)
                     run.recompute(i)
@@ -788,13 +788,13 @@ def _collect_with(run: _Epoch, savers) -> None:
             if not run.alive() and not inflight:
                 while saving:
                     harvest(block=True)
-                raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")
+                raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")  # a stop: torchrun stops too
         elif now - looked >= LIVENESS_EVERY_S and not batch:
             looked = now
             keys += len(inflight)
             for i, kind, why in _lost_units(run, inflight, owners, unowned_since, ctx.peer_timeout_s):
                 if kind == "silent":
-                    raise WorkFailed(f"{why}; finished units are saved — {RESUME_HINT}.")
+                    raise WorkFailed(f"{why}; finished units are saved — {resume_hint(ctx.env)}.")
                 # its launcher restarted that rank (torchrun --max-restarts on one node of a static
                 # rendezvous): the bake goes on, and this process computes the lost unit itself
                 owners[i] = (ctx.env.rank, ctx.token)
@@ -1008,6 +1008,6 @@ def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bo
         if silent > ctx.peer_timeout_s:
             raise WorkFailed(
                 f"rank {env.rank}: rank 0 has not answered for over {ctx.peer_timeout_s:.0f}s; "
-                f"it probably died — {RESUME_HINT}."
+                f"it probably died — {resume_hint(env)}."
             )
         time.sleep(PEER_POLL_S)

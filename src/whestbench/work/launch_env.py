@@ -31,6 +31,25 @@ class DistEnv:
     only: the store's epoch counter separates restarts, because this count differs between nodes."""
     agent_store: bool = False
     """True under torchrun: its agent already hosts the store at master_addr:master_port."""
+    max_restarts: int | None = None
+    """torchrun's TORCHELASTIC_MAX_RESTARTS (``--max-restarts``): how often its agent restarts the
+    ranks itself after a failure; None elsewhere (srun, or unknown)."""
+
+
+RERUN_HINT = "re-run the same command on every rank to resume"
+
+
+def resume_hint(env: "DistEnv | None") -> str:
+    """What happens after a distributed bake fails or stops: torchrun restarts the ranks itself
+    while it has restarts left (they resume from the saved units: nothing to do); otherwise the
+    user re-runs the same command."""
+    if env is not None and env.max_restarts is not None:
+        if env.attempt < env.max_restarts:
+            return (f"torchrun will restart the ranks (restart {env.attempt + 1} of {env.max_restarts}) and they resume "
+                    "from the units saved — nothing to do")
+        if env.max_restarts > 0:
+            return f"torchrun's {env.max_restarts} restarts are used up: {RERUN_HINT}"
+    return RERUN_HINT
 
 
 def _int(env: dict, key: str) -> int:
@@ -96,6 +115,7 @@ def dist_env_from_environ(environ: dict | None = None) -> DistEnv | None:
             run_id=env.get("TORCHELASTIC_RUN_ID", "whest"),
             attempt=_int(env, "TORCHELASTIC_RESTART_COUNT") if "TORCHELASTIC_RESTART_COUNT" in env else 0,
             agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+            max_restarts=_int(env, "TORCHELASTIC_MAX_RESTARTS") if "TORCHELASTIC_MAX_RESTARTS" in env else None,
         ), "RANK", "WORLD_SIZE")
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         world = _int(env, "SLURM_NTASKS")
