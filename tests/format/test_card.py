@@ -521,3 +521,21 @@ def test_card_flags_refuse_hidden_characters_and_non_http_homepages(flags):
 def test_a_recorded_javascript_homepage_never_reaches_the_card():
     text = render_card(single_md(card={"homepage": "javascript:alert(1)"}))
     assert "javascript:" not in text
+
+
+def test_the_card_check_of_a_dataset_named_like_a_split_given_relative(tmp_path, monkeypatch):
+    """``datasets.load_dataset_builder("eval")`` reads "eval" as a split word, not the directory: the
+    card check hands it the absolute path (the README tour verifies ``./eval``)."""
+    import json
+
+    from whestbench.assemble.combine import combine_split_datasets
+    from whestbench.dataset import create_dataset
+    from whestbench.format.card import card_verdict
+
+    shape = dict(n_samples=1000, width=4, depth=2)
+    pub = create_dataset(2, mlp_seeds=[1, 2], output_path=tmp_path / "pub", **shape)
+    hold = create_dataset(2, mlp_seeds=[3, 4], split="holdout", config="holdout", output_path=tmp_path / "hold", **shape)
+    combine_split_datasets([pub, hold], output_dir=tmp_path / "eval", write_prepared_arrow=False)
+    monkeypatch.chdir(tmp_path)
+    ok, detail = card_verdict("eval", json.loads((tmp_path / "eval" / "metadata.json").read_text()))
+    assert ok, detail

@@ -567,7 +567,8 @@ def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
             for split, config in split_configs(md).items():
                 try:
                     files = sorted(p.name for p in data_files(root, split))
-                    builder = datasets.load_dataset_builder(str(root), name=config, cache_dir=cache)
+                    # absolute: datasets takes a relative name that is a split word ("eval", "test") for a file pattern
+                    builder = datasets.load_dataset_builder(str(root.resolve()), name=config, cache_dir=cache)
                     resolved = sorted(Path(str(f)).name for f in (builder.config.data_files or {}).get(split, []))
                 except Exception as e:  # datasets' own words, on one line: what a user of plain datasets would get
                     return False, (f"datasets.load_dataset({str(root)!r}, {config!r}, split={split!r}) fails: "
