@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from whestbench.format.reader import checksum_facts, data_checksums, shard_name
+from whestbench.format.schema import hf_features
 from whestbench.format.writer import (
-    hf_features,
     row_bytes,
     rows_table,
     shard_plan,
@@ -158,6 +158,26 @@ def test_shard_schema_serialises_to_the_bytes_of_the_datasets_features(width, de
     ours = shard_schema(width, depth, columns)
     assert ours.serialize().to_pybytes() == features.arrow_schema.serialize().to_pybytes()
     assert json.dumps(hf_features(width, depth, columns)) == json.dumps(features.to_dict())  # key order too
+
+
+def test_the_column_schema_is_whestbench_016s_features_spelled_out():
+    """``schema.COLUMN_DOCS`` is the one column schema; here it is held to the types whestbench 0.16
+    writes, spelled out with ``datasets``' own classes (``all_layer_stderr`` typed as the means)."""
+    from datasets import Array2D, Array3D, Features, List, Value
+
+    from whestbench.format.schema import COLUMNS, make_features
+
+    w, d = 5, 3
+    want = Features({
+        "mlp_id": Value("int32"), "mlp_name": Value("string"), "mlp_seed": Value("int64"),
+        "weights": Array3D(shape=(d, w, w), dtype="float32"), "all_layer_means": Array2D(shape=(d, w), dtype="float32"),
+        "final_means": List(Value("float32"), length=w), "avg_variance": Value("float64"),
+        "sampling_budget_breakdown": Value("string"), "all_layer_stderr": Array2D(shape=(d, w), dtype="float32"),
+        "n_samples_used": Value("int64"),
+    })
+    got = make_features(w, d, COLUMNS + ("all_layer_stderr", "n_samples_used"))
+    assert got == want and list(got) == list(want)
+    assert got.arrow_schema.serialize().to_pybytes() == want.arrow_schema.serialize().to_pybytes()
 
 
 def test_shards_are_byte_identical_to_the_ones_datasets_builds(tmp_path):

@@ -64,7 +64,27 @@ COLUMN_DOCS: dict[str, tuple[str, str]] = {
     N_USED_COLUMN: ("int64", "The samples this MLP used: the count its own pilot planned for the target standard "
                              "error, at most the cap `n_samples`."),
 }
-"""Each column's type and meaning, one table for the card (``format.card``) and docs/format.md."""
+"""Each column's type and meaning: the one column schema. The card (``format.card``) and docs/format.md
+show it; ``hf_features`` (and from it ``make_features`` and the writer's Arrow schema) reads its types:
+a dtype, then ``[width]`` for a list, ``[depth, width]`` or ``[depth, width, width]`` for an array."""
+
+
+def column_type(name: str, width: int, depth: int) -> tuple[str, list[int]]:
+    """``(dtype, shape)`` of column ``name`` at this width and depth (``shape`` [] for a scalar)."""
+    dtype, _, dims = COLUMN_DOCS[name][0].partition("[")
+    return dtype, [{"depth": depth, "width": width}[d.strip()] for d in dims.rstrip("]").split(",")] if dims else []
+
+
+def hf_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> dict[str, Any]:
+    """The ``huggingface`` features of ``columns``, as ``datasets`` (>= 4) writes them: key order
+    matters, it is the text in every shard's schema metadata."""
+    out: dict[str, Any] = {}
+    for name in columns:
+        dtype, shape = column_type(name, width, depth)
+        value = {"dtype": dtype, "_type": "Value"}
+        out[name] = (value if not shape else {"feature": value, "length": shape[0], "_type": "List"} if len(shape) == 1
+                     else {"shape": shape, "dtype": dtype, "_type": f"Array{len(shape)}D"})
+    return out
 
 
 def columns_for(md: dict[str, Any]) -> tuple[str, ...]:
@@ -110,21 +130,9 @@ def check_name(name: object, what: str = "split", *, stored: bool = False) -> st
 def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
     """HF ``Features`` of ``columns`` (the reference's eight by default, with the exact types
     whestbench 0.16 writes; ``all_layer_stderr`` is typed as ``all_layer_means``)."""
-    from datasets import Array2D, Array3D, Features, List, Value
+    from datasets import Features
 
-    every = {
-        "mlp_id": Value("int32"),
-        "mlp_name": Value("string"),
-        "mlp_seed": Value("int64"),
-        "weights": Array3D(shape=(depth, width, width), dtype="float32"),
-        "all_layer_means": Array2D(shape=(depth, width), dtype="float32"),
-        "final_means": List(Value("float32"), length=width),
-        "avg_variance": Value("float64"),
-        "sampling_budget_breakdown": Value("string"),
-        STDERR_COLUMN: Array2D(shape=(depth, width), dtype="float32"),
-        N_USED_COLUMN: Value("int64"),
-    }
-    return Features({name: every[name] for name in columns})
+    return Features.from_dict(hf_features(width, depth, columns))
 
 
 @dataclass(frozen=True)

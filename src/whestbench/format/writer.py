@@ -6,7 +6,7 @@ schema so ``datasets`` and whestbench 0.16 read them. Rows stream in: memory hol
 
 The shards are built with pyarrow alone (``shard_schema``, ``rows_table``): importing ``datasets``
 costs about a second, the largest part of a small bake's start-up. The schema, and so the files, are
-the ones ``datasets`` writes for ``schema.make_features`` (tests/format/test_writer.py compares them
+the ones ``datasets`` writes for ``schema.make_features`` (both read ``schema.COLUMN_DOCS``; tests/format/test_writer.py compares them
 byte for byte).
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from whestbench.atomic import staged_dir
 from whestbench.format.reader import bind_checksums, data_checksums, shard_name
-from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, columns_for
+from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, column_type, columns_for, hf_features
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,24 +86,6 @@ def write_parquet_shards(
     return paths
 
 
-def hf_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> dict[str, Any]:
-    """The ``huggingface`` schema metadata's features, as ``make_features(width, depth, columns).to_dict()``
-    gives them (``datasets`` >= 4; key order matters: it is the text ``datasets`` writes)."""
-    every = {
-        "mlp_id": {"dtype": "int32", "_type": "Value"},
-        "mlp_name": {"dtype": "string", "_type": "Value"},
-        "mlp_seed": {"dtype": "int64", "_type": "Value"},
-        "weights": {"shape": [depth, width, width], "dtype": "float32", "_type": "Array3D"},
-        "all_layer_means": {"shape": [depth, width], "dtype": "float32", "_type": "Array2D"},
-        "final_means": {"feature": {"dtype": "float32", "_type": "Value"}, "length": width, "_type": "List"},
-        "avg_variance": {"dtype": "float64", "_type": "Value"},
-        "sampling_budget_breakdown": {"dtype": "string", "_type": "Value"},
-        STDERR_COLUMN: {"shape": [depth, width], "dtype": "float32", "_type": "Array2D"},
-        N_USED_COLUMN: {"dtype": "int64", "_type": "Value"},
-    }
-    return {name: every[name] for name in columns}
-
-
 def shard_schema(width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> "pa.Schema":
     """The shards' Arrow schema without ``datasets``: the storage types of ``make_features(width,
     depth).arrow_schema``, its Array2D/3D columns marked with the extension name and metadata that
@@ -119,22 +101,15 @@ def shard_schema(width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> 
             "ARROW:extension:name": _EXTENSION_NAME.format(len(shape)),
         }
 
-    weights, weights_md = array_nd([depth, width, width])
-    means, means_md = array_nd([depth, width])
-    every = {
-        "mlp_id": pa.field("mlp_id", pa.int32()),
-        "mlp_name": pa.field("mlp_name", pa.string()),
-        "mlp_seed": pa.field("mlp_seed", pa.int64()),
-        "weights": pa.field("weights", weights, metadata=weights_md),
-        "all_layer_means": pa.field("all_layer_means", means, metadata=means_md),
-        "final_means": pa.field("final_means", pa.list_(pa.float32(), width)),
-        "avg_variance": pa.field("avg_variance", pa.float64()),
-        "sampling_budget_breakdown": pa.field("sampling_budget_breakdown", pa.string()),
-        STDERR_COLUMN: pa.field(STDERR_COLUMN, means, metadata=means_md),
-        N_USED_COLUMN: pa.field(N_USED_COLUMN, pa.int64()),
-    }
+    def field(name: str) -> "pa.Field":
+        dtype, shape = column_type(name, width, depth)
+        if len(shape) > 1:
+            storage, extension = array_nd(shape)
+            return pa.field(name, storage, metadata=extension)
+        return pa.field(name, pa.list_(pa.type_for_alias(dtype), shape[0]) if shape else pa.type_for_alias(dtype))
+
     features = {"info": {"features": hf_features(width, depth, columns)}}
-    return pa.schema([every[c] for c in columns], metadata={"huggingface": json.dumps(features)})
+    return pa.schema([field(c) for c in columns], metadata={"huggingface": json.dumps(features)})
 
 
 def rows_table(batch: list[dict[str, Any]], width: int, depth: int, schema: "pa.Schema | None" = None,
