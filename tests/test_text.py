@@ -63,3 +63,14 @@ def test_format_traceback_masks_tokens():
                                       ("x", "'x'"), (None, "None"), (1.5, "1.5")])
 def test_a_metadata_value_in_a_message_is_sorted_json_or_its_repr(v, shown):
     assert show_value(v) == shown
+
+
+def test_scrub_masks_url_userinfo(monkeypatch):
+    from whestbench.text import error_line, scrub
+
+    assert scrub("at https://user:pa55word@hub.example.org/api and ftp://bob@x.org") == \
+        "at https://***@hub.example.org/api and ftp://***@x.org"
+    assert scrub("no credentials: https://hub.example.org/a@b") == "no credentials: https://hub.example.org/a@b"
+    monkeypatch.setenv("HF_ENDPOINT", "http://user:s3cret%21pw@127.0.0.1:9")
+    assert "s3cret" not in scrub("the server echoed s3cret%21pw and s3cret!pw")
+    assert "s3cret" not in error_line(OSError("connect to http://user:s3cret%21pw@127.0.0.1:9 failed"))

@@ -105,8 +105,9 @@ def one_line(text: Any, max_words: int | None = None) -> str:
 
 
 def error_line(exc: BaseException, max_words: int | None = None) -> str:
-    """An exception's message as one line safe for a terminal; its class name if the message is empty."""
-    return one_line(sanitize(str(exc) or type(exc).__name__), max_words)
+    """An exception's message as one line safe for a terminal (secrets scrubbed); its class name if the
+    message is empty."""
+    return one_line(sanitize(scrub(str(exc) or type(exc).__name__)), max_words)
 
 
 def show_value(v: Any) -> str:
@@ -139,13 +140,41 @@ def remember_token(token: object) -> None:
         _SECRETS.add(token)
 
 
+_MIN_SECRET = 8
+_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_URL_ENV = ("HF_ENDPOINT", "HUGGINGFACE_CO_URL_HOME", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+            "https_proxy", "all_proxy")
+
+
+def _url_passwords() -> set[str]:
+    """The passwords in the URLs of the environment variables the Hub client reads (``user:pass@``)."""
+    from urllib.parse import unquote, urlsplit
+
+    found = set()
+    for name in _URL_ENV:
+        value = os.environ.get(name)
+        if not value or "@" not in value:
+            continue
+        try:
+            password = urlsplit(value).password
+        except ValueError:
+            continue
+        if password:  # the userinfo regex masks it in URLs; a short one is not searched for elsewhere
+            found |= {password, unquote(password)}
+    return found
+
+
 def scrub(text: str, token: object = None) -> str:
-    """``text`` with every known token (given, remembered, HF_TOKEN) and anything token-shaped masked."""
+    """``text`` with every known token (given, remembered, HF_TOKEN), the passwords of the endpoint and
+    proxy URLs in the environment, the ``user:pass@`` of every URL, and anything token-shaped masked."""
     secrets = {token} if isinstance(token, str) and token else set()
     secrets |= _SECRETS
     secrets |= {os.environ.get("HF_TOKEN") or "", os.environ.get("HUGGING_FACE_HUB_TOKEN") or ""}
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+    secrets |= _url_passwords()
+    # shorter strings are no credential (a Hub token is 37 characters); masking them would garble every line
+    for secret in sorted((s for s in secrets if len(s) >= _MIN_SECRET), key=len, reverse=True):
         text = text.replace(secret, "***")
+    text = _USERINFO_RE.sub(r"\1***@", text)
     text = _BEARER_RE.sub(r"\1***", text)
     return _TOKEN_RE.sub("hf_***", text)
 

@@ -638,3 +638,22 @@ def test_push_publishes_the_audit_trail_and_a_one_split_pull_keeps_it(tmp_path, 
     assert report.get("checksums").ok and report.get("trail").ok
     assert split_files(["data/a-00000-of-00001.parquet", "audit/a.parquet", "audit/ab.parquet", "metadata.json"], "a") == [
         "data/a-00000-of-00001.parquet", "audit/a.parquet", "metadata.json"]
+
+
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_hf_endpoint_password_is_never_printed(tmp_path, debug):
+    """HF_ENDPOINT=http://user:s3cretpw@host printed the password once, and twice with WHEST_DEBUG=1.
+    A refused local port stands in for the Hub (nothing leaves this machine); no retry wait."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, HF_ENDPOINT="http://user:s3cretpw@127.0.0.1:9", WHEST_HUB_RETRY_SECONDS="0",
+               WHEST_DEBUG=debug, HF_HOME=str(tmp_path / "hf"),
+               PYTHONPATH=os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("HF_HUB_OFFLINE", None)
+    p = subprocess.run([sys.executable, "-m", "whestbench", "dataset", "inspect", "org/name"], env=env,
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "s3cretpw" not in p.stdout + p.stderr
+    assert "http://***@127.0.0.1:9" in p.stderr

@@ -28,6 +28,12 @@ class _Console(Console):
         self.quiet = True
         silence(self.file)
 
+    def print(self, *objects, **kwargs) -> None:
+        """Every line the CLI prints passes ``text.scrub``: tokens and URL credentials never reach a terminal."""
+        from whestbench.text import scrub
+
+        super().print(*(scrub(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
 
 def silence(stream) -> None:
     """Point ``stream``'s descriptor at /dev/null: later writes, and the interpreter's final flush of

@@ -100,10 +100,11 @@ def is_network_error(exc: BaseException) -> bool:
 
 
 def _endpoint() -> str:
+    """The Hub's URL as messages show it (a ``user:pass@`` in HF_ENDPOINT masked)."""
     try:
         from huggingface_hub import constants
 
-        return str(constants.ENDPOINT)
+        return scrub(str(constants.ENDPOINT))
     except (ImportError, AttributeError):
         return HUB_URL
 
