@@ -58,6 +58,8 @@ class Progress:
     flops_per_item: float = 0.0
     recovered: int = 0
     """Items already done when this run started (resumed work): excluded from rates."""
+    phase: str = ""
+    """What the operation is doing now, for a person (``verifying ./public``); "" for its main work."""
 
     @property
     def fraction(self) -> float:

@@ -491,3 +491,14 @@ def test_the_cli_settles_differing_cards_with_its_card_flags(tmp_path, capsys):
     assert "differ in license" in capsys.readouterr().err
     assert main(["dataset", "combine-splits", *inputs, "--output", str(tmp_path / "c"), "--license", "mit"]) == 0
     assert _md(tmp_path / "c")["card"] == {"license": "mit"}
+
+
+def test_combine_reports_progress_while_it_verifies_its_inputs(baked, tmp_path):
+    """Issue 28: combine-splits was silent while it verified its inputs (63 s in the report)."""
+    events = []
+    combine_split_datasets([baked["public"], baked["holdout"]], output_dir=tmp_path / "c", on_event=events.append)
+    progress = [e.progress for e in events if e.progress is not None]
+    first_copy = next(i for i, p in enumerate(progress) if p.what == "bytes")
+    for name, n in (("public", 4), ("holdout", 3)):
+        mine = [p for p in progress[:first_copy] if p.phase == f"verifying input {baked[name]}" and p.what == "MLPs"]
+        assert mine and (mine[-1].done, mine[-1].total) == (n, n)

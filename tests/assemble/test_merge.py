@@ -475,3 +475,17 @@ def test_partials_whose_cards_differ_are_refused_unless_a_card_settles_them(tmp_
     assert not (tmp_path / "m").exists()
     out = merge_datasets(parts, output_dir=tmp_path / "m", card={"license": "apache-2.0"})
     assert json.loads((out / "metadata.json").read_text())["card"] == {"license": "apache-2.0"}
+
+
+def test_merge_reports_progress_while_it_verifies_its_partials(tmp_path):
+    from whestbench.bake.pipeline import BakeConfig, bake
+
+    shape = dict(n_mlps=3, n_samples=200, width=4, depth=2, seed=7)
+    parts = [bake(BakeConfig(**shape, mlp_range=r, output=tmp_path / f"p{r[0]}")) for r in ((0, 1), (1, 3))]
+    events = []
+    merge_datasets(parts, output_dir=tmp_path / "m", on_event=events.append)
+    progress = [e.progress for e in events if e.progress is not None]
+    first_copy = next(i for i, p in enumerate(progress) if p.what == "rows")
+    for part, n in zip(parts, (1, 2)):
+        mine = [p for p in progress[:first_copy] if p.phase == f"verifying partial {part}"]
+        assert mine and (mine[-1].what, mine[-1].done, mine[-1].total) == ("MLPs", n, n)

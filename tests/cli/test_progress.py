@@ -107,3 +107,18 @@ def test_a_phase_that_ends_gets_its_final_line_before_the_next_phase_starts():
     lines = stream.getvalue().splitlines()
     assert "0/1,000 samples (0.0%)" in lines[0] and "1,000/1,000 samples (100.0%)" in lines[1]
     assert "0/2 rows" in lines[2]
+
+
+def test_a_log_line_names_its_phase_and_each_phase_gets_its_final_count():
+    """Issue 28: combine-splits' verification of its inputs showed nothing; its phases are named."""
+    clock = Clock()
+    rep, stream = reporter(clock)
+    with rep:
+        rep(Event("progress", progress=Progress("MLPs", 0, 4, phase="verifying input ./public")))
+        clock.t += 1
+        rep(Event("progress", progress=Progress("MLPs", 4, 4, phase="verifying input ./public")))
+        rep(Event("progress", progress=Progress("MLPs", 0, 3, phase="verifying input ./holdout")))
+    lines = stream.getvalue().splitlines()
+    assert "] bake: verifying input ./public: 0/4 MLPs (0.0%)" in lines[0]
+    assert "verifying input ./public: 4/4 MLPs (100.0%)" in lines[1]
+    assert "verifying input ./holdout: 0/3 MLPs" in lines[2]

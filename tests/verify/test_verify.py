@@ -201,3 +201,15 @@ def test_a_missing_or_edited_card_configs_block_fails_verify(golden_dir, tmp_pat
     assert check.ok is False and not report.ok
     assert "holdout" in check.detail and "re-run" in check.detail
     assert [c.name for c in report.failures] == ["card"]
+
+
+def test_verify_reports_its_pilots_progress(tmp_path):
+    """The per-MLP pilots are the long part of a verify (issue 28): ``on_event`` hears them."""
+    from whestbench.bake.pipeline import create_dataset as bake_small
+    from whestbench.verify.run import verify_dataset as verify
+
+    out = bake_small(3, 300, 4, 2, seed=2, output_path=tmp_path / "ds")
+    events = []
+    assert verify(out, on_event=events.append).ok
+    mlps = [e.progress for e in events if e.progress is not None and e.progress.what == "MLPs"]
+    assert [(p.done, p.total) for p in mlps] == [(0, 3), (1, 3), (2, 3), (3, 3)]

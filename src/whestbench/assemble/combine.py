@@ -157,7 +157,7 @@ def combine_split_datasets(
         s.seeds = read_column(s.files, "mlp_seed")
     _check_independent(splits)
     for s in splits:
-        require_sound(s.handle, "input", MergeCorruptError)
+        require_sound(s.handle, "input", MergeCorruptError, on_event=on_event)
 
     if default_split is None:
         defaults = [s.split for s in splits if s.config == DEFAULT_CONFIG]

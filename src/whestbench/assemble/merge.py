@@ -132,7 +132,7 @@ def merge_datasets(
         _check_rows(part, on_event)
     _check_seed_list(parts[0], ordered)
     for part in ordered:
-        require_sound(part.handle, "partial", MergeCorruptError)
+        require_sound(part.handle, "partial", MergeCorruptError, on_event=on_event)
 
     first = parts[0].md
     md = merged_metadata([p.md for p in parts], output=output)

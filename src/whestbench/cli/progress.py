@@ -93,9 +93,10 @@ class Reporter:
         if event.progress is None:
             return
         with self._lock:
-            first = self.last is None or event.kind == "start" or event.progress.what != self.last.what
-            if (first and self.mode == "log" and self.last is not None and event.progress.what != self.last.what
-                    and self._printed != self._key(self.last)):
+            other = self.last is not None and (event.progress.what, event.progress.phase) != (self.last.what,
+                                                                                          self.last.phase)
+            first = self.last is None or event.kind == "start" or other
+            if (first and self.mode == "log" and other and self._printed != self._key(self.last)):
                 self._line()  # the phase that ends gets its final count (all samples) before the next starts
             if not first and event.progress.done < self.last.done:
                 # never step backwards: a peer's running count can drop for a moment when its unit
@@ -154,13 +155,14 @@ class Reporter:
 
     @staticmethod
     def _key(p: Progress) -> tuple:
-        return p.what, p.done, p.total, p.mlps_done, p.checkpoints
+        return p.what, p.done, p.total, p.mlps_done, p.checkpoints, p.phase
 
     def _line(self) -> None:
         p = self.last
         if p is not None:
             self._printed = self._key(p)
-            self._say(f"[{time.strftime('%H:%M:%S')}] {self.label}: {self.status(p)}")
+            phase = f"{p.phase}: " if p.phase else ""
+            self._say(f"[{time.strftime('%H:%M:%S')}] {self.label}: {phase}{self.status(p)}")
 
     def _tick(self) -> None:
         while not self._halt.wait(self.log_every):
@@ -173,7 +175,7 @@ class Reporter:
         if first or self._task is None:
             if self._task is not None:
                 self._bar.remove_task(self._task)
-            self._task = self._bar.add_task(self.label if p.what == "samples" else p.what.capitalize(),
+            self._task = self._bar.add_task(p.phase or (self.label if p.what == "samples" else p.what.capitalize()),
                                             total=p.total, completed=p.done, status="")
         self._bar.update(self._task, completed=p.done, status=self.status(p))
 

@@ -49,8 +49,9 @@ def choose_rows(rows: list, k: int | None, seed: int) -> list:
     return [rows[p] for p in picked]
 
 
-def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list[Audited]:
-    """The pilot of every row whose weights re-derive from its seed (else ``pilot`` None)."""
+def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None, on_event=None) -> list[Audited]:
+    """The pilot of every row whose weights re-derive from its seed (else ``pilot`` None);
+    ``on_event`` hears ``Progress("MLPs")`` as they finish (the long part of a verify)."""
     cv = _is_cv(ds.md)
 
     def one(item):
@@ -68,8 +69,17 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None) -> list
         return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE))
 
     workers = workers or max(1, min(len(rows), os.cpu_count() or 1, 8))
+    out: list[Audited] = []
+    if on_event is not None:
+        from whestbench.events import Event, Progress
+
+        on_event(Event("progress", progress=Progress("MLPs", 0, len(rows))))
     with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, zip(rows, counts)))
+        for a in pool.map(one, zip(rows, counts)):
+            out.append(a)
+            if on_event is not None:
+                on_event(Event("progress", progress=Progress("MLPs", len(out), len(rows))))
+    return out
 
 
 def _is_cv(md) -> bool:

@@ -118,7 +118,7 @@ def verify_dataset(
     if ds is None:
         return report
     run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed,
-                   pilot=pilot)
+                   pilot=pilot, on_event=on_event)
     from whestbench.verify.trail import check_trail
 
     check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
@@ -458,11 +458,24 @@ def failure_line(report: VerifyReport) -> str:
     return f"{bad[0].name}: {bad[0].detail}{more}"
 
 
-def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidDatasetError] = InvalidDatasetError) -> None:
+def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidDatasetError] = InvalidDatasetError,
+                  on_event=None) -> None:
     """Raise ``error`` naming ``path`` and its first failed check when ``verify`` (integrity and the
     per-MLP statistics) fails it: merge and combine-splits call this on each input before writing,
-    so a damaged input is refused instead of re-signed with fresh checksums."""
-    report = verify_dataset(path)
+    so a damaged input is refused instead of re-signed with fresh checksums. ``on_event`` hears its
+    progress (the per-MLP pilots), in the phase ``verifying <what> <path>``."""
+    sink = None
+    if on_event is not None:
+        import dataclasses
+
+        phase = f"verifying {what} {sanitize(str(getattr(path, 'path', path)))}"
+
+        def sink(event):
+            if event.progress is not None:
+                event = dataclasses.replace(event, progress=dataclasses.replace(event.progress, phase=phase))
+            on_event(event)
+
+    report = verify_dataset(path, on_event=sink)
     if report.ok:
         return
     raise error(f"{what} {sanitize(str(path))} fails verify: {failure_line(report)}. Re-bake it, or run "

@@ -42,7 +42,7 @@ def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
 
 
 def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None,
-                sample_mlps: int | None = None, sample_seed: int = 0, pilot: bool = True) -> None:
+                sample_mlps: int | None = None, sample_seed: int = 0, pilot: bool = True, on_event=None) -> None:
     """The statistical checks; ``pilot=False`` leaves out the audit pilot's (keeping the estimator, the
     target with its planning pilots, layer 1 against its closed form, the stored standard errors), as a
     re-run's check does."""
@@ -95,7 +95,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
         _stderr_checks(ds, rows, se, report)
     if not pilot:
         return
-    audited = plausibility.audit_rows(ds, rows, n[:, 0])
+    audited = plausibility.audit_rows(ds, rows, n[:, 0], on_event=on_event)
     plausibility.check_layer_means(ds, audited, report, P_OVERALL)
     plausibility.check_avg_variance(ds, audited, report, P_OVERALL)
     plausibility.check_stderr_size(ds, audited, report, P_OVERALL)
