@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit
+from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit, pilot_moments
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.format.reader import DatasetDir, open_dataset
@@ -32,8 +32,6 @@ from whestbench.verify.scan import DatasetScan, scan_split
 from whestbench.verify.report import VerifyReport
 from whestbench.errors import InvalidDatasetError
 
-PILOT_SAMPLES = 4096
-"""Inputs pushed through each MLP to estimate per-neuron variances for the statistical comparison."""
 _PILOT_MIN_ACTIVE = 32  # a neuron active on fewer pilot inputs has no usable variance estimate
 
 # The seed page's tolerance for avg_variance between bit-equivalent bakes: the final
@@ -356,22 +354,12 @@ def _judge_stderr(shared, report: VerifyReport, name: str, mode: str) -> None:
                  f" for {sa_.size} standard errors" + (", n_samples_used equal" if any(x is not None for x in na) else ""))
 
 
-def _pilot_variance(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-layer, per-neuron variance of the activations and how many pilot inputs activated each.
-
-    ``weights``: (depth, w, w) float32. A fixed input draw keeps the report reproducible. Returns
-    ``(var (depth, w), active (depth, w))``.
-    """
-    depth, width, _ = weights.shape
-    x = np.random.default_rng(0x5EED).standard_normal((PILOT_SAMPLES, width))  # (P, w) f64
-    var = np.empty((depth, width))
-    active = np.empty((depth, width), dtype=np.int64)
-    h = x
-    for layer in range(depth):
-        h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)  # (P, w)
-        var[layer] = h.var(axis=0, ddof=1)
-        active[layer] = np.count_nonzero(h > 0, axis=0)
-    return var, active
+def _pilot_variance(weights: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer, per-neuron variance of the activations and how many pilot inputs activated each:
+    verify's audit pilot (``audit.pilot_moments``, the MLP's own audit stream). Returns
+    ``(var (depth, w), active (depth, w))``."""
+    pm = pilot_moments(weights, int(seed))
+    return pm.sd**2, pm.active
 
 
 def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str,
@@ -388,7 +376,7 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
             unknown = np.isnan(se[k])  # a side too small for a standard error (one sample, one batch)
             if unknown.any():
                 w = weights_for_seed(sa.seeds[i], a.width, a.depth)
-                var, active = _pilot_variance(w)  # the plain estimator's variance: conservative for control variates
+                var, active = _pilot_variance(w, sa.seeds[i])  # the plain estimator's variance: conservative for control variates
                 fill = unknown & (active >= _PILOT_MIN_ACTIVE)  # else no usable variance: left out (NaN)
                 se[k][fill] = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))[fill]
                 note = "; pilot variances where a bake has too few samples for a standard error"
@@ -407,7 +395,7 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
         if w is None:
             skipped += 1  # protocol 2.0 or altered weights: the seed does not give the stored MLP
             continue
-        var, active = _pilot_variance(w)
+        var, active = _pilot_variance(w, sa.seeds[i])
         se = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))  # (depth, w)
         usable = active >= _PILOT_MIN_ACTIVE
         zs.append((d[usable] / se[usable]).ravel())
