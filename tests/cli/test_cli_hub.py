@@ -217,3 +217,23 @@ def test_push_of_a_symlinked_data_directory_exits_1_before_any_hub_call(tmp_path
     code, out, err = run(capsys, "push", str(ds), "--repo", REPO)
     assert code == 1 and err.count("\n") == 1 and "symlink" in err
     assert hub.calls == [] and out == ""
+
+
+@pytest.mark.parametrize("case", ["missing", "directory", "empty", "blank", "binary", "empty-stdin", "both"])
+def test_push_dry_run_checks_the_token_as_the_push_does(tmp_path, capsys, hub, monkeypatch, case):
+    """push --dry-run exited 0 for every token-file the real push refuses with exit 2."""
+    ds = fake.single(tmp_path / "ds")
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "blank").write_text("  \n\t\n")
+    (tmp_path / "binary").write_bytes(b"\xff\xfe\x00hf")
+    (tmp_path / "dir").mkdir()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    args = {"missing": ["--token-file", str(tmp_path / "nope")], "directory": ["--token-file", str(tmp_path / "dir")],
+            "empty": ["--token-file", str(tmp_path / "empty")], "blank": ["--token-file", str(tmp_path / "blank")],
+            "binary": ["--token-file", str(tmp_path / "binary")], "empty-stdin": ["--token-file", "-"],
+            "both": ["--token", TOKEN, "--token-file", str(tmp_path / "blank")]}[case]
+    for dry in (["--dry-run"], []):
+        code, out, err = run(capsys, "push", str(ds), "--repo", REPO, *dry, *args)
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (dry, err)
+        assert "Dry run" not in out
+    assert hub.calls == []

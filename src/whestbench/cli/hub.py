@@ -125,12 +125,13 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     from whestbench.hub.transfer import hf_ref, push_dataset
 
     card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage)
+    token = read_token(token, token_file)  # a dry run checks everything the push would, but the network
     if dry_run:
         _dry_run(directory, repo, tag, card, allow_unchecked_device)
         return
     with _events("push", log_every) as events:
         result = push_dataset(directory, repo, tag=tag, message=message, private=private,
-                              token=read_token(token, token_file), on_event=events, card=card,
+                              token=token, on_event=events, card=card,
                               allow_unchecked_device=allow_unchecked_device)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
