@@ -13,6 +13,7 @@ control-variate estimator".
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -76,6 +77,17 @@ class Controls:
         return out
 
 
+def pilot_layers(weights: np.ndarray, pilot_ss: np.random.SeedSequence, n_pilot: int):
+    """The pilot's float32 forward pass, one layer at a time: ``(z, h)`` (pre-activations and
+    activations, each (n_pilot, width)) over ``n_pilot`` inputs of ``pilot_ss``. The control-variate
+    fit and the planned sample counts run this same pass over the same inputs."""
+    h = np.random.default_rng(pilot_ss).standard_normal((n_pilot, weights.shape[2]), dtype=np.float32)
+    for w in weights:
+        z = h @ w
+        h = np.maximum(z, np.float32(0.0))
+        yield z, h
+
+
 def fit_controls(weights: np.ndarray, pilot_ss: np.random.SeedSequence, n_pilot: int = PILOT_SAMPLES) -> Controls:
     """The controls of the MLP ``weights`` (depth, width, width) float32, ``B`` fitted on ``n_pilot``
     inputs of ``pilot_ss`` (the float32 forward pass the samplers run).
@@ -92,19 +104,16 @@ def fit_controls(weights: np.ndarray, pilot_ss: np.random.SeedSequence, n_pilot:
         return Controls(mu1, np.zeros(0), np.zeros((2 * width, 0)))
     w2 = weights[1].astype(np.float64)
     ez2sq = np.einsum("ij,ik,kj->j", w2, relu_second_moments(weights[0]), w2)
-    x = np.random.default_rng(pilot_ss).standard_normal((n_pilot, width), dtype=np.float32)
-    h = np.maximum(x @ weights[0], np.float32(0.0))  # (n, w) layer 1
-    z2 = h @ weights[1]
+    passes = pilot_layers(weights, pilot_ss, n_pilot)
+    _, h = next(passes)  # (n, w) layer 1
+    z2, h2 = next(passes)
     phi = np.empty((n_pilot, 2 * width), dtype=np.float32)
     np.subtract(h, mu1.astype(np.float32), out=phi[:, :width])
     np.subtract(z2 * z2, ez2sq.astype(np.float32), out=phi[:, width:])
     gram = (phi.T @ phi).astype(np.float64) / n_pilot  # (2w, 2w)
     phi_mean = phi.sum(axis=0, dtype=np.float64) / n_pilot
     cross = np.empty((2 * width, (depth - 1) * width))  # Cov(φ, y_l) for layers 2..depth, side by side
-    h = np.maximum(z2, np.float32(0.0))
-    for layer in range(1, depth):
-        if layer > 1:
-            h = np.maximum(h @ weights[layer], np.float32(0.0))
+    for layer, (_, h) in enumerate(itertools.chain([(z2, h2)], passes), start=1):
         y_mean = h.sum(axis=0, dtype=np.float64) / n_pilot
         cross[:, (layer - 1) * width:layer * width] = (phi.T @ h).astype(np.float64) / n_pilot - np.outer(phi_mean, y_mean)
     ridge = _RIDGE * float(np.mean(np.diag(gram))) or _RIDGE
@@ -219,16 +228,13 @@ def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, contr
     """
     weights = np.asarray(weights, dtype=np.float32)
     depth, width, _ = weights.shape
-    x = np.random.default_rng(pilot_ss).standard_normal((n_pilot, width), dtype=np.float32)
-    h = x
     sds = np.empty((depth, width))
-    phi = None
-    for k in range(depth):
-        z = h @ weights[k]
-        h = np.maximum(z, np.float32(0.0))
+    phi = y1 = None
+    for k, (z, h) in enumerate(pilot_layers(weights, pilot_ss, n_pilot)):
         v = h.astype(np.float64)
+        if k == 0:
+            y1 = v
         if controls is not None and k == 1:
-            y1 = np.maximum(x @ weights[0], np.float32(0.0)).astype(np.float64)
             z64 = z.astype(np.float64)
             phi = np.concatenate([y1 - controls.mu1, z64 * z64 - controls.ez2sq], axis=1)  # (n, 2w)
         if controls is not None and k >= 1:
