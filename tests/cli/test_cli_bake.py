@@ -173,6 +173,21 @@ def test_a_missing_seed_file_is_refused_with_how_to_make_one(tmp_path, capsys):
     assert "not found" in err
 
 
+@pytest.mark.parametrize("kind, words", [("/dev/zero", "is a device"), ("fifo", "is a FIFO"),
+                                         ("directory", "is a directory")])
+def test_a_seed_file_that_is_no_regular_file_is_named_for_what_it_is(tmp_path, capsys, kind, words):
+    """--mlp-seeds /dev/zero, a FIFO or a directory said "not found; create it with ... > /dev/zero"; a
+    FIFO is refused without being opened (it would block)."""
+    import os
+
+    path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "seeds.fifo"), "directory": str(tmp_path)}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    rc, out, err = run(bake_args(tmp_path, "--mlp-seeds", path), capsys)
+    assert_usage_error(rc, out, err, match=words, output=tmp_path / "out")
+    assert "not found" not in err and f"> {path}" not in err
+
+
 @pytest.mark.parametrize("flag", ["--n-mlps", "--n-samples", "--width", "--depth"])
 @pytest.mark.parametrize("value", ["0", "-3"])
 def test_non_positive_sizes_are_refused(tmp_path, capsys, flag, value):

@@ -217,8 +217,17 @@ def read_seeds_file(path: str) -> list:
     parser recurses out of stack, and integers too long to convert (Python refuses > 4300 digits).
     """
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--mlp-seeds file {path!r} not found; create it with `whest dataset generate-seeds --n-mlps N > {path}`.")
+    if not p.is_file():  # decided without opening it: a FIFO never blocks, a device is never read
+        if not os.path.lexists(p) or (os.path.islink(p) and not p.exists()):
+            raise UsageError(f"--mlp-seeds file {path!r} not found; create it with "
+                             f"`whest dataset generate-seeds --n-mlps N > {path}`.")
+        import stat
+
+        mode = os.stat(p).st_mode
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+        raise UsageError(f"--mlp-seeds {path!r} is {kind}; pass a JSON file of seeds (from `whest dataset "
+                         "generate-seeds --n-mlps N`, saved to a regular file).")
     from whestbench.bake.plan import machine_memory
 
     total, _ = machine_memory()
