@@ -539,3 +539,18 @@ def test_the_card_check_of_a_dataset_named_like_a_split_given_relative(tmp_path,
     monkeypatch.chdir(tmp_path)
     ok, detail = card_verdict("eval", json.loads((tmp_path / "eval" / "metadata.json").read_text()))
     assert ok, detail
+
+
+def test_a_card_of_its_own_drops_the_organisers_text():
+    """Issue 28: a user's card kept the ARC/AIcrowd authors, the AIcrowd challenge badge and the credit
+    to the WhestBench organisers; they are the default only for a dataset given no card fields."""
+    default = render_card(single_md())
+    assert "{Alignment Research Center} and {AIcrowd}" in default and "AIcrowd-challenge" in default
+    assert "credit to the WhestBench organisers" in default
+    for text in (render_card(single_md(), pretty_name="Ada set", homepage="https://x.org/ada"),
+                 render_card(single_md(card={"pretty_name": "Ada set", "homepage": "https://x.org/ada"}))):
+        assert "Alignment Research Center" not in text and "AIcrowd-challenge" not in text
+        assert "WhestBench organisers" not in text and "credit to its authors" in text
+        cite = text.split("```bibtex")[1].split("```")[0]
+        assert "title        = {{Ada set}}" in cite and r"\url{https://x.org/ada}" in cite and "author" not in cite
+        assert "[![Homepage]" in text and "(https://x.org/ada)" in text

@@ -215,7 +215,8 @@ def render_card(md: dict[str, Any], *, repo_id: str = PLACEHOLDER_REPO, revision
     ``pretty_name``, ``license``, ``homepage`` override what the bake recorded (``card_fields``)."""
     fields = card_fields(md, pretty_name=pretty_name, license=license, homepage=homepage)
     head = yaml.dump(front_matter(md, fields), default_flow_style=False, allow_unicode=True, sort_keys=True)
-    body = _template().render(**card_context(md, repo_id=repo_id, revision=revision, fields=fields))
+    given = {k: v for k, v in (("pretty_name", pretty_name), ("license", license), ("homepage", homepage)) if v}
+    body = _template().render(**card_context(md, repo_id=repo_id, revision=revision, fields=fields, given=given))
     return "---\n" + head + "---\n\n" + body
 
 
@@ -357,10 +358,17 @@ def _provenance(md: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
-                 fields: dict[str, str] | None = None) -> dict[str, Any]:
-    """Every value the template shows, already formatted (the template holds prose only)."""
+                 fields: dict[str, str] | None = None, given: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every value the template shows, already formatted (the template holds prose only).
+
+    The WhestBench organisers' text (their challenge badge, their names in the citation, credit to
+    them in the license) is the default only for datasets given no card of their own: a card block
+    in the metadata, or any card flag (``given``), makes the card the dataset's authors'."""
     md = md if isinstance(md, dict) else {}
     fields = fields or card_fields(md)
+    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
+    own = {**{k: v for k, v in recorded.items() if isinstance(v, str) and v}, **(given or {})}
+    organisers = not own
     multi = _is_multi(md)
     protocol = _protocol(md)
     configs = split_configs(md)
@@ -421,7 +429,10 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "has_checksums": _has_checksums(md),
         "has_prepared": multi and isinstance(md.get("prepared_splits"), dict) and bool(md.get("prepared_splits")),
         "provenance": _provenance(md),
-        "citation": _citation(fields["pretty_name"], fields["homepage"]),
+        "citation": _citation(fields["pretty_name"], fields["homepage"]) if organisers else _own_citation(
+            fields["pretty_name"], own.get("homepage"), md),
+        "organisers": organisers,
+        "own_homepage": own.get("homepage") if own.get("homepage") and _HOMEPAGE_RE.match(own["homepage"]) else None,
         **_data_facts(md, protocol),
     }
 
@@ -512,6 +523,21 @@ def _blas(blas: Any) -> str:
         return ""
     text = str(blas["library"]) + (f" {blas['version']}" if blas.get("version") else "")
     return text + (f", kernel {blas['kernel']}" if blas.get("kernel") else "")
+
+
+def _own_citation(title: str, homepage: str | None, md: dict[str, Any]) -> str:
+    """The citation of a dataset with a card of its own: its title, year and homepage (no authors:
+    none were given), and the tool that baked it."""
+    year = str(md.get("created_at_utc") or "")[:4]
+    slug = re.sub(r"[^a-z0-9]+", "", title.lower())[:24] or "dataset"
+    lines = [f"@misc{{{slug}{year if year.isdigit() else ''},", f"  title        = {{{{{bibtex_text(title)}}}}},"]
+    if year.isdigit():
+        lines.append(f"  year         = {{{year}}},")
+    if homepage and _HOMEPAGE_RE.match(homepage):
+        lines.append(f"  howpublished = {{\\url{{{homepage}}}}},")
+    version = md.get("whestbench_version")
+    lines.append(f"  note         = {{Baked with whestbench{(' ' + bibtex_text(str(version))) if version else ''}}},")
+    return "\n".join(lines) + "\n}"
 
 
 def _citation(title: str, homepage: str = HOMEPAGE) -> str:
