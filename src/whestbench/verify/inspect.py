@@ -65,6 +65,7 @@ def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
     import numpy as np
 
     from whestbench.atomic import write_file_atomic
+    from whestbench.paths import check_output_file
 
     try:
         import matplotlib
@@ -78,8 +79,7 @@ def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in ("png", "svg", "pdf"):
         raise UsageError(f"--plot {path}: name a .png, .svg or .pdf file (the suffix picks the format).")
-    if not path.parent.is_dir():
-        raise UsageError(f"--plot {path}: directory {path.parent} does not exist; create it first.")
+    check_output_file(path, "--plot")  # the CLI checked it before any work; a library call is checked here
     directory, md = handle.path, handle.metadata
     depth = md.get("depth")
     per_split = {s: _layer_means(directory, s) for s in DatasetMeta.of(md).splits}  # split -> (n, depth, w)
