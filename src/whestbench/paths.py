@@ -10,7 +10,9 @@ before the final rename, and never leaves anything behind. What is refused, and 
 - ``""``, ``.``, ``./``, ``/`` and other paths with no new final name (the directory exists, or
   the rename target is not a directory entry we can create);
 - a name that is not valid UTF-8 (pyarrow and the Hub reject it after the work);
-- a name longer than the filesystem allows, a parent that is a file, a parent we cannot write;
+- a name too long for the staging directory built beside it (``.<name>.staging-<12 hex>`` must fit
+  255 bytes: a 240-character ``--output`` failed with errno 36 after the work and left its work
+  directory), a parent that is a file, a parent we cannot write;
 - an output equal to or inside one of the command's inputs (writing into ``part-0/data`` corrupts
   the input that is being read).
 
@@ -43,6 +45,7 @@ def _not_utf8(text: str) -> str | None:
 
 
 _NAME_MAX = 255  # bytes per path component on ext4, xfs, btrfs, zfs, apfs
+_STAGING_EXTRA = 22  # atomic.new_staging_dir's ".<name>.staging-<12 hex>" (a bake's "<name>.whest-work": 11)
 
 
 def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path:
@@ -63,8 +66,10 @@ def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path
             f"{flag} '{shown}' is not valid UTF-8 (datasets, pyarrow and the Hub need UTF-8 names); "
             "choose a name of UTF-8 characters."
         )
-    if len(p.name.encode("utf-8")) > _NAME_MAX:
-        raise UsageError(f"{flag}: the name {p.name[:40]!r}... is longer than {_NAME_MAX} bytes; choose a shorter name.")
+    if len(p.name.encode("utf-8")) + _STAGING_EXTRA > _NAME_MAX:
+        raise UsageError(f"{flag}: the name {p.name[:40]!r}... is {len(p.name.encode('utf-8'))} bytes; at most "
+                         f"{_NAME_MAX - _STAGING_EXTRA} leave room for the staging directory built beside it "
+                         f"(.<name>.staging-<12 hex>, {_NAME_MAX} bytes at most); choose a shorter name.")
     if os.path.islink(p) and not p.exists():
         raise OutputExistsError(
             f"{flag} {text} is a symlink to {os.readlink(p)!r}, which does not exist; remove the "

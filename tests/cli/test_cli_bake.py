@@ -279,3 +279,18 @@ def test_a_tiny_bake_succeeds_and_reports(tmp_path, capsys):
     assert "Baking 3 MLPs" in out and "Wrote" in out
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "audit", "data", "metadata.json"]
     assert not work_dir_for(tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("length, refused", [(233, False), (234, True), (240, True), (255, True), (300, True)])
+def test_a_long_output_name_is_refused_before_baking(tmp_path, capsys, monkeypatch, length, refused):
+    """240 characters failed with [Errno 36] on the staging name after the work, and left
+    `aaa….whest-work` behind: the name is judged with its staging suffix (+22 bytes) first."""
+    from whestbench.paths import check_new_output
+
+    name = tmp_path / ("a" * length)
+    if not refused:
+        assert check_new_output(name) == name
+        return
+    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--output", str(name)], capsys)
+    assert_usage_error(rc, out, err, match="leave room for the staging directory", output=None)
+    assert "Baking" not in out and list(tmp_path.iterdir()) == []

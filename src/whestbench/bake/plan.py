@@ -293,6 +293,15 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore) -> BakePlan:
 # ---------------------------------------------------------------------------------------------
 
 
+def _holds_metadata(output: Path) -> bool:
+    """Whether ``output`` (not a link) holds a metadata.json; a path the OS refuses to look at (a name
+    too long, a parent that is a file) holds none, and ``check_bake_output`` says why."""
+    try:
+        return not os.path.islink(output) and (Path(output) / "metadata.json").is_file()
+    except OSError:
+        return False
+
+
 def check_bake_output(output: Path) -> None:
     """Refuse an ``--output`` that cannot become the new dataset, before any work.
 
@@ -418,7 +427,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     """
     rank0 = dist_env is None or dist_env.rank == 0
     # an output that holds a dataset may hold this very bake, finished: judged once the plan is known
-    existing = rank0 and cfg.output is not None and not os.path.islink(cfg.output) and (Path(cfg.output) / "metadata.json").is_file()
+    existing = rank0 and cfg.output is not None and _holds_metadata(cfg.output)
     if rank0 and cfg.output is not None and not existing:
         check_bake_output(cfg.output)
         check_work_dir(work_dir_for(cfg.output))
