@@ -73,3 +73,27 @@ def test_the_cli_prints_json_and_refuses_a_missing_path(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["state"] == "complete"
     assert main(["dataset", "status", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_a_stopped_target_bakes_status_counts_its_planned_total_and_resumes(tmp_path):
+    """A target bake's total is what its pilots planned (the bake records it in status.json, which a
+    resume accepts), not the --n-samples cap."""
+    from whestbench.compute.estimation import Estimation
+
+    stop = threading.Event()
+    events = []
+
+    def sink(event):
+        events.append(event)
+        if event.kind == "unit_done":
+            stop.set()
+
+    cfg = BakeConfig(n_mlps=4, n_samples=10**6, width=8, depth=3, seed=45, max_threads=1, output=tmp_path / "t",
+                     estimation=Estimation("control-variate", 0.05))
+    with pytest.raises(BakeInterrupted):
+        bake(cfg, on_event=sink, stop=stop)
+    planned = next(e for e in events if e.kind == "plan").data["plan"].planned_total
+    doc = bake_status(tmp_path / "t")
+    assert doc["samples_total"] == planned < 4 * 10**6 and doc["samples_total_is"] == "planned by the pilots"
+    assert doc["units_total"] == 4 and doc["projected_left_s"] > 0
+    assert bake(cfg) == tmp_path / "t" and bake_status(tmp_path / "t")["state"] == "complete"

@@ -17,6 +17,7 @@ writes identical numeric columns.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -102,6 +103,7 @@ def bake(
             plan = plan_targets(plan, emit)  # a target bake: every MLP's count, before any sampling
             emit(Event("plan", data={"plan": plan}))  # the CLI's Plan line of a target bake waits for this
             ledger = Ledger(work, plan.spec.identity())
+            _record_status(plan, dist_env)
             _prefetch_writer_imports()
             _load_kernels(plan, emit)
             with one_torch_thread(plan.compute.pins_torch_threads):
@@ -113,6 +115,18 @@ def bake(
             shutil.rmtree(work, ignore_errors=True)  # refused before any state was saved: leave nothing
         raise
     return plan.config.output
+
+
+def _record_status(plan: BakePlan, dist_env: "DistEnv | None") -> None:
+    """The plan's figures ``whest dataset status`` cannot read from the units: the planned samples
+    (a target bake's pilot-planned total), the units and the workers."""
+    from whestbench.work.workdir import write_status
+
+    planned = plan.spec.planned is not None or not plan.spec.estimation.has_target
+    write_status(plan.work_dir, {
+        "planned_total": plan.planned_total if planned else None, "units_total": len(plan.spec.units()),
+        "workers": plan.workers or os.cpu_count() or 1, "world_size": dist_env.world_size if dist_env else 1,
+    })
 
 
 def saved_samples(plan: BakePlan) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
 from whestbench.work.ledger import Ledger
-from whestbench.work.workdir import WORK_SUFFIX, output_for, work_dir_for
+from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, work_dir_for
 
 _KEY_RE = re.compile(r"^mlp(\d{8})(?:x(\d+)-b(\d{10})-(\d{10}))?$")
 
@@ -108,12 +108,21 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
             saved += int(meta.get("position", meta.get("samples", 0))) * count
     n_mlps = max(0, int(end) - int(start))
     sampler = identity.get("sampler")
-    units_total = n_mlps if sampler == "pcg64" or target else None  # philox without a target: cut by schedule
+    recorded = _read_json(work / "status.json")  # the bake's plan figures (whestbench since issue 28)
+    recorded = recorded if isinstance(recorded, dict) and recorded.get("format") == STATUS_FORMAT else {}
+    units_total = recorded.get("units_total")
+    if not isinstance(units_total, int):
+        units_total = n_mlps if sampler == "pcg64" or target else None  # philox without a target: cut by schedule
     cap_total = n_mlps * n_samples
+    planned = recorded.get("planned_total")
+    total = planned if isinstance(planned, int) else (None if target else cap_total)
+    workers = recorded.get("workers") if isinstance(recorded.get("workers"), int) else None
     out: dict[str, Any] = {
         "units_done": units_done, "units_total": units_total, "checkpoints": checkpoints, "damaged_files": damaged,
         "samples_saved": saved,
-        "samples_total": None if target else cap_total,
+        "samples_total": total,
+        "samples_total_is": ("planned by the pilots" if target else "MLPs × n_samples") if total is not None else
+                           "unknown (a target bake of a whestbench without status.json, or too big to plan up front)",
         "samples_cap": cap_total,
         "last_write_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last_write)) if last_write else None,
     }
@@ -121,10 +130,11 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         out["note"] = "the work directory's plan is not this bake's identity: a re-run starts over"
     per_worker = counted_s / wall_s if wall_s > 0 else None
     out["rate_samples_per_s_per_worker"] = per_worker
-    if per_worker and not target:
-        workers = os.cpu_count() or 1
-        out["projected_left_s"] = max(0, cap_total - saved) / (per_worker * workers)
-        out["projected_at"] = f"the last run's rate per worker × {workers} workers (this machine's cores)"
+    if per_worker and total is not None:
+        where = f"{workers} workers (the bake's)" if workers else f"{os.cpu_count() or 1} workers (this machine's cores)"
+        workers = workers or os.cpu_count() or 1
+        out["projected_left_s"] = max(0, total - saved) / (per_worker * workers)
+        out["projected_at"] = f"the last run's rate per worker × {where}"
     if units_total is not None:
         out["redo"] = (f"{units_total - units_done} of {units_total} units"
                        + (f", {checkpoints} of them from a checkpoint" if checkpoints else ""))

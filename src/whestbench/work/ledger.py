@@ -5,6 +5,7 @@ Layout of ``<output>.whest-work/`` (where it lies and its lock: ``work.workdir``
     lock                     who holds the bake (pid, host, start); an flock while it runs
     plan.json                the WorkSpec identity and its digest (a resume must match it)
     auto-seeds.json          random seeds a bake drew (so a re-run resumes with the same ones)
+    status.json              what the bake planned (planned samples, units, workers), for ``whest dataset status``
     units/<key>.unit         a finished unit's sums (a checked record: ``work.records``)
     units/<key>.ckpt         a unit's progress inside itself (sampler state + partial sums)
 

@@ -26,7 +26,7 @@ def work_dir_for(output: Path) -> Path:
     return output.with_name(output.name + WORK_SUFFIX)
 
 
-_ENTRIES = {"lock": "file", "plan.json": "file", "auto-seeds.json": "file", "units": "directory"}
+_ENTRIES = {"lock": "file", "plan.json": "file", "auto-seeds.json": "file", "status.json": "file", "units": "directory"}
 """What a work directory holds (besides the ``.NAME.*.tmp`` files of an interrupted atomic write)."""
 
 
@@ -68,6 +68,18 @@ def check_work_dir(root: Path) -> None:
                 f"the work directory is damaged: {root / entry.name} is {what}, not the {kind} a bake keeps there; "
                 f"remove {root / entry.name} and re-run the same command (the rest of {root} is kept)."
             )
+
+
+STATUS_FORMAT = "whestbench-status/1"
+
+
+def write_status(root: Path, doc: dict[str, Any]) -> None:
+    """``root/status.json``: what a bake planned (its planned samples, units and workers), written
+    once its units are about to start, for ``whest dataset status`` (which trusts nothing else in it:
+    the units and checkpoints are read and checked themselves)."""
+    from whestbench.atomic import write_file_atomic
+
+    write_file_atomic(Path(root) / "status.json", (json.dumps({"format": STATUS_FORMAT, **doc}, indent=1) + "\n").encode())
 
 
 def output_for(work_dir: Path) -> Path | None:
