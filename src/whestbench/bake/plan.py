@@ -23,7 +23,7 @@ from whestbench.compute.estimators import n_batches
 from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
 from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, segment_samples
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
-from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
+from whestbench.format.schema import (BACKEND_CPU, check_positive_int, is_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
                                       check_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.format.reader import open_dataset
@@ -127,7 +127,7 @@ class BakeConfig:
             raise UsageError("pass either --mlp-seeds or --seed, not both.")
         if self.mlp_seeds is not None:
             object.__setattr__(self, "mlp_seeds", tuple(validate_mlp_seeds(list(self.mlp_seeds), self.n_mlps)))
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+        if self.seed is not None and not is_int(self.seed, 0):
             raise UsageError(f"--seed must be a non-negative integer; got {self.seed!r}.")
         if self.mlp_range is not None:
             object.__setattr__(self, "mlp_range", check_range(self.mlp_range, self.n_mlps))
@@ -154,7 +154,7 @@ class BakeConfig:
             raise UsageError("the fused GPU kernel does not compute the control variates yet: use --gpu-kernel torch, "
                              "or --estimator plain.")
         s = self.audit_segments
-        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEGMENTS:
+        if not is_int(s, 0, MAX_SEGMENTS):
             raise UsageError(f"--audit-segments must be an integer from 0 (no trail) to {MAX_SEGMENTS}; got {s!r}.")
         ce = self.checkpoint_every
         if isinstance(ce, bool) or not isinstance(ce, (int, float)) or not ce > 0 or ce == float("inf"):

@@ -23,7 +23,7 @@ import yaml
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
 from whestbench.format.reader import checksums_block
-from whestbench.format.schema import COLUMN_DOCS, DEFAULT_CONFIG, DatasetMeta, columns_for, device_check_state
+from whestbench.format.schema import COLUMN_DOCS, DEFAULT_CONFIG, DatasetMeta, columns_for, device_check_state, is_int
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import format_count
 
@@ -136,7 +136,7 @@ def _splits(md: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _n_mlps(entry: dict[str, Any]) -> int:
     n = entry.get("n_mlps")
-    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+    return n if is_int(n) else 0
 
 
 def _files(split: str) -> dict[str, str]:
@@ -244,7 +244,7 @@ def _template():
 
 
 def _arg(v: Any, placeholder: str) -> str:
-    return str(v) if isinstance(v, int) and not isinstance(v, bool) else placeholder
+    return str(v) if is_int(v) else placeholder
 
 
 def _recorded_argv(md: dict[str, Any], split: str) -> list[str] | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
-from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_positive_int
+from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_int, is_positive_int
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
 
 if TYPE_CHECKING:
@@ -522,7 +522,7 @@ def _carried_by_a_merge(recorded: dict[str, Any], current: dict[str, Any], md: M
     rng, total = recorded.get("mlp_range"), recorded.get("total_n_mlps")
     if recorded.get("is_partial") is not True or not (isinstance(rng, list) and len(rng) == 2):
         return False
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (*rng, total)):
+    if not all(is_int(v) for v in (*rng, total)):
         return False
     if any(k in current for k in _SLICE_FACTS) or current.get("n_mlps") != recorded.get("total_n_mlps"):
         return False

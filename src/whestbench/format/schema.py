@@ -397,9 +397,14 @@ MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64
 MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
 
 
+def is_int(v: Any, lo: float = -math.inf, hi: float = math.inf) -> bool:
+    """The one integer test: an int (not a bool: ``True`` is an int in Python) in ``lo..hi``."""
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
 def is_positive_int(v: Any, limit: float = MAX_SAMPLES) -> bool:
-    """The one "positive int" test: an int (not a bool: ``True`` is an int in Python) in ``1..limit``."""
-    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= limit
+    """An int (not a bool) in ``1..limit``."""
+    return is_int(v, 1, limit)
 
 
 def positive_int(md: Mapping[str, Any], key: str) -> int | None:
@@ -440,7 +445,7 @@ def _validate_recipe(md: dict) -> None:
                                       f"integer {fix}.")
     if md.get("is_partial"):
         rng, total = md.get("mlp_range"), md.get("total_n_mlps")
-        if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in rng)
+        if not (isinstance(rng, list) and len(rng) == 2 and all(is_int(v) for v in rng)
                 and is_positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
             raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
                                       f"mlp_range {_short(rng)}, total_n_mlps {_short(total)} {fix}.")

@@ -47,6 +47,7 @@ from whestbench.format.reader import (
     verify_checksums,
 )
 from whestbench.format.schema import (
+    is_int,
     COLUMNS,
     DEFAULT_CONFIG,
     DEFAULT_SPLIT,
@@ -190,7 +191,7 @@ def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...]
 
 
 def _check_rows(rows: int, n_mlps: Any, where: str) -> None:
-    if isinstance(n_mlps, int) and not isinstance(n_mlps, bool) and rows != n_mlps:
+    if is_int(n_mlps) and rows != n_mlps:
         raise MergeCorruptError(
             f"{where} holds {rows} rows but metadata.json says n_mlps={n_mlps}: the data was "
             f"modified or truncated. {REDO}"
