@@ -90,3 +90,31 @@ def test_no_trail_is_usage_error_and_device_needs_a_mode(tmp_path, honest):
         verify_dataset(honest, device="cpu")
     with pytest.raises(UsageError, match="--spot-check must be a positive integer"):
         verify_dataset(honest, spot_check=0)
+
+
+def test_spot_check_reports_progress_and_stops_between_segments(honest):
+    import threading
+
+    from whestbench.errors import BakeInterrupted
+
+    events = []
+    verify_dataset(honest, spot_check=3, on_event=events.append)
+    done = [e.progress.done for e in events if e.progress is not None and e.progress.what == "samples"]
+    assert done[0] == 0 and done[-1] == events[-1].progress.total > 0 and done == sorted(done) and len(done) == 4
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(BakeInterrupted, match="spot-check stopped: 0 of 3 segments done") as exc:
+        verify_dataset(honest, spot_check=3, stop=stop)
+    assert exc.value.exit_code == 75
+
+
+def test_cli_spot_check_prints_its_seed_and_probability(honest, capsys):
+    from cli_run import run
+
+    rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "2", "--spot-seed", "5"], capsys)
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if "spot-check" in ln)
+    assert "--spot-seed 5" in line and "(31/32)^2 = 0.938" in line
+    rc, out, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "100", "--width", "2", "--depth", "1",
+                        "--audit-segments", "-1", "--output", str(honest.parent / "x")], capsys)
+    assert rc == 2 and "--audit-segments" in err

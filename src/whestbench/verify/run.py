@@ -128,7 +128,7 @@ def verify_dataset(
         else:
             from whestbench.verify.spot import spot_check as run_spot_check
 
-            run_spot_check(ds, report, spot_check, spot_seed, device, stop)
+            run_spot_check(ds, report, spot_check, spot_seed, device, stop, on_event)
     if against is not None:
         from whestbench.verify.compare import compare_with  # compare builds on this module
 

@@ -41,8 +41,13 @@ def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
 
 
 def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, device: str | None,
-               stop: threading.Event | None = None) -> None:
+               stop: threading.Event | None = None, on_event=None) -> None:
+    """Regenerate ``k`` segments chosen with ``spot_seed`` and add the ``spot-check`` check. ``on_event``
+    hears a ``progress`` event per segment (in samples: a segment's cost is its samples); ``stop``
+    ends it between segments (BakeInterrupted, exit 75)."""
     import pyarrow.parquet as pq
+
+    from whestbench.events import Event, Progress
 
     blocks = trail_blocks(ds)
     if not blocks:
@@ -60,6 +65,16 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
     problems: list[str] = []
     modes: set[str] = set()
     where = "cpu" if device in (None, "cpu") else device
+    sizes = []
+    for b, i, r, g in picks:
+        s_, block, _ = blocks[b]
+        n = int(s_.n_used[r]) if s_.n_used is not None else ds.n_samples
+        bounds = segment_bounds(n, int(block["step_samples"]), int(block["segments"]), bool(block["aligned"]))
+        sizes.append(bounds[g][1] - bounds[g][0] if g < len(bounds) else 0)
+    total, covered = sum(sizes), 0
+    flops = 2 * ds.width * ds.width * ds.depth
+    if on_event is not None:
+        on_event(Event("progress", progress=Progress("samples", 0, total, flops_per_item=flops)))
     for done, (b, i, r, g) in enumerate(picks):
         if stop is not None and stop.is_set():
             raise BakeInterrupted(f"spot-check stopped: {done} of {len(picks)} segments done; re-run the same command "
@@ -70,6 +85,9 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
         modes.add(mode)
         if why:
             problems.append(f"mlp_id {int(s.ids[r])} segment {g}: {why}")
+        covered += sizes[done]
+        if on_event is not None:
+            on_event(Event("progress", progress=Progress("samples", covered, total, flops_per_item=flops)))
     if problems:
         report.check("spot-check", False, f"{len(picks)} segment(s) chosen with --spot-seed {spot_seed} "
                      f"(mlp_id/segment {names}); " + "; ".join(problems[:3]))
