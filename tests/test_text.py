@@ -60,9 +60,14 @@ def test_format_traceback_masks_tokens():
 
 
 @pytest.mark.parametrize("v, shown", [({"b": 1, "a": [2]}, '{"a": [2], "b": 1}'), ([1, "x"], '[1, "x"]'),
-                                      ("x", "'x'"), (None, "None"), (1.5, "1.5")])
-def test_a_metadata_value_in_a_message_is_sorted_json_or_its_repr(v, shown):
+                                      ("x", "'x'"), (None, "null"), (True, "true"), (1.5, "1.5")])
+def test_a_metadata_value_in_a_message_is_its_json_or_a_strings_repr(v, shown):
     assert show_value(v) == shown
+
+
+def test_a_value_shown_short_is_cut_and_an_absent_one_named():
+    assert show_value(list(range(100)), max_len=20) == "[0, 1, 2, 3, 4, 5..."
+    assert show_value(None, absent="absent") == "absent" and show_value(0, absent="absent") == "0"
 
 
 def test_scrub_masks_url_userinfo(monkeypatch):

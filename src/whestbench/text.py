@@ -110,9 +110,14 @@ def error_line(exc: BaseException, max_words: int | None = None) -> str:
     return one_line(sanitize(scrub(str(exc) or type(exc).__name__)), max_words)
 
 
-def show_value(v: Any) -> str:
-    """A metadata value in a message: dicts and lists as sorted JSON, anything else as its repr."""
-    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else repr(v)
+def show_value(v: Any, *, max_len: int | None = None, absent: str | None = None) -> str:
+    """A metadata value in a message, the one rendering: a string as its repr, anything else as the
+    JSON it is in ``metadata.json`` (``null``, ``true``, ``[1, 2]``, objects with sorted keys); None as
+    ``absent`` where given. Safe for a terminal, cut to ``max_len`` with "..."."""
+    if v is None and absent is not None:
+        return absent
+    text = sanitize(repr(v) if isinstance(v, str) else json.dumps(v, sort_keys=True, default=repr))
+    return text if max_len is None or len(text) <= max_len else text[: max_len - 3] + "..."
 
 
 def sanitize(text: Any, max_len: int | None = None) -> str:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
 from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_int, is_positive_int
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
+from whestbench.text import show_value
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -509,8 +510,8 @@ def _stale(md: Mapping[str, Any]) -> str | None:
     changed = [k for k in {**recorded, **current} if recorded.get(k) != current.get(k)]
     key = next((k for k in changed if k not in (*_SLICE_FACTS, "n_mlps")), changed[0])  # a merge explains those
     raise MergeCorruptError(
-        f"metadata.json says {key}={_show(current.get(key))} but its checksums were written for "
-        f"{key}={_show(recorded.get(key))}: metadata.json was edited after the dataset was written. "
+        f"metadata.json says {key}={show_value(current.get(key), absent='absent')} but its checksums were written for "
+        f"{key}={show_value(recorded.get(key), absent='absent')}: metadata.json was edited after the dataset was written. "
         f"Restore it, or {REDO[0].lower()}{REDO[1:]}"
     )
 
@@ -531,10 +532,6 @@ def _carried_by_a_merge(recorded: dict[str, Any], current: dict[str, Any], md: M
         return False
     rest = [k for k in {**recorded, **current} if k not in (*_SLICE_FACTS, "n_mlps")]
     return all(recorded.get(k) == current.get(k) for k in rest)
-
-
-def _show(value: Any) -> str:
-    return "absent" if value is None else json.dumps(value, sort_keys=True)
 
 
 def _in_scope(rel: str, split: str | None) -> bool:

@@ -8,7 +8,6 @@ keys that its loader ignores.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any, Mapping
 
 from whestbench.compute.estimation import is_cv_block
 from whestbench.errors import InvalidDatasetError, UsageError
+from whestbench.text import show_value
 
 SCHEMA_VERSION = "3.0"
 FORMAT = "hf-datasets-parquet"
@@ -350,13 +350,13 @@ def _validate_device_check(block: Any, md: dict, *, where: str, command: Any = N
     fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
     bad = f"metadata {where}"
     if md.get("backend") != BACKEND_TORCH:
-        raise InvalidDatasetError(f"{bad} is present but backend is {_short(md.get('backend'))}: only torch bakes "
+        raise InvalidDatasetError(f"{bad} is present but backend is {show_value(md.get('backend'), max_len=60)}: only torch bakes "
                                   f"check their device {fix}.")
     if not isinstance(block, dict):
-        raise InvalidDatasetError(f"{bad} must be an object, not {_short(block)} {fix}.")
+        raise InvalidDatasetError(f"{bad} must be an object, not {show_value(block, max_len=60)} {fix}.")
     for key in ("passed", "skipped"):
         if not isinstance(block.get(key), bool):
-            raise InvalidDatasetError(f"{bad}.{key} must be true or false, not {_short(block.get(key))} {fix}.")
+            raise InvalidDatasetError(f"{bad}.{key} must be true or false, not {show_value(block.get(key), max_len=60)} {fix}.")
     checks = block.get("checks", [])
     if not isinstance(checks, list) or not all(
             isinstance(c, dict) and isinstance(c.get("passed"), bool) and isinstance(c.get("name"), str) for c in checks):
@@ -371,7 +371,7 @@ def _validate_device_check(block: Any, md: dict, *, where: str, command: Any = N
     else:
         want = (PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE)
         if not names or len(set(names)) != len(names) or not set(names) <= set(want):
-            raise InvalidDatasetError(f"{bad}.checks are {_short(names)}; a device check runs {', '.join(want)}, "
+            raise InvalidDatasetError(f"{bad}.checks are {show_value(names, max_len=60)}; a device check runs {', '.join(want)}, "
                                       f"each once {fix}.")
         failed = [c["name"] for c in checks if not c["passed"]]
         if block["passed"] != (not failed):
@@ -434,21 +434,21 @@ def _validate_recipe(md: dict) -> None:
 
     fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
     if "format" in md and md["format"] != FORMAT_NAME:
-        raise InvalidDatasetError(f"metadata format {_short(md['format'])} is not {FORMAT_NAME!r} {fix}.")
+        raise InvalidDatasetError(f"metadata format {show_value(md['format'], max_len=60)} is not {FORMAT_NAME!r} {fix}.")
     for key, limit in (("width", MAX_MLPS), ("depth", MAX_MLPS), ("n_samples", MAX_SAMPLES), ("n_mlps", MAX_MLPS),
                        ("total_n_mlps", MAX_MLPS)):
         if key in md and not is_positive_int(md[key], limit):
-            raise InvalidDatasetError(f"metadata {key} {_short(md[key])} is not a positive integer (at most {limit:,}) {fix}.")
+            raise InvalidDatasetError(f"metadata {key} {show_value(md[key], max_len=60)} is not a positive integer (at most {limit:,}) {fix}.")
     for name, entry in DatasetMeta.of(md).blocks.items():
         if isinstance(entry, dict) and "n_mlps" in entry and not is_positive_int(entry["n_mlps"], MAX_MLPS):
-            raise InvalidDatasetError(f"metadata splits[{name!r}].n_mlps {_short(entry['n_mlps'])} is not a positive "
+            raise InvalidDatasetError(f"metadata splits[{name!r}].n_mlps {show_value(entry['n_mlps'], max_len=60)} is not a positive "
                                       f"integer {fix}.")
     if md.get("is_partial"):
         rng, total = md.get("mlp_range"), md.get("total_n_mlps")
         if not (isinstance(rng, list) and len(rng) == 2 and all(is_int(v) for v in rng)
                 and is_positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
             raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
-                                      f"mlp_range {_short(rng)}, total_n_mlps {_short(total)} {fix}.")
+                                      f"mlp_range {show_value(rng, max_len=60)}, total_n_mlps {show_value(total, max_len=60)} {fix}.")
     samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
     for name, entry in DatasetMeta.of(md).blocks.items():
         if isinstance(entry, dict) and "sampler" in entry:
@@ -462,15 +462,15 @@ def _validate_recipe(md: dict) -> None:
         name = est.get("name") if isinstance(est, dict) else est
         if not isinstance(est, dict) or name not in ESTIMATORS or est.get("version") != ESTIMATOR_VERSION:
             version = est.get("version") if isinstance(est, dict) else None
-            raise InvalidDatasetError(f"metadata estimator {_short(name)} version {_short(version)} is not one this "
+            raise InvalidDatasetError(f"metadata estimator {show_value(name, max_len=60)} version {show_value(version, max_len=60)} is not one this "
                                       f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
         if is_cv_block(est):
             want = {_cv_batch(s) for s, _ in samplers}
             if est.get("batch_samples") not in want or None in want:
-                raise InvalidDatasetError(f"metadata estimator batch_samples {_short(est.get('batch_samples'))} is not "
+                raise InvalidDatasetError(f"metadata estimator batch_samples {show_value(est.get('batch_samples'), max_len=60)} is not "
                                           f"what its sampler gives ({', '.join(map(str, sorted(w for w in want if w)))}) {fix}.")
             if "pilot_samples" in est and est["pilot_samples"] != PILOT_SAMPLES:
-                raise InvalidDatasetError(f"metadata estimator pilot_samples {_short(est['pilot_samples'])} is not "
+                raise InvalidDatasetError(f"metadata estimator pilot_samples {show_value(est['pilot_samples'], max_len=60)} is not "
                                           f"{PILOT_SAMPLES} {fix}.")
     if "target_stderr" in md:
         t = md["target_stderr"]
@@ -478,7 +478,7 @@ def _validate_recipe(md: dict) -> None:
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
               and t.get("layer") in ("last", "all"))
         if not ok:
-            raise InvalidDatasetError(f"metadata target_stderr {_short(t)} needs a positive finite value and layer "
+            raise InvalidDatasetError(f"metadata target_stderr {show_value(t, max_len=60)} needs a positive finite value and layer "
                                       f"'last' or 'all' {fix}.")
         if "estimator" not in md:
             raise InvalidDatasetError(f"metadata has a target_stderr but no estimator block {fix}.")
@@ -488,11 +488,11 @@ def _validate_recipe(md: dict) -> None:
                 f"{fix}; a target bake of whestbench 0.17.0 (its first target bakes) wrote none: add "
                 f"\"rule\": \"{SEQUENTIAL_RULE}\" to its target_stderr block and verify it again.")
         if t["rule"] not in (TARGET_RULE, SEQUENTIAL_RULE):
-            raise InvalidDatasetError(f"metadata target_stderr rule {_short(t['rule'])} is not {TARGET_RULE!r} "
+            raise InvalidDatasetError(f"metadata target_stderr rule {show_value(t['rule'], max_len=60)} is not {TARGET_RULE!r} "
                                       f"(or {SEQUENTIAL_RULE!r}, whestbench 0.17.0's) {fix}.")
         steps = {s.get("block_size") for s, _ in samplers if isinstance(s, dict)}
         if "step_samples" in t and t["step_samples"] not in steps:
-            raise InvalidDatasetError(f"metadata target_stderr step_samples {_short(t['step_samples'])} is not the "
+            raise InvalidDatasetError(f"metadata target_stderr step_samples {show_value(t['step_samples'], max_len=60)} is not the "
                                       f"sampler's block_size {fix}.")
 
 
@@ -500,14 +500,14 @@ def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
     known = _known_samplers()
     if not isinstance(sampler, dict) or sampler.get("name") not in known:
         name = sampler.get("name") if isinstance(sampler, dict) else sampler
-        raise InvalidDatasetError(f"metadata {where} {_short(name)} is not one this whestbench knows "
+        raise InvalidDatasetError(f"metadata {where} {show_value(name, max_len=60)} is not one this whestbench knows "
                                   f"({', '.join(sorted(known))}) {fix}.")
     if sampler.get("version") != known[sampler["name"]]:
-        raise InvalidDatasetError(f"metadata {where} {sampler['name']} version {_short(sampler.get('version'))} "
+        raise InvalidDatasetError(f"metadata {where} {sampler['name']} version {show_value(sampler.get('version'), max_len=60)} "
                                   f"is not {known[sampler['name']]!r} {fix}.")
     block = sampler.get("block_size")
     if not is_positive_int(block):
-        raise InvalidDatasetError(f"metadata {where} block_size {_short(block)} is not a positive integer {fix}.")
+        raise InvalidDatasetError(f"metadata {where} block_size {show_value(block, max_len=60)} is not a positive integer {fix}.")
     if sampler["name"] == "pcg64" and is_positive_int(md.get("width")):
         from whestbench.compute.pcg64 import chunk_rows
 
@@ -518,7 +518,7 @@ def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
         raise InvalidDatasetError(f"metadata {where} block_size {block} is not a power of two (philox) {fix}.")
     backend = md.get("backend")
     if (sampler["name"] == "philox") != (backend == BACKEND_TORCH):
-        raise InvalidDatasetError(f"metadata {where} {sampler['name']} does not go with backend {_short(backend)} "
+        raise InvalidDatasetError(f"metadata {where} {sampler['name']} does not go with backend {show_value(backend, max_len=60)} "
                                   f"(philox is the torch backend's sampler, pcg64 the CPU path's) {fix}.")
 
 
@@ -537,11 +537,3 @@ def _known_samplers() -> dict[str, str]:
     from whestbench.compute.philox import spec as philox
 
     return {pcg64.SAMPLER_NAME: pcg64.SAMPLER_VERSION, philox.SAMPLER_NAME: philox.SAMPLER_VERSION}
-
-
-def _short(v: Any) -> str:
-    """A metadata value as one short, printable piece of a message."""
-    from whestbench.text import sanitize
-
-    text = json.dumps(v) if not isinstance(v, str) else repr(v)
-    return sanitize(text if len(text) <= 60 else text[:57] + "...")
