@@ -502,3 +502,13 @@ def test_combine_reports_progress_while_it_verifies_its_inputs(baked, tmp_path):
     for name, n in (("public", 4), ("holdout", 3)):
         mine = [p for p in progress[:first_copy] if p.phase == f"verifying input {baked[name]}" and p.what == "MLPs"]
         assert mine and (mine[-1].done, mine[-1].total) == (n, n)
+
+
+@pytest.mark.parametrize("edit", [{"backend": "torch"}, {"format": "x"}])
+def test_a_mismatched_backend_or_format_raises_merge_incompatible(baked, copy_of, tmp_path, edit):
+    hold = copy_of("holdout")
+    _edit_metadata(hold, **edit)
+    (key,) = edit
+    with pytest.raises(MergeIncompatibleError, match=key):
+        combine_split_datasets([baked["public"], hold], output_dir=tmp_path / "out")
+    _no_output(tmp_path / "out")

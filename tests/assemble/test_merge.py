@@ -322,8 +322,9 @@ def test_partials_without_digests_that_repeat_a_seed_are_refused(part, tmp_path)
 def test_partials_that_differ_in_a_bake_parameter_are_refused(baked, part, tmp_path, key, value):
     p1 = part("p1")
     _edit_metadata(p1, **{key: value})
-    # a sampler that does not go with its backend is refused by the one metadata validator first
-    refused, words = ((InvalidDatasetError, "backend") if key in ("backend", "sampler") else (MergeIncompatibleError, key))
+    # 0.16's keys are compared before any validation (a MergeIncompatibleError naming the key, as 0.16.2);
+    # a sampler that does not go with its backend is then refused by the one metadata validator
+    refused, words = ((InvalidDatasetError, "backend") if key == "sampler" else (MergeIncompatibleError, key))
     with pytest.raises(refused, match=words):
         merge_datasets([baked["p0"], p1], output_dir=tmp_path / "out")
     _no_output(tmp_path / "out")
@@ -489,3 +490,15 @@ def test_merge_reports_progress_while_it_verifies_its_partials(tmp_path):
     for part, n in zip(parts, (1, 2)):
         mine = [p for p in progress[:first_copy] if p.phase == f"verifying partial {part}"]
         assert mine and (mine[-1].what, mine[-1].done, mine[-1].total) == ("MLPs", n, n)
+
+
+@pytest.mark.parametrize("edit", [{"backend": "torch"}, {"format": "x"}])
+def test_backend_edited_partial_raises_merge_incompatible(baked, part, tmp_path, edit):
+    """A partial hand-edited to another backend raised InvalidDatasetError from its own validation;
+    whestbench 0.16.2 raises MergeIncompatibleError, which its callers catch, naming the field."""
+    p1 = part("p1")
+    _edit_metadata(p1, **edit)
+    (key,) = edit
+    with pytest.raises(MergeIncompatibleError, match=key):
+        merge_datasets([baked["p0"], p1], output_dir=tmp_path / "out")
+    _no_output(tmp_path / "out")

@@ -34,6 +34,7 @@ from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir
 from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
     check_files,
+    check_same_recipe,
     claim_output,
     clean_abandoned_staging,
     open_input,
@@ -127,7 +128,9 @@ def combine_split_datasets(
         raise MergeIncompatibleError(
             "no datasets to combine; pass one single-split dataset directory per split."
         )
-    splits = [_open_split(p) for p in inputs]
+    handles = [open_dataset(p) for p in inputs]
+    check_same_recipe(handles, fix=f"the splits of one dataset must share {_SHARED_BY_SPLITS}.")
+    splits = [_open_split(h) for h in handles]
     seen: dict[str, Path] = {}
     for s in splits:
         if s.split in seen:

@@ -26,7 +26,7 @@ from whestbench.errors import (
 )
 from whestbench.events import Event, EventSink, ignore
 from whestbench.paths import check_new_output, check_outside_inputs, input_dir
-from whestbench.text import plural
+from whestbench.text import plural, show_value
 
 __all__ = [
     "claim_output",
@@ -60,6 +60,33 @@ def clean_abandoned_staging(target: Path, *, on_event: EventSink = ignore) -> No
             f"removed {plural(len(removed), 'staging directory', 'staging directories')} that an "
             f"interrupted earlier run left beside {target}: {names}"
         )))
+
+
+SAME_RECIPE = ("schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth")
+"""whestbench 0.16's recipe keys, compared across merge's and combine's inputs before any is validated;
+ours (sampler, estimator, target), which a 0.16 input lacks, are compared once validated."""
+
+
+def check_same_recipe(handles: Sequence[DatasetDir], keys: Sequence[str] = SAME_RECIPE, *, fix: str) -> None:
+    """MergeIncompatibleError naming the first of ``keys`` whose raw (not yet validated) value differs
+    from the first input's, before any input is validated: an input hand-edited to another backend
+    or format is an inconsistent input (whestbench 0.16's class, which its callers catch), not only an
+    invalid one. Inputs whose metadata cannot be read are left to the validation that follows."""
+    raw = []
+    for h in handles:
+        try:
+            md = h.metadata
+        except (InvalidDatasetError, OSError):
+            continue
+        if isinstance(md, dict):
+            raw.append((h, md))
+    for h, md in raw[1:]:
+        first_h, first = raw[0]
+        for key in keys:
+            if md.get(key) != first.get(key):
+                raise MergeIncompatibleError(
+                    f"{h.path}: {key}={show_value(md.get(key))} != {show_value(first.get(key))} (from {first_h.path}); "
+                    f"{fix}")
 
 
 def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:

@@ -34,6 +34,7 @@ from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
 from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
     check_files,
+    check_same_recipe,
     claim_output,
     open_input,
     read_column,
@@ -123,7 +124,10 @@ def merge_datasets(
         raise MergeIncompatibleError(
             "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
         )
-    parts = [_open_partial(p) for p in partials]
+    handles = [open_dataset(p) for p in partials]
+    check_same_recipe(handles, fix="partials must come from one bake command that differs only in "
+                      "--slice/--mlp-range and --output.")
+    parts = [_open_partial(h) for h in handles]
     _check_compatible(parts)
     settled = settle_cards([(str(p.path), p.md.get(CARD_KEY)) for p in parts], card)
     ordered = sorted(parts, key=lambda p: p.start)
