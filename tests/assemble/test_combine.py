@@ -512,3 +512,11 @@ def test_a_mismatched_backend_or_format_raises_merge_incompatible(baked, copy_of
     with pytest.raises(MergeIncompatibleError, match=key):
         combine_split_datasets([baked["public"], hold], output_dir=tmp_path / "out")
     _no_output(tmp_path / "out")
+
+
+def test_combine_reports_the_prepared_arrow_copies_as_a_phase(baked, tmp_path):
+    events = []
+    combine_split_datasets([baked["public"], baked["holdout"]], output_dir=tmp_path / "c", on_event=events.append)
+    built = [(p.done, p.total) for e in events if (p := e.progress) is not None and p.what == "splits"
+             and p.phase == "building the prepared Arrow copies"]
+    assert built == [(0, 2), (1, 2), (2, 2)]

@@ -184,7 +184,7 @@ def combine_split_datasets(
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(s.path / rel, stage / rel)
         if write_prepared_arrow:
-            build_prepared_splits_for_directory(stage, [s.split for s in splits], md)
+            build_prepared_splits_for_directory(stage, [s.split for s in splits], md, on_event)
         validate_metadata(md)
         finish_dataset_dir(stage, md, dataset_checksums(stage))
     return output
@@ -308,7 +308,7 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
     if "prepared_splits" in md or has_checksums:
         interim = {k: v for k, v in md.items() if k != "prepared_splits"}
         _rewrite(root / "metadata.json", json.dumps(interim, indent=2).encode())
-    build_prepared_splits_for_directory(root, names, md)
+    build_prepared_splits_for_directory(root, names, md, on_event)
     if has_checksums:
         fresh = {k: v for k, v in dataset_checksums(root).items() if k.startswith(PREPARED_DIR + "/")}
         bind_checksums(md, {**md[CHECKSUMS], **fresh})
@@ -329,19 +329,23 @@ def _rewrite(path: Path, data: bytes) -> None:
 
 
 def build_prepared_splits_for_directory(
-    dataset_dir: str | Path, splits: Sequence[str], metadata: dict[str, Any]
+    dataset_dir: str | Path, splits: Sequence[str], metadata: dict[str, Any], on_event: EventSink = ignore
 ) -> dict[str, dict[str, str]]:
     """Build ``prepared/<split>`` for each of ``splits`` from its shards and set
-    ``metadata["prepared_splits"]`` (replaced in place, kept before ``checksums``); return it."""
+    ``metadata["prepared_splits"]`` (replaced in place, kept before ``checksums``); return it.
+    ``on_event`` hears ``Progress("splits")`` in the phase "building the prepared Arrow copies"."""
     root = Path(dataset_dir)
     prepared: dict[str, dict[str, str]] = {}
-    for name in splits:
+    phase = "building the prepared Arrow copies"
+    on_event(Event("progress", progress=Progress("splits", 0, len(splits), phase=phase)))
+    for done, name in enumerate(splits, 1):
         try:
             files = data_files(root, name)
         except InvalidDatasetError as e:
             raise MergeCorruptError.from_error(e) from None
         build_prepared_split(files, root / PREPARED_DIR / name, split=name)
         prepared[name] = {"path": f"{PREPARED_DIR}/{name}", "format": PREPARED_FORMAT}
+        on_event(Event("progress", progress=Progress("splits", done, len(splits), phase=phase)))
     metadata["prepared_splits"] = prepared
     for key in (WRITTEN_FOR, CHECKSUMS):  # stay last
         if key in metadata:
