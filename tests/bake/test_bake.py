@@ -320,3 +320,28 @@ def test_saved_samples_counts_the_units_and_checkpoints_of_this_bake_only(tmp_pa
     other = plan_bake(BakeConfig(n_mlps=3, n_samples=5000, width=4, depth=2, seed=2, output=tmp_path / "ds"),
                       probe=False)
     assert saved_samples(other) == 0
+
+
+def test_create_dataset_accepts_numpy_integers(tmp_path, read_columns):
+    """create_dataset(np.int64(1), ...) said "must be a positive integer; got np.int64(1)"."""
+    import numpy as np
+
+    a = create_dataset(np.int64(2), np.int32(300), np.int16(4), np.uint8(2), seed=np.int64(1), output_path=tmp_path / "a")
+    b = create_dataset(2, 300, 4, 2, seed=1, output_path=tmp_path / "b")
+    ca, cb = read_columns(a), read_columns(b)
+    assert all(np.array_equal(ca[k], cb[k]) for k in ("mlp_seed", "weights", "all_layer_means", "avg_variance"))
+    with pytest.raises(Exception, match="positive integer"):
+        create_dataset(True, 300, 4, 2, seed=1, output_path=tmp_path / "c")
+
+
+@pytest.mark.parametrize("kwargs, words", [({"output_path": None}, "output_path must be a path"),
+                                           ({"output_path": 5}, "output_path must be a path"),
+                                           ({"progress": "nope"}, "progress must be a callable")])
+def test_bad_api_arguments_are_type_errors_before_any_work(tmp_path, monkeypatch, kwargs, words):
+    """output_path=None or 5 gave pathlib's TypeError; progress='nope' failed mid-bake and left a work
+    directory. Each is a TypeError naming the argument, before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    args = {"output_path": tmp_path / "out", **kwargs}
+    with pytest.raises(TypeError, match=words):
+        create_dataset(2, 300, 4, 2, seed=1, **args)
+    assert list(tmp_path.iterdir()) == []

@@ -422,3 +422,14 @@ def test_a_dataset_dir_reads_once_and_keeps_what_it_was_given(tmp_path, monkeypa
             handle.meta(allow_partial=True)
         errors.append(str(e.value))
     assert len(reads) == 1 and len(set(errors)) == 1 and "not valid JSON" in errors[0]
+
+
+def test_a_metadata_json_that_is_a_directory_has_its_own_message(tmp_path):
+    """It said "missing metadata.json"."""
+    from whestbench.errors import InvalidDatasetError
+    from whestbench.format.reader import read_metadata
+
+    (tmp_path / "metadata.json").mkdir()
+    with pytest.raises(InvalidDatasetError, match="exists but is not a regular file") as e:
+        read_metadata(tmp_path)
+    assert "missing" not in str(e.value)

@@ -508,6 +508,9 @@ def legacy_progress(callback: Any) -> EventSink | None:
     ``message``) and the typed ``event`` itself."""
     if callback is None:
         return None
+    if not callable(callback):  # refused before any work (it failed mid-bake and left a work directory)
+        raise TypeError(f"progress must be a callable (a function taking one dict) or None; got "
+                        f"{type(callback).__name__}: {callback!r}")
     phases = {"progress": "sampling", "unit_done": "sampling", "checkpoint": "sampling"}
 
     def sink(event: Event) -> None:
@@ -539,17 +542,37 @@ def api_config(
     **backend: Any,
 ) -> BakeConfig:
     """The ``BakeConfig`` of a Python API call (``create_dataset``, ``create_dataset_torch``):
-    arguments as whestbench 0.16 names them; ``backend`` holds the remaining ``BakeConfig`` fields."""
+    arguments as whestbench 0.16 names them; ``backend`` holds the remaining ``BakeConfig`` fields.
+    Integers may be numpy integers (``operator.index``; a bool stays refused by the checks that
+    follow); ``output_path`` must be a path (TypeError naming it, before any work)."""
+    try:
+        output = Path(os.fspath(output_path))
+    except TypeError:
+        raise TypeError(f"output_path must be a path (str or os.PathLike); got {type(output_path).__name__}: "
+                        f"{output_path!r}") from None
     return BakeConfig(
-        n_mlps=n_mlps,
-        n_samples=n_samples,
-        width=width,
-        depth=depth,
-        output=Path(output_path),
+        n_mlps=_index(n_mlps),
+        n_samples=_index(n_samples),
+        width=_index(width),
+        depth=_index(depth),
+        output=output,
         mlp_seeds=tuple(mlp_seeds) if mlp_seeds is not None else None,
-        seed=seed,
+        seed=_index(seed),
         split=split,
         config=config,
-        mlp_range=tuple(mlp_range) if mlp_range is not None else None,
+        mlp_range=tuple(_index(v) for v in mlp_range) if mlp_range is not None else None,
         **backend,
     )
+
+
+def _index(value: Any) -> Any:
+    """``value`` as a Python int when it is an integer of any kind (numpy's too), else unchanged (for
+    the config's own checks to name; a bool stays a bool, which they refuse)."""
+    import operator
+
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value

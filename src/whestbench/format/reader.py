@@ -63,6 +63,11 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
             "`whest dataset bake`."
         )
     path = directory / METADATA_FILE
+    if os.path.lexists(path) and not path.is_file():
+        raise InvalidDatasetError(
+            f"{path} exists but is not a regular file (a directory, a dangling link or a special file); "
+            "a dataset's metadata.json is a JSON file: restore the file the bake wrote, or re-bake."
+        )
     if not path.is_file():
         raise InvalidDatasetError(
             f"missing metadata.json at {path}; this is not a WhestBench dataset directory "
