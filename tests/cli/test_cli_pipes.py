@@ -74,3 +74,21 @@ def test_a_broken_pipe_that_is_not_stdout_stays_an_error(monkeypatch, capsys):
     assert app.main(["dataset", "generate-seeds", "--n-mlps", "3"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error:") and "Broken pipe" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_stdout_that_fails_otherwise_is_an_error_of_one_line():
+    """Only a reader that went away is quiet: a full or too-large stdout (EFBIG here) stays exit 1."""
+    code = (
+        "import errno, io, sys\n"
+        "class Full(io.TextIOWrapper):\n"
+        "    def write(self, s):\n"
+        "        raise OSError(errno.EFBIG, 'File too large')\n"
+        "sys.stdout = Full(io.BytesIO())\n"
+        "sys.argv = ['whest', 'dataset', 'generate-seeds', '--n-mlps', '3']\n"
+        "from whestbench.cli.app import run\n"
+        "run()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("error: ") and "File too large" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
