@@ -73,3 +73,21 @@ def test_a_stopped_target_bake_counts_its_saved_samples_out_of_the_planned_total
     planned = next(e for e in events if e.kind == "plan").data["plan"].planned_total
     assert planned < CAP_TOTAL
     assert f"of {planned:,} samples saved" in str(info.value)
+
+
+def test_a_stop_during_the_pilots_stops_the_bake_before_any_unit(tmp_path):
+    import threading
+
+    stop = threading.Event()
+    events = []
+
+    def sink(event):
+        events.append(event)
+        if event.progress is not None and event.progress.what == "pilots" and event.progress.done == 1:
+            stop.set()
+
+    with pytest.raises(BakeInterrupted):
+        bake(BakeConfig(**R1, output=tmp_path / "s", max_threads=1), on_event=sink, stop=stop)
+    assert not [e for e in events if e.kind == "unit_done"]
+    pilots = [e.progress.done for e in events if e.progress is not None and e.progress.what == "pilots"]
+    assert pilots[-1] == 6  # the rest returned at once

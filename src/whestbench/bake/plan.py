@@ -254,14 +254,15 @@ class BakePlan:
 PLAN_UPFRONT_MLPS = 4096  # a target bake of at most this many MLPs plans them all before sampling
 
 
-def plan_targets(plan: BakePlan, emit: EventSink = ignore) -> BakePlan:
+def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event | None = None) -> BakePlan:
     """A target bake's plan with every MLP's count planned up front (``WorkSpec.planned``): the
     pilots are cheap (one forward pass of 16,384 inputs each), and the units use these counts
     instead of planning again, so the progress total, the Plan line and a stop's message count what
     will be sampled rather than the cap. ``Progress("pilots")`` reports them. Unchanged: a bake
     without a target, or one too big to plan up front (over ``PLAN_UPFRONT_MLPS`` MLPs, or control
     variates that would not stay in the fit cache, ``CONTROLS_CACHE_BYTES``, until their units
-    use them); its units plan their own counts, and its totals shrink as they land."""
+    use them); its units plan their own counts, and its totals shrink as they land. A ``stop``
+    during the pilots returns the plan unchanged at once (the bake then stops before any unit)."""
     spec = plan.spec
     if not spec.estimation.has_target or spec.planned is not None or not spec.seeds:
         return plan
@@ -277,12 +278,19 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore) -> BakePlan:
         return plan
     counts: list[int] = [0] * n
     emit(Event("progress", progress=Progress("pilots", 0, n)))
+    def pilot(k: int) -> tuple[int, int]:
+        if stop is not None and stop.is_set():
+            return k, -1
+        return k, spec.planned_samples(start + k)
+
     with one_blas_thread(), ThreadPoolExecutor(max(1, min(plan.workers or (os.cpu_count() or 1), n))) as pool:
         # one process-wide BLAS limit around the pool: a pilot's own limit, restored while another
         # runs, would otherwise lift it under that one
-        for done, (k, c) in enumerate(pool.map(lambda k: (k, spec.planned_samples(start + k)), range(n)), 1):
+        for done, (k, c) in enumerate(pool.map(pilot, range(n)), 1):
             counts[k] = c
             emit(Event("progress", progress=Progress("pilots", done, n)))
+    if min(counts) < 0:  # stopped: the queued pilots returned at once
+        return plan
     planned = dataclasses.replace(plan, spec=dataclasses.replace(spec, planned=tuple(counts)))
     share = planned.planned_total / max(1, n * plan.config.n_samples)
     needs = plan.needs
