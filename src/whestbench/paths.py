@@ -167,7 +167,11 @@ def input_dir(path: str | os.PathLike, *, what: str = "dataset directory") -> Pa
 
 
 def existing_dir(path: Path, what: str) -> None:
-    """UsageError unless ``path`` is an existing directory (verify's DIR and --against)."""
+    """UsageError unless ``path`` is an existing directory with a UTF-8 name (verify's DIR and --against)."""
+    shown = _not_utf8(os.fsdecode(path))
+    if shown is not None:  # pyarrow and datasets fail on it later as an "unreadable footer"
+        raise UsageError(f"{what} '{shown}' is not valid UTF-8 (datasets and pyarrow need UTF-8 paths); "
+                         "rename the directory.")
     if not path.exists():
         raise UsageError(f"{what} {path} does not exist; pass a dataset directory (holding metadata.json and data/).")
     if not path.is_dir():
@@ -177,6 +181,10 @@ def existing_dir(path: Path, what: str) -> None:
 def local_dataset_dir(path: str | os.PathLike) -> Path:
     """``path`` if it exists, else DatasetSourceError naming it (load, inspect and push say the same)."""
     path = Path(path).expanduser()
+    shown = _not_utf8(os.fsdecode(path))
+    if shown is not None:  # pyarrow and datasets fail on it later as an "unreadable footer"
+        raise DatasetSourceError(f"'{shown}' is not a valid UTF-8 path (datasets and pyarrow need UTF-8 paths); "
+                                 "rename the directory.")
     if not path.exists():
         raise DatasetSourceError(
             f"no such dataset directory: {sanitize(str(path))}. Check the path; to use a dataset on the "

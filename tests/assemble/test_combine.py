@@ -520,3 +520,14 @@ def test_combine_reports_the_prepared_arrow_copies_as_a_phase(baked, tmp_path):
     built = [(p.done, p.total) for e in events if (p := e.progress) is not None and p.what == "splits"
              and p.phase == "building the prepared Arrow copies"]
     assert built == [(0, 2), (1, 2), (2, 2)]
+
+
+@pytest.mark.parametrize("value", [None, 5, b"x"])
+def test_inputs_that_are_no_list_of_paths_are_a_type_error(tmp_path, value):
+    from whestbench.dataset_io import merge_datasets
+
+    with pytest.raises(TypeError, match="inputs .one per split. must be a list of dataset directories"):
+        combine_split_datasets(value, output_dir=tmp_path / "out")
+    with pytest.raises(TypeError, match="partials must be a list of dataset directories"):
+        merge_datasets(value, output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

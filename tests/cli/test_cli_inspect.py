@@ -168,3 +168,15 @@ def test_plot_to_a_fifo_is_refused_before_any_read(baked, tmp_path, capsys):
     rc, out, err = run(["dataset", "inspect", str(baked), "--plot", str(fifo)], capsys)
     assert rc == 2 and "FIFO" in err and err.count("\n") == 1 and out == ""
     assert not os.path.isfile(fifo)
+
+
+def test_a_non_utf8_directory_name_is_named_for_what_it_is(baked, tmp_path, capsys):
+    """verify and inspect of a directory named b"bad\\xff" said "unreadable footer" / "truncated or corrupt"."""
+    import os
+
+    bad = os.path.join(os.fsencode(tmp_path), b"bad\xff")
+    shutil.copytree(os.fsencode(baked), bad)
+    for verb in ("verify", "inspect"):
+        rc, out, err = run(["dataset", verb, os.fsdecode(bad)], capsys)
+        assert rc == 2 if verb == "verify" else rc in (1, 2), (verb, rc, err)
+        assert "valid UTF-8" in err and "footer" not in err + out and err.count("\n") == 1

@@ -34,6 +34,7 @@ from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir
 from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
     check_files,
+    input_list,
     check_same_recipe,
     claim_output,
     clean_abandoned_staging,
@@ -122,7 +123,7 @@ def combine_split_datasets(
     ``--license``, ``--homepage``); the inputs' own card is kept where they agree, and where they
     differ ``card`` must settle it (else MergeIncompatibleError, before any work).
     """
-    inputs = [inputs] if isinstance(inputs, (str, Path, DatasetDir)) else list(inputs)
+    inputs = input_list(inputs, "inputs (one per split)")
     output = claim_output(output_dir, inputs, on_event=on_event)
     if not inputs:
         raise MergeIncompatibleError(

@@ -62,6 +62,16 @@ def clean_abandoned_staging(target: Path, *, on_event: EventSink = ignore) -> No
         )))
 
 
+def input_list(value: Any, what: str) -> list:
+    """``value`` (one path or a list of paths) as a list; TypeError naming ``what`` for anything else
+    (``combine_split_datasets(None)`` said "'NoneType' object is not iterable")."""
+    if isinstance(value, (str, os.PathLike, DatasetDir)):
+        return [value]
+    if value is None or isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{what} must be a list of dataset directories; got {type(value).__name__}: {value!r}")
+    return list(value)
+
+
 SAME_RECIPE = ("schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth")
 """whestbench 0.16's recipe keys, compared across merge's and combine's inputs before any is validated;
 ours (sampler, estimator, target), which a 0.16 input lacks, are compared once validated."""

@@ -34,6 +34,7 @@ from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
 from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
     check_files,
+    input_list,
     check_same_recipe,
     claim_output,
     open_input,
@@ -117,7 +118,7 @@ def merge_datasets(
     partial's stale checksums). ``card``: card fields that settle partials whose cards differ
     (``--pretty-name``, ``--license``, ``--homepage``); else such partials are refused.
     """
-    partials = [partials] if isinstance(partials, (str, Path, DatasetDir)) else list(partials)
+    partials = input_list(partials, "partials")
     output = claim_output(output_dir, partials, on_event=on_event)
     on_event(Event("start", message=f"Merging {len(partials)} partials → {output}"))
     if not partials:
