@@ -208,3 +208,27 @@ def test_a_stop_that_arrives_after_the_dataset_is_written_does_not_fail_the_bake
     proc.stdout.read()
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
     assert output.exists()
+
+
+def test_verify_recompute_stopped_exits_75_as_the_docs_say(tmp_path, capsys, monkeypatch):
+    """verify --recompute stopped by SIGTERM exits 75 ("stopped, progress saved"): the code maps its
+    bake's stop to 75, and docs/cli.md's exit table and Signals section say so (they said 143)."""
+    from whestbench.bake.pipeline import create_dataset
+    from whestbench.cli import main
+    from whestbench.errors import BakeInterrupted
+    from whestbench.verify import recompute as recompute_mod
+
+    ds = create_dataset(n_mlps=2, n_samples=2000, width=4, depth=2, seed=1, output_path=tmp_path / "ds")
+
+    def stopped(*args, **kwargs):
+        raise BakeInterrupted("stopped: 0 of 1 MLPs complete, 2,048 of 2,000 samples saved; re-run the same command to "
+                              "resume.")
+
+    monkeypatch.setattr(recompute_mod, "recompute", stopped)
+    rc = main(["dataset", "verify", str(ds), "--recompute", "1", "--recompute-dir", str(tmp_path / "cache")])
+    assert rc == EXIT_RESUMABLE
+    assert "re-run the same command to resume" in capsys.readouterr().err
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    row = next(line for line in docs.splitlines() if line.startswith("| 75 |"))
+    assert "verify --recompute" in row
+    assert "- `verify --recompute` exits **75**" in docs
