@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def test_a_lingering_distributed_thread_does_not_hold_or_abort_the_exit():
     # A non-daemon thread named like a distributed unit thread, stuck for good: an ordinary exit
@@ -55,3 +57,50 @@ def test_a_finaliser_failing_at_shutdown_is_not_printed_but_one_failing_earlier_
     monkeypatch.delenv("WHEST_DEBUG", raising=False)
     assert failing(True) == ""
     assert "_as_parameter_" in failing(False)
+
+
+@pytest.mark.parametrize("exc, words", [
+    (OSError(27, "File too large"), "the file-size limit (ulimit -f) stopped the write"),
+    (OSError("Error writing bytes to file. Detail: [errno 27] File too large"), "the file-size limit (ulimit -f)"),
+    (PermissionError(1, "Operation not permitted", "/data/out/.x.tmp"), "an immutable or read-only file"),
+    (MemoryError(), "out of memory or address space (ulimit -v)"),
+    (OSError("failed to map segment from shared object"), "out of memory or address space (ulimit -v)"),
+], ids=["efbig", "pyarrow-efbig", "eperm", "memory", "map-segment"])
+def test_resource_limits_give_one_line(tmp_path, capsys, monkeypatch, exc, words):
+    """ulimit -f, an immutable directory and ulimit -v printed '[Errno 27] Error writing bytes...',
+    '[Errno 1] Operation not permitted' or 'failed to map segment': one line naming the limit and the fix."""
+    import whestbench.bake.pipeline as bake_mod
+    from whestbench.cli import main
+
+    def fails(*a, **k):
+        try:
+            raise exc
+        except BaseException as inner:  # wrapped, as datasets' DatasetGenerationError wraps pyarrow's
+            raise RuntimeError("An error occurred while generating the dataset") from inner
+
+    monkeypatch.setattr(bake_mod, "bake", fails)
+    rc = main(["dataset", "bake", "--n-mlps", "2", "--n-samples", "100", "--width", "4", "--depth", "1", "--seed", "1",
+               "--quiet", "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and words in err, err
+    assert "Traceback" not in err and "[Errno" not in err and "re-run the same command" in err
+
+
+def test_a_bake_under_ulimit_f_is_one_line_and_resumable(tmp_path):
+    """A real bake under RLIMIT_FSIZE = 64 KiB (its shard is ~200 KiB): one line naming the limit, exit 1;
+    its work directory is kept for the re-run."""
+    import os
+    import resource
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "whestbench", "dataset", "bake", "--n-mlps", "3", "--n-samples", "2000",
+                        "--width", "64", "--depth", "4", "--seed", "1", "--quiet", "--output", str(out)],
+                       capture_output=True, text=True, timeout=300, env=env,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536)))
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the file-size limit (ulimit -f) stopped the write" in lines[0], p.stderr
+    assert "[Errno" not in p.stderr and not out.exists()

@@ -151,18 +151,27 @@ def main(argv: list[str] | None = None) -> int:
                 line = f"[{time.strftime('%H:%M:%S')}] {line}"
             err.print(line, markup=False)
             return exc.exit_code
-        full = _disk_full(exc)
-        if full is not None:
+        found = _resource_error(exc)
+        if found is not None:
             from whestbench.text import sanitize
 
+            kind, path = found
             target = args[args.index("--output") + 1] if "--output" in args[:-1] else None
-            where = (f" writing {sanitize(str(full))}" if full else
+            where = (f" writing {sanitize(str(path))}" if path else
                      f" under --output {sanitize(target)}" if target else "")
             kept = ("a re-run resumes from the units and checkpoints already saved" if "bake" in args[:3]
                     else "nothing was left half-written")
             other = " (or choose another --output)" if target else ""
-            err.print(f"error: no space left on the device{where}: free space{other} and "
-                      f"re-run the same command; {kept}.", markup=False)
+            what = {
+                "disk": f"no space left on the device{where}: free space{other}",
+                "fsize": f"File too large: the file-size limit (ulimit -f) stopped the write{where}: raise it "
+                         "(ulimit -f unlimited)",
+                "perm": f"the system refused the write{where} (operation not permitted: an immutable or read-only "
+                        f"file or directory, see lsattr): make it writable{other}",
+                "memory": "out of memory or address space (ulimit -v) while mapping or allocating data: raise the "
+                          "limit or free memory",
+            }[kind]
+            err.print(f"error: {what} and re-run the same command; {kept}.", markup=False)
             return 1
         if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
             err.print(f"error: {error_line(exc)}", markup=False)
@@ -171,17 +180,33 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _disk_full(exc: BaseException) -> str | None:
-    """The path a full disk (or quota) refused, '' when unnamed, None when ``exc`` is no such error
-    (pyarrow words it "Error writing bytes to file. Detail: [errno 28] ...")."""
+def _resource_error(exc: BaseException) -> tuple[str, str] | None:
+    """``(kind, path)`` when ``exc`` (or what it wraps: its causes, pyarrow's "[errno N]" text,
+    ``datasets``' DatasetGenerationError) is a resource the system ran out of or refused: "disk" (a
+    full disk or quota), "fsize" (``ulimit -f``), "perm" (EPERM: an immutable file or directory),
+    "memory" (MemoryError, ArrowMemoryError, "failed to map segment": ``ulimit -v``); ``path`` is the
+    file named, '' when unnamed. None for anything else."""
     import errno
 
+    codes = {errno.ENOSPC: "disk", errno.EDQUOT: "disk", errno.EFBIG: "fsize", errno.EPERM: "perm",
+             errno.ENOMEM: "memory"}
+    texts = (("[errno 28]", "disk"), ("no space left on device", "disk"), ("[errno 27]", "fsize"),
+             ("file too large", "fsize"), ("failed to map segment", "memory"), ("[errno 12]", "memory"))
+    from whestbench.errors import WhestError
+
+    if isinstance(exc, WhestError):  # our own errors already say what happened and what to do
+        return None
     seen = 0
     while exc is not None and seen < 8:
-        if isinstance(exc, OSError) and (exc.errno in (errno.ENOSPC, errno.EDQUOT) or "[errno 28]" in str(exc).lower()):
-            return str(exc.filename) if exc.filename else ""
-        if "No space left on device" in str(exc):
-            return ""
+        text = str(exc).lower()
+        path = str(getattr(exc, "filename", None) or "")
+        if isinstance(exc, MemoryError) or type(exc).__name__ == "ArrowMemoryError":
+            return "memory", ""
+        if isinstance(exc, OSError) and exc.errno in codes:
+            return codes[exc.errno], path
+        for needle, kind in texts:
+            if needle in text:
+                return kind, path
         exc, seen = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__), seen + 1
     return None
 
