@@ -22,6 +22,9 @@ export WHEST_REQUIRE_REFERENCE=${WHEST_REQUIRE_REFERENCE:-1}
 # Unless told otherwise: leave out the tests marked slow (`-m slow` runs just those, `-m ""` every
 # test), and run on pytest-xdist workers, one per core up to 4, each taking whole test files so a
 # module's fixtures are made once (`-n 0`: one process).
+# OpenMP threads (torch's, numba's) that wait sleep instead of spinning, so workers sharing the cores
+# do not burn them on each other's waits (the numbers are the same either way).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 mark=(-m "not slow")
 workers=(-n auto --maxprocesses 4 --dist loadfile)
 for arg in "$@"; do
