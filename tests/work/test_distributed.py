@@ -843,3 +843,20 @@ def test_a_rank_given_another_output_says_where_rank_0_writes(tmp_path, procs):
     assert f"rank 0 writes the dataset to {output} " in out1, out1
     assert "rank 1: done in" in out1 and f"writes {tmp_path / 'T2'}" not in out1, out1
     assert output.is_dir() and not (tmp_path / "T2").exists()
+
+
+def test_master_addr_of_another_host_is_one_line_before_the_store(monkeypatch):
+    """MASTER_ADDR naming another host that answers gave five blocks of torch C++ frames, then a message
+    about the port: rank 0 refuses it (UsageError naming the address and the fix), and never calls TCPStore."""
+    import torch.distributed as dist
+
+    from whestbench.errors import UsageError
+    from whestbench.work.distributed import connect_store
+    from whestbench.work.launch_env import DistEnv
+
+    def never(*a, **k):
+        raise AssertionError("TCPStore was called")
+
+    monkeypatch.setattr(dist, "TCPStore", never)
+    with pytest.raises(UsageError, match=r"MASTER_ADDR=192\.0\.2\.1 \(192\.0\.2\.1\) is not an address of this host"):
+        connect_store(DistEnv(0, 2, 0, "192.0.2.1", 29500), 5.0)

@@ -75,6 +75,20 @@ def _resolves(host: str) -> bool:
         return False
 
 
+def _local_address(host: str) -> "bool | str":
+    """True when one of ``host``'s addresses can be bound on this machine (rank 0 must host the store
+    there); else the first address it resolves to, for the message."""
+    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    for family, kind, proto, _, addr in infos:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind((addr[0], 0) + tuple(addr[2:]))
+            return True
+        except OSError:
+            continue
+    return infos[0][4][0] if infos else host
+
+
 def _wait_reachable(env: DistEnv, timeout_s: float, stop: threading.Event, emit: EventSink) -> None:
     """Poll rank 0's store port with plain sockets (silent at first, a stop request is honoured);
     a wait of more than a few seconds says what it waits for."""
@@ -118,6 +132,14 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
         raise WorkFailed(f"rank 0 cannot host the coordination store: MASTER_ADDR={env.master_addr!r} does not resolve "
                          "to an address of this host; set MASTER_ADDR to rank 0's host name or IP address, the same on "
                          "every rank.")
+    if is_master:
+        local = _local_address(env.master_addr)
+        if local is not True:  # torch would try to bind it and print five blocks of C++ frames about the port
+            from whestbench.errors import UsageError
+
+            raise UsageError(f"MASTER_ADDR={env.master_addr} ({local}) is not an address of this host; rank 0 hosts "
+                             f"the coordination store: run rank 0 on {env.master_addr}, or set MASTER_ADDR to this "
+                             f"host ({socket.gethostname()}), the same on every rank.")
     if not is_master:
         _wait_reachable(env, timeout_s, stop or threading.Event(), emit)
     box: list = []
