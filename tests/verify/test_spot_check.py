@@ -29,7 +29,7 @@ def test_spot_check_passes_bit_for_bit_and_states_probability(tmp_path, cv):
     report = verify_dataset(ds, spot_check=4, spot_seed=7)
     check = report.get("spot-check")
     assert check.ok and "--spot-seed 7" in check.detail and "(bits)" in check.detail, check.detail
-    assert "(31/32)^4 = 0.881" in check.detail
+    assert "(9/10)^4 = 0.656 at f = 1/10" in check.detail  # 10 segments per MLP here, not the default 32
     assert report.ok
 
 
@@ -114,7 +114,7 @@ def test_cli_spot_check_prints_its_seed_and_probability(honest, capsys):
     rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "2", "--spot-seed", "5"], capsys)
     assert rc == 0, err
     line = next(ln for ln in out.splitlines() if "spot-check" in ln)
-    assert "--spot-seed 5" in line and "(31/32)^2 = 0.938" in line
+    assert "--spot-seed 5" in line and "(9/10)^2 = 0.81 at f = 1/10" in line
     rc, out, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "100", "--width", "2", "--depth", "1",
                         "--audit-segments", "-1", "--output", str(honest.parent / "x")], capsys)
     assert rc == 2 and "--audit-segments" in err

@@ -98,7 +98,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     from whestbench.cli.progress import Reporter
 
     # SIGTERM/SIGUSR1 (a job's time limit) stop a --recompute bake at a checkpoint: the re-run resumes it
-    with StopSignals() as signals, Reporter("recompute", mode="auto") as reporter:
+    with StopSignals() as signals, Reporter("verify", mode="auto") as reporter:
         def sink(event) -> None:
             signals.on_event(event)
             reporter(event)

@@ -92,12 +92,12 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
         report.check("spot-check", False, f"{len(picks)} segment(s) chosen with --spot-seed {spot_seed} "
                      f"(mlp_id/segment {names}); " + "; ".join(problems[:3]))
         return
-    f = 1.0 / 32
+    per_mlp = max(1, round(len(index) / len({(b, r) for b, _, r, _ in index})))  # segments of a typical MLP
     report.check("spot-check", True, (
         f"{len(picks)} segment(s) chosen at random with --spot-seed {spot_seed} (mlp_id/segment {names}) regenerated "
         f"on {where} ({'/'.join(sorted(modes))}): all match; a dataset with a fraction f of segments not computed from "
-        f"their samples passes with probability ≤ (1−f)^{len(picks)} — (31/32)^{len(picks)} = "
-        f"{(1 - f) ** len(picks):.3g} at f = 1/32"))
+        f"their samples passes with probability ≤ (1−f)^{len(picks)} — ({per_mlp - 1}/{per_mlp})^{len(picks)} = "
+        f"{(1 - 1 / per_mlp) ** len(picks):.3g} at f = 1/{per_mlp} (one segment per MLP)"))
 
 
 def _rows(path: Path, i: int) -> tuple[dict, dict | None]:
