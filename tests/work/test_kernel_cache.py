@@ -40,7 +40,7 @@ def test_a_slow_load_from_a_warm_cache_says_nothing(monkeypatch):
     from whestbench.bake import pipeline as bake
     from whestbench.work import steps
 
-    monkeypatch.setattr(steps, "_pcg64_fused", lambda spec: True)
+    monkeypatch.setattr(steps, "_pcg64_fused", lambda spec, compute=None: True)
     monkeypatch.setattr(jit, "cache_is_warm", lambda module: True)
     monkeypatch.setattr(fused, "load_kernels", lambda: time.sleep(bake.KERNELS_SLOW_S + 0.5))  # a loaded node
     events = []
@@ -53,7 +53,7 @@ def test_a_cold_cache_says_so_at_once(monkeypatch):
     from whestbench.bake import pipeline as bake
     from whestbench.work import steps
 
-    monkeypatch.setattr(steps, "_pcg64_fused", lambda spec: True)
+    monkeypatch.setattr(steps, "_pcg64_fused", lambda spec, compute=None: True)
     monkeypatch.setattr(jit, "cache_is_warm", lambda module: False)
     monkeypatch.setattr(fused, "load_kernels", lambda: None)  # even a fast compile: the cache was cold
     events = []
