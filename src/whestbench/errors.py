@@ -1,7 +1,7 @@
 """Every public error class, in one place, importable from any layer.
 
 The CLI (``cli/app.py``) maps ``UsageError`` to exit 2, ``BakeInterrupted`` to its ``exit_code`` (75
-for SIGTERM/SIGUSR1, 130 for Ctrl-C) and every other ``Exception`` to exit 1 (a closed stdout is no
+for a stop signal, 130 for Ctrl-C) and every other ``Exception`` to exit 1 (a closed stdout is no
 error: exit 0); the class tree with each class's exit code and meaning is docs/cli.md's "Errors". The 0.16 names
 (``InvalidDatasetError``, ``Merge*Error``) stay ``ValueError`` subclasses and stay importable from
 ``whestbench.dataset_io``, as in 0.16. Import every class from here.
@@ -49,7 +49,7 @@ class WorkFailed(WhestError, RuntimeError):
 
 
 class SignalStop(BaseException):
-    """SIGTERM or SIGUSR1 before a verb could handle it; a BaseException, like KeyboardInterrupt, so
+    """A stop signal (SIGTERM, SIGUSR1, SIGHUP, SIGQUIT) before a verb could handle it; a BaseException, like KeyboardInterrupt, so
     that no ``except Exception`` on the way swallows it."""
 
     def __init__(self, signum: int):
@@ -90,7 +90,7 @@ class DamagedRecord(WhestError, ValueError):
 
 
 class BakeInterrupted(RuntimeError):
-    """A stop was requested; units and checkpoints are saved. ``exit_code``: 75 (SIGTERM/SIGUSR1) or 130 (Ctrl-C)."""
+    """A stop was requested; units and checkpoints are saved. ``exit_code``: 75 (a stop signal) or 130 (Ctrl-C)."""
 
     def __init__(self, message: str, exit_code: int = 75):
         super().__init__(message)

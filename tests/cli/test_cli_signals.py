@@ -1,4 +1,4 @@
-"""SIGTERM / SIGUSR1 (SLURM's pre-timeout signal) stop a bake cleanly: exit 75, progress kept, resumable.
+"""SIGTERM / SIGUSR1 (SLURM's pre-timeout signal) / SIGHUP (a dropped ssh session) / SIGQUIT stop a bake cleanly: exit 75, progress kept, resumable.
 
 Also: a re-run with different numbers-changing flags is refused instead of mixing two bakes.
 Each test runs ``python -m whestbench dataset bake`` as a subprocess and signals it for real.
@@ -42,7 +42,8 @@ def uninterrupted(tmp_path_factory) -> Path:
     return bake(BakeConfig(output=out, **SHAPE))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT],
+                         ids=["SIGTERM", "SIGUSR1", "SIGHUP", "SIGQUIT"])
 def test_signal_stops_with_exit_75_keeping_finished_units(tmp_path, sig):
     output = tmp_path / "ds"
     code, err = _interrupted(output, sig)

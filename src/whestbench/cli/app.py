@@ -211,7 +211,7 @@ def _resource_error(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
-_STOP_CODES = (75, 130, 128 + 15, 128 + 10)  # resumable stop, Ctrl-C, SIGTERM, SIGUSR1
+_STOP_CODES = (75, 130, 128 + 15, 128 + 10, 128 + 1, 128 + 3)  # resumable stop, Ctrl-C, SIGTERM, SIGUSR1, SIGHUP, SIGQUIT
 
 
 def run() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from whestbench.cli.signals import interrupted, is_stop, on_signal, swallowed_stops
+from whestbench.cli.signals import STOPS, interrupted, is_stop, on_signal, swallowed_stops
 
 
 def run() -> None:
@@ -15,9 +15,8 @@ def run() -> None:
     has loaded already, so the window before this line is as short as it can be)."""
     try:
         sys.unraisablehook = swallowed_stops
-        for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
-            if sig is not None:
-                signal.signal(sig, on_signal)
+        for sig in STOPS:
+            signal.signal(sig, on_signal)
         from whestbench.cli.app import run as run_cli
     except BaseException as exc:
         if not is_stop(exc):

@@ -31,7 +31,7 @@ def _events(label: str, log_every: float) -> VerbEvents:
 
 @contextlib.contextmanager
 def _complete_once_in_place(verb: str, output: str):
-    """Stop signals (SIGTERM, SIGUSR1, Ctrl-C) end the verb until its output is renamed into place;
+    """Stop signals (``cli.signals.STOPS``, Ctrl-C) end the verb until its output is renamed into place;
     after that they are ignored and the verb exits 0, as a bake does: the output is complete, and
     ending with "interrupted ... re-run" would send the user to re-run a finished job.
 
@@ -56,7 +56,9 @@ def _complete_once_in_place(verb: str, output: str):
             raise KeyboardInterrupt
         raise SignalStop(signum)
 
-    sigs = [s for s in (signal.SIGTERM, getattr(signal, "SIGUSR1", None), signal.SIGINT) if s is not None]
+    from whestbench.cli.signals import STOPS
+
+    sigs = [*STOPS, signal.SIGINT]
     previous = {s: signal.signal(s, handle) for s in sigs}
     finished = False
     try:

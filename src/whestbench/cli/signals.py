@@ -2,7 +2,8 @@
 (``stop_now``, ``stopped``, ``interrupted``), the stops kept in case they are swallowed on their way
 out (``pending``), and a bake's own handling once it runs (``StopSignals``).
 
-SIGTERM and SIGUSR1 (SLURM's pre-timeout signal) get a handler before anything heavy is imported
+The stop signals (``STOPS``) are SIGTERM, SIGUSR1 (SLURM's pre-timeout signal), SIGHUP (a closed
+terminal or a dropped ssh session) and SIGQUIT (Ctrl-\\); they get a handler before anything heavy is imported
 (``cli/entry.py``), so a signal that arrives during start-up ends the command with the documented
 exit code and advice instead of the interpreter's default death; so does Ctrl-C. A bake replaces the
 handler with its own: in set-up a stop ends it at once (exit 75, the resume advice); while units run
@@ -29,6 +30,8 @@ import time
 
 RESUME = "re-run the same command to resume"
 RETRY = "re-run the same command to resume or start again"
+STOPS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGUSR1", "SIGHUP", "SIGQUIT")) if s is not None)
+"""The signals that stop a command like SIGTERM: a bake checkpoints and exits 75, other verbs 128+signal."""
 pending: list[int] = []
 """Signals whose stop was raised before a bake's units started, kept in case it was swallowed on the
 way out (see the module docstring)."""
@@ -118,7 +121,7 @@ def _err():
 
 
 class StopSignals:
-    """SIGTERM/SIGUSR1 handling for one bake: in set-up they end the command at once; once the
+    """Stop-signal (``STOPS``) handling for one bake: in set-up they end the command at once; once the
     executor has started they ask it to checkpoint and stop (``stop`` is the executor's event)."""
 
     def __init__(self) -> None:
@@ -130,9 +133,8 @@ class StopSignals:
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, getattr(signal, "SIGUSR1", None)):
-                if sig is not None:
-                    self._previous[sig] = signal.signal(sig, self._handle)
+            for sig in STOPS:
+                self._previous[sig] = signal.signal(sig, self._handle)
             self._previous_hook, sys.unraisablehook = sys.unraisablehook, swallowed_stops
             raise_pending()  # a stop that start-up could not deliver
         return self
