@@ -133,7 +133,7 @@ def test_no_cache_bakes_afresh_and_leaves_the_cache_alone(made, tmp_path, capsys
     assert rc == 0 and "bit-identical" in o, e
     assert sorted(p.name for p in root.iterdir()) == [entry.name] and (entry / "marker").read_text() == "mine"
     rc, _, e = run(["dataset", "verify", str(made / "a"), "--no-cache"], capsys)
-    assert rc == 2 and "--no-cache applies to --recompute only" in e
+    assert rc == 2 and "--no-cache applies to --recompute and --spot-check only" in e
 
 
 def test_a_reused_cache_says_so_and_an_untrusted_one_is_refused(made, tmp_path, capsys):

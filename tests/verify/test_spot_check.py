@@ -118,3 +118,65 @@ def test_cli_spot_check_prints_its_seed_and_probability(honest, capsys):
     rc, out, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "100", "--width", "2", "--depth", "1",
                         "--audit-segments", "-1", "--output", str(honest.parent / "x")], capsys)
     assert rc == 2 and "--audit-segments" in err
+
+
+def _stop_after(n_segments: int):
+    """A stop event set once ``n_segments`` segments have been regenerated (from the progress events)."""
+    import threading
+
+    stop, seen = threading.Event(), []
+
+    def on_event(e) -> None:
+        if e.progress is not None and e.progress.what == "samples":
+            seen.append(e.progress.done)
+            if len(seen) > n_segments:
+                stop.set()
+    return stop, on_event, seen
+
+
+def test_stopped_spot_check_resumes_from_its_record(honest, tmp_path):
+    from whestbench.errors import BakeInterrupted
+
+    root = tmp_path / "cache"
+    stop, on_event, _ = _stop_after(2)
+    with pytest.raises(BakeInterrupted, match=r"stopped: 2 of 4 segments done; the 2 found matching are recorded") as exc:
+        verify_dataset(honest, spot_check=4, spot_seed=3, stop=stop, on_event=on_event, recompute_root=root)
+    assert exc.value.exit_code == 75
+    assert len(list(root.glob("spot-*.json"))) == 1
+    # another seed is another check: the record does not apply to it (nor is it touched)
+    other = verify_dataset(honest, spot_check=4, spot_seed=4, recompute_root=root).get("spot-check")
+    assert other.ok and "resumed" not in other.detail
+    # the same command resumes: two segments skipped, the progress starts past them, the line says so
+    _, on_event, seen = _stop_after(99)
+    check = verify_dataset(honest, spot_check=4, spot_seed=3, on_event=on_event, recompute_root=root).get("spot-check")
+    assert check.ok and "all match (resumed: 2 of 4 segments already checked)" in check.detail, check.detail
+    assert "(bits)" in check.detail and len(seen) == 3 and seen[0] > 0
+    assert not list(root.glob("spot-*.json"))  # complete: removed, a later run regenerates every segment
+    again = verify_dataset(honest, spot_check=4, spot_seed=3, recompute_root=root).get("spot-check")
+    assert again.ok and "resumed" not in again.detail
+
+
+def test_spot_check_record_that_does_not_match_is_ignored_and_no_cache_keeps_none(honest, tmp_path):
+    import json
+
+    from whestbench.errors import BakeInterrupted
+
+    root = tmp_path / "cache"
+    stop, on_event, _ = _stop_after(1)
+    with pytest.raises(BakeInterrupted):
+        verify_dataset(honest, spot_check=3, stop=stop, on_event=on_event, recompute_root=root)
+    (record,) = root.glob("spot-*.json")
+    got = json.loads(record.read_text())
+    assert len(got["matched"]) == 1 and got["key"]["metadata_sha256"]
+    # a record made for other contents (another dataset's digest) vouches for nothing here
+    got["key"]["metadata_sha256"] = "0" * 64
+    record.write_text(json.dumps(got))
+    check = verify_dataset(honest, spot_check=3, recompute_root=root).get("spot-check")
+    assert check.ok and "resumed" not in check.detail
+    # --no-cache: a stop leaves no record, and a re-run reads none
+    stop, on_event, _ = _stop_after(1)
+    with pytest.raises(BakeInterrupted, match="1 of 3 segments done; re-run the same command to check them all"):
+        verify_dataset(honest, spot_check=3, stop=stop, on_event=on_event, recompute_root=root / "x", cache=False)
+    assert not (root / "x").exists()
+    with pytest.raises(UsageError, match="--no-cache applies to --recompute and --spot-check only"):
+        verify_dataset(honest, cache=False)

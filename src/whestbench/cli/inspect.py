@@ -66,10 +66,11 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None,
               help="With --recompute or --spot-check, for philox (torch) datasets: where to compute (default cpu).")
 @click.option("--recompute-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where --recompute keeps its bakes (default $WHEST_RECOMPUTE_DIR or ~/.cache/whestbench/recompute); "
-                   "not inside DIR or --against.")
+              help="Where --recompute keeps its bakes and a stopped --spot-check its record of the segments checked "
+                   "(default $WHEST_RECOMPUTE_DIR or ~/.cache/whestbench/recompute); not inside DIR or --against.")
 @click.option("--no-cache", is_flag=True, help="With --recompute: bake afresh (in a temporary directory under "
-              "--recompute-dir, removed after); a cached bake is neither reused nor changed.")
+              "--recompute-dir, removed after); a cached bake is neither reused nor changed. With --spot-check: "
+              "regenerate every segment, keeping no record to resume from.")
 def verify(directory: Path, against: Path | None, n_check: int | None, sample_mlps: int | None, sample_seed: int,
            recompute: int | None, device: str | None, recompute_dir: Path | None, no_cache: bool,
            spot_check: int | None = None, spot_seed: int = 0) -> None:

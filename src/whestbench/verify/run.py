@@ -77,6 +77,8 @@ def verify_dataset(
     that bake's progress and ``stop`` interrupts it (resumable). ``recompute_root`` may not lie inside
     the dataset or ``against``. ``cache=False`` bakes afresh in a temporary directory under
     ``recompute_root`` (removed after), never reusing or changing a cached bake.
+    ``spot_check`` regenerates that many audit-trail segments chosen with ``spot_seed`` (``spot``); a
+    stopped one resumes from its record in ``recompute_root`` (``cache=False``: no record read or kept).
     ``pilot=False`` leaves out the checks that need a fresh pilot of every MLP (``confirm_complete``).
     ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
     each check as it completes (the CLI prints it). Raises UsageError only for arguments that
@@ -96,13 +98,16 @@ def verify_dataset(
         check_positive_int("--spot-check", spot_check)
     if device is not None and recompute is None and spot_check is None:
         raise UsageError("--device applies to --recompute and --spot-check only; add one of them, or leave --device out.")
-    if not cache and recompute is None:
-        raise UsageError("--no-cache applies to --recompute only; add --recompute K, or leave --no-cache out.")
-    if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
-        from whestbench.verify.recompute import check_root, default_cache, recipe
+    if not cache and recompute is None and spot_check is None:
+        raise UsageError("--no-cache applies to --recompute and --spot-check only; add one of them, or leave --no-cache "
+                         "out.")
+    if recompute is not None or (spot_check is not None and cache):  # the cache root, checked before any check
+        from whestbench.verify.recompute import check_root, default_cache
 
         recompute_root = check_root(Path(recompute_root) if recompute_root is not None else default_cache(),
                                     [directory] + ([against] if against is not None else []))
+    if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
+        from whestbench.verify.recompute import recipe
 
         try:
             recipe(handle.metadata, device)
@@ -128,7 +133,9 @@ def verify_dataset(
         else:
             from whestbench.verify.spot import spot_check as run_spot_check
 
-            run_spot_check(ds, report, spot_check, spot_seed, device, stop, on_event)
+            resumable = cache and handle.checksum_state().state == "ok"  # a record is keyed by signed contents
+            run_spot_check(ds, report, spot_check, spot_seed, device, stop, on_event,
+                           record_root=recompute_root if resumable else None)
     if against is not None:
         from whestbench.verify.compare import compare_with  # compare builds on this module
 

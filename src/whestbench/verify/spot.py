@@ -8,6 +8,13 @@ other samples); philox from its counter-based blocks (the unit that covers it, a
 Values are compared bit for bit when the arithmetic is the bake's (pcg64: the same BLAS; philox: the
 same precision class), else within the precision gate. A dataset with a fraction f of segments not
 computed from their samples passes K checks with probability at most (1 − f)^K.
+
+A stopped spot check resumes: each segment found matching is added to a small record
+(``spot-<key>.json``) in the ``--recompute`` cache root, keyed by the dataset's metadata digest (its
+checksums and ``plan_digest``: any re-signed change is another key), the spot seed, K and the device;
+a re-run of the same command skips those segments and says how many. A record whose key differs, that
+does not parse, or that another user could write is ignored; the record is removed when the check
+completes (pass or fail), so a later run regenerates every segment again.
 """
 
 from __future__ import annotations
@@ -40,11 +47,49 @@ def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
     return out
 
 
+def _record_key(ds: DatasetScan, k: int, spot_seed: int, where: str) -> dict:
+    import hashlib
+    import json
+
+    from whestbench.work.machine import whestbench_version
+
+    digest = hashlib.sha256(json.dumps(ds.md, sort_keys=True, default=str).encode()).hexdigest()
+    return {"metadata_sha256": digest, "plan_digest": ds.md.get("plan_digest"), "spot_seed": int(spot_seed),
+            "k": int(k), "device": where, "whestbench": whestbench_version()}
+
+
+def _record_path(root: Path, key: dict) -> Path:
+    import hashlib
+    import json
+
+    return root / ("spot-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16] + ".json")
+
+
+def _read_record(path: Path, key: dict) -> dict[str, str]:
+    """The segments a stopped run of the same check found matching (``"split/mlp_id/segment"`` → mode), or
+    nothing when the record is absent, unreadable, untrusted or made for another key."""
+    import json
+
+    from whestbench.verify.recompute import _not_trusted
+
+    try:
+        if _not_trusted(path) or _not_trusted(path.parent):
+            return {}
+        got = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(got, dict) or got.get("key") != key or not isinstance(got.get("matched"), dict):
+        return {}
+    return {str(n): str(m) for n, m in got["matched"].items()}
+
+
 def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, device: str | None,
-               stop: threading.Event | None = None, on_event=None) -> None:
+               stop: threading.Event | None = None, on_event=None, record_root: Path | None = None) -> None:
     """Regenerate ``k`` segments chosen with ``spot_seed`` and add the ``spot-check`` check. ``on_event``
     hears a ``progress`` event per segment (in samples: a segment's cost is its samples); ``stop``
-    ends it between segments (BakeInterrupted, exit 75)."""
+    ends it between segments (BakeInterrupted, exit 75). With ``record_root`` (the recompute cache
+    root; None for ``--no-cache``) the segments found matching are recorded there as they pass and a
+    re-run skips them (module docstring)."""
     import pyarrow.parquet as pq
 
     from whestbench.events import Event, Progress
@@ -71,31 +116,54 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
         n = int(s_.n_used[r]) if s_.n_used is not None else ds.n_samples
         bounds = segment_bounds(n, int(block["step_samples"]), int(block["segments"]), bool(block["aligned"]))
         sizes.append(bounds[g][1] - bounds[g][0] if g < len(bounds) else 0)
-    total, covered = sum(sizes), 0
+    names_of = [f"{blocks[b][0].name}/{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
+    key = _record_key(ds, len(picks), spot_seed, where) if record_root is not None else None
+    record = _record_path(Path(record_root), key) if key is not None else None
+    matched = {n: m for n, m in _read_record(record, key).items() if n in names_of} if record is not None else {}
+    resumed, checked = len(matched), 0
+    modes.update(matched.values())
+    total = sum(sizes)
+    covered = sum(size for size, n in zip(sizes, names_of) if n in matched)
     flops = 2 * ds.width * ds.width * ds.depth
     if on_event is not None:
-        on_event(Event("progress", progress=Progress("samples", 0, total, flops_per_item=flops)))
+        on_event(Event("progress", progress=Progress("samples", covered, total, flops_per_item=flops)))
     for done, (b, i, r, g) in enumerate(picks):
+        if names_of[done] in matched:
+            continue
         if stop is not None and stop.is_set():
-            raise BakeInterrupted(f"spot-check stopped: {done} of {len(picks)} segments done; re-run the same command "
-                                  "to check them all.", exit_code=75)
+            n_done = resumed + checked
+            kept = (f"; the {len(matched)} found matching are recorded in {record}: re-run the same command to check "
+                    "the rest" if matched else "; re-run the same command to check them all")
+            raise BakeInterrupted(f"spot-check stopped: {n_done} of {len(picks)} segments done{kept}.", exit_code=75)
         s, block, path = blocks[b]
         stored, nxt = _rows(path, i)
         why, mode = _one(ds, s, block, r, g, stored, nxt, device)
         modes.add(mode)
+        checked += 1
         if why:
             problems.append(f"mlp_id {int(s.ids[r])} segment {g}: {why}")
+        elif record is not None:
+            import json
+
+            from whestbench.atomic import write_file_atomic
+
+            matched[names_of[done]] = mode
+            record.parent.mkdir(parents=True, exist_ok=True)
+            write_file_atomic(record, json.dumps({"key": key, "matched": matched}, sort_keys=True).encode())
         covered += sizes[done]
         if on_event is not None:
             on_event(Event("progress", progress=Progress("samples", covered, total, flops_per_item=flops)))
+    if record is not None:
+        record.unlink(missing_ok=True)  # the check is complete: a later run regenerates every segment
+    note = f" (resumed: {resumed} of {len(picks)} segments already checked)" if resumed else ""
     if problems:
         report.check("spot-check", False, f"{len(picks)} segment(s) chosen with --spot-seed {spot_seed} "
-                     f"(mlp_id/segment {names}); " + "; ".join(problems[:3]))
+                     f"(mlp_id/segment {names}){note}; " + "; ".join(problems[:3]))
         return
     per_mlp = max(1, round(len(index) / len({(b, r) for b, _, r, _ in index})))  # segments of a typical MLP
     report.check("spot-check", True, (
         f"{len(picks)} segment(s) chosen at random with --spot-seed {spot_seed} (mlp_id/segment {names}) regenerated "
-        f"on {where} ({'/'.join(sorted(modes))}): all match; a dataset with a fraction f of segments not computed from "
+        f"on {where} ({'/'.join(sorted(modes))}): all match{note}; a dataset with a fraction f of segments not computed from "
         f"their samples passes with probability ≤ (1−f)^{len(picks)} — ({per_mlp - 1}/{per_mlp})^{len(picks)} = "
         f"{(1 - 1 / per_mlp) ** len(picks):.3g} at f = 1/{per_mlp} (one segment per MLP)"))
 
