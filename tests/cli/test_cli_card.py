@@ -67,3 +67,68 @@ def test_without_the_flags_the_card_is_todays(plain):
 
     data = front((plain / "README.md").read_text())
     assert (data["pretty_name"], data["license"], data["homepage"]) == (DEFAULT_PRETTY_NAME, LICENSE, HOMEPAGE)
+
+
+# --card FILE: authors, citation, repository and badges (issue 28)
+
+ADA = {"pretty_name": "Ada's set", "homepage": "https://x.org/ada", "authors": ["Ada Lovelace", "C. Babbage"],
+       "repository": "https://git.example.org/ada/set",
+       "badges": [{"label": "paper-2026", "url": "https://x.org/paper"}]}
+
+
+def test_push_dry_run_with_a_card_file_credits_its_authors_not_the_organisers(plain, tmp_path, capsys):
+    f = tmp_path / "card.yaml"
+    f.write_text(yaml.safe_dump(ADA))
+    rc, out, err = run(["dataset", "push", str(plain), "--repo", "org/ada", "--dry-run", "--card", str(f)], capsys)
+    assert rc == 0, err
+    card = out[out.index("Card (README.md):"):]
+    assert "author       = {{Ada Lovelace} and {C. Babbage}}" in card
+    assert "(https://git.example.org/ada/set)" in card and "repository: https://git.example.org/ada/set" in card
+    assert "paper--2026-link" in card and "(https://x.org/paper)" in card and "pretty_name: Ada's set" in card
+    assert "Alignment Research Center" not in card and "AIcrowd-challenge" not in card
+
+
+def test_bake_records_a_json_card_file_and_the_flags_override_it(tmp_path, capsys):
+    import json
+
+    f = tmp_path / "card.json"
+    f.write_text(json.dumps({**ADA, "citation": "@misc{ada26,\n  title = {Ada's set},\n}"}))
+    out = tmp_path / "ds"
+    rc, _, err = run([*BAKE, "--card", str(f), "--pretty-name", "Flag title", "--output", str(out)], capsys)
+    assert rc == 0, err
+    md = json.loads((out / "metadata.json").read_text())
+    assert md["card"]["authors"] == ["Ada Lovelace", "C. Babbage"] and md["card"]["pretty_name"] == "Flag title"
+    card = (out / "README.md").read_text()
+    assert "@misc{ada26,\n  title = {Ada's set},\n}" in card and "# Flag title" in card
+    assert "Alignment Research Center" not in card
+
+
+@pytest.mark.parametrize("content, words", [
+    ("pretty_name: x\nauthor: [Ada]\n", "unknown field 'author'"),
+    ("authors: Ada\n", "authors must be a list"),
+    ("repository: javascript:alert(1)\n", "repository must be an http(s) URL"),
+    ("homepage: ftp://x.org\n", "homepage must be an http(s) URL"),
+    ("authors: [\"Ada\\u202e evil\"]\n", "authors must be"),
+    ("citation: \"@misc{x,\\u0007}\"\n", "citation must be"),
+    ("badges: [{label: x, url: 'file:///etc/passwd'}]\n", "badges must be"),
+    ("- just\n- a list\n", "must hold a mapping"),
+    ("pretty_name: [unclosed\n", "is not UTF-8 YAML or JSON"),
+])
+@pytest.mark.parametrize("verb", ["bake", "push", "combine-splits"])
+def test_a_bad_card_file_is_refused_with_one_line_before_any_work(plain, tmp_path, capsys, content, words, verb):
+    f = tmp_path / "card.yaml"
+    f.write_text(content)
+    out = tmp_path / "out"
+    argv = {"bake": [*BAKE, "--output", str(out)],
+            "push": ["dataset", "push", str(plain), "--repo", "org/x", "--dry-run"],
+            "combine-splits": ["dataset", "combine-splits", str(plain), str(plain), "--output", str(out)]}[verb]
+    rc, _, err = run([*argv, "--card", str(f)], capsys)
+    assert rc == 2, err
+    assert words in err and "--card" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "out.whest-work").exists()
+
+
+def test_a_card_file_that_is_missing_or_a_directory_is_refused(tmp_path, capsys):
+    for path, words in ((tmp_path / "nope.yaml", "cannot open it"), (tmp_path, "not a regular file")):
+        rc, _, err = run([*BAKE, "--output", str(tmp_path / "o"), "--card", str(path)], capsys)
+        assert rc == 2 and words in err, err

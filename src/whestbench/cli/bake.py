@@ -92,10 +92,11 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
 def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
             mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
             stderr_layer, checkpoint_every, skip_device_check, accept_non_invariant, pretty_name, license, homepage,
+            card_file=None,
             audit_segments=32):
     """The flags as the frozen ``BakeConfig`` (every value checked before any work), and the
     distributed launch this process is part of (None: a single process)."""
-    card = _card(pretty_name, license, homepage)
+    card = _card(card_file, pretty_name, license, homepage)
     if slice_ is not None and mlp_range is not None:
         raise UsageError("use either --mlp-range or --slice, not both.")
     rng = None
@@ -199,10 +200,11 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     )
 
 
-def _card(pretty_name, license, homepage) -> dict | None:
+def _card(card_file, pretty_name, license, homepage) -> dict | None:
     from whestbench.format.card import check_card_fields
 
-    return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage) or None
+    return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage,
+                             card_file=card_file) or None
 
 
 def _stops(finished: dict, mlps: int) -> str:

@@ -46,10 +46,14 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
 
 
 def card_options(f):
-    """``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake records them, push
-    renders them; each defaults to what the bake recorded, else WhestBench's)."""
-    from whestbench.format.card import DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
+    """``--card FILE``, ``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake
+    records them, push renders them; each defaults to what the bake recorded, else WhestBench's;
+    the flags override the file's fields)."""
+    from whestbench.format.card import CARD_FIELDS, DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
 
+    f = click.option("--card", "card_file", default=None, metavar="FILE",
+                     help=f"A YAML or JSON card file with any of {', '.join(CARD_FIELDS)} (docs/hub.md); "
+                          "given any card field, the card credits its authors, not WhestBench's organisers.")(f)
     f = click.option("--homepage", default=None, metavar="URL", help=f"The card's homepage (default: {HOMEPAGE}).")(f)
     f = click.option("--license", default=None, metavar="ID",
                      help=f"The card's license, a Hugging Face license id (default: {LICENSE}).")(f)
@@ -57,7 +61,7 @@ def card_options(f):
                         help=f"The card's title (default: {DEFAULT_PRETTY_NAME!r}).")(f)
 
 
-def _dry_run(directory: Path, repo: str, tag: str | None, card: dict[str, str], allow_unchecked_device: bool) -> None:
+def _dry_run(directory: Path, repo: str, tag: str | None, card: dict, allow_unchecked_device: bool) -> None:
     """``push --dry-run``: every check push makes before the network, then what it would send."""
     from whestbench.hub.transfer import hf_ref, plan_push
     from whestbench.text import sanitize
@@ -109,7 +113,8 @@ def _token_options(f):
 @card_options
 @_token_options
 def push(directory: Path, repo: str, tag: str | None, message: str | None, private: bool, dry_run: bool,
-         allow_unchecked_device: bool, pretty_name: str | None, license: str | None, homepage: str | None, token: str | None,
+         allow_unchecked_device: bool, card_file: str | None, pretty_name: str | None, license: str | None,
+         homepage: str | None, token: str | None,
          token_file: str | None, log_every: float) -> None:
     """Publish a complete dataset to the Hugging Face Hub.
 
@@ -124,7 +129,7 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     from whestbench.format.card import check_card_fields
     from whestbench.hub.transfer import hf_ref, push_dataset
 
-    card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage)
+    card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage, card_file=card_file)
     token = read_token(token, token_file)  # a dry run checks everything the push would, but the network
     if dry_run:
         _dry_run(directory, repo, tag, card, allow_unchecked_device)

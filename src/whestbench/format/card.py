@@ -25,7 +25,7 @@ from whestbench.format import command
 from whestbench.format.reader import checksums_block
 from whestbench.format.schema import COLUMN_DOCS, DEFAULT_CONFIG, DatasetMeta, columns_for, device_check_state, is_int
 from whestbench.errors import InvalidDatasetError
-from whestbench.text import format_count
+from whestbench.text import format_count, show_value
 
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
 REPOSITORY = "https://github.com/AIcrowd/whestbench"
@@ -36,35 +36,118 @@ PLACEHOLDER_REPO = "<your-repo>"
 
 
 CARD_KEY = "card"
-"""metadata.json's optional ``card`` block: the ``pretty_name``, ``license`` and ``homepage`` a bake
-was given (only those that differ from the defaults above)."""
+"""metadata.json's optional ``card`` block: the card fields (``CARD_FIELDS``) a bake was given by
+``--card FILE`` and the card flags."""
 _LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
 
 
 def check_card_fields(*, pretty_name: str | None = None, license: str | None = None,
-                      homepage: str | None = None) -> dict[str, str]:
-    """The card fields a user gave (``--pretty-name``, ``--license``, ``--homepage``), checked:
-    UsageError naming the fix. Only those given are returned."""
+                      homepage: str | None = None, card_file: str | None = None) -> dict[str, Any]:
+    """The card fields a user gave, checked before any work (UsageError, one line naming the fix):
+    ``--card FILE`` (``read_card_file``) and, over it, ``--pretty-name``, ``--license``,
+    ``--homepage``. Only those given are returned."""
+    out = read_card_file(card_file) if card_file is not None else {}
+    flags = {"pretty_name": pretty_name, "license": license, "homepage": homepage}
+    out.update(_check_card({k: v for k, v in flags.items() if v is not None}, None))
+    return out
+
+
+CARD_FIELDS = ("pretty_name", "license", "homepage", "repository", "authors", "citation", "badges")
+"""The keys of a card file (``--card FILE``) and of metadata's ``card`` block."""
+CARD_FILE_MAX_BYTES = 64 * 1024
+
+
+def read_card_file(path: str) -> dict[str, Any]:
+    """``--card FILE``: a YAML or JSON mapping of ``CARD_FIELDS`` (docs/hub.md, "The card"), checked:
+    unknown keys, wrong types, control or bidirectional characters and URLs that are not plain
+    http(s) are a UsageError naming the key and the fix."""
+    import os
+    import stat
+
     from whestbench.errors import UsageError
 
-    out: dict[str, str] = {}
-    if pretty_name is not None:
-        name = pretty_name.strip()
-        if not name or len(name) > 200 or any(_hidden(c) for c in name):
-            raise UsageError(f"--pretty-name must be one line of 1 to 200 printable characters, without control or "
-                             f"bidirectional-override characters; got {pretty_name!r}.")
-        out["pretty_name"] = name
-    if license is not None:
-        if not _LICENSE_RE.match(license):
-            raise UsageError(f"--license must be a Hugging Face license id such as cc-by-4.0, mit, apache-2.0 or "
-                             f"other (lowercase letters, digits, '.', '-', '+'); got {license!r}.")
-        out["license"] = license
-    if homepage is not None:
-        if not _HOMEPAGE_RE.match(homepage) or len(homepage) > 500:
-            raise UsageError(f"--homepage must be an http(s) URL without spaces, quotes, brackets or braces; "
-                             f"got {homepage!r}.")
-        out["homepage"] = homepage
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise UsageError(f"--card {path!r}: cannot open it ({e.strerror or e}); give a YAML or JSON card file.") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"--card {path!r} is not a regular file; give a YAML or JSON card file.")
+        raw = os.read(fd, CARD_FILE_MAX_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"--card {path!r}: cannot read it ({e.strerror or e}); give a readable card file.") from None
+    finally:
+        os.close(fd)
+    if len(raw) > CARD_FILE_MAX_BYTES:
+        raise UsageError(f"--card {path!r} is larger than {CARD_FILE_MAX_BYTES // 1024} KiB; a card file holds "
+                         f"a few fields ({', '.join(CARD_FIELDS)}).")
+    try:
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"--card {path!r} is not UTF-8 YAML or JSON ({first}); fix the file.") from None
+    if not isinstance(data, dict) or not data:
+        raise UsageError(f"--card {path!r} must hold a mapping of card fields ({', '.join(CARD_FIELDS)}); "
+                         f"got {type(data).__name__}.")
+    return _check_card(data, path)
+
+
+def _check_card(data: dict[str, Any], path: str | None) -> dict[str, Any]:
+    """Each card field of ``data`` checked: the card file at ``path``'s, or (None) the flags'."""
+    from whestbench.errors import UsageError
+
+    def bad(key: str, want: str, value: Any) -> UsageError:
+        name = f"--card {path}: {key}" if path is not None else "--" + key.replace("_", "-")
+        return UsageError(f"{name} must be {want}; got {show_value(value, max_len=120)}.")
+
+    unknown = [k for k in data if k not in CARD_FIELDS]
+    if unknown:
+        raise UsageError(f"--card {path}: unknown field {show_value(unknown[0], max_len=60)}; a card file's fields are "
+                         f"{', '.join(CARD_FIELDS)}.")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "pretty_name":
+            if not _is_line(value, 200):
+                raise bad(key, "one line of 1 to 200 printable characters, without control or "
+                               "bidirectional-override characters", value)
+            out[key] = value.strip()
+        elif key == "license":
+            if not isinstance(value, str) or not _LICENSE_RE.match(value):
+                raise bad(key, "a Hugging Face license id such as cc-by-4.0, mit, apache-2.0 or other "
+                               "(lowercase letters, digits, '.', '-', '+')", value)
+            out[key] = value
+        elif key in ("homepage", "repository"):
+            if not _is_url(value):
+                raise bad(key, "an http(s) URL without spaces, quotes, brackets or braces", value)
+            out[key] = value
+        elif key == "authors":
+            if (not isinstance(value, list) or not 1 <= len(value) <= 100
+                    or not all(_is_line(a, 200) for a in value)):
+                raise bad(key, "a list of 1 to 100 names, each one line of printable characters", value)
+            out[key] = [a.strip() for a in value]
+        elif key == "citation":
+            if (not isinstance(value, str) or not value.strip() or len(value) > 8000 or "```" in value
+                    or any(_hidden(c) and c not in "\n\t" for c in value)):
+                raise bad(key, "BibTeX text of at most 8,000 characters (lines and tabs allowed; no other "
+                               "control or bidirectional characters, no ```)", value)
+            out[key] = value.strip()
+        else:  # badges
+            if (not isinstance(value, list) or len(value) > 20
+                    or not all(isinstance(b, dict) and set(b) == {"label", "url"} and _is_line(b["label"], 60)
+                               and _is_url(b["url"]) for b in value)):
+                raise bad(key, "a list of at most 20 {label, url} mappings (a label of 1 to 60 printable "
+                               "characters, an http(s) URL)", value)
+            out[key] = [{"label": b["label"].strip(), "url": b["url"]} for b in value]
     return out
+
+
+def _is_line(value: Any, limit: int) -> bool:
+    return isinstance(value, str) and 0 < len(value.strip()) <= limit and not any(_hidden(c) for c in value)
+
+
+def _is_url(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 500 and bool(_HOMEPAGE_RE.match(value))
 
 
 _HOMEPAGE_RE = re.compile(r"^https?://[^\s<>\"'`()\[\]{}\\|^]+$")
@@ -97,14 +180,31 @@ def bibtex_text(text: str) -> str:
     return "".join(_BIBTEX.get(c, c) for c in text if not _hidden(c))
 
 
-def card_fields(md: dict[str, Any], **given: str | None) -> dict[str, str]:
-    """``pretty_name``, ``license`` and ``homepage`` for the card: as given (push's flags), else as
-    the bake recorded them (metadata ``card``; 0.16's ``pretty_name``), else the defaults."""
-    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
-    defaults = {"pretty_name": md.get("pretty_name") or DEFAULT_PRETTY_NAME, "license": LICENSE, "homepage": HOMEPAGE}
+def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The dataset's own card fields: those the bake recorded (metadata ``card``; a field edited by
+    hand into something ``--card`` would refuse is left out), with ``given`` (push's flags or card
+    file) over them. Empty: the card is the WhestBench organisers'."""
+    recorded = md.get(CARD_KEY) if isinstance(md, dict) and isinstance(md.get(CARD_KEY), dict) else {}
+    out: dict[str, Any] = {}
+    for key, value in recorded.items():
+        try:
+            out.update(_check_card({key: value}, "metadata.json"))
+        except Exception:  # UsageError: never rendered
+            continue
+    out.update({k: v for k, v in (given or {}).items() if v})
+    return out
+
+
+def card_fields(md: dict[str, Any], **given: Any) -> dict[str, Any]:
+    """``pretty_name``, ``license``, ``homepage`` and ``repository`` for the card: as given (push's
+    flags), else as the bake recorded them (metadata ``card``; 0.16's ``pretty_name``), else the
+    defaults (whestbench's own repository when the card names none)."""
+    own = own_card(md, given)
+    defaults = {"pretty_name": md.get("pretty_name") or DEFAULT_PRETTY_NAME, "license": LICENSE,
+                "homepage": HOMEPAGE, "repository": REPOSITORY}
     out = {}
     for key, default in defaults.items():
-        value = given.get(key) or recorded.get(key)
+        value = own.get(key)
         out[key] = value if isinstance(value, str) and value else default
     if not _HOMEPAGE_RE.match(out["homepage"]):  # metadata edited by hand: never a javascript: link
         out["homepage"] = HOMEPAGE
@@ -200,7 +300,7 @@ def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> di
             "language": ["code"],
             "license": fields["license"],
             "pretty_name": fields["pretty_name"],
-            "repository": REPOSITORY,
+            "repository": fields.get("repository") or REPOSITORY,
             "size_categories": [card_size_category(size)],
             "tags": TAGS + (["multi-split"] if _is_multi(md) else []),
             "task_categories": ["other"],
@@ -210,12 +310,16 @@ def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> di
 
 
 def render_card(md: dict[str, Any], *, repo_id: str = PLACEHOLDER_REPO, revision: str = "main",
-                pretty_name: str | None = None, license: str | None = None, homepage: str | None = None) -> str:
+                **given: Any) -> str:
     """README.md text for a dataset with metadata ``md``, as published at ``repo_id@revision``;
-    ``pretty_name``, ``license``, ``homepage`` override what the bake recorded (``card_fields``)."""
-    fields = card_fields(md, pretty_name=pretty_name, license=license, homepage=homepage)
+    ``given`` card fields (``CARD_FIELDS``: push's flags and ``--card`` file, checked by
+    ``check_card_fields``) override what the bake recorded (``own_card``)."""
+    unknown = set(given) - set(CARD_FIELDS)
+    if unknown:
+        raise TypeError(f"render_card() got unexpected card fields {sorted(unknown)}")
+    given = {k: v for k, v in given.items() if v}
+    fields = card_fields(md, **given)
     head = yaml.dump(front_matter(md, fields), default_flow_style=False, allow_unicode=True, sort_keys=True)
-    given = {k: v for k, v in (("pretty_name", pretty_name), ("license", license), ("homepage", homepage)) if v}
     body = _template().render(**card_context(md, repo_id=repo_id, revision=revision, fields=fields, given=given))
     return "---\n" + head + "---\n\n" + body
 
@@ -365,9 +469,8 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
     them in the license) is the default only for datasets given no card of their own: a card block
     in the metadata, or any card flag (``given``), makes the card the dataset's authors'."""
     md = md if isinstance(md, dict) else {}
-    fields = fields or card_fields(md)
-    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
-    own = {**{k: v for k, v in recorded.items() if isinstance(v, str) and v}, **(given or {})}
+    fields = fields or card_fields(md, **(given or {}))
+    own = own_card(md, given)
     organisers = not own
     multi = _is_multi(md)
     protocol = _protocol(md)
@@ -429,10 +532,14 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "has_checksums": _has_checksums(md),
         "has_prepared": multi and isinstance(md.get("prepared_splits"), dict) and bool(md.get("prepared_splits")),
         "provenance": _provenance(md),
-        "citation": _citation(fields["pretty_name"], fields["homepage"]) if organisers else _own_citation(
-            fields["pretty_name"], own.get("homepage"), md),
+        "citation": _citation(fields["pretty_name"], fields["homepage"]) if organisers else own.get("citation") or
+        _own_citation(fields["pretty_name"], own.get("homepage"), md, own.get("authors") or []),
         "organisers": organisers,
-        "own_homepage": own.get("homepage") if own.get("homepage") and _HOMEPAGE_RE.match(own["homepage"]) else None,
+        "own_homepage": own.get("homepage"),
+        "own_repository": own.get("repository"),
+        "authors": ", ".join(markdown_text(a) for a in own.get("authors") or []),
+        "badges": [{"label": markdown_text(b["label"]), "image": _badge_image(b["label"]), "url": b["url"]}
+                   for b in own.get("badges") or []],
         **_data_facts(md, protocol),
     }
 
@@ -525,12 +632,22 @@ def _blas(blas: Any) -> str:
     return text + (f", kernel {blas['kernel']}" if blas.get("kernel") else "")
 
 
-def _own_citation(title: str, homepage: str | None, md: dict[str, Any]) -> str:
-    """The citation of a dataset with a card of its own: its title, year and homepage (no authors:
-    none were given), and the tool that baked it."""
+def _badge_image(label: str) -> str:
+    """A shields.io badge showing ``label`` (its ``-`` and ``_`` doubled, as shields spells them)."""
+    from urllib.parse import quote
+
+    text = label.replace("-", "--").replace("_", "__").replace(" ", "_")
+    return f"https://img.shields.io/badge/{quote(text, safe='')}-link-2b6cb0"
+
+
+def _own_citation(title: str, homepage: str | None, md: dict[str, Any], authors: list[str]) -> str:
+    """The citation of a dataset with a card of its own: its authors (when given), title, year and
+    homepage, and the tool that baked it."""
     year = str(md.get("created_at_utc") or "")[:4]
     slug = re.sub(r"[^a-z0-9]+", "", title.lower())[:24] or "dataset"
     lines = [f"@misc{{{slug}{year if year.isdigit() else ''},", f"  title        = {{{{{bibtex_text(title)}}}}},"]
+    if authors:
+        lines.append(f"  author       = {{{' and '.join('{' + bibtex_text(a) + '}' for a in authors)}}},")
     if year.isdigit():
         lines.append(f"  year         = {{{year}}},")
     if homepage and _HOMEPAGE_RE.match(homepage):
