@@ -55,7 +55,7 @@ def test_push_dry_run_prints_files_sizes_target_and_card_and_sends_nothing(plain
     assert "org/demo" in card and "<your-repo>" not in card  # the repository filled in
 
 
-@pytest.mark.parametrize("flag, value", [("--license", "CC BY"), ("--homepage", "ftp://x"),
+@pytest.mark.parametrize("flag, value", [("--license", "CC BY"), ("--license", "not-a-real-license"), ("--homepage", "ftp://x"),
                                          ("--pretty-name", "two\nlines"), ("--homepage", "https://a b")])
 def test_bad_card_values_are_refused_before_any_work(tmp_path, capsys, flag, value):
     rc, out, err = run([*BAKE, flag, value, "--output", str(tmp_path / "o")], capsys)
@@ -132,3 +132,32 @@ def test_a_card_file_that_is_missing_or_a_directory_is_refused(tmp_path, capsys)
     for path, words in ((tmp_path / "nope.yaml", "cannot open it"), (tmp_path, "not a regular file")):
         rc, _, err = run([*BAKE, "--output", str(tmp_path / "o"), "--card", str(path)], capsys)
         assert rc == 2 and words in err, err
+
+
+@pytest.mark.parametrize("key, value", [
+    ("card", {"pretty_name": "x\n<script>alert(1)</script>"}),
+    ("card", {"homepage": "javascript:alert(1)"}),
+    ("card", {"license": "x y"}),
+    ("bake_command", "rm -rf ~; whest dataset bake --n-mlps 1 --output ds"),
+])
+def test_a_forged_card_block_or_bake_command_fails_verify_and_push_refuses_it(plain, tmp_path, capsys, monkeypatch,
+                                                                               key, value):
+    """metadata.json's card block and bake_command are published (the card's title, homepage,
+    license and re-bake recipe) but are not part of the checksummed numbers: the metadata validator
+    judges them, so verify's ``metadata`` check fails and push refuses before the network."""
+    import json
+    import shutil
+
+    import huggingface_hub
+
+    for name in ("create_repo", "dataset_info", "create_commit", "list_repo_refs", "create_tag"):
+        monkeypatch.setattr(huggingface_hub.HfApi, name, lambda *a, **k: pytest.fail("push reached the network"))
+    d = tmp_path / "ds"
+    shutil.copytree(plain, d)
+    md = json.loads((d / "metadata.json").read_text())
+    md[key] = value
+    (d / "metadata.json").write_text(json.dumps(md))
+    rc, out, err = run(["dataset", "verify", str(d)], capsys)
+    assert rc != 0 and f"{key}" in out + err, out + err
+    rc, out, err = run(["dataset", "push", str(d), "--repo", "org/demo", "--dry-run"], capsys)
+    assert rc == 1 and key in err and "Traceback" not in err, err  # a corrupt dataset: exit 1, as for every other

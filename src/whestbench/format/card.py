@@ -23,9 +23,10 @@ import yaml
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
 from whestbench.format.reader import checksums_block
-from whestbench.format.schema import COLUMN_DOCS, DEFAULT_CONFIG, DatasetMeta, columns_for, device_check_state, is_int
+from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE, DatasetMeta,
+                                      check_card, columns_for, device_check_state, hidden_char, is_int)
 from whestbench.errors import InvalidDatasetError
-from whestbench.text import format_count, show_value
+from whestbench.text import format_count
 
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
 REPOSITORY = "https://github.com/AIcrowd/whestbench"
@@ -35,12 +36,6 @@ TAGS = ["whestbench", "alignment", "neural-network-statistics", "benchmark", "wh
 PLACEHOLDER_REPO = "<your-repo>"
 
 
-CARD_KEY = "card"
-"""metadata.json's optional ``card`` block: the card fields (``CARD_FIELDS``) a bake was given by
-``--card FILE`` and the card flags."""
-_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
-
-
 def check_card_fields(*, pretty_name: str | None = None, license: str | None = None,
                       homepage: str | None = None, card_file: str | None = None) -> dict[str, Any]:
     """The card fields a user gave, checked before any work (UsageError, one line naming the fix):
@@ -48,12 +43,10 @@ def check_card_fields(*, pretty_name: str | None = None, license: str | None = N
     ``--homepage``. Only those given are returned."""
     out = read_card_file(card_file) if card_file is not None else {}
     flags = {"pretty_name": pretty_name, "license": license, "homepage": homepage}
-    out.update(_check_card({k: v for k, v in flags.items() if v is not None}, None))
+    out.update(check_card({k: v for k, v in flags.items() if v is not None}, None))
     return out
 
 
-CARD_FIELDS = ("pretty_name", "license", "homepage", "repository", "authors", "citation", "badges")
-"""The keys of a card file (``--card FILE``) and of metadata's ``card`` block."""
 CARD_FILE_MAX_BYTES = 64 * 1024
 
 
@@ -90,82 +83,14 @@ def read_card_file(path: str) -> dict[str, Any]:
     if not isinstance(data, dict) or not data:
         raise UsageError(f"--card {path!r} must hold a mapping of card fields ({', '.join(CARD_FIELDS)}); "
                          f"got {type(data).__name__}.")
-    return _check_card(data, path)
-
-
-def _check_card(data: dict[str, Any], path: str | None) -> dict[str, Any]:
-    """Each card field of ``data`` checked: the card file at ``path``'s, or (None) the flags'."""
-    from whestbench.errors import UsageError
-
-    def bad(key: str, want: str, value: Any) -> UsageError:
-        name = f"--card {path}: {key}" if path is not None else "--" + key.replace("_", "-")
-        return UsageError(f"{name} must be {want}; got {show_value(value, max_len=120)}.")
-
-    unknown = [k for k in data if k not in CARD_FIELDS]
-    if unknown:
-        raise UsageError(f"--card {path}: unknown field {show_value(unknown[0], max_len=60)}; a card file's fields are "
-                         f"{', '.join(CARD_FIELDS)}.")
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "pretty_name":
-            if not _is_line(value, 200):
-                raise bad(key, "one line of 1 to 200 printable characters, without control or "
-                               "bidirectional-override characters", value)
-            out[key] = value.strip()
-        elif key == "license":
-            if not isinstance(value, str) or not _LICENSE_RE.match(value):
-                raise bad(key, "a Hugging Face license id such as cc-by-4.0, mit, apache-2.0 or other "
-                               "(lowercase letters, digits, '.', '-', '+')", value)
-            out[key] = value
-        elif key in ("homepage", "repository"):
-            if not _is_url(value):
-                raise bad(key, "an http(s) URL without spaces, quotes, brackets or braces", value)
-            out[key] = value
-        elif key == "authors":
-            if (not isinstance(value, list) or not 1 <= len(value) <= 100
-                    or not all(_is_line(a, 200) for a in value)):
-                raise bad(key, "a list of 1 to 100 names, each one line of printable characters", value)
-            out[key] = [a.strip() for a in value]
-        elif key == "citation":
-            if (not isinstance(value, str) or not value.strip() or len(value) > 8000 or "```" in value
-                    or any(_hidden(c) and c not in "\n\t" for c in value)):
-                raise bad(key, "BibTeX text of at most 8,000 characters (lines and tabs allowed; no other "
-                               "control or bidirectional characters, no ```)", value)
-            out[key] = value.strip()
-        else:  # badges
-            if (not isinstance(value, list) or len(value) > 20
-                    or not all(isinstance(b, dict) and set(b) == {"label", "url"} and _is_line(b["label"], 60)
-                               and _is_url(b["url"]) for b in value)):
-                raise bad(key, "a list of at most 20 {label, url} mappings (a label of 1 to 60 printable "
-                               "characters, an http(s) URL)", value)
-            out[key] = [{"label": b["label"].strip(), "url": b["url"]} for b in value]
-    return out
-
-
-def _is_line(value: Any, limit: int) -> bool:
-    return isinstance(value, str) and 0 < len(value.strip()) <= limit and not any(_hidden(c) for c in value)
-
-
-def _is_url(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= 500 and bool(_HOMEPAGE_RE.match(value))
-
-
-_HOMEPAGE_RE = re.compile(r"^https?://[^\s<>\"'`()\[\]{}\\|^]+$")
-_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
-
-
-def _hidden(c: str) -> bool:
-    """A control character (C0, DEL, C1) or a bidirectional mark/override/isolate: text that does
-    not show what it says (U+202E reverses what follows it)."""
-    o = ord(c)
-    return o < 32 or 0x7f <= o < 0xa0 or o in _BIDI
+    return check_card(data, f"--card {path}")
 
 
 def markdown_text(text: str) -> str:
     """``text`` as literal Markdown/HTML inline text: HTML's ``& < >`` as entities, Markdown's
     punctuation backslash-escaped, hidden characters dropped (a title cannot inject a link, an
     image or a tag)."""
-    text = "".join(c for c in text if not _hidden(c))
+    text = "".join(c for c in text if not hidden_char(c))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return re.sub(r"([\\`*_{}\[\]()#+!|~])", r"\\\1", text)
 
@@ -177,7 +102,7 @@ _BIBTEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "%": r"\%", "&": r
 def bibtex_text(text: str) -> str:
     """``text`` as a BibTeX field value's literal text (braces and TeX specials escaped: a title
     cannot close the field and add its own)."""
-    return "".join(_BIBTEX.get(c, c) for c in text if not _hidden(c))
+    return "".join(_BIBTEX.get(c, c) for c in text if not hidden_char(c))
 
 
 def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -188,7 +113,7 @@ def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[st
     out: dict[str, Any] = {}
     for key, value in recorded.items():
         try:
-            out.update(_check_card({key: value}, "metadata.json"))
+            out.update(check_card({key: value}, f"metadata {CARD_KEY}"))
         except Exception:  # UsageError: never rendered
             continue
     out.update({k: v for k, v in (given or {}).items() if v})
@@ -206,7 +131,7 @@ def card_fields(md: dict[str, Any], **given: Any) -> dict[str, Any]:
     for key, default in defaults.items():
         value = own.get(key)
         out[key] = value if isinstance(value, str) and value else default
-    if not _HOMEPAGE_RE.match(out["homepage"]):  # metadata edited by hand: never a javascript: link
+    if not HOMEPAGE_RE.match(out["homepage"]):  # metadata edited by hand: never a javascript: link
         out["homepage"] = HOMEPAGE
     return out
 
@@ -354,7 +279,7 @@ def _arg(v: Any, placeholder: str) -> str:
 def _recorded_argv(md: dict[str, Any], split: str) -> list[str] | None:
     """The recorded ``bake_command`` of ``split``; None (so the command is rebuilt) when unusable."""
     entry = _splits(md).get(split, {})
-    return command.parse(entry.get("bake_command") if _is_multi(md) else md.get("bake_command"))
+    return command.parse_bake(entry.get("bake_command") if _is_multi(md) else md.get("bake_command"))
 
 
 def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> list[str]:
@@ -650,7 +575,7 @@ def _own_citation(title: str, homepage: str | None, md: dict[str, Any], authors:
         lines.append(f"  author       = {{{' and '.join('{' + bibtex_text(a) + '}' for a in authors)}}},")
     if year.isdigit():
         lines.append(f"  year         = {{{year}}},")
-    if homepage and _HOMEPAGE_RE.match(homepage):
+    if homepage and HOMEPAGE_RE.match(homepage):
         lines.append(f"  howpublished = {{\\url{{{homepage}}}}},")
     version = md.get("whestbench_version")
     lines.append(f"  note         = {{Baked with whestbench{(' ' + bibtex_text(str(version))) if version else ''}}},")
@@ -658,7 +583,7 @@ def _own_citation(title: str, homepage: str | None, md: dict[str, Any], authors:
 
 
 def _citation(title: str, homepage: str = HOMEPAGE) -> str:
-    title, homepage = bibtex_text(title), homepage if _HOMEPAGE_RE.match(homepage) else HOMEPAGE
+    title, homepage = bibtex_text(title), homepage if HOMEPAGE_RE.match(homepage) else HOMEPAGE
     return (
         "@misc{whestbench2026,\n"
         f"  title        = {{{{{title}}}}},\n"

@@ -9,7 +9,10 @@ split into a fresh directory. Every such rewrite goes through these functions, o
     flag_value(argv, "--mlp-seeds")              # "seeds.json"
     text = join(argv)
 
-Both flag spellings are understood: ``--flag value`` and ``--flag=value``.
+Both flag spellings are understood: ``--flag value`` and ``--flag=value``. A recorded command is
+published (the card's re-bake recipe), so ``parse_bake`` accepts only ``whest dataset bake`` with the
+bake's own flags (``BAKE_VALUE_FLAGS``, ``BAKE_SWITCHES``; a test holds them to the click command):
+``rm -rf ~; whest dataset bake ...`` is no recipe.
 """
 
 from __future__ import annotations
@@ -32,6 +35,37 @@ def parse(recorded: Any) -> list[str] | None:
         except ValueError:  # unbalanced quotes
             return None
     return None
+
+
+BAKE_VALUE_FLAGS = frozenset((
+    "--n-mlps", "--n-samples", "--width", "--depth", "--output", "--mlp-seeds", "--seed", "--split", "--config",
+    "--slice", "--mlp-range", "--max-threads", "--device", "--mlps-per-batch", "--chunk-size", "--gpu-kernel",
+    "--estimator", "--target-stderr", "--stderr-layer", "--checkpoint-every", "--audit-segments", "--log-every",
+    "--peer-timeout", "--pretty-name", "--license", "--homepage", "--card",
+))
+"""``whest dataset bake``'s flags that take a value."""
+BAKE_SWITCHES = frozenset(("--torch", "--quiet", "--skip-device-check", "--accept-non-invariant"))
+"""``whest dataset bake``'s flags without a value."""
+BAKE_PREFIX = ("whest", "dataset", "bake")
+
+
+def parse_bake(recorded: Any) -> list[str] | None:
+    """``recorded`` as the argv of a ``whest dataset bake`` command whose every token is one of the
+    bake's flags or a value flag's value; None otherwise (not a command, another program, a shell
+    operator, an unknown flag, a value flag without its value)."""
+    argv = parse(recorded)
+    if argv is None or tuple(argv[:3]) != BAKE_PREFIX:
+        return None
+    it = iter(argv[3:])
+    for token in it:
+        if token in BAKE_SWITCHES:
+            continue
+        if token in BAKE_VALUE_FLAGS:
+            if next(it, None) is None:
+                return None
+        elif not (token.partition("=")[0] in BAKE_VALUE_FLAGS and "=" in token):
+            return None
+    return argv
 
 
 def join(argv: Sequence[str]) -> str:

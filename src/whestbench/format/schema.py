@@ -257,6 +257,8 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
         raise InvalidDatasetError(f"metadata '{PLAN_DIGEST}' is {md[PLAN_DIGEST]!r}; expected 'sha256:' and 64 "
                                   "lowercase hex digits (the completion marker a bake, merge or combine writes).")
     _validate_device_check(md.get(DEVICE_CHECK_KEY), md, where=DEVICE_CHECK_KEY)
+    _validate_card(md.get(CARD_KEY))
+    _validate_bake_command(md, where="bake_command")
     if "split" in md:
         check_name(md["split"], "split", stored=True)
     if "config" in md:
@@ -320,6 +322,125 @@ def _validate_multi(md: dict, version: str) -> None:
         _check_seed_key(entry, version, where=f"splits[{name!r}]")
         _validate_device_check(entry.get(DEVICE_CHECK_KEY), md, where=f"splits[{name!r}].{DEVICE_CHECK_KEY}",
                                command=entry.get("bake_command"))
+        _validate_bake_command(entry, where=f"splits[{name!r}].bake_command")
+
+
+def _validate_bake_command(d: dict, *, where: str) -> None:
+    """A recorded ``bake_command`` is published as the re-bake recipe: it must be ``whest dataset bake``
+    with the bake's own flags only (``format/command.parse_bake``)."""
+    from whestbench.format import command as recorded
+
+    if "bake_command" in d and recorded.parse_bake(d["bake_command"]) is None:
+        raise InvalidDatasetError(
+            f"metadata {where} {show_value(d['bake_command'], max_len=80)} is not a `whest dataset bake` command "
+            "with known flags only (was metadata.json edited? restore the command the bake recorded, or delete "
+            "the key: the card then rebuilds the recipe from the metadata).")
+
+
+CARD_KEY = "card"
+"""metadata.json's optional ``card`` block: the card fields (``CARD_FIELDS``) a bake was given by
+``--card FILE`` and the card flags. ``check_card`` holds the rules the flags, a card file and this
+block share, so ``validate_metadata`` refuses a block the flags would refuse."""
+CARD_FIELDS = ("pretty_name", "license", "homepage", "repository", "authors", "citation", "badges")
+"""The keys of a card file (``--card FILE``) and of metadata's ``card`` block."""
+HUB_LICENSES = frozenset((
+    "apache-2.0", "mit", "openrail", "bigscience-openrail-m", "creativeml-openrail-m", "bigscience-bloom-rail-1.0",
+    "bigcode-openrail-m", "afl-3.0", "artistic-2.0", "bsl-1.0", "bsd", "bsd-2-clause", "bsd-3-clause",
+    "bsd-3-clause-clear", "c-uda", "cc", "cc0-1.0", "cc-by-2.0", "cc-by-2.5", "cc-by-3.0", "cc-by-4.0",
+    "cc-by-sa-3.0", "cc-by-sa-4.0", "cc-by-nc-2.0", "cc-by-nc-3.0", "cc-by-nc-4.0", "cc-by-nd-4.0",
+    "cc-by-nc-nd-3.0", "cc-by-nc-nd-4.0", "cc-by-nc-sa-2.0", "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0",
+    "cdla-sharing-1.0", "cdla-permissive-1.0", "cdla-permissive-2.0", "wtfpl", "ecl-2.0", "epl-1.0", "epl-2.0",
+    "etalab-2.0", "eupl-1.1", "eupl-1.2", "agpl-3.0", "gfdl", "gpl", "gpl-2.0", "gpl-3.0", "lgpl", "lgpl-2.1",
+    "lgpl-3.0", "isc", "h-research", "intel-research", "lppl-1.3c", "ms-pl", "apple-ascl", "apple-amlr", "mpl-2.0",
+    "odc-by", "odbl", "openrail++", "osl-3.0", "postgresql", "ofl-1.1", "ncsa", "unlicense", "zlib", "pddl",
+    "lgpl-lr", "deepfloyd-if-license", "fair-noncommercial-research-license", "llama2", "llama3", "llama3.1",
+    "llama3.2", "llama3.3", "llama4", "gemma", "unknown", "other",
+))
+"""The Hugging Face Hub's license identifiers (huggingface.co/docs/hub/repositories-licenses, kept
+here so a card is checked offline): any other licence is ``other``, named in the card's prose."""
+HOMEPAGE_RE = re.compile(r"^https?://[^\s<>\"'`()\[\]{}\\|^]+$")
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def hidden_char(c: str) -> bool:
+    """A control character (C0 with newline and tab, DEL, C1) or a bidirectional mark/override/isolate:
+    text that does not show what it says (U+202E reverses what follows it)."""
+    o = ord(c)
+    return o < 32 or 0x7f <= o < 0xa0 or o in _BIDI
+
+
+def _is_line(value: Any, limit: int) -> bool:
+    return isinstance(value, str) and 0 < len(value.strip()) <= limit and not any(hidden_char(c) for c in value)
+
+
+def _is_url(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 500 and bool(HOMEPAGE_RE.match(value))
+
+
+def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
+    """Each card field of ``data`` checked, UsageError naming the field: ``where`` is the card file
+    (``--card PATH``), ``"metadata card"`` for the metadata block, or None for the flags."""
+    def name(key: str) -> str:
+        if where is None:
+            return "--" + key.replace("_", "-")
+        return f"{where}.{key}" if where.startswith("metadata") else f"{where}: {key}"
+
+    def bad(key: str, want: str, value: Any) -> UsageError:
+        return UsageError(f"{name(key)} must be {want}; got {show_value(value, max_len=120)}.")
+
+    unknown = [k for k in data if k not in CARD_FIELDS]
+    if unknown:
+        raise UsageError(f"{where}: unknown field {show_value(unknown[0], max_len=60)}; a card's fields are "
+                         f"{', '.join(CARD_FIELDS)}.")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "pretty_name":
+            if not _is_line(value, 200):
+                raise bad(key, "one line of 1 to 200 printable characters, without control or "
+                               "bidirectional-override characters", value)
+            out[key] = value.strip()
+        elif key == "license":
+            if value not in HUB_LICENSES:
+                raise bad(key, "a Hugging Face Hub license id such as cc-by-4.0, mit, apache-2.0 or cc0-1.0 ('other' "
+                               "for any other licence; the Hub's list: huggingface.co/docs/hub/repositories-licenses)",
+                          value)
+            out[key] = value
+        elif key in ("homepage", "repository"):
+            if not _is_url(value):
+                raise bad(key, "an http(s) URL without spaces, quotes, brackets or braces", value)
+            out[key] = value
+        elif key == "authors":
+            if (not isinstance(value, list) or not 1 <= len(value) <= 100
+                    or not all(_is_line(a, 200) for a in value)):
+                raise bad(key, "a list of 1 to 100 names, each one line of printable characters", value)
+            out[key] = [a.strip() for a in value]
+        elif key == "citation":
+            if (not isinstance(value, str) or not value.strip() or len(value) > 8000 or "```" in value
+                    or any(hidden_char(c) and c not in "\n\t" for c in value)):
+                raise bad(key, "BibTeX text of at most 8,000 characters (lines and tabs allowed; no other "
+                               "control or bidirectional characters, no ```)", value)
+            out[key] = value.strip()
+        else:  # badges
+            if (not isinstance(value, list) or len(value) > 20
+                    or not all(isinstance(b, dict) and set(b) == {"label", "url"} and _is_line(b["label"], 60)
+                               and _is_url(b["url"]) for b in value)):
+                raise bad(key, "a list of at most 20 {label, url} mappings (a label of 1 to 60 printable "
+                               "characters, an http(s) URL)", value)
+            out[key] = [{"label": b["label"].strip(), "url": b["url"]} for b in value]
+    return out
+
+
+def _validate_card(block: Any) -> None:
+    """The metadata ``card`` block, by the rules the card flags and ``--card FILE`` follow."""
+    if block is None:
+        return
+    fix = "(was metadata.json edited? restore it, or delete the key: push's card flags set the published card without it)"
+    if not isinstance(block, dict):
+        raise InvalidDatasetError(f"metadata {CARD_KEY} must be an object, not {show_value(block, max_len=60)} {fix}.")
+    try:
+        check_card(block, f"metadata {CARD_KEY}")
+    except UsageError as e:
+        raise InvalidDatasetError(f"{str(e).rstrip('.')} {fix}.") from None
 
 
 DEVICE_CHECK_KEY = "device_check"
