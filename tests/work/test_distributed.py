@@ -860,3 +860,37 @@ def test_master_addr_of_another_host_is_one_line_before_the_store(monkeypatch):
     monkeypatch.setattr(dist, "TCPStore", never)
     with pytest.raises(UsageError, match=r"MASTER_ADDR=192\.0\.2\.1 \(192\.0\.2\.1\) is not an address of this host"):
         connect_store(DistEnv(0, 2, 0, "192.0.2.1", 29500), 5.0)
+
+
+def test_protocol_rank_0_records_every_ranks_last_heartbeat_for_the_status_command(agent_store, tmp_path, monkeypatch):
+    """``whest dataset status`` of a distributed bake names the ranks seen and their last heartbeat:
+    rank 0 records them in the work directory's status.json (issue 28)."""
+    import threading
+
+    from whestbench.bake.status import bake_status, status_lines
+    from whestbench.work import distributed
+
+    monkeypatch.setattr(distributed, "STATUS_EVERY_S", 0.0)
+    port, _ = agent_store
+    peer_done = threading.Event()
+    count = [0]
+
+    def rank0(spec, compute, unit, ctx):
+        peer_done.wait(20)  # rank 1 computes some units, so rank 0 hears it for a while
+        time.sleep(0.05)
+        return _fake_unit(spec, compute, unit, ctx)
+
+    def rank1(spec, compute, unit, ctx):
+        time.sleep(0.05)
+        count[0] += 1
+        if count[0] >= 4:
+            peer_done.set()
+        return _fake_unit(spec, compute, unit, ctx)
+
+    work = tmp_path / "w.whest-work"
+    results, peer = _ranks(port, 2, seeds=range(16), tmp_path=tmp_path, steps={0: rank0, 1: rank1})
+    assert results == _expected(16) and peer is False
+    doc = bake_status(work)
+    assert doc["state"] == "stopped" and [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert all(r["last_heartbeat_utc"].endswith("Z") and 0 <= r["seconds_ago"] < 60 for r in doc["ranks"])
+    assert any("ranks seen, with their last heartbeat" in line and "1 at " in line for line in status_lines(doc))

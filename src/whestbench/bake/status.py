@@ -16,7 +16,7 @@ from typing import Any
 
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
 from whestbench.work.ledger import Ledger
-from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, work_dir_for
+from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, utc_text, work_dir_for
 
 _KEY_RE = re.compile(r"^mlp(\d{8})(?:x(\d+)-b(\d{10})-(\d{10}))?$")
 
@@ -124,8 +124,12 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         "samples_total_is": ("planned by the pilots" if target else "MLPs × n_samples") if total is not None else
                            "unknown (a target bake of a whestbench without status.json, or too big to plan up front)",
         "samples_cap": cap_total,
-        "last_write_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last_write)) if last_write else None,
+        "last_write_utc": utc_text(last_write) if last_write else None,
     }
+    ranks = _ranks(recorded)
+    if ranks:
+        out["ranks"] = ranks
+        out["ranks_recorded_utc"] = recorded.get("ranks_recorded_utc")
     if ledger is None:
         out["note"] = "the work directory's plan is not this bake's identity: a re-run starts over"
     per_worker = counted_s / wall_s if wall_s > 0 else None
@@ -139,6 +143,28 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         out["redo"] = (f"{units_total - units_done} of {units_total} units"
                        + (f", {checkpoints} of them from a checkpoint" if checkpoints else ""))
     return out
+
+
+def _ranks(recorded: dict[str, Any]) -> list[dict[str, Any]]:
+    """A distributed bake's ranks as rank 0 last recorded them (status.json ``ranks``): each rank's
+    last heartbeat (UTC) and how long before now it was; [] for a single process or an unreadable record."""
+    import calendar
+
+    ranks = recorded.get("ranks")
+    if not isinstance(ranks, dict):
+        return []
+    out = []
+    for rank, entry in ranks.items():
+        stamp = entry.get("last_heartbeat_utc") if isinstance(entry, dict) else None
+        if not (isinstance(rank, str) and rank.isdigit() and isinstance(stamp, str)):
+            continue
+        try:
+            t = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+        except ValueError:
+            continue
+        out.append({"rank": int(rank), "last_heartbeat_utc": stamp, "seconds_ago": max(0.0, round(time.time() - t, 1)),
+                    "epoch": entry.get("epoch")})
+    return sorted(out, key=lambda r: r["rank"])
 
 
 def _locked(lock: Path) -> bool:
@@ -197,6 +223,10 @@ def status_lines(doc: dict[str, Any]) -> list[str]:
                      + (f" of {doc['samples_total']:,}" if doc.get("samples_total") else ""))
         if doc.get("damaged_files"):
             lines.append(f"  damaged files (a re-run recomputes them): {doc['damaged_files']}")
+        if doc.get("ranks"):
+            seen = ", ".join(f"{r['rank']} at {r['last_heartbeat_utc']} ({r['seconds_ago']:.0f} s ago)" for r in doc["ranks"])
+            lines.append(f"  ranks seen, with their last heartbeat (as rank 0 recorded it at "
+                         f"{doc.get('ranks_recorded_utc')}): {seen}")
         if doc.get("last_write_utc"):
             lines.append(f"  last unit or checkpoint written: {doc['last_write_utc']}")
         if doc.get("projected_left_s") is not None:

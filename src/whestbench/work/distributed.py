@@ -447,6 +447,44 @@ class _Context:
 
 
 PROGRESS_EVERY_S = 1.0  # how often a rank posts (and rank 0 reads) running samples and checkpoints
+STATUS_EVERY_S = 5.0  # how often rank 0 records the ranks' last heartbeats in the work directory
+
+
+class _RankBook:
+    """Rank 0: the ranks seen in this run and when each one's heartbeat last changed, as rank 0 saw
+    it (at most ``STATUS_EVERY_S`` late), recorded in the work directory's status.json (``ranks``)
+    for ``whest dataset status``. The recording never stops the bake: status.json is a report."""
+
+    def __init__(self, run: "_Epoch"):
+        self.run = run
+        self.heard: dict[int, tuple[float, str]] = {}  # rank -> (wall time of its last heartbeat, its epoch)
+        self.looked = float("-inf")
+
+    def look(self, ranks, now: float) -> bool:
+        """Read the heartbeats of ``ranks`` (one store call) and record them, at most every
+        ``STATUS_EVERY_S``; whether it read."""
+        if now - self.looked < STATUS_EVERY_S:
+            return False
+        self.looked, wall = now, time.time()
+        for rank, (silent, value) in self.run.ctx.watch.silent_many(ranks).items():
+            if value is not None:
+                self.heard[rank] = (wall - silent, value.split()[0])
+        self.record()
+        return True
+
+    def record(self) -> None:
+        """Write what was last read (no store call: also on the way out of a failed bake)."""
+        from whestbench.work.workdir import update_status, utc_text
+
+        ledger = self.run.job.ledger
+        if ledger is None or not self.heard:
+            return
+        try:
+            update_status(Path(ledger.root), {
+                "ranks": {str(r): {"last_heartbeat_utc": utc_text(t), "epoch": e} for r, (t, e) in sorted(self.heard.items())},
+                "ranks_recorded_utc": utc_text(time.time()), "epoch": self.run.epoch})
+        except OSError:
+            pass
 
 
 class _Epoch:
@@ -729,100 +767,106 @@ def _collect_with(run: _Epoch, savers) -> None:
     stop_announced = False
     read_progress = looked = float("-inf")
     damaged: dict[int, int] = {}  # unit -> results that arrived damaged
-    while pending:
-        cycle_t0, keys, collected = time.perf_counter(), 3, 0
-        if ctx.errors:
-            raise ctx.errors[0]
-        claim_raw, log, news_raw = ns.multi_get(["claim", "events", "news"])
-        if int(news_raw) != news:
-            news = int(news_raw)
-            abort = _get_text(ns, "abort")
-            if abort is not None:
-                raise UsageError(abort)
-            peer_failed = _get_text(ns, "peer_failed")
-            if peer_failed is not None:
-                raise WorkFailed(f"{peer_failed} — finished units are saved; {resume_hint(ctx.env)}.")
-        claimed = min(int(claim_raw), len(todo))
-        inflight.update(range(seen_claims, claimed))
-        seen_claims = max(seen_claims, claimed)
-        posted: dict[int, int] = {}  # unit -> the rank that posted it
-        for token in run.events.read(log):
-            if token[0] not in "rcs":
-                continue
-            i, rank = (int(v) for v in token[1:].split("@"))
-            if token[0] == "r" and i in pending and i not in arrived:
-                posted[i] = rank
-            elif token[0] == "c":
-                _keep_checkpoint(run, i, keep=i in inflight)
-            elif token[0] == "s":
-                stopped.add(i)
-        if posted:
-            keys += len(posted)
-            for i, blob in zip(posted, _get_many(ns, [f"result/{i}" for i in posted])):
-                if blob is None:
+    book = _RankBook(run)
+    try:
+        while pending:
+            cycle_t0, keys, collected = time.perf_counter(), 3, 0
+            if ctx.errors:
+                raise ctx.errors[0]
+            claim_raw, log, news_raw = ns.multi_get(["claim", "events", "news"])
+            if int(news_raw) != news:
+                news = int(news_raw)
+                abort = _get_text(ns, "abort")
+                if abort is not None:
+                    raise UsageError(abort)
+                peer_failed = _get_text(ns, "peer_failed")
+                if peer_failed is not None:
+                    raise WorkFailed(f"{peer_failed} — finished units are saved; {resume_hint(ctx.env)}.")
+            claimed = min(int(claim_raw), len(todo))
+            inflight.update(range(seen_claims, claimed))
+            seen_claims = max(seen_claims, claimed)
+            posted: dict[int, int] = {}  # unit -> the rank that posted it
+            for token in run.events.read(log):
+                if token[0] not in "rcs":
                     continue
-                unit = todo[i]
-                ns.delete_key(f"result/{i}")
-                try:
-                    sums, wall = _read_result(run.spec, unit, blob)
-                except DamagedRecord as e:
-                    damaged[i] = damaged.get(i, 0) + 1
-                    if damaged[i] > MAX_DAMAGED_RESULTS:
-                        raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
-                                         f"time computed by rank 0 itself: the computation, not the network, is at fault "
-                                         f"(check this host's memory and disk); finished units are saved — {resume_hint(ctx.env)}.")
-                    ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
+                i, rank = (int(v) for v in token[1:].split("@"))
+                if token[0] == "r" and i in pending and i not in arrived:
+                    posted[i] = rank
+                elif token[0] == "c":
+                    _keep_checkpoint(run, i, keep=i in inflight)
+                elif token[0] == "s":
+                    stopped.add(i)
+            if posted:
+                keys += len(posted)
+                for i, blob in zip(posted, _get_many(ns, [f"result/{i}" for i in posted])):
+                    if blob is None:
+                        continue
+                    unit = todo[i]
+                    ns.delete_key(f"result/{i}")
+                    try:
+                        sums, wall = _read_result(run.spec, unit, blob)
+                    except DamagedRecord as e:
+                        damaged[i] = damaged.get(i, 0) + 1
+                        if damaged[i] > MAX_DAMAGED_RESULTS:
+                            raise WorkFailed(f"the result of unit {unit.key} arrived damaged {damaged[i]} times ({e}), the last "
+                                             f"time computed by rank 0 itself: the computation, not the network, is at fault "
+                                             f"(check this host's memory and disk); finished units are saved — {resume_hint(ctx.env)}.")
+                        ctx.emit(Event("note", message=f"the result of unit {unit.key} arrived damaged ({e}); computing it here"))
+                        owners[i] = (ctx.env.rank, ctx.token)
+                        run.recompute(i)
+                        continue
+                    if i in run.handed_over:
+                        ns.delete_key(f"ckpt-in/{i}")
+                    inflight.discard(i)  # arrived: its owner may leave now
+                    arrived.add(i)
+                    saving[savers.submit(save, unit, sums, wall)] = (i, sums.count, posted[i])
+            collected += harvest(block=not inflight and bool(saving))
+            now = time.monotonic()
+            batch = False  # one batched read per cycle at most: progress or heartbeats, not both
+            if now - read_progress >= PROGRESS_EVERY_S and run.events.joined:
+                read_progress, batch = now, True
+                ranks = sorted(run.events.joined)
+                keys += len(ranks)
+                for rank, text in zip(ranks, ns.multi_get([f"prog/{r}" for r in ranks])):
+                    tracker.set_external(rank, *(int(v) for v in text.decode().split()))
+            elif book.look(sorted(run.events.joined | {ctx.env.rank}), now):
+                batch = True
+            if collected or not pending:
+                ctx.stats.record(time.perf_counter() - cycle_t0, keys, collected)
+                continue  # look again at once: more may have arrived
+            if ctx.stop.is_set():
+                if not stop_announced:
+                    _announce(ns, "stop", "1")  # no rank claims more; the units already claimed still arrive
+                    stop_announced = True
+                # stopping anyway: wait for the units in flight, but not for owners that look dead
+                inflight -= stopped  # stopped where they ran, their checkpoints posted (and kept) first
+                if now - looked >= HEARTBEAT_S / 2 and not batch:
+                    looked = now
+                    for i, _, _ in _lost_units(run, inflight, owners, unowned_since, 3 * HEARTBEAT_S):
+                        inflight.discard(i)
+                if not run.alive():
+                    # this process's unit threads have ended: each of its units either posted its result
+                    # (collected on the next poll) or stopped at a checkpoint and posts nothing
+                    inflight -= {i for i in inflight
+                                 if owners.get(i, (None, None))[1] == ctx.token and not ns.check([f"result/{i}"])}
+                if not run.alive() and not inflight:
+                    while saving:
+                        harvest(block=True)
+                    raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")  # a stop: torchrun stops too
+            elif now - looked >= LIVENESS_EVERY_S and not batch:
+                looked = now
+                keys += len(inflight)
+                for i, kind, why in _lost_units(run, inflight, owners, unowned_since, ctx.peer_timeout_s):
+                    if kind == "silent":
+                        raise WorkFailed(f"{why}; finished units are saved — {resume_hint(ctx.env)}.")
+                    # its launcher restarted that rank (torchrun --max-restarts on one node of a static
+                    # rendezvous): the bake goes on, and this process computes the lost unit itself
                     owners[i] = (ctx.env.rank, ctx.token)
                     run.recompute(i)
-                    continue
-                if i in run.handed_over:
-                    ns.delete_key(f"ckpt-in/{i}")
-                inflight.discard(i)  # arrived: its owner may leave now
-                arrived.add(i)
-                saving[savers.submit(save, unit, sums, wall)] = (i, sums.count, posted[i])
-        collected += harvest(block=not inflight and bool(saving))
-        now = time.monotonic()
-        batch = False  # one batched read per cycle at most: progress or heartbeats, not both
-        if now - read_progress >= PROGRESS_EVERY_S and run.events.joined:
-            read_progress, batch = now, True
-            ranks = sorted(run.events.joined)
-            keys += len(ranks)
-            for rank, text in zip(ranks, ns.multi_get([f"prog/{r}" for r in ranks])):
-                tracker.set_external(rank, *(int(v) for v in text.decode().split()))
-        if collected or not pending:
             ctx.stats.record(time.perf_counter() - cycle_t0, keys, collected)
-            continue  # look again at once: more may have arrived
-        if ctx.stop.is_set():
-            if not stop_announced:
-                _announce(ns, "stop", "1")  # no rank claims more; the units already claimed still arrive
-                stop_announced = True
-            # stopping anyway: wait for the units in flight, but not for owners that look dead
-            inflight -= stopped  # stopped where they ran, their checkpoints posted (and kept) first
-            if now - looked >= HEARTBEAT_S / 2 and not batch:
-                looked = now
-                for i, _, _ in _lost_units(run, inflight, owners, unowned_since, 3 * HEARTBEAT_S):
-                    inflight.discard(i)
-            if not run.alive():
-                # this process's unit threads have ended: each of its units either posted its result
-                # (collected on the next poll) or stopped at a checkpoint and posts nothing
-                inflight -= {i for i in inflight
-                             if owners.get(i, (None, None))[1] == ctx.token and not ns.check([f"result/{i}"])}
-            if not run.alive() and not inflight:
-                while saving:
-                    harvest(block=True)
-                raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")  # a stop: torchrun stops too
-        elif now - looked >= LIVENESS_EVERY_S and not batch:
-            looked = now
-            keys += len(inflight)
-            for i, kind, why in _lost_units(run, inflight, owners, unowned_since, ctx.peer_timeout_s):
-                if kind == "silent":
-                    raise WorkFailed(f"{why}; finished units are saved — {resume_hint(ctx.env)}.")
-                # its launcher restarted that rank (torchrun --max-restarts on one node of a static
-                # rendezvous): the bake goes on, and this process computes the lost unit itself
-                owners[i] = (ctx.env.rank, ctx.token)
-                run.recompute(i)
-        ctx.stats.record(time.perf_counter() - cycle_t0, keys, collected)
-        time.sleep(POLL_S)
+            time.sleep(POLL_S)
+    finally:
+        book.record()  # the ranks as last heard: a stopped or failed bake's status names them
 
 
 def _get_many(ns, names: list[str]) -> list[bytes | None]:

@@ -82,6 +82,24 @@ def write_status(root: Path, doc: dict[str, Any]) -> None:
     write_file_atomic(Path(root) / "status.json", (json.dumps({"format": STATUS_FORMAT, **doc}, indent=1) + "\n").encode())
 
 
+def update_status(root: Path, fields: dict[str, Any]) -> None:
+    """``root/status.json`` with ``fields`` set and the rest as it was (a missing or unreadable one:
+    ``fields`` alone)."""
+    try:
+        doc = json.loads((Path(root) / "status.json").read_text())
+    except (OSError, ValueError):
+        doc = {}
+    if not isinstance(doc, dict) or doc.get("format") != STATUS_FORMAT:
+        doc = {}
+    doc.pop("format", None)
+    write_status(root, {**doc, **fields})
+
+
+def utc_text(t: float) -> str:
+    """A wall-clock time as status.json and ``whest dataset status`` write it: 2026-11-27T14:40:56Z."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
 def output_for(work_dir: Path) -> Path | None:
     """The output a work directory belongs to (``work_dir_for`` reversed); None for another name."""
     name = Path(work_dir).name
