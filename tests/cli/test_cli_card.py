@@ -161,3 +161,34 @@ def test_a_forged_card_block_or_bake_command_fails_verify_and_push_refuses_it(pl
     assert rc != 0 and f"{key}" in out + err, out + err
     rc, out, err = run(["dataset", "push", str(d), "--repo", "org/demo", "--dry-run"], capsys)
     assert rc == 1 and key in err and "Traceback" not in err, err  # a corrupt dataset: exit 1, as for every other
+
+
+def test_a_rerun_with_other_card_fields_updates_the_card_and_keeps_the_numbers(tmp_path, capsys):
+    """The card is no part of the numbers: a finished bake re-run with another title or license
+    records them and rewrites README.md (it said "nothing to do" and kept the old card)."""
+    import hashlib
+    import json
+
+    out = tmp_path / "ds"
+    rc, _, err = run([*BAKE, "--pretty-name", "Old title", "--output", str(out)], capsys)
+    assert rc == 0, err
+
+    def data_digest():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((out / "data").iterdir())}
+
+    before = data_digest()
+    checksums = json.loads((out / "metadata.json").read_text())["checksums"]
+    rc, printed, err = run([*BAKE, "--pretty-name", "New title", "--license", "mit", "--output", str(out)], capsys)
+    assert rc == 0, err
+    assert "already complete and verified" in printed
+    assert "card updated: pretty_name 'Old title' → 'New title'" in printed
+    assert "card updated: license the default → 'mit'" in printed
+    card = (out / "README.md").read_text()
+    assert front(card)["pretty_name"] == "New title" and front(card)["license"] == "mit" and "# New title" in card
+    md = json.loads((out / "metadata.json").read_text())
+    assert md["card"] == {"pretty_name": "New title", "license": "mit"} and md["checksums"] == checksums
+    assert data_digest() == before  # the numbers are untouched
+    assert run(["dataset", "verify", str(out)], capsys)[0] == 0
+    rc, printed, err = run([*BAKE, "--output", str(out)], capsys)  # no card flags: the card stays as it is
+    assert rc == 0 and "card updated" not in printed, err
+    assert json.loads((out / "metadata.json").read_text())["card"] == md["card"]

@@ -54,6 +54,23 @@ def test_a_rerun_of_a_finished_verb_exits_0_and_says_already_complete(inputs, tm
 
 
 @pytest.mark.parametrize("verb", ["merge", "combine-splits"])
+def test_a_rerun_with_another_license_updates_the_card(inputs, tmp_path, capsys, verb):
+    """The card is no part of the numbers: a re-run given another license records it and rewrites
+    README.md (it said "nothing to do" and kept the old card)."""
+    import json
+
+    out = tmp_path / "out"
+    assert run(_argv(verb, inputs, out), capsys)[0] == 0
+    checksums = json.loads((out / "metadata.json").read_text())["checksums"]
+    rc, printed, err = run([*_argv(verb, inputs, out), "--license", "apache-2.0"], capsys)
+    assert rc == 0, err
+    assert "already complete and verified" in printed and "card updated: license the default → 'apache-2.0'" in printed
+    md = json.loads((out / "metadata.json").read_text())
+    assert md["card"] == {"license": "apache-2.0"} and md["checksums"] == checksums
+    assert "license: apache-2.0" in (out / "README.md").read_text()
+
+
+@pytest.mark.parametrize("verb", ["merge", "combine-splits"])
 def test_other_inputs_at_a_finished_output_are_still_refused(inputs, tmp_path, capsys, verb):
     out = tmp_path / "out"
     assert run(_argv(verb, inputs, out), capsys)[0] == 0

@@ -146,7 +146,8 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
         from whestbench.cli.common import already_complete
 
         already_complete(done.dataset, done.metadata,
-                         f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.")
+                         f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
+                         card=None if peer else cfg.card)  # rank 0 alone writes
         return
     start, end = cfg.range
     from whestbench.text import plural

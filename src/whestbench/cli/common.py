@@ -266,14 +266,16 @@ def torch_knobs(use_torch: bool, device: str | None, mlps_per_batch: int | None,
 
 
 
-def already_complete(output, md: dict, line: str) -> None:
+def already_complete(output, md: dict, line: str, card: dict | None = None) -> None:
     """A re-run (bake, merge, combine-splits) found ``output`` holding its result (``format/finished.py``:
     the completion marker and checksums, which a re-signed output also passes). Rewrite a card that
     lost its configs block, then run verify's integrity checks and the statistics without the audit pilot
     (``verify.run.confirm_complete``): print ``line`` with "and verified", or raise InvalidDatasetError
-    (exit 1) naming the first failed check."""
+    (exit 1) naming the first failed check. Card fields given to the re-run (``card``: ``--card FILE``
+    and the card flags) that differ from the recorded card then update it (``card.update_card``) and
+    each change is printed: the card is no part of the numbers, so the re-run need not re-bake."""
     from whestbench.errors import InvalidDatasetError
-    from whestbench.format.card import restore_card
+    from whestbench.format.card import restore_card, update_card
     from whestbench.text import sanitize
     from whestbench.verify.run import confirm_complete, failure_line
 
@@ -289,3 +291,7 @@ def already_complete(output, md: dict, line: str) -> None:
               "pilot's checks)", markup=False)
     if restored:
         out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)
+    for field, (old, new) in update_card(output, md, card).items():
+        was = "the default" if old is None else sanitize(repr(old))
+        out.print(f"  card updated: {field} {was} → {sanitize(repr(new))} (README.md and metadata.json's card; "
+                  "the numbers are unchanged)", markup=False)

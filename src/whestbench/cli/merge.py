@@ -93,7 +93,7 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card_file: s
     done = finished_merge(partials, target)
     if done is not None:  # a re-run of this very merge (a requeued job): nothing to do
         already_complete(target, done, f"✓ {output} is already complete: the merge of these {len(partials)} partials "
-                         f"({done.get('n_mlps')} MLPs); nothing to do.")
+                         f"({done.get('n_mlps')} MLPs); nothing to do.", card=card)
         return
     with _complete_once_in_place("merge", output):
         with _events("merge", log_every) as events:
@@ -129,7 +129,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     done = finished_combine(inputs, target, default_split=default_split, prepared=not skip_prepared_arrow)
     if done is not None:  # a re-run of this very combine (a requeued job): nothing to do
         already_complete(target, done, f"✓ {output} is already complete: the splits {', '.join(sorted(done['splits']))} "
-                         f"of these {len(inputs)} datasets; nothing to do.")
+                         f"of these {len(inputs)} datasets; nothing to do.", card=card)
         return
     with _complete_once_in_place("combine-splits", output):
         with _events("combine-splits", log_every) as events:

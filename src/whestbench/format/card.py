@@ -678,6 +678,31 @@ def restore_card(root: Any, md: dict[str, Any]) -> bool:
     return True
 
 
+def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
+    """A re-run (bake, merge, combine-splits) given card fields (``given``: ``--card FILE`` and the card
+    flags, checked) that differ from the recorded ``card`` block: record them and rewrite README.md
+    (both atomically; the card is no part of the numbers, the checksums or the completion marker).
+    Returns ``{field: (old, new)}`` for each field changed; empty when nothing was. README.md is
+    written first, so a stop between the two writes leaves metadata.json's old card, and the next
+    re-run finds the difference again."""
+    import json
+    from pathlib import Path
+
+    from whestbench.atomic import write_file_atomic
+
+    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
+    changed = {k: (recorded.get(k), v) for k, v in (given or {}).items() if recorded.get(k) != v}
+    if not changed:
+        return {}
+    new_md = dict(md)
+    new_md[CARD_KEY] = {**recorded, **{k: new for k, (_, new) in changed.items()}}
+    write_file_atomic(Path(root) / "README.md", render_card(new_md).encode("utf-8"))
+    write_file_atomic(Path(root) / "metadata.json", json.dumps(new_md, indent=2).encode("utf-8"))
+    md.clear()
+    md.update(new_md)
+    return changed
+
+
 def _front_matter_of(text: str) -> dict[str, Any] | None:
     """The YAML front matter of a card (None when it has none)."""
     if not text.startswith("---\n"):
