@@ -1,0 +1,47 @@
+"""benchmarks/verify_power.py: the bisection finds the smallest rung caught, and the target and torch bakes
+it measures are what they claim (a target bake's inflated N keeps its metadata consistent and is still
+caught by the trail; the torch bake is philox's)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from benchmarks import verify_power
+
+
+@pytest.mark.parametrize("threshold", [0, 1, 5, 9, 10, None])
+def test_smallest_bisects_to_the_first_rung_caught(monkeypatch, threshold):
+    values = list(range(1, 12))
+    calls = []
+
+    def caught(src, tmp, edit, upd):
+        calls.append(edit)
+        hit = threshold is not None and edit >= values[threshold]
+        return hit, (["x"] if hit else [])
+
+    monkeypatch.setattr(verify_power, "caught", caught)
+    value, names = verify_power.smallest(None, None, values, lambda v: (v, None))
+    assert value == ("not caught" if threshold is None else f"{values[threshold]:g}")
+    assert names == ([] if threshold is None else ["x"])
+    assert len(calls) == len(set(calls)) <= 6  # the first rung, the last, then at most ceil(log2 10) = 4
+
+
+def test_target_and_torch_bakes(tmp_path):
+    pytest.importorskip("torch")
+    args = argparse.Namespace(mlps=1, width=8, depth=2, target_stderr=None)
+    n = 40_000
+    target = verify_power.bake_kind("target", 8, args, n, tmp_path)
+    md = json.loads((target / "metadata.json").read_text())
+    assert md["target_stderr"]["value"] == pytest.approx(4e-3 * (2e5 / n) ** 0.5)
+    edit, upd = verify_power._inflate_n(n, 2.0, True)
+    forged = upd(md)
+    assert forged["n_samples"] == 2 * n and forged["samples_used"]["total"] == 2 * md["samples_used"]["total"]
+    hit, names = verify_power.caught(target, tmp_path, edit, upd)
+    assert hit and "trail" in names, names
+    torch_ds = verify_power.bake_kind("torch", 8, args, n, tmp_path)
+    md = json.loads((torch_ds / "metadata.json").read_text())
+    assert md["sampler"]["name"] == "philox" and md["audit"]["segments"] == 8
+    assert verify_power.caught(torch_ds, tmp_path, *verify_power._inflate_n(n, 1.05, False))[0]
