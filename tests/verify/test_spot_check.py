@@ -180,3 +180,22 @@ def test_spot_check_record_that_does_not_match_is_ignored_and_no_cache_keeps_non
     assert not (root / "x").exists()
     with pytest.raises(UsageError, match="--no-cache applies to --recompute and --spot-check only"):
         verify_dataset(honest, cache=False)
+
+
+def test_cli_spot_check_resumes_and_takes_no_cache(honest, tmp_path, capsys):
+    from cli_run import run
+
+    from whestbench.errors import BakeInterrupted
+
+    root = tmp_path / "cache"
+    stop, on_event, _ = _stop_after(1)
+    with pytest.raises(BakeInterrupted):
+        verify_dataset(honest, spot_check=2, spot_seed=5, stop=stop, on_event=on_event, recompute_root=root)
+    rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "2", "--spot-seed", "5", "--recompute-dir",
+                        str(root)], capsys)
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if "spot-check" in ln)
+    assert line.startswith("✓") and "(resumed: 1 of 2 segments already checked)" in line, line
+    rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "2", "--no-cache", "--recompute-dir",
+                        str(tmp_path / "unused")], capsys)
+    assert rc == 0 and "resumed" not in out and not (tmp_path / "unused").exists(), err
