@@ -97,3 +97,19 @@ def test_a_stopped_target_bakes_status_counts_its_planned_total_and_resumes(tmp_
     assert doc["samples_total"] == planned < 4 * 10**6 and doc["samples_total_is"] == "planned by the pilots"
     assert doc["units_total"] == 4 and doc["projected_left_s"] > 0
     assert bake(cfg) == tmp_path / "t" and bake_status(tmp_path / "t")["state"] == "complete"
+
+
+def test_a_distributed_bakes_projection_counts_every_ranks_workers(tmp_path):
+    """The projected time left of a distributed bake divides by the workers of every rank (rank 0
+    records the world size in status.json), not rank 0's alone."""
+    from whestbench.work.workdir import update_status
+
+    stop = threading.Event()
+    cfg = BakeConfig(**SHAPE, output=tmp_path / "out")
+    with pytest.raises(BakeInterrupted):
+        bake(cfg, on_event=lambda e: e.kind == "unit_done" and stop.set(), stop=stop)
+    one = bake_status(tmp_path / "out")
+    update_status(tmp_path / "out.whest-work", {"world_size": 4})
+    four = bake_status(tmp_path / "out")
+    assert four["projected_left_s"] == pytest.approx(one["projected_left_s"] / 4)
+    assert "× 4 ranks" in four["projected_at"]

@@ -134,9 +134,12 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         out["note"] = "the work directory's plan is not this bake's identity: a re-run starts over"
     per_worker = counted_s / wall_s if wall_s > 0 else None
     out["rate_samples_per_s_per_worker"] = per_worker
+    world = recorded.get("world_size") if isinstance(recorded.get("world_size"), int) and recorded["world_size"] > 1 else 1
     if per_worker and total is not None:
         where = f"{workers} workers (the bake's)" if workers else f"{os.cpu_count() or 1} workers (this machine's cores)"
-        workers = workers or os.cpu_count() or 1
+        if world > 1:  # every rank runs the same command: rank 0's workers on each rank
+            where = f"{workers or os.cpu_count() or 1} workers × {world} ranks (rank 0's workers on every rank)"
+        workers = (workers or os.cpu_count() or 1) * world
         out["projected_left_s"] = max(0, total - saved) / (per_worker * workers)
         out["projected_at"] = f"the last run's rate per worker × {where}"
     if units_total is not None:
