@@ -493,6 +493,21 @@ def test_the_cli_settles_differing_cards_with_its_card_flags(tmp_path, capsys):
     assert _md(tmp_path / "c")["card"] == {"license": "mit"}
 
 
+def test_the_cli_settles_differing_authors_with_a_card_file(tmp_path, capsys):
+    """Authors (a list) that differ are named, and --card FILE settles them; the combined card credits them."""
+    from whestbench.cli import main
+
+    inputs = [str(p) for p in _carded(tmp_path, {"public": {"authors": ["Ada"]}, "holdout": {"authors": ["Bob"]}})]
+    assert main(["dataset", "combine-splits", *inputs, "--output", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert "differ in authors" in err and '["Ada"]' in err and "--card FILE" in err
+    card = tmp_path / "card.yaml"
+    card.write_text("authors: [Ada, Bob]\n")
+    assert main(["dataset", "combine-splits", *inputs, "--output", str(tmp_path / "c"), "--card", str(card)]) == 0
+    assert _md(tmp_path / "c")["card"] == {"authors": ["Ada", "Bob"]}
+    assert "author       = {{Ada} and {Bob}}" in (tmp_path / "c" / "README.md").read_text()
+
+
 def test_combine_reports_progress_while_it_verifies_its_inputs(baked, tmp_path):
     """Issue 28: combine-splits was silent while it verified its inputs (63 s in the report)."""
     events = []

@@ -178,7 +178,7 @@ _CARD_FLAGS = {"pretty_name": "--pretty-name", "license": "--license", "homepage
 
 
 def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None = None, *,
-                 how: str = "pass --pretty-name, --license or --homepage to settle them") -> dict[str, str]:
+                 how: str = "pass --card FILE, --pretty-name, --license or --homepage to settle them") -> dict[str, str]:
     """The card of a dataset made of inputs whose metadata ``card`` blocks are ``cards`` (``(name,
     block)``, a missing block is the defaults): the inputs' own when they agree; ``given`` (the
     command's card flags) settles the fields they do not. MergeIncompatibleError, before any work,
