@@ -330,6 +330,14 @@ def test_recorded_bake_command_is_the_rebake_command():
     assert "--seed 7 \\\n" in body
 
 
+def test_the_rebake_command_leaves_out_the_bakers_card_file():
+    """``--card FILE`` names a file on the baker's machine; the card's fields are in the metadata and
+    never change the numbers, so the published re-bake command does not ask for it."""
+    cmd = "whest dataset bake --n-mlps 5 --seed 7 --card /home/ada/card.yaml --card=x.json --license mit --output o"
+    assert rebake_argv(single_md(bake_command=cmd), "public") == shlex.split(
+        "whest dataset bake --n-mlps 5 --seed 7 --license mit --output ./rebake-public")
+
+
 def test_recorded_seeds_file_is_the_one_the_card_writes():
     md = single_md(bake_command="whest dataset bake --n-mlps 5 --mlp-seeds my-seeds.json --output o")
     _, body = split_card(render_card(md))

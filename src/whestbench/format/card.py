@@ -286,7 +286,8 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
     """The ``whest dataset bake`` argv that re-creates ``split``.
 
     A recorded ``bake_command`` (top level for one split, per split entry when combined) wins,
-    minus any slice flags unless the dataset itself is a partial, and with ``--output`` set to
+    minus any slice flags unless the dataset itself is a partial, minus ``--card FILE`` (the
+    baker's file: its fields are recorded), and with ``--output`` set to
     ``./rebake-<split>``. Otherwise the command is rebuilt
     from the metadata with ``--mlp-seeds seeds_file``. Reference torch bakes (no ``sampler``
     block) also pin ``--chunk-size``/``--mlps-per-batch``, because their sums depend on chunking.
@@ -295,6 +296,7 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
     partial = not _is_multi(md) and bool(md.get("is_partial"))
     if recorded is not None:
         argv = recorded if partial else command.drop_flags(recorded, command.RANGE_FLAGS)
+        argv = command.drop_flags(argv, ("--card",))  # a file on the baker's machine; its fields are in the metadata
         return command.set_flag(argv, "--output", f"./rebake-{split}")
     entry = _splits(md).get(split, {})
     argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
