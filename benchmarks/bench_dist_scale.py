@@ -160,7 +160,8 @@ def host_main(cfg: dict) -> int:
     def config(rank: int):
         return BakeConfig(n_mlps=cfg["units"], n_samples=cfg["n_samples"], width=cfg["width"], depth=cfg["depth"],
                           output=Path(cfg["output"]), seed=1 if rank == 0 else None, seeds_from_peer=rank != 0,
-                          max_threads=1, checkpoint_every=cfg["checkpoint_every"])
+                          max_threads=1, checkpoint_every=cfg["checkpoint_every"],
+                          audit_segments=0)  # the stand-in keeps no audit trail (its sums are not sampled)
 
     def env(rank: int):
         return distributed.DistEnv(rank, world, rank % 8, "127.0.0.1", cfg["port"], run_id="bench", agent_store=False)
@@ -456,7 +457,15 @@ def fault(args, work: Path, kind: str) -> dict:
     t0 = run.start(on_time)
     ideal = args.units * args.unit_seconds / args.ranks
     note = ""
-    time.sleep(0.4 * ideal)  # well inside the bake: every rank holds a unit
+    work_dir = output.parent / f"{output.name}.whest-work"
+    need = math.ceil(0.5 * (args.ranks - 1))  # checkpoints the stop must keep (below)
+    if kind == "stop":
+        # the stop is judged by what the bake promises (every unit in flight is kept), not by when the
+        # scheduler ran it: wait until units are in flight with a checkpoint, however long a busy
+        # machine takes to get there (bounded by --timeout), then stop
+        before = _units_and_checkpoints(work_dir, run, need, args.timeout)
+    else:
+        time.sleep(0.4 * ideal)  # well inside the bake: every rank holds a unit
     t_fault = time.time()
     if kind == "late-start":
         for n in run.late_nodes:
@@ -488,12 +497,13 @@ def fault(args, work: Path, kind: str) -> dict:
         if ok and want == {1} and "stopped responding" not in rep["ranks"][0]["message"]:
             ok, why = False, f"rank 0: {rep['ranks'][0]['message']}"
         note = f"first run ended {t_out - t_fault:.1f}s after the fault; "
-        work_dir = output.parent / f"{output.name}.whest-work"
-        saved = len(list((work_dir / "units").glob("*.unit")))
-        ckpts = len(list((work_dir / "units").glob("*.ckpt")))
+        saved, ckpts = _count_saved(work_dir)
         note += f"{saved} units and {ckpts} checkpoints saved; "
-        if kind == "stop" and ok and ckpts < 0.5 * (args.ranks - 1):
-            ok, why = False, f"only {ckpts} checkpoints kept for ~{args.ranks} units in flight"
+        # each unit that held a checkpoint when the stop was sent ends with its checkpoint or finished:
+        # checkpoints now plus units finished since >= checkpoints then, whatever the timing
+        if kind == "stop" and ok and ckpts + saved - before[0] < before[1]:
+            ok, why = False, (f"only {ckpts} checkpoints kept and {saved - before[0]} units finished after the stop, "
+                              f"for {before[1]} units checkpointed when it was sent")
         if want != {0}:
             rerun = Run(args, work, kind + "-rerun", output)  # the same command on every rank
             rerun.start(range(len(rerun.nodes)))
@@ -507,6 +517,27 @@ def fault(args, work: Path, kind: str) -> dict:
     shutil.rmtree(output.parent, ignore_errors=True)
     return {"kind": kind, "recovered": bool(ok), "seconds": round(t_done - t_fault, 2), "lost_units": lost,
             "detail": (why or note).strip(), "total_s": round(t_done - t0, 2)}
+
+
+def _count_saved(work_dir: Path) -> tuple[int, int]:
+    """(finished units, checkpoints) in a bake's work directory, from one listing."""
+    try:
+        names = os.listdir(work_dir / "units")
+    except OSError:
+        return 0, 0
+    return sum(n.endswith(".unit") for n in names), sum(n.endswith(".ckpt") for n in names)
+
+
+def _units_and_checkpoints(work_dir: Path, run, need: int, timeout: float) -> tuple[int, int]:
+    """Wait until ``need`` units hold a checkpoint (or every node has ended, or ``timeout``); return
+    (finished units, checkpoints) as last counted."""
+    deadline = time.monotonic() + timeout
+    while True:
+        counted = _count_saved(work_dir)
+        if (counted[1] >= need or time.monotonic() > deadline
+                or all(p.poll() is not None for p in run.procs.values())):
+            return counted
+        time.sleep(0.02)
 
 
 OPS_PER_UNIT = 8  # a peer's store calls per unit: stop check, claim, owner, result, its event, progress; rank 0's share

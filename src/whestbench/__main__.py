@@ -6,7 +6,7 @@ except KeyboardInterrupt:  # Ctrl-C while Python loads the entry point: one line
     import os
     import sys
 
-    print("error: interrupted (Ctrl-C) while starting; nothing was done: re-run the command.", file=sys.stderr, flush=True)
+    print("error: interrupted (Ctrl-C) while starting; nothing was done: re-run the same command.", file=sys.stderr, flush=True)
     os._exit(130)
 
 run()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bake_procs import finish, start_bake, units_dir, wait_for_units
+from bake_procs import finish, start_bake, units_dir, wait_for_handler, wait_for_units
 from whestbench.bake.pipeline import BakeConfig, bake
 
 EXIT_RESUMABLE = 75
@@ -109,6 +109,9 @@ def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resum
     args = ["--n-mlps", "300000", "--n-samples", "50000000", "--width", "32", "--depth", "3", "--seed", "3",
             "--mlp-range", "0-0", "--max-threads", "1", "--quiet"]
     proc = start_bake(args, output)
+    # the delay counts from whestbench's entry point (its SIGTERM handler; Python's own SIGINT handler
+    # exists earlier), so a busy machine's slow interpreter start-up cannot turn 0.15 s into "before it"
+    wait_for_handler(proc, signal.SIGTERM)
     time.sleep(delay)
     proc.send_signal(sig)
     t0 = time.monotonic()
@@ -233,3 +236,16 @@ def test_verify_recompute_stopped_exits_75_as_the_docs_say(tmp_path, capsys, mon
     row = next(line for line in docs.splitlines() if line.startswith("| 75 |"))
     assert "verify --recompute" in row
     assert "- `verify --recompute` exits **75**" in docs
+
+
+def test_every_stop_words_the_advice_alike():
+    """The Ctrl-C line printed while Python loads the entry point (``__main__.py``, which can import
+    nothing of ours) gives the advice in the words every other stop uses."""
+    from pathlib import Path
+
+    import whestbench
+    from whestbench.cli.signals import RESUME, RETRY
+
+    text = (Path(whestbench.__file__).parent / "__main__.py").read_text()
+    assert "re-run the same command" in RESUME and "re-run the same command" in RETRY
+    assert "re-run the same command" in text and "re-run the command" not in text
