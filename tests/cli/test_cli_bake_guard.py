@@ -72,6 +72,23 @@ def test_a_bake_projected_to_take_more_than_ten_years_is_refused_as_a_typo(tmp_p
     refused(rc, out, err, r"would take about [\d,]+ years here .* surely a typo; check --n-samples", tmp_path / "o")
 
 
+def test_a_target_bake_is_judged_by_the_samples_it_plans_not_by_the_cap(tmp_path, capsys):
+    """--n-samples is a target bake's cap: 1e15 with --target-stderr 1e-2 plans 16,384 samples per MLP
+    and bakes (it was refused as "about 200 years here"); a target its pilots plan beyond ten years is
+    refused by the planned count, after the pilots, leaving nothing behind."""
+    import json
+
+    shape = ["--n-mlps", "2", "--width", "16", "--depth", "2", "--seed", "3", "--n-samples", "1e15", "--quiet"]
+    rc, out, err = run(["dataset", "bake", *shape, "--target-stderr", "1e-2", "--output", str(tmp_path / "o")], capsys)
+    assert rc == 0, err
+    md = json.loads((tmp_path / "o" / "metadata.json").read_text())
+    assert md["samples_used"]["max"] < 10**6
+    rc, out, err = run(["dataset", "bake", *shape, "--target-stderr", "1e-9", "--output", str(tmp_path / "p")], capsys)
+    assert rc == 2 and "Traceback" not in err, err
+    assert re.search(r"would take about [\d,]+ years here .*planned samples\): .*surely a typo", err), err
+    assert not os.path.lexists(tmp_path / "p") and not work_dir_for(tmp_path / "p").exists()
+
+
 def test_max_threads_beyond_the_mlps_does_not_inflate_the_memory_estimate(tmp_path, capsys):
     rc, out, err = run(["dataset", "bake", "--n-mlps", "2", "--n-samples", "1000", "--width", "64", "--depth", "4",
                         "--seed", "1", "--max-threads", "10000", "--quiet", "--output", str(tmp_path / "o")], capsys)

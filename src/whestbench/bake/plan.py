@@ -294,8 +294,10 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
     planned = dataclasses.replace(plan, spec=dataclasses.replace(spec, planned=tuple(counts)))
     share = planned.planned_total / max(1, n * plan.config.n_samples)
     needs = plan.needs
-    return dataclasses.replace(planned, needs=dataclasses.replace(
+    planned = dataclasses.replace(planned, needs=dataclasses.replace(
         needs, flops=needs.flops * share, seconds=needs.seconds * share if needs.seconds is not None else None))
+    _check_duration(planned, f"{format_count(n)} MLPs, {format_count(planned.planned_total)} planned samples")
+    return planned
 
 
 # ---------------------------------------------------------------------------------------------
@@ -481,15 +483,22 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     plan = plan.with_seeds(seeds, source) if seeds is not None else dataclasses.replace(plan, seed_source=source)
     if probe and plan.needs.flops > PROBE_FLOPS:
         plan = dataclasses.replace(plan, needs=_probe(plan))
-        seconds = plan.needs.seconds
-        if seconds is not None and seconds > MAX_BAKE_SECONDS and (dist_env is None or dist_env.world_size == 1):
-            raise UsageError(
-                f"this bake would take about {format_duration(seconds)} here ({plan.needs.rate_flops / 1e9:.0f} GFLOP/s "
-                f"measured; {format_count(cfg.range[1] - cfg.range[0])} MLPs × {format_count(cfg.n_samples)} samples): "
-                "more than 10 years, so surely a typo; check --n-samples and --n-mlps (one sample count of 1e9 "
-                "is the benchmark's largest)."
-            )
+        # a target bake is judged by the counts its pilots plan (``plan_targets``), not by the cap:
+        # --n-samples 1e15 --target-stderr 1e-2 plans 16,384 samples per MLP
+        if (dist_env is None or dist_env.world_size == 1) and not plan.spec.estimation.has_target:
+            _check_duration(plan, f"{format_count(cfg.range[1] - cfg.range[0])} MLPs × {format_count(cfg.n_samples)} samples")
     return plan
+
+
+def _check_duration(plan: BakePlan, work: str) -> None:
+    """Refuse (exit 2) a single-machine bake projected beyond ``MAX_BAKE_SECONDS``: surely a typo."""
+    seconds = plan.needs.seconds
+    if seconds is not None and seconds > MAX_BAKE_SECONDS:
+        raise UsageError(
+            f"this bake would take about {format_duration(seconds)} here ({plan.needs.rate_flops / 1e9:.0f} GFLOP/s "
+            f"measured; {work}): more than 10 years, so surely a typo; check --n-samples and --n-mlps (one sample "
+            "count of 1e9 is the benchmark's largest)."
+        )
 
 
 def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
