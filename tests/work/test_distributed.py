@@ -260,6 +260,18 @@ def test_a_rank_started_with_different_arguments_fails_every_rank_naming_the_fie
     assert not output.exists()
 
 
+def test_a_rank_started_with_another_seed_fails_every_rank_naming_seed(tmp_path, procs):
+    """docs/distributed.md: a rank started with other seeds stops the bake. A peer's --seed was
+    silently replaced by rank 0's seed list."""
+    output = tmp_path / "ds"
+    ranks = procs.srun(2, _free_port(), SMALL, output, rank_args={1: ["--seed", str(SMALL["seed"] + 1)]})
+    results = [_finish(p) for p in ranks]
+    for code, out in results:
+        assert code == 2, out
+        assert "seed (the seed list differs from MLP 0" in out and "same command" in out, out
+    assert not output.exists()
+
+
 @pytest.mark.distributed
 def test_a_late_rank_with_other_arguments_leaves_rank_0s_unit_checkpointed(tmp_path, procs):
     """Rank 0 has computed for a while when a rank with another command joins: the bake is refused

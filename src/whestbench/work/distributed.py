@@ -933,6 +933,10 @@ def _lost_units(job: _Epoch, inflight: set[int], owners: dict, unowned_since: di
     return lost
 
 
+def _seed_at(seeds, i: int) -> str:
+    return str(seeds[i]) if i < len(seeds) else "none"
+
+
 def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
     """A non-zero rank: join rank 0's live epoch, work through it, follow rank 0 if it restarts."""
     env = ctx.env
@@ -941,13 +945,19 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         beat.join_epoch(epoch)
         plan = json.loads(ns.get("plan").decode())
         spec = job.spec.with_seeds(plan["seeds"])
-        if spec.identity() != plan["identity"]:
+        own = list(job.spec.seeds)  # derived from this rank's --seed; empty when it takes rank 0's (a file, random)
+        if spec.identity() != plan["identity"] or (own and own != list(plan["seeds"])):
             mine, theirs = spec.identity(), plan["identity"]
             diff = ", ".join(
                 f"{k} (rank 0: {theirs.get(k)!r}, rank {env.rank}: {mine.get(k)!r})"
                 for k in sorted(set(mine) | set(theirs))
                 if mine.get(k) != theirs.get(k)
             )
+            if own and own != list(plan["seeds"]):  # --seed differs (docs/distributed.md: it stops the bake)
+                at = next((i for i, (a, b) in enumerate(zip(own, plan["seeds"])) if a != b), min(len(own), len(plan["seeds"])))
+                seed_diff = (f"seed (the seed list differs from MLP {at}: rank 0's {_seed_at(plan['seeds'], at)}, "
+                             f"rank {env.rank}'s --seed gives {_seed_at(own, at)})")
+                diff = ", ".join(d for d in (seed_diff, diff) if d)
             msg = (
                 f"rank {env.rank} was started with different bake arguments than rank 0 — differs in {diff}; "
                 "launch every rank with the same command."
