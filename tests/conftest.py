@@ -29,6 +29,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,14 @@ from whestbench.format.reader import read_metadata as read_dataset_metadata
 from whestbench.format.writer import write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
+# A suite started in the background by a shell without job control (a CI runner's `cmd &`) inherits
+# SIGINT and SIGQUIT ignored, and so would every process the tests start: Python then installs no
+# KeyboardInterrupt handler and the Ctrl-C tests see a bake that cannot be interrupted. Undo it here,
+# in the session and in every xdist worker (the children reset a handler to the default at exec).
+for _sig in (signal.SIGINT, getattr(signal, "SIGQUIT", None)):
+    if _sig is not None and signal.getsignal(_sig) is signal.SIG_IGN:
+        signal.signal(_sig, signal.default_int_handler if _sig == signal.SIGINT else signal.SIG_DFL)
+
 FIXTURES16 = REPO.parent / "shared" / "fixtures" / "whestbench-0.16"
 MAKE_VENV = REPO / "tools" / "make-reference-venv.sh"
 REFERENCE_VERSION = "0.16.2"
