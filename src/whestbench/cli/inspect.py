@@ -98,7 +98,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     from whestbench.cli.signals import StopSignals
     from whestbench.cli.progress import Reporter
 
-    # SIGTERM/SIGUSR1 (a job's time limit) stop a --recompute bake at a checkpoint: the re-run resumes it
+    # the stop signals (a job's time limit, a dropped session) stop a --recompute bake at a checkpoint: the re-run resumes it
     with StopSignals() as signals, Reporter("verify", mode="auto") as reporter:
         def sink(event) -> None:
             signals.on_event(event)

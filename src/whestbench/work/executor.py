@@ -11,7 +11,7 @@ datatrove separates pipeline steps from executors:
 
 Parallelism is across units only, with every worker's BLAS at one thread, so results never depend
 on the worker count (docs/distributed.md, "Units, not ranks"); the compute releases the GIL, so
-threads use every core. A stop request (SIGTERM/SIGUSR1, Ctrl-C) makes running units checkpoint and
+threads use every core. A stop request (a stop signal, Ctrl-C) makes running units checkpoint and
 stop, and starts no new one; the executor then raises ``BakeInterrupted`` with the resume advice.
 """
 
