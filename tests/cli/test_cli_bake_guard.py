@@ -83,7 +83,11 @@ def test_a_target_bake_is_judged_by_the_samples_it_plans_not_by_the_cap(tmp_path
     assert rc == 0, err
     md = json.loads((tmp_path / "o" / "metadata.json").read_text())
     assert md["samples_used"]["max"] < 10**6
-    rc, out, err = run(["dataset", "bake", *shape, "--target-stderr", "1e-9", "--output", str(tmp_path / "p")], capsys)
+    # a cap and a target far enough out that no machine's timing probe brings the planned work under ten
+    # years (2 MLPs x 1e18 samples at 16x2 is ~2e21 FLOP: centuries at 100 GFLOP/s); with a cap of 1e15
+    # a fast idle machine planned ~6 years, passed the guard and began baking 2e15 samples
+    far = [a if a != "1e15" else "1e18" for a in shape]
+    rc, out, err = run(["dataset", "bake", *far, "--target-stderr", "1e-12", "--output", str(tmp_path / "p")], capsys)
     assert rc == 2 and "Traceback" not in err, err
     assert re.search(r"would take about [\d,]+ years here .*planned samples\): .*surely a typo", err), err
     assert not os.path.lexists(tmp_path / "p") and not work_dir_for(tmp_path / "p").exists()
