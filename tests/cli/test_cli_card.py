@@ -62,11 +62,94 @@ def test_bad_card_values_are_refused_before_any_work(tmp_path, capsys, flag, val
     assert rc == 2 and f"{flag} must" in err and "Baking" not in out and not (tmp_path / "o").exists()
 
 
-def test_without_the_flags_the_card_is_todays(plain):
-    from whestbench.format.card import DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
+def test_without_the_flags_the_card_is_neutral(plain):
+    from whestbench.format.card import LICENSE, TOOL_URL
 
-    data = front((plain / "README.md").read_text())
-    assert (data["pretty_name"], data["license"], data["homepage"]) == (DEFAULT_PRETTY_NAME, LICENSE, HOMEPAGE)
+    text = (plain / "README.md").read_text()
+    data = front(text)
+    assert (data["pretty_name"], data["license"], data["homepage"], data["repository"]) == (
+        "Ground truth of 1 random ReLU MLP of width 4 and depth 2", LICENSE, TOOL_URL, TOOL_URL)
+    for name in ("Alignment Research Center", "AIcrowd", "WhestBench organisers", "Challenge"):
+        assert name not in text
+
+
+# --card whestbench-organisers: the organisers' text, chosen explicitly (issue 28)
+
+
+def _organisers(text: str) -> bool:
+    return ("{Alignment Research Center} and {AIcrowd}" in text and "AIcrowd-challenge" in text
+            and "credit to the WhestBench organisers" in text and "repository: https://github.com/AIcrowd/whestbench" in text)
+
+
+def test_bake_with_the_organisers_preset_records_it_and_a_rerun_keeps_it(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "ds"
+    argv = [*BAKE, "--card", "whestbench-organisers", "--output", str(out)]
+    rc, _, err = run(argv, capsys)
+    assert rc == 0, err
+    md = json.loads((out / "metadata.json").read_text())
+    assert md["card"] == {"preset": "whestbench-organisers"} and _organisers((out / "README.md").read_text())
+    (out / "README.md").unlink()  # a re-run that rewrites the card writes the preset's again
+    rc, stdout, err = run(argv, capsys)
+    assert rc == 0 and "card rewritten" in stdout, err
+    assert _organisers((out / "README.md").read_text())
+    rc, stdout, err = run(["dataset", "push", str(out), "--repo", "org/o", "--dry-run"], capsys)
+    assert rc == 0 and _organisers(stdout), err
+
+
+def test_merge_and_combine_keep_the_organisers_preset(tmp_path, capsys):
+    import json
+
+    parts = []
+    for k in (0, 1):
+        p = tmp_path / f"part{k}"
+        rc, _, err = run(["dataset", "bake", "--n-mlps", "2", "--n-samples", "200", "--width", "4", "--depth", "2",
+                          "--seed", "1", "--slice", f"{k}/2", "--quiet", "--card", "whestbench-organisers",
+                          "--output", str(p)], capsys)
+        assert rc == 0, err
+        parts.append(str(p))
+    rc, _, err = run(["dataset", "merge", *parts, "--output", str(tmp_path / "m")], capsys)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "m" / "metadata.json").read_text())["card"] == {"preset": "whestbench-organisers"}
+    assert _organisers((tmp_path / "m" / "README.md").read_text())
+    hold = tmp_path / "hold"
+    rc, _, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "200", "--width", "4", "--depth", "2",
+                      "--seed", "2", "--split", "holdout", "--config", "holdout", "--quiet",
+                      "--card", "whestbench-organisers", "--output", str(hold)], capsys)
+    assert rc == 0, err
+    rc, _, err = run(["dataset", "combine-splits", str(tmp_path / "m"), str(hold), "--output", str(tmp_path / "c"),
+                      "--skip-prepared-arrow"], capsys)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "c" / "metadata.json").read_text())["card"] == {"preset": "whestbench-organisers"}
+    assert _organisers((tmp_path / "c" / "README.md").read_text())
+    # an input without the preset differs: refused, naming the field, unless --card settles it
+    neutral = tmp_path / "neutral"
+    rc, _, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "200", "--width", "4", "--depth", "2",
+                      "--seed", "3", "--split", "holdout", "--config", "holdout", "--quiet", "--output", str(neutral)],
+                     capsys)
+    assert rc == 0, err
+    argv = ["dataset", "combine-splits", str(tmp_path / "m"), str(neutral), "--skip-prepared-arrow",
+            "--output", str(tmp_path / "c2")]
+    rc, _, err = run(argv, capsys)
+    assert rc != 0 and "preset" in err and "whestbench-organisers" in err and "the default" in err
+    rc, _, err = run([*argv, "--card", "whestbench-organisers"], capsys)
+    assert rc == 0, err
+    assert _organisers((tmp_path / "c2" / "README.md").read_text())
+
+
+@pytest.mark.parametrize("verb", ["bake", "push", "merge"])
+@pytest.mark.parametrize("value", ["whestbench-organizers", "organisers", "ARC"])
+def test_an_unknown_preset_is_one_line_and_exit_2(plain, tmp_path, capsys, verb, value):
+    out = tmp_path / "out"
+    argv = {"bake": [*BAKE, "--output", str(out)],
+            "push": ["dataset", "push", str(plain), "--repo", "org/x", "--dry-run"],
+            "merge": ["dataset", "merge", str(plain), "--output", str(out)]}[verb]
+    rc, stdout, err = run([*argv, "--card", value], capsys)
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"--card '{value}'" in err and "whestbench-organisers" in err and "no built-in card" in err
+    assert not out.exists() and not (tmp_path / "out.whest-work").exists()
 
 
 # --card FILE: authors, citation, repository and badges (issue 28)

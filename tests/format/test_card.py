@@ -122,13 +122,22 @@ def test_card_size_category_buckets(n, category):
     ],
 )
 def test_front_matter_text_equals_the_reference_card(dataset16, name):
-    ours, _ = split_card(render_card(fixture_md(dataset16(name))))
+    """The organisers' preset writes the front matter 0.16.2 wrote for their datasets, byte for byte;
+    the neutral default keeps every key and changes only the title, homepage and repository values."""
+    md = fixture_md(dataset16(name))
+    ours, _ = split_card(render_card(md, preset="whestbench-organisers"))
     reference, _ = split_card((dataset16(name) / "README.md").read_text())
     assert ours == reference
+    recorded, _ = split_card(render_card({**md, "card": {"preset": "whestbench-organisers"}}))
+    assert recorded == reference
+    neutral, want = yaml.safe_load(split_card(render_card(md))[0]), yaml.safe_load(reference)
+    assert sorted(neutral) == sorted(want)
+    assert {k: v for k, v in neutral.items() if k not in ("pretty_name", "homepage", "repository")} == \
+        {k: v for k, v in want.items() if k not in ("pretty_name", "homepage", "repository")}
 
 
 def test_front_matter_keys_and_values_for_a_single_default_split():
-    data = front(render_card(single_md()))
+    data = front(render_card(single_md(card={"preset": "whestbench-organisers"})))
     assert sorted(data) == [
         "homepage", "language", "license", "pretty_name", "repository", "size_categories", "tags",
         "task_categories",
@@ -370,6 +379,12 @@ def test_recorded_output_path_is_replaced_by_a_fresh_directory():
     assert argv[-2:] == ["--output", "./rebake-public"]
 
 
+def test_the_rebake_command_keeps_a_built_in_card():
+    cmd = "whest dataset bake --n-mlps 5 --seed 7 --card whestbench-organisers --output o"
+    assert rebake_argv(single_md(bake_command=cmd), "public") == shlex.split(
+        "whest dataset bake --n-mlps 5 --seed 7 --card whestbench-organisers --output ./rebake-public")
+
+
 def test_built_bake_command_rebakes_from_the_seeds_column():
     argv = rebake_argv(single_md(split="holdout", config="hc"), "holdout", seeds_file="h.json")
     assert argv[:3] == ["whest", "dataset", "bake"]
@@ -549,10 +564,53 @@ def test_the_card_check_of_a_dataset_named_like_a_split_given_relative(tmp_path,
     assert ok, detail
 
 
+ORGANISATIONS = ("Alignment Research Center", "AIcrowd", "ARC", "WhestBench organisers", "aicrowd.com",
+                 "White-Box Estimation Challenge")
+
+
+def test_the_default_card_describes_the_data_and_names_no_organisation():
+    """Issue 28: a bake given no card field was published as the ARC/AIcrowd organisers' (their
+    authorship, AIcrowd/whestbench, an "AIcrowd challenge" badge). The default card now credits no
+    organisation: a title from the data, whestbench named as the tool that baked it."""
+    for md in (single_md(), multi_md({"public": "default", "holdout": "holdout"})):
+        text = render_card(md)
+        for name in ORGANISATIONS:
+            assert name not in text, name
+        data = front(text)
+        assert data["homepage"] == data["repository"] == "https://pypi.org/project/whestbench/"
+        assert "[![Baked with whestbench]" in text and "(https://pypi.org/project/whestbench/)" in text
+        assert "credit to its authors" in text and "Baked with whestbench" in text.split("```bibtex")[1]
+    assert front(render_card(single_md()))["pretty_name"] == "Ground truth of 5 random ReLU MLPs of width 32 and depth 3"
+
+
+def test_the_organisers_preset_is_the_organisers_text():
+    """``--card whestbench-organisers`` (metadata ``card: {preset: ...}``): the text that was the default."""
+    text = render_card(single_md(card={"preset": "whestbench-organisers"}))
+    assert "{Alignment Research Center} and {AIcrowd}" in text and "AIcrowd-challenge" in text
+    assert "credit to the WhestBench organisers" in text and "# WhestBench 2026: ARC White-Box Estimation Challenge" in text
+    assert "GitHub-AIcrowd%2Fwhestbench" in text and "Baked with whestbench" not in text
+    assert render_card(single_md(), preset="whestbench-organisers") == text  # given (push) or recorded: one card
+    titled = render_card(single_md(card={"preset": "whestbench-organisers", "pretty_name": "Holdout 2026"}))
+    assert "# Holdout 2026" in titled and "title        = {{Holdout 2026}}" in titled and "AIcrowd-challenge" in titled
+
+
+def test_a_preset_with_fields_it_brings_is_refused_and_one_given_later_displaces_them():
+    from whestbench.errors import UsageError
+    from whestbench.format.schema import check_card, combine_card
+
+    with pytest.raises(UsageError, match="brings its own .*drop 'authors' or the preset"):
+        check_card({"preset": "whestbench-organisers", "authors": ["Ada"]}, "--card c.yaml")
+    with pytest.raises(UsageError, match=r"preset must be a built-in card \(whestbench-organisers\)"):
+        check_card({"preset": "organisers"}, "--card c.yaml")
+    assert combine_card({"authors": ["Ada"], "license": "mit"}, {"preset": "whestbench-organisers"}) == \
+        {"license": "mit", "preset": "whestbench-organisers"}
+    assert combine_card({"preset": "whestbench-organisers"}, {"authors": ["Ada"]}) == {"authors": ["Ada"]}
+
+
 def test_a_card_of_its_own_drops_the_organisers_text():
     """Issue 28: a user's card kept the ARC/AIcrowd authors, the AIcrowd challenge badge and the credit
-    to the WhestBench organisers; they are the default only for a dataset given no card fields."""
-    default = render_card(single_md())
+    to the WhestBench organisers; they are the preset's only."""
+    default = render_card(single_md(card={"preset": "whestbench-organisers"}))
     assert "{Alignment Research Center} and {AIcrowd}" in default and "AIcrowd-challenge" in default
     assert "credit to the WhestBench organisers" in default
     for text in (render_card(single_md(), pretty_name="Ada set", homepage="https://x.org/ada"),

@@ -185,13 +185,19 @@ def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None 
     names the fields that differ (with each input's value) and ``how`` to settle them."""
     from whestbench.text import show_value
 
+    from whestbench.format.schema import PRESET_OWNS
+
     given = dict(given or {})
     blocks = [(name, dict(block) if isinstance(block, dict) else {}) for name, block in cards]
+    # a preset given displaces the fields it brings, and those fields given displace a preset
+    displaced = set(PRESET_OWNS) if "preset" in given else {"preset"} if set(PRESET_OWNS) & set(given) else set()
     out: dict[str, str] = {}
     differ = []
     for key in sorted({k for _, b in blocks for k in b} | set(given)):
         if key in given:
             out[key] = given[key]
+            continue
+        if key in displaced:
             continue
         values = [b.get(key) for _, b in blocks]
         if any(v != values[0] for v in values):

@@ -293,5 +293,6 @@ def already_complete(output, md: dict, line: str, card: dict | None = None) -> N
         out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)
     for field, (old, new) in update_card(output, md, card).items():
         was = "the default" if old is None else sanitize(repr(old))
-        out.print(f"  card updated: {field} {was} → {sanitize(repr(new))} (README.md and metadata.json's card; "
+        now = "removed (the new card fields replace it)" if new is None else sanitize(repr(new))
+        out.print(f"  card updated: {field} {was} → {now} (README.md and metadata.json's card; "
                   "the numbers are unchanged)", markup=False)

@@ -46,19 +46,22 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
 
 
 def card_options(f):
-    """``--card FILE``, ``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake
-    records them, push renders them; each defaults to what the bake recorded, else WhestBench's;
+    """``--card FILE|PRESET``, ``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake
+    records them, push renders them; each defaults to what the bake recorded, else the neutral card's;
     the flags override the file's fields)."""
-    from whestbench.format.card import CARD_FIELDS, DEFAULT_PRETTY_NAME, HOMEPAGE, LICENSE
+    from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL
 
-    f = click.option("--card", "card_file", default=None, metavar="FILE",
-                     help=f"A YAML or JSON card file with any of {', '.join(CARD_FIELDS)} (docs/hub.md); "
-                          "given any card field, the card credits its authors, not WhestBench's organisers.")(f)
-    f = click.option("--homepage", default=None, metavar="URL", help=f"The card's homepage (default: {HOMEPAGE}).")(f)
+    f = click.option("--card", "card_file", default=None, metavar="FILE|PRESET",
+                     help=f"A YAML or JSON card file with any of {', '.join(CARD_FIELDS[:-1])} (docs/hub.md), or "
+                          f"the built-in card {ORGANISERS} (the WhestBench organisers' title, page, repository and "
+                          "citation, for their own datasets). Without one the card describes the data and credits "
+                          "no organisation.")(f)
+    f = click.option("--homepage", default=None, metavar="URL", help=f"The card's homepage (default: {TOOL_URL}).")(f)
     f = click.option("--license", default=None, metavar="ID",
                      help=f"The card's license, a Hugging Face license id (default: {LICENSE}).")(f)
     return click.option("--pretty-name", default=None, metavar="TEXT",
-                        help=f"The card's title (default: {DEFAULT_PRETTY_NAME!r}).")(f)
+                        help="The card's title (default: one from the data, such as 'Ground truth of 16 random "
+                             "ReLU MLPs of width 64 and depth 6').")(f)
 
 
 def _dry_run(directory: Path, repo: str, tag: str | None, card: dict, allow_unchecked_device: bool) -> None:

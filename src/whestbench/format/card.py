@@ -23,14 +23,20 @@ import yaml
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
 from whestbench.format.reader import checksums_block
-from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE, DatasetMeta,
-                                      check_card, columns_for, device_check_state, hidden_char, is_int)
+from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE,
+                                      DatasetMeta, check_card, columns_for, combine_card, device_check_state,
+                                      hidden_char, is_int)
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import format_count
 
+ORGANISERS = "whestbench-organisers"
+"""The built-in card (``--card whestbench-organisers``) of the WhestBench organisers' own datasets."""
 HOMEPAGE = "https://www.aicrowd.com/challenges/arc-white-box-estimation-challenge-2026"
 REPOSITORY = "https://github.com/AIcrowd/whestbench"
 DEFAULT_PRETTY_NAME = "WhestBench 2026: ARC White-Box Estimation Challenge"
+"""The organisers' preset's title, homepage and repository."""
+TOOL_URL = "https://pypi.org/project/whestbench/"
+"""The tool that baked the data: the neutral card's homepage and repository when it is given none."""
 LICENSE = "cc-by-4.0"
 TAGS = ["whestbench", "alignment", "neural-network-statistics", "benchmark", "white-box"]
 PLACEHOLDER_REPO = "<your-repo>"
@@ -39,9 +45,12 @@ PLACEHOLDER_REPO = "<your-repo>"
 def check_card_fields(*, pretty_name: str | None = None, license: str | None = None,
                       homepage: str | None = None, card_file: str | None = None) -> dict[str, Any]:
     """The card fields a user gave, checked before any work (UsageError, one line naming the fix):
-    ``--card FILE`` (``read_card_file``) and, over it, ``--pretty-name``, ``--license``,
-    ``--homepage``. Only those given are returned."""
-    out = read_card_file(card_file) if card_file is not None else {}
+    ``--card FILE`` (``read_card_file``) or ``--card PRESET`` (``CARD_PRESETS``: ``{"preset": NAME}``)
+    and, over it, ``--pretty-name``, ``--license``, ``--homepage``. Only those given are returned."""
+    if card_file is not None and card_file in CARD_PRESETS:
+        out = {"preset": card_file}
+    else:
+        out = read_card_file(card_file) if card_file is not None else {}
     flags = {"pretty_name": pretty_name, "license": license, "homepage": homepage}
     out.update(check_card({k: v for k, v in flags.items() if v is not None}, None))
     return out
@@ -62,6 +71,9 @@ def read_card_file(path: str) -> dict[str, Any]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
+        if isinstance(e, FileNotFoundError) and os.sep not in path and not path.endswith((".yaml", ".yml", ".json")):
+            raise UsageError(f"--card {path!r}: no such card file, and no built-in card of that name; give a YAML "
+                             f"or JSON card file or one of {', '.join(CARD_PRESETS)}.") from None
         raise UsageError(f"--card {path!r}: cannot open it ({e.strerror or e}); give a YAML or JSON card file.") from None
     try:
         mode = os.fstat(fd).st_mode
@@ -108,7 +120,8 @@ def bibtex_text(text: str) -> str:
 def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[str, Any]:
     """The dataset's own card fields: those the bake recorded (metadata ``card``; a field edited by
     hand into something ``--card`` would refuse is left out), with ``given`` (push's flags or card
-    file) over them. Empty: the card is the WhestBench organisers'."""
+    file) over them (``schema.combine_card``). ``preset`` ``whestbench-organisers``: the organisers'
+    card; empty: the neutral card, which credits no organisation."""
     recorded = md.get(CARD_KEY) if isinstance(md, dict) and isinstance(md.get(CARD_KEY), dict) else {}
     out: dict[str, Any] = {}
     for key, value in recorded.items():
@@ -116,23 +129,40 @@ def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[st
             out.update(check_card({key: value}, f"metadata {CARD_KEY}"))
         except Exception:  # UsageError: never rendered
             continue
-    out.update({k: v for k, v in (given or {}).items() if v})
-    return out
+    if "preset" in out and any(k in out for k in ("repository", "authors", "citation", "badges")):
+        out.pop("preset")  # edited by hand into what check_card refuses: the fields win, never both
+    return combine_card(out, {k: v for k, v in (given or {}).items() if v})
+
+
+def is_organisers(md: dict[str, Any], given: dict[str, Any] | None = None) -> bool:
+    """Whether the card is the WhestBench organisers' (``--card whestbench-organisers`` recorded or given)."""
+    return own_card(md, given).get("preset") == ORGANISERS
+
+
+def neutral_title(md: dict[str, Any]) -> str:
+    """The neutral card's title: what the data is, from the metadata."""
+    total = sum(_n_mlps(e) for e in _splits(md).values()) if isinstance(md, dict) else 0
+    shape = (f" of width {md['width']} and depth {md['depth']}"
+             if is_int(md.get("width")) and is_int(md.get("depth")) else "")
+    return f"Ground truth of {format_count(total, 'unknown')} random ReLU MLP{'' if total == 1 else 's'}{shape}"
 
 
 def card_fields(md: dict[str, Any], **given: Any) -> dict[str, Any]:
     """``pretty_name``, ``license``, ``homepage`` and ``repository`` for the card: as given (push's
     flags), else as the bake recorded them (metadata ``card``; 0.16's ``pretty_name``), else the
-    defaults (whestbench's own repository when the card names none)."""
+    defaults: the organisers' preset's (challenge title and page, AIcrowd/whestbench) or the
+    neutral card's (a title from the data, whestbench's package page for both links)."""
     own = own_card(md, given)
-    defaults = {"pretty_name": md.get("pretty_name") or DEFAULT_PRETTY_NAME, "license": LICENSE,
-                "homepage": HOMEPAGE, "repository": REPOSITORY}
+    organisers = own.get("preset") == ORGANISERS
+    link = HOMEPAGE if organisers else TOOL_URL
+    defaults = {"pretty_name": md.get("pretty_name") or (DEFAULT_PRETTY_NAME if organisers else neutral_title(md)),
+                "license": LICENSE, "homepage": link, "repository": REPOSITORY if organisers else TOOL_URL}
     out = {}
     for key, default in defaults.items():
         value = own.get(key)
         out[key] = value if isinstance(value, str) and value else default
     if not HOMEPAGE_RE.match(out["homepage"]):  # metadata edited by hand: never a javascript: link
-        out["homepage"] = HOMEPAGE
+        out["homepage"] = link
     return out
 
 
@@ -225,7 +255,7 @@ def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> di
             "language": ["code"],
             "license": fields["license"],
             "pretty_name": fields["pretty_name"],
-            "repository": fields.get("repository") or REPOSITORY,
+            "repository": fields.get("repository") or TOOL_URL,
             "size_categories": [card_size_category(size)],
             "tags": TAGS + (["multi-split"] if _is_multi(md) else []),
             "task_categories": ["other"],
@@ -296,7 +326,8 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
     partial = not _is_multi(md) and bool(md.get("is_partial"))
     if recorded is not None:
         argv = recorded if partial else command.drop_flags(recorded, command.RANGE_FLAGS)
-        argv = command.drop_flags(argv, ("--card",))  # a file on the baker's machine; its fields are in the metadata
+        if command.flag_value(argv, "--card") not in CARD_PRESETS:  # a built-in card stays in the command
+            argv = command.drop_flags(argv, ("--card",))  # a file on the baker's machine; its fields are in the metadata
         return command.set_flag(argv, "--output", f"./rebake-{split}")
     entry = _splits(md).get(split, {})
     argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
@@ -393,12 +424,13 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
     """Every value the template shows, already formatted (the template holds prose only).
 
     The WhestBench organisers' text (their challenge badge, their names in the citation, credit to
-    them in the license) is the default only for datasets given no card of their own: a card block
-    in the metadata, or any card flag (``given``), makes the card the dataset's authors'."""
+    them in the license) is the preset ``whestbench-organisers`` only (recorded in metadata ``card``
+    or given); any other card credits its authors, when it names them, and whestbench as the tool
+    that baked it, and no organisation."""
     md = md if isinstance(md, dict) else {}
     fields = fields or card_fields(md, **(given or {}))
     own = own_card(md, given)
-    organisers = not own
+    organisers = own.get("preset") == ORGANISERS
     multi = _is_multi(md)
     protocol = _protocol(md)
     configs = split_configs(md)
@@ -430,6 +462,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "homepage": fields["homepage"],
         "license": fields["license"],
         "repository": REPOSITORY,
+        "tool_url": TOOL_URL,
         "multi": multi,
         "splits": splits,
         "first": splits[0],
@@ -684,7 +717,8 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     """A re-run (bake, merge, combine-splits) given card fields (``given``: ``--card FILE`` and the card
     flags, checked) that differ from the recorded ``card`` block: record them and rewrite README.md
     (both atomically; the card is no part of the numbers, the checksums or the completion marker).
-    Returns ``{field: (old, new)}`` for each field changed; empty when nothing was. README.md is
+    Returns ``{field: (old, new)}`` for each field changed (new None: a field the given ones displace,
+    ``schema.combine_card``); empty when nothing was. README.md is
     written first, so a stop between the two writes leaves metadata.json's old card, and the next
     re-run finds the difference again."""
     import json
@@ -693,11 +727,12 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     from whestbench.atomic import write_file_atomic
 
     recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
-    changed = {k: (recorded.get(k), v) for k, v in (given or {}).items() if recorded.get(k) != v}
+    card = combine_card(recorded, given or {})
+    changed = {k: (recorded.get(k), card.get(k)) for k in sorted({*recorded, *card}) if recorded.get(k) != card.get(k)}
     if not changed:
         return {}
     new_md = dict(md)
-    new_md[CARD_KEY] = {**recorded, **{k: new for k, (_, new) in changed.items()}}
+    new_md[CARD_KEY] = card
     write_file_atomic(Path(root) / "README.md", render_card(new_md).encode("utf-8"))
     write_file_atomic(Path(root) / "metadata.json", json.dumps(new_md, indent=2).encode("utf-8"))
     md.clear()

@@ -341,8 +341,29 @@ CARD_KEY = "card"
 """metadata.json's optional ``card`` block: the card fields (``CARD_FIELDS``) a bake was given by
 ``--card FILE`` and the card flags. ``check_card`` holds the rules the flags, a card file and this
 block share, so ``validate_metadata`` refuses a block the flags would refuse."""
-CARD_FIELDS = ("pretty_name", "license", "homepage", "repository", "authors", "citation", "badges")
+CARD_FIELDS = ("pretty_name", "license", "homepage", "repository", "authors", "citation", "badges", "preset")
 """The keys of a card file (``--card FILE``) and of metadata's ``card`` block."""
+CARD_PRESETS = {"whestbench-organisers": "the WhestBench organisers' card: the ARC White-Box Estimation Challenge "
+                                         "title and page, the AIcrowd/whestbench repository, the ARC/AIcrowd citation"}
+"""Built-in cards, chosen by ``--card NAME`` (or ``preset: NAME`` in a card file) and recorded as the
+``preset`` field; without one the card is neutral (it credits no organisation)."""
+PRESET_OWNS = ("repository", "authors", "citation", "badges")
+"""The fields a preset brings itself: given with a preset, they are refused (the title, license and
+homepage may still be set over it)."""
+
+
+def combine_card(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` card fields over ``base``'s: a preset given displaces the fields it owns
+    (``PRESET_OWNS``), and any of those fields given displaces a preset, so the result is a card
+    ``check_card`` accepts when both parts are."""
+    out = dict(base)
+    if "preset" in given:
+        for key in PRESET_OWNS:
+            out.pop(key, None)
+    elif any(key in given for key in PRESET_OWNS):
+        out.pop("preset", None)
+    out.update(given)
+    return out
 HUB_LICENSES = frozenset((
     "apache-2.0", "mit", "openrail", "bigscience-openrail-m", "creativeml-openrail-m", "bigscience-bloom-rail-1.0",
     "bigcode-openrail-m", "afl-3.0", "artistic-2.0", "bsl-1.0", "bsd", "bsd-2-clause", "bsd-3-clause",
@@ -394,6 +415,8 @@ def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
                          f"{', '.join(CARD_FIELDS)}.")
     out: dict[str, Any] = {}
     for key, value in data.items():
+        if key == "preset":
+            continue  # below, with the fields it rules out
         if key == "pretty_name":
             if not _is_line(value, 200):
                 raise bad(key, "one line of 1 to 200 printable characters, without control or "
@@ -427,6 +450,15 @@ def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
                 raise bad(key, "a list of at most 20 {label, url} mappings (a label of 1 to 60 printable "
                                "characters, an http(s) URL)", value)
             out[key] = [{"label": b["label"].strip(), "url": b["url"]} for b in value]
+    if "preset" in data:
+        value = data["preset"]
+        if not isinstance(value, str) or value not in CARD_PRESETS:
+            raise bad("preset", f"a built-in card ({', '.join(CARD_PRESETS)})", value)
+        owned = [k for k in PRESET_OWNS if k in data]
+        if owned:
+            raise UsageError(f"{name('preset')} {value} brings its own {', '.join(PRESET_OWNS)}; drop "
+                             f"{', '.join(repr(k) for k in owned)} or the preset.")
+        out["preset"] = value
     return out
 
 
