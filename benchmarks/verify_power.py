@@ -21,8 +21,14 @@ caught:
 - ``layer +Z se``: every neuron of one MLP's last layer moved by Z stored standard errors.
 
 One markdown table per N is printed (cells: without trail / with trail), the one docs/cli.md shows.
-A spot check (``--spot-check``) adds the regenerated segments' own power, ``1 − (1 − f)^K``, against
-a trail forged together with the columns: tests/verify/test_spot_check.py.
+A spot check (``--spot-check``) adds the regenerated segments' own power against a trail written
+together with the columns, as a faulty device leaves it (``--fault-seeds R``, after the tables): one
+bake of the MLPs above (pcg64, S = 32) in which one segment of every MLP ran on weights ×1.001 (a
+device fault injected through the sampler's step), verified once without a spot check (every exact
+check passes: the stored numbers are the faulty samples' own) and then with ``--spot-check K`` under
+R spot seeds. The catch rate printed beside the stated bound ``1 − (1 − f)^K`` (f = 1/S, S the
+segments per MLP: 32 unless N holds fewer sampler steps) and the exact one (K of the M·S segments
+drawn without replacement, M of them faulty).
 """
 
 from __future__ import annotations
@@ -148,6 +154,52 @@ def bake_kind(kind: str, segments: int, args, n: int, tmp: Path) -> Path:
                            estimation=est.get(kind, Estimation("plain")), **extra))
 
 
+def device_fault(args, n: int, tmp: Path, k: int, seeds: int) -> dict:
+    """One segment of every MLP computed on weights ×1.001 (a device fault, through the sampler's step);
+    verify without a spot check, then ``--spot-check k`` under ``seeds`` spot seeds."""
+    from math import comb
+
+    from whestbench.bake.pipeline import BakeConfig, bake
+    from whestbench.compute.mlp import weights_for_seed
+    from whestbench.compute.pcg64 import Pcg64Stream
+    from whestbench.verify.run import verify_dataset
+
+    mlp_seeds = tuple(range(101, 101 + args.mlps))
+    rng = np.random.default_rng(5)
+    faulty = {s: int(rng.integers(32)) for s in mlp_seeds}  # the segment of each MLP that faults
+    weights = {s: weights_for_seed(s, args.width, args.depth) for s in mlp_seeds}
+    orig = Pcg64Stream.step
+    per_mlp = []  # segments per MLP (fewer than 32 when N holds fewer sampler steps)
+
+    def step(self):
+        for s, g in faulty.items():
+            if not self.segments:
+                continue
+            per_mlp.append(len(self.segments))
+            if self.position == self.segments[g % len(self.segments)][0] and np.array_equal(self.weights, weights[s]):
+                self.weights = weights[s] * np.float32(1.001)
+                try:
+                    return orig(self)
+                finally:
+                    self.weights = weights[s]
+        return orig(self)
+
+    Pcg64Stream.step = step
+    try:
+        ds = bake(BakeConfig(n_mlps=args.mlps, mlp_seeds=mlp_seeds, n_samples=n, width=args.width, depth=args.depth,
+                             output=tmp / f"fault-{n}", audit_segments=32, max_threads=1))
+    finally:
+        Pcg64Stream.step = orig
+    plain = verify_dataset(ds)
+    hits = sum(not verify_dataset(ds, pilot=False, spot_check=k, spot_seed=s).get("spot-check").ok
+               for s in range(seeds))
+    per = max(per_mlp)
+    total = per * args.mlps
+    return dict(n=n, mlps=args.mlps, k=k, seeds=seeds, segments=per, caught_without_spot_check=not plain.ok,
+                failed_checks=[c.name for c in plain.failures], caught=hits, rate=hits / seeds,
+                stated=1 - (1 - 1 / per) ** k, exact=1 - comb(total - args.mlps, k) / comb(total, k))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[200_000])
@@ -158,6 +210,9 @@ def main(argv=None) -> int:
                     help="E of the target bake (default 4e-3·sqrt(2e5/N): an early stop before the cap)")
     ap.add_argument("--bakes", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--fault-seeds", type=int, default=200,
+                    help="spot seeds of the device-fault row (--spot-check K on a bake with one faulty segment per MLP); 0: none")
+    ap.add_argument("--spot-check", type=int, default=8, metavar="K", help="K of the device-fault row")
     args = ap.parse_args(argv)
     kinds = [k for k in args.bakes.split(",") if k]
     if not kinds or set(kinds) - set(KINDS):
@@ -184,18 +239,32 @@ def main(argv=None) -> int:
                                             checks=names))
                         print(f"N={n:<9d} {kind:15s} trail={'yes' if segments else 'no ':3s} {damage:40s} {value:>10s}  "
                               f"{', '.join(names[:4])}", flush=True)
+            if args.fault_seeds > 0:  # N raised where needed so that every MLP has its 32 segments
+                from whestbench.compute.pcg64 import chunk_rows
+
+                n_fault = max(n, 32 * chunk_rows(args.width))
+                results.append(dict(damage="device fault", **device_fault(args, n_fault, tmp, args.spot_check, args.fault_seeds),
+                                    table_n=n))
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
+    tables = [r for r in results if r["damage"] != "device fault"]
     for n in args.n:
         print()
         print(f"N = {n:,}, {args.mlps} MLPs of {args.width}x{args.depth}: smallest damage verify catches "
               "(without the trail / with it)")
         print("| damage | " + " | ".join(kinds) + " |")
         print("|---|" + "---|" * len(kinds))
-        for damage in dict.fromkeys(r["damage"] for r in results):
-            cells = [" / ".join(next(r["smallest"] for r in results if r["n"] == n and r["damage"] == damage
+        for damage in dict.fromkeys(r["damage"] for r in tables):
+            cells = [" / ".join(next(r["smallest"] for r in tables if r["n"] == n and r["damage"] == damage
                                      and r["bake"] == k and r["trail"] == t) for t in (False, True)) for k in kinds]
             print(f"| {damage} | " + " | ".join(cells) + " |")
+        for r in (r for r in results if r.get("table_n") == n and r["damage"] == "device fault"):
+            print(f"\nA device fault in 1 of {r['segments']} segments of each of {r['mlps']} MLPs (plain, pcg64, with the trail, "
+                  f"N = {r['n']:,}): "
+                  f"{'caught' if r['caught_without_spot_check'] else 'passes'} without a spot check"
+                  f"{' (' + ', '.join(r['failed_checks']) + ')' if r['failed_checks'] else ''}; "
+                  f"--spot-check {r['k']} caught it under {r['caught']} of {r['seeds']} spot seeds ({r['rate']:.3f}): "
+                  f"stated at least 1 - (1 - 1/{r['segments']})^{r['k']} = {r['stated']:.3f}, exact {r['exact']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

@@ -45,3 +45,20 @@ def test_target_and_torch_bakes(tmp_path):
     md = json.loads((torch_ds / "metadata.json").read_text())
     assert md["sampler"]["name"] == "philox" and md["audit"]["segments"] == 8
     assert verify_power.caught(torch_ds, tmp_path, *verify_power._inflate_n(n, 1.05, False))[0]
+
+
+def test_device_fault_row_injects_one_segment_per_mlp_that_only_a_spot_check_sees(tmp_path):
+    """The fault lands in exactly one segment of each MLP: the exact checks and the pilot pass, a spot
+    check of every segment names each MLP once, and the catch rate is a rate of real catches."""
+    from whestbench.verify.run import verify_dataset
+
+    args = argparse.Namespace(mlps=2, width=8, depth=2)
+    from whestbench.compute.pcg64 import chunk_rows
+
+    n = 32 * chunk_rows(8)  # 32 sampler steps: 32 segments
+    row = verify_power.device_fault(args, n, tmp_path, k=4, seeds=12)
+    assert row["segments"] == 32 and not row["caught_without_spot_check"], row
+    assert 0 < row["caught"] < 12 and row["exact"] == pytest.approx(1 - (62 * 61 * 60 * 59) / (64 * 63 * 62 * 61))
+    every = verify_dataset(tmp_path / f"fault-{n}", pilot=False, spot_check=64).get("spot-check")
+    assert not every.ok
+    assert every.detail.count("mlp_id 0 segment") == 1 and every.detail.count("mlp_id 1 segment") == 1, every.detail
