@@ -4,6 +4,7 @@ signal or kill it (importable from any test: ``tests/`` is on ``sys.path`` besid
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -59,10 +60,15 @@ def units_saved(output: Path) -> int:
 
 
 def wait_for_units(
-    proc: subprocess.Popen, output: Path, n: int, *, must_live: bool = True, timeout_s: float = STEP_TIMEOUT_S
+    proc: subprocess.Popen, output: Path, n: int, *, must_live: bool = True, timeout_s: float = STEP_TIMEOUT_S,
+    freeze: bool = False,
 ) -> None:
     """Wait until ``n`` units are saved. With ``must_live`` the bake ending first is a failure;
-    without, an early end simply stops the wait (the caller looks at what was left)."""
+    without, an early end simply stops the wait (the caller looks at what was left).
+
+    ``freeze``: stop the process (SIGSTOP) as soon as the units are seen, so whatever the test does
+    next (signal it, start a second bake beside it) meets a bake still in progress however fast the
+    machine computes the rest; ``thaw`` lets it go on."""
     deadline = time.monotonic() + timeout_s
     while units_saved(output) < n:
         if proc.poll() is not None:
@@ -71,7 +77,17 @@ def wait_for_units(
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"no {n} units saved within {timeout_s}s")
-        time.sleep(0.01)
+        time.sleep(0.002 if freeze else 0.01)
+    if freeze and proc.poll() is None:
+        proc.send_signal(signal.SIGSTOP)
+
+
+def thaw(proc: subprocess.Popen, sig: int | None = None) -> None:
+    """Send ``sig`` (if any) to a process ``wait_for_units(freeze=True)`` stopped, then let it run: the
+    signal is pending when it resumes, so it lands in the bake that was frozen."""
+    if sig is not None:
+        proc.send_signal(sig)
+    proc.send_signal(signal.SIGCONT)
 
 
 def finish(proc: subprocess.Popen, timeout_s: float = STEP_TIMEOUT_S) -> tuple[int, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bake_procs import finish, start_bake, units_dir, wait_for_handler, wait_for_units
+from bake_procs import finish, start_bake, thaw, units_dir, wait_for_handler, wait_for_units
 from whestbench.bake.pipeline import BakeConfig, bake
 
 EXIT_RESUMABLE = 75
@@ -31,8 +31,8 @@ def _args(n_samples: int = SHAPE["n_samples"], threads: int = 1) -> list[str]:
 def _interrupted(output: Path, sig: int = signal.SIGTERM, args: list[str] | None = None) -> tuple[int, str]:
     """Start a bake, let it save two units, send ``sig``; return its exit code and stderr."""
     proc = start_bake(args or _args(), output)
-    wait_for_units(proc, output, 2)
-    proc.send_signal(sig)
+    wait_for_units(proc, output, 2, freeze=True)  # frozen until the signal is sent: a fast machine cannot finish first
+    thaw(proc, sig)
     return finish(proc)
 
 
@@ -53,6 +53,27 @@ def test_signal_stops_with_exit_75_keeping_finished_units(tmp_path, sig):
     assert len(list(units_dir(output).glob("*.unit"))) >= 2  # the units finished before the signal
     assert not output.exists()  # nothing half-written where the dataset goes
     assert not list(tmp_path.glob(".ds.staging-*"))
+
+
+@pytest.mark.parametrize("order", ["stop-then-resume", "resume-then-stop"])
+def test_a_stop_sent_to_a_suspended_bake_stops_it_when_it_resumes(tmp_path, order):
+    """A SLURM job suspended (SIGSTOP), then signalled and resumed: the kernel hands the stop to a
+    worker thread, and the main thread, asleep in one endless wait for the units, ran its handler
+    only after the last unit: the bake said "checkpointing the units in flight, then stopping",
+    ran to the end and exited 0."""
+    output = tmp_path / "ds"
+    proc = start_bake(_args(), output)
+    wait_for_units(proc, output, 2, freeze=True)
+    if order == "stop-then-resume":
+        thaw(proc, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGCONT)
+        proc.send_signal(signal.SIGTERM)
+    code, err = finish(proc)
+    assert code == EXIT_RESUMABLE, err
+    assert "stopped: " in err and "re-run the same command to resume" in err, err
+    assert not output.exists()
+    assert 2 <= len(list(units_dir(output).glob("*.unit"))) < SHAPE["n_mlps"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
@@ -100,13 +121,15 @@ def test_resuming_with_different_n_samples_is_refused_naming_the_field(tmp_path)
 @pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.3])
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 75), (signal.SIGUSR1, 75), (signal.SIGINT, 130)],
                          ids=["SIGTERM", "SIGUSR1", "SIGINT"])
-def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resume_advice(tmp_path, delay, sig, code):
+def test_a_signal_at_any_moment_of_set_up_ends_the_bake_with_the_resume_advice(tmp_path, delay, sig, code):
     import time
 
     output = tmp_path / "ds"
-    # A set-up with work in it (a slice of a long derived seed list: seeds, names, planning) and a unit
-    # of several seconds after it, so each delay lands before the bake could have finished.
-    args = ["--n-mlps", "300000", "--n-samples", "50000000", "--width", "32", "--depth", "3", "--seed", "3",
+    # A set-up with work in it (a slice of a long derived seed list: seeds, names, planning) and one
+    # unit of hours after it (2e10 samples at 32x3: ~1e14 FLOP), so the bake can only have ended by
+    # stopping, on any machine: that it ends at all (within finish's hang guard) is the verdict, not
+    # how fast. Each delay lands in set-up, in the timing probe or inside the unit.
+    args = ["--n-mlps", "300000", "--n-samples", "2e10", "--width", "32", "--depth", "3", "--seed", "3",
             "--mlp-range", "0-0", "--max-threads", "1", "--quiet"]
     proc = start_bake(args, output)
     # the delay counts from whestbench's entry point (its SIGTERM handler; Python's own SIGINT handler
@@ -114,9 +137,7 @@ def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resum
     wait_for_handler(proc, signal.SIGTERM)
     time.sleep(delay)
     proc.send_signal(sig)
-    t0 = time.monotonic()
     rc, err = finish(proc)
-    assert time.monotonic() - t0 < 2.0, "the bake took more than 2 s to end after the signal"
     assert rc == code, err
     assert "re-run the same command" in err, err
     assert "Traceback" not in err
@@ -125,6 +146,7 @@ def test_a_signal_at_any_moment_of_set_up_ends_the_bake_within_2s_with_the_resum
     lines = [line for line in err.strip().splitlines() if not line.startswith("note: compiling the CPU kernels")]
     assert len(lines) <= 2, err
     assert not output.exists()
+    assert not list(units_dir(output).glob("*.unit"))  # stopped inside its unit, not after it
 
 
 @pytest.mark.parametrize("sig, raised", [(signal.SIGUSR1, "SignalStop"), (signal.SIGINT, "KeyboardInterrupt")])

@@ -270,7 +270,7 @@ class LocalExecutor:
         with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="whest-unit") as pool:
             futures = [pool.submit(work, u) for u in todo]
             try:
-                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                done = _wait_awake(futures)
             except KeyboardInterrupt:
                 # Ctrl-C lands here: the running units checkpoint and stop, queued ones never start
                 stop.set()
@@ -285,6 +285,23 @@ class LocalExecutor:
     @staticmethod
     def _interrupted(job: Job, tracker: Tracker, code: int) -> BakeInterrupted:
         return BakeInterrupted(f"{stop_summary(job, tracker)}; {RESUME_ADVICE}.", exit_code=code)
+
+
+WAKE_S = 0.2
+
+
+def _wait_awake(futures: list) -> set:
+    """``wait(futures, return_when=FIRST_EXCEPTION)``, the main thread waking every ``WAKE_S``.
+
+    Python runs a signal's handler on the main thread, when that thread next runs Python code; the
+    kernel may hand a stop signal to a worker thread instead (it does to a process resumed from
+    SIGSTOP: a SLURM job suspended, then signalled and resumed), and a main thread asleep in one
+    endless wait would run the handler only after every unit had finished: the stop came too late
+    and the bake ran to the end. Waking keeps a stop within ``WAKE_S`` of its arrival."""
+    while True:
+        done, running = wait(futures, timeout=WAKE_S, return_when=FIRST_EXCEPTION)
+        if not running or any(f.exception() is not None for f in done):
+            return done
 
 
 def stop_summary(job: Job, tracker: Tracker) -> str:
