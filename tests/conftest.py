@@ -114,6 +114,33 @@ for argv, stdout in json.loads(sys.argv[1]):
 RunResult = subprocess.CompletedProcess
 
 
+# --- work done ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def count_work(monkeypatch) -> dict[str, int]:
+    """Counts the work an in-process command does, so a test of "refused before any work" bounds what
+    the code did instead of how long it took (a time bound depends on the machine's speed and load):
+    ``units`` is every call that samples (a unit's passes, the plan's timing probe and a resumed
+    unit alike), ``seeds`` every derivation of a bake's seed list."""
+    from whestbench.bake import plan
+    from whestbench.work import steps
+
+    counts = {"units": 0, "seeds": 0}
+
+    def counted(key: str, real: Callable) -> Callable:
+        def wrapper(*args, **kwargs):
+            counts[key] += 1
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("_run_pcg64", "_run_philox"):
+        monkeypatch.setattr(steps, name, counted("units", getattr(steps, name)))
+    monkeypatch.setattr(plan, "derived_seeds", counted("seeds", plan.derived_seeds))
+    return counts
+
+
 # --- datasets ------------------------------------------------------------------------------------
 
 

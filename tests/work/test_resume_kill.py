@@ -94,8 +94,11 @@ def test_sigkill_at_random_points_then_resume_equals_uninterrupted(
             # the first kill waits for progress (so a resume has something to recover); later ones
             # may land anywhere, start-up included
             ahead = rng.randint(1, 4) if kills == 0 else rng.randint(0, 4)
-            wait_for_units(proc, output, units_saved(output) + ahead, must_live=False)
-            time.sleep(rng.uniform(0.0, 0.25))
+            # the first kill freezes the bake as its units appear (a fast machine would otherwise finish
+            # it within the random delay, and nothing would have been killed); later ones land anywhere
+            wait_for_units(proc, output, units_saved(output) + ahead, must_live=False, freeze=kills == 0)
+            if kills:
+                time.sleep(rng.uniform(0.0, 0.25))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
@@ -117,7 +120,7 @@ def test_resume_clears_the_staging_directory_of_a_writer_killed_mid_write(
 ):
     output = tmp_path / "ds"
     proc = start_bake(_bake_args(SHAPE, flags), output)
-    wait_for_units(proc, output, 1, must_live=False)
+    wait_for_units(proc, output, 1, freeze=True)  # killed while frozen: the bake had not finished
     proc.send_signal(signal.SIGKILL)
     finish(proc)
     # what a SIGKILL between "start writing" and "rename into place" leaves beside the output: a
