@@ -34,6 +34,35 @@ def test_status_of_a_stopped_bake(tmp_path):
     assert doc["redo"].startswith(f"{4 - doc['units_done']} of 4 units")
     assert bake_status(tmp_path / "out.whest-work") == doc  # the work directory names the same bake
     assert any(line.startswith("  a re-run of the same command redoes: ") for line in status_lines(doc))
+    assert "ranks" not in doc and not any("rank" in line for line in status_lines(doc))  # one process: no ranks
+
+
+def test_status_names_each_ranks_host_and_the_ranks_never_seen(tmp_path):
+    """A distributed bake's status: before rank 0's first record it says none is recorded yet (not
+    that every rank is missing); after it, each rank with its host and the ranks never seen."""
+    from whestbench.work.workdir import update_status
+
+    stop = threading.Event()
+    with pytest.raises(BakeInterrupted):
+        bake(BakeConfig(**SHAPE, output=tmp_path / "out"), on_event=lambda e: e.kind == "unit_done" and stop.set(),
+             stop=stop)
+    work = tmp_path / "out.whest-work"
+    update_status(work, {"world_size": 4})
+    doc = bake_status(work)
+    assert doc["ranks"] == [] and doc["ranks_never_seen"] == []
+    assert "  ranks: none recorded yet (world size 4); rank 0 records them every few seconds once its units start" \
+        in status_lines(doc)
+    update_status(work, {"ranks_recorded_utc": "2026-11-27T10:00:05Z", "ranks": {
+        "0": {"last_heartbeat_utc": "2026-11-27T10:00:04Z", "epoch": "0", "host": "node-a", "pid": 11},
+        "2": {"last_heartbeat_utc": "2026-11-27T10:00:01Z", "epoch": "0", "host": "node-c\x1b[2J", "pid": 12}}})
+    doc = bake_status(work)
+    assert [(r["rank"], r["host"], r["pid"]) for r in doc["ranks"]] == [(0, "node-a", 11), (2, "node-c\x1b[2J", 12)]
+    assert doc["ranks_never_seen"] == [1, 3]
+    lines = status_lines(doc)
+    at = lines.index("  ranks (world size 4), as rank 0 last recorded them at 2026-11-27T10:00:05Z:")
+    assert [line.split(",")[0] for line in lines[at + 1:at + 5]] == [
+        "    rank 0: on node-a (pid 11)", "    rank 1: never seen", "    rank 2: on node-c (pid 12)",  # no escape reaches the terminal
+        "    rank 3: never seen"]
 
 
 def test_status_of_a_running_bake(tmp_path):

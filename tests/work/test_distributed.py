@@ -11,6 +11,7 @@ threads around one store), where a test can plant what a crashed start leaves be
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -377,6 +378,14 @@ def test_a_dead_peer_is_reported_within_the_timeout_and_a_rerun_resumes(tmp_path
     assert "rank 1 stopped responding" in out and "re-run the same command on every rank" in out
     saved = _units_saved(output)
     assert saved >= 1 and not output.exists()
+    # the status command names both ranks with their host (rank 1 joined: it held a unit), as JSON too
+    status = subprocess.run([sys.executable, "-m", "whestbench", "dataset", "status", str(output), "--json"],
+                            capture_output=True, text=True, env=_clean_env(), timeout=STEP_TIMEOUT_S)
+    assert status.returncode == 0, status.stderr
+    doc = json.loads(status.stdout)
+    assert doc["state"] == "stopped" and doc["world_size"] == 2 and doc["ranks_never_seen"] == []
+    assert [(r["rank"], r["host"]) for r in doc["ranks"]] == [(0, socket.gethostname()), (1, socket.gethostname())]
+    assert doc["ranks"][1]["pid"] == rank1.pid
 
     outs = _finish_ok(*procs.srun(2, _free_port(), LARGE, output, "--peer-timeout", "5"))
     recovered = [int(k) for k in re.findall(r"resuming: (\d+) of 12 units", outs[0])]
@@ -951,4 +960,42 @@ def test_protocol_rank_0_records_every_ranks_last_heartbeat_for_the_status_comma
     doc = bake_status(work)
     assert doc["state"] == "stopped" and [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert all(r["last_heartbeat_utc"].endswith("Z") and 0 <= r["seconds_ago"] < 60 for r in doc["ranks"])
-    assert any("ranks seen, with their last heartbeat" in line and "1 at " in line for line in status_lines(doc))
+    host = socket.gethostname()
+    assert [(r["host"], r["pid"]) for r in doc["ranks"]] == [(host, os.getpid())] * 2  # both ranks: threads here
+    assert doc["world_size"] == 2 and doc["ranks_never_seen"] == []
+    lines = status_lines(doc)
+    assert any(line.strip().startswith(f"rank 1: on {host} (pid {os.getpid()}), last heartbeat ") for line in lines)
+    assert not any("never seen" in line for line in lines)
+
+
+def test_protocol_the_status_command_names_a_rank_that_never_joined(agent_store, tmp_path, monkeypatch):
+    """A world of 3 where rank 2 never starts: rank 0 and rank 1 do every unit, and ``whest dataset
+    status`` lists rank 2 as never seen (it listed only the ranks that joined), in --json too."""
+    import json as json_
+    import threading
+
+    from whestbench.bake.status import bake_status, status_lines
+    from whestbench.work import distributed
+
+    monkeypatch.setattr(distributed, "STATUS_EVERY_S", 0.0)
+    port, _ = agent_store
+    peer_done = threading.Event()
+    count = [0]
+
+    def rank0(spec, compute, unit, ctx):
+        peer_done.wait(20)  # rank 1 computes some units, so rank 0 hears it
+        return _fake_unit(spec, compute, unit, ctx)
+
+    def rank1(spec, compute, unit, ctx):
+        time.sleep(0.05)
+        count[0] += 1
+        if count[0] >= 3:
+            peer_done.set()
+        return _fake_unit(spec, compute, unit, ctx)
+
+    results, peer = _ranks(port, 3, seeds=range(12), tmp_path=tmp_path, only=[0, 1], steps={0: rank0, 1: rank1})
+    assert results == _expected(12) and peer is False
+    doc = json_.loads(json_.dumps(bake_status(tmp_path / "w.whest-work")))  # what --json prints
+    assert doc["world_size"] == 3 and doc["ranks_never_seen"] == [2]
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and all(r["host"] == socket.gethostname() for r in doc["ranks"])
+    assert "    rank 2: never seen" in status_lines(doc)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
+from whestbench.format.schema import is_int
 from whestbench.work.ledger import Ledger
 from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, utc_text, work_dir_for
 
@@ -127,9 +128,15 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         "last_write_utc": utc_text(last_write) if last_write else None,
     }
     ranks = _ranks(recorded)
-    if ranks:
+    world_size = recorded.get("world_size") if is_int(recorded.get("world_size")) else None
+    if ranks or (world_size or 1) > 1:
+        out["world_size"] = world_size
         out["ranks"] = ranks
         out["ranks_recorded_utc"] = recorded.get("ranks_recorded_utc")
+        seen = {r["rank"] for r in ranks}
+        # ranks rank 0 never heard from in the record: none can be named before its first record
+        out["ranks_never_seen"] = ([r for r in range(world_size) if r not in seen]
+                                   if world_size and recorded.get("ranks_recorded_utc") else [])
     if ledger is None:
         out["note"] = "the work directory's plan is not this bake's identity: a re-run starts over"
     per_worker = counted_s / wall_s if wall_s > 0 else None
@@ -150,7 +157,8 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
 
 def _ranks(recorded: dict[str, Any]) -> list[dict[str, Any]]:
     """A distributed bake's ranks as rank 0 last recorded them (status.json ``ranks``): each rank's
-    last heartbeat (UTC) and how long before now it was; [] for a single process or an unreadable record."""
+    host and pid (from its heartbeat; None from a whestbench that did not record them), last
+    heartbeat (UTC) and how long before now it was; [] for a single process or an unreadable record."""
     import calendar
 
     ranks = recorded.get("ranks")
@@ -165,9 +173,30 @@ def _ranks(recorded: dict[str, Any]) -> list[dict[str, Any]]:
             t = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
         except ValueError:
             continue
-        out.append({"rank": int(rank), "last_heartbeat_utc": stamp, "seconds_ago": max(0.0, round(time.time() - t, 1)),
-                    "epoch": entry.get("epoch")})
+        host, pid = entry.get("host"), entry.get("pid")
+        out.append({"rank": int(rank), "host": host if isinstance(host, str) and host else None,
+                    "pid": pid if is_int(pid) else None, "last_heartbeat_utc": stamp,
+                    "seconds_ago": max(0.0, round(time.time() - t, 1)), "epoch": entry.get("epoch")})
     return sorted(out, key=lambda r: r["rank"])
+
+
+def _rank_lines(doc: dict[str, Any]) -> list[str]:
+    """The ranks of a distributed bake, one a line: host, pid and last heartbeat of each rank seen,
+    and "never seen" for each rank of the world that rank 0 never heard from."""
+    from whestbench.text import sanitize
+
+    world = doc.get("world_size")
+    if not doc.get("ranks_recorded_utc"):
+        return [f"  ranks: none recorded yet{f' (world size {world})' if world else ''}; rank 0 records them "
+                "every few seconds once its units start"]
+    lines = [f"  ranks{f' (world size {world})' if world else ''}, as rank 0 last recorded them at "
+             f"{doc['ranks_recorded_utc']}:"]
+    rows = [(r["rank"], f"on {sanitize(str(r['host'] or 'an unrecorded host'))}"
+             + (f" (pid {r['pid']})" if r.get("pid") is not None else "")
+             + f", last heartbeat {r['last_heartbeat_utc']} ({r['seconds_ago']:.0f} s ago)") for r in doc["ranks"]]
+    rows += [(r, "never seen") for r in doc.get("ranks_never_seen") or []]
+    lines += [f"    rank {rank}: {text}" for rank, text in sorted(rows)]
+    return lines
 
 
 def _locked(lock: Path) -> bool:
@@ -226,10 +255,8 @@ def status_lines(doc: dict[str, Any]) -> list[str]:
                      + (f" of {doc['samples_total']:,}" if doc.get("samples_total") else ""))
         if doc.get("damaged_files"):
             lines.append(f"  damaged files (a re-run recomputes them): {doc['damaged_files']}")
-        if doc.get("ranks"):
-            seen = ", ".join(f"{r['rank']} at {r['last_heartbeat_utc']} ({r['seconds_ago']:.0f} s ago)" for r in doc["ranks"])
-            lines.append(f"  ranks seen, with their last heartbeat (as rank 0 recorded it at "
-                         f"{doc.get('ranks_recorded_utc')}): {seen}")
+        if "ranks" in doc:
+            lines.extend(_rank_lines(doc))
         if doc.get("last_write_utc"):
             lines.append(f"  last unit or checkpoint written: {doc['last_write_utc']}")
         if doc.get("projected_left_s") is not None:

@@ -457,34 +457,53 @@ class _RankBook:
 
     def __init__(self, run: "_Epoch"):
         self.run = run
-        self.heard: dict[int, tuple[float, str]] = {}  # rank -> (wall time of its last heartbeat, its epoch)
+        # rank -> (wall time of its last heartbeat, its epoch, its host, its pid), from the heartbeat's
+        # "<epoch> <host>:<pid>:<nonce> <tick>" (the process token ``StoreExecutor.run`` makes)
+        self.heard: dict[int, tuple[float, str, str | None, int | None]] = {}
         self.looked = float("-inf")
+        self.asked: set[int] = set()
 
     def look(self, ranks, now: float) -> bool:
         """Read the heartbeats of ``ranks`` (one store call) and record them, at most every
-        ``STATUS_EVERY_S``; whether it read."""
-        if now - self.looked < STATUS_EVERY_S:
+        ``STATUS_EVERY_S``, and at once when a rank joined since the last look (so a rank that
+        joined is never recorded as never seen for long); whether it read."""
+        if now - self.looked < STATUS_EVERY_S and set(ranks) <= self.asked:
             return False
+        self.asked |= set(ranks)
         self.looked, wall = now, time.time()
         for rank, (silent, value) in self.run.ctx.watch.silent_many(ranks).items():
             if value is not None:
-                self.heard[rank] = (wall - silent, value.split()[0])
+                self.heard[rank] = (wall - silent, *_beat_fields(value))
         self.record()
         return True
 
     def record(self) -> None:
-        """Write what was last read (no store call: also on the way out of a failed bake)."""
+        """Write what was last read (no store call: also on the way out of a failed bake), with the
+        world size, so the status command can name the ranks never heard."""
         from whestbench.work.workdir import update_status, utc_text
 
         ledger = self.run.job.ledger
         if ledger is None or not self.heard:
             return
+        ranks = {str(r): {"last_heartbeat_utc": utc_text(t), "epoch": e, "host": host, "pid": pid}
+                 for r, (t, e, host, pid) in sorted(self.heard.items())}
         try:
-            update_status(Path(ledger.root), {
-                "ranks": {str(r): {"last_heartbeat_utc": utc_text(t), "epoch": e} for r, (t, e) in sorted(self.heard.items())},
-                "ranks_recorded_utc": utc_text(time.time()), "epoch": self.run.epoch})
+            update_status(Path(ledger.root), {"ranks": ranks, "ranks_recorded_utc": utc_text(time.time()),
+                                              "epoch": self.run.epoch, "world_size": self.run.ctx.env.world_size})
         except OSError:
             pass
+
+
+def _beat_fields(value: str) -> tuple[str, str | None, int | None]:
+    """(epoch, host, pid) of a heartbeat's value; None for a part it does not hold."""
+    parts = value.split()
+    epoch = parts[0] if parts else "-"
+    host = pid = None
+    if len(parts) > 1 and parts[1].count(":") >= 2:
+        host_text, pid_text, _ = parts[1].rsplit(":", 2)
+        host = host_text or None
+        pid = int(pid_text) if pid_text.isdigit() else None
+    return epoch, host, pid
 
 
 class _Epoch:
