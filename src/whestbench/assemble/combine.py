@@ -286,7 +286,8 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
     Crash-safe in three atomic steps: metadata.json first stops naming the old copies (a reader
     meanwhile loads Parquet), each split's copy is then built beside its target and renamed into
     place, and metadata.json (``prepared_splits``; ``checksums`` when the dataset has them) and
-    README.md are rewritten last. Idempotent; the staging a killed earlier run left in
+    README.md are rewritten last; a failure before any copy was replaced (a full disk, ``ulimit -f``)
+    names the old copies again. Idempotent; the staging a killed earlier run left in
     ``prepared/`` is removed first (``on_event`` hears a note). A single-split dataset is
     refused: it loads from Parquet directly.
     """
@@ -306,10 +307,18 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
     has_checksums = isinstance(md.get(CHECKSUMS), dict)
     if has_checksums:
         md[CHECKSUMS] = {k: v for k, v in md[CHECKSUMS].items() if not k.startswith(PREPARED_DIR + "/")}
+    original = (root / "metadata.json").read_bytes()
     if "prepared_splits" in md or has_checksums:
         interim = {k: v for k, v in md.items() if k != "prepared_splits"}
         _rewrite(root / "metadata.json", json.dumps(interim, indent=2).encode())
-    build_prepared_splits_for_directory(root, names, md, on_event)
+    built: list[str] = []
+    try:
+        build_prepared_splits_for_directory(root, names, md, on_event, built=built)
+    except BaseException:
+        if not built:  # failed (a full disk, ulimit -f) before any copy was replaced: the old ones stand, named again
+            with contextlib.suppress(OSError):
+                _rewrite(root / "metadata.json", original)
+        raise
     if has_checksums:
         fresh = {k: v for k, v in dataset_checksums(root).items() if k.startswith(PREPARED_DIR + "/")}
         bind_checksums(md, {**md[CHECKSUMS], **fresh})
@@ -330,11 +339,13 @@ def _rewrite(path: Path, data: bytes) -> None:
 
 
 def build_prepared_splits_for_directory(
-    dataset_dir: str | Path, splits: Sequence[str], metadata: dict[str, Any], on_event: EventSink = ignore
+    dataset_dir: str | Path, splits: Sequence[str], metadata: dict[str, Any], on_event: EventSink = ignore,
+    built: list[str] | None = None,
 ) -> dict[str, dict[str, str]]:
     """Build ``prepared/<split>`` for each of ``splits`` from its shards and set
     ``metadata["prepared_splits"]`` (replaced in place, kept before ``checksums``); return it.
-    ``on_event`` hears ``Progress("splits")`` in the phase "building the prepared Arrow copies"."""
+    ``on_event`` hears ``Progress("splits")`` in the phase "building the prepared Arrow copies";
+    ``built`` collects the splits whose copy is in place (what a failure part-way has replaced)."""
     root = Path(dataset_dir)
     prepared: dict[str, dict[str, str]] = {}
     phase = "building the prepared Arrow copies"
@@ -345,6 +356,8 @@ def build_prepared_splits_for_directory(
         except InvalidDatasetError as e:
             raise MergeCorruptError.from_error(e) from None
         build_prepared_split(files, root / PREPARED_DIR / name, split=name)
+        if built is not None:
+            built.append(name)
         prepared[name] = {"path": f"{PREPARED_DIR}/{name}", "format": PREPARED_FORMAT}
         on_event(Event("progress", progress=Progress("splits", done, len(splits), phase=phase)))
     metadata["prepared_splits"] = prepared

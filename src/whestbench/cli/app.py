@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             target = args[args.index("--output") + 1] if "--output" in args[:-1] else None
             where = (f" writing {sanitize(str(path))}" if path else
                      f" under --output {sanitize(target)}" if target else "")
-            kept = ("a re-run resumes from the units and checkpoints already saved" if "bake" in args[:3]
+            resumable = "bake" in args[:3] or "--recompute" in args  # verify --recompute bakes too
+            kept = ("a re-run resumes from the units and checkpoints already saved" if resumable
                     else "nothing was left half-written")
             other = " (or choose another --output)" if target else ""
             what = {
@@ -199,7 +200,8 @@ def _resource_error(exc: BaseException) -> tuple[str, str] | None:
     seen = 0
     while exc is not None and seen < 8:
         text = str(exc).lower()
-        path = str(getattr(exc, "filename", None) or "")
+        # a copy's error names the source first and the file written second (shutil's sendfile copy)
+        path = str(getattr(exc, "filename2", None) or getattr(exc, "filename", None) or "")
         if isinstance(exc, MemoryError) or type(exc).__name__ == "ArrowMemoryError":
             return "memory", ""
         if isinstance(exc, OSError) and exc.errno in codes:
