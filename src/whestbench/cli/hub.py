@@ -64,14 +64,14 @@ def card_options(f):
                              "ReLU MLPs of width 64 and depth 6').")(f)
 
 
-def _dry_run(directory: Path, repo: str, tag: str | None, card: dict, allow_unchecked_device: bool) -> None:
+def _dry_run(directory: Path, config) -> None:
     """``push --dry-run``: every check push makes before the network, then what it would send."""
     from whestbench.hub.transfer import hf_ref, plan_push
     from whestbench.text import sanitize
 
-    plan = plan_push(directory, repo, tag=tag, card=card, allow_unchecked_device=allow_unchecked_device)
+    plan = plan_push(directory, config)
     _say(f"Dry run: would upload {plan.directory} → {hf_ref(plan.repo_id, plan.revision)}"
-         + (f" (tag {tag})" if tag else "") + "; nothing is sent.")
+         + (f" (tag {config.tag})" if config.tag else "") + "; nothing is sent.")
     files = plan.files
     _say(f"Files ({plural(len(files), 'file')}, {format_bytes(plan.total_bytes)}):")
     for f in files:
@@ -130,17 +130,17 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     whest dataset push ./ds --repo aicrowd/whestbench-public --tag v1
     """
     from whestbench.format.card import check_card_fields
-    from whestbench.hub.transfer import hf_ref, push_dataset
+    from whestbench.hub.transfer import PushConfig, hf_ref, push_dataset
 
     card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage, card_file=card_file)
     token = read_token(token, token_file)  # a dry run checks everything the push would, but the network
+    config = PushConfig(repo, tag=tag, message=message, private=private, card=card,
+                        allow_unchecked_device=allow_unchecked_device)
     if dry_run:
-        _dry_run(directory, repo, tag, card, allow_unchecked_device)
+        _dry_run(directory, config)
         return
     with _events("push", log_every) as events:
-        result = push_dataset(directory, repo, tag=tag, message=message, private=private,
-                              token=token, on_event=events, card=card,
-                              allow_unchecked_device=allow_unchecked_device)
+        result = push_dataset(directory, config, token=token, on_event=events)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
         _say(f"✓ Uploaded {directory} → {where}")

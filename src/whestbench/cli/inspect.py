@@ -89,7 +89,12 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     whest dataset verify ./gpu-eval --recompute 1 --device cpu
     whest dataset verify ./gpu-eval --spot-check 8 --spot-seed 3
     """
+    from whestbench.verify.config import VerifyConfig
     from whestbench.verify.run import verify_dataset
+
+    config = VerifyConfig(against=against, n_check=n_check, sample_mlps=sample_mlps, sample_seed=sample_seed,
+                          recompute=recompute, device=device, recompute_root=recompute_dir, cache=not no_cache,
+                          spot_check=spot_check, spot_seed=spot_seed)
 
     def show(check) -> None:
         mark = "–" if check.skipped else ("✓" if check.ok else "✗")
@@ -104,10 +109,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
             signals.on_event(event)
             reporter(event)
 
-        report = verify_dataset(directory, against=against, n_check=n_check, on_check=show, sample_mlps=sample_mlps,
-                                sample_seed=sample_seed, recompute=recompute, device=device,
-                                recompute_root=recompute_dir, on_event=sink, stop=signals.stop, cache=not no_cache,
-                                spot_check=spot_check, spot_seed=spot_seed)
+        report = verify_dataset(directory, config, on_check=show, on_event=sink, stop=signals.stop)
     failed = report.failures
     skipped = sum(c.skipped for c in report.checks)
     tail = f", {skipped} skipped" if skipped else ""

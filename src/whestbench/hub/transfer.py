@@ -221,9 +221,48 @@ def _require_checked_device(directory: Path, md: dict) -> None:
                 "(the card and metadata.json say so).")
 
 
-def plan_push(directory: "str | Path | DatasetDir", repo: str, *, tag: str | None = None,
-              card: dict[str, str] | None = None, allow_unchecked_device: bool = False) -> PushPlan:
-    """Check ``directory`` and decide what a push to ``repo`` publishes. Makes no network call.
+@dataclass(frozen=True)
+class PushConfig:
+    """One push request. ``__post_init__`` refuses what no dataset could make valid (the repo, the tag)
+    before any file is read; the CLI and ``push_dataset(directory, repo, **options)`` build it."""
+
+    repo: str
+    """``ORG/NAME`` or ``hf://[datasets/]ORG/NAME``, without ``@REV`` (name a version with ``tag``);
+    kept as ``ORG/NAME``."""
+    tag: str | None = None
+    """A git tag created on the final commit once it has landed (refused up front if it exists)."""
+    message: str | None = None
+    """The commit message (default ``DEFAULT_MESSAGE``; the commits of a push in several are numbered)."""
+    private: bool = False
+    """Create the repo private; an existing public repo is refused rather than silently published to."""
+    exist_ok: bool = True
+    """False: refuse a repo that already exists."""
+    card: Mapping[str, str] | None = None
+    """``pretty_name``/``license``/``homepage``/... for the card (``format.card.check_card_fields``);
+    default: what the bake recorded."""
+    allow_unchecked_device: bool = False
+    """Publish a torch bake whose device check was skipped or a failure accepted (refused otherwise)."""
+    max_commit_bytes: int = MAX_COMMIT_BYTES
+    max_commit_files: int = MAX_COMMIT_FILES
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "repo", push_ref(self.repo).repo_id)
+        if self.tag is not None:
+            _check_tag(self.tag)
+
+    @classmethod
+    def of(cls, repo: "str | PushConfig", options: Mapping[str, Any]) -> "PushConfig":
+        """``repo`` if it is a ``PushConfig``, else one built from it and keyword ``options``; not both."""
+        if not isinstance(repo, PushConfig):
+            return cls(repo, **options)
+        if options:
+            raise TypeError(f"pass a PushConfig or keyword options, not both (got {', '.join(sorted(options))})")
+        return repo
+
+
+def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **options: Any) -> PushPlan:
+    """Check ``directory`` and decide what a push to ``repo`` (a ``PushConfig``, or the repo with the
+    config's fields as keyword ``options``) publishes. Makes no network call.
 
     Refuses (InvalidDatasetError): a partial dataset (merge it first), metadata that fails
     ``validate_metadata``, data files that do not match their checksums, a split without shards,
@@ -234,11 +273,8 @@ def plan_push(directory: "str | Path | DatasetDir", repo: str, *, tag: str | Non
     that would otherwise be discovered by whoever downloads the published dataset, and a prepared Arrow
     copy that is not bit for bit its split's rows (``format/prepared.py``), and, unless
     ``allow_unchecked_device``, a torch bake whose device check was skipped or a failure accepted.
-    ``card``: ``pretty_name``/``license``/``homepage`` for the card (default: what the bake recorded).
     """
-    ref = push_ref(repo)
-    if tag is not None:
-        _check_tag(tag)
+    cfg = PushConfig.of(repo, options)
     handle = directory if isinstance(directory, DatasetDir) else None
     directory = local_dataset_dir(directory)
     handle = handle or open_dataset(directory)  # read once; its checks share it
@@ -250,7 +286,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: str, *, tag: str | Non
             f"partials first: `whest dataset merge <partials> --output <dir>`, then push <dir>."
         )
     handle.meta()  # validate_metadata, once
-    if not allow_unchecked_device:
+    if not cfg.allow_unchecked_device:
         _require_checked_device(directory, md)
     verify_checksums(handle, md)
     needed: set[str] = set()
@@ -318,11 +354,11 @@ def plan_push(directory: "str | Path | DatasetDir", repo: str, *, tag: str | Non
 
     from whestbench.format.card import render_card
 
-    revision = tag or DEFAULT_BRANCH
-    card = render_card(md, repo_id=ref.repo_id, revision=revision, **(card or {})).encode("utf-8")
+    revision = cfg.tag or DEFAULT_BRANCH
+    card = render_card(md, repo_id=cfg.repo, revision=revision, **(cfg.card or {})).encode("utf-8")
     return PushPlan(
         directory=directory,
-        repo_id=ref.repo_id,
+        repo_id=cfg.repo,
         revision=revision,
         metadata=md,
         data=tuple(data),
@@ -398,36 +434,21 @@ def _batches(files: Sequence[LocalFile], max_bytes: int, max_files: int) -> list
     return out
 
 
-def push_dataset(
-    directory: str | Path,
-    repo: str,
-    *,
-    tag: str | None = None,
-    message: str | None = None,
-    private: bool = False,
-    token: str | None = None,
-    exist_ok: bool = True,
-    on_event: EventSink | None = None,
-    max_commit_bytes: int = MAX_COMMIT_BYTES,
-    max_commit_files: int = MAX_COMMIT_FILES,
-    card: dict[str, str] | None = None,
-    allow_unchecked_device: bool = False,
-) -> PushResult:
-    """Publish the dataset at ``directory`` to the Hub dataset repo ``repo`` (branch ``main``).
+def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str | None = None,
+                 on_event: EventSink | None = None, **options: Any) -> PushResult:
+    """Publish the dataset at ``directory`` to the Hub dataset repo ``repo`` (branch ``main``): a
+    ``PushConfig``, or the repo with the config's fields as keyword ``options``.
 
-    ``repo``: ``ORG/NAME`` or ``hf://ORG/NAME`` (no ``@REV``: name versions with ``tag``).
-    ``token``: a Hub token, or None for HF_TOKEN / the stored ``hf auth login``. ``tag``: created on
-    the final commit once it has landed (refused up front if it already exists). ``private``: create
-    the repo private; an existing public repo is refused rather than silently published to.
-    ``exist_ok=False``: refuse a repo that already exists. ``allow_unchecked_device``: publish a torch
-    bake whose device check was skipped or a failure accepted (refused otherwise).
+    ``token``: a Hub token, or None for HF_TOKEN / the stored ``hf auth login`` (never kept in the config).
     Events (``on_event``): ``start`` and ``planned`` (local totals, before any network call), a
     ``note`` when files are left out or the Hub is being retried, ``compared`` (what the Hub already
     holds; progress total = the bytes to send), ``commit`` after each commit (progress = bytes sent
     so far), ``tagged``.
     """
     emit = on_event or ignore
-    plan = plan_push(directory, repo, tag=tag, card=card, allow_unchecked_device=allow_unchecked_device)
+    cfg = PushConfig.of(repo, options)
+    tag, private, exist_ok = cfg.tag, cfg.private, cfg.exist_ok
+    plan = plan_push(directory, cfg)
     repo_id = plan.repo_id
     ref = HubRef(repo_id, DEFAULT_BRANCH)
     remember_token(token)
@@ -491,7 +512,7 @@ def push_dataset(
     sent = {f.path for f in todo + finals}
     unchanged = sorted(f.path for f in plan.files if f.path not in sent)
 
-    batches = _batches(todo, max_commit_bytes, max_commit_files)
+    batches = _batches(todo, cfg.max_commit_bytes, cfg.max_commit_files)
     if finals or stale:
         if not batches:
             batches.append([])
@@ -517,7 +538,7 @@ def push_dataset(
                           for f in batch]
         if last:
             ops += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in stale]
-        text = message or DEFAULT_MESSAGE
+        text = cfg.message or DEFAULT_MESSAGE
         if len(batches) > 1:
             text = f"{text} ({i}/{len(batches)})"
         kwargs = {"parent_commit": parent} if parent else {}

@@ -34,6 +34,7 @@ from whestbench.format.schema import (
     columns_for,
     protocol_version,
 )
+from whestbench.verify.config import VerifyConfig
 from whestbench.verify.report import Check, VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan, scan_split, schema_problems
 from whestbench.verify.statistics import run_statistics
@@ -48,63 +49,34 @@ from whestbench.text import sanitize
 
 def verify_dataset(
     directory: str | Path | DatasetDir,
+    config: VerifyConfig | None = None,
     *,
-    against: str | Path | None = None,
-    n_check: int | None = None,
-    z_max: float | None = None,
     on_check: Callable[[Check], None] | None = None,
-    sample_mlps: int | None = None,
-    sample_seed: int = 0,
-    recompute: int | None = None,
-    device: str | None = None,
-    recompute_root: str | Path | None = None,
     on_event=None,
     stop=None,
-    pilot: bool = True,
-    cache: bool = True,
-    spot_check: int | None = None,
-    spot_seed: int = 0,
+    **options: Any,
 ) -> VerifyReport:
-    """Run every check on the dataset at ``directory`` (and the comparison with ``against``).
+    """Run every check on the dataset at ``directory``, and those ``config`` asks for (a ``VerifyConfig``,
+    or its fields as keyword ``options``: ``verify_dataset(d, against=d2, n_check=5)``).
 
-    ``n_check`` limits the statistical check and the comparison to the first K MLPs (integrity
-    covers every row).
-    ``sample_mlps`` runs the per-MLP pilot statistics on that many MLPs chosen at random with
-    ``sample_seed`` (huge datasets; the choice is reported).
-    ``recompute`` bakes that many MLPs (chosen at random with ``sample_seed``) again with the
-    dataset's own recipe (``device`` for philox datasets) in ``recompute_root`` (default: the user
-    cache; resumable) and compares every numeric column (``dataset.recompute``); ``on_event`` hears
-    that bake's progress and ``stop`` interrupts it (resumable). ``recompute_root`` may not lie inside
-    the dataset or ``against``. ``cache=False`` bakes afresh in a temporary directory under
-    ``recompute_root`` (removed after), never reusing or changing a cached bake.
-    ``spot_check`` regenerates that many audit-trail segments chosen with ``spot_seed`` (``spot``); a
-    stopped one resumes from its record in ``recompute_root`` (``cache=False``: no record read or kept).
-    ``pilot=False`` leaves out the checks that need a fresh pilot of every MLP (``confirm_complete``).
-    ``z_max`` replaces the Bonferroni threshold of the statistical checks. ``on_check`` sees
-    each check as it completes (the CLI prints it). Raises UsageError only for arguments that
-    cannot name a dataset (a path that does not exist, a non-positive ``n_check``). ``directory``
-    may be an open ``DatasetDir``: what it has read (metadata, checksum state) is not read again.
+    ``on_check`` sees each check as it completes (the CLI prints it); ``on_event`` hears the progress
+    of the pilots and of a recompute's or spot check's bake, which ``stop`` interrupts (resumable).
+    Raises UsageError only for requests that cannot name a dataset (a path that does not exist, a
+    non-positive ``n_check``). ``directory`` may be an open ``DatasetDir``: what it has read
+    (metadata, checksum state) is not read again.
     """
+    cfg = VerifyConfig.of(config, options)
     handle = open_dataset(directory)
     directory = handle.path
     existing_dir(directory, "DIR")
+    against, recompute, spot_check, device, cache = cfg.against, cfg.recompute, cfg.spot_check, cfg.device, cfg.cache
     if against is not None:
-        against = Path(against)
         existing_dir(against, "--against")
-    for flag, value in (("--n-check", n_check), ("--sample-mlps", sample_mlps), ("--recompute", recompute)):
-        if value is not None:
-            check_positive_int(flag, value)
-    if spot_check is not None:
-        check_positive_int("--spot-check", spot_check)
-    if device is not None and recompute is None and spot_check is None:
-        raise UsageError("--device applies to --recompute and --spot-check only; add one of them, or leave --device out.")
-    if not cache and recompute is None and spot_check is None:
-        raise UsageError("--no-cache applies to --recompute and --spot-check only; add one of them, or leave --no-cache "
-                         "out.")
+    recompute_root = cfg.recompute_root
     if recompute is not None or (spot_check is not None and cache):  # the cache root, checked before any check
         from whestbench.verify.recompute import check_root, default_cache
 
-        recompute_root = check_root(Path(recompute_root) if recompute_root is not None else default_cache(),
+        recompute_root = check_root(recompute_root if recompute_root is not None else default_cache(),
                                     [directory] + ([against] if against is not None else []))
     if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
         from whestbench.verify.recompute import recipe
@@ -122,8 +94,8 @@ def verify_dataset(
     ds = _integrity(handle, report)
     if ds is None:
         return report
-    run_statistics(ds, report, n_check=n_check, z_max=z_max, sample_mlps=sample_mlps, sample_seed=sample_seed,
-                   pilot=pilot, on_event=on_event)
+    run_statistics(ds, report, n_check=cfg.n_check, z_max=cfg.z_max, sample_mlps=cfg.sample_mlps,
+                   sample_seed=cfg.sample_seed, pilot=cfg.pilot, on_event=on_event)
     from whestbench.verify.trail import check_trail
 
     check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
@@ -134,18 +106,18 @@ def verify_dataset(
             from whestbench.verify.spot import spot_check as run_spot_check
 
             resumable = cache and handle.checksum_state().state == "ok"  # a record is keyed by signed contents
-            run_spot_check(ds, report, spot_check, spot_seed, device, stop, on_event,
+            run_spot_check(ds, report, spot_check, cfg.spot_seed, device, stop, on_event,
                            record_root=recompute_root if resumable else None)
     if against is not None:
         from whestbench.verify.compare import compare_with  # compare builds on this module
 
-        compare_with(ds, against, report, n_check=n_check, z_max=z_max)
+        compare_with(ds, against, report, n_check=cfg.n_check, z_max=cfg.z_max)
     if recompute is not None:
         if report.failures:  # a recompute of a damaged dataset costs a bake and proves nothing more
             report.skip("recompute", f"not run: {len(report.failures)} check(s) failed already "
                         f"({', '.join(c.name for c in report.failures)}); fix or re-bake the dataset first")
         else:
-            _recompute(ds, report, recompute, sample_seed, device, recompute_root, on_event, stop, cache)
+            _recompute(ds, report, recompute, cfg.sample_seed, device, recompute_root, on_event, stop, cache)
     return report
 
 
