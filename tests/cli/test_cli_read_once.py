@@ -1,8 +1,10 @@
-"""A dataset is read once: no command reads an input's metadata.json, or hashes one of its files, twice.
+"""A dataset is read once: no command reads an input's metadata.json, hashes one of its files, or
+lists its shards, twice.
 
 Every read of a local metadata.json goes through ``format.reader.read_metadata_file`` and every
 checksum through ``format.reader.file_sha256``; both are wrapped here and counted per file while one
 command runs in-process (issue 26: verify, inspect, load, merge, combine-splits, push --dry-run).
+Listings of a ``data/`` directory are counted at ``Path.iterdir``, whoever asks.
 """
 
 from collections import Counter
@@ -46,6 +48,21 @@ def reads(monkeypatch):
     monkeypatch.setattr(reader, "read_metadata_file", counted_read)
     monkeypatch.setattr(reader, "file_sha256", counted_hash)
     return md, sha
+
+
+@pytest.fixture
+def listings(monkeypatch):
+    """How often each ``data/`` directory was listed (``Path.iterdir``), keyed by resolved path."""
+    seen = Counter()
+    iterdir = Path.iterdir
+
+    def counted(self):
+        if self.name == "data":
+            seen[self.resolve()] += 1
+        return iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", counted)
+    return seen
 
 
 def _once(counts: Counter, *roots: Path, some: bool = True) -> None:
@@ -112,6 +129,27 @@ def test_combine_load_and_push_read_each_dataset_once(made, reads, capsys):
     assert run(["dataset", "push", str(out), "--repo", "org/name", "--dry-run"], capsys)[0] == 0
     _once(md, out)
     _once(sha, out)
+
+
+def test_verify_inspect_and_push_list_each_datasets_shards_once(made, listings, capsys):
+    """The shard list comes from the one handle: verify's schema check, row scan, card check and prepared
+    copies' check, --against's scan of the other bake, inspect's sizes and stderr lines, push's plan."""
+    combined = made / "c"
+    if not combined.exists():  # this test run alone
+        assert run(["dataset", "combine-splits", str(made / "a"), str(made / "h"), "--output", str(combined)],
+                   capsys)[0] == 0
+    for argv, roots in (
+        (["dataset", "verify", str(made / "a")], [made / "a"]),
+        (["dataset", "verify", str(combined)], [combined]),  # two splits, each with a prepared copy
+        (["dataset", "verify", str(made / "p0"), "--against", str(made / "a")], [made / "p0", made / "a"]),
+        (["dataset", "inspect", str(combined)], [combined]),
+        (["dataset", "push", str(combined), "--repo", "org/name", "--dry-run"], [combined]),
+    ):
+        listings.clear()
+        assert run(argv, capsys)[0] == 0, argv
+        for root in roots:  # one listing per split
+            want = 2 if root == combined else 1
+            assert listings[(root / "data").resolve()] == want, (argv, dict(listings))
 
 
 def test_a_bake_rerun_reads_and_verifies_its_output_once(made, reads, capsys):

@@ -645,7 +645,7 @@ def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
 
     from whestbench.format.reader import data_files
 
-    root = Path(root)
+    handle, root = root, Path(root)  # an open DatasetDir lists each split's shards once
     want = configs_block(md)
     fix = "re-run the bake, merge or combine-splits that made it: a re-run rewrites the card"
     readme = root / "README.md"
@@ -669,7 +669,7 @@ def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
         with tempfile.TemporaryDirectory(prefix="whest-card-") as cache:
             for split, config in split_configs(md).items():
                 try:
-                    files = sorted(p.name for p in data_files(root, split))
+                    files = sorted(p.name for p in data_files(handle, split))
                     # absolute: datasets takes a relative name that is a split word ("eval", "test") for a file pattern
                     builder = datasets.load_dataset_builder(str(root.resolve()), name=config, cache_dir=cache)
                     resolved = sorted(Path(str(f)).name for f in (builder.config.data_files or {}).get(split, []))

@@ -46,16 +46,17 @@ def prepared_dir(root: Path, md: Mapping[str, Any], split: str) -> Path | None:
     return Path(root) / entry["path"]
 
 
-def prepared_verdict(root: str | Path, md: Mapping[str, Any], split: str) -> PreparedVerdict | None:
-    """The verdict on ``split``'s declared prepared copy (None when none is declared). Never raises on
-    a damaged dataset: a copy or shard that cannot be read is a failed verdict."""
-    root = Path(root)
+def prepared_verdict(root: Any, md: Mapping[str, Any], split: str) -> PreparedVerdict | None:
+    """The verdict on ``split``'s declared prepared copy (None when none is declared; ``root`` a path or
+    an open ``DatasetDir``). Never raises on a damaged dataset: a copy or shard that cannot be read is a
+    failed verdict."""
+    handle, root = root, Path(root)
     target = prepared_dir(root, md, split)
     if target is None:
         return None
     rel = target.relative_to(root).as_posix()
     try:
-        files = data_files(root, split)
+        files = data_files(handle, split)
     except InvalidDatasetError as e:
         return PreparedVerdict(False, f"{rel}: its Parquet rows cannot be read ({e})")
     verdict = compare(target, files, what=rel, rows=f"data/{split}-*.parquet")

@@ -194,12 +194,15 @@ def is_shard_of(name: str, split: str) -> bool:
     return shard is not None and shard[0] == split
 
 
-def data_files(directory: str | Path, split: str) -> list[Path]:
-    """``split``'s Parquet shards under ``directory/data``, in shard order.
+def data_files(directory: "str | Path | DatasetDir", split: str) -> list[Path]:
+    """``split``'s Parquet shards under ``directory/data``, in shard order (an open ``DatasetDir``
+    lists them once: ``shards``).
 
     Guards against a split with no files and a shard set with holes (``00001-of-00003`` missing, or
     shards from two different writes mixed), which would silently load fewer rows.
     """
+    if isinstance(directory, DatasetDir):
+        return directory.shards(split)
     directory = Path(directory)
     data = directory / DATA_DIR
     found: list[tuple[int, int, Path]] = []
@@ -237,7 +240,7 @@ def parquet_footer(path: str | Path):
         raise _unreadable(path, e) from e
 
 
-def read_table(directory: str | Path, split: str, columns: list[str] | None = None) -> "pa.Table":
+def read_table(directory: "str | Path | DatasetDir", split: str, columns: list[str] | None = None) -> "pa.Table":
     """``split``'s rows from all its shards as one ``pyarrow.Table`` (shard order).
 
     Does not check checksums: callers that need integrity call ``verify_checksums`` first.

@@ -175,7 +175,7 @@ def _under(rel: str, top: str) -> bool:
     return rel == top or rel.startswith(top + "/")
 
 
-def _require_schema(directory: Path, md: dict, split: str) -> None:
+def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> None:
     """The shards hold the columns the metadata promises: a target bake without its ``n_samples_used``
     column, say, is refused before anything is sent. Only the footers' column names are read (the
     checksums already vouch for the bytes; ``whest dataset verify`` judges their content)."""
@@ -197,7 +197,7 @@ def _require_schema(directory: Path, md: dict, split: str) -> None:
                                       "their metadata (`whest dataset verify` shows every problem).")
 
 
-def _readable_rows(directory: Path, split: str) -> bool:
+def _readable_rows(directory: "Path | DatasetDir", split: str) -> bool:
     try:
         for shard in data_files(directory, split):
             parquet_footer(shard)
@@ -293,7 +293,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
     for split in DatasetMeta.of(md).splits:
         # raises when a split has no shards or holes in its shard set
         needed.update(p.relative_to(directory).as_posix() for p in handle.shards(split))
-        _require_schema(directory, md, split)
+        _require_schema(handle, md, split)
     listed = checksums_block(md)
     needed.update(listed or ())
 
@@ -343,9 +343,9 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
                 f"re-create them with `whest dataset prepare-arrow {directory}`."
             )
     for split in sorted(md.get("prepared_splits") or {}):
-        if not _readable_rows(directory, split):
+        if not _readable_rows(handle, split):
             continue  # as in _require_schema: unreadable shards are verify's business, not push's
-        problem = prepared_problem(directory, md, split)
+        problem = prepared_problem(handle, md, split)
         if problem:
             raise InvalidDatasetError(f"the prepared Arrow copy of split {split!r} is not its rows: {problem}; "
                                       "push publishes only copies bit-identical to the Parquet rows.")

@@ -138,7 +138,7 @@ def compare_with(a: DatasetScan, other: "Path | DatasetDir", report: VerifyRepor
     b = DatasetScan(other, md, width, depth, n_samples, [])
     try:
         for split in DatasetMeta.of(md).splits:
-            b.splits.append(scan_split(other, split, width, depth, rederive=False, columns=columns_for(md)))
+            b.splits.append(scan_split(handle, split, width, depth, rederive=False, columns=columns_for(md)))
     except InvalidDatasetError as e:
         report.check(f"{name}: readable", False, str(e))
         return

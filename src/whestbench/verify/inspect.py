@@ -20,7 +20,6 @@ from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.reader import DatasetDir, data_files, open_dataset, parquet_footer
 from whestbench.format.schema import DatasetMeta, infer_sampler
 from whestbench.format.prepared import prepared_verdict
-from whestbench.verify.run import check_checksums
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
 from whestbench.text import format_bytes, format_count, sanitize
@@ -46,8 +45,8 @@ def describe(dir_or_repo: "str | Path | DatasetDir", *, revision: str | None = N
         remote = fetch_metadata(source, token=token, what=f"inspecting {source.uri}", on_event=on_event)
         lines = _info_lines(remote.metadata) + _hub_lines(remote)
     else:
-        md = open_dataset(dir_or_repo if isinstance(dir_or_repo, DatasetDir) else source).metadata
-        lines = _info_lines(md) + _local_lines(source, md)
+        handle = open_dataset(dir_or_repo if isinstance(dir_or_repo, DatasetDir) else source)
+        lines = _info_lines(handle.metadata) + _local_lines(handle, handle.metadata)
     return [_safe(line) for line in lines]
 
 
@@ -82,7 +81,7 @@ def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
     check_output_file(path, "--plot")  # the CLI checked it before any work; a library call is checked here
     directory, md = handle.path, handle.metadata
     depth = md.get("depth")
-    per_split = {s: _layer_means(directory, s) for s in DatasetMeta.of(md).splits}  # split -> (n, depth, w)
+    per_split = {s: _layer_means(handle, s) for s in DatasetMeta.of(md).splits}  # split -> (n, depth, w)
     depth = next(iter(per_split.values())).shape[1] if not isinstance(depth, int) else depth
     cols = min(depth, 4)
     rows = -(-depth // cols)
@@ -275,14 +274,15 @@ def _seed_source(src: dict[str, Any]) -> str:
     return str(method)
 
 
-def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
+def _local_lines(handle: DatasetDir, md: dict[str, Any]) -> list[str]:
+    directory = handle.path
     lines = _extra_lines(md)
     meta = DatasetMeta.of(md)
     lines.append("  data:")
     for split in meta.splits:
         declared = meta.n_mlps(split)
         try:
-            files = data_files(directory, split)
+            files = data_files(handle, split)
         except ValueError:
             lines.append(f"    {split}: no Parquet shards found (expected data/{split}-00000-of-00001.parquet)")
             continue
@@ -297,17 +297,18 @@ def _local_lines(directory: Path, md: dict[str, Any]) -> list[str]:
         if isinstance(declared, int) and rows != declared:
             count += f" (metadata says {format_count(declared)})"
         lines.append(f"    {split}: {count} in {shards}, {format_bytes(size)}")
-        lines += _stderr_lines(directory, split, md)
+        lines += _stderr_lines(handle, split, md)
     prepared = md.get("prepared_splits")
     if isinstance(prepared, dict) and prepared:
         lines.append(f"  prepared Arrow: {', '.join(sorted(prepared))}")
         for split in sorted(prepared):
-            verdict = prepared_verdict(directory, md, split)
+            verdict = prepared_verdict(handle, md, split)
             if verdict is not None:
                 lines.append(f"    {split}: " + ("ok, " + verdict.detail if verdict.ok else f"DIFFERS — {verdict.detail}"))
     files = [p for p in directory.rglob("*") if p.is_file()]
     lines.append(f"  total size: {format_bytes(sum(p.stat().st_size for p in files))} in {len(files)} files")
-    status, detail = check_checksums(directory, md)
+    state = handle.checksum_state()
+    status, detail = state.state, state.detail
     if status == "ok":
         lines.append(f"  integrity: checksums ok ({detail})")
     elif status == "absent":
@@ -336,7 +337,7 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
     return lines
 
 
-def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
+def _stderr_lines(directory: "Path | DatasetDir", split: str, md: dict[str, Any]) -> list[str]:
     """The standard errors of ``split``'s means in one line per layer (median and max over its MLPs
     and neurons), and the samples the MLPs used when the bake had a target standard error."""
     import numpy as np
@@ -381,7 +382,7 @@ def _stderr_lines(directory: Path, split: str, md: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _layer_means(directory: Path, split: str, column: str = "all_layer_means"):
+def _layer_means(directory: "Path | DatasetDir", split: str, column: str = "all_layer_means"):
     """``split``'s ``column`` (``all_layer_means`` or ``all_layer_stderr``) as ``(n, depth, width)`` float32."""
     import numpy as np
     import pyarrow as pa

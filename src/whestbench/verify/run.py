@@ -24,11 +24,10 @@ import numpy as np
 from whestbench.compute.estimation import is_cv_block
 from whestbench.format.card import card_verdict
 from whestbench.format.prepared import prepared_verdict
-from whestbench.format.reader import DatasetDir, checksum_state, open_dataset
+from whestbench.format.reader import DatasetDir, open_dataset
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
     device_check_state,
-    check_positive_int,
     positive_int,
     DatasetMeta,
     columns_for,
@@ -174,13 +173,6 @@ def _has_trail(md: Any) -> bool:
     return "audit" in md or any(isinstance(v, dict) and "audit" in v for v in splits.values())
 
 
-def check_checksums(directory: str | Path, md: dict[str, Any]) -> tuple[str, str]:
-    """``(state, detail)`` of ``reader.checksum_state`` for the whole dataset: state is "ok",
-    "absent", "stale" or "mismatch" (every bad file named). Never raises on a tampered dataset."""
-    state = checksum_state(directory, md)
-    return state.state, state.detail
-
-
 # ----------------------------------------------------------------------------------------------
 # 1. Integrity
 
@@ -225,7 +217,7 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
     for split in splits:
         prefix = f"{split}: " if multi else ""
         try:
-            problems = schema_problems(path, split, width, depth, columns_for(md))
+            problems = schema_problems(handle, split, width, depth, columns_for(md))
         except InvalidDatasetError as e:
             report.check(f"{prefix}files", False, str(e))
             continue
@@ -239,7 +231,7 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
             continue
         rederive = version in ("3.0", "4.0")
         try:
-            s = scan_split(path, split, width, depth, rederive=rederive, columns=columns_for(md))
+            s = scan_split(handle, split, width, depth, rederive=rederive, columns=columns_for(md))
         except InvalidDatasetError as e:
             report.check(f"{prefix}rows", False, str(e))
             continue
@@ -247,10 +239,10 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         _rows_checks(ds, s, report, prefix, version)
         ds.splits.append(s)
     for split in splits:
-        verdict = prepared_verdict(path, md, split)
+        verdict = prepared_verdict(handle, md, split)
         if verdict is not None:
             report.check(f"{split}: prepared", verdict.ok, verdict.detail)
-    report.check("card", *card_verdict(path, md))
+    report.check("card", *card_verdict(handle, md))
     n_rows = sum(len(s.seeds) for s in ds.splits)
     report.coverage["integrity"] = f"every row ({n_rows:,} MLP{'s' if n_rows != 1 else ''})"
     _device_check(meta, report)

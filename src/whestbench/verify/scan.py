@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from whestbench.format.reader import data_files
+from whestbench.format.reader import DatasetDir, data_files
 from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import sanitize
@@ -121,7 +121,7 @@ def _dense(arr, inner: tuple[int, ...], column: str, ids: np.ndarray) -> np.ndar
     return arr.to_numpy(zero_copy_only=False).reshape((n, *inner))
 
 
-def scan_split(path: Path, split: str, width: int, depth: int, *, rederive: bool,
+def scan_split(path: "Path | DatasetDir", split: str, width: int, depth: int, *, rederive: bool,
                columns: tuple[str, ...] = COLUMNS) -> SplitScan:
     """Read ``split`` batch by batch; with ``rederive`` compare each MLP's weights with its seed's.
     ``columns``: the dataset's columns (``schema.columns_for``): its stderr and sample counts are
@@ -248,7 +248,7 @@ def _sig_text(sig: Any) -> str:
     return str(sig)
 
 
-def schema_problems(path: Path, split: str, width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> list[str]:
+def schema_problems(path: "Path | DatasetDir", split: str, width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> list[str]:
     """What is wrong with the Arrow schema of ``split``'s shards (empty when nothing is)."""
     import pyarrow.parquet as pq
     from datasets import Features
