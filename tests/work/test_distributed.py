@@ -53,7 +53,8 @@ def _bake_args(shape: dict, output: Path, *extra: str) -> list[str]:
     return [
         "-m", "whestbench", "dataset", "bake",
         "--n-mlps", str(shape["n_mlps"]), "--n-samples", str(shape["n_samples"]),
-        "--width", str(shape["width"]), "--depth", str(shape["depth"]), "--seed", str(shape["seed"]),
+        "--width", str(shape["width"]), "--depth", str(shape["depth"]),
+        *(["--seed", str(shape["seed"])] if shape.get("seed") is not None else []),
         "--max-threads", "1", "--quiet", "--output", str(output), *extra,
     ]  # fmt: skip
 
@@ -307,6 +308,43 @@ def test_a_rank_started_with_another_seed_fails_every_rank_naming_seed(tmp_path,
         assert code == 2, out
         assert "seed (the seed list differs from MLP 0" in out and "same command" in out, out
     assert not output.exists()
+
+
+def test_a_rank_given_another_seeds_file_fails_every_rank_naming_seed(tmp_path, procs):
+    """docs/distributed.md: a rank started with other seeds stops the bake. A peer's --mlp-seeds file
+    was never read (only rank 0 reads the file), so a list differing from rank 0's was silently
+    replaced by rank 0's."""
+    import json
+
+    from whestbench.compute.seeds import derived_seeds
+
+    seeds = derived_seeds(SMALL["seed"], SMALL["n_mlps"])
+    mine, theirs = tmp_path / "a.json", tmp_path / "b.json"
+    mine.write_text(json.dumps(seeds))
+    theirs.write_text(json.dumps(seeds[:5] + [seeds[5] + 1] + seeds[6:]))
+    output, shape = tmp_path / "ds", {**SMALL, "seed": None}
+    ranks = procs.srun(2, _free_port(), shape, output, rank_args={0: ["--mlp-seeds", str(mine)],
+                                                                   1: ["--mlp-seeds", str(theirs)]})
+    for code, out in [_finish(p) for p in ranks]:
+        assert code == 2, out
+        assert "seed (the seed list differs from MLP 5" in out and "same command" in out, out
+        assert "Traceback" not in out, out
+    assert not output.exists()
+
+
+@pytest.mark.distributed
+def test_a_rank_without_the_seeds_file_takes_rank_0s_list(tmp_path, procs, single, same_as):
+    """No shared filesystem: a rank whose --mlp-seeds path does not exist there bakes rank 0's list."""
+    import json
+
+    from whestbench.compute.seeds import derived_seeds
+
+    seeds = tmp_path / "seeds.json"
+    seeds.write_text(json.dumps(derived_seeds(SMALL["seed"], SMALL["n_mlps"])))
+    output = tmp_path / "ds"
+    _finish_ok(*procs.srun(2, _free_port(), {**SMALL, "seed": None}, output,
+                           rank_args={0: ["--mlp-seeds", str(seeds)], 1: ["--mlp-seeds", str(tmp_path / "elsewhere.json")]}))
+    same_as(output, single(SMALL))
 
 
 @pytest.mark.distributed

@@ -8,6 +8,7 @@ stop (exit 75). Ctrl-C does the same with exit 130. Either way the same command 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -114,7 +115,11 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
 
     dist_env = dist_env_from_environ()
     peer = dist_env is not None and dist_env.rank != 0
-    seeds = tuple(read_seeds_file(mlp_seeds)) if mlp_seeds is not None and not peer else None
+    # a rank other than 0 reads its own --mlp-seeds file when it has one, so a list that differs from
+    # rank 0's stops the bake (docs/distributed.md); without the file there (no shared filesystem) it
+    # takes rank 0's list
+    own_file = mlp_seeds is not None and (not peer or os.path.lexists(mlp_seeds))
+    seeds = tuple(read_seeds_file(mlp_seeds)) if own_file else None
     if gpu_kernel != "torch" and not (use_torch or device is not None):
         raise UsageError(f"--gpu-kernel {gpu_kernel} runs on the torch backend: add --torch --device cuda.")
     torch_backend, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)

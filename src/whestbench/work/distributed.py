@@ -964,7 +964,7 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         beat.join_epoch(epoch)
         plan = json.loads(ns.get("plan").decode())
         spec = job.spec.with_seeds(plan["seeds"])
-        own = list(job.spec.seeds)  # derived from this rank's --seed; empty when it takes rank 0's (a file, random)
+        own = list(job.spec.seeds)  # this rank's --seed or --mlp-seeds list; empty when it takes rank 0's
         if spec.identity() != plan["identity"] or (own and own != list(plan["seeds"])):
             mine, theirs = spec.identity(), plan["identity"]
             diff = ", ".join(
@@ -972,10 +972,10 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
                 for k in sorted(set(mine) | set(theirs))
                 if mine.get(k) != theirs.get(k)
             )
-            if own and own != list(plan["seeds"]):  # --seed differs (docs/distributed.md: it stops the bake)
+            if own and own != list(plan["seeds"]):  # --seed/--mlp-seeds differ (docs/distributed.md: it stops the bake)
                 at = next((i for i, (a, b) in enumerate(zip(own, plan["seeds"])) if a != b), min(len(own), len(plan["seeds"])))
                 seed_diff = (f"seed (the seed list differs from MLP {at}: rank 0's {_seed_at(plan['seeds'], at)}, "
-                             f"rank {env.rank}'s --seed gives {_seed_at(own, at)})")
+                             f"rank {env.rank}'s --seed or --mlp-seeds gives {_seed_at(own, at)})")
                 diff = ", ".join(d for d in (seed_diff, diff) if d)
             msg = (
                 f"rank {env.rank} was started with different bake arguments than rank 0 — differs in {diff}; "
