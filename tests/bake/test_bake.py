@@ -345,3 +345,37 @@ def test_bad_api_arguments_are_type_errors_before_any_work(tmp_path, monkeypatch
     with pytest.raises(TypeError, match=words):
         create_dataset(2, 300, 4, 2, seed=1, **args)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_api_rerun_of_a_finished_bake_updates_a_changed_card_and_restores_a_lost_one(tmp_path):
+    """bake(cfg) on an output that already holds this bake is a no-op for the numbers, but the card is
+    no part of them: other card fields are recorded and README.md rewritten, and a lost README.md is
+    restored, as the CLI's re-run does (the API kept the old card and said only "nothing to do")."""
+    import hashlib
+    import json
+
+    out = tmp_path / "ds"
+    shape = dict(n_mlps=2, n_samples=400, width=4, depth=2, seed=1)
+    bake(BakeConfig(output=out, **shape, card={"pretty_name": "Old title"}))
+
+    def data():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((out / "data").iterdir())}
+
+    before, checksums = data(), json.loads((out / "metadata.json").read_text())["checksums"]
+    events = []
+    assert bake(BakeConfig(output=out, **shape, card={"pretty_name": "New title", "license": "mit"}),
+                on_event=events.append) == out
+    notes = [e.message for e in events if e.kind == "note"]
+    assert any("card updated: pretty_name 'Old title' → 'New title'" in n for n in notes), notes
+    assert any("card updated: license the default → 'mit'" in n for n in notes), notes
+    md = json.loads((out / "metadata.json").read_text())
+    assert md["card"] == {"pretty_name": "New title", "license": "mit"} and md["checksums"] == checksums
+    readme = (out / "README.md").read_text()
+    assert "pretty_name: New title" in readme and "license: mit" in readme
+    assert data() == before  # the numbers untouched
+
+    (out / "README.md").unlink()
+    events.clear()
+    bake(BakeConfig(output=out, **shape), on_event=events.append)
+    assert any("card rewritten" in e.message for e in events if e.kind == "note")
+    assert "pretty_name: New title" in (out / "README.md").read_text()  # the recorded card, not the default

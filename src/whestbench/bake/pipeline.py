@@ -78,6 +78,7 @@ def bake(
             check_bake_output(done.output)  # raises whestbench 0.16's "already exists"
         emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do; its "
                                    "content is not verified here (verify_dataset checks it)"))
+        _refresh_card(done, request.card if isinstance(request, BakeConfig) else None, emit)
         return done.output
     for note in plan.notes:
         emit(Event("warning", message=note))
@@ -116,6 +117,21 @@ def bake(
             shutil.rmtree(work, ignore_errors=True)  # refused before any state was saved: leave nothing
         raise
     return plan.config.output
+
+
+def _refresh_card(done: AlreadyBaked, card: dict[str, Any] | None, emit: EventSink) -> None:
+    """What the CLI's re-run does to the card of a finished bake (``cli/common.already_complete``):
+    rewrite a README.md that is missing or lost its configs block, and record card fields given to
+    the re-run that differ from the recorded ones (the card is no part of the numbers); a note each."""
+    from whestbench.format.card import restore_card, update_card
+
+    if restore_card(done.output, done.metadata):
+        emit(Event("note", message="card rewritten: README.md was missing or its configs block wrong"))
+    for field, (old, new) in update_card(done.output, done.metadata, card).items():
+        was = "the default" if old is None else repr(old)
+        now = "removed (the new card fields replace it)" if new is None else repr(new)
+        emit(Event("note", message=f"card updated: {field} {was} → {now} (README.md and metadata.json's card; "
+                                   "the numbers are unchanged)"))
 
 
 def _record_status(plan: BakePlan, dist_env: "DistEnv | None") -> None:
