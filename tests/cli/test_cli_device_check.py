@@ -81,6 +81,32 @@ def test_skip_device_check_skips_and_is_recorded(tmp_path, capsys):
     assert record["skipped"] is True and record["checks"] == []
 
 
+@pytest.mark.parametrize("case", ["directory", "fifo", "name-too-long"])
+def test_the_device_check_reports_path_is_checked_before_any_work(tmp_path, capsys, monkeypatch, count_work, case):
+    """The report is written only when the check fails, but where it would go is checked at plan time
+    like every output file: it was checked only when written ("not written (...)"), after the check."""
+    import os
+
+    checked = []
+    monkeypatch.setattr(dc, "check_device", lambda *a, **k: checked.append(1))
+    name = "o" * 225 if case == "name-too-long" else "out"  # 225 bytes: fine for --output, too long for its report
+    report = tmp_path / f"{name}.device-check.json"
+    if case == "directory":
+        report.mkdir()
+    elif case == "fifo":
+        os.mkfifo(report)
+    rc, stdout, err, out = bake(tmp_path, capsys, name=name)
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "the device check's report" in lines[0] and "--output" in lines[0], err
+    assert "Traceback" not in err
+    assert checked == [] and count_work == {"units": 0, "seeds": 0}  # before the check and any work
+    assert not out.exists() and not work_dir_for(out).exists()
+    if case != "name-too-long":  # a bake that skips the check writes no report: nothing to refuse
+        rc, stdout, err, out = bake(tmp_path, capsys, "--skip-device-check", name=name)
+        assert rc == 0, err
+
+
 def test_the_cpu_path_refuses_the_device_check_flags(tmp_path, capsys):
     rc, _, err = run(["dataset", "bake", *SHAPE, "--skip-device-check", "--output", str(tmp_path / "o")], capsys)
     assert rc == 2 and "torch backend only" in err

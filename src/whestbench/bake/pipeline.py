@@ -36,7 +36,8 @@ from whestbench.compute.segments import DEFAULT_SEGMENTS
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, bake_metadata, samples_used_block
-from whestbench.bake.plan import AlreadyBaked, BakeConfig, BakePlan, plan_bake, plan_targets, result_marker
+from whestbench.bake.plan import (AlreadyBaked, BakeConfig, BakePlan, device_check_report, plan_bake, plan_targets,
+                                  result_marker)
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work.executor import LocalExecutor
@@ -175,12 +176,6 @@ def saved_samples(plan: BakePlan) -> int:
         return total
     except Exception:  # noqa: BLE001 - a damaged work directory: the bake reports it by name
         return 0
-
-
-def device_check_report(output: Path, rank: int = 0) -> Path:
-    """Where a failed device check's JSON report goes: beside ``--output`` (per rank when distributed)."""
-    suffix = ".device-check.json" if rank == 0 else f".device-check.rank{rank}.json"
-    return Path(str(output) + suffix)
 
 
 def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from whestbench.format.schema import (BACKEND_CPU, check_positive_int, is_int, B
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.format.reader import open_dataset
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.paths import check_new_output
+from whestbench.paths import check_new_output, check_output_file
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.executor import Job
@@ -441,6 +441,8 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     if rank0 and cfg.output is not None and not existing:
         check_bake_output(cfg.output)
         check_work_dir(work_dir_for(cfg.output))
+        if cfg.backend == "torch" and not cfg.skip_device_check:
+            _check_report_path(cfg.output)
     start, end = cfg.range
     notes: list[str] = []
     if cfg.backend == "cpu":
@@ -488,6 +490,22 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         if (dist_env is None or dist_env.world_size == 1) and not plan.spec.estimation.has_target:
             _check_duration(plan, f"{format_count(cfg.range[1] - cfg.range[0])} MLPs × {format_count(cfg.n_samples)} samples")
     return plan
+
+
+def device_check_report(output: Path, rank: int = 0) -> Path:
+    """Where a failed device check's JSON report goes: beside ``--output`` (per rank when distributed)."""
+    suffix = ".device-check.json" if rank == 0 else f".device-check.rank{rank}.json"
+    return Path(str(output) + suffix)
+
+
+def _check_report_path(output: Path) -> None:
+    """The device check's report is written only if the check fails, but where it would go is checked
+    before any work, like every other output file (a name too long for it, a directory or FIFO there)."""
+    try:
+        check_output_file(device_check_report(output), "the device check's report")
+    except UsageError as exc:
+        raise UsageError(f"{str(exc).rstrip('.')} (a torch bake writes it beside --output when its device check "
+                         "fails): move it aside or choose another --output.") from None
 
 
 def _check_duration(plan: BakePlan, work: str) -> None:
