@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import copy
 import json
 import shlex
@@ -523,11 +525,34 @@ def test_a_title_cannot_inject_markup_into_the_card(title):
     assert "<" not in heading and "](" not in heading and heading.startswith("# ")
 
 
-def test_the_citation_cannot_be_broken_out_of():
-    text = render_card(single_md(), pretty_name="x}}, note = {{pwned")
-    cite = text.split("```bibtex")[1].split("```")[0]
-    assert "note = {{pwned" not in cite and r"x\}\}, note = \{\{pwned" in cite
-    assert cite.count("{") - cite.count(r"\{") == cite.count("}") - cite.count(r"\}")  # balanced outside escapes
+def bibtex_fields(cite: str) -> list[str]:
+    """The field names of the one entry in ``cite``, read as BibTeX reads it: every brace counts,
+    whatever precedes it (a backslash escapes nothing in BibTeX's brace matching, unlike TeX's)."""
+    body, depth, outside = cite[cite.index("{") + 1:], 1, []
+    for c in body:
+        depth += (c == "{") - (c == "}")
+        if depth == 0:
+            break  # the entry's closing brace
+        if depth == 1 and c not in "{}":
+            outside.append(c)
+    assert depth == 0, "the entry never closes"
+    return re.findall(r"(\w+)\s*=", "".join(outside))
+
+
+@pytest.mark.parametrize("hostile", ["x}}, note = {{pwned", "a}}, month = jan, x = {{", "}", "{", "\\}"])
+def test_the_citation_cannot_be_broken_out_of(hostile):
+    """A title or author holding braces cannot close its field and add its own: braces were escaped
+    as \\{ \\}, which TeX reads as literal braces but BibTeX counts as braces ("x}}, note = {{pwned"
+    ended the title after "x" and made a field of the rest); now \\textbraceleft{} and \\textbraceright{}."""
+    def fields_of(value: str, where: str) -> list[str]:
+        if where == "title":
+            text = render_card(single_md(), pretty_name=value)
+        else:
+            text = render_card(single_md(card={"pretty_name": "t", "authors": [value, "b"]}))
+        return bibtex_fields(text.split("```bibtex")[1].split("```")[0])
+
+    for where in ("title", "author"):
+        assert fields_of(hostile, where) == fields_of("benign", where), where
 
 
 @pytest.mark.parametrize("flags", [dict(pretty_name="evil\u202etxt.exe"), dict(pretty_name="a\u2066b"),

@@ -107,8 +107,10 @@ def markdown_text(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+!|~])", r"\\\1", text)
 
 
-_BIBTEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$",
-           "_": r"\_", "^": r"\^{}", "~": r"\~{}"}
+# BibTeX counts every brace, a backslash before it or not (its matching is not TeX's): a brace is
+# written as a command whose own braces pair up, so a field's braces always balance
+_BIBTEX = {"\\": r"\textbackslash{}", "{": r"\textbraceleft{}", "}": r"\textbraceright{}", "%": r"\%", "&": r"\&",
+           "#": r"\#", "$": r"\$", "_": r"\_", "^": r"\^{}", "~": r"\~{}"}
 
 
 def bibtex_text(text: str) -> str:
