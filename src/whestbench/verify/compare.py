@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit, pilot_moments
+from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit, pilot_moments, t_as_z
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
 from whestbench.format.reader import DatasetDir, open_dataset
@@ -371,6 +371,8 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
     if all(sa.stderr is not None and sb.stderr is not None for sa, _, sb, _ in shared):
         se = np.stack([np.hypot(sa.stderr[i].astype(np.float64), sb.stderr[j].astype(np.float64))
                        for sa, i, sb, j in shared])  # (m, depth, w)
+        dof = np.stack([_welch_dof(sa.stderr[i], _dof(a, sa, i), sb.stderr[j], _dof(b, sb, j))
+                        for sa, i, sb, j in shared])  # (m, depth, w): Student-t's, where a side is batch means
         note = ""
         for k, (sa, i, sb, j) in enumerate(shared):
             unknown = np.isnan(se[k])  # a side too small for a standard error (one sample, one batch)
@@ -380,10 +382,13 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
                 fill = unknown & (active >= _PILOT_MIN_ACTIVE)  # else no usable variance: left out (NaN)
                 se[k][fill] = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))[fill]
                 note = "; pilot variances where a bake has too few samples for a standard error"
+            dof[k][unknown] = np.inf  # a pilot's variance: 8,191 degrees of freedom, normal
         usable = se > 0  # exact on both sides (layer 1 of control variates, dead neurons): no noise to compare
         exact = se == 0
-        zs = [(d[u] / s[u]).ravel() for d, s, u in zip(delta, se, usable)]
-        zl = [_layer_means(d, s, u) for d, s, u in zip(delta, se, usable)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            zt = t_as_z(np.where(usable, delta / np.where(usable, se, 1.0), 0.0), dof)  # normal scores of the t-scores
+        zs = [z[u].ravel() for z, u in zip(zt, usable)]
+        zl = [_layer_means(z, np.ones_like(z), u) for z, u in zip(zt, usable)]
         exact_bad = float(np.max(np.abs(delta[exact]), initial=0.0))
         _z_verdict(report, name, z_max, reason + "; in units of the two bakes' stored standard errors", zs, delta,
                    (f"; where both are exact |Δ| <= {exact_bad:.2g}" if exact.any() else "") + note,
@@ -410,6 +415,29 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
 def _count(ds, s, i: int) -> float:
     """The samples behind MLP ``i`` of split scan ``s``: what it used when it stopped at a target, else n_samples."""
     return float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples)
+
+
+def _dof(ds, s, i: int) -> float:
+    """The degrees of freedom of MLP ``i``'s stored standard errors: ``k − 1`` for the batch means of
+    control variates (``k`` batches), ``N − 1`` for the plain estimator."""
+    from whestbench.compute.estimators import n_batches
+
+    n = _count(ds, s, i)
+    est = DatasetMeta.of(ds.md).estimator
+    batch = est.get("batch_samples")
+    if is_cv_block(est) and is_positive_int(batch):
+        return float(n_batches(int(n), batch) - 1)
+    return n - 1.0
+
+
+def _welch_dof(se_a: np.ndarray, nu_a: float, se_b: np.ndarray, nu_b: float) -> np.ndarray:
+    """Welch–Satterthwaite's degrees of freedom of ``sqrt(se_a² + se_b²)``: where one side is a
+    control-variate batch-means standard error (31 degrees of freedom at the floor), the z formed with
+    it is Student-t's, not the normal's."""
+    va, vb = np.square(se_a.astype(np.float64)), np.square(se_b.astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = va * va / max(nu_a, 1.0) + vb * vb / max(nu_b, 1.0)
+        return np.where(den > 0, (va + vb) ** 2 / np.where(den > 0, den, 1.0), np.inf)
 
 
 def _layer_means(d: np.ndarray, se: np.ndarray, usable: np.ndarray) -> np.ndarray:
