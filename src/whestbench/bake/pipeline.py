@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from whestbench.compute.estimation import MIN_RELIABLE_BATCHES, Estimation
+from whestbench.compute.estimation import CV_TARGET_RULE, EXCEED_PROBABILITY, MIN_RELIABLE_BATCHES, Estimation
 from whestbench.compute.estimators import (chosen_stderr, cv_floor_samples, finalize_estimates, float32_target, layer1_means,
                                            meets_target, n_batches)
 from whestbench.compute.mlp import weights_for_seed
@@ -463,9 +463,12 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
             if md is not None:
                 md[SAMPLES_USED] = samples_used_block(counts, spec.n_samples)
             if ratio_md is not None:
+                above = int(np.sum(finite > 1.0))
+                promise = (f"the rule plans at most {EXCEED_PROBABILITY:.0%} of MLPs above E"
+                           if est.target_rule == CV_TARGET_RULE else "the pilot-planned rule aims at about E")
                 emit(Event("note", message=(
                     f"stored standard errors vs the target E={est.target_stderr:g}: median {ratio_md['median']:.2f}×, "
-                    f"largest {ratio_md['largest']:.2f}× (the pilot-planned rule aims at about E; "
+                    f"largest {ratio_md['largest']:.2f}×, {above} of {finite.size} MLP(s) above E ({promise}; "
                     "docs/error-bars.md)")))
             if floor is not None and at_floor == total:
                 emit(Event("note", message=(

@@ -47,8 +47,9 @@ from whestbench.work import CHECKPOINT_EVERY_S
               help="plain: whestbench 0.16's sample means; control-variate: the same samples with exact-mean "
                    "controls, several times more accurate per sample (docs/error-bars.md).")
 @click.option("--target-stderr", type=float, default=None, metavar="E",
-              help="Sample each MLP only until the chosen neurons' standard errors are at most E "
-                   "(checked at fixed points; --n-samples becomes the cap).")
+              help="Sample each MLP as many times as its own pilot plans for the chosen neurons' standard errors "
+                   "to reach E (at fixed check points; --n-samples becomes the cap): plain, about E; control "
+                   "variates, at most E on all but at most 5% of MLPs (docs/error-bars.md).")
 @click.option("--stderr-layer", type=click.Choice(STDERR_LAYERS), default="last", show_default=True,
               help="The neurons --target-stderr applies to.")
 @click.option("--checkpoint-every", type=CHECKPOINT_SECONDS, default=CHECKPOINT_EVERY_S, show_default=True,

@@ -24,7 +24,17 @@ PILOT_SAMPLES = 1 << 14
 # luckily low estimate would be a stop on noise).
 MIN_RELIABLE_BATCHES = 32
 TARGET_RULE = "pilot-planned"
-"""How a bake to a target standard error decides each MLP's sample count (``planned_samples``)."""
+"""How a bake to a target standard error decides each MLP's sample count (``planned_samples``): the
+first check point at or past the pilot's ``max σ̂² / E²``. The plain estimator's rule; control-variate
+bakes made before ``CV_TARGET_RULE`` recorded it too (verify recomputes their counts by it)."""
+CV_TARGET_RULE = "pilot-planned-exceed"
+"""The control-variate target rule: the first check point (at or past the batch floor) where the
+chance that any chosen neuron's stored standard error exceeds E is at most ``EXCEED_PROBABILITY``,
+counting the batch-means standard error's own spread (χ² on k − 1 degrees of freedom) and the
+pilot's (``estimators.exceed_chance``). A batch-means standard error on 32 batches is itself uncertain
+by ±13 %, so "about E" left 12.9 % of MLPs above E (largest 1.29 E; issue 29's audit)."""
+EXCEED_PROBABILITY = 0.05
+"""Under ``CV_TARGET_RULE``: the most probable that an MLP ends with a chosen standard error above E."""
 SEQUENTIAL_RULE = "sequential-0.17.0"
 """The rule of whestbench 0.17.0's first target bakes (a running standard error checked at check
 points); their metadata had no ``rule``, which is now an error whose fix is to write this one."""
@@ -43,6 +53,9 @@ class Estimation:
     errors of this size (``planned_samples``); ``n_samples`` is then the cap."""
     stderr_layer: str = "last"
     """The neurons ``target_stderr`` applies to: the "last" layer's, or "all"."""
+    rule: str | None = None
+    """How the target decides the counts; None: this version's rule for the estimator
+    (``target_rule``). A dataset's metadata can record an older one (``from_metadata``)."""
 
     def __post_init__(self) -> None:
         if self.name not in ESTIMATORS:
@@ -52,6 +65,20 @@ class Estimation:
         t = self.target_stderr
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
             raise UsageError(f"--target-stderr must be a positive, finite number; got {t!r}.")
+        if self.rule is not None and self.rule not in (TARGET_RULE, CV_TARGET_RULE, SEQUENTIAL_RULE):
+            raise UsageError(f"unknown target rule {self.rule!r}.")
+        if self.rule == self.default_rule:
+            object.__setattr__(self, "rule", None)  # one value for one rule, whichever way it was built
+
+    @property
+    def default_rule(self) -> str:
+        """This version's target rule for the estimator: ``CV_TARGET_RULE`` or ``TARGET_RULE``."""
+        return CV_TARGET_RULE if self.name == CONTROL_VARIATE else TARGET_RULE
+
+    @property
+    def target_rule(self) -> str:
+        """The rule that decides the counts of a bake to ``target_stderr`` (``rule``, else ``default_rule``)."""
+        return self.rule or self.default_rule
 
     @property
     def is_cv(self) -> bool:
@@ -67,7 +94,7 @@ class Estimation:
         est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
         target = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
         return cls(est.get("name", PLAIN), float(target["value"]) if target else None,
-                   target["layer"] if target else "last")
+                   target["layer"] if target else "last", target.get("rule") if target else None)
 
     def flags(self) -> list[str]:
         """The bake flags that choose this estimation: none for the default (plain, no target), else
@@ -83,8 +110,11 @@ class Estimation:
 
     def identity(self) -> dict[str, Any]:
         """The part of a bake's identity (what changes the numbers) that this value decides."""
-        return {"estimator": self.name, **({"target_stderr": self.target_stderr, "stderr_layer": self.stderr_layer}
-                                           if self.has_target else {})}
+        out = {"estimator": self.name, **({"target_stderr": self.target_stderr, "stderr_layer": self.stderr_layer}
+                                          if self.has_target else {})}
+        if self.has_target and self.target_rule != TARGET_RULE:  # a plain bake's identity is what it always was
+            out["target_rule"] = self.target_rule
+        return out
 
     def metadata(self, batch_samples: int, step_samples: int) -> dict[str, Any]:
         """The metadata.json blocks: ``estimator`` (which estimator made the means and the standard
@@ -101,9 +131,11 @@ class Estimation:
                    "stderr": "sqrt(sample variance / N) per neuron, from fp64 sums of squares"}
         if not self.has_target:
             return {"estimator": est}
-        return {"estimator": est, "target_stderr": {
-            "value": self.target_stderr, "layer": self.stderr_layer, "rule": TARGET_RULE,
-            "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps", "step_samples": step_samples}}
+        block = {"value": self.target_stderr, "layer": self.stderr_layer, "rule": self.target_rule,
+                 "check_points": "after 1, 2, 4, ..., 256 steps, then every 256 steps", "step_samples": step_samples}
+        if self.target_rule == CV_TARGET_RULE:
+            block["exceed_probability"] = EXCEED_PROBABILITY
+        return {"estimator": est, "target_stderr": block}
 
 
 def is_cv_block(est: Any) -> bool:

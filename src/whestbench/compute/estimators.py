@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from whestbench.compute.estimation import CONTROL_VARIATE, ESTIMATORS, MIN_RELIABLE_BATCHES, PILOT_SAMPLES, PLAIN
+from whestbench.compute.estimation import (CONTROL_VARIATE, CV_TARGET_RULE, ESTIMATORS, EXCEED_PROBABILITY, MIN_RELIABLE_BATCHES,
+                                          PILOT_SAMPLES, PLAIN, TARGET_RULE)
 from whestbench.compute.stats import LayerSums
 
 CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
@@ -211,8 +212,31 @@ def is_check_point(steps: int) -> bool:
     return steps > 0 and ((steps & (steps - 1) == 0 and steps <= CHECK_SPAN) or steps % CHECK_SPAN == 0)
 
 
+def exceed_chance(n: int, sds: np.ndarray, kurt: np.ndarray, target: float, cv_batch: int, n_pilot: int) -> float:
+    """The chance (a union bound over ``sds``' neurons) that a control-variate bake of ``n`` samples
+    stores a standard error above ``target`` for a neuron whose pilot standard deviation is ``sds``.
+
+    The stored ``se²·N`` is ``σ²·χ²_ν/ν`` (batch means, ``ν = k − 1`` for ``k`` batches); the pilot's
+    ``σ̂²`` is itself about ``σ²·χ²_d/d`` with Satterthwaite's ``d = 2·n_pilot/(κ − 1)`` (``κ`` the
+    neuron's kurtosis, from the pilot, at least a Gaussian's 3). So ``se²·N/σ̂²`` is Fisher's
+    ``F(ν, d)`` and ``P(se > E) = P(F > E²·N/σ̂²)``."""
+    from whestbench.compute.audit import f_sf
+
+    live = sds > 0
+    if not live.any():
+        return 0.0
+    nu = float(n_batches(n, cv_batch) - 1)
+    if nu < 1:
+        return 1.0
+    with np.errstate(over="ignore"):
+        f = np.square(float(target) / sds[live]) * float(n)
+    d = 2.0 * n_pilot / np.maximum(kurt[live] - 1.0, 2.0)
+    return float(np.sum(f_sf(f, nu, d)))
+
+
 def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, controls: Controls | None, target: float,
-                    layer: str, step: int, cap: int, min_samples: int = 0, n_pilot: int = PILOT_SAMPLES) -> int:
+                    layer: str, step: int, cap: int, min_samples: int = 0, n_pilot: int = PILOT_SAMPLES,
+                    rule: str = TARGET_RULE, cv_batch: int = 0) -> int:
     """The samples one MLP uses in a bake to the target standard error ``target``: decided before
     any of its samples is drawn, from its own pilot stream (a two-stage rule).
 
@@ -223,12 +247,16 @@ def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, contr
     exactly unbiased. The pilot's per-sample standard deviation ``σ̂`` of each chosen neuron (plain:
     the activation; control variates: the residual ``y − φ·B`` with the bake's own ``B``, fitted on
     this same pilot) gives the need ``max_j (σ̂_j / target)²``; the count is the first check point at
-    or past it (``stop_point``), or ``cap``. The pilot's float32 forward pass runs at one BLAS
-    thread, as every unit does, so the count is the same on every run.
+    or past it (``stop_point``), or ``cap``. Under ``CV_TARGET_RULE`` (control variates with
+    ``cv_batch``-sample batches) it is the first check point from there on where ``exceed_chance``
+    is at most ``EXCEED_PROBABILITY``. The pilot's float32 forward pass runs at one BLAS thread, as
+    every unit does, so the count is the same on every run.
     """
     weights = np.asarray(weights, dtype=np.float32)
     depth, width, _ = weights.shape
     sds = np.empty((depth, width))
+    kurt = np.full((depth, width), 3.0)
+    exceed = rule == CV_TARGET_RULE and controls is not None
     phi = y1 = None
     for k, (z, h) in enumerate(pilot_layers(weights, pilot_ss, n_pilot)):
         v = h.astype(np.float64)
@@ -243,7 +271,26 @@ def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, contr
             sds[k] = 0.0  # layer 1 is exact under control variates
             continue
         sds[k] = v.std(axis=0, ddof=1)
+        if exceed and (layer == "all" or k == depth - 1):
+            dev = v - v.mean(axis=0)
+            m2 = np.mean(dev * dev, axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                kurt[k] = np.where(m2 > 0, np.mean(dev**4, axis=0) / np.where(m2 > 0, m2, 1.0) ** 2, 3.0)
     chosen = sds[-1:] if layer == "last" else sds
     ratio = float(np.max(chosen)) / float(target)
     needed = ratio * ratio  # not ** 2 of each: a target of 1e308 (or 1e-300) would overflow a float's square
-    return stop_point(needed, step, cap, min_samples)
+    n = stop_point(needed, step, cap, min_samples)
+    if not exceed:
+        return n
+    chosen_kurt = kurt[-1:] if layer == "last" else kurt
+    while n < cap and exceed_chance(n, chosen, chosen_kurt, target, cv_batch, n_pilot) > EXCEED_PROBABILITY:
+        n = next_check_point(n, step, cap)
+    return n
+
+
+def next_check_point(n: int, step: int, cap: int) -> int:
+    """The first check point after ``n`` samples (``step``-sample steps), or ``cap``."""
+    k = n // step + 1
+    while not is_check_point(k):
+        k += 1
+    return int(min(k * step, cap))

@@ -578,8 +578,10 @@ def _validate_recipe(md: dict) -> None:
     and a target. Every reader (load, verify, push, merge, combine, inspect) calls this through
     ``validate_metadata``, so a dataset one of them refuses the others refuse with the same words."""
     from whestbench.compute.estimation import (
+        CV_TARGET_RULE,
         ESTIMATOR_VERSION,
         ESTIMATORS,
+        EXCEED_PROBABILITY,
         PILOT_SAMPLES,
         SEQUENTIAL_RULE,
         TARGET_RULE,
@@ -640,9 +642,14 @@ def _validate_recipe(md: dict) -> None:
                 f"metadata target_stderr has no 'rule', so nothing says how each MLP's sample count was decided "
                 f"{fix}; a target bake of whestbench 0.17.0 (its first target bakes) wrote none: add "
                 f"\"rule\": \"{SEQUENTIAL_RULE}\" to its target_stderr block and verify it again.")
-        if t["rule"] not in (TARGET_RULE, SEQUENTIAL_RULE):
-            raise InvalidDatasetError(f"metadata target_stderr rule {show_value(t['rule'], max_len=60)} is not {TARGET_RULE!r} "
-                                      f"(or {SEQUENTIAL_RULE!r}, whestbench 0.17.0's) {fix}.")
+        if t["rule"] not in (TARGET_RULE, CV_TARGET_RULE, SEQUENTIAL_RULE):
+            raise InvalidDatasetError(f"metadata target_stderr rule {show_value(t['rule'], max_len=60)} is not {TARGET_RULE!r}, "
+                                      f"{CV_TARGET_RULE!r} (or {SEQUENTIAL_RULE!r}, whestbench 0.17.0's) {fix}.")
+        if t["rule"] == CV_TARGET_RULE and (not is_cv_block(md["estimator"])
+                                            or t.get("exceed_probability") != EXCEED_PROBABILITY):
+            raise InvalidDatasetError(f"metadata target_stderr rule {CV_TARGET_RULE!r} needs the control-variate estimator "
+                                      f"and exceed_probability {EXCEED_PROBABILITY}; got {show_value(md['estimator'].get('name') if isinstance(md['estimator'], dict) else md['estimator'], max_len=40)} "
+                                      f"and {show_value(t.get('exceed_probability'), max_len=40)} {fix}.")
         steps = {s.get("block_size") for s, _ in samplers if isinstance(s, dict)}
         if "step_samples" in t and t["step_samples"] not in steps:
             raise InvalidDatasetError(f"metadata target_stderr step_samples {show_value(t['step_samples'], max_len=60)} is not the "

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from whestbench.compute.estimation import Estimation
+from whestbench.compute.estimation import TARGET_RULE, Estimation, is_cv_block
 from whestbench.format.schema import DatasetMeta, infer_sampler
 from whestbench.errors import UsageError
 
@@ -38,6 +38,8 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
         "target_stderr": float(target["value"]) if target else None,
         "stderr_layer": target["layer"] if target else "last",
     }
+    if target and is_cv_block(est) and target.get("rule") == TARGET_RULE:  # a control-variate bake of the older rule
+        out["target_rule"] = TARGET_RULE
     if sampler == "philox":
         out |= {"backend": "torch", "device": device or "cpu"}
     else:
@@ -122,7 +124,7 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     cfg = BakeConfig(
         n_mlps=len(seeds), n_samples=rec["n_samples"], width=rec["width"], depth=rec["depth"], output=out,
         mlp_seeds=tuple(int(s) for s in seeds), backend=rec["backend"], device=rec["device"],
-        estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"]),
+        estimation=Estimation(rec["estimator"], rec["target_stderr"], rec["stderr_layer"], rec.get("target_rule")),
     )
     if out.is_symlink():  # an entry is a directory this user made, never a link to one: bake it again
         out.unlink()

@@ -113,7 +113,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     stopped only at a check point, and an MLP that stopped early has every chosen standard error
     at or under the target."""
     from whestbench.compute.estimators import chosen_stderr, is_check_point, meets_target, n_batches
-    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES, TARGET_RULE
+    from whestbench.compute.estimation import CV_TARGET_RULE, MIN_RELIABLE_BATCHES, TARGET_RULE
 
     target = ds.md.get("target_stderr")
     if target is None:
@@ -130,7 +130,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     batch = est.get("batch_samples")
     cv = is_cv_block(est)
     cap = ds.n_samples
-    if target.get("rule") == TARGET_RULE:
+    if target.get("rule") in (TARGET_RULE, CV_TARGET_RULE):
         _planned_counts(ds, rows, report, float(value), layer, step, cv, batch)
         return
     problems = []
@@ -237,7 +237,7 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
         seed = int(s.seeds[i])
         if s.rederived_weights(i, ds.width, ds.depth) is None:
             continue  # weights that do not re-derive: the weights check has said so
-        want = _planned(seed, ds.width, ds.depth, estimation, step, ds.n_samples, min_samples)
+        want = _planned(seed, ds.width, ds.depth, estimation, step, ds.n_samples, min_samples, batch if cv else 0)
         used = int(s.n_used[i])
         checked += 1
         if used != want:
@@ -248,7 +248,24 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
     report.check("target", not problems, "; ".join(problems) + " (n_samples_used or the target was edited, or the "
                  "bake is wrong)" if problems else f"{_stops(ds, rows, ds.n_samples)}; all {checked} counts equal what "
                  f"each MLP's own pilot plans for a standard error of {value:g} ({layer} layer), fixed before "
-                 "sampling (unbiased)")
+                 f"sampling (unbiased){_against_target(rows, value, layer, estimation)}")
+
+
+def _against_target(rows, value: float, layer: str, estimation: Estimation) -> str:
+    """How the stored standard errors came out against the target: the largest ratio to E (per MLP, its
+    largest chosen one), and how many MLPs ended above E, beside what the rule promises."""
+    from whestbench.compute.estimation import CV_TARGET_RULE, EXCEED_PROBABILITY
+    from whestbench.compute.estimators import chosen_stderr
+
+    worst = [float(np.nanmax(chosen_stderr(s.stderr[i], layer), initial=0.0)) / value
+             for s, i in rows if s.stderr is not None]
+    if not worst:
+        return ""
+    above = sum(r > 1.0 for r in worst)
+    promise = (f"the rule plans at most {EXCEED_PROBABILITY:.0%} of MLPs above E" if estimation.target_rule == CV_TARGET_RULE
+               else "the rule aims at about E, not at most E")
+    return (f"; stored standard errors vs E: largest {max(worst):.3g}x, {above} of {len(worst)} MLP(s) above E "
+            f"({promise})")
 
 
 def _exact_layer1(rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyReport) -> None:

@@ -132,7 +132,7 @@ class WorkSpec:
         if self.planned is not None:
             return self.planned[index - self.mlp_range[0]]
         return _planned(self.seeds[index], self.width, self.depth, self.estimation, self.step_samples, self.n_samples,
-                        self.estimation.min_samples(self.cv_batch))
+                        self.estimation.min_samples(self.cv_batch), self.cv_batch)
 
     def segments(self, index: int) -> list[tuple[int, int]]:
         """MLP ``index``'s audit segments ``[(start, end)]`` in samples (``[]``: no trail)."""
@@ -287,7 +287,8 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
 
 
 @functools.lru_cache(maxsize=256)
-def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: int, cap: int, min_samples: int) -> int:
+def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: int, cap: int, min_samples: int,
+             cv_batch: int = 0) -> int:
     """``WorkSpec.planned_samples`` for one MLP, once per process (its pilot costs one forward pass)."""
     from whestbench.compute.estimators import planned_samples
     from whestbench.compute.seeds import PILOT, stream
@@ -299,4 +300,4 @@ def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: in
     with one_blas_thread():  # the count must not depend on the thread count
         controls = controls_for(seed, weights) if estimation.is_cv and depth > 1 else None
         return planned_samples(weights, stream(seed, PILOT), controls, estimation.target_stderr, estimation.stderr_layer,
-                               step, cap, min_samples)
+                               step, cap, min_samples, rule=estimation.target_rule, cv_batch=cv_batch)
