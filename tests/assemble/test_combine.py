@@ -546,3 +546,19 @@ def test_inputs_that_are_no_list_of_paths_are_a_type_error(tmp_path, value):
     with pytest.raises(TypeError, match="partials must be a list of dataset directories"):
         merge_datasets(value, output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_prepare_arrow_refuses_a_prepared_directory_that_links_outside_the_dataset(combined, tmp_path):
+    """A `prepared` symlink to a directory elsewhere had the copies built and renamed into that
+    directory (its entries replaced): a write outside the dataset it was given. Refused before any work."""
+    d = Path(shutil.copytree(combined, tmp_path / "copy"))
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(str(d / "prepared"), str(elsewhere))
+    (d / "prepared").symlink_to(elsewhere)
+    before = {p.relative_to(elsewhere): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    md = (d / "metadata.json").read_bytes()
+    with pytest.raises(InputPathError, match="is a symlink .* remove the link"):
+        prepare_arrow(d)
+    assert {p.relative_to(elsewhere): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["holdout", "public"]  # no staging directory there
+    assert (d / "metadata.json").read_bytes() == md

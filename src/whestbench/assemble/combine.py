@@ -64,6 +64,7 @@ from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, c
 from whestbench.format.writer import finish_dataset_dir
 from whestbench.errors import (
     DefaultSplitError,
+    InputPathError,
     InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
@@ -300,6 +301,7 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
         )
     validate_metadata(md)
     names = DatasetMeta.of(md).splits
+    _check_prepared_inside(root)
     for name in names:
         verify_checksums(root, md, split=name)  # never publish a prepared copy of tampered data
     for name in names:
@@ -328,6 +330,18 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
 
     _rewrite(root / "README.md", render_card(md).encode())
     return names
+
+
+def _check_prepared_inside(root: Path) -> None:
+    """InputPathError (exit 2, before any work) when ``prepared/`` is a symlink or not a directory: the
+    copies are built beside their target and renamed into it, so a link to a directory elsewhere had
+    them written (and that directory's entries replaced) outside the dataset."""
+    prepared = root / PREPARED_DIR
+    if prepared.is_symlink():
+        raise InputPathError(f"{prepared} is a symlink (to {os.readlink(prepared)!r}); prepare-arrow writes the prepared "
+                             "copies inside the dataset only: remove the link and re-run.")
+    if prepared.exists() and not prepared.is_dir():
+        raise InputPathError(f"{prepared} is not a directory; move it aside and re-run.")
 
 
 def _rewrite(path: Path, data: bytes) -> None:
