@@ -136,11 +136,6 @@ def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[st
     return combine_card(out, {k: v for k, v in (given or {}).items() if v})
 
 
-def is_organisers(md: dict[str, Any], given: dict[str, Any] | None = None) -> bool:
-    """Whether the card is the WhestBench organisers' (``--card whestbench-organisers`` recorded or given)."""
-    return own_card(md, given).get("preset") == ORGANISERS
-
-
 def neutral_title(md: dict[str, Any]) -> str:
     """The neutral card's title: what the data is, from the metadata."""
     total = sum(_n_mlps(e) for e in _splits(md).values()) if isinstance(md, dict) else 0

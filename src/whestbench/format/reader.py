@@ -457,14 +457,6 @@ def checksums_block(md: Mapping[str, Any]) -> dict[str, str] | None:
     return listed
 
 
-def verify_files(directory: str | Path, listed: Mapping[str, str], paths: Iterable[str]) -> None:
-    """Check that each relative path in ``paths`` exists with the digest ``listed`` gives it."""
-    for rel in paths:
-        problem = _file_problem(Path(directory), rel, listed[rel])
-        if problem is not None:
-            raise MergeCorruptError(problem[1])
-
-
 def _listed(md: Mapping[str, Any]) -> dict[str, str] | None:
     """``md["checksums"]`` checked for shape (no path may leave the dataset directory), or None."""
     if CHECKSUMS not in md:
