@@ -3,7 +3,8 @@
 - ``block_sums`` / ``sample_layer_sums_philox``: the numpy reference's sums of one canonical block and
   of a whole block range (``compute/philox/spec.py``'s ``block_batches`` summed by its pairwise tree);
 - ``normals_torch`` / ``block_sums_torch``: the same on torch (``compute/philox/torch_engine.py``),
-  imported lazily so that a numpy-only test does not import torch.
+  imported lazily so that a numpy-only test does not import torch;
+- ``push_batches``: consecutive batches pushed into a ``PairwiseStack``, each at its level.
 
 The bake's own paths sum through ``work/steps.py``; these are the oracles its tests compare with.
 """
@@ -15,6 +16,12 @@ from typing import Callable
 import numpy as np
 
 from whestbench.compute.philox import spec as ref
+
+
+def push_batches(tree: ref.PairwiseStack, packed: np.ndarray, counts: np.ndarray) -> None:
+    """Push consecutive batches' values (n_batches, rows, width) into ``tree``, each at its level."""
+    for value, c in zip(packed, counts):
+        tree.push(value, ref.level_of(int(c)))
 
 
 def block_sums(
@@ -35,7 +42,7 @@ def block_sums(
     depth = weights.shape[0]
     raw, counts = ref.block_batches(weights, key, block_index, n_samples, block_size=block_size)
     tree = ref.PairwiseStack()
-    ref.push_batches(tree, ref.batch_packed(raw, counts, depth, controls), counts)
+    push_batches(tree, ref.batch_packed(raw, counts, depth, controls), counts)
     return ref.unpack(tree.value(), int(counts.sum()), depth)
 
 
@@ -108,6 +115,6 @@ def block_sums_torch(
     out = []
     for b in range(raw.shape[0]):
         tree = ref.PairwiseStack()
-        ref.push_batches(tree, ref.batch_packed(raw[b], counts, depth), counts)
+        push_batches(tree, ref.batch_packed(raw[b], counts, depth), counts)
         out.append(ref.unpack(tree.value(), int(counts.sum()), depth))
     return out

@@ -49,6 +49,7 @@ from whestbench.verify.run import verify_dataset
 from whestbench.work.executor import BakeInterrupted
 from whestbench.work.steps import Compute, run_unit
 from whestbench.work.units import WorkSpec
+from philox_reference import push_batches  # tests/philox_reference.py
 
 torch = pytest.importorskip("torch")
 
@@ -91,7 +92,7 @@ def philox_replicates(weights: np.ndarray, keys: np.ndarray, n: int, controls=No
     for b in range(philox.block_count(n)):
         raw, counts = block_batches_torch(batch, keys, b, n, "cpu", engine="numba", z2sq=controls is not None)
         for r, tree in enumerate(trees):
-            philox.push_batches(tree, philox.batch_packed(raw[r], counts, depth, controls), counts)
+            push_batches(tree, philox.batch_packed(raw[r], counts, depth, controls), counts)
     return [philox.unpack(t.value(), n, depth) for t in trees]
 
 

@@ -330,12 +330,6 @@ def batch_packed(raw: np.ndarray, counts: np.ndarray, depth: int, controls=None)
     return np.concatenate([plain, cv.reshape(lead + cv.shape[1:]), cvsq.reshape(lead + cv.shape[1:])], axis=-2)
 
 
-def push_batches(tree: "PairwiseStack", packed: np.ndarray, counts: np.ndarray) -> None:
-    """Push consecutive batches' values (n_batches, rows, width) into ``tree``, each at its level."""
-    for value, c in zip(packed, counts):
-        tree.push(value, level_of(int(c)))
-
-
 def combine_in_order(parts: Sequence[LayerSums]) -> LayerSums:
     """Combine consecutive subtree results, left to right, into the result of their union.
 
