@@ -123,8 +123,8 @@ def _first_two_draws(seeds: Sequence[int] | np.ndarray) -> np.ndarray:
     n = len(seeds)
     out = np.empty((n, 2), dtype=np.float64)
     keys = _one_word_keys(seeds) if n >= KERNEL_MIN else None
-    if keys is not None:
-        _mt_first_draws(keys, out)
+    if keys is not None:  # out[k] = (r.random(), r.random()) with r = random.Random(int(keys[k]))
+        _kernel()(keys, out)
         return out
     for i, s in enumerate(seeds.tolist() if isinstance(seeds, np.ndarray) else seeds):
         draw = random.Random(int(s)).random
@@ -216,8 +216,3 @@ def _kernel():
                 out[g + b, 1] = ((y[2] >> 5) * 67108864.0 + (y[3] >> 6)) * (1.0 / 9007199254740992.0)
 
     return first_draws
-
-
-def _mt_first_draws(keys: np.ndarray, out: np.ndarray) -> None:
-    """``out[k] = (r.random(), r.random())`` with ``r = random.Random(int(keys[k]))``; ``keys`` uint32."""
-    _kernel()(np.ascontiguousarray(keys, dtype=np.uint32), out)
