@@ -12,8 +12,8 @@ from run to run masked (clocks, rates, durations, the temporary directory); for 
 directory left behind, its files, the sha256 of each Parquet column (numeric and identity
 columns, the audit trail's too) and its metadata.json with the machine's facts and times masked.
 
-Deterministic by construction (the numbers depend on the seeds only) and quick (about a minute on
-2 cores; the torch bake is most of it). Run it with the interpreter that has whestbench and torch:
+Deterministic by construction (the numbers depend on the seeds only) and quick (about 50 s of CPU;
+the torch bake's start-up is its longest step). Run it with the interpreter that has whestbench and torch:
 ``PYTHONPATH=src .venv/bin/python tools/behaviour_snapshot.py``. ``--keep DIR`` bakes in DIR and
 leaves it there (to look at a difference).
 """
