@@ -34,13 +34,13 @@ def cpu_seconds(cmd: list[str], env: dict) -> float:
 def _same_columns(a: Path, b: Path) -> bool:
     """Whether two bakes hold identical columns, every split (``sampling_budget_breakdown`` aside: it
     records wall times)."""
-    from whestbench.format.reader import read_meta, read_table
+    from whestbench.format.reader import open_dataset, read_table
 
     def table(d: Path, split: str):
         t = read_table(d, split)
         return t.drop_columns(["sampling_budget_breakdown"]) if "sampling_budget_breakdown" in t.column_names else t
 
-    return all(table(a, s).equals(table(b, s)) for s in read_meta(a).splits)
+    return all(table(a, s).equals(table(b, s)) for s in open_dataset(a).meta().splits)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
-from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset, read_meta
-from whestbench.format.schema import DEFAULT_SPLIT, DatasetMeta, check_name, columns_for, is_positive_int, make_features
+from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset
+from whestbench.format.schema import DEFAULT_SPLIT, check_name, columns_for, is_positive_int, make_features
 from whestbench.errors import (
     REDO,
     InvalidDatasetError,
@@ -103,7 +103,7 @@ def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
     """``(path, metadata)`` of one input dataset directory, its metadata validated (partials allowed).
     Given a ``DatasetDir``, its metadata is the one it read (a re-run's check may have read it)."""
     p = input_dir(path)
-    return p, read_meta(open_dataset(path) if isinstance(path, DatasetDir) else p, allow_partial=True).md
+    return p, open_dataset(path if isinstance(path, DatasetDir) else p).meta(allow_partial=True).md
 
 
 def split_of(path: Path, md: dict[str, Any]) -> str:

@@ -76,14 +76,6 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
     return read_metadata_file(path)
 
 
-def read_meta(directory: "str | Path | DatasetDir", *, allow_partial: bool = False) -> DatasetMeta:
-    """``directory``'s metadata, read and validated (``schema.validate_metadata``); a ``DatasetDir``
-    answers from what it has read."""
-    if isinstance(directory, DatasetDir):
-        return directory.meta(allow_partial=allow_partial)
-    return DatasetMeta.validated(read_metadata(directory), allow_partial=allow_partial)
-
-
 class DatasetDir(os.PathLike):
     """One dataset directory, read once: what a command opens and passes to its checks instead of a path.
 
