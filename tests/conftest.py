@@ -259,7 +259,8 @@ def _check_reference(python: Path) -> str | None:
     """None if ``python`` runs whestbench 0.16.2 with our numpy, else why not."""
     probe = "from importlib.metadata import version as v; print(v('whestbench'), v('numpy'))"
     try:
-        out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # as reference_env runs it
+        out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60, check=True, env=env)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"cannot run the reference python {python}: {exc}"
     got = out.stdout.split()
