@@ -21,12 +21,12 @@ from statistics import NormalDist
 
 import numpy as np
 
+from whestbench.compute.mlp import pilot_layers
 from whestbench.compute.seeds import AUDIT, stream
 
 AUDIT_SAMPLES = 8192
 MIN_NORMAL_SAMPLES = 1000  # below, stored means, sds and variances of skewed ReLU outputs are too far from normal to judge
 MIN_SPREAD_SAMPLES = 10_000  # below, a plain estimator's standard error is not held to 25 % (``compare``'s spread ratio)
-_ROWS = 2048  # inputs pushed through at a time: memory stays flat at width 1024+
 
 
 @dataclass(frozen=True)
@@ -73,32 +73,24 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
     """
     weights = np.asarray(weights, dtype=np.float32)
     depth, width, _ = weights.shape
-    rng = np.random.default_rng(stream(seed, AUDIT))
-    x = rng.standard_normal((n, width), dtype=np.float32)
     vals = np.empty((depth, n, width), dtype=np.float32)  # the estimated quantity, per layer
     ys = vals if controls is None else np.empty((depth, n, width), dtype=np.float32)  # the activations
     y_sd = np.empty((depth, width))
-    z_sum = np.zeros((depth, width))
-    z_sq = np.zeros((depth, width))
-    for lo in range(0, n, _ROWS):
-        h = x[lo:lo + _ROWS]
-        phi = None
-        for layer in range(depth):
-            z = h @ weights[layer]  # (rows, w)
-            z_sum[layer] += z.sum(axis=0, dtype=np.float64)
-            z_sq[layer] += np.square(z, dtype=np.float32).sum(axis=0, dtype=np.float64)
-            h = np.maximum(z, np.float32(0.0))
-            if controls is not None:
-                ys[layer, lo:lo + h.shape[0]] = h
-            if controls is not None and layer == 1:
-                y1 = ys[0, lo:lo + h.shape[0]]
-                phi = np.concatenate([y1 - controls.mu1.astype(np.float32),
-                                      z * z - controls.ez2sq.astype(np.float32)], axis=1)  # (rows, 2w)
-            if controls is not None and layer >= 1:
-                coef = controls.coef[:, (layer - 1) * width:layer * width].astype(np.float32)
-                vals[layer, lo:lo + h.shape[0]] = h - phi @ coef  # (rows, w) residual
-            else:
-                vals[layer, lo:lo + h.shape[0]] = h
+    z_sum = np.empty((depth, width))
+    z_sq = np.empty((depth, width))
+    phi = None
+    for layer, (z, h) in enumerate(pilot_layers(weights, stream(seed, AUDIT), n)):
+        z_sum[layer] = z.sum(axis=0, dtype=np.float64)
+        z_sq[layer] = np.square(z).sum(axis=0, dtype=np.float64)
+        ys[layer] = h
+        if controls is not None and layer == 1:
+            phi = np.concatenate([ys[0] - controls.mu1.astype(np.float32),
+                                  z * z - controls.ez2sq.astype(np.float32)], axis=1)  # (n, 2w)
+        if controls is not None and layer >= 1:
+            coef = controls.coef[:, (layer - 1) * width:layer * width].astype(np.float32)
+            np.subtract(h, phi @ coef, out=vals[layer])  # (n, w) residual
+        elif controls is not None:
+            vals[layer] = h
     # moments per layer in fp64 accumulation over float32 deviations (~1e-7 relative: far below 1/sqrt(n))
     mean = np.empty((depth, width))
     m2, m3, m4 = (np.empty((depth, width)) for _ in range(3))

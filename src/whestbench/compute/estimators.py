@@ -21,6 +21,7 @@ import numpy as np
 
 from whestbench.compute.estimation import (CONTROL_VARIATE, CV_TARGET_RULE, ESTIMATORS, EXCEED_PROBABILITY, MIN_RELIABLE_BATCHES,
                                           PILOT_SAMPLES, PLAIN, TARGET_RULE)
+from whestbench.compute.mlp import pilot_layers
 from whestbench.compute.stats import LayerSums
 
 CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
@@ -76,17 +77,6 @@ class Controls:
             fit = phi @ self.coef  # (..., (depth-1)*w)
             out[..., 1:, :] = ymean[..., 1:, :] - fit.reshape(ymean.shape[:-2] + (ymean.shape[-2] - 1, ymean.shape[-1]))
         return out
-
-
-def pilot_layers(weights: np.ndarray, pilot_ss: np.random.SeedSequence, n_pilot: int):
-    """The pilot's float32 forward pass, one layer at a time: ``(z, h)`` (pre-activations and
-    activations, each (n_pilot, width)) over ``n_pilot`` inputs of ``pilot_ss``. The control-variate
-    fit and the planned sample counts run this same pass over the same inputs."""
-    h = np.random.default_rng(pilot_ss).standard_normal((n_pilot, weights.shape[2]), dtype=np.float32)
-    for w in weights:
-        z = h @ w
-        h = np.maximum(z, np.float32(0.0))
-        yield z, h
 
 
 def fit_controls(weights: np.ndarray, pilot_ss: np.random.SeedSequence, n_pilot: int = PILOT_SAMPLES) -> Controls:

@@ -9,6 +9,18 @@ import numpy as np
 from whestbench.compute.seeds import spawn_streams
 
 
+def pilot_layers(weights: np.ndarray, pilot_ss: np.random.SeedSequence, n_pilot: int):
+    """A pilot's float32 forward pass, one layer at a time: ``(z, h)`` (pre-activations and
+    activations, each (n_pilot, width)) over ``n_pilot`` standard-normal inputs of ``pilot_ss``. Every
+    pilot runs this pass: the control-variate fit and the planned sample counts over the bake's pilot
+    stream, verify's audit pilot over its own."""
+    h = np.random.default_rng(pilot_ss).standard_normal((n_pilot, weights.shape[2]), dtype=np.float32)
+    for w in weights:
+        z = h @ w
+        h = np.maximum(z, np.float32(0.0))
+        yield z, h
+
+
 def sample_weights(weight_ss: np.random.SeedSequence, width: int, depth: int) -> np.ndarray:
     """``(depth, width, width)`` float32, layer by layer from one PCG64 stream.
 
