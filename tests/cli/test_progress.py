@@ -122,3 +122,28 @@ def test_a_log_line_names_its_phase_and_each_phase_gets_its_final_count():
     assert "] bake: verifying input ./public: 0/4 MLPs (0.0%)" in lines[0]
     assert "verifying input ./public: 4/4 MLPs (100.0%)" in lines[1]
     assert "verifying input ./holdout: 0/3 MLPs" in lines[2]
+
+
+def test_the_eta_starts_from_the_timing_probes_rate_and_moves_to_the_measured_one():
+    """Issue 28: a bake's first seconds (kernel loading, control-variate fits, cold caches) made its
+    first ETA 30-70 % long. With the probe's rate (``expect``) the ETA starts there and weighs the
+    measured rate in over ``ETA_SETTLE_S``; the rate shown stays the measured one."""
+    from whestbench.cli.progress import ETA_SETTLE_S
+
+    clock = Clock()
+    rep, _ = reporter(clock)
+    rep.expect("samples", 20.0)  # the probe: 20 samples/s
+    with rep:
+        rep(Event("start", progress=samples(0)))
+        clock.t += ETA_SETTLE_S / 4
+        rep(Event("progress", progress=samples(50)))  # 10 samples/s so far: the start-up
+        status = rep.status(rep.last)
+        assert "10 samples/s" in status
+        # 950 left at 0.25 · 10 + 0.75 · 20 = 17.5 samples/s: 54 s (the measured rate alone: 95 s)
+        assert "ETA 0:00:54" in status
+        clock.t += ETA_SETTLE_S  # settled: the measured rate alone
+        rep(Event("progress", progress=samples(500)))
+        assert f"ETA 0:00:{round(500 / (500 / (ETA_SETTLE_S * 1.25))):02d}" in rep.status(rep.last)
+    other, _ = reporter(Clock())
+    other.expect("samples", None)  # no probe (a small bake): the measured rate, as before
+    assert other.expected == {}

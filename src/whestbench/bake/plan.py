@@ -45,6 +45,8 @@ PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~6
 MAX_ROW_FLOATS = 2**29  # one row's weights (depth·width² float32) must fit an Arrow list and a 2 GiB shard
 MAX_BAKE_SECONDS = 10 * 365.25 * 86400  # a single-machine bake projected beyond this is refused as a typo
 PROBE_FLOPS = 5e12  # bakes bigger than this get a quick timing probe for the plan's time estimate
+PROBE_WINDOW_S = 0.5  # each probe worker is timed over at least this long after its first step (its warm-up)
+PROBE_MIN_STEPS = 2  # ... and over at least this many steps
 
 
 @dataclass(frozen=True)
@@ -187,12 +189,16 @@ class Needs:
     seconds: float | None = None
     """From a quick timing probe, for bakes big enough that the estimate matters (else None)."""
     rate_flops: float | None = None
+    """The bake's rate: the timing probe's rate per worker × the workers (``probe_workers``)."""
+    probe_workers: int | None = None
+    """The workers the timing probe ran at once (the bake's)."""
 
     def summary(self) -> str:
         parts = [f"{self.flops:.3g} FLOP", f"output ≈ {format_bytes(self.output_bytes)}",
                  f"work files ≈ {format_bytes(self.work_bytes)}", f"peak RAM ≈ {format_bytes(self.peak_ram_bytes)}"]
         if self.seconds is not None and self.rate_flops:
-            parts.append(f"≈ {format_duration(self.seconds)} at {self.rate_flops / 1e9:.0f} GFLOP/s (timing probe)")
+            by = f", {self.probe_workers} workers" if self.probe_workers and self.probe_workers > 1 else ""
+            parts.append(f"≈ {format_duration(self.seconds)} at {self.rate_flops / 1e9:.0f} GFLOP/s (timing probe{by})")
         return "; ".join(parts)
 
 
@@ -294,8 +300,10 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
     planned = dataclasses.replace(plan, spec=dataclasses.replace(spec, planned=tuple(counts)))
     share = planned.planned_total / max(1, n * plan.config.n_samples)
     needs = plan.needs
-    planned = dataclasses.replace(planned, needs=dataclasses.replace(
-        needs, flops=needs.flops * share, seconds=needs.seconds * share if needs.seconds is not None else None))
+    seconds = None
+    if needs.rate_flops and needs.probe_workers:  # the planned counts on the bake's workers, tail included
+        seconds = schedule_seconds(planned.spec, needs.probe_workers, needs.rate_flops / needs.probe_workers)
+    planned = dataclasses.replace(planned, needs=dataclasses.replace(needs, flops=needs.flops * share, seconds=seconds))
     _check_duration(planned, f"{format_count(n)} MLPs, {format_count(planned.planned_total)} planned samples")
     return planned
 
@@ -605,18 +613,15 @@ def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | Non
     start, end = cfg.range
     rows = end - start
     result_bytes = 2 * (d + 1) * w * 8  # one MLP's sums and sums of squares (fp64)
+    units = _unit_count(spec)
     if spec.sampler == "pcg64":
         from whestbench.compute.pcg64 import chunk_rows
 
-        units, per_unit, chunk = rows, result_bytes + 1024, chunk_rows(w)
+        per_unit, chunk = result_bytes + 1024, chunk_rows(w)
     else:
-        from whestbench.compute.philox.spec import block_count
-
-        per_mlp_units = -(-block_count(cfg.n_samples, spec.block_size) // spec.unit_blocks)
         batch = max(1, spec.mlps_per_unit)
-        units = -(-rows // batch) * per_mlp_units
         per_unit, chunk = batch * result_bytes + 1024, (compute.step_rows or 1024) * batch
-    n_workers = min(workers or (os.cpu_count() or 1), max(1, units))  # a worker per unit at most, as the executors run
+    n_workers = _bake_workers(workers, units)
     worker_bytes = 4 * d * w * w * max(1, spec.mlps_per_unit) + 3 * chunk * w * 4 + 4 * result_bytes
     ram = (_PROCESS_BYTES + (_TORCH_BYTES if cfg.backend == "torch" else 0) + n_workers * worker_bytes
            + min(MAX_ROW_GROUP_BYTES, rows * row_bytes(w, d)) + cfg.n_mlps * _PER_MLP_LIST_BYTES)
@@ -673,26 +678,116 @@ def _check_fits(plan: BakePlan) -> None:
         )
 
 
+def _unit_count(spec: WorkSpec) -> int:
+    """The units of ``spec`` (one per MLP for pcg64; philox cuts each MLP's blocks into units), without listing them."""
+    rows = spec.mlp_range[1] - spec.mlp_range[0]
+    if spec.sampler == "pcg64":
+        return rows
+    from whestbench.compute.philox.spec import block_count
+
+    per_mlp_units = -(-block_count(spec.n_samples, spec.block_size) // spec.unit_blocks)
+    return -(-rows // max(1, spec.mlps_per_unit)) * per_mlp_units
+
+
+def _bake_workers(workers: int | None, units: int) -> int:
+    """The worker threads a bake of ``units`` units runs at once (``LocalExecutor``: ``--max-threads``,
+    else one per core; never more than units, as its pool starts a thread per unit at most)."""
+    return max(1, min(workers or os.cpu_count() or 1, units))
+
+
 def _probe(plan: BakePlan) -> Needs:
-    """Time a few steps of one unit of this bake's shape (seed 0) for the plan's time estimate."""
+    """The plan's time estimate from timing this bake's own loop, as the bake will run it: as many
+    units at once as the bake has workers, each on a worker thread with BLAS at one thread (and torch
+    at one intra-op thread where the bake pins it), on the planned bake's kernels (seeds from 0).
+
+    Each worker is timed from the end of its first step (numba's kernel load, the control variates'
+    fit, cold caches: costs a unit pays once, not per sample) over at least ``PROBE_WINDOW_S`` and
+    ``PROBE_MIN_STEPS`` steps, all workers running until every one has its window, so each window
+    sees the contention the bake will. The rate is the workers' rates summed (``probe_rate``).
+
+    (It used to time one unit alone, outside the bake's one-BLAS-thread limit, over one step, and
+    multiply by the workers × 0.85: on a loaded 2-core VM that gave about half the achieved rate.)"""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
     from whestbench.work.steps import UnitContext, UnitStopped, run_unit
+    from whestbench.work.threads import one_blas_thread, one_torch_thread
 
-    spec = plan.scaled_job(1, plan.spec.n_samples).spec
-    unit = spec.units()[0]
-    stop, marks = threading.Event(), []
+    n_workers = _bake_workers(plan.workers, _unit_count(plan.spec))
+    job = plan.scaled_job(n_workers, plan.spec.n_samples)
+    units = job.spec.units()[:n_workers]
+    stop = threading.Event()
+    marks: list[list[tuple[float, int]]] = [[] for _ in units]
+    ready: set[int] = set()
+    lock = threading.Lock()
 
-    def seen(n: int) -> None:
-        marks.append((time.perf_counter(), n))
-        if len(marks) >= 3:
+    def timed(k: int) -> None:
+        def seen(n: int) -> None:
+            now = time.perf_counter()
+            mine = marks[k]
+            mine.append((now, n))
+            if len(mine) > PROBE_MIN_STEPS and now - mine[0][0] >= PROBE_WINDOW_S:
+                done_waiting(k)
+
+        try:
+            run_unit(job.spec, job.compute, units[k], UnitContext(on_samples=seen, stop=stop))
+        except UnitStopped:
+            pass
+        done_waiting(k)  # a unit that ended (a small bake) waits for nobody
+
+    def done_waiting(k: int) -> None:
+        with lock:
+            ready.add(k)
+            if len(ready) == len(units):
+                stop.set()
+
+    with one_blas_thread(), one_torch_thread(job.compute.pins_torch_threads), \
+            ThreadPoolExecutor(len(units), thread_name_prefix="whest-probe") as pool:
+        futures = [pool.submit(timed, k) for k in range(len(units))]
+        try:
+            while wait(futures, timeout=0.2).not_done:  # the main thread wakes to take a stop signal
+                pass
+        except BaseException:  # a stop (Ctrl-C, a stop signal) during the probe: its units end at their next step
             stop.set()
-
-    try:
-        run_unit(spec, plan.compute, unit, UnitContext(on_samples=seen, stop=stop))
-    except UnitStopped:
-        pass
-    if len(marks) < 2:
+            raise
+        for f in futures:
+            f.result()
+    per_worker = probe_rate(marks, job.spec.flops_per_sample)
+    if per_worker is None:
         return plan.needs
-    (t0, _), (t1, n) = marks[-2], marks[-1]
-    workers = min(plan.workers or (os.cpu_count() or 1), max(1, plan.spec.n_mlps))
-    rate = spec.flops_per_sample * n / max(t1 - t0, 1e-9) * workers * 0.85  # workers share caches
-    return dataclasses.replace(plan.needs, seconds=plan.needs.flops / rate, rate_flops=rate)
+    return dataclasses.replace(plan.needs, seconds=schedule_seconds(plan.spec, n_workers, per_worker),
+                               rate_flops=per_worker * n_workers, probe_workers=n_workers)
+
+
+def probe_rate(marks: Sequence[Sequence[tuple[float, int]]], flops_per_sample: int) -> float | None:
+    """FLOP/s of one bake worker from the probe's ``marks`` (per worker: (time, samples of the step
+    that just ended), in order): each worker's samples after its first step over the time since that
+    step ended, averaged over the workers with two marks or more. None when no worker has two."""
+    rates = []
+    for mine in marks:
+        if len(mine) < 2:
+            continue
+        (t0, _), (t1, _) = mine[0], mine[-1]
+        rates.append(flops_per_sample * sum(n for _, n in mine[1:]) / max(t1 - t0, 1e-9))
+    return sum(rates) / len(rates) if rates else None
+
+
+SCHEDULE_UNITS = 100_000  # bakes of more units are estimated without their tail (under one unit per 100,000 / workers)
+
+
+def schedule_seconds(spec: WorkSpec, workers: int, per_worker_flops: float) -> float:
+    """Wall seconds of ``spec``'s units on ``workers`` threads that take them in order (as
+    ``LocalExecutor``'s pool does), each unit at ``per_worker_flops``: when the last worker ends. So 3
+    equal units on 2 workers take two units' time, not one and a half, and a target bake's longest
+    planned MLP, started last, is not shared among idle workers. Above ``SCHEDULE_UNITS`` units:
+    the work divided among the workers."""
+    import heapq
+
+    fps, workers = spec.flops_per_sample, max(1, workers)
+    if _unit_count(spec) > SCHEDULE_UNITS:
+        total = sum(spec.planned) if spec.planned is not None and spec.estimation.has_target else spec.n_samples * spec.n_mlps
+        return fps * total / (workers * per_worker_flops)
+    free = [0.0] * workers
+    for unit in spec.units():
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + fps * spec.expected_samples(unit) * unit.mlp_count / per_worker_flops)
+    return max(free)

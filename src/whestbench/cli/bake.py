@@ -173,11 +173,17 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
 
     t0 = time.perf_counter()
     finished: dict = {}
+    single = dist_env is None or dist_env.world_size == 1  # the probe times this machine's workers, not every rank's
     with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
+        if single:
+            reporter.expect("samples", _probe_samples_per_s(plan))
+
         def sink(event) -> None:
             signals.on_event(event)
             if event.kind == "plan" and planned_later and not peer:
                 out.print(f"Plan: {_plan_summary(event.data['plan'])}", markup=False)
+                if single:
+                    reporter.expect("samples", _probe_samples_per_s(event.data["plan"]))
             if event.kind == "done":
                 finished.update(event.data or {})
             reporter(event)
@@ -232,6 +238,12 @@ def _stops(finished: dict, mlps: int) -> str:
     if isinstance(ratio, dict):
         text += f"; largest stored standard error {ratio['largest']:.2f}× the target"
     return text
+
+
+def _probe_samples_per_s(plan) -> float | None:
+    """Samples per second the timing probe measured for the whole bake (None: no probe)."""
+    rate = plan.needs.rate_flops
+    return rate / plan.spec.flops_per_sample if rate else None
 
 
 def _plan_summary(plan) -> str:

@@ -24,6 +24,7 @@ from whestbench.events import Event, Progress
 from whestbench.text import format_bytes, format_clock, format_count, format_rate, sanitize
 
 DEFAULT_LOG_EVERY = 60.0
+ETA_SETTLE_S = 20.0  # a bake's ETA moves from the timing probe's rate to its own over this long
 
 
 def _rate(per_s: float, what: str) -> str:
@@ -61,6 +62,15 @@ class Reporter:
         self._task = None
         self.started = threading.Event()
         self._printed: tuple | None = None  # what the last log line showed
+        self.expected: dict[str, float] = {}  # kind of item -> rate the plan expects (the bake's timing probe)
+
+    def expect(self, what: str, per_s: float | None) -> None:
+        """The rate the plan expects for items of kind ``what`` (a bake's timing probe): the ETA starts
+        from it and moves to the measured rate over ``ETA_SETTLE_S``, so the first lines' ETA is not
+        the start-up's (kernel loading, control-variate fits and cold caches slow a bake's first
+        second; a cumulative rate reads 30-70 % long there)."""
+        if per_s is not None and per_s > 0:
+            self.expected[what] = float(per_s)
 
     # --- context
 
@@ -148,6 +158,10 @@ class Reporter:
         if p.flops_per_item:
             parts.append(f"{format_rate(rate * p.flops_per_item / 1e9)} GFLOP/s")
         left = p.total - p.done
+        expected = self.expected.get(p.what)
+        if expected is not None:  # the measured rate's weight grows from 0 to 1 over the first ETA_SETTLE_S
+            settled = min(1.0, elapsed / ETA_SETTLE_S)
+            rate = settled * rate + (1 - settled) * expected
         parts.append(f"ETA {format_clock(left / rate) if rate > 0 else '?'}" if left > 0 else "ETA 0:00:00")
         if p.what == "samples":
             parts.append(f"{p.checkpoints} checkpoint{'s' if p.checkpoints != 1 else ''}")

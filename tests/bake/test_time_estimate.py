@@ -1,0 +1,114 @@
+"""The Plan line's time estimate (issue 28): the timing probe times the bake's own loop as the bake
+runs it, and the estimate is the bake's schedule at that rate.
+
+Each test checks an ingredient of the estimate with a fake clock or fake units, never a wall time:
+a verdict must not depend on the machine's speed or load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import types
+from pathlib import Path
+
+import pytest
+
+from whestbench.bake import plan as plan_mod
+from whestbench.bake.plan import BakeConfig, plan_bake, probe_rate, schedule_seconds
+from whestbench.compute.estimation import Estimation
+
+
+def _spec(n_mlps: int, n_samples: int = 1000, **kw):
+    cfg = BakeConfig(n_mlps=n_mlps, n_samples=n_samples, width=4, depth=1, seed=1, output=None, **kw)
+    return plan_bake(cfg, probe=False).spec
+
+
+def test_the_schedule_counts_the_units_each_worker_takes_in_order():
+    """3 equal units on 2 workers take two units' time (the old estimate divided the work evenly:
+    one and a half), and a target bake's planned counts are scheduled in unit order."""
+    spec = _spec(3)
+    one_unit = spec.flops_per_sample * 1000  # FLOPs of one MLP; at this rate per worker: 1 s
+    assert schedule_seconds(spec, 2, one_unit) == pytest.approx(2.0)
+    assert schedule_seconds(spec, 1, one_unit) == pytest.approx(3.0)
+    assert schedule_seconds(spec, 8, one_unit) == pytest.approx(1.0)  # idle workers do not share a unit
+    target = Estimation(target_stderr=0.01)
+    long_first = dataclasses.replace(_spec(5, 10_000), estimation=target, planned=(4000, 1000, 1000, 1000, 1000))
+    long_last = dataclasses.replace(_spec(5, 10_000), estimation=target, planned=(1000, 1000, 1000, 1000, 4000))
+    assert schedule_seconds(long_first, 2, one_unit) == pytest.approx(4.0)
+    assert schedule_seconds(long_last, 2, one_unit) == pytest.approx(6.0)  # started last, run alone
+
+
+def test_the_probe_rate_is_each_workers_samples_after_its_first_step_averaged():
+    marks = [[(0.0, 10), (1.0, 10), (2.0, 10)],  # 20 samples in 2 s after the first step
+             [(5.0, 99), (5.5, 20)],  # 20 samples in 0.5 s: its warm-up step (99) is left out
+             [(9.0, 10)]]  # one mark: no interval, not counted
+    assert probe_rate(marks, 3) == pytest.approx((3 * 20 / 2.0 + 3 * 20 / 0.5) / 2)
+    assert probe_rate([[(1.0, 5)], []], 3) is None
+
+
+def test_the_probe_runs_the_bakes_workers_at_once_with_one_blas_thread_on_the_planned_kernels(monkeypatch):
+    """The probe used to time one unit alone, with BLAS at its default thread count (the bake holds
+    every worker at one thread), over one step, then multiply by the workers × 0.85: about half the
+    achieved rate on this project's 2-core VM. Now it runs as many units at once as the bake has
+    workers (a barrier fails if fewer run together), each under the bake's thread limits and on the
+    kernels the whole bake uses (not those a bake of the probe's size would pick), and the estimate
+    is the bake's schedule at the rate measured (a fake clock: 0.25 s a step)."""
+    from threadpoolctl import threadpool_info
+
+    from whestbench.work import steps
+
+    workers, step_samples, step_s = 3, 1000, 0.25
+    cfg = BakeConfig(n_mlps=64, n_samples=2**20, width=16, depth=2, seed=1, output=None, max_threads=workers)
+    plan = plan_bake(cfg, probe=False)
+    planned_fused = steps._pcg64_fused(plan.spec, plan.compute)
+    assert planned_fused and not steps._pcg64_fused(plan.scaled_job(workers, 2**20).spec)  # the case that matters
+    together = threading.Barrier(workers, timeout=30)
+    clock = threading.local()
+    seen: list[tuple[list[int], bool, str]] = []
+
+    def fake_run_unit(spec, compute, unit, ctx):
+        together.wait()  # every worker of the bake runs at once, or this times out
+        blas = [lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"]
+        seen.append((blas, steps._pcg64_fused(spec, compute), threading.current_thread().name))
+        clock.now = 0.0
+        for _ in range(100_000):
+            if ctx.stop.wait(0.001):  # the other workers get their steps in (a real step releases the GIL)
+                return None
+            clock.now += step_s
+            ctx.on_samples(step_samples)
+        raise AssertionError("the probe never stopped")
+
+    monkeypatch.setattr(steps, "run_unit", fake_run_unit)
+    monkeypatch.setattr(plan_mod, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    needs = plan_mod._probe(plan)
+    assert len(seen) == workers
+    assert all(blas and set(blas) == {1} for blas, _, _ in seen), seen  # BLAS at one thread, as the workers run
+    assert all(fused == planned_fused for _, fused, _ in seen)
+    assert all(name.startswith("whest-probe") for _, _, name in seen)  # worker threads, not the main thread
+    per_worker = plan.spec.flops_per_sample * step_samples / step_s
+    assert needs.probe_workers == workers and needs.rate_flops == pytest.approx(workers * per_worker)
+    assert needs.seconds == pytest.approx(schedule_seconds(plan.spec, workers, per_worker))
+    # 64 units of 2**20 samples on 3 workers: 22 rounds, not 64 / 3 = 21.3
+    assert needs.seconds == pytest.approx(22 * plan.spec.flops_per_sample * 2**20 / per_worker)
+    assert f"(timing probe, {workers} workers)" in needs.summary()
+
+
+def test_a_target_bakes_estimate_is_its_planned_counts_on_the_bakes_workers():
+    """After the pilots, the estimate is the schedule of the planned counts at the probe's rate per
+    worker (it was the cap's estimate scaled by the planned share, which forgets the tail)."""
+    cfg = BakeConfig(n_mlps=5, n_samples=10**6, width=4, depth=1, seed=1, output=None, max_threads=2,
+                     estimation=Estimation(target_stderr=0.01))
+    plan = plan_bake(cfg, probe=False)
+    per_worker = 1e6
+    plan = dataclasses.replace(plan, needs=dataclasses.replace(plan.needs, rate_flops=2 * per_worker, probe_workers=2))
+    planned = plan_mod.plan_targets(plan)
+    assert planned.spec.planned is not None
+    assert planned.needs.seconds == pytest.approx(schedule_seconds(planned.spec, 2, per_worker))
+    work = planned.spec.flops_per_sample * sum(planned.spec.planned) / per_worker
+    assert work / 2 <= planned.needs.seconds <= work
+
+
+def test_a_plain_bake_below_the_probe_size_gets_no_estimate(tmp_path):
+    plan = plan_bake(BakeConfig(n_mlps=2, n_samples=1000, width=4, depth=1, seed=1, output=Path(tmp_path / "o")))
+    assert plan.needs.seconds is None and "timing probe" not in plan.needs.summary()
