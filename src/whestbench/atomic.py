@@ -173,3 +173,23 @@ def write_file_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The bytes of ``path`` if it is a regular file (links followed), else OSError (EINVAL), which
+    the callers already treat as an unreadable work file: a work file replaced by a FIFO blocked the
+    reader forever, and one replaced by a link to /dev/zero read until the memory ran out."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        os.set_blocking(fd, True)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

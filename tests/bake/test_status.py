@@ -142,3 +142,46 @@ def test_a_distributed_bakes_projection_counts_every_ranks_workers(tmp_path):
     four = bake_status(tmp_path / "out")
     assert four["projected_left_s"] == pytest.approx(one["projected_left_s"] / 4)
     assert "× 4 ranks" in four["projected_at"]
+
+
+@pytest.mark.parametrize("planted", ["fifo", "dev-zero"])
+def test_status_and_a_rerun_read_no_fifo_or_device_planted_in_the_work_directory(tmp_path, planted):
+    """A work file replaced by a FIFO blocked `status` (and a re-run) forever; one replaced by a link
+    to /dev/zero read until the memory ran out (killed). Such a file is unreadable, like a damaged one."""
+    import subprocess
+    import sys
+
+    from bake_procs import clean_env
+
+    stop = threading.Event()
+    cfg = BakeConfig(**SHAPE, output=tmp_path / "out")
+    with pytest.raises(BakeInterrupted):
+        bake(cfg, on_event=lambda e: e.kind == "unit_done" and stop.set(), stop=stop)
+    work = tmp_path / "out.whest-work"
+    units = sorted((work / "units").glob("*.unit"))
+    for path in [work / "status.json", work / "lock", units[0]]:
+        path.unlink()
+        os.mkfifo(path) if planted == "fifo" else path.symlink_to("/dev/zero")
+    # a hang guard, not a time bound: a blocked read never ends, a memory-eating one is killed
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "status", str(tmp_path / "out")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=clean_env(),
+                          preexec_fn=lambda: __import__("resource").setrlimit(
+                              __import__("resource").RLIMIT_AS, (4 << 30, 4 << 30)))
+    assert done.returncode == 0, done.stderr
+    assert "units finished: " in done.stdout and "Traceback" not in done.stderr
+    cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", "--n-mlps", "4", "--n-samples", "400000", "--width",
+           "16", "--depth", "3", "--seed", "5", "--max-threads", "1", "--quiet", "--output", str(tmp_path / "out")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=clean_env(),
+                          preexec_fn=lambda: __import__("resource").setrlimit(
+                              __import__("resource").RLIMIT_AS, (4 << 30, 4 << 30)))
+    # a re-run refuses the planted lock and status.json (one line, exit 2, nothing else touched);
+    # without them, it recomputes the planted unit with a line and completes
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and f"{work / 'lock'} is a " in done.stderr, done.stderr
+    (work / "lock").unlink()
+    (work / "status.json").unlink()  # refused alike; the units are read by the ledger, which checks each
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=clean_env(),
+                          preexec_fn=lambda: __import__("resource").setrlimit(
+                              __import__("resource").RLIMIT_AS, (4 << 30, 4 << 30)))
+    assert done.returncode == 0, done.stderr
+    assert f"work file {units[0]} failed its check" in done.stderr, done.stderr  # recomputed, with a line

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from whestbench.atomic import read_regular
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
 from whestbench.format.schema import is_int
 from whestbench.work.ledger import Ledger
@@ -204,7 +205,7 @@ def _locked(lock: Path) -> bool:
     import fcntl
 
     try:
-        fd = os.open(lock, os.O_RDONLY)
+        fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted there must not block
     except OSError:
         return False
     try:
@@ -220,7 +221,7 @@ def _locked(lock: Path) -> bool:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_regular(path))
     except (OSError, ValueError):
         return None
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from whestbench.atomic import fsync_dir, remove_abandoned_staging, write_file_atomic
+from whestbench.atomic import fsync_dir, read_regular, remove_abandoned_staging, write_file_atomic
 from whestbench.compute.segments import SegmentTrail
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError
@@ -66,7 +66,7 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
     fix = (f"remove {root} to start over with new random seeds (its saved units belong to the old ones), "
            "or pass --mlp-seeds FILE / --seed S")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path))
         seeds, digest = data["seeds"], data["seed_list_digest"]
         if data.get("format") != SEEDS_FORMAT or not isinstance(seeds, list):
             raise ValueError("unknown format")
@@ -173,14 +173,14 @@ class Ledger:
         when it stopped inside, None when nothing is. DamagedRecord when the file fails its checks."""
         for kind, path in (("unit", self.unit_path(key)), ("checkpoint", self.checkpoint_path(key))):
             if path.is_file():
-                meta, _ = decode_record(path.read_bytes(), kind=kind, key=key, plan=self.digest)
+                meta, _ = decode_record(read_regular(path), kind=kind, key=key, plan=self.digest)
                 return kind, meta
         return None
 
     def _read_plan(self, path: Path) -> dict[str, Any]:
         fix = f"remove {self.root} to start over (its saved units cannot be trusted without their plan)"
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_regular(path))
             identity, digest = data["identity"], data["digest"]
             if data.get("format") != PLAN_FORMAT or not isinstance(identity, dict):
                 raise ValueError("unknown format")
@@ -202,7 +202,7 @@ class Ledger:
 
     def load(self, key: str, check: Callable[[LayerSums], str | None] | None = None) -> tuple[LayerSums, float]:
         """One finished unit, checked (DamagedRecord if it fails; FileNotFoundError if absent)."""
-        return read_unit_record(self.unit_path(key).read_bytes(), key, self.digest, check)
+        return read_unit_record(read_regular(self.unit_path(key)), key, self.digest, check)
 
     def scan(self, keys: Iterable[str], check: Callable[[str, LayerSums], str | None] | None = None
              ) -> tuple[dict[str, int], list[tuple[Path, str]]]:
@@ -235,7 +235,7 @@ class Ledger:
         """The unit's last checkpoint, or None (none saved). DamagedRecord if it fails its checks."""
         path = self.checkpoint_path(key)
         try:
-            blob = path.read_bytes()
+            blob = read_regular(path)
         except FileNotFoundError:
             return None
         return decode_record(blob, kind="checkpoint", key=key, plan=self.digest)
@@ -243,7 +243,7 @@ class Ledger:
     def checkpoint_record(self, key: str) -> bytes | None:
         """The checkpoint file's bytes as saved (a checked record), or None; for handing to another rank."""
         try:
-            return self.checkpoint_path(key).read_bytes()
+            return read_regular(self.checkpoint_path(key))
         except FileNotFoundError:
             return None
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from whestbench.atomic import read_regular
 from whestbench.errors import UsageError, WorkDirBusy
 
 WORK_SUFFIX = ".whest-work"
@@ -37,7 +38,8 @@ def check_work_dir(root: Path) -> None:
     among someone else's files, and opening ``lock`` would truncate whatever it points to), a file
     where the directory goes, an existing directory that is not a work directory of ours (it holds
     other files), and a damaged one (``lock`` or ``plan.json`` a directory, ``units`` a file, one
-    of them a symlink): each would otherwise fail with a raw ``[Errno 17]``/``[Errno 21]``.
+    of them a symlink, a FIFO or a device): each would otherwise fail with a raw ``[Errno 17]``/``[Errno 21]``/
+    ``[Errno 22]``, or block on the FIFO.
     """
     root = Path(root)
     if os.path.islink(root):
@@ -61,9 +63,10 @@ def check_work_dir(root: Path) -> None:
                 f"{root} exists and is not a whestbench work directory (it holds {entry.name!r}); a bake would "
                 f"write its lock, plan and units among those files: move {root} away or choose another --output."
             )
-        is_dir = entry.is_dir(follow_symlinks=False)
-        if entry.is_symlink() or is_dir != (kind == "directory"):
-            what = "a symlink" if entry.is_symlink() else "a directory" if is_dir else "a file"
+        is_dir, regular = entry.is_dir(follow_symlinks=False), entry.is_file(follow_symlinks=False)
+        if entry.is_symlink() or (is_dir if kind == "file" else not is_dir) or (kind == "file" and not regular):
+            what = ("a symlink" if entry.is_symlink() else "a directory" if is_dir else "a file" if regular
+                    else "a FIFO, device or socket")
             raise UsageError(
                 f"the work directory is damaged: {root / entry.name} is {what}, not the {kind} a bake keeps there; "
                 f"remove {root / entry.name} and re-run the same command (the rest of {root} is kept)."
@@ -86,7 +89,7 @@ def update_status(root: Path, fields: dict[str, Any]) -> None:
     """``root/status.json`` with ``fields`` set and the rest as it was (a missing or unreadable one:
     ``fields`` alone)."""
     try:
-        doc = json.loads((Path(root) / "status.json").read_text())
+        doc = json.loads(read_regular(Path(root) / "status.json"))
     except (OSError, ValueError):
         doc = {}
     if not isinstance(doc, dict) or doc.get("format") != STATUS_FORMAT:
@@ -141,7 +144,7 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
 
 def _lock_info(path: Path) -> dict[str, Any]:
     try:
-        info = json.loads(path.read_text())
+        info = json.loads(read_regular(path))
         return info if isinstance(info, dict) else {}
     except (OSError, ValueError):
         return {}
