@@ -380,7 +380,10 @@ def _holds_a_unit(port: int, rank: int, output: Path) -> bool:
 
     import torch.distributed as dist
 
-    raw = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=False, timeout=timedelta(seconds=10))
+    try:  # a loaded machine can keep rank 0's store from answering in time: not yet known, ask again
+        raw = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=False, timeout=timedelta(seconds=30))
+    except RuntimeError:  # DistNetworkError: the connection timed out
+        return False
     store = dist.PrefixStore("whest/slurm-4242", raw)
     if not store.check(["current"]):
         return False
