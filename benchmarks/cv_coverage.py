@@ -1,7 +1,8 @@
 """Coverage of the control-variate error bars at the batch floor, against an independent high-N truth.
 
-    python benchmarks/cv_coverage.py [--mlps-per-shape 12] [--samplers pcg64,philox] [--targets 2e-3,8e-4]
-                                     [--truth-factor 20] [--cache /tmp/cv_coverage_truth] [--json FILE]
+    python benchmarks/cv_coverage.py [--mlps-per-shape 12] [--shapes 8x3,...] [--samplers pcg64,philox]
+                                     [--targets 2e-3,8e-4] [--truth-factor 20] [--truth-min-batches 160]
+                                     [--cache /tmp/cv_coverage_truth] [--jobs 2] [--rule R] [--no-truth] [--json FILE]
 
 Bakes control-variate target bakes (``--estimator control-variate --target-stderr E``) of small
 shapes (widths 8-32, depths 3-5) on the default pcg64 path and on the philox (torch-CPU) path, and
@@ -24,14 +25,17 @@ compares every stored mean of layers 2.. with an independent truth:
   1.069 at k = 32); ``cov z`` = the fraction of neurons with ``|m − t| ≤ 1.96·sqrt(se² + se_t²)``;
   ``cov t`` = the same with Student-t's quantile on k−1 degrees of freedom in place of 1.96
   (``compute.audit.t_quantile``; the interval ``verify`` and the docs state); and ``n``, neurons
-  counted (neurons whose stored standard error is 0, never active, are left out and counted apart).
+  counted (neurons whose stored standard error is 0, never active, are left out and counted apart);
+  and the neuron of largest |z| with its truth and stored mean (a rarely active neuron, typically).
 - **Per (sampler, E)**: the fraction of MLPs whose largest final-layer standard error exceeds E, and
   the largest ratio; and the final layer's mean z-score ``(m − t)/se`` (averaged per MLP, then over
   MLPs: MLP is the unit, neurons of one MLP are correlated) for MLPs that stopped at the first check
   point past the floor and for the others (the "first-check-point bias" of issue 29).
 
 The batch floor: 32 batches (``MIN_RELIABLE_BATCHES``): pcg64 chunks of 16,384 rows at widths ≤ 64
-(524,288 samples), philox batches of 4,096 (131,072 samples).
+(524,288 samples), philox batches of 4,096 (131,072 samples). ``--no-truth`` bakes only and prints the
+above-E figures; ``--rule pilot-planned`` bakes with the control-variate rule of before issue 29.
+The figures of 2026-11-27 are in docs/error-bars.md, "Coverage at the batch floor".
 """
 
 from __future__ import annotations
@@ -195,7 +199,7 @@ def analyse(rows: list[dict], truths: dict, target: float, floor_of) -> dict:
     from whestbench.compute.audit import t_quantile
 
     depth = max(r["means"].shape[0] for r in rows)
-    per_layer = {l: {"var": [], "cz": [], "ct": [], "n": 0, "zero": 0} for l in range(1, depth)}
+    per_layer = {l: {"var": [], "cz": [], "ct": [], "n": 0, "zero": 0, "worst": (0.0, "")} for l in range(1, depth)}
     above, ratios, zfirst, zlater, truth_z2 = 0, [], [], [], []
     for r in rows:
         t = truths[(r["seed"], r["means"].shape)]
@@ -217,6 +221,12 @@ def analyse(rows: list[dict], truths: dict, target: float, floor_of) -> dict:
             per_layer[l]["cz"] += list(np.abs(err) <= 1.96 * wide)
             per_layer[l]["ct"] += list(np.abs(err) <= q * wide)
             per_layer[l]["n"] += int(live.sum())
+            if live.any():
+                zz = np.abs(err) / se
+                j = int(np.argmax(zz))
+                if zz[j] > per_layer[l]["worst"][0]:
+                    per_layer[l]["worst"] = (float(zz[j]), f"|z| {zz[j]:.1f}: mlp_seed {r['seed']}, truth {t['cv'][l][live][j]:.3g}, "
+                                                        f"stored {r['means'][l][live][j]:.3g} ± {se[j]:.2g}")
         live = r["se"][-1] > 0
         if not live.any():
             continue
@@ -227,7 +237,7 @@ def analyse(rows: list[dict], truths: dict, target: float, floor_of) -> dict:
         return (float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan"), len(v))
 
     return {"layers": {l: {"var": float(np.mean(v["var"])), "cov_z": float(np.mean(v["cz"])),
-                           "cov_t": float(np.mean(v["ct"])), "n": v["n"], "zero_se": v["zero"]}
+                           "cov_t": float(np.mean(v["ct"])), "n": v["n"], "zero_se": v["zero"], "worst": v["worst"][1]}
                        for l, v in per_layer.items() if v["n"]},
             "mlps": len(rows), "above_E": above / len(rows), "largest_ratio": max(ratios),
             "z_first": mz(zfirst), "z_later": mz(zlater), "truth_check_mean_z2": float(np.mean(truth_z2))}
@@ -292,7 +302,8 @@ def main(argv=None) -> int:
               f"(truth check: mean z² plain vs control-variate truth {res['truth_check_mean_z2']:.3f})")
         print("  layer   var(m−t)/se²   cov ±1.96   cov ±t   neurons  (se=0)")
         for l, v in res["layers"].items():
-            print(f"  {l + 1:>5}   {v['var']:>12.3f}   {100 * v['cov_z']:>8.1f}%  {100 * v['cov_t']:>6.1f}%   {v['n']:>7}  ({v['zero_se']})")
+            print(f"  {l + 1:>5}   {v['var']:>12.3f}   {100 * v['cov_z']:>8.1f}%  {100 * v['cov_t']:>6.1f}%   {v['n']:>7}  ({v['zero_se']})"
+                  f"   largest {v['worst']}")
         zf, zl = res["z_first"], res["z_later"]
         print(f"  final-layer se > E: {100 * res['above_E']:.1f} % of MLPs, largest {res['largest_ratio']:.3f} E")
         print(f"  final-layer mean z: first check point {zf[0]:+.3f} ± {zf[1]:.3f} ({zf[2]} MLPs), "
