@@ -868,3 +868,34 @@ def test_a_target_bake_that_stops_before_the_cap_never_warns_about_the_cap(tmp_p
     assert largest > 1  # this seed has an MLP above E: the case the old condition warned about
     done = [e for e in events if e.kind == "done"][-1]  # the writer's (the executor's comes first)
     assert done.data["stderr_ratio"]["largest"] == pytest.approx(largest, abs=0.005)
+
+
+def test_verify_recomputes_the_counts_by_the_rule_a_control_variate_bake_recorded(tmp_path, rewrite_dataset):
+    """Issue 29: control-variate target bakes of before ``pilot-planned-exceed`` recorded ``pilot-planned``
+    and still verify by it; a bake of either rule whose recorded rule is swapped for the other fails
+    its target check (at E = 4e-4 and 16x4, the new rule plans more samples for some of seed 3's MLPs)."""
+    import json as json_mod
+
+    from whestbench.compute.estimation import CV_TARGET_RULE, EXCEED_PROBABILITY
+
+    outs = {}
+    for rule in (TARGET_RULE, None):
+        outs[rule] = bake(BakeConfig(n_mlps=4, n_samples=10**7, width=16, depth=4, seed=3, output=tmp_path / f"r{rule}",
+                                     audit_segments=0, estimation=Estimation("control-variate", 4e-4, rule=rule)))
+    used = {r: pq.read_table(sorted((Path(o) / "data").glob("*.parquet")))["n_samples_used"].to_pylist()
+            for r, o in outs.items()}
+    assert all(a <= b for a, b in zip(used[TARGET_RULE], used[None])) and used[TARGET_RULE] != used[None]
+    blocks = {r: json_mod.loads((Path(o) / "metadata.json").read_text())["target_stderr"] for r, o in outs.items()}
+    assert blocks[TARGET_RULE]["rule"] == TARGET_RULE and "exceed_probability" not in blocks[TARGET_RULE]
+    assert blocks[None]["rule"] == CV_TARGET_RULE and blocks[None]["exceed_probability"] == EXCEED_PROBABILITY
+    for r, o in outs.items():
+        checks = by_name(verify_dataset(o))
+        assert checks["target"].ok, checks["target"].detail
+        assert "MLP(s) above E" in checks["target"].detail
+    swapped_old = rewrite_dataset(Path(outs[TARGET_RULE]), tmp_path / "old-as-new", md_update={"target_stderr": {
+        **blocks[TARGET_RULE], "rule": CV_TARGET_RULE, "exceed_probability": EXCEED_PROBABILITY}})
+    swapped_new = rewrite_dataset(Path(outs[None]), tmp_path / "new-as-old", md_update={"target_stderr": {
+        k: v for k, v in {**blocks[None], "rule": TARGET_RULE}.items() if k != "exceed_probability"}})
+    for path in (swapped_old, swapped_new):
+        target = by_name(verify_dataset(path))["target"]
+        assert not target.ok and "its pilot plans" in target.detail
