@@ -292,3 +292,18 @@ def test_a_long_output_name_is_refused_before_baking(tmp_path, capsys, monkeypat
     rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--output", str(name)], capsys)
     assert_usage_error(rc, out, err, match="leave room for the staging directory", output=None)
     assert "Baking" not in out and list(tmp_path.iterdir()) == []
+
+
+def test_an_output_name_holding_terminal_codes_is_printed_without_them(tmp_path, capsys):
+    """`--output "$(printf 'x\\033[2Jy')"` printed the raw escape sequence in the Baking and Wrote
+    lines (the terminal cleared its screen): names are printed through text.sanitize, as errors are."""
+    out = tmp_path / "x\x1b[2Jy"
+    rc, printed, err = run(["dataset", "bake", *TINY, "--seed", "1", "--output", str(out)], capsys)
+    assert rc == 0, err
+    assert out.is_dir()  # the name itself is the user's: kept as given
+    assert "\x1b" not in printed, printed
+    assert "\x1b" not in err, err
+    assert "Wrote " in printed and "/xy in " in printed, printed  # the sequence dropped from the shown name
+    rc, printed, err = run(["dataset", "inspect", str(out), "--plot", str(tmp_path / "p\x1b[31m.png")], capsys)
+    assert rc == 0, err
+    assert "\x1b" not in printed and "\x1b" not in err and "plot: " in printed, printed

@@ -157,14 +157,14 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
                          card=None if peer else cfg.card)  # rank 0 alone writes
         return
     start, end = cfg.range
-    from whestbench.text import plural
+    from whestbench.text import plural, sanitize
 
     what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else plural(cfg.n_mlps, "MLP")
     where = plan.device_label
     if dist_env is not None:
         where += f", rank {dist_env.rank} of {dist_env.world_size}"
         quiet = quiet or peer  # one progress display: rank 0's, covering every rank
-    out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {cfg.output}",
+    out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {sanitize(str(cfg.output))}",
               markup=False)
     planned_later = cfg.estimation.has_target  # the Plan line comes once the pilots planned every MLP's count
     if not peer and not planned_later:
@@ -208,7 +208,7 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
     resumed = f", {n - ran:,} of them recovered from the work directory" if ran < n else ""
     out.print(
-        f"✓ Wrote {path} in {dt:.1f}s ({format_bytes(size)}): {shape}{resumed}, "
+        f"✓ Wrote {sanitize(str(path))} in {dt:.1f}s ({format_bytes(size)}): {shape}{resumed}, "
         f"{_rate(ran / dt, 'samples')}, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
         markup=False,
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import out
+from whestbench.text import sanitize
 
 
 @click.command("inspect")
@@ -44,7 +45,7 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
         out.print(line, markup=False, emoji=False)
     if plot is not None:
         plot_means(source, plot)
-        out.print(f"  plot: {plot}", markup=False, emoji=False)
+        out.print(f"  plot: {sanitize(str(plot))}", markup=False, emoji=False)
 
 
 @click.command("verify")

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import already_complete, out
+from whestbench.text import sanitize
 from whestbench.cli.hub import card_options
 from whestbench.cli.progress import VerbEvents, log_every_option
 
@@ -100,7 +101,7 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card_file: s
             merge_datasets(list(partials), output_dir=output, on_event=events,  # "start": once the paths are fine
                            card=card)
         n = read_metadata(output).get("n_mlps")
-        out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {output}", markup=False)
+        out.print(f"✓ Merged {n} MLPs from {len(partials)} partials → {sanitize(str(output))}", markup=False)
 
 
 @click.command("combine-splits")
@@ -143,7 +144,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
             )
         md = read_metadata(output)
         splits = DatasetMeta.of(md).blocks
-        out.print(f"Combined {len(splits)} splits into {output}:", markup=False)
+        out.print(f"Combined {len(splits)} splits into {sanitize(str(output))}:", markup=False)
         for name in sorted(splits):
             entry = splits[name]
             seed = f", seed={entry['seed']}" if "seed" in entry else ""
@@ -165,7 +166,7 @@ def prepare_arrow(dataset_dir: str) -> None:
     with _events("prepare-arrow", 60.0) as events:
         names = build(dataset_dir, on_event=events)
     out.print(
-        f"Patched {dataset_dir} with prepared Arrow artifacts for {len(names)} split(s): "
+        f"Patched {sanitize(str(dataset_dir))} with prepared Arrow artifacts for {len(names)} split(s): "
         f"{', '.join(sorted(names))}",
         markup=False,
     )
