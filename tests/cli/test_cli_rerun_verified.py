@@ -6,6 +6,8 @@ fails them is baked again."""
 
 from __future__ import annotations
 
+import os
+
 import json
 import shutil
 from pathlib import Path
@@ -106,6 +108,15 @@ def test_a_recompute_dir_inside_an_input_is_refused_before_any_check(made, capsy
     assert rc == 2 and "--recompute-dir" in e and "inside the input" in e and len(e.strip().splitlines()) == 1, e
     assert "✓" not in o  # before any check
     assert sorted(p.relative_to(made) for p in made.rglob("*")) == before  # nothing written
+
+
+def test_an_empty_recompute_dir_is_refused_not_taken_as_the_current_directory(made, tmp_path, capsys, monkeypatch):
+    """`--recompute-dir ''` (Path('') is '.') wrote the cache entry into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    rc, o, e = run(["dataset", "verify", str(made / "a"), "--recompute", "1", "--recompute-dir", ""], capsys)
+    assert rc == 2 and "--recompute-dir" in e and "names no directory" in e and len(e.strip().splitlines()) == 1, e
+    assert sorted(os.listdir(tmp_path)) == before
 
 
 @pytest.mark.parametrize("kind", ["file", "dangling"])

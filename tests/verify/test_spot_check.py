@@ -199,3 +199,20 @@ def test_cli_spot_check_resumes_and_takes_no_cache(honest, tmp_path, capsys):
     rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "2", "--no-cache", "--recompute-dir",
                         str(tmp_path / "unused")], capsys)
     assert rc == 0 and "resumed" not in out and not (tmp_path / "unused").exists(), err
+
+
+def test_a_device_this_machine_lacks_is_refused_and_a_pcg64_check_says_it_ran_on_the_cpu(honest, monkeypatch):
+    """`verify --spot-check 1 --device cuda` on a machine without CUDA said "regenerated on cuda (bits):
+    all match" of a pcg64 segment it had computed with numpy on the CPU: the device is resolved before
+    any work (refused when absent, as a bake refuses it), and a pcg64 check says where it ran."""
+    from whestbench.work import torch_env
+
+    def absent(name):
+        raise UsageError(f"--device {name} was requested but this machine has none")
+
+    monkeypatch.setattr(torch_env, "resolve_device", absent)
+    with pytest.raises(UsageError, match="--device cuda was requested"):
+        verify_dataset(honest, spot_check=1, device="cuda")
+    monkeypatch.setattr(torch_env, "resolve_device", lambda name: "cuda")  # present: the pcg64 segment still runs on the CPU
+    check = verify_dataset(honest, spot_check=1, device="cuda").get("spot-check")
+    assert check.ok and "regenerated on cpu (the pcg64 sampler runs on the CPU only" in check.detail, check.detail

@@ -56,6 +56,9 @@ def check_root(root: Path, inputs: list[Path]) -> Path:
     Parquet under that dataset's ``data/``, and the next verify would fail its checksums)."""
     from whestbench.paths import check_outside_inputs
 
+    if not str(root).strip() or str(root) in (".", "./"):  # Path('') is '.': the cache went into the current directory
+        raise UsageError(f"--recompute-dir {str(root)!r} names no directory of its own (it is the current "
+                         "directory); pass a directory for the recompute cache (created if missing), or --no-cache.")
     if os.path.islink(root) and not root.exists():
         raise UsageError(f"--recompute-dir {root} is a symlink to {os.readlink(root)!r}, which does not exist; "
                          "pass a directory (created if missing).")

@@ -94,6 +94,10 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
 
     from whestbench.events import Event, Progress
 
+    if device not in (None, "cpu"):
+        from whestbench.work.torch_env import resolve_device
+
+        device = resolve_device(device)  # a device this machine lacks is refused here, before any work
     blocks = trail_blocks(ds)
     if not blocks:
         raise UsageError("the dataset has no audit trail to spot-check; use --recompute K.")
@@ -110,6 +114,9 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
     problems: list[str] = []
     modes: set[str] = set()
     where = "cpu" if device in (None, "cpu") else device
+    if where != "cpu" and all((DatasetMeta(ds.md).block(blocks[b][0].name).get("sampler") or {}).get("name") == "pcg64"
+                              for b, _, _, _ in picks):  # said "regenerated on cuda" of numpy's CPU arithmetic
+        where = f"cpu (the pcg64 sampler runs on the CPU only; --device {device} applies to Philox segments)"
     sizes = []
     for b, i, r, g in picks:
         s_, block, _ = blocks[b]
