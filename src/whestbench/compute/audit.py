@@ -201,16 +201,22 @@ def chi2_quantile(p: float, k: float) -> float:
     """The ``p`` quantile of χ²_k, exact to ~1e-10 relative (bisection on the exact CDF)."""
     if not 0.0 < p < 1.0 or k <= 0:
         raise ValueError(f"chi2_quantile needs 0 < p < 1 and k > 0; got p={p}, k={k}")
-    lo, hi = 0.0, max(1.0, k)
-    while chi2_cdf(hi, k) < p:
+    return _invert_cdf(lambda x: chi2_cdf(x, k), p, max(1.0, k), 1e-12)
+
+
+def _invert_cdf(cdf, p: float, hi: float, rtol: float) -> float:
+    """The ``x ≥ 0`` with ``cdf(x) = p`` for an increasing ``cdf``, by bisection: ``hi`` doubled until
+    it brackets ``p``, then the bracket halved until it is ``rtol`` of its upper end."""
+    lo = 0.0
+    while cdf(hi) < p:
         hi *= 2.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if chi2_cdf(mid, k) < p:
+        if cdf(mid) < p:
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 1e-12 * hi:
+        if hi - lo <= rtol * hi:
             break
     return 0.5 * (lo + hi)
 
@@ -307,18 +313,7 @@ def t_quantile(p: float, dof: float) -> float:
         return -t_quantile(1.0 - p, dof)
     if dof >= NORMAL_DOF:
         return NormalDist().inv_cdf(p)
-    lo, hi = 0.0, max(1.0, NormalDist().inv_cdf(p))
-    while t_cdf(hi, dof) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, dof) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * hi:
-            break
-    return 0.5 * (lo + hi)
+    return _invert_cdf(lambda t: t_cdf(t, dof), p, max(1.0, NormalDist().inv_cdf(p)), 1e-13)
 
 
 def wilson_hilferty(k: int, z: float) -> float:
