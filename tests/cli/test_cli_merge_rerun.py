@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from whestbench.dataset import create_dataset
+from merge_inputs import make_merge_inputs
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make (verify)
@@ -27,13 +27,7 @@ from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's t
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("inputs")
-    seeds = [11, 12, 13, 14]
-    parts = [create_dataset(4, mlp_seeds=seeds, mlp_range=r, output_path=root / f"p{k}", **SHAPE)
-             for k, r in enumerate([(0, 2), (2, 4)])]
-    public = create_dataset(2, mlp_seeds=[1, 2], output_path=root / "public", **SHAPE)
-    holdout = create_dataset(2, mlp_seeds=[3, 4], split="holdout", config="holdout", output_path=root / "holdout", **SHAPE)
-    return {"parts": [str(p) for p in parts], "splits": [str(public), str(holdout)]}
+    return make_merge_inputs(tmp_path_factory.mktemp("inputs"), **SHAPE)
 
 
 def _argv(verb, inputs, out):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bake_procs import clean_env
-from whestbench.dataset import create_dataset
+from merge_inputs import make_merge_inputs
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 64 * 1024  # every output below writes a file larger than this (weights of 64x4: 64 KiB per MLP)
@@ -49,14 +49,7 @@ def tree(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("inputs")
-    seeds = [11, 12, 13, 14]
-    parts = [create_dataset(4, mlp_seeds=seeds, mlp_range=r, output_path=root / f"p{k}", **SHAPE)
-             for k, r in enumerate([(0, 2), (2, 4)])]
-    public = create_dataset(2, mlp_seeds=[1, 2], output_path=root / "public", **SHAPE)
-    holdout = create_dataset(2, mlp_seeds=[3, 4], split="holdout", config="holdout", output_path=root / "holdout",
-                             **SHAPE)
-    return {"root": root, "parts": [str(p) for p in parts], "splits": [str(public), str(holdout)]}
+    return make_merge_inputs(tmp_path_factory.mktemp("inputs"), **SHAPE)
 
 
 @pytest.mark.parametrize("verb", ["merge", "combine-splits"])
