@@ -40,15 +40,19 @@ def _physical_cores() -> int | None:
         return None
 
 
-def _ram_total() -> int | None:
+def _proc_line(path: str, prefix: str) -> str | None:
+    """The first line of ``path`` (a Linux /proc file) that starts with ``prefix``; None when there is
+    none or the file cannot be read."""
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
+        with open(path) as f:
+            return next((line for line in f if line.startswith(prefix)), None)
     except OSError:
         return None
-    return None
+
+
+def _ram_total() -> int | None:
+    line = _proc_line("/proc/meminfo", "MemTotal:")
+    return int(line.split()[1]) * 1024 if line else None
 
 
 def _cpu_brand() -> str:
@@ -131,14 +135,8 @@ def versions() -> dict[str, Any]:
 
 def cpu_model() -> str | None:
     """The CPU's model name from ``/proc/cpuinfo`` (Linux), else None."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
+    line = _proc_line("/proc/cpuinfo", "model name")
+    return line.split(":", 1)[1].strip() if line else None
 
 
 def device_facts(device: str) -> dict[str, Any]:
