@@ -23,13 +23,14 @@ from whestbench.compute.estimators import n_batches
 from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
 from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, segment_samples
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
-from whestbench.format.schema import (BACKEND_CPU, check_positive_int, is_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
+from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
                                       check_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.format.reader import open_dataset
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, check_output_file
 from whestbench.text import format_bytes, format_count, format_duration
+from whestbench.values import is_int, is_positive_number
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.executor import Job
 from whestbench.work.ledger import Ledger
@@ -158,9 +159,8 @@ class BakeConfig:
         s = self.audit_segments
         if not is_int(s, 0, MAX_SEGMENTS):
             raise UsageError(f"--audit-segments must be an integer from 0 (no trail) to {MAX_SEGMENTS}; got {s!r}.")
-        ce = self.checkpoint_every
-        if isinstance(ce, bool) or not isinstance(ce, (int, float)) or not ce > 0 or ce == float("inf"):
-            raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {ce!r}.")
+        if not is_positive_number(self.checkpoint_every):
+            raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {self.checkpoint_every!r}.")
         if self.output is not None:
             object.__setattr__(self, "output", Path(self.output))
 

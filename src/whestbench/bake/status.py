@@ -16,7 +16,7 @@ from typing import Any
 
 from whestbench.atomic import read_regular
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
-from whestbench.format.schema import is_int
+from whestbench.values import is_int
 from whestbench.work.ledger import Ledger
 from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, utc_text, work_dir_for
 

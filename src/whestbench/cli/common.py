@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 
 from whestbench.errors import UsageError
+from whestbench.values import is_positive_number
 
 # --- writing to stdout: the one place (a reader that went away; a write that failed) ---------------
 
@@ -159,7 +160,7 @@ class Seconds(click.ParamType):
             v = float(value)
         except (TypeError, ValueError):
             self.fail(f"must be a number of seconds such as 60 or 0.5; got {value!r}.", param, ctx)
-        if not (v > 0 and v != float("inf")):
+        if not is_positive_number(v):
             self.fail(f"must be a positive, finite number of seconds; got {value!r}.", param, ctx)
         if v < self.minimum:
             self.fail(f"must be at least {self.minimum:g} seconds ({self.why}); got {value!r}.", param, ctx)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whestbench.errors import UsageError
+from whestbench.values import is_positive_number
 
 PLAIN, CONTROL_VARIATE = "plain", "control-variate"
 ESTIMATORS = (PLAIN, CONTROL_VARIATE)
@@ -63,7 +64,7 @@ class Estimation:
         if self.stderr_layer not in STDERR_LAYERS:
             raise UsageError(f"--stderr-layer must be 'last' or 'all'; got {self.stderr_layer!r}.")
         t = self.target_stderr
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
+        if t is not None and not is_positive_number(t):
             raise UsageError(f"--target-stderr must be a positive, finite number; got {t!r}.")
         if self.rule is not None and self.rule not in (TARGET_RULE, CV_TARGET_RULE, SEQUENTIAL_RULE):
             raise UsageError(f"unknown target rule {self.rule!r}.")

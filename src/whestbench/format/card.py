@@ -25,9 +25,10 @@ from whestbench.format import command
 from whestbench.format.reader import checksums_block
 from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE,
                                       DatasetMeta, check_card, columns_for, combine_card, device_check_state,
-                                      hidden_char, is_int)
+                                      hidden_char)
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import format_count
+from whestbench.values import is_int
 
 ORGANISERS = "whestbench-organisers"
 """The built-in card (``--card whestbench-organisers``) of the WhestBench organisers' own datasets."""

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
-from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_int, is_positive_int
+from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_positive_int
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
 from whestbench.text import show_value
+from whestbench.values import is_int
 
 if TYPE_CHECKING:
     import pyarrow as pa

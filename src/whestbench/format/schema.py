@@ -8,7 +8,6 @@ keys that its loader ignores.
 from __future__ import annotations
 
 import copy
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -16,6 +15,7 @@ from typing import Any, Mapping
 from whestbench.compute.estimation import is_cv_block
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.text import show_value
+from whestbench.values import is_int, is_positive_number
 
 SCHEMA_VERSION = "3.0"
 FORMAT = "hf-datasets-parquet"
@@ -550,11 +550,6 @@ MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64
 MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
 
 
-def is_int(v: Any, lo: float = -math.inf, hi: float = math.inf) -> bool:
-    """The one integer test: an int (not a bool: ``True`` is an int in Python) in ``lo..hi``."""
-    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
-
-
 def is_positive_int(v: Any, limit: float = MAX_SAMPLES) -> bool:
     """An int (not a bool) in ``1..limit``."""
     return is_int(v, 1, limit)
@@ -630,8 +625,7 @@ def _validate_recipe(md: dict) -> None:
     if "target_stderr" in md:
         t = md["target_stderr"]
         value = t.get("value") if isinstance(t, dict) else None
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-              and t.get("layer") in ("last", "all"))
+        ok = is_positive_number(value) and t.get("layer") in ("last", "all")
         if not ok:
             raise InvalidDatasetError(f"metadata target_stderr {show_value(t, max_len=60)} needs a positive finite value and layer "
                                       f"'last' or 'all' {fix}.")

@@ -47,7 +47,6 @@ from whestbench.format.reader import (
     verify_checksums,
 )
 from whestbench.format.schema import (
-    is_int,
     COLUMNS,
     DEFAULT_CONFIG,
     DEFAULT_SPLIT,
@@ -57,6 +56,7 @@ from whestbench.format.schema import (
 )
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
 from whestbench.text import remember_token
+from whestbench.values import is_int
 
 __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
 
