@@ -40,6 +40,7 @@ from whestbench.assemble.inputs import (
     clean_abandoned_staging,
     open_input,
     read_column,
+    require_same,
     settle_cards,
     shard_files,
     split_of,
@@ -71,7 +72,6 @@ from whestbench.errors import (
 )
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import input_dir
-from whestbench.text import show_value
 
 __all__ = [
     "combine_split_datasets",
@@ -84,15 +84,12 @@ __all__ = [
 
 PREPARED_FORMAT = "save_to_disk"
 
-# Must be equal across the splits of one dataset (compared with the first input, in this order).
-_SAME_KEYS = ("schema_version", "format", "backend", "n_samples", "width", "depth", "seed_protocol", "estimator",
-              "target_stderr")
+# Must be equal across the splits of one dataset (compared with the first input, in this order), each
+# with its re-bake hint; 0.16's recipe keys (``inputs.SAME_RECIPE``) are compared first, by ``check_same_recipe``.
+_REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's estimator block)",
+                "target_stderr": "with the same --target-stderr and --stderr-layer (or neither)"}
 _SHARED_BY_SPLITS = ("schema, backend, seed protocol, --n-samples, --width, --depth, --estimator and "
                      "--target-stderr/--stderr-layer")
-_REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's estimator block)",
-                "target_stderr": "with the same --target-stderr and --stderr-layer (or neither)",
-                "backend": "on the same path (--torch or not)", "n_samples": "with the same --n-samples",
-                "width": "with the same --width", "depth": "with the same --depth"}
 # Our per-split provenance, carried into ``splits[name]`` after 0.16's keys.
 _SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command", "device_check", "samples_used", "audit")
 
@@ -148,13 +145,9 @@ def combine_split_datasets(
         )
     first = splits[0]
     for s in splits[1:]:
-        for key in _SAME_KEYS:
-            a, b = s.md.get(key), first.md.get(key)
-            if a != b:
-                raise MergeIncompatibleError(
-                    f"{s.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); the splits of one "
-                    f"dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {_REBAKE_HINT.get(key, 'to match')}."
-                )
+        for key, hint in _REBAKE_HINT.items():
+            require_same(s.path, s.md, first.path, first.md, key,
+                         f"the splits of one dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {hint}.")
     settled = settle_cards([(str(s.path), s.md.get(CARD_KEY)) for s in splits], card)
     for s in splits:
         s.files = shard_files(s.path, s.split)

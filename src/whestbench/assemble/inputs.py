@@ -36,6 +36,7 @@ __all__ = [
     "shard_files",
     "check_files",
     "read_column",
+    "require_same",
 ]
 
 
@@ -91,12 +92,16 @@ def check_same_recipe(handles: Sequence[DatasetDir], keys: Sequence[str] = SAME_
         if isinstance(md, dict):
             raw.append((h, md))
     for h, md in raw[1:]:
-        first_h, first = raw[0]
         for key in keys:
-            if md.get(key) != first.get(key):
-                raise MergeIncompatibleError(
-                    f"{h.path}: {key}={show_value(md.get(key))} != {show_value(first.get(key))} (from {first_h.path}); "
-                    f"{fix}")
+            require_same(h.path, md, raw[0][0].path, raw[0][1], key, fix)
+
+
+def require_same(path: Path, md: dict[str, Any], first_path: Path, first: dict[str, Any], key: str, fix: str) -> None:
+    """MergeIncompatibleError when the input at ``path`` has another ``key`` than the first input's
+    (at ``first_path``), naming both values and ending with ``fix``."""
+    if md.get(key) != first.get(key):
+        raise MergeIncompatibleError(
+            f"{path}: {key}={show_value(md.get(key))} != {show_value(first.get(key))} (from {first_path}); {fix}")
 
 
 def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
@@ -183,8 +188,6 @@ def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None 
     block)``, a missing block is the defaults): the inputs' own when they agree; ``given`` (the
     command's card flags) settles the fields they do not. MergeIncompatibleError, before any work,
     names the fields that differ (with each input's value) and ``how`` to settle them."""
-    from whestbench.text import show_value
-
     from whestbench.format.schema import PRESET_OWNS
 
     given = dict(given or {})

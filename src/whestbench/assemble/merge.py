@@ -39,6 +39,7 @@ from whestbench.assemble.inputs import (
     claim_output,
     open_input,
     read_column,
+    require_same,
     settle_cards,
     shard_files,
     split_of,
@@ -71,7 +72,6 @@ from whestbench.errors import (
     MergeOverlapError,
 )
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.text import show_value
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,6 +84,7 @@ __all__ = [
 ]
 
 _REBAKE = "re-bake that slice with the same `whest dataset bake` command"
+_ONE_BAKE = "partials must come from one bake command that differs only in --slice/--mlp-range and --output."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,8 +127,7 @@ def merge_datasets(
             "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
         )
     handles = [open_dataset(p) for p in partials]
-    check_same_recipe(handles, fix="partials must come from one bake command that differs only in "
-                      "--slice/--mlp-range and --output.")
+    check_same_recipe(handles, fix=_ONE_BAKE)
     parts = [_open_partial(h) for h in handles]
     _check_compatible(parts)
     settled = settle_cards([(str(p.path), p.md.get(CARD_KEY)) for p in parts], card)
@@ -185,19 +185,9 @@ def _open_partial(path: str | Path) -> _Partial:
     return _Partial(p, md, split_of(p, md), handle)
 
 
-# Compared with the first partial, in this order (0.16's order, then ours). All must be equal.
-_SAME_KEYS = (
-    "schema_version",
-    "format",
-    "seed_protocol",
-    "seed",
-    "n_samples",
-    "width",
-    "depth",
-    "backend",
-    "total_n_mlps",
-    "config",
-)
+# Compared with the first partial, in this order (0.16's order, then ours). All must be equal. 0.16's
+# recipe keys (``inputs.SAME_RECIPE``) are already equal: ``check_same_recipe`` compared them first.
+_SAME_KEYS = ("seed", "total_n_mlps", "config")
 
 
 def _check_compatible(parts: Sequence[_Partial]) -> None:
@@ -209,19 +199,10 @@ def _check_compatible(parts: Sequence[_Partial]) -> None:
                 "merge the partials of one split at a time."
             )
         for key in _SAME_KEYS:
-            _same(part, first, key)
+            require_same(part.path, part.md, first.path, first.md, key, _ONE_BAKE)
         _same_seed_list(part, first)
         for key in ("sampler", "estimator", "target_stderr", "audit"):
-            _same(part, first, key)
-
-
-def _same(part: _Partial, first: _Partial, key: str) -> None:
-    a, b = part.md.get(key), first.md.get(key)
-    if a != b:
-        raise MergeIncompatibleError(
-            f"{part.path}: {key}={show_value(a)} != {show_value(b)} (from {first.path}); partials must come "
-            "from one bake command that differs only in --slice/--mlp-range and --output."
-        )
+            require_same(part.path, part.md, first.path, first.md, key, _ONE_BAKE)
 
 
 def _same_seed_list(part: _Partial, first: _Partial) -> None:
@@ -303,7 +284,6 @@ def _check_names(ordered: Sequence[_Partial], seeds: list[int]) -> None:
     estimator seeds): a partial alone cannot check its ``-k`` uniqueness suffixes, the merge can."""
     from whestbench.compute.naming import unique_names
     from whestbench.compute.seeds import estimator_seed
-    from whestbench.assemble.inputs import read_column
     from whestbench.format.schema import protocol_version
 
     if protocol_version(ordered[0].md) != "3.0":
