@@ -20,7 +20,7 @@ from whestbench.cli.common import Seconds
 from whestbench.compute.estimation import Estimation
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.format.schema import validate_metadata
-from whestbench.values import is_int, is_positive_number
+from whestbench.values import as_int, is_int, is_positive_number
 
 BAD = [0, 0.0, -0.0, -1, -1e-300, math.nan, math.inf, -math.inf, True, False, None, "1", [1], np.float32(1.0)]
 GOOD = [1, 2**70, 1e-300, 0.05, 5e-324, np.float64(0.25), 1.7976931348623157e308]
@@ -75,3 +75,10 @@ def _verdicts(v) -> list[bool]:
 def test_every_place_that_takes_a_positive_number_agrees(v):
     verdicts = _verdicts(v)
     assert verdicts == [is_positive_number(v)] * len(verdicts), f"{v!r}: {verdicts}"
+
+
+def test_as_int_takes_any_integer_kind_and_leaves_the_rest_for_the_check_to_name():
+    assert as_int(np.int64(7)) == 7 and type(as_int(np.uint32(7))) is int and as_int(2**70) == 2**70
+    for v in (True, 1.0, "1", None, np.float64(1.0)):
+        assert as_int(v) is v
+    assert not is_int(as_int(True)) and is_int(as_int(np.int8(-3)), -3, -3)

@@ -9,12 +9,24 @@ asks these two functions, so a value one command refuses every command refuses.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 
 def is_int(v: Any, lo: float = -math.inf, hi: float = math.inf) -> bool:
     """The one integer test: an int (not a bool: ``True`` is an int in Python) in ``lo..hi``."""
     return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def as_int(v: Any) -> Any:
+    """``v`` as a Python int when it is an integer of any kind (a numpy integer too: ``operator.index``),
+    else ``v`` unchanged for the caller's check to name; a bool stays a bool (``is_int`` refuses it)."""
+    if isinstance(v, bool):
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        return v
 
 
 def is_positive_number(v: Any) -> bool:

@@ -40,6 +40,7 @@ from whestbench.bake.plan import (AlreadyBaked, BakeConfig, BakePlan, device_che
                                   result_marker)
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.values import as_int
 from whestbench.work.executor import LocalExecutor
 from whestbench.work.ledger import Ledger, load_seeds, save_seeds
 from whestbench.work.threads import one_torch_thread
@@ -566,28 +567,16 @@ def api_config(
         raise TypeError(f"output_path must be a path (str or os.PathLike); got {type(output_path).__name__}: "
                         f"{output_path!r}") from None
     return BakeConfig(
-        n_mlps=_index(n_mlps),
-        n_samples=_index(n_samples),
-        width=_index(width),
-        depth=_index(depth),
+        n_mlps=as_int(n_mlps),
+        n_samples=as_int(n_samples),
+        width=as_int(width),
+        depth=as_int(depth),
         output=output,
         mlp_seeds=tuple(mlp_seeds) if mlp_seeds is not None else None,
-        seed=_index(seed),
+        seed=as_int(seed),
         split=split,
         config=config,
-        mlp_range=tuple(_index(v) for v in mlp_range) if mlp_range is not None else None,
+        mlp_range=tuple(as_int(v) for v in mlp_range) if mlp_range is not None else None,
         **backend,
     )
 
-
-def _index(value: Any) -> Any:
-    """``value`` as a Python int when it is an integer of any kind (numpy's too), else unchanged (for
-    the config's own checks to name; a bool stays a bool, which they refuse)."""
-    import operator
-
-    if value is None or isinstance(value, bool):
-        return value
-    try:
-        return operator.index(value)
-    except TypeError:
-        return value

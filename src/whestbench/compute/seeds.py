@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from whestbench.errors import SeedError
+from whestbench.values import as_int, is_int
 
 SEED_LIMIT = 2**63
 PROTOCOL_V3 = {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"}
@@ -44,9 +45,9 @@ def validate_mlp_seeds(seeds: object, n_mlps: int | None = None) -> list[int]:
     out: list[int] = []  # one entry at a time, to name the first bad one
     first_seen: dict[int, int] = {}
     for i, v in enumerate(seeds):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        if not is_int(as_int(v)):
             raise SeedError(f"mlp_seeds[{i}] must be an int; got {type(v).__name__}: {_show(v)}.")
-        v = int(v)
+        v = as_int(v)
         if not 0 <= v < SEED_LIMIT:
             raise SeedError(
                 f"mlp_seeds[{i}] = {_show(v)} is out of range [0, 2**63); seeds must fit an int64 column."
@@ -100,9 +101,9 @@ def derived_seeds(root: int, n: int) -> list[int]:
     output (Lemire's method with this range never rejects: the value is the output >> 1), one value
     at a time or many, so a batch is the same stream as single draws.
     """
-    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or int(root) < 0:
+    if not is_int(as_int(root), 0):
         raise SeedError(f"--seed must be a non-negative int; got {root!r}.")
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(int(root))))
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(as_int(root))))
     return _first_distinct(lambda k: rng.integers(0, SEED_LIMIT, size=k, dtype=np.int64), n)
 
 
