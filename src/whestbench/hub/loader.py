@@ -112,32 +112,22 @@ def _load_local(root: Path, split: str | None, handle: DatasetDir | None = None)
 
     handle = handle if handle is not None else open_dataset(root)  # read once; its checks share it
     meta = handle.meta()
-    md = meta.md
-    if not meta.is_multi:
-        s = _single_split(md, split, where=str(root))
-        verify_checksums(handle, md)
-        ds = _local_parquet(root, s, md.get("n_mlps"), meta.columns)
-        _attach(ds, md)
-        return ds
-    splits = meta.blocks
-    if split is not None:
-        _check_split(split, splits)
-        verify_checksums(handle, md, split=split)
-        ds = _local_parquet(root, split, meta.n_mlps(split), meta.columns)
-        _attach(ds, meta.entry(split))
-        return ds
-    verify_checksums(handle, md)
-    dd = datasets.DatasetDict(
-        {s: _local_parquet(root, s, meta.n_mlps(s), meta.columns) for s in sorted(splits)}
-    )
-    for s in dd:
-        _attach(dd[s], meta.entry(s))
-    _attach(dd, md)
-    return dd
+    split = _pick_split(meta, split, where=str(root))
+    verify_checksums(handle, meta.md, split=split if meta.is_multi else None)
+    return _loaded(meta, split, lambda s: _local_parquet(root, s, meta.n_mlps(s), meta.columns),
+                   datasets.DatasetDict)
 
 
-def _single_split(md: Mapping[str, Any], split: str | None, *, where: str) -> str:
-    declared = md.get("split") if isinstance(md.get("split"), str) else None
+def _pick_split(meta: DatasetMeta, split: str | None, *, where: str) -> str | None:
+    """The split to load, refused if the dataset lacks it; None: every split of a multi-split dataset."""
+    if meta.is_multi:
+        if split is not None and split not in meta.blocks:
+            raise InvalidDatasetError(
+                f"split {split!r} not in {sorted(meta.blocks)}; pass one of them as split=, "
+                "or leave split out to get a DatasetDict of every split."
+            )
+        return split
+    declared = meta.md.get("split") if isinstance(meta.md.get("split"), str) else None
     if split is None:
         return declared or DEFAULT_SPLIT
     if declared is not None and split != declared:
@@ -148,12 +138,18 @@ def _single_split(md: Mapping[str, Any], split: str | None, *, where: str) -> st
     return split
 
 
-def _check_split(split: str, splits: Mapping[str, Any]) -> None:
-    if split not in splits:
-        raise InvalidDatasetError(
-            f"split {split!r} not in {sorted(splits)}; pass one of them as split=, "
-            "or leave split out to get a DatasetDict of every split."
-        )
+def _loaded(meta: DatasetMeta, split: str | None, load: Callable[[str], Any], dict_type: type):
+    """``load(split)`` carrying its metadata view, or (``split`` None) every split's in a ``dict_type``
+    carrying the full metadata: what local and Hub loads return alike."""
+    if split is not None:
+        ds = load(split)
+        _attach(ds, meta.entry(split) if meta.is_multi else meta.md)
+        return ds
+    dd = dict_type({s: load(s) for s in sorted(meta.blocks)})
+    for s in dd:
+        _attach(dd[s], meta.entry(s))
+    _attach(dd, meta.md)
+    return dd
 
 
 def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...] = COLUMNS):
@@ -209,25 +205,15 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
     pinned = HubRef(ref.repo_id, remote.commit or ref.revision)
     kw = _hub_kwargs(revision=pinned.revision, token=token, streaming=streaming)
     where = f"hf://{ref.repo_id}"
-    if not meta.is_multi:
-        s = _single_split(md, split, where=where)
-        ds = _hub_load(pinned, _config_of(md, s), s, kw)
+
+    def load(s: str):
+        ds = _hub_split(pinned, md, s, kw) if meta.is_multi else _hub_load(pinned, _config_of(md, s), s, kw)
         if not streaming:
-            _check_rows(len(ds), md.get("n_mlps"), f"{where} split {s!r}")
-        _attach(ds, md)
+            _check_rows(len(ds), meta.n_mlps(s), f"{where} split {s!r}")
         return ds
-    splits = meta.blocks
-    if split is not None:
-        _check_split(split, splits)
-        ds = _hub_split(pinned, md, split, kw)
-        _attach(ds, meta.entry(split))
-        return ds
-    members = {s: _hub_split(pinned, md, s, kw) for s in sorted(splits)}
-    dd = datasets.IterableDatasetDict(members) if streaming else datasets.DatasetDict(members)
-    for s in dd:
-        _attach(dd[s], meta.entry(s))
-    _attach(dd, md)
-    return dd
+
+    return _loaded(meta, _pick_split(meta, split, where=where), load,
+                   datasets.IterableDatasetDict if streaming else datasets.DatasetDict)
 
 
 def _hub_kwargs(*, revision: str | None, token: Any, streaming: bool) -> dict[str, Any]:
@@ -271,8 +257,6 @@ def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any
             log.debug("config %r of hf://%s has no split %r (%s); trying the default", config, ref.repo_id, split, e)
     if ds is None:
         ds = _hub_load(ref, None, split, kw)
-    if not kw.get("streaming"):
-        _check_rows(len(ds), DatasetMeta.of(md).block(split).get("n_mlps"), f"hf://{ref.repo_id} split {split!r}")
     return ds
 
 
