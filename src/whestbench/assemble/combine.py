@@ -33,7 +33,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, write_file_atomic
 from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
-    check_files,
+    Input,
     input_list,
     check_same_recipe,
     claim_output,
@@ -42,7 +42,6 @@ from whestbench.assemble.inputs import (
     read_column,
     require_same,
     settle_cards,
-    shard_files,
     split_of,
 )
 from whestbench.format.prepared import compare
@@ -94,13 +93,6 @@ _SHARED_BY_SPLITS = ("schema, backend, seed protocol, --n-samples, --width, --de
 _SPLIT_EXTRAS = ("sampler", "seed_list_digest", "bake_command", "device_check", "samples_used", "audit")
 
 
-class _Split:
-    def __init__(self, path: Path, md: dict[str, Any], split: str, config: str, handle: DatasetDir):
-        self.path, self.md, self.split, self.config, self.handle = path, md, split, config, handle
-        self.files: list[Path] = []
-        self.seeds: list[int] = []
-
-
 def combine_split_datasets(
     inputs: Sequence[str | Path],
     *,
@@ -150,8 +142,7 @@ def combine_split_datasets(
                          f"the splits of one dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {hint}.")
     settled = settle_cards([(str(s.path), s.md.get(CARD_KEY)) for s in splits], card)
     for s in splits:
-        s.files = shard_files(s.path, s.split)
-        check_files(s.handle, s.md, s.files, s.md["n_mlps"], on_event=on_event)
+        s.check_rows(on_event)
         s.seeds = read_column(s.files, "mlp_seed")
     _check_independent(splits)
     for s in splits:
@@ -185,8 +176,7 @@ def combine_split_datasets(
     return output
 
 
-def _open_split(path: str | Path) -> _Split:
-    handle = open_dataset(path)
+def _open_split(handle: DatasetDir) -> Input:
     p, md = open_input(handle)
     if md.get("is_partial"):
         raise MergeIncompatibleError(
@@ -204,11 +194,11 @@ def _open_split(path: str | Path) -> _Split:
         config = check_name(md.get("config", DEFAULT_CONFIG), "config")
     except InvalidDatasetError as e:
         raise MergeIncompatibleError.from_error(e, where=p) from None
-    return _Split(p, md, split, config, handle)
+    return Input(p, md, split, handle, config)
 
 
-def _check_independent(splits: Sequence[_Split]) -> None:
-    owner: dict[int, _Split] = {}
+def _check_independent(splits: Sequence[Input]) -> None:
+    owner: dict[int, Input] = {}
     for s in splits:
         for seed in s.seeds:
             other = owner.setdefault(seed, s)

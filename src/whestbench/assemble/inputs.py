@@ -31,6 +31,7 @@ from whestbench.text import plural, show_value
 __all__ = [
     "claim_output",
     "clean_abandoned_staging",
+    "Input",
     "open_input",
     "split_of",
     "shard_files",
@@ -102,6 +103,21 @@ def require_same(path: Path, md: dict[str, Any], first_path: Path, first: dict[s
     if md.get(key) != first.get(key):
         raise MergeIncompatibleError(
             f"{path}: {key}={show_value(md.get(key))} != {show_value(first.get(key))} (from {first_path}); {fix}")
+
+
+class Input:
+    """One input of a merge or a combine, opened (``open_input``) and accepted by its verb: its path,
+    validated metadata, split (and config, a combine's), handle; its shards once ``check_rows`` ran."""
+
+    def __init__(self, path: Path, md: dict[str, Any], split: str, handle: DatasetDir, config: str | None = None):
+        self.path, self.md, self.split, self.handle, self.config = path, md, split, handle, config
+        self.files: list[Path] = []
+        self.seeds: list[int] = []
+
+    def check_rows(self, on_event: EventSink = ignore) -> None:
+        """List its shards (``shard_files``) into ``files`` and check them (``check_files``)."""
+        self.files = shard_files(self.path, self.split)
+        check_files(self.handle, self.md, self.files, self.md["n_mlps"], on_event=on_event)
 
 
 def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:

@@ -33,7 +33,7 @@ from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
 from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
-    check_files,
+    Input,
     input_list,
     check_same_recipe,
     claim_output,
@@ -41,7 +41,6 @@ from whestbench.assemble.inputs import (
     read_column,
     require_same,
     settle_cards,
-    shard_files,
     split_of,
 )
 from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, open_dataset, shard_name
@@ -91,21 +90,6 @@ _ONE_BAKE = "partials must come from one bake command that differs only in --sli
 # Merge
 
 
-class _Partial:
-    def __init__(self, path: Path, md: dict[str, Any], split: str, handle: DatasetDir):
-        self.path, self.md, self.split, self.handle = path, md, split, handle
-        self.files: list[Path] = []
-        self.seeds: list[int] = []
-
-    @property
-    def start(self) -> int:
-        return self.md["mlp_range"][0]
-
-    @property
-    def end(self) -> int:
-        return self.md["mlp_range"][1]
-
-
 def merge_datasets(
     partials: Sequence[str | Path], *, output_dir: str | Path, on_event: EventSink = ignore,
     card: dict[str, str] | None = None,
@@ -131,7 +115,7 @@ def merge_datasets(
     parts = [_open_partial(h) for h in handles]
     _check_compatible(parts)
     settled = settle_cards([(str(p.path), p.md.get(CARD_KEY)) for p in parts], card)
-    ordered = sorted(parts, key=lambda p: p.start)
+    ordered = sorted(parts, key=lambda p: p.md["mlp_range"][0])
     _check_coverage(ordered)
     for part in ordered:
         _check_rows(part, on_event)
@@ -164,8 +148,7 @@ def merge_datasets(
     return output
 
 
-def _open_partial(path: str | Path) -> _Partial:
-    handle = open_dataset(path)
+def _open_partial(handle: DatasetDir) -> Input:
     p, md = open_input(handle)
     if not md.get("is_partial"):
         raise MergeIncompatibleError(
@@ -182,7 +165,7 @@ def _open_partial(path: str | Path) -> _Partial:
             f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
             f"metadata.json was edited; {_REBAKE}."
         )
-    return _Partial(p, md, split_of(p, md), handle)
+    return Input(p, md, split_of(p, md), handle)
 
 
 # Compared with the first partial, in this order (0.16's order, then ours). All must be equal. 0.16's
@@ -190,7 +173,7 @@ def _open_partial(path: str | Path) -> _Partial:
 _SAME_KEYS = ("seed", "total_n_mlps", "config")
 
 
-def _check_compatible(parts: Sequence[_Partial]) -> None:
+def _check_compatible(parts: Sequence[Input]) -> None:
     first = parts[0]
     for part in parts[1:]:
         if part.split != first.split:
@@ -205,7 +188,7 @@ def _check_compatible(parts: Sequence[_Partial]) -> None:
             require_same(part.path, part.md, first.path, first.md, key, _ONE_BAKE)
 
 
-def _same_seed_list(part: _Partial, first: _Partial) -> None:
+def _same_seed_list(part: Input, first: Input) -> None:
     a, b = part.md.get("seed_list_digest"), first.md.get("seed_list_digest")
     if a == b:
         return
@@ -222,21 +205,22 @@ def _same_seed_list(part: _Partial, first: _Partial) -> None:
     )
 
 
-def _check_coverage(ordered: Sequence[_Partial]) -> None:
+def _check_coverage(ordered: Sequence[Input]) -> None:
     expected, prev = 0, None
     for part in ordered:
-        if part.start < expected:
+        start, end = part.md["mlp_range"]
+        if start < expected:
             raise MergeOverlapError(
-                f"{part.path}: mlp_range starts at {part.start} but previous range ended at "
-                f"{expected} ({prev.path}); MLPs [{part.start}, {min(part.end, expected)}) are in "
+                f"{part.path}: mlp_range starts at {start} but previous range ended at "
+                f"{expected} ({prev.path}); MLPs [{start}, {min(end, expected)}) are in "
                 "both. Pass each slice once."
             )
-        if part.start > expected:
+        if start > expected:
             raise MergeIncompleteError(
-                f"gap: no partial covers MLPs [{expected}, {part.start}); bake them with "
-                f"--mlp-range {expected}-{part.start - 1} (inclusive) and merge again."
+                f"gap: no partial covers MLPs [{expected}, {start}); bake them with "
+                f"--mlp-range {expected}-{start - 1} (inclusive) and merge again."
             )
-        expected, prev = part.end, part
+        expected, prev = end, part
     total = ordered[0].md["total_n_mlps"]
     if expected != total:
         raise MergeIncompleteError(
@@ -245,19 +229,18 @@ def _check_coverage(ordered: Sequence[_Partial]) -> None:
         )
 
 
-def _check_rows(part: _Partial, on_event: EventSink) -> None:
-    part.files = shard_files(part.path, part.split)
-    check_files(part.handle, part.md, part.files, part.md["n_mlps"], on_event=on_event)
-    ids = read_column(part.files, "mlp_id")
-    if ids != list(range(part.start, part.end)):
+def _check_rows(part: Input, on_event: EventSink) -> None:
+    part.check_rows(on_event)
+    ids, (start, end) = read_column(part.files, "mlp_id"), part.md["mlp_range"]
+    if ids != list(range(start, end)):
         raise MergeCorruptError(
             f"{part.path}: mlp_id values {ids[:5]}... don't match declared range "
-            f"[{part.start}, {part.end}); {_REBAKE}."
+            f"[{start}, {end}); {_REBAKE}."
         )
     part.seeds = read_column(part.files, "mlp_seed")
 
 
-def _check_seed_list(first: _Partial, ordered: Sequence[_Partial]) -> None:
+def _check_seed_list(first: Input, ordered: Sequence[Input]) -> None:
     """The merged ``mlp_seed`` column must be a valid seed list, and the one the partials name."""
     seeds = [s for part in ordered for s in part.seeds]
     seen: dict[int, int] = {}
@@ -279,7 +262,7 @@ def _check_seed_list(first: _Partial, ordered: Sequence[_Partial]) -> None:
     _check_names(ordered, seeds)
 
 
-def _check_names(ordered: Sequence[_Partial], seeds: list[int]) -> None:
+def _check_names(ordered: Sequence[Input], seeds: list[int]) -> None:
     """The merged names are what the whole seed list gives (seed protocol 3.0: ``unique_names`` of the
     estimator seeds): a partial alone cannot check its ``-k`` uniqueness suffixes, the merge can."""
     from whestbench.compute.naming import unique_names
