@@ -20,6 +20,10 @@ Not here, because they never leave their module (control flow, not errors): ``ba
 
 REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
 """The advice for a dataset whose files are damaged or not what its metadata says."""
+RESUME = "re-run the same command to resume"
+"""The advice after a bake stopped: its saved units are kept, and the same command goes on from them."""
+RETRY = "re-run the same command to resume or start again"
+"""The advice after any verb stopped: a bake resumes; the others, atomic, start again."""
 
 
 class WhestError(Exception):

@@ -266,7 +266,7 @@ def test_every_stop_words_the_advice_alike():
     from pathlib import Path
 
     import whestbench
-    from whestbench.cli.signals import RESUME, RETRY
+    from whestbench.errors import RESUME, RETRY
 
     text = (Path(whestbench.__file__).parent / "__main__.py").read_text()
     assert "re-run the same command" in RESUME and "re-run the same command" in RETRY

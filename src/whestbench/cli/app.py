@@ -14,6 +14,7 @@ import click
 
 from whestbench.cli.common import err, flush_stdout, out, silence, stdout_reader_gone
 from whestbench.errors import SignalStop, UsageError
+from whestbench.cli.signals import STOP_CODES
 from whestbench.text import error_line
 
 ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
@@ -213,9 +214,6 @@ def _resource_error(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
-_STOP_CODES = (75, 130, 128 + 15, 128 + 10, 128 + 1, 128 + 3)  # resumable stop, Ctrl-C, SIGTERM, SIGUSR1, SIGHUP, SIGQUIT
-
-
 def run() -> None:
     """The process entry point (``whest``, ``whestbench``, ``python -m whestbench``): ``main``, then exit.
 
@@ -238,7 +236,7 @@ def run() -> None:
     # A stopped command (a signal, Ctrl-C) has saved what it keeps and said so: it leaves at once,
     # without waiting for the interpreter to tear down (an import still running on a helper thread
     # can hold that up for a second). So does a rank with a thread still in a store call.
-    if code in _STOP_CODES or (dist is not None and dist.lingering_threads()):
+    if code in STOP_CODES or (dist is not None and dist.lingering_threads()):
         try:
             sys.stderr.flush()
         except OSError:

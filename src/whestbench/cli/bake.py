@@ -17,10 +17,10 @@ import click
 
 from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, PEER_TIMEOUT, err, out, parse_mlp_range,
                                    parse_slice, read_seeds_file, torch_knobs)
-from whestbench.cli.signals import RESUME, StopSignals, is_cli_bake
+from whestbench.cli.signals import StopSignals, is_cli_verb
 from whestbench.cli.hub import card_options
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
-from whestbench.errors import UsageError
+from whestbench.errors import RESUME, UsageError
 from whestbench.work import CHECKPOINT_EVERY_S
 
 
@@ -137,7 +137,7 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
         estimation=Estimation(estimator, target_stderr, stderr_layer), skip_device_check=skip_device_check,
         accept_non_invariant=accept_non_invariant, card=card, audit_segments=audit_segments,
-        bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if is_cli_bake() else None,
+        bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if is_cli_verb("bake") else None,
     ), dist_env
 
 

@@ -8,15 +8,12 @@ earlier run's staging, removed) and warnings (an input's stale checksums) go to 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import sys
 from pathlib import Path
 
 import click
 
 from whestbench.cli.common import already_complete, out
+from whestbench.cli.signals import complete_once_in_place
 from whestbench.text import sanitize
 from whestbench.cli.hub import card_options
 from whestbench.cli.progress import VerbEvents, log_every_option
@@ -28,48 +25,6 @@ _PATH = click.Path()
 def _events(label: str, log_every: float) -> VerbEvents:
     """Notes and warnings on stderr, progress as a bar or log lines, the "start" line on stdout."""
     return VerbEvents(label, {"start"}, lambda text: out.print(text, markup=False, emoji=False), log_every=log_every)
-
-
-@contextlib.contextmanager
-def _complete_once_in_place(verb: str, output: str):
-    """Stop signals (``cli.signals.STOPS``, Ctrl-C) end the verb until its output is renamed into place;
-    after that they are ignored and the verb exits 0, as a bake does: the output is complete, and
-    ending with "interrupted ... re-run" would send the user to re-run a finished job.
-
-    The output did not exist when the verb started (it is refused otherwise), so its existence is
-    the sign that the final rename happened.
-    """
-    from whestbench.errors import SignalStop
-
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():  # signal handlers live on the main thread
-        yield
-        return
-    target = Path(output)
-
-    def handle(signum, _frame) -> None:
-        if target.is_dir():
-            name = signal.Signals(signum).name
-            os.write(2, f"note: received {name} after {output} was complete: ignored\n".encode())
-            return
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise SignalStop(signum)
-
-    from whestbench.cli.signals import STOPS
-
-    sigs = [*STOPS, signal.SIGINT]
-    previous = {s: signal.signal(s, handle) for s in sigs}
-    finished = False
-    try:
-        yield
-        finished = True
-    finally:
-        # a CLI process that finished only exits now: a stop changes nothing, so ignore it (as bake does)
-        ignore = finished and sys.argv[1:3] == ["dataset", verb]
-        for s, h in previous.items():
-            signal.signal(s, signal.SIG_IGN if ignore else h)
 
 
 @click.command("merge")
@@ -96,7 +51,7 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card_file: s
         already_complete(target, done, f"✓ {output} is already complete: the merge of these {len(partials)} partials "
                          f"({done.get('n_mlps')} MLPs); nothing to do.", card=card)
         return
-    with _complete_once_in_place("merge", output):
+    with complete_once_in_place("merge", output):
         with _events("merge", log_every) as events:
             merge_datasets(list(partials), output_dir=output, on_event=events,  # "start": once the paths are fine
                            card=card)
@@ -132,7 +87,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
         already_complete(target, done, f"✓ {output} is already complete: the splits {', '.join(sorted(done['splits']))} "
                          f"of these {len(inputs)} datasets; nothing to do.", card=card)
         return
-    with _complete_once_in_place("combine-splits", output):
+    with complete_once_in_place("combine-splits", output):
         with _events("combine-splits", log_every) as events:
             combine_split_datasets(
                 list(inputs),

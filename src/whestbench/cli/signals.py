@@ -17,21 +17,27 @@ deliver it and prints "Exception ignored in ..." with a traceback; raised inside
 ``raise_pending`` raises it again at the next point where stopping is clean (a bake checks before
 its units start). A stop that does get out ends the process, so a kept copy is never raised twice.
 
-Imports nothing but the standard library modules the interpreter has loaded at start-up.
+Imports nothing but the standard library modules the interpreter has loaded at start-up (``whestbench.errors``,
+its advice and ``SignalStop`` included, only when a stop needs them: a signal while it loads must find
+the handlers installed).
+
+Merge and combine-splits stop like any verb until their output is renamed into place, then ignore
+stops as a finished bake does (``complete_once_in_place``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
 
-RESUME = "re-run the same command to resume"
-RETRY = "re-run the same command to resume or start again"
 STOPS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGUSR1", "SIGHUP", "SIGQUIT")) if s is not None)
 """The signals that stop a command like SIGTERM: a bake checkpoints and exits 75, other verbs 128+signal."""
+STOP_CODES = (75, 130, *(128 + s for s in STOPS))
+"""Every exit code a stop gives: a bake's resumable 75, Ctrl-C's 130, 128+signal for the others."""
 pending: list[int] = []
 """Signals whose stop was raised before a bake's units started, kept in case it was swallowed on the
 way out (see the module docstring)."""
@@ -88,6 +94,8 @@ def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
     A bake exits 75 (resumable: nothing is lost, re-run it); other verbs 128+signal (130 for
     Ctrl-C), and their outputs are atomic, so nothing is left half-written.
     """
+    from whestbench.errors import RESUME, RETRY
+
     signalled = not isinstance(exc, KeyboardInterrupt)
     if signalled:
         name, code = exc.name, 128 + exc.signum
@@ -104,14 +112,16 @@ def interrupted(exc: BaseException) -> None:
     try:
         message, code = stopped(exc, sys.argv[1:])
     except BaseException:  # noqa: BLE001 - a second stop while wording the first: still one line
+        from whestbench.errors import RETRY  # loaded by ``stopped`` already
+
         message, code = f"error: interrupted; nothing was left half-written: {RETRY}.", 130
     print(message, file=sys.stderr, flush=True)
     os._exit(code)
 
 
-def is_cli_bake() -> bool:
-    """Whether this process is `whest dataset bake` (not a library call or another verb)."""
-    return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", "bake"]
+def is_cli_verb(verb: str) -> bool:
+    """Whether this process is `whest dataset VERB` (not a library call or another verb)."""
+    return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", verb]
 
 
 def _err():
@@ -140,7 +150,7 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc) -> None:
-        finished = exc[0] is None and is_cli_bake()  # the dataset is written and this process only exits now
+        finished = exc[0] is None and is_cli_verb("bake")  # the dataset is written and this process only exits now
         for sig, handler in self._previous.items():
             # a stop arriving as the process exits changes nothing: ignore it rather than die by it (143)
             signal.signal(sig, signal.SIG_IGN if finished else handler)
@@ -167,3 +177,40 @@ class StopSignals:
             self.running = True
         elif event.kind == "writing":
             self.writing = True
+
+
+@contextlib.contextmanager
+def complete_once_in_place(verb: str, output: str):
+    """Stop signals (``cli.signals.STOPS``, Ctrl-C) end the verb until its output is renamed into place;
+    after that they are ignored and the verb exits 0, as a bake does: the output is complete, and
+    ending with "interrupted ... re-run" would send the user to re-run a finished job.
+
+    The output did not exist when the verb started (it is refused otherwise), so its existence is
+    the sign that the final rename happened.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live on the main thread
+        yield
+        return
+
+    def handle(signum, _frame) -> None:
+        if os.path.isdir(output):
+            name = signal.Signals(signum).name
+            os.write(2, f"note: received {name} after {output} was complete: ignored\n".encode())
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        from whestbench.errors import SignalStop
+
+        raise SignalStop(signum)
+
+    sigs = [*STOPS, signal.SIGINT]
+    previous = {s: signal.signal(s, handle) for s in sigs}
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        # a CLI process that finished only exits now: a stop changes nothing, so ignore it (as bake does)
+        ignore = finished and is_cli_verb(verb)
+        for s, h in previous.items():
+            signal.signal(s, signal.SIG_IGN if ignore else h)

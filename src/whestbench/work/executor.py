@@ -23,7 +23,7 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from whestbench.errors import BakeInterrupted, DamagedRecord
+from whestbench.errors import RESUME, BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.ledger import Ledger
@@ -31,7 +31,6 @@ from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
 from whestbench.work.threads import one_blas_thread
 from whestbench.work.units import Unit, WorkSpec
 
-RESUME_ADVICE = "re-run the same command to resume"
 
 
 @dataclass(frozen=True)
@@ -284,7 +283,7 @@ class LocalExecutor:
 
     @staticmethod
     def _interrupted(job: Job, tracker: Tracker, code: int) -> BakeInterrupted:
-        return BakeInterrupted(f"{stop_summary(job, tracker)}; {RESUME_ADVICE}.", exit_code=code)
+        return BakeInterrupted(f"{stop_summary(job, tracker)}; {RESUME}.", exit_code=code)
 
 
 WAKE_S = 0.2
