@@ -171,10 +171,6 @@ def _walk(root: Path) -> Iterator[Path]:
             yield base / name
 
 
-def _under(rel: str, top: str) -> bool:
-    return rel == top or rel.startswith(top + "/")
-
-
 def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> None:
     """The shards hold the columns the metadata promises: a target bake without its ``n_samples_used``
     column, say, is refused before anything is sent. Only the footers' column names are read (the
@@ -297,9 +293,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
     listed = checksums_block(md)
     needed.update(listed or ())
 
-    prepared_dirs = set()
-    for entry in (md.get("prepared_splits") or {}).values():
-        prepared_dirs.add(entry["path"].strip("/"))
+    prepared_dirs = {entry["path"].strip("/") for entry in (md.get("prepared_splits") or {}).values()}
     tops = (DATA, AUDIT, *sorted(prepared_dirs))
 
     data: list[LocalFile] = []
@@ -309,7 +303,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
         if rel in (METADATA, CARD):
             continue  # sent from memory: the metadata as read, the card rendered for the repo
         hidden = any(part.startswith(".") for part in rel.split("/"))
-        published = any(_under(rel, t) or t.startswith(rel + "/") for t in tops)
+        published = any(rel == t or rel.startswith(t + "/") or t.startswith(rel + "/") for t in tops)
         if hidden or not published:
             ignored.append(rel)
             continue
@@ -326,8 +320,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
             )
         digest = listed[rel] if listed is not None and rel in listed else file_sha256(p)
         data.append(LocalFile(path=rel, size=p.stat().st_size, sha256=digest.split(":", 1)[1], source=p))
-    going = {f.path for f in data}
-    left_out = sorted(needed - going)
+    left_out = sorted(needed - {f.path for f in data})
     if left_out:
         more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
         raise InvalidDatasetError(
