@@ -395,7 +395,7 @@ class PushResult:
 
 
 def _same_content(local: LocalFile, remote: Any) -> bool:
-    """Whether the Hub's file (a ``RepoSibling``/``RepoFile``) already has ``local``'s bytes."""
+    """Whether the Hub's file (a ``RepoSibling``/``RepoFile``; None: no such file) already has ``local``'s bytes."""
     size = getattr(remote, "size", None)
     if size is not None and size != local.size:
         return False
@@ -405,10 +405,6 @@ def _same_content(local: LocalFile, remote: Any) -> bool:
         return sha == local.sha256
     blob = getattr(remote, "blob_id", None)
     return blob is not None and size is not None and blob == local.git_blob_id()
-
-
-def _remote_files(info: Any) -> dict[str, Any]:
-    return {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
 
 
 def _batches(files: Sequence[LocalFile], max_bytes: int, max_files: int) -> list[list[LocalFile]]:
@@ -495,14 +491,14 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
                 "published version and are never moved)."
             )
 
-    remote = _remote_files(info)
+    remote = {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
     head = getattr(info, "sha", None) if info is not None else None
-    todo = [f for f in plan.data if not (f.path in remote and _same_content(f, remote[f.path]))]
-    finals = [f for f in (plan.metadata_file, plan.card)
-              if not (f.path in remote and _same_content(f, remote[f.path]))]
+    todo = [f for f in plan.data if not _same_content(f, remote.get(f.path))]
+    finals = [f for f in (plan.metadata_file, plan.card) if not _same_content(f, remote.get(f.path))]
+    upload = todo + finals
     local_paths = {f.path for f in plan.files}
     stale = sorted(p for p in remote if p.split("/", 1)[0] in _PUBLISHED_DIRS and p not in local_paths)
-    sent = {f.path for f in todo + finals}
+    sent = {f.path for f in upload}
     unchanged = sorted(f.path for f in plan.files if f.path not in sent)
 
     batches = _batches(todo, cfg.max_commit_bytes, cfg.max_commit_files)
@@ -510,16 +506,16 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
         if not batches:
             batches.append([])
         batches[-1] = batches[-1] + finals
-    upload_bytes = sum(f.size for f in todo + finals)
+    upload_bytes = sum(f.size for f in upload)
     parts = [f"{len(unchanged)} already on the Hub"] if unchanged else []
-    if todo or finals:
-        parts.append(f"uploading {plural(len(todo) + len(finals), 'file')} ({format_bytes(upload_bytes)}) "
+    if upload:
+        parts.append(f"uploading {plural(len(upload), 'file')} ({format_bytes(upload_bytes)}) "
                      f"in {plural(len(batches), 'commit')}")
     if stale:
         parts.append(f"removing {plural(len(stale), 'stale file')} from an earlier push")
     emit(Event("compared", message="Hub: " + ("; ".join(parts) if parts else "nothing to do"),
                progress=Progress("bytes", 0, upload_bytes),
-               data={"upload_files": len(todo) + len(finals), "upload_bytes": upload_bytes,
+               data={"upload_files": len(upload), "upload_bytes": upload_bytes,
                      "unchanged": len(unchanged), "stale": stale, "commits": len(batches)}))
 
     commits: list[Commit] = []
@@ -558,7 +554,7 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
         emit(Event("tagged", message=f"Tagged {final[:12]} as {tag}", data={"tag": tag, "oid": final}))
     return PushResult(
         repo_id=repo_id, revision=plan.revision, commit=final, url=tree_url(repo_id, plan.revision),
-        commits=tuple(commits), uploaded=tuple(f.path for f in todo + finals), unchanged=tuple(unchanged),
+        commits=tuple(commits), uploaded=tuple(f.path for f in upload), unchanged=tuple(unchanged),
         deleted=tuple(stale), tag=tag,
     )
 
