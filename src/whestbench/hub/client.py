@@ -142,24 +142,19 @@ def explain(exc: BaseException, *, ref: HubRef, token: object = None) -> Excepti
         return HubError("HF_HUB_OFFLINE is set, so the Hub cannot be reached: unset it and re-run.")
     if is_network_error(exc):
         return network_error(exc, waited=0, token=token)
-    if isinstance(exc, hub_exception("GatedRepoError")):
-        return HubError(f"{repo_id} is gated: accept its conditions at {url}, then {_LOGIN}.")
-    if isinstance(exc, hub_exception("DisabledRepoError")):
-        return HubError(f"{repo_id} has been disabled on the Hub; use another repo.")
-    if isinstance(exc, hub_exception("RepositoryNotFoundError")):
-        return HubError(
-            f"dataset repo {repo_id!r} was not found or your token cannot access it: check the repo id "
-            f"(ORG/NAME), and for a private repo {_LOGIN}."
-        )
-    if isinstance(exc, hub_exception("RevisionNotFoundError")):
-        return HubError(
-            f"revision {revision!r} does not exist in {repo_id}: pass an existing branch, tag or commit "
-            f"with --revision (see {url}/tree/main)."
-        )
-    if isinstance(exc, hub_exception("EntryNotFoundError")):
-        return HubError(f"a file is missing from {repo_id}: {raw}. Check --revision, or re-push the dataset.")
-    if isinstance(exc, hub_exception("LocalTokenNotFoundError")):
-        return HubError(f"no Hugging Face token found: {_LOGIN}.")
+    # in this order: a gated repo's error is also a RepositoryNotFoundError
+    for name, fix in (
+        ("GatedRepoError", f"{repo_id} is gated: accept its conditions at {url}, then {_LOGIN}."),
+        ("DisabledRepoError", f"{repo_id} has been disabled on the Hub; use another repo."),
+        ("RepositoryNotFoundError", f"dataset repo {repo_id!r} was not found or your token cannot access it: "
+                                    f"check the repo id (ORG/NAME), and for a private repo {_LOGIN}."),
+        ("RevisionNotFoundError", f"revision {revision!r} does not exist in {repo_id}: pass an existing branch, "
+                                  f"tag or commit with --revision (see {url}/tree/main)."),
+        ("EntryNotFoundError", f"a file is missing from {repo_id}: {raw}. Check --revision, or re-push the dataset."),
+        ("LocalTokenNotFoundError", f"no Hugging Face token found: {_LOGIN}."),
+    ):
+        if isinstance(exc, hub_exception(name)):
+            return HubError(fix)
     if isinstance(exc, hub_exception("HfHubHTTPError")):
         status = _status(exc)
         fixes = {
