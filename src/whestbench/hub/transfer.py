@@ -204,9 +204,8 @@ def _readable_rows(directory: "Path | DatasetDir", split: str) -> bool:
 
 def _require_checked_device(directory: Path, md: dict) -> None:
     meta = DatasetMeta.of(md)
-    blocks = ({s: meta.block(s).get(DEVICE_CHECK_KEY) for s in meta.splits} if meta.is_multi
-              else {meta.splits[0]: md.get(DEVICE_CHECK_KEY)})
-    for split, block in blocks.items():
+    for split in meta.splits:  # a single split's block is the top level
+        block = meta.block(split).get(DEVICE_CHECK_KEY)
         state = device_check_state(block)
         if state in ("skipped", "accepted"):
             what = ("its device check was skipped (--skip-device-check)" if state == "skipped" else
