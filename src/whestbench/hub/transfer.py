@@ -689,11 +689,10 @@ def pull_dataset(
         emit(Event("downloaded", message=f"Cached {where} in {path}", progress=Progress("bytes", total, total),
                    data={"path": str(path), "cached": True}))
         try:
-            md, verified = _check_download(path, split, where)
+            md, verified = _check_download(path, split, where, emit)
         except InvalidDatasetError as e:
             raise InvalidDatasetError.from_error(e, fix=f"If the dataset on the Hub is intact, the cached copy in {path} "
                                                  "is damaged: remove it with `hf cache delete` and re-run.") from e
-        emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = _fresh_staging(out, {"repo_id": ref.repo_id, "commit": commit, "files": wanted})
@@ -708,8 +707,7 @@ def pull_dataset(
         try:
             shutil.rmtree(staging / ".cache", ignore_errors=True)  # huggingface_hub's resume state
             (staging / _STAGING_MARK).unlink(missing_ok=True)
-            md, verified = _check_download(staging, split, where)
-            emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
+            md, verified = _check_download(staging, split, where, emit)
             if out.exists():
                 raise UsageError(f"--output {out} appeared while downloading; the download is in {staging}.")
             fsync_tree(staging)
@@ -803,7 +801,7 @@ def _fresh_staging(out: Path, mark: dict[str, Any]) -> Path:
     return staging
 
 
-def _check_download(path: Path, split: str | None, where: str) -> tuple[dict[str, Any], int]:
+def _check_download(path: Path, split: str | None, where: str, emit: EventSink) -> tuple[dict[str, Any], int]:
     md = read_metadata_file(path / METADATA)
     try:
         validate_metadata(md, allow_partial=True)
@@ -815,4 +813,5 @@ def _check_download(path: Path, split: str | None, where: str) -> tuple[dict[str
         verified = len(listed)
     else:
         verified = sum(1 for rel in listed if rel.startswith(DATA + "/") and is_shard_of(rel.split("/", 1)[1], split))
+    emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
     return md, verified
