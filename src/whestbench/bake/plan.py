@@ -34,6 +34,7 @@ from whestbench.values import is_int, is_positive_number
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.executor import Job
 from whestbench.work.ledger import Ledger
+from whestbench.work.machine import machine_memory
 from whestbench.work.workdir import check_work_dir, work_dir_for
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
@@ -632,27 +633,6 @@ def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | Non
         seeds_bytes=cfg.n_mlps * _PER_MLP_LIST_BYTES,
         peak_ram_bytes=ram,
     )
-
-
-def machine_memory() -> tuple[int | None, int | None]:
-    """``(total, available)`` RAM in bytes from /proc/meminfo (None where unknown)."""
-    total = avail = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key == "MemTotal":
-                    total = int(rest.split()[0]) * 1024
-                elif key == "MemAvailable":
-                    avail = int(rest.split()[0]) * 1024
-    except OSError:
-        pass
-    if total is None:
-        try:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            pass
-    return total, avail
 
 
 def _check_fits(plan: BakePlan) -> None:

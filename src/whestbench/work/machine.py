@@ -55,6 +55,19 @@ def _ram_total() -> int | None:
     return int(line.split()[1]) * 1024 if line else None
 
 
+def machine_memory() -> tuple[int | None, int | None]:
+    """``(total, available)`` RAM in bytes from /proc/meminfo (None where unknown; the total, else
+    from the OS's page count)."""
+    avail = _proc_line("/proc/meminfo", "MemAvailable:")
+    total = _ram_total()
+    if total is None:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            pass
+    return total, int(avail.split()[1]) * 1024 if avail else None
+
+
 def _cpu_brand() -> str:
     return platform.processor() or cpu_model() or "unknown"
 
