@@ -521,16 +521,30 @@ class _Epoch:
         if ctx.env.rank != 0:
             self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()), ctx.env.rank,
                                                  handed_over)
-        self.threads = [
-            threading.Thread(target=self._worker, name=f"{THREAD_PREFIX}unit-{t}", daemon=True)
-            for t in range(ctx.workers)
-        ]
+        self.threads: list[threading.Thread] = []  # the workers (``start``) and recomputations
         self._posted = 0.0
 
     def start(self) -> None:
-        for t in self.threads:
-            self.ctx.threads.append(t)
-            t.start()
+        for t in range(self.ctx.workers):
+            self._spawn(f"unit-{t}", self._worker)
+
+    def _spawn(self, name: str, work) -> None:
+        """Run ``work`` on a new unit thread: a unit that stopped ends it, an error is kept for the
+        supervising thread."""
+
+        def run() -> None:
+            try:
+                work()
+            except UnitStopped:
+                pass
+            except BaseException as exc:  # surfaced by the supervising thread
+                with self.ctx.lock:
+                    self.ctx.errors.append(exc)
+
+        t = threading.Thread(target=run, name=f"{THREAD_PREFIX}{name}", daemon=True)
+        self.threads.append(t)
+        self.ctx.threads.append(t)
+        t.start()
 
     def alive(self) -> bool:
         return any(t.is_alive() for t in self.threads)
@@ -551,20 +565,14 @@ class _Epoch:
 
     def _worker(self) -> None:
         ctx, ns = self.ctx, self.ns
-        try:
-            while not (ctx.stop.is_set() or ctx.quit.is_set() or self.abandoned.is_set() or ctx.errors):
-                if ns.check(["stop"]):
-                    ctx.stop.set()  # rank 0 asked every rank to stop
-                    return
-                i = int(ns.add("claim", 1)) - 1
-                if i >= len(self.todo):
-                    return
-                self._compute(i)
-        except UnitStopped:
-            return
-        except BaseException as exc:  # surfaced by the supervising thread
-            with ctx.lock:
-                ctx.errors.append(exc)
+        while not (ctx.stop.is_set() or ctx.quit.is_set() or self.abandoned.is_set() or ctx.errors):
+            if ns.check(["stop"]):
+                ctx.stop.set()  # rank 0 asked every rank to stop
+                return
+            i = int(ns.add("claim", 1)) - 1
+            if i >= len(self.todo):
+                return
+            self._compute(i)
 
     def _compute(self, i: int) -> None:
         ctx, ns, unit = self.ctx, self.ns, self.todo[i]
@@ -595,20 +603,7 @@ class _Epoch:
 
     def recompute(self, i: int) -> None:
         """Compute unit ``i`` here, on an extra thread (its owner was lost)."""
-
-        def run() -> None:
-            try:
-                self._compute(i)
-            except UnitStopped:
-                pass
-            except BaseException as exc:
-                with self.ctx.lock:
-                    self.ctx.errors.append(exc)
-
-        t = threading.Thread(target=run, name=f"{THREAD_PREFIX}retry-{i}", daemon=True)
-        self.threads.append(t)
-        self.ctx.threads.append(t)
-        t.start()
+        self._spawn(f"retry-{i}", lambda: self._compute(i))
 
 
 def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
