@@ -128,20 +128,17 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
     import torch.distributed as dist
 
     is_master = env.rank == 0 and not env.agent_store
-    if is_master and not _resolves(env.master_addr):
+    if not is_master:
+        _wait_reachable(env, timeout_s, stop or threading.Event(), emit)
+    elif not _resolves(env.master_addr):
         raise WorkFailed(f"rank 0 cannot host the coordination store: MASTER_ADDR={env.master_addr!r} does not resolve "
                          "to an address of this host; set MASTER_ADDR to rank 0's host name or IP address, the same on "
                          "every rank.")
-    if is_master:
-        local = _local_address(env.master_addr)
-        if local is not True:  # torch would try to bind it and print five blocks of C++ frames about the port
-            from whestbench.errors import UsageError
-
-            raise UsageError(f"MASTER_ADDR={env.master_addr} ({local}) is not an address of this host; rank 0 hosts "
-                             f"the coordination store: run rank 0 on {env.master_addr}, or set MASTER_ADDR to this "
-                             f"host ({socket.gethostname()}), the same on every rank.")
-    if not is_master:
-        _wait_reachable(env, timeout_s, stop or threading.Event(), emit)
+    elif (local := _local_address(env.master_addr)) is not True:
+        # torch would try to bind it and print five blocks of C++ frames about the port
+        raise UsageError(f"MASTER_ADDR={env.master_addr} ({local}) is not an address of this host; rank 0 hosts "
+                         f"the coordination store: run rank 0 on {env.master_addr}, or set MASTER_ADDR to this "
+                         f"host ({socket.gethostname()}), the same on every rank.")
     box: list = []
 
     def make() -> None:
