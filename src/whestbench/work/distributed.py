@@ -737,17 +737,10 @@ def _collect(run: _Epoch) -> None:
     and the progress keys together every ``PROGRESS_EVERY_S``, so the cycle stays short at
     thousands of ranks (see ``benchmarks/bench_dist_scale.py``).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(SAVERS, thread_name_prefix=f"{THREAD_PREFIX}save") as savers:
-        _collect_with(run, savers)
-
-
-def _collect_with(run: _Epoch, savers) -> None:
-    """``_collect``, with ``savers`` saving the results (a unit counts as collected once saved)."""
-    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     ctx, ns, todo, ledger, tracker = run.ctx, run.ns, run.todo, run.job.ledger, run.tracker
+    savers = ThreadPoolExecutor(SAVERS, thread_name_prefix=f"{THREAD_PREFIX}save")  # a unit is collected once saved
     saving: dict = {}  # future -> (unit index, samples per MLP, the rank that computed it)
     arrived: set[int] = set()  # units whose result is being saved
 
@@ -878,6 +871,7 @@ def _collect_with(run: _Epoch, savers) -> None:
             time.sleep(POLL_S)
     finally:
         book.record()  # the ranks as last heard: a stopped or failed bake's status names them
+        savers.shutdown()
 
 
 def _get_many(ns, names: list[str]) -> list[bytes | None]:
