@@ -229,22 +229,14 @@ class _Watch:
             return 0.0, value
         return now - prev[1], value
 
-    def silent_for(self, rank: int) -> tuple[float, str | None]:
-        return self.observe(rank, _get_text(self.store, f"hb/{rank}"))
-
     def silent_many(self, ranks) -> dict[int, tuple[float, str | None]]:
-        """``silent_for`` of many ranks in one store call for those whose key exists (one check each
-        for the others): rank 0 watches hundreds of owners every heartbeat period."""
+        """``observe`` of many ranks' heartbeats, in one store call for those whose key exists (one
+        check each for the others): rank 0 watches hundreds of owners every heartbeat period."""
         ranks = sorted(set(ranks))
         known = [r for r in ranks if r in self.known]
-        out = {}
-        if known:
-            values = self.store.multi_get([f"hb/{r}" for r in known])
-            out = {r: self.observe(r, v.decode()) for r, v in zip(known, values)}
-        for r in ranks:
-            if r not in self.known:
-                out[r] = self.silent_for(r)
-        return out
+        values = dict(zip(known, self.store.multi_get([f"hb/{r}" for r in known]))) if known else {}
+        return {r: self.observe(r, values[r].decode() if r in values else _get_text(self.store, f"hb/{r}"))
+                for r in ranks}
 
 
 def _ns(store, epoch: int):
