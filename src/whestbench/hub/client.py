@@ -210,8 +210,10 @@ def call(
 
     ``what``: the action, prefixed to the message (``pulling hf://org/name@main``). ``retry``: False
     for calls that are not safe to repeat (a commit). ``translate``: False to let failures other
-    than network ones through unchanged (a caller that handles them itself).
+    than network ones through unchanged (a caller that handles them itself). ``token`` is remembered
+    (``text.remember_token``), so that every message scrubs it.
     """
+    remember_token(token)
     emit = on_event or _log_sink
     budget: float | None = None
     deadline = 0.0
@@ -280,7 +282,6 @@ def repo_info(ref: HubRef, *, token: object = None, files_metadata: bool = False
     """The repo at ``ref``'s revision: its commit (``.sha``) and files (``.siblings``)."""
     import huggingface_hub
 
-    remember_token(token)
     api = huggingface_hub.HfApi()
     return call(lambda: api.dataset_info(ref.repo_id, revision=ref.revision, files_metadata=files_metadata,
                                          token=token),

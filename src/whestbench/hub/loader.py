@@ -55,7 +55,6 @@ from whestbench.format.schema import (
     protocol_version,
 )
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
-from whestbench.text import remember_token
 from whestbench.values import is_int
 
 __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
@@ -197,7 +196,6 @@ def _check_rows(rows: int, n_mlps: Any, where: str) -> None:
 def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
     import datasets
 
-    remember_token(token)
     remote = fetch_metadata(ref, token=token, what=f"loading {ref.uri}")
     meta = DatasetMeta.validated(remote.metadata)
     md = meta.md

@@ -69,7 +69,7 @@ from whestbench.format.schema import (
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, local_dataset_dir
-from whestbench.text import format_bytes, plural, remember_token, sanitize
+from whestbench.text import format_bytes, plural, sanitize
 
 DEFAULT_MESSAGE = "Upload whestbench dataset"
 # A commit is the unit that survives an interruption; the writer's shards are <= 2 GiB, so two per commit.
@@ -439,7 +439,6 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     plan = plan_push(directory, cfg)
     repo_id = plan.repo_id
     ref = HubRef(repo_id, DEFAULT_BRANCH)
-    remember_token(token)
     emit(Event("start", message=f"Uploading {plan.directory} → {hf_ref(repo_id, plan.revision)}",
                data={"repo_id": repo_id, "revision": plan.revision}))
     emit(Event("planned", message=f"Total: {format_bytes(plan.total_bytes)} ({plural(len(plan.files), 'file')}) "
@@ -653,7 +652,6 @@ def pull_dataset(
 
     import huggingface_hub
 
-    remember_token(token)
     where = ref.uri
     what = f"pulling {where}"
     info = repo_info(ref, token=token, files_metadata=True, what=what, on_event=emit)
