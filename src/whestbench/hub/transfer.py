@@ -490,7 +490,6 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
             )
 
     remote = {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
-    head = getattr(info, "sha", None) if info is not None else None
     todo = [f for f in plan.data if not _same_content(f, remote.get(f.path))]
     finals = [f for f in (plan.metadata_file, plan.card) if not _same_content(f, remote.get(f.path))]
     upload = todo + finals
@@ -517,7 +516,7 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
                      "unchanged": len(unchanged), "stale": stale, "commits": len(batches)}))
 
     commits: list[Commit] = []
-    parent = head
+    parent = getattr(info, "sha", None)  # None: a repo without the branch yet
     done_bytes = 0
     for i, batch in enumerate(batches, 1):
         last = i == len(batches)
@@ -574,9 +573,8 @@ def publish_dataset(
     for ``repo_id`` and ``tag`` into the upload only (the local README.md is left as it is), and the
     returned commit is the one that holds the whole dataset (the one ``tag`` names).
     """
-    result = push_dataset(local_dir, repo_id, tag=tag, message=commit_message, private=private, token=token,
-                          exist_ok=repo_exist_ok)
-    return result.commit
+    return push_dataset(local_dir, repo_id, tag=tag, message=commit_message, private=private, token=token,
+                        exist_ok=repo_exist_ok).commit
 
 
 @dataclass(frozen=True)
