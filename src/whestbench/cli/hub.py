@@ -79,8 +79,7 @@ def _dry_run(directory: Path, config) -> None:
     if plan.ignored:
         _say(f"Not part of the dataset, not uploaded: {', '.join(sanitize(p) for p in plan.ignored)}")
     _say("Card (README.md):")
-    text = plan.card.payload()
-    _say(sanitize(text.decode("utf-8") if isinstance(text, bytes) else text).rstrip("\n"))
+    _say(sanitize(plan.card.content.decode("utf-8")).rstrip("\n"))  # the card is rendered in memory
 
 
 def _say(text: str) -> None:
