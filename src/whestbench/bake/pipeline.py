@@ -36,8 +36,8 @@ from whestbench.compute.segments import DEFAULT_SEGMENTS
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, bake_metadata, samples_used_block
-from whestbench.bake.plan import (AlreadyBaked, BakeConfig, BakePlan, device_check_report, plan_bake, plan_targets,
-                                  result_marker)
+from whestbench.bake.plan import (AlreadyBaked, BakeConfig, BakePlan, check_bake_output, device_check_report, plan_bake,
+                                  plan_targets, result_marker)
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.values import as_int
@@ -75,8 +75,6 @@ def bake(
         plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
     except AlreadyBaked as done:  # a re-run of a finished bake: nothing to do
         if not complete_ok:
-            from whestbench.bake.plan import check_bake_output
-
             check_bake_output(done.output)  # raises whestbench 0.16's "already exists"
         emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do; its "
                                    "content is not verified here (verify_dataset checks it)"))
@@ -406,8 +404,7 @@ def estimates(spec: WorkSpec, sums: LayerSums, weights: np.ndarray) -> tuple[np.
 
 
 def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chunk: int, row_kind: str,
-          emit: EventSink, stops: dict[str, Any] | None = None,
-          md: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+          emit: EventSink, stops: dict[str, Any], md: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The dataset's rows. ``stops`` (a target bake) receives how the MLPs stopped: ``early`` (before
     ``n_samples``), ``at_floor`` (at ``floor``: ``cv_floor_samples``, the fewest a control-variate
     target stops at; None otherwise, a plain bake may stop at the first step) and ``floor``. ``md``
@@ -459,10 +456,8 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
         if n == total and est.has_target:
             finite = np.array([r for r in ratios if np.isfinite(r)])
             ratio_md = ({"median": float(np.median(finite)), "largest": float(finite.max())} if finite.size else None)
-            if stops is not None:
-                stops.update(early=early, at_floor=at_floor, floor=floor, stderr_ratio=ratio_md)
-            if md is not None:
-                md[SAMPLES_USED] = samples_used_block(counts, spec.n_samples)
+            stops.update(early=early, at_floor=at_floor, floor=floor, stderr_ratio=ratio_md)
+            md[SAMPLES_USED] = samples_used_block(counts, spec.n_samples)
             if ratio_md is not None:
                 above = int(np.sum(finite > 1.0))
                 promise = (f"the rule plans at most {EXCEED_PROBABILITY:.0%} of MLPs above E"

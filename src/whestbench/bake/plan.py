@@ -342,10 +342,10 @@ class AlreadyBaked(Exception):
     identity): a re-run (a requeued job, a retried array task) has nothing to do. Not an error: the
     CLI exits 0, the Python API returns the path."""
 
-    def __init__(self, output: Path, metadata: dict[str, Any], dataset: Any = None):
+    def __init__(self, output: Path, metadata: dict[str, Any], dataset: Any):
         self.output = Path(output)
         self.metadata = metadata
-        self.dataset = dataset if dataset is not None else self.output
+        self.dataset = dataset
         """The output as the completion test opened it (a ``format.reader.DatasetDir``: read once)."""
         super().__init__(f"{output} is already complete")
 
@@ -396,9 +396,8 @@ def result_marker(plan: "BakePlan", seeds: Sequence[int] | None, source: Mapping
     })
 
 
-def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any], dataset: Any = None
-              ) -> dict[str, Any] | None:
-    """The metadata of ``plan``'s output when it holds the complete dataset of this very bake, else
+def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any], output: Any) -> dict[str, Any] | None:
+    """The metadata of ``output`` (``plan``'s, opened) when it holds the complete dataset of this very bake, else
     None: ``format.finished.completed`` with this plan's marker. A dataset without a marker is
     judged by the same facts: seeds, shape, range, split and config, backend, sampler and
     arithmetic, estimator and target."""
@@ -406,7 +405,6 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any],
     from whestbench.format.finished import completed
 
     cfg, spec = plan.config, plan.spec
-    output = open_dataset(cfg.output) if dataset is None else dataset
     start, end = cfg.range
 
     def legacy(md: dict[str, Any]) -> bool:
