@@ -21,6 +21,11 @@ FP16_LO_SCALE = 4096.0  # 2**12: keeps the fp16 low part of a residual out of th
 
 GATE_MAX_ABS = 1e-6  # max over layers and neurons of |mean - fp64 mean|
 GATE_MAX_BIAS = 1e-7  # max over layers of |mean over neurons of (mean - fp64 mean)|
+GATE_VAR_RTOL = 1e-5  # avg_variance under the gate (verify --against): sums of squares carry the same
+# ~1e-6 relative arithmetic error as means
+SEGMENT_GATE_ULPS = 2  # an audit segment's value against one regenerated in another precision class:
+SEGMENT_VAR_RTOL = 1e-4  # GATE_MAX_ABS plus 2 float32 ulps of the value; a segment's variance, rtol 1e-4
+# (a segment holds 1/32 of the samples, so its variance carries more of the arithmetic's rounding)
 
 
 # --- the precision gate (SPEC section 3) ---------------------------------------------------------

@@ -25,7 +25,7 @@ import numpy as np
 
 from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit, pilot_moments, t_as_z
 from whestbench.compute.estimation import is_cv_block
-from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, gate_figures, gate_passes
+from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, GATE_VAR_RTOL, gate_figures, gate_passes
 from whestbench.format.reader import DatasetDir, open_dataset
 from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, is_positive_int, positive_int
 from whestbench.verify.scan import DatasetScan, scan_split
@@ -37,8 +37,6 @@ _PILOT_MIN_ACTIVE = 32  # a neuron active on fewer pilot inputs has no usable va
 # The seed page's tolerance for avg_variance between bit-equivalent bakes: the final
 # (sum_sq/N - mean²) subtraction may differ by ~1 float64 ulp.
 BIT_RTOL, BIT_ATOL = 1e-12, 1e-15
-# avg_variance under the gate: sums of squares carry the same ~1e-6 relative arithmetic error as means.
-GATE_VAR_RTOL = 1e-5
 # SPEC §2 (b): pcg64 bakes on another machine or BLAS kernel agree within float32 rounding; nearly
 # dead neurons move by ~1e-10 when a rare activation flips sign, hence the absolute term.
 F32_ULPS, F32_ATOL, F32_VAR_RTOL = 4, 1e-6, 1e-6

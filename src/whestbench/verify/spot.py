@@ -27,14 +27,12 @@ from typing import Any
 import numpy as np
 
 from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.precision import GATE_MAX_ABS, SEGMENT_GATE_ULPS, SEGMENT_VAR_RTOL
 from whestbench.compute.segments import segment_bounds
 from whestbench.errors import BakeInterrupted, UsageError
 from whestbench.format.schema import DatasetMeta
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan
-
-GATE_ABS, GATE_ULPS, VAR_RTOL = 1e-6, 2, 1e-4
-
 
 def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
     """``(split scan, audit block, file)`` of every split that keeps a trail."""
@@ -293,10 +291,10 @@ def _compare(want: dict[str, np.ndarray], got: dict[str, np.ndarray], bits: bool
         if bits:
             bad = v.view(np.uint32) != w.view(np.uint32)
         elif name.endswith("var"):
-            bad = np.abs(v.astype(np.float64) - w) > VAR_RTOL * np.abs(w.astype(np.float64)) + GATE_ABS
+            bad = np.abs(v.astype(np.float64) - w) > SEGMENT_VAR_RTOL * np.abs(w.astype(np.float64)) + GATE_MAX_ABS
         else:
             ulp = np.spacing(np.maximum(np.abs(w), np.abs(v))).astype(np.float64)
-            bad = np.abs(v.astype(np.float64) - w) > GATE_ABS + GATE_ULPS * ulp
+            bad = np.abs(v.astype(np.float64) - w) > GATE_MAX_ABS + SEGMENT_GATE_ULPS * ulp
         if bad.any():
             row, j = map(int, np.argwhere(bad)[0])
             layer = row + (1 if name.startswith("cv_") else 0)
