@@ -247,15 +247,12 @@ def _hub_split(ref: HubRef, md: Mapping[str, Any], split: str, kw: dict[str, Any
     lookup falls back to the repo's default config.
     """
     config = _config_of(md, split)
-    ds = None
     if config is not None:
         try:
-            ds = _hub_load(ref, config, split, kw)
+            return _hub_load(ref, config, split, kw)
         except (ValueError, KeyError, FileNotFoundError) as e:
             log.debug("config %r of hf://%s has no split %r (%s); trying the default", config, ref.repo_id, split, e)
-    if ds is None:
-        ds = _hub_load(ref, None, split, kw)
-    return ds
+    return _hub_load(ref, None, split, kw)  # outside the handler: the first failure is not chained to it
 
 
 # ------------------------------------------------------------------------------------- metadata
