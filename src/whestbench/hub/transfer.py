@@ -609,12 +609,8 @@ def split_files(paths: Sequence[str], split: str) -> list[str]:
 
 
 def _remote_splits(paths: Sequence[str]) -> list[str]:
-    found = set()
-    for p in paths:
-        shard = parse_shard(p[len(DATA) + 1 :]) if p.startswith(DATA + "/") else None
-        if shard is not None:
-            found.add(shard[0])
-    return sorted(found)
+    shards = (parse_shard(p[len(DATA) + 1 :]) for p in paths if p.startswith(DATA + "/"))
+    return sorted({shard[0] for shard in shards if shard is not None})
 
 
 def staging_path(output: Path) -> Path:
