@@ -23,6 +23,7 @@ inside an input, is the caller's to fix (``UsageError``, exit 2 in the CLI, befo
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
@@ -423,18 +424,16 @@ def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, widt
     schema = make_features(width, depth, columns).arrow_schema
     plan = shard_plan(n_rows, width, depth, MAX_SHARD_BYTES)
     group_rows = max(1, MAX_ROW_GROUP_BYTES // row_bytes(width, depth))
-    source = _Rebatcher(_tables(files, group_rows, schema))
+    sizes = [[min(group_rows, count - k) for k in range(0, count, group_rows)] for count in plan]  # per shard
+    groups = _cut(_tables(files, group_rows, schema), [n for shard in sizes for n in shard])
     data = stage / DATA_DIR
     data.mkdir(parents=True, exist_ok=True)
     done = 0
     on_event(Event("progress", progress=Progress("rows", 0, n_rows)))
-    for i, count in enumerate(plan):
+    for i, shard in enumerate(sizes):
         with pq.ParquetWriter(data / shard_name(split, i, len(plan)), schema, compression="snappy") as writer:
-            left = count
-            while left:
-                table = source.take(min(left, group_rows))
+            for table in itertools.islice(groups, len(shard)):
                 writer.write_table(table, row_group_size=table.num_rows)
-                left -= table.num_rows
                 done += table.num_rows
                 on_event(Event("progress", progress=Progress("rows", done, n_rows)))
 
@@ -451,25 +450,20 @@ def _tables(files: Sequence[Path], batch_rows: int, schema: "pa.Schema") -> Iter
             raise MergeCorruptError(f"{f}: cannot read its rows ({e}); the file is corrupt. {_REBAKE}.") from e
 
 
-class _Rebatcher:
-    """Hands out tables of exactly the requested row count from a stream of tables."""
+def _cut(tables: Iterator["pa.Table"], sizes: Sequence[int]) -> Iterator["pa.Table"]:
+    """Tables of exactly ``sizes`` rows, in order, cut from the stream ``tables``."""
+    import pyarrow as pa
 
-    def __init__(self, tables: Iterator["pa.Table"]):
-        self._tables = tables
-        self._pending: list["pa.Table"] = []
-        self._rows = 0
-
-    def take(self, n: int) -> "pa.Table":
-        import pyarrow as pa
-
-        while self._rows < n:
-            table = next(self._tables, None)
+    pending: list["pa.Table"] = []
+    rows = 0
+    for n in sizes:
+        while rows < n:
+            table = next(tables, None)
             if table is None:
                 raise MergeCorruptError("the partials hold fewer rows than their metadata declares.")
-            self._pending.append(table)
-            self._rows += table.num_rows
-        joined = pa.concat_tables(self._pending)
+            pending.append(table)
+            rows += table.num_rows
+        joined = pa.concat_tables(pending)
         rest = joined.slice(n)
-        self._pending = [rest] if rest.num_rows else []
-        self._rows = rest.num_rows
-        return joined.slice(0, n)
+        pending, rows = [rest] if rest.num_rows else [], rest.num_rows
+        yield joined.slice(0, n)
