@@ -40,7 +40,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     from rich.table import Table
 
     from whestbench.bake.plan import BakeConfig, plan_bake
-    from whestbench.errors import UsageError
+    from whestbench.format.schema import check_positive_int
     from whestbench.text import format_duration, format_rate
     from whestbench.work.calibrate import calibrate as run_calibration
     from whestbench.work.calibrate import project_target, stderr_samples
@@ -54,8 +54,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         estimation=estimation,
     )
     for flag, value in (("--calib-mlps", calib_mlps), ("--calib-samples", calib_samples)):
-        if value is not None and value <= 0:
-            raise UsageError(f"{flag} must be a positive integer; got {value}.")
+        if value is not None:
+            check_positive_int(flag, value)
     plan = plan_bake(cfg, probe=False)
     for note in plan.notes:  # what the planned bake would warn about
         err.print(f"warning: {note}", markup=False)

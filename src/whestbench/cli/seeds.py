@@ -20,9 +20,9 @@ def generate_seeds(n_mlps: int, seed: int | None) -> None:
     """
     from whestbench.compute.seeds import derived_seeds, random_seeds
     from whestbench.errors import UsageError
+    from whestbench.format.schema import check_positive_int
 
-    if n_mlps <= 0:
-        raise UsageError(f"--n-mlps must be a positive integer; got {n_mlps}.")
+    check_positive_int("--n-mlps", n_mlps)
     if seed is not None and seed < 0:
         raise UsageError(f"--seed must be a non-negative integer; got {seed}.")
     _check_size(n_mlps)

@@ -21,8 +21,6 @@ from whestbench.errors import InvalidDatasetError
 from whestbench.text import sanitize
 
 _BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets
-_READ_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
-                 "sampling_budget_breakdown"]
 
 
 def weight_digest(w: np.ndarray) -> bytes:
@@ -134,7 +132,7 @@ def scan_split(path: "Path | DatasetDir", split: str, width: int, depth: int, *,
     batch_rows = max(1, _BATCH_BYTES // row_bytes(width, depth))
     ids, names, seeds, digests, sig, means, final, avg, mismatch = [], [], [], [], [], [], [], [], []
     stderr, n_used, bad_breakdown = [], [], []
-    wanted = _READ_COLUMNS + [c for c in (STDERR_COLUMN, N_USED_COLUMN) if c in columns]
+    wanted = [*COLUMNS, *(c for c in (STDERR_COLUMN, N_USED_COLUMN) if c in columns)]
     for shard in data_files(path, split):
         try:
             pf = pq.ParquetFile(shard)
