@@ -670,14 +670,14 @@ def pull_dataset(
                progress=Progress("bytes", 0, total),
                data={"files": len(wanted), "bytes": total, "commit": commit, "repo_id": ref.repo_id}))
 
-    def download(**where_to: Any) -> str:
-        return call(lambda: huggingface_hub.snapshot_download(
-            ref.repo_id, repo_type=REPO_TYPE, revision=commit, allow_patterns=patterns, token=token, **where_to),
-            what=what, ref=ref, token=token, on_event=emit)
+    def download(watched: Path, **where_to: Any) -> str:
+        with _DiskProgress(watched, total, emit):
+            return call(lambda: huggingface_hub.snapshot_download(
+                ref.repo_id, repo_type=REPO_TYPE, revision=commit, allow_patterns=patterns, token=token, **where_to),
+                what=what, ref=ref, token=token, on_event=emit)
 
     if out is None:
-        with _DiskProgress(_cache_folder(ref.repo_id), total, emit):
-            path = Path(download())
+        path = Path(download(_cache_folder(ref.repo_id)))
         emit(Event("downloaded", message=f"Cached {where} in {path}", progress=Progress("bytes", total, total),
                    data={"path": str(path), "cached": True}))
         try:
@@ -689,8 +689,7 @@ def pull_dataset(
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = _fresh_staging(out, {"repo_id": ref.repo_id, "commit": commit, "files": wanted})
         try:
-            with _DiskProgress(staging, total, emit):
-                download(local_dir=str(staging))
+            download(staging, local_dir=str(staging))
         except HubError as e:
             raise HubError.from_error(e, fix=f"The files downloaded so far are kept in {staging}; re-running the "
                                       "same command resumes.") from e
