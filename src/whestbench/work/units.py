@@ -179,14 +179,7 @@ class WorkSpec:
         start, end = self.mlp_range
         if self.sampler == "pcg64":
             return [Unit(i) for i in range(start, end)]
-        from whestbench.compute.philox.spec import unit_block_ranges
-
-        ranges = unit_block_ranges(self.n_samples, self.unit_blocks, self.block_size)
-        units = []
-        for g in range(start, end, max(1, self.mlps_per_unit)):
-            count = min(max(1, self.mlps_per_unit), end - g)
-            units += [Unit(g, b0, b1, count) for b0, b1 in ranges]
-        return units
+        return [u for g in range(start, end, max(1, self.mlps_per_unit)) for u in units_of_mlp(self, g)]
 
     def unit_samples(self, unit: Unit) -> int:
         """Samples one MLP of ``unit`` covers."""
