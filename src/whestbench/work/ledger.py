@@ -233,12 +233,8 @@ class Ledger:
 
     def load_checkpoint(self, key: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
         """The unit's last checkpoint, or None (none saved). DamagedRecord if it fails its checks."""
-        path = self.checkpoint_path(key)
-        try:
-            blob = read_regular(path)
-        except FileNotFoundError:
-            return None
-        return decode_record(blob, kind="checkpoint", key=key, plan=self.digest)
+        blob = self.checkpoint_record(key)
+        return None if blob is None else decode_record(blob, kind="checkpoint", key=key, plan=self.digest)
 
     def checkpoint_record(self, key: str) -> bytes | None:
         """The checkpoint file's bytes as saved (a checked record), or None; for handing to another rank."""
