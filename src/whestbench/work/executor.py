@@ -229,21 +229,18 @@ class LocalExecutor:
         todo = [u for u in units if u.key not in done]
         tracker = Tracker(job.spec, units, done, on_event, checkpointed=checkpointed_samples(job, todo))
         tracker.start(units_total=len(units), units_done=len(done))
-        errors: list[BaseException] = []
         stopped: list[Unit] = []
         arithmetic = threading.Event()
 
         def work(unit: Unit) -> None:
-            if stop.is_set() or errors:
-                tracker.unit_abandoned(unit, checkpointed=job.ledger is not None)  # a checkpoint it had still counts
-                stopped.append(unit)
-                return
             t0 = time.perf_counter()
             uctx = unit_context(job, tracker, unit, stop, on_event, arithmetic=arithmetic)
             try:
+                if stop.is_set():
+                    raise UnitStopped(unit.key)  # queued when the stop came: it never starts
                 sums = run_unit(job.spec, job.compute, unit, uctx)
             except UnitStopped:
-                tracker.unit_abandoned(unit, checkpointed=job.ledger is not None)
+                tracker.unit_abandoned(unit, checkpointed=job.ledger is not None)  # a checkpoint it had still counts
                 stopped.append(unit)
                 return
             except BaseException:
