@@ -655,12 +655,10 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
 
 def _output_of(job: Job) -> str | None:
     """The dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks."""
-    from whestbench.work.workdir import WORK_SUFFIX
+    from whestbench.work.workdir import output_for
 
-    if job.ledger is None:
-        return None
-    root = Path(job.ledger.root)
-    return str(root.with_name(root.name[: -len(WORK_SUFFIX)])) if root.name.endswith(WORK_SUFFIX) else None
+    output = output_for(job.ledger.root) if job.ledger is not None else None
+    return str(output) if output is not None else None
 
 
 def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
