@@ -666,9 +666,7 @@ def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
     units to checkpoint at their next step and wait for them a little, so the re-run keeps their
     work. A unit still running after that saves nothing more (``one_blas_thread``)."""
     ctx.stop.set()
-    deadline = time.monotonic() + OWN_UNITS_WAIT_S
-    for t in list(run.threads):
-        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    _join_all(list(run.threads), OWN_UNITS_WAIT_S)
 
 
 def _ranks_text(ranks) -> str:
