@@ -498,11 +498,14 @@ def _beat_fields(value: str) -> tuple[str, str | None, int | None]:
 class _Epoch:
     """One epoch's work as this process sees it: the todo list and the threads working through it."""
 
-    def __init__(self, ctx: _Context, ns, epoch: int, job: Job, todo: list[Unit], tracker: Tracker,
-                 handed_over: Sequence[int] = ()):
-        """``handed_over``: the todo indices whose checkpoint rank 0 published as ``ckpt-in/<i>``."""
-        self.ctx, self.ns, self.epoch, self.job, self.todo, self.tracker = ctx, ns, epoch, job, todo, tracker
+    def __init__(self, ctx: _Context, ns, epoch: int, job: Job, units: list[Unit], done: dict[str, int],
+                 todo: list[Unit], handed_over: Sequence[int] = ()):
+        """``units``, ``done``: the bake's units and the finished ones (key -> samples per MLP), for the
+        progress; ``handed_over``: the todo indices whose checkpoint rank 0 published as ``ckpt-in/<i>``."""
+        self.ctx, self.ns, self.epoch, self.job, self.todo = ctx, ns, epoch, job, todo
         self.spec = job.spec
+        self.tracker = Tracker(job.spec, units, done, ctx.emit)
+        self.tracker.start(units_total=len(units), units_done=len(done))
         self.handed_over = set(handed_over)
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
         self.events = _Events(ns)  # read by rank 0 only
@@ -621,9 +624,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         base_store.set("current", str(epoch))
         if ctx.env.attempt:
             ctx.emit(Event("note", message=f"restart {ctx.env.attempt} of this job (counted by the launcher)"))
-        tracker = Tracker(spec, units, done, ctx.emit)
-        tracker.start(units_total=len(units), units_done=len(done))
-        run = _Epoch(ctx, ns, epoch, job, todo, tracker, handed_over)
+        run = _Epoch(ctx, ns, epoch, job, units, done, todo, handed_over)
         with one_blas_thread(ctx.arithmetic):
             run.start()
             try:
@@ -636,7 +637,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         abort = _get_text(ns, "abort")
         if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
             raise UsageError(abort)
-        tracker.done()
+        run.tracker.done()
     except BaseException as exc:
         if not isinstance(exc, BakeInterrupted):
             try:  # tell the other ranks why, so they stop at once instead of timing out
@@ -966,10 +967,8 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         todo = [by_key[k] for k in plan["todo"]]
         here = dataclasses.replace(job, spec=spec, ledger=None)  # no ledger here: rank 0 keeps it
         todo_keys = set(plan["todo"])
-        tracker = Tracker(spec, all_units, {u.key: spec.unit_samples(u) for u in all_units if u.key not in todo_keys},
-                          ctx.emit)
-        tracker.start(units_total=len(all_units), units_done=len(all_units) - len(todo))
-        run = _Epoch(ctx, ns, epoch, here, todo, tracker, plan.get("ckpt_in", ()))
+        done = {u.key: spec.unit_samples(u) for u in all_units if u.key not in todo_keys}
+        run = _Epoch(ctx, ns, epoch, here, all_units, done, todo, plan.get("ckpt_in", ()))
         ns.set(f"prog/{env.rank}", "0 0 0")
         _post_event(ns, f"j{env.rank}")  # rank 0 reads this rank's progress from now on
         with one_blas_thread(ctx.arithmetic):
