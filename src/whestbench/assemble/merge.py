@@ -48,7 +48,6 @@ from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDi
 from whestbench.verify.run import require_sound
 from whestbench.format.finished import merged_marker
 from whestbench.format.schema import (
-    COLUMNS,
     DEVICE_CHECK_KEY,
     N_USED_COLUMN,
     PLAN_DIGEST,
@@ -124,22 +123,17 @@ def merge_datasets(
     for part in ordered:
         require_sound(part.handle, "partial", MergeCorruptError, on_event=on_event)
 
-    first = parts[0].md
+    first, files = parts[0].md, [f for p in ordered for f in p.files]
     md = merged_metadata([p.md for p in parts], output=output)
-    if settled:
-        md[CARD_KEY] = settled  # the first partial's place when it had one
-    else:
-        md.pop(CARD_KEY, None)
+    _put(md, CARD_KEY, settled)  # the first partial's place when it had one
     if N_USED_COLUMN in columns_for(first):  # a target bake's: recomputed over every row, not the first partial's
         import pyarrow.parquet as pq
 
-        counts = pq.read_table([f for p in ordered for f in p.files], columns=[N_USED_COLUMN])[N_USED_COLUMN]
+        counts = pq.read_table(files, columns=[N_USED_COLUMN])[N_USED_COLUMN]
         md[SAMPLES_USED] = samples_used_block(counts.to_numpy(), first["n_samples"])
     validate_metadata(md)
-    width, depth, total = first["width"], first["depth"], first["total_n_mlps"]
     with staged_dir(output) as stage:
-        _copy_rows(stage, parts[0].split, [f for p in ordered for f in p.files], total, width, depth, on_event,
-                   columns_for(first))
+        _copy_rows(stage, parts[0].split, files, first, on_event)
         if "audit" in first:  # the partials' audit trails, in MLP order (their mlp_ids are already absolute)
             from whestbench.format.trail import copy_trails
 
@@ -318,11 +312,7 @@ def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dic
         if "bake_command" in worst:
             md["bake_command"] = copy.deepcopy(worst["bake_command"])
     if "bake_command" in md:
-        cmd = full_bake_command(md["bake_command"], output)
-        if cmd is None:
-            del md["bake_command"]
-        else:
-            md["bake_command"] = cmd
+        _put(md, "bake_command", full_bake_command(md["bake_command"], output))
     created = [m["created_at_utc"] for m in mds if isinstance(m.get("created_at_utc"), str)]
     if created:
         md["created_at_utc"] = min(created)
@@ -330,12 +320,16 @@ def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dic
     ordered = sorted(mds, key=lambda m: m["mlp_range"][0])
     md["hardware_fingerprints"] = hardware_fingerprints(ordered)
     md["partials_count"] = len(mds)
-    done = merged_marker(mds)  # in the first partial's place; none unless every partial has one
-    if done is None:
-        md.pop(PLAN_DIGEST, None)
-    else:
-        md[PLAN_DIGEST] = done
+    _put(md, PLAN_DIGEST, merged_marker(mds))  # in the first partial's place; none unless every partial has one
     return md
+
+
+def _put(md: dict[str, Any], key: str, value: Any) -> None:
+    """``md[key] = value`` (in the key's place when it has one); no ``key`` when ``value`` is empty or None."""
+    if value:
+        md[key] = value
+    else:
+        md.pop(key, None)
 
 
 def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | None:
@@ -414,14 +408,14 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
 # Rows
 
 
-def _copy_rows(stage: Path, split: str, files: Sequence[Path], n_rows: int, width: int, depth: int,
-               on_event: EventSink = ignore, columns: tuple[str, ...] = COLUMNS) -> None:
+def _copy_rows(stage: Path, split: str, files: Sequence[Path], md: dict[str, Any], on_event: EventSink) -> None:
     """Stream the rows of ``files`` (in order) into new shards laid out as the writer lays out a
-    bake of ``n_rows`` (same shard plan, row groups, schema and compression); ``on_event`` hears
-    ``Progress("rows", ...)`` after each row group."""
+    bake of ``md``'s ``total_n_mlps`` rows and columns (same shard plan, row groups, schema and
+    compression); ``on_event`` hears ``Progress("rows", ...)`` after each row group."""
     import pyarrow.parquet as pq
 
-    schema = make_features(width, depth, columns).arrow_schema
+    n_rows, width, depth = md["total_n_mlps"], md["width"], md["depth"]
+    schema = make_features(width, depth, columns_for(md)).arrow_schema
     plan = shard_plan(n_rows, width, depth, MAX_SHARD_BYTES)
     group_rows = max(1, MAX_ROW_GROUP_BYTES // row_bytes(width, depth))
     sizes = [[min(group_rows, count - k) for k in range(0, count, group_rows)] for count in plan]  # per shard
