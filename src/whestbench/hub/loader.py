@@ -278,17 +278,15 @@ def metadata(ds: Any, *, split: str | None = None) -> dict[str, Any]:
     keys plus that split's entry). A ``DatasetDict`` carries the full metadata, or one split's
     view with ``split=``. Objects derived later (``select``, ``map``, ...) carry none.
     """
-    is_dict = _is_dict(ds)
-    if split is not None and not is_dict:
+    if split is not None and not _is_dict(ds):
         raise TypeError(
             "metadata(ds, split=...) is for a DatasetDict; this is a single split already, so "
             "call metadata(ds) without split=."
         )
     md = _ATTACHED.get(id(ds))
     if md is None:
-        kind = type(ds).__name__
         raise InvalidDatasetError(
-            f"no metadata is attached to this {kind}; did you load it via "
+            f"no metadata is attached to this {type(ds).__name__}; did you load it via "
             "whestbench.load_dataset(...)? (Objects made from it by select, map, filter or "
             "shuffle start without metadata: keep the loaded one to ask.)"
         )
