@@ -27,6 +27,10 @@ from whestbench.compute.seeds import AUDIT, stream
 AUDIT_SAMPLES = 8192
 MIN_NORMAL_SAMPLES = 1000  # below, stored means, sds and variances of skewed ReLU outputs are too far from normal to judge
 MIN_SPREAD_SAMPLES = 10_000  # below, a plain estimator's standard error is not held to 25 % (``compare``'s spread ratio)
+MIN_ACTIVE_VARIANCE = 32  # a neuron active on fewer pilot inputs has no usable variance estimate (``compare``)
+MIN_ACTIVE_SHAPE = 64  # ... has too rough a pilot sd/skew to be held to bounds (``plausibility``)
+TRAIL_STAT_SAMPLES = 8192  # the trail's drift test pools adjacent segments to at least this many samples
+MIN_STAT_SEGMENTS = 4  # ... and needs this many pooled segments to test drift
 
 
 @dataclass(frozen=True)

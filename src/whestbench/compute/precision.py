@@ -19,6 +19,7 @@ PRECISIONS = ("ieee", "3xtf32", "4xtf32", "3xfp16", "4xfp16")
 DEFAULT_PRECISION = "4xfp16"  # passes the gate with a ~60x margin, at 3/4 of 3xfp16's ceiling
 FP16_LO_SCALE = 4096.0  # 2**12: keeps the fp16 low part of a residual out of the subnormal range
 
+EPS32 = 2.0**-24  # float32 rounding, relative (the unit roundoff)
 GATE_MAX_ABS = 1e-6  # max over layers and neurons of |mean - fp64 mean|
 GATE_MAX_BIAS = 1e-7  # max over layers of |mean over neurons of (mean - fp64 mean)|
 GATE_VAR_RTOL = 1e-5  # avg_variance under the gate (verify --against): sums of squares carry the same

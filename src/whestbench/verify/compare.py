@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from whestbench.compute.audit import MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit, pilot_moments, t_as_z
+from whestbench.compute.audit import MIN_ACTIVE_VARIANCE, MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit, pilot_moments, t_as_z
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, GATE_VAR_RTOL, gate_figures, gate_passes
 from whestbench.format.reader import DatasetDir, open_dataset
@@ -32,7 +32,6 @@ from whestbench.verify.scan import DatasetScan, scan_split
 from whestbench.verify.report import VerifyReport
 from whestbench.errors import InvalidDatasetError
 
-_PILOT_MIN_ACTIVE = 32  # a neuron active on fewer pilot inputs has no usable variance estimate
 
 # The seed page's tolerance for avg_variance between bit-equivalent bakes: the final
 # (sum_sq/N - mean²) subtraction may differ by ~1 float64 ulp.
@@ -377,7 +376,7 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
             if unknown.any():
                 w = weights_for_seed(sa.seeds[i], a.width, a.depth)
                 var, active = _pilot_variance(w, sa.seeds[i])  # the plain estimator's variance: conservative for control variates
-                fill = unknown & (active >= _PILOT_MIN_ACTIVE)  # else no usable variance: left out (NaN)
+                fill = unknown & (active >= MIN_ACTIVE_VARIANCE)  # else no usable variance: left out (NaN)
                 se[k][fill] = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))[fill]
                 note = "; pilot variances where a bake has too few samples for a standard error"
             dof[k][unknown] = np.inf  # a pilot's variance: 8,191 degrees of freedom, normal
@@ -400,7 +399,7 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
             continue
         var, active = _pilot_variance(w, sa.seeds[i])
         se = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))  # (depth, w)
-        usable = active >= _PILOT_MIN_ACTIVE
+        usable = active >= MIN_ACTIVE_VARIANCE
         zs.append((d[usable] / se[usable]).ravel())
         zl.append(_layer_means(d, se, usable))
     if not zs:

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from whestbench.compute.audit import AUDIT_SAMPLES, MIN_NORMAL_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
+from whestbench.compute.audit import AUDIT_SAMPLES, MIN_ACTIVE_SHAPE, MIN_NORMAL_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
 from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.precision import EPS32
 from whestbench.format.schema import DatasetMeta, is_positive_int
 from whestbench.work.threads import one_blas_thread
 
 P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
-MIN_ACTIVE = 64  # a neuron active on fewer pilot inputs has too rough a pilot sd/skew to be held to bounds
 SKEW_SAFETY = 2.0  # the pilot's skewness and kurtosis are themselves estimates: widen their terms
 EXPLAINED = 1e-4  # a residual sd under this fraction of the activation's sd: the controls explain it exactly (the
 # pilot's float32 residual carries ~1e-7 relative rounding; a real residual this small has no sampling to check)
@@ -66,7 +66,7 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None, on_even
             from whestbench.work.controls import controls_for  # the bake's own fit, shared with verify's target check
 
             controls = controls_for(int(s.seeds[i]), w)
-        return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE))
+        return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE_SHAPE))
 
     workers = workers or max(1, min(len(rows), os.cpu_count() or 1, 8))
     out: list[Audited] = []
@@ -112,7 +112,7 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
         return
     tested = sum(int(np.count_nonzero(_testable(a.pilot)[1:])) for a in live)
     if tested == 0:
-        report.skip("layer means", f"no neuron of layers 2-{ds.depth} is active on {MIN_ACTIVE}+ pilot inputs")
+        report.skip("layer means", f"no neuron of layers 2-{ds.depth} is active on {MIN_ACTIVE_SHAPE}+ pilot inputs")
         return
     p_family = p_overall / P_FAMILY_SHARE
     z_lim = bonferroni_z(tested, p_family)
@@ -212,7 +212,7 @@ def _blind_spot(live: list[Audited], z_lim: float) -> str:
 
 def _testable(pm: PilotMoments) -> np.ndarray:
     """(depth, w) bool: neurons whose pilot moments are usable (active enough, with spread)."""
-    return (pm.active >= MIN_ACTIVE) & (pm.sd > 0)
+    return (pm.active >= MIN_ACTIVE_SHAPE) & (pm.sd > 0)
 
 
 def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> None:
@@ -365,7 +365,7 @@ def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> 
             pop = se * se * (a.n - 1.0)  # Σ(y − mean)²/N per neuron, from sqrt(s²/N) stored in float32
             want = float(np.mean(pop))
             # float32 storage of se (2^-24 relative, squared) and 0.16's float32-rounded mean in the subtraction
-            tol = 4.0 * 2.0**-24 * want + float(np.mean(2.0 * np.abs(final) * np.spacing(np.abs(s.final[i])))) + 1e-300
+            tol = 4.0 * EPS32 * want + float(np.mean(2.0 * np.abs(final) * np.spacing(np.abs(s.final[i])))) + 1e-300
             relation += 1
             if not abs(v - want) <= tol:
                 problems.append(f"{_where(ds, a)}: avg_variance {v:.9g}, but its stored final-layer standard errors give "

@@ -16,8 +16,6 @@ passes the bake's own completion test (its marker and checksums: ``format/finish
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -102,11 +100,12 @@ def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
     from whestbench.compute.estimation import ESTIMATOR_VERSION
     from whestbench.compute.pcg64 import SAMPLER_VERSION as PCG64_VERSION
     from whestbench.compute.philox.spec import SAMPLER_VERSION as PHILOX_VERSION
+    from whestbench.work.ledger import identity_digest
     from whestbench.work.machine import whestbench_version
 
     versions = {"whestbench": whestbench_version(), "estimator": ESTIMATOR_VERSION, "pcg64": PCG64_VERSION, "philox": PHILOX_VERSION}
-    key = json.dumps({"recipe": rec, "seeds": [int(s) for s in seeds], "versions": versions}, sort_keys=True)
-    return root / ("recompute-" + hashlib.sha256(key.encode()).hexdigest()[:16])
+    key = {"recipe": rec, "seeds": [int(s) for s in seeds], "versions": versions}
+    return root / ("recompute-" + identity_digest(key)[:16])
 
 
 def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root: Path | None = None,

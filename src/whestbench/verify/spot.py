@@ -57,10 +57,9 @@ def _record_key(ds: DatasetScan, k: int, spot_seed: int, where: str) -> dict:
 
 
 def _record_path(root: Path, key: dict) -> Path:
-    import hashlib
-    import json
+    from whestbench.work.ledger import identity_digest
 
-    return root / ("spot-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16] + ".json")
+    return root / ("spot-" + identity_digest(key)[:16] + ".json")
 
 
 def _read_record(path: Path, key: dict) -> dict[str, str]:

@@ -24,18 +24,17 @@ from pathlib import Path
 
 import numpy as np
 
-from whestbench.compute.audit import P_OVERALL, bonferroni_z, t_quantile
+from whestbench.compute.audit import MIN_STAT_SEGMENTS, P_OVERALL, TRAIL_STAT_SAMPLES, bonferroni_z, t_quantile
 from whestbench.compute.estimation import is_cv_block
 from whestbench.compute.estimators import n_batches
-from whestbench.compute.segments import segment_bounds
+from whestbench.compute.precision import EPS32
+from whestbench.compute.segments import MAX_SEGMENTS, segment_bounds
 from whestbench.format.schema import DatasetMeta
+from whestbench.format.trail import audit_path
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan
 from whestbench.errors import REDO
 
-EPS32 = 2.0**-24  # float32 rounding, relative
-STAT_SAMPLES = 8192  # the drift test pools adjacent segments to at least this many samples
-MIN_STAT_SEGMENTS = 4
 
 
 def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
@@ -51,7 +50,7 @@ def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
         try:
             path = ds.path / str(block["file"])
             segments, step, aligned = int(block["segments"]), int(block["step_samples"]), bool(block["aligned"])
-            if not (0 < segments <= 1024 and step > 0) or block["file"] != f"audit/{s.name}.parquet":
+            if not (0 < segments <= MAX_SEGMENTS and step > 0) or block["file"] != audit_path(s.name):
                 raise ValueError("out of range")
         except (KeyError, TypeError, ValueError) as e:
             report.check(f"{prefix}trail", False, f"the metadata's audit block is malformed ({type(e).__name__}: {e})")
@@ -119,7 +118,7 @@ def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         f"{counted} MLP(s) with {counts} segment(s) each: sample ranges, {est}, standard errors"
         f"{', n_samples_used' if s.n_used is not None else ', n_samples'} and avg_variance equal the segments' "
         "combination within float32 rounding"
-        + ("" if drift else f"; too few segments of {STAT_SAMPLES:,}+ samples ({MIN_STAT_SEGMENTS} needed) to test drift")))
+        + ("" if drift else f"; too few segments of {TRAIL_STAT_SAMPLES:,}+ samples ({MIN_STAT_SEGMENTS} needed) to test drift")))
     if drift:
         bad = [(r, w) for r, w in drift if r > 1.0]
         worst = max(drift)
@@ -210,11 +209,11 @@ def _t_widening(n_tests: int, dof: float) -> float:
 
 
 def _pool(sizes: np.ndarray) -> list[tuple[int, int]]:
-    """Runs of adjacent segments holding at least STAT_SAMPLES samples each (a short tail joins its neighbour)."""
+    """Runs of adjacent segments holding at least TRAIL_STAT_SAMPLES samples each (a short tail joins its neighbour)."""
     runs, start, acc = [], 0, 0.0
     for i, c in enumerate(sizes):
         acc += c
-        if acc >= STAT_SAMPLES:
+        if acc >= TRAIL_STAT_SAMPLES:
             runs.append((start, i + 1))
             start, acc = i + 1, 0.0
     if start < len(sizes):
