@@ -33,6 +33,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, write_file_atomic
 from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
+    SAME_RECIPE,
     Input,
     input_list,
     check_same_recipe,
@@ -224,11 +225,7 @@ def combined_metadata(
     from whestbench.work.machine import hardware_fingerprint
 
     first = inputs[0][2]
-    md: dict[str, Any] = {
-        k: copy.deepcopy(first[k])
-        for k in ("schema_version", "format", "backend", "seed_protocol", "n_samples", "width", "depth")
-        if k in first
-    }
+    md: dict[str, Any] = {k: copy.deepcopy(first[k]) for k in SAME_RECIPE if k in first}  # what every split shares
     created = [m["created_at_utc"] for _, _, m in inputs if isinstance(m.get("created_at_utc"), str)]
     if created:
         md["created_at_utc"] = min(created)
