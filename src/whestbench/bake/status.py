@@ -51,9 +51,8 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
         doc["plan"] = None
         doc["note"] = "no plan.json yet: the bake had not started its units"
         return doc
-    doc["plan"] = {k: identity.get(k) for k in ("n_mlps", "n_samples", "width", "depth", "mlp_range", "sampler")}
-    doc["plan"]["estimator"] = identity.get("estimator")
-    doc["plan"]["target_stderr"] = identity.get("target_stderr")
+    doc["plan"] = {k: identity.get(k) for k in ("n_mlps", "n_samples", "width", "depth", "mlp_range", "sampler",
+                                                 "estimator", "target_stderr")}
     doc.update(_units(work, identity))
     return doc
 
@@ -142,7 +141,7 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         out["note"] = "the work directory's plan is not this bake's identity: a re-run starts over"
     per_worker = counted_s / wall_s if wall_s > 0 else None
     out["rate_samples_per_s_per_worker"] = per_worker
-    world = recorded.get("world_size") if isinstance(recorded.get("world_size"), int) and recorded["world_size"] > 1 else 1
+    world = max(1, world_size or 1)
     if per_worker and total is not None:
         where = f"{workers} workers (the bake's)" if workers else f"{os.cpu_count() or 1} workers (this machine's cores)"
         if world > 1:  # every rank runs the same command: rank 0's workers on each rank
