@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -67,11 +68,7 @@ class Tracker:
         self.checkpoints = 0
         self.kept = 0  # samples of stopped units that their checkpoints keep
         self.kept_elsewhere: dict[str, int] = {}  # unit key -> samples its latest checkpoint from another rank keeps
-        self.units_left: dict[int, int] = {}
-        for u in units:
-            if u.key not in done:
-                for i in u.mlps:
-                    self.units_left[i] = self.units_left.get(i, 0) + 1
+        self.units_left = Counter(i for u in units if u.key not in done for i in u.mlps)  # MLP -> its units to go
         self.mlps_total = spec.n_mlps
         self._reported: dict[str, int] = {}
         self._precounted = dict(checkpointed or {})
@@ -135,12 +132,10 @@ class Tracker:
             self.kept_elsewhere.pop(unit.key, None)
             self.collected += count * unit.mlp_count
             self.total -= (planned - count) * unit.mlp_count
+            self.units_left.subtract(unit.mlps)
             for i in unit.mlps:
-                left = self.units_left.get(i, 0) - 1
-                if left <= 0:
-                    self.units_left.pop(i, None)
-                else:
-                    self.units_left[i] = left
+                if self.units_left[i] <= 0:
+                    del self.units_left[i]
         self._emit("unit_done", unit=unit.key)
 
     def unit_abandoned(self, unit: Unit, *, checkpointed: bool = False) -> None:
