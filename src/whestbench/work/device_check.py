@@ -308,8 +308,7 @@ def summary_line(record: Any) -> str | None:
         mark = "ok" if c.get("passed") else "FAILED"
         figure = c.get("figure")
         if c.get("name") == BLOCK_SUMS and isinstance(figure, (int, float)):
-            bits.append(f"{c.get('name')} {mark} ({figure:.2g} ≤ {c.get('limit')})" if c.get("passed")
-                        else f"{c.get('name')} {mark} ({figure:.2g} > {c.get('limit')})")
+            bits.append(f"{c.get('name')} {mark} ({figure:.2g} {'≤' if c.get('passed') else '>'} {c.get('limit')})")
         else:
             bits.append(f"{c.get('name')} {mark}")
     verdict = "passed" if record.get("passed") else "FAILED"
