@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
 import shutil
 from pathlib import Path
@@ -47,16 +46,20 @@ from whestbench.assemble.inputs import (
 )
 from whestbench.format.prepared import compare
 from whestbench.format.reader import (
+    CARD_FILE,
     CHECKSUMS,
     WRITTEN_FOR,
     DATA_DIR,
+    METADATA_FILE,
     PREPARED_DIR,
     DatasetDir,
     bind_checksums,
     data_files,
     dataset_checksums,
+    metadata_bytes,
     open_dataset,
     read_metadata,
+    shard_glob,
     verify_checksums,
 )
 from whestbench.verify.run import require_sound
@@ -277,7 +280,7 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
     if "splits" not in md:
         raise InvalidDatasetError(
             "prepare-arrow is only meaningful for multi-split datasets (no 'splits' block found in "
-            f"{root / 'metadata.json'}); a single-split dataset loads from its Parquet directly."
+            f"{root / METADATA_FILE}); a single-split dataset loads from its Parquet directly."
         )
     validate_metadata(md)
     names = DatasetMeta.of(md).splits
@@ -289,26 +292,26 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
     has_checksums = isinstance(md.get(CHECKSUMS), dict)
     if has_checksums:
         md[CHECKSUMS] = {k: v for k, v in md[CHECKSUMS].items() if not k.startswith(PREPARED_DIR + "/")}
-    original = (root / "metadata.json").read_bytes()
+    original = (root / METADATA_FILE).read_bytes()
     if "prepared_splits" in md or has_checksums:
         interim = {k: v for k, v in md.items() if k != "prepared_splits"}
-        _rewrite(root / "metadata.json", json.dumps(interim, indent=2).encode())
+        _rewrite(root / METADATA_FILE, metadata_bytes(interim))
     built: list[str] = []
     try:
         build_prepared_splits_for_directory(root, names, md, on_event, built=built)
     except BaseException:
         if not built:  # failed (a full disk, ulimit -f) before any copy was replaced: the old ones stand, named again
             with contextlib.suppress(OSError):
-                _rewrite(root / "metadata.json", original)
+                _rewrite(root / METADATA_FILE, original)
         raise
     if has_checksums:
         fresh = {k: v for k, v in dataset_checksums(root).items() if k.startswith(PREPARED_DIR + "/")}
         bind_checksums(md, {**md[CHECKSUMS], **fresh})
     validate_metadata(md)
-    _rewrite(root / "metadata.json", json.dumps(md, indent=2).encode())
+    _rewrite(root / METADATA_FILE, metadata_bytes(md))
     from whestbench.format.card import render_card
 
-    _rewrite(root / "README.md", render_card(md).encode())
+    _rewrite(root / CARD_FILE, render_card(md).encode())
     return names
 
 
@@ -383,7 +386,7 @@ def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> 
             )
             ds.save_to_disk(str(built))
         del ds
-        verdict = compare(built, files, what=f"the new prepared copy of {split!r}", rows=f"data/{split}-*.parquet")
+        verdict = compare(built, files, what=f"the new prepared copy of {split!r}", rows=shard_glob(split))
         if not verdict.ok:  # never put a copy in place that says other numbers than its rows
             raise MergeCorruptError(f"{verdict.detail}; nothing was replaced. Re-run the command.")
         fsync_tree(built)

@@ -26,7 +26,7 @@ from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_se
 from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
                                       check_name)
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
-from whestbench.format.reader import open_dataset
+from whestbench.format.reader import holds_dataset, open_dataset
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, check_output_file
 from whestbench.text import format_bytes, format_count, format_duration
@@ -312,15 +312,6 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
 # ---------------------------------------------------------------------------------------------
 
 
-def _holds_metadata(output: Path) -> bool:
-    """Whether ``output`` (not a link) holds a metadata.json; a path the OS refuses to look at (a name
-    too long, a parent that is a file) holds none, and ``check_bake_output`` says why."""
-    try:
-        return not os.path.islink(output) and (Path(output) / "metadata.json").is_file()
-    except OSError:
-        return False
-
-
 def check_bake_output(output: Path) -> None:
     """Refuse an ``--output`` that cannot become the new dataset, before any work.
 
@@ -332,7 +323,7 @@ def check_bake_output(output: Path) -> None:
         check_new_output(output)
     except OutputExistsError:
         work = work_dir_for(output)
-        if (Path(output) / "metadata.json").is_file() and work.is_dir():
+        if holds_dataset(output) and work.is_dir():
             shutil.rmtree(work, ignore_errors=True)
         raise
 
@@ -444,7 +435,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     """
     rank0 = dist_env is None or dist_env.rank == 0
     # an output that holds a dataset may hold this very bake, finished: judged once the plan is known
-    existing = rank0 and cfg.output is not None and _holds_metadata(cfg.output)
+    existing = rank0 and cfg.output is not None and holds_dataset(cfg.output)
     if rank0 and cfg.output is not None and not existing:
         check_bake_output(cfg.output)
         check_work_dir(work_dir_for(cfg.output))

@@ -16,6 +16,7 @@ from typing import Any
 
 from whestbench.atomic import read_regular
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
+from whestbench.format.reader import METADATA_FILE
 from whestbench.values import is_int
 from whestbench.work.ledger import Ledger
 from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, utc_text, work_dir_for
@@ -36,7 +37,7 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
         output, work = path, work_dir_for(path)
     doc: dict[str, Any] = {"output": str(output), "work_dir": str(work)}
     if not work.is_dir() or work.is_symlink():
-        if (output / "metadata.json").is_file():
+        if (output / METADATA_FILE).is_file():
             return {**doc, "state": "complete", **_complete(output)}
         raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist); "
                          "pass the --output of a bake.")
@@ -58,7 +59,7 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def _complete(output: Path) -> dict[str, Any]:
-    md = _read_json(output / "metadata.json")
+    md = _read_json(output / METADATA_FILE)
     md = md if isinstance(md, dict) else {}
     out = {"n_mlps": md.get("n_mlps"), "n_samples": md.get("n_samples"), "width": md.get("width"),
            "depth": md.get("depth"), "redo": "nothing"}

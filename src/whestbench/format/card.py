@@ -22,7 +22,7 @@ import yaml
 
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
-from whestbench.format.reader import checksums_block
+from whestbench.format.reader import CARD_FILE, METADATA_FILE, checksums_block, metadata_bytes, shard_glob
 from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE,
                                       DatasetMeta, check_card, columns_for, combine_card, device_check_state,
                                       hidden_char)
@@ -193,7 +193,7 @@ def _n_mlps(entry: dict[str, Any]) -> int:
 
 
 def _files(split: str) -> dict[str, str]:
-    return {"split": split, "path": f"data/{split}-*.parquet"}
+    return {"split": split, "path": shard_glob(split)}
 
 
 def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
@@ -646,7 +646,7 @@ def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
     handle, root = root, Path(root)  # an open DatasetDir lists each split's shards once
     want = configs_block(md)
     fix = "re-run the bake, merge or combine-splits that made it: a re-run rewrites the card"
-    readme = root / "README.md"
+    readme = root / CARD_FILE
     got: Any = []
     if readme.is_file():
         try:
@@ -696,7 +696,7 @@ def restore_card(root: Any, md: dict[str, Any]) -> bool:
 
     from whestbench.atomic import write_file_atomic
 
-    readme = Path(root) / "README.md"
+    readme = Path(root) / CARD_FILE
     if readme.is_file() and not readme.is_symlink():
         try:
             if (_front_matter_of(readme.read_text(encoding="utf-8")) or {}).get("configs", []) == configs_block(md):
@@ -719,7 +719,6 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     ``schema.combine_card``); empty when nothing was. README.md is
     written first, so a stop between the two writes leaves metadata.json's old card, and the next
     re-run finds the difference again."""
-    import json
     from pathlib import Path
 
     from whestbench.atomic import write_file_atomic
@@ -731,8 +730,8 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
         return {}
     new_md = dict(md)
     new_md[CARD_KEY] = card
-    write_file_atomic(Path(root) / "README.md", render_card(new_md).encode("utf-8"))
-    write_file_atomic(Path(root) / "metadata.json", json.dumps(new_md, indent=2).encode("utf-8"))
+    write_file_atomic(Path(root) / CARD_FILE, render_card(new_md).encode("utf-8"))
+    write_file_atomic(Path(root) / METADATA_FILE, metadata_bytes(new_md))
     md.clear()
     md.update(new_md)
     return changed

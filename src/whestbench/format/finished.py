@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from whestbench.errors import InvalidDatasetError
+from whestbench.format.reader import holds_dataset
 from whestbench.format.schema import PLAN_DIGEST, DatasetMeta
 from whestbench.work.ledger import identity_digest
 
@@ -61,11 +62,6 @@ def _read(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def _holds_a_dataset(output: str | Path) -> bool:
-    p = Path(output)
-    return not p.is_symlink() and (p / "metadata.json").is_file()
-
-
 def completed(output: str | Path, digest: str | None, legacy: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
     """The metadata of ``output`` when it holds the result of the plan whose marker is ``digest``,
     intact; else None. The test: the recorded marker equals ``digest`` (without one on either side,
@@ -73,7 +69,7 @@ def completed(output: str | Path, digest: str | None, legacy: Callable[[dict[str
     is not vouched for)."""
     from whestbench.format.reader import open_dataset
 
-    if not _holds_a_dataset(output):
+    if not holds_dataset(output):
         return None
     handle = open_dataset(output)
     md = _read(handle)
@@ -86,7 +82,7 @@ def completed(output: str | Path, digest: str | None, legacy: Callable[[dict[str
 
 def finished_merge(partials: Sequence[str | Path], output: str | Path) -> dict[str, Any] | None:
     """The output's metadata when it is the intact merge of exactly ``partials``, else None."""
-    if not partials or not _holds_a_dataset(output):
+    if not partials or not holds_dataset(output):
         return None
     mds = [_read(p) for p in partials]
     if any(m is None or not m.get("is_partial") for m in mds):
@@ -109,7 +105,7 @@ def finished_merge(partials: Sequence[str | Path], output: str | Path) -> dict[s
 def finished_combine(inputs: Sequence[str | Path], output: str | Path, *, default_split: str | None,
                      prepared: bool) -> dict[str, Any] | None:
     """The output's metadata when it is the intact combination of exactly ``inputs``, else None."""
-    if not inputs or not _holds_a_dataset(output):
+    if not inputs or not holds_dataset(output):
         return None
     mds = [_read(p) for p in inputs]
     if any(m is None or "splits" in m for m in mds):

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from whestbench.errors import InvalidDatasetError
-from whestbench.format.reader import data_files, parquet_footer
+from whestbench.format.reader import data_files, parquet_footer, shard_glob
 
 __all__ = ["PreparedVerdict", "compare", "prepared_verdict", "prepared_problem"]
 
@@ -59,7 +59,7 @@ def prepared_verdict(root: Any, md: Mapping[str, Any], split: str) -> PreparedVe
         files = data_files(handle, split)
     except InvalidDatasetError as e:
         return PreparedVerdict(False, f"{rel}: its Parquet rows cannot be read ({e})")
-    verdict = compare(target, files, what=rel, rows=f"data/{split}-*.parquet")
+    verdict = compare(target, files, what=rel, rows=shard_glob(split))
     if verdict.ok:
         return verdict
     return PreparedVerdict(False, f"{verdict.detail}; re-create it with `whest dataset prepare-arrow {root}`")

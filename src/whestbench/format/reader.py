@@ -37,12 +37,18 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 METADATA_FILE = "metadata.json"
+CARD_FILE = "README.md"  # the dataset card: YAML front matter (configs) and prose, made from the metadata
 DATA_DIR = "data"
 AUDIT_DIR = "audit"  # the audit trail's side files (format/trail.py), outside data/ so 0.16 and datasets skip them
 PREPARED_DIR = "prepared"
 CHECKSUMS = "checksums"
 WRITTEN_FOR = "checksums_written_for"
 _HASH_BLOCK = 1 << 22  # 4 MiB reads: files can be GBs, memory stays flat
+
+
+def metadata_bytes(md: dict[str, Any]) -> bytes:
+    """``metadata.json`` as whestbench 0.16 writes it: indent 2, insertion order, no trailing newline."""
+    return json.dumps(md, indent=2).encode("utf-8")
 
 
 def read_metadata(directory: str | Path) -> dict[str, Any]:
@@ -173,6 +179,20 @@ _SHARD_RE = re.compile(r"^(.+)-(\d{5,})-of-(\d{5,})\.parquet$")  # split, index,
 
 def shard_name(split: str, i: int, n: int) -> str:
     return f"{split}-{i:05d}-of-{n:05d}.parquet"
+
+
+def shard_glob(split: str) -> str:
+    """The pattern of a split's shards relative to the dataset (the card's ``configs`` ``path``)."""
+    return f"{DATA_DIR}/{split}-*.parquet"
+
+
+def holds_dataset(path: str | Path) -> bool:
+    """Whether ``path`` (not a link) holds a ``metadata.json`` file; a path the OS refuses to look at (a
+    name too long, a parent that is a file) holds none, and the output check says why."""
+    try:
+        return not os.path.islink(path) and (Path(path) / METADATA_FILE).is_file()
+    except OSError:
+        return False
 
 
 def parse_shard(name: str) -> tuple[str, int, int] | None:

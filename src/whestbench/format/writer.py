@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from whestbench.atomic import staged_dir
-from whestbench.format.reader import bind_checksums, data_checksums, shard_name
+from whestbench.format.reader import CARD_FILE, DATA_DIR, METADATA_FILE, bind_checksums, metadata_bytes, data_checksums, shard_name
 from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, column_type, columns_for, hf_features
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ def shard_plan(n_rows: int, width: int, depth: int, max_shard_bytes: int = MAX_S
 
 
 def write_metadata_json(directory: Path, md: dict[str, Any]) -> None:
-    """``metadata.json`` as whestbench 0.16 writes it: indent 2, insertion order, no trailing newline."""
-    (Path(directory) / "metadata.json").write_text(json.dumps(md, indent=2))
+    (Path(directory) / METADATA_FILE).write_bytes(metadata_bytes(md))
 
 
 def write_parquet_shards(
@@ -69,7 +68,7 @@ def write_parquet_shards(
     schema = shard_schema(width, depth, columns)
     plan = shard_plan(n_rows, width, depth, max_shard_bytes)
     group_rows = max(1, max_row_group_bytes // row_bytes(width, depth))
-    data = Path(directory) / "data"
+    data = Path(directory) / DATA_DIR
     data.mkdir(parents=True, exist_ok=True)
     it: Iterator[dict[str, Any]] = iter(rows)
     paths = []
@@ -252,4 +251,4 @@ def finish_dataset_dir(
         from whestbench.format.card import render_card
     bind_checksums(md, checksums)
     write_metadata_json(directory, md)
-    (Path(directory) / "README.md").write_text(render_card(md))
+    (Path(directory) / CARD_FILE).write_text(render_card(md))

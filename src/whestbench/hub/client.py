@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from whestbench.hub.ref import HUB_URL, METADATA, REPO_TYPE, HubRef
+from whestbench.format.reader import METADATA_FILE
+from whestbench.hub.ref import HUB_URL, REPO_TYPE, HubRef
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink
 from whestbench.text import one_line, remember_token, sanitize, scrub
@@ -319,7 +320,7 @@ def fetch_metadata(ref: HubRef, *, token: object = None, what: str | None = None
     what = what or f"reading {ref.uri}"
     if offline_mode():
         try:
-            path = huggingface_hub.hf_hub_download(ref.repo_id, METADATA, repo_type=REPO_TYPE,
+            path = huggingface_hub.hf_hub_download(ref.repo_id, METADATA_FILE, repo_type=REPO_TYPE,
                                                    revision=ref.revision, token=token)
         except hub_exception("LocalEntryNotFoundError"):
             raise HubError(
@@ -331,10 +332,10 @@ def fetch_metadata(ref: HubRef, *, token: object = None, what: str | None = None
         return RemoteMetadata(ref, read_metadata_file(path), commit, ())
     info = repo_info(ref, token=token, what=what, on_event=on_event)
     files = tuple(s.rfilename for s in (getattr(info, "siblings", None) or []))
-    if METADATA not in files:
+    if METADATA_FILE not in files:
         raise not_a_dataset(ref.uri)
     commit = info.sha
-    path = call(lambda: huggingface_hub.hf_hub_download(ref.repo_id, METADATA, repo_type=REPO_TYPE,
+    path = call(lambda: huggingface_hub.hf_hub_download(ref.repo_id, METADATA_FILE, repo_type=REPO_TYPE,
                                                         revision=commit, token=token),
                 what=what, ref=ref, token=token, on_event=on_event)
     return RemoteMetadata(ref, read_metadata_file(path), commit, files)

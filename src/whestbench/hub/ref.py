@@ -23,7 +23,6 @@ from whestbench.text import sanitize
 REPO_TYPE = "dataset"
 DEFAULT_BRANCH = "main"
 HUB_URL = "https://huggingface.co"
-METADATA = "metadata.json"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ from whestbench.atomic import fsync_dir, fsync_tree
 from whestbench.hub.ref import (
     DEFAULT_BRANCH,
     HUB_URL,
-    METADATA,
     REPO_TYPE,
     HubRef,
     hf_ref,
@@ -47,6 +46,10 @@ from whestbench.hub.ref import (
 from whestbench.hub.client import call, hub_exception, not_a_dataset, repo_info
 from whestbench.format.reader import (
     AUDIT_DIR,
+    CARD_FILE,
+    DATA_DIR,
+    METADATA_FILE,
+    PREPARED_DIR,
     DatasetDir,
     checksums_block,
     data_files,
@@ -59,6 +62,7 @@ from whestbench.format.reader import (
     verify_checksums,
 )
 from whestbench.format.prepared import prepared_problem
+from whestbench.format.trail import audit_path
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
     DatasetMeta,
@@ -77,11 +81,7 @@ MAX_COMMIT_BYTES = 4 * 1024**3
 # The Hub processes a commit's files in one request: keep it small (its own guidance is ~100s of files).
 MAX_COMMIT_FILES = 100
 
-CARD = "README.md"
-DATA = "data"
-PREPARED = "prepared"
-AUDIT = AUDIT_DIR  # the audit trail's side files (format/trail.py)
-_PUBLISHED_DIRS = (DATA, AUDIT, PREPARED)  # remote files under these that the local dataset lacks are stale
+_PUBLISHED_DIRS = (DATA_DIR, AUDIT_DIR, PREPARED_DIR)  # remote files under these that the local dataset lacks are stale
 _STAGING_MARK = ".whestbench-pull.json"
 _PROGRESS_SECONDS = 1.0  # how often a pull reports the bytes on disk
 
@@ -293,13 +293,13 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
     needed.update(listed or ())
 
     prepared_dirs = {entry["path"].strip("/") for entry in (md.get("prepared_splits") or {}).values()}
-    tops = (DATA, AUDIT, *sorted(prepared_dirs))
+    tops = (DATA_DIR, AUDIT_DIR, *sorted(prepared_dirs))
 
     data: list[LocalFile] = []
     ignored: list[str] = []
     for p in _walk(directory):
         rel = p.relative_to(directory).as_posix()
-        if rel in (METADATA, CARD):
+        if rel in (METADATA_FILE, CARD_FILE):
             continue  # sent from memory: the metadata as read, the card rendered for the repo
         hidden = any(part.startswith(".") for part in rel.split("/"))
         published = any(rel == t or rel.startswith(t + "/") or t.startswith(rel + "/") for t in tops)
@@ -312,7 +312,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
                 "directories only (the Hub would not get what the link points to). Replace it with a copy "
                 "of what it points to (for example `cp -rL`) and push again."
             )
-        if rel.startswith(DATA + "/") and listed is not None and rel not in listed:
+        if rel.startswith(DATA_DIR + "/") and listed is not None and rel not in listed:
             raise InvalidDatasetError(
                 f"{sanitize(str(p))} is not listed in metadata.json checksums, so nothing vouches for it; "
                 "remove it (or re-bake the dataset) before pushing."
@@ -324,7 +324,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
         more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
         raise InvalidDatasetError(
             f"metadata.json lists {sanitize(left_out[0])}{more}, which push does not publish (only regular files "
-            f"under {DATA}/ and the prepared splits' directories, never hidden paths), so the published "
+            f"under {DATA_DIR}/ and the prepared splits' directories, never hidden paths), so the published "
             f"dataset would fail its own checksums. Re-create the dataset's files (`whest dataset "
             f"prepare-arrow {directory}` for prepared copies, a re-bake for data/) and push again."
         )
@@ -342,7 +342,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
             raise InvalidDatasetError(f"the prepared Arrow copy of split {split!r} is not its rows: {problem}; "
                                       "push publishes only copies bit-identical to the Parquet rows.")
     # data/ before prepared/, so prepared copies never reach the Hub before the shards they mirror
-    data.sort(key=lambda f: (f.path.split("/", 1)[0] != DATA, f.path))
+    data.sort(key=lambda f: (f.path.split("/", 1)[0] != DATA_DIR, f.path))
 
     from whestbench.format.card import render_card
 
@@ -354,8 +354,8 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
         revision=revision,
         metadata=md,
         data=tuple(data),
-        metadata_file=_memory_file(METADATA, (directory / METADATA).read_bytes()),
-        card=_memory_file(CARD, card),
+        metadata_file=_memory_file(METADATA_FILE, (directory / METADATA_FILE).read_bytes()),
+        card=_memory_file(CARD_FILE, card),
         ignored=tuple(ignored),
     )
 
@@ -602,14 +602,14 @@ def split_files(paths: Sequence[str], split: str) -> list[str]:
     keep = []
     for p in paths:
         head, _, name = p.rpartition("/")
-        if ((head == DATA and is_shard_of(name, split)) or p.startswith(f"{PREPARED}/{split}/") or p in (METADATA, CARD)
-                or p == f"{AUDIT}/{split}.parquet"):
+        if ((head == DATA_DIR and is_shard_of(name, split)) or p.startswith(f"{PREPARED_DIR}/{split}/") or p in (METADATA_FILE, CARD_FILE)
+                or p == audit_path(split)):
             keep.append(p)
     return keep
 
 
 def _remote_splits(paths: Sequence[str]) -> list[str]:
-    shards = (parse_shard(p[len(DATA) + 1 :]) for p in paths if p.startswith(DATA + "/"))
+    shards = (parse_shard(p[len(DATA_DIR) + 1 :]) for p in paths if p.startswith(DATA_DIR + "/"))
     return sorted({shard[0] for shard in shards if shard is not None})
 
 
@@ -651,11 +651,11 @@ def pull_dataset(
     info = repo_info(ref, token=token, files_metadata=True, what=what, on_event=emit)
     commit = info.sha
     sizes = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
-    if METADATA not in sizes:
+    if METADATA_FILE not in sizes:
         raise not_a_dataset(where)
     if split is not None:
         wanted = split_files(list(sizes), split)
-        if not any(p.startswith(DATA + "/") for p in wanted):
+        if not any(p.startswith(DATA_DIR + "/") for p in wanted):
             raise InvalidDatasetError(
                 f"--split {split!r} matched no parquet files in {where}; its splits are "
                 f"{[sanitize(s) for s in _remote_splits(list(sizes))]}. Pass one of them, or omit --split for the whole dataset."
@@ -793,7 +793,7 @@ def _fresh_staging(out: Path, mark: dict[str, Any]) -> Path:
 
 
 def _check_download(path: Path, split: str | None, where: str, emit: EventSink) -> tuple[dict[str, Any], int]:
-    md = read_metadata_file(path / METADATA)
+    md = read_metadata_file(path / METADATA_FILE)
     try:
         validate_metadata(md, allow_partial=True)
         verify_checksums(path, md, split=split)
@@ -803,6 +803,6 @@ def _check_download(path: Path, split: str | None, where: str, emit: EventSink) 
     if split is None:
         verified = len(listed)
     else:
-        verified = sum(1 for rel in listed if rel.startswith(DATA + "/") and is_shard_of(rel.split("/", 1)[1], split))
+        verified = sum(1 for rel in listed if rel.startswith(DATA_DIR + "/") and is_shard_of(rel.split("/", 1)[1], split))
     emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
     return md, verified
