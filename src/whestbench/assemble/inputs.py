@@ -87,11 +87,9 @@ def check_same_recipe(handles: Sequence[DatasetDir], keys: Sequence[str] = SAME_
     raw = []
     for h in handles:
         try:
-            md = h.metadata
+            raw.append((h, h.metadata))  # always a dict (read_metadata refuses any other JSON)
         except (InvalidDatasetError, OSError):
-            continue
-        if isinstance(md, dict):
-            raw.append((h, md))
+            pass
     for h, md in raw[1:]:
         for key in keys:
             require_same(h.path, md, raw[0][0].path, raw[0][1], key, fix)
