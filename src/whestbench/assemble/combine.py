@@ -42,7 +42,7 @@ from whestbench.assemble.inputs import (
     read_column,
     require_same,
     settle_cards,
-    split_of,
+    name_of,
 )
 from whestbench.format.prepared import compare
 from whestbench.format.reader import (
@@ -64,7 +64,7 @@ from whestbench.format.reader import (
 )
 from whestbench.verify.run import require_sound
 from whestbench.format.finished import combined_marker
-from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, check_name, validate_metadata
+from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, validate_metadata
 from whestbench.format.writer import finish_dataset_dir
 from whestbench.errors import (
     DefaultSplitError,
@@ -193,12 +193,7 @@ def _open_split(handle: DatasetDir) -> Input:
             f"{p} is already a multi-split dataset; combine takes single-split datasets "
             "(one directory per split)."
         )
-    split = split_of(p, md)
-    try:
-        config = check_name(md.get("config", DEFAULT_CONFIG), "config")
-    except InvalidDatasetError as e:
-        raise MergeIncompatibleError.from_error(e, where=p) from None
-    return Input(p, md, split, handle, config)
+    return Input(p, md, name_of(p, md), handle, name_of(p, md, "config"))
 
 
 def _check_independent(splits: Sequence[Input]) -> None:

@@ -2,7 +2,7 @@
 
     output = claim_output(out, inputs)      # new, outside every input; a killed run's staging removed
     path, md = open_input(part)             # an existing dataset directory, metadata validated
-    files = shard_files(path, split_of(path, md))
+    files = shard_files(path, name_of(path, md))
     check_files(path, md, files, md["n_mlps"])   # checksums, footers, schema, row count
 
 A wrong path is the caller's to fix (``UsageError``, exit 2, before a byte is read or written);
@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
 from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset
-from whestbench.format.schema import DEFAULT_SPLIT, check_name, columns_for, is_positive_int, make_features
+from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, check_name, columns_for, is_positive_int, make_features
 from whestbench.errors import (
     REDO,
     InvalidDatasetError,
@@ -33,7 +33,7 @@ __all__ = [
     "clean_abandoned_staging",
     "Input",
     "open_input",
-    "split_of",
+    "name_of",
     "shard_files",
     "check_files",
     "read_column",
@@ -125,10 +125,11 @@ def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
     return p, open_dataset(path if isinstance(path, DatasetDir) else p).meta(allow_partial=True).md
 
 
-def split_of(path: Path, md: dict[str, Any]) -> str:
-    """The input's split name, from its metadata (never from file names), checked loadable."""
+def name_of(path: Path, md: dict[str, Any], what: str = "split") -> str:
+    """The input's split name (``what="config"``: its config name), from its metadata (never from file
+    names), checked loadable."""
     try:
-        return check_name(md.get("split", DEFAULT_SPLIT))
+        return check_name(md.get(what, DEFAULT_CONFIG if what == "config" else DEFAULT_SPLIT), what)
     except InvalidDatasetError as e:
         raise MergeIncompatibleError.from_error(e, where=path) from None
 

@@ -42,7 +42,7 @@ from whestbench.assemble.inputs import (
     read_column,
     require_same,
     settle_cards,
-    split_of,
+    name_of,
 )
 from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, open_dataset, shard_name
 from whestbench.verify.run import require_sound
@@ -160,7 +160,7 @@ def _open_partial(handle: DatasetDir) -> Input:
             f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
             f"metadata.json was edited; {_REBAKE}."
         )
-    return Input(p, md, split_of(p, md), handle)
+    return Input(p, md, name_of(p, md), handle)
 
 
 # Compared with the first partial, in this order (0.16's order, then ours). All must be equal. 0.16's
