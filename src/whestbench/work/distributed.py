@@ -34,6 +34,7 @@ from whestbench.work.records import decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.threads import one_blas_thread
 from whestbench.work.units import Unit, WorkSpec
+from whestbench.work.workdir import output_for, update_status, utc_text
 
 HEARTBEAT_S = 0.5
 OWN_UNITS_WAIT_S = 10.0  # rank 0 leaving on an error: how long its own units get to checkpoint
@@ -469,8 +470,6 @@ class _RankBook:
     def record(self) -> None:
         """Write what was last read (no store call: also on the way out of a failed bake), with the
         world size, so the status command can name the ranks never heard."""
-        from whestbench.work.workdir import update_status, utc_text
-
         ledger = self.run.job.ledger
         if ledger is None or not self.heard:
             return
@@ -618,8 +617,10 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
             if record is not None:
                 ns.set(f"ckpt-in/{i}", record)
                 handed_over.append(i)
+        # the dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks
+        output = output_for(job.ledger.root) if job.ledger is not None else None
         ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo],
-                                   "ckpt_in": handed_over, "output": _output_of(job)}))
+                                   "ckpt_in": handed_over, "output": str(output) if output is not None else None}))
         beat.beat()
         base_store.set("current", str(epoch))
         if ctx.env.attempt:
@@ -652,14 +653,6 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         except Exception:
             pass
         raise
-
-
-def _output_of(job: Job) -> str | None:
-    """The dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks."""
-    from whestbench.work.workdir import output_for
-
-    output = output_for(job.ledger.root) if job.ledger is not None else None
-    return str(output) if output is not None else None
 
 
 def _checkpoint_own_units(ctx: _Context, run: _Epoch) -> None:
