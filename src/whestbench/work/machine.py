@@ -68,10 +68,6 @@ def machine_memory() -> tuple[int | None, int | None]:
     return total, int(avail.split()[1]) * 1024 if avail else None
 
 
-def _cpu_brand() -> str:
-    return platform.processor() or cpu_model() or "unknown"
-
-
 def hardware_fingerprint() -> dict[str, Any]:
     """The ``hardware`` block, with whestbench 0.16's keys in its order (values never raise)."""
     ram_available = None
@@ -88,7 +84,7 @@ def hardware_fingerprint() -> dict[str, Any]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "python_version": platform.python_version(),
-        "cpu_brand": _cpu_brand(),
+        "cpu_brand": platform.processor() or cpu_model() or "unknown",
         "cpu_count_logical": os.cpu_count() or 1,
         "cpu_count_physical": _physical_cores(),
         "ram_total_bytes": _ram_total(),
