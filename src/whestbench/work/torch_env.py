@@ -55,10 +55,6 @@ def sync_device(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def accumulation_dtype(device: str) -> str:
-    return "float32" if device == "mps" else "float64"
-
-
 def _driver_version() -> str | None:
     try:
         out = subprocess.run(
@@ -98,7 +94,7 @@ def torch_metadata(device: str, *, mlps_per_batch: int, chunk_size: int, kernel:
         md["mps_device_name"] = platform.processor() or "Apple Silicon"
     md["kernel"] = {
         **kernel,
-        "accumulation": accumulation_dtype(device),
+        "accumulation": "float32" if device == "mps" else "float64",
         "matmul_precision": torch.get_float32_matmul_precision(),
         "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "num_threads": torch.get_num_threads() if device == "cpu" else None,
