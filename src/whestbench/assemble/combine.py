@@ -35,10 +35,10 @@ from whestbench.assemble.inputs import (
     SAME_RECIPE,
     Input,
     input_list,
-    check_same_recipe,
     claim_output,
     clean_abandoned_staging,
     open_input,
+    open_inputs,
     read_column,
     require_same,
     settle_cards,
@@ -57,7 +57,6 @@ from whestbench.format.reader import (
     data_files,
     dataset_checksums,
     metadata_bytes,
-    open_dataset,
     read_metadata,
     shard_glob,
     verify_checksums,
@@ -88,7 +87,7 @@ __all__ = [
 PREPARED_FORMAT = "save_to_disk"
 
 # Must be equal across the splits of one dataset (compared with the first input, in this order), each
-# with its re-bake hint; 0.16's recipe keys (``inputs.SAME_RECIPE``) are compared first, by ``check_same_recipe``.
+# with its re-bake hint; 0.16's recipe keys (``inputs.SAME_RECIPE``) are compared first, by ``open_inputs``.
 _REBAKE_HINT = {"estimator": "with the same --estimator (see metadata.json's estimator block)",
                 "target_stderr": "with the same --target-stderr and --stderr-layer (or neither)"}
 _SHARED_BY_SPLITS = ("schema, backend, seed protocol, --n-samples, --width, --depth, --estimator and "
@@ -123,9 +122,7 @@ def combine_split_datasets(
         raise MergeIncompatibleError(
             "no datasets to combine; pass one single-split dataset directory per split."
         )
-    handles = [open_dataset(p) for p in inputs]
-    check_same_recipe(handles, fix=f"the splits of one dataset must share {_SHARED_BY_SPLITS}.")
-    splits = [_open_split(h) for h in handles]
+    splits = open_inputs(inputs, _open_split, fix=f"the splits of one dataset must share {_SHARED_BY_SPLITS}.")
     seen: dict[str, Path] = {}
     for s in splits:
         if s.split in seen:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
 from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset
@@ -79,11 +79,13 @@ SAME_RECIPE = ("schema_version", "format", "backend", "seed_protocol", "n_sample
 ours (sampler, estimator, target), which a 0.16 input lacks, are compared once validated."""
 
 
-def check_same_recipe(handles: Sequence[DatasetDir], keys: Sequence[str] = SAME_RECIPE, *, fix: str) -> None:
-    """MergeIncompatibleError naming the first of ``keys`` whose raw (not yet validated) value differs
-    from the first input's, before any input is validated: an input hand-edited to another backend
-    or format is an inconsistent input (whestbench 0.16's class, which its callers catch), not only an
-    invalid one. Inputs whose metadata cannot be read are left to the validation that follows."""
+def open_inputs(paths: Sequence[Any], open_one: Callable[[DatasetDir], Input], *, fix: str) -> list[Input]:
+    """Each of ``paths`` as the verb's ``open_one`` opens it (validated, accepted), once 0.16's recipe
+    keys are shown equal: MergeIncompatibleError naming the first ``SAME_RECIPE`` key whose raw (not yet
+    validated) value differs from the first input's, before any input is validated: an input hand-edited
+    to another backend or format is an inconsistent input (whestbench 0.16's class, which its callers
+    catch), not only an invalid one. Inputs whose metadata cannot be read are left to ``open_one``."""
+    handles = [open_dataset(p) for p in paths]
     raw = []
     for h in handles:
         try:
@@ -91,8 +93,9 @@ def check_same_recipe(handles: Sequence[DatasetDir], keys: Sequence[str] = SAME_
         except (InvalidDatasetError, OSError):
             pass
     for h, md in raw[1:]:
-        for key in keys:
+        for key in SAME_RECIPE:
             require_same(h.path, md, raw[0][0].path, raw[0][1], key, fix)
+    return [open_one(h) for h in handles]
 
 
 def require_same(path: Path, md: dict[str, Any], first_path: Path, first: dict[str, Any], key: str, fix: str) -> None:

@@ -36,15 +36,15 @@ from whestbench.format.card import CARD_KEY
 from whestbench.assemble.inputs import (
     Input,
     input_list,
-    check_same_recipe,
     claim_output,
     open_input,
+    open_inputs,
     read_column,
     require_same,
     settle_cards,
     name_of,
 )
-from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, open_dataset, shard_name
+from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, shard_name
 from whestbench.verify.run import require_sound
 from whestbench.format.finished import merged_marker
 from whestbench.format.schema import (
@@ -110,9 +110,7 @@ def merge_datasets(
         raise MergeIncompatibleError(
             "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
         )
-    handles = [open_dataset(p) for p in partials]
-    check_same_recipe(handles, fix=_ONE_BAKE)
-    parts = [_open_partial(h) for h in handles]
+    parts = open_inputs(partials, _open_partial, fix=_ONE_BAKE)
     _check_compatible(parts)
     settled = settle_cards([(str(p.path), p.md.get(CARD_KEY)) for p in parts], card)
     ordered = sorted(parts, key=lambda p: p.md["mlp_range"][0])
@@ -164,7 +162,7 @@ def _open_partial(handle: DatasetDir) -> Input:
 
 
 # Compared with the first partial, in this order (0.16's order, then ours). All must be equal. 0.16's
-# recipe keys (``inputs.SAME_RECIPE``) are already equal: ``check_same_recipe`` compared them first.
+# recipe keys (``inputs.SAME_RECIPE``) are already equal: ``open_inputs`` compared them first.
 _SAME_KEYS = ("seed", "total_n_mlps", "config")
 
 
