@@ -376,15 +376,13 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
         }
         signature = json.dumps([fields[k] for k in _HOST_SIGNATURE] + [bc.get(k) for k in _DETERMINISM_FLAGS]
                                + [fields["blas"]], sort_keys=True)
-        group = groups.get(signature)
-        if group is None:
-            group = groups[signature] = {
-                **fields,
-                "mlp_count": 0,
-                "drivers_seen": set(),
-                "kernels_seen": set(),
-                "representative_hostnames": [],
-            }
+        group = groups.setdefault(signature, {
+            **fields,
+            "mlp_count": 0,
+            "drivers_seen": set(),
+            "kernels_seen": set(),
+            "representative_hostnames": [],
+        })
         group["mlp_count"] += 1
         if md.get("cuda_driver_version") is not None:
             group["drivers_seen"].add(str(md["cuda_driver_version"]))
