@@ -22,6 +22,7 @@ import numpy as np
 from whestbench.compute.estimation import (CONTROL_VARIATE, CV_TARGET_RULE, ESTIMATORS, EXCEED_PROBABILITY, MIN_RELIABLE_BATCHES,
                                           PILOT_SAMPLES, PLAIN, TARGET_RULE)
 from whestbench.compute.mlp import pilot_layers
+from whestbench.values import is_int
 from whestbench.compute.stats import LayerSums
 
 CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
@@ -152,6 +153,12 @@ def finalize_estimates(s: LayerSums, estimator: str, n_batches: int = 0, mu1: np
 
 def n_batches(n_samples: int, batch: int) -> int:
     return -(-int(n_samples) // int(batch))
+
+
+def enough_batches(n_samples: int, batch: Any) -> bool:
+    """Whether ``n_samples`` make ``MIN_RELIABLE_BATCHES`` control-variate batches of ``batch`` (a positive
+    int): a batch-means standard error over fewer is too rough to hold to a target or to 25 %."""
+    return is_int(batch, 1) and n_batches(n_samples, batch) >= MIN_RELIABLE_BATCHES
 
 
 CHECK_SPAN = 256  # steps: a target is checked after 1, 2, 4, ..., 256 steps, then every 256 steps

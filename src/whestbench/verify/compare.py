@@ -270,15 +270,14 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
     0.8–1.25; per neuron within 0.2–5), so neither side's error bars can be scaled to pass the z-test."""
     if _estimator(a.md) != _estimator(b.md) or any(sa.stderr is None or sb.stderr is None for sa, _, sb, _ in shared):
         return
-    from whestbench.compute.estimators import n_batches
-    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
+    from whestbench.compute.estimators import enough_batches
 
     def rough(ds, s, i) -> bool:  # too few samples or batches for a standard error to be held to 25 %
         n = int(_count(ds, s, i))
         est = DatasetMeta.of(ds.md).estimator
         batch = est.get("batch_samples")
         if is_cv_block(est):
-            return not (is_positive_int(batch) and n_batches(n, batch) >= MIN_RELIABLE_BATCHES)
+            return not enough_batches(n, batch)
         return n < MIN_SPREAD_SAMPLES
 
     problems, worst = [], 1.0

@@ -112,7 +112,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
     stopped only at a check point, and an MLP that stopped early has every chosen standard error
     at or under the target."""
-    from whestbench.compute.estimators import chosen_stderr, is_check_point, meets_target, n_batches
+    from whestbench.compute.estimators import chosen_stderr, enough_batches, is_check_point, meets_target
     from whestbench.compute.estimation import CV_TARGET_RULE, MIN_RELIABLE_BATCHES, TARGET_RULE
 
     target = ds.md.get("target_stderr")
@@ -142,7 +142,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
         elif used < cap:
             if is_positive_int(step) and (used % step or not is_check_point(used // step)):
                 problems.append(f"{who} stopped at {used:,} samples, not a check point (multiples of {step:,})")
-            elif cv and is_positive_int(batch) and n_batches(used, batch) < MIN_RELIABLE_BATCHES:
+            elif cv and is_positive_int(batch) and not enough_batches(used, batch):
                 problems.append(f"{who} stopped at {used:,} samples, before {MIN_RELIABLE_BATCHES} batches")
             elif s.stderr is not None and not meets_target(s.stderr[i], np.float32(value), layer):
                 problems.append(f"{who} stopped early at {used:,} samples with a standard error of "
@@ -224,14 +224,14 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
                     batch) -> None:
     """The two-stage rule: each MLP's count is what its own pilot plans (``estimators.planned_samples``),
     a function of the seed and the recipe alone: recompute it and require equality."""
-    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
     from whestbench.work.units import _planned
 
     if not is_positive_int(step) or (cv and not is_positive_int(batch)):
         report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
                      "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")
         return
-    min_samples, estimation = batch * MIN_RELIABLE_BATCHES if cv else 0, Estimation.from_metadata(ds.md)
+    estimation = Estimation.from_metadata(ds.md)
+    min_samples = estimation.min_samples(batch)
     problems, checked = [], 0
     for s, i in rows:
         seed = int(s.seeds[i])
