@@ -27,12 +27,13 @@ from whestbench.compute.stats import LayerSums
 
 CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
 _RIDGE = 1e-6  # relative to the mean diagonal of the pilot's Gram matrix: keeps the solve well posed
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
+SQRT_2PI = math.sqrt(2.0 * math.pi)  # E relu(u) = s / √(2π) for u ~ N(0, s²)
+RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
 
 
 def layer1_means(w1: np.ndarray) -> np.ndarray:
     """``(width,)`` fp64: the exact layer-1 means ``‖W₁[:, j]‖ / √(2π)``."""
-    return np.linalg.norm(np.asarray(w1, dtype=np.float64), axis=0) / _SQRT_2PI
+    return np.linalg.norm(np.asarray(w1, dtype=np.float64), axis=0) / SQRT_2PI
 
 
 def relu_second_moments(w1: np.ndarray) -> np.ndarray:

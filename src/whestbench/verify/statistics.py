@@ -18,6 +18,7 @@ import numpy as np
 
 from whestbench.compute.audit import MIN_NORMAL_SAMPLES, P_OVERALL, bonferroni_z, chi2_mean_limit
 from whestbench.compute.estimation import Estimation, is_cv_block
+from whestbench.compute.estimators import RELU_VAR, SQRT_2PI
 from whestbench.verify.scan import DatasetScan, SplitScan
 from whestbench.format.schema import DatasetMeta, is_positive_int
 
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from whestbench.verify.report import VerifyReport
 
 
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
-_RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
 
 
 
@@ -63,14 +62,14 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     n = np.maximum(_sample_counts(ds, rows), 1.0)[:, None]  # an impossible count (< 1) is named by the target check
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
-    exact = sigma / _SQRT_2PI
+    exact = sigma / SQRT_2PI
     _estimator_check(ds, report)
     _target_checks(ds, rows, report)
     if is_cv_block(ds.md.get("estimator")):
         _exact_layer1(rows, mean1, exact, report)
         _stderr_checks(ds, rows, None, report)
     else:
-        se = sigma * np.sqrt(_RELU_VAR / n)
+        se = sigma * np.sqrt(RELU_VAR / n)
         with np.errstate(divide="ignore", invalid="ignore"):
             # A zero weight column gives a neuron that is always 0: its mean must be exactly 0.
             z = np.where(se > 0, (mean1 - exact) / np.where(se > 0, se, 1.0), np.where(mean1 == exact, 0.0, np.inf))
