@@ -502,8 +502,8 @@ def _check_report_path(output: Path) -> None:
     try:
         check_output_file(device_check_report(output), "the device check's report")
     except UsageError as exc:
-        raise UsageError(f"{str(exc).rstrip('.')} (a torch bake writes it beside --output when its device check "
-                         "fails): move it aside or choose another --output.") from None
+        raise UsageError.from_error(exc, fix="A torch bake writes the device check's report beside --output when the "
+                                    "check fails: move it aside or choose another --output.") from None
 
 
 def _check_duration(plan: BakePlan, work: str) -> None:

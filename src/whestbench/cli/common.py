@@ -140,7 +140,7 @@ class Count(click.ParamType):
         try:
             return parse_count(value, "/".join(param.opts) if param else "value")
         except UsageError as exc:
-            self.fail(str(exc).split("; got")[0] + f"; got {value!r}.", param, ctx)
+            self.fail(str(exc), param, ctx)  # parse_count names the flag and the value as given
 
 
 COUNT = Count()

@@ -472,7 +472,8 @@ def _validate_card(block: Any) -> None:
     try:
         check_card(block, f"metadata {CARD_KEY}")
     except UsageError as e:
-        raise InvalidDatasetError(f"{str(e).rstrip('.')} {fix}.") from None
+        raise InvalidDatasetError.from_error(e, fix="Was metadata.json edited? Restore it, or delete the key: push's "
+                                             "card flags set the published card without it.") from None
 
 
 DEVICE_CHECK_KEY = "device_check"
