@@ -15,10 +15,8 @@ def one_blas_thread(held: threading.Event | None = None) -> Iterator[None]:
     leaving on an error while a unit thread still runs — is never kept."""
     from threadpoolctl import threadpool_limits
 
+    held = held if held is not None else threading.Event()  # None: nobody watches
     with threadpool_limits(limits=1, user_api="blas"):
-        if held is None:
-            yield
-            return
         held.set()
         try:
             yield
