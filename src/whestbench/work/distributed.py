@@ -269,10 +269,10 @@ class _StoreCheckpoints:
     so a unit without one costs no store call), so a unit resumes wherever it is claimed.
     """
 
-    def __init__(self, ns, todo: list[Unit], digest: str, rank: int, handed_over: Sequence[int] = ()):
-        self.ns, self.digest, self.rank = ns, digest, rank
-        self.index = {u.key: i for i, u in enumerate(todo)}
-        self.handed_over = set(handed_over)
+    def __init__(self, run: "_Epoch"):
+        self.ns, self.rank, self.handed_over = run.ns, run.ctx.env.rank, run.handed_over
+        self.digest = identity_digest(run.spec.identity())
+        self.index = {u.key: i for i, u in enumerate(run.todo)}
 
     def load_checkpoint(self, key: str):
         i = self.index[key]
@@ -508,10 +508,8 @@ class _Epoch:
         self.handed_over = set(handed_over)
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
         self.events = _Events(ns)  # read by rank 0 only
-        self.checkpoints = None  # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
-        if ctx.env.rank != 0:
-            self.checkpoints = _StoreCheckpoints(ns, todo, identity_digest(job.spec.identity()), ctx.env.rank,
-                                                 handed_over)
+        # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
+        self.checkpoints = _StoreCheckpoints(self) if ctx.env.rank != 0 else None
         self.threads: list[threading.Thread] = []  # the workers (``start``) and recomputations
         self._posted = 0.0
 
