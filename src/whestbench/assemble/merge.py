@@ -265,16 +265,14 @@ def _check_names(ordered: Sequence[Input], seeds: list[int]) -> None:
     if protocol_version(ordered[0].md) != "3.0":
         return  # 4.0 salts its names (not re-derivable here); 2.0 names come from the root seed
     want = unique_names([estimator_seed(s) for s in seeds])
-    k = 0
-    for part in ordered:
-        names = read_column(part.files, "mlp_name")
-        for offset, name in enumerate(names):
+    for part in ordered:  # they tile [0, total_n_mlps) (_check_coverage): a partial's row r is MLP start + r
+        start = part.md["mlp_range"][0]
+        for k, name in enumerate(read_column(part.files, "mlp_name"), start):
             if name != want[k]:
                 raise MergeCorruptError(
                     f"{part.path}: mlp_name of MLP {k} is {name!r}, but the whole seed list names it {want[k]!r} "
-                    f"(row {offset} of that partial was edited); {_REBAKE}."
+                    f"(row {k - start} of that partial was edited); {_REBAKE}."
                 )
-            k += 1
 
 
 # ---------------------------------------------------------------------------------------------
