@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from whestbench.compute.estimation import Estimation
+from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
 from whestbench.bake.pipeline import api_config, bake, legacy_progress
 
 
@@ -27,8 +28,8 @@ def create_dataset_torch(
     device: str = "auto",
     mlps_per_batch: int | None = None,
     chunk_size: int | None = None,
-    split: str = "public",
-    config: str = "default",
+    split: str = DEFAULT_SPLIT,
+    config: str = DEFAULT_CONFIG,
     mlp_range: tuple[int, int] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     compile: bool = False,

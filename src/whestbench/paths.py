@@ -92,7 +92,8 @@ def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path
 _TMP_EXTRA = 18  # write_file_atomic's temp name: ".<name>.<12 hex>.tmp" (without its random part's slack)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, for a message: ``"a FIFO (named pipe)"``, ``"a directory"``..."""
     return ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
             else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
             else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
@@ -124,7 +125,7 @@ def check_output_file(path: str | os.PathLike, flag: str) -> Path:
     if os.path.lexists(p):
         mode = os.stat(p).st_mode
         if not stat.S_ISREG(mode):
-            raise UsageError(f"{flag} {text} is {_kind(mode)}, not a regular file; name a regular file or a new "
+            raise UsageError(f"{flag} {text} is {file_kind(mode)}, not a regular file; name a regular file or a new "
                              "file (it is written whole and renamed into place, which would replace it).")
     parent = p.absolute().parent
     if not parent.is_dir():

@@ -172,7 +172,7 @@ def test_a_missing_seed_file_is_refused_with_how_to_make_one(tmp_path, capsys):
     assert "not found" in err
 
 
-@pytest.mark.parametrize("kind, words", [("/dev/zero", "is a device"), ("fifo", "is a FIFO"),
+@pytest.mark.parametrize("kind, words", [("/dev/zero", "is a character device"), ("fifo", "is a FIFO"),
                                          ("directory", "is a directory")])
 def test_a_seed_file_that_is_no_regular_file_is_named_for_what_it_is(tmp_path, capsys, kind, words):
     """--mlp-seeds /dev/zero, a FIFO or a directory said "not found; create it with ... > /dev/zero"; a

@@ -31,7 +31,7 @@ from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, check_output_file
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.values import is_int, is_positive_number
-from whestbench.work import CHECKPOINT_EVERY_S
+from whestbench.work import CHECKPOINT_EVERY_S, GPU_KERNELS
 from whestbench.work.executor import Job
 from whestbench.work.ledger import Ledger
 from whestbench.work.machine import machine_memory
@@ -149,7 +149,7 @@ class BakeConfig:
         if self.backend == "cpu" and (self.skip_device_check or self.accept_non_invariant):
             flag = "--skip-device-check" if self.skip_device_check else "--accept-non-invariant"
             raise UsageError(f"{flag} applies to the torch backend only (the CPU path has no device check); drop it.")
-        if self.gpu_kernel not in ("torch", "fused"):
+        if self.gpu_kernel not in GPU_KERNELS:
             raise UsageError(f"--gpu-kernel must be 'torch' or 'fused'; got {self.gpu_kernel!r}.")
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None:

@@ -21,7 +21,8 @@ from whestbench.cli.signals import StopSignals, is_cli_verb
 from whestbench.cli.hub import card_options
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.errors import RESUME, UsageError
-from whestbench.work import CHECKPOINT_EVERY_S
+from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
+from whestbench.work import CHECKPOINT_EVERY_S, DEVICES, GPU_KERNELS
 
 
 @click.command("bake")
@@ -32,16 +33,16 @@ from whestbench.work import CHECKPOINT_EVERY_S
 @click.option("--output", type=click.Path(path_type=Path), required=True, help="Directory to create (must not exist).")
 @click.option("--mlp-seeds", "mlp_seeds", type=str, default=None, help="JSON file with one int63 seed per MLP (generate-seeds).")
 @click.option("--seed", type=int, default=None, help="Derive the per-MLP seeds deterministically from this root seed.")
-@click.option("--split", default="public", show_default=True, help="Split name (lowercase letters and digits).")
-@click.option("--config", "config_name", default="default", show_default=True, help="HF config name for this split.")
+@click.option("--split", default=DEFAULT_SPLIT, show_default=True, help="Split name (lowercase letters and digits).")
+@click.option("--config", "config_name", default=DEFAULT_CONFIG, show_default=True, help="HF config name for this split.")
 @click.option("--slice", "slice_", default=None, help="Bake slice K/N of the MLPs (0-indexed); merge the partials later.")
 @click.option("--mlp-range", default=None, help="Bake MLPs START-END (inclusive).")
 @click.option("--max-threads", type=int, default=None, help="CPU worker threads (one MLP each; default: all cores).")
 @click.option("--torch", "use_torch", is_flag=True, help="Use the torch backend (philox sampler; CPU, CUDA or MPS).")
-@click.option("--device", type=click.Choice(["auto", "cuda", "mps", "cpu"]), default=None, help="Torch device (implies --torch).")
+@click.option("--device", type=click.Choice(DEVICES), default=None, help="Torch device (implies --torch).")
 @click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched matmul (never changes results).")
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
-@click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
+@click.option("--gpu-kernel", type=click.Choice(GPU_KERNELS), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel (split-precision tensor cores; experimental).")
 @click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="plain: whestbench 0.16's sample means; control-variate: the same samples with exact-mean "

@@ -6,6 +6,7 @@ import click
 
 from whestbench.cli.common import COUNT, err, out, torch_knobs
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
+from whestbench.work import DEVICES, GPU_KERNELS
 
 
 @click.command("calibrate")
@@ -14,10 +15,10 @@ from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Esti
 @click.option("--width", type=int, required=True)
 @click.option("--depth", type=int, required=True)
 @click.option("--torch", "use_torch", is_flag=True, help="Calibrate the torch backend.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "mps", "cpu"]), default=None, help="Torch device (implies --torch).")
+@click.option("--device", type=click.Choice(DEVICES), default=None, help="Torch device (implies --torch).")
 @click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched step.")
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step.")
-@click.option("--gpu-kernel", type=click.Choice(["torch", "fused"]), default="torch", show_default=True,
+@click.option("--gpu-kernel", type=click.Choice(GPU_KERNELS), default="torch", show_default=True,
               help="CUDA: plain torch ops, or the fused Triton kernel.")
 @click.option("--max-threads", type=int, default=None, help="CPU path: worker threads.")
 @click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,

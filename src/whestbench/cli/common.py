@@ -222,12 +222,9 @@ def read_seeds_file(path: str) -> list:
         if not os.path.lexists(p) or (os.path.islink(p) and not p.exists()):
             raise UsageError(f"--mlp-seeds file {path!r} not found; create it with "
                              f"`whest dataset generate-seeds --n-mlps N > {path}`.")
-        import stat
+        from whestbench.paths import file_kind
 
-        mode = os.stat(p).st_mode
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
-        raise UsageError(f"--mlp-seeds {path!r} is {kind}; pass a JSON file of seeds (from `whest dataset "
+        raise UsageError(f"--mlp-seeds {path!r} is {file_kind(os.stat(p).st_mode)}; pass a JSON file of seeds (from `whest dataset "
                          "generate-seeds --n-mlps N`, saved to a regular file).")
     from whestbench.bake.plan import machine_memory
 

@@ -462,6 +462,10 @@ def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
     return out
 
 
+_EDITED = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
+"""The advice closing every refusal of a recorded block a bake wrote (recipe, device check)."""
+
+
 def _validate_card(block: Any) -> None:
     """The metadata ``card`` block, by the rules the card flags and ``--card FILE`` follow."""
     if block is None:
@@ -501,7 +505,7 @@ def _validate_device_check(block: Any, md: dict, *, where: str, command: Any = N
 
     if block is None:
         return
-    fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
+    fix = _EDITED
     bad = f"metadata {where}"
     if md.get("backend") != BACKEND_TORCH:
         raise InvalidDatasetError(f"{bad} is present but backend is {show_value(md.get('backend'), max_len=60)}: only torch bakes "
@@ -583,7 +587,7 @@ def _validate_recipe(md: dict) -> None:
         TARGET_RULE,
     )
 
-    fix = "(was metadata.json edited? re-bake, or restore the file the bake wrote)"
+    fix = _EDITED
     if "format" in md and md["format"] != FORMAT_NAME:
         raise InvalidDatasetError(f"metadata format {show_value(md['format'], max_len=60)} is not {FORMAT_NAME!r} {fix}.")
     for key, limit in (("width", MAX_MLPS), ("depth", MAX_MLPS), ("n_samples", MAX_SAMPLES), ("n_mlps", MAX_MLPS),

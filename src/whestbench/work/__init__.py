@@ -8,3 +8,7 @@ May import: ``compute`` and the top-level helpers.
 CHECKPOINT_EVERY_S = 60.0
 """The default seconds between checkpoints inside a unit (``--checkpoint-every``, SPEC §5); here, free
 of numpy, so the CLI can show it without importing the work itself."""
+DEVICES = ("auto", "cuda", "mps", "cpu")
+"""The torch devices a bake or calibration can ask for (``--device``); auto picks cuda, then mps, then cpu."""
+GPU_KERNELS = ("torch", "fused")
+"""How a CUDA bake computes (``--gpu-kernel``): plain torch ops, or the fused Triton kernel."""

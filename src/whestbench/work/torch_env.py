@@ -11,6 +11,7 @@ import subprocess
 from typing import Any
 
 from whestbench.errors import TorchMissingError, UsageError
+from whestbench.work import DEVICES
 
 
 def import_torch():
@@ -42,8 +43,8 @@ def resolve_device(name: str | None) -> str:
         )
     if name == "mps" and not mps_ok:
         raise UsageError("--device mps was requested but MPS is not available; use --device cpu or cuda.")
-    if name not in ("cuda", "mps", "cpu"):
-        raise UsageError(f"--device must be one of auto, cuda, mps, cpu; got {name!r}.")
+    if name not in DEVICES:
+        raise UsageError(f"--device must be one of {', '.join(DEVICES)}; got {name!r}.")
     return name
 
 
