@@ -650,8 +650,8 @@ def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
     got: Any = []
     if readme.is_file():
         try:
-            got = (_front_matter_of(readme.read_text(encoding="utf-8")) or {}).get("configs", [])
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
+            got = _configs_of(readme)
+        except _UNREADABLE as e:
             return False, f"README.md's front matter cannot be read ({type(e).__name__}: {e}); {fix}"
     elif readme.exists() or readme.is_symlink():
         return False, f"README.md is not a regular file; {fix}"
@@ -699,14 +699,12 @@ def restore_card(root: Any, md: dict[str, Any]) -> bool:
     readme = Path(root) / CARD_FILE
     if readme.is_file() and not readme.is_symlink():
         try:
-            if (_front_matter_of(readme.read_text(encoding="utf-8")) or {}).get("configs", []) == configs_block(md):
+            if _configs_of(readme) == configs_block(md):
                 return False
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+        except _UNREADABLE:
             pass
     elif readme.exists() or readme.is_symlink():
-        from whestbench.errors import InvalidDatasetError as _Invalid
-
-        raise _Invalid(f"{readme} is not a regular file; move it aside and re-run to write the card.")
+        raise InvalidDatasetError(f"{readme} is not a regular file; move it aside and re-run to write the card.")
     write_file_atomic(readme, render_card(md).encode("utf-8"))
     return True
 
@@ -735,6 +733,14 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     md.clear()
     md.update(new_md)
     return changed
+
+
+_UNREADABLE = (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError)  # a card whose front matter cannot be read
+
+
+def _configs_of(readme: Any) -> Any:
+    """The ``configs`` block of the card file ``readme`` (``[]`` when it has none); raises ``_UNREADABLE``."""
+    return (_front_matter_of(readme.read_text(encoding="utf-8")) or {}).get("configs", [])
 
 
 def _front_matter_of(text: str) -> dict[str, Any] | None:
