@@ -7,19 +7,17 @@ trusted unread, as a resume reads them); a damaged one is counted apart, as a re
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
-from whestbench.atomic import read_regular
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
 from whestbench.format.reader import METADATA_FILE
 from whestbench.values import is_int
 from whestbench.work.ledger import Ledger
-from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, utc_text, work_dir_for
+from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, read_json, utc_text, work_dir_for
 
 _KEY_RE = re.compile(r"^mlp(\d{8})(?:x(\d+)-b(\d{10})-(\d{10}))?$")
 
@@ -42,11 +40,11 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
         raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist); "
                          "pass the --output of a bake.")
     doc["state"] = "running" if _locked(work / "lock") else "stopped"
-    lock = _read_json(work / "lock")
+    lock = read_json(work / "lock")
     if isinstance(lock, dict):
         doc["holder" if doc["state"] == "running" else "last_run"] = {
             k: lock.get(k) for k in ("pid", "host", "started", "command")}
-    plan = _read_json(work / "plan.json")
+    plan = read_json(work / "plan.json")
     identity = plan.get("identity") if isinstance(plan, dict) else None
     if not isinstance(identity, dict):
         doc["plan"] = None
@@ -59,7 +57,7 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def _complete(output: Path) -> dict[str, Any]:
-    md = _read_json(output / METADATA_FILE)
+    md = read_json(output / METADATA_FILE)
     md = md if isinstance(md, dict) else {}
     out = {"n_mlps": md.get("n_mlps"), "n_samples": md.get("n_samples"), "width": md.get("width"),
            "depth": md.get("depth"), "redo": "nothing"}
@@ -110,7 +108,7 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
             saved += int(meta.get("position", meta.get("samples", 0))) * count
     n_mlps = max(0, int(end) - int(start))
     sampler = identity.get("sampler")
-    recorded = _read_json(work / "status.json")  # the bake's plan figures (whestbench since issue 28)
+    recorded = read_json(work / "status.json")  # the bake's plan figures (whestbench since issue 28)
     recorded = recorded if isinstance(recorded, dict) and recorded.get("format") == STATUS_FORMAT else {}
     units_total = recorded.get("units_total")
     if not isinstance(units_total, int):
@@ -217,13 +215,6 @@ def _locked(lock: Path) -> bool:
     finally:
         os.close(fd)  # releases a shared lock taken
     return False
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(read_regular(path))
-    except (OSError, ValueError):
-        return None
 
 
 def status_lines(doc: dict[str, Any]) -> list[str]:

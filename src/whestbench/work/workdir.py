@@ -88,14 +88,19 @@ def write_status(root: Path, doc: dict[str, Any]) -> None:
 def update_status(root: Path, fields: dict[str, Any]) -> None:
     """``root/status.json`` with ``fields`` set and the rest as it was (a missing or unreadable one:
     ``fields`` alone)."""
-    try:
-        doc = json.loads(read_regular(Path(root) / "status.json"))
-    except (OSError, ValueError):
-        doc = {}
+    doc = read_json(Path(root) / "status.json")
     if not isinstance(doc, dict) or doc.get("format") != STATUS_FORMAT:
         doc = {}
     doc.pop("format", None)
     write_status(root, {**doc, **fields})
+
+
+def read_json(path: Path) -> Any:
+    """``path``'s JSON, or None when it is missing or unreadable."""
+    try:
+        return json.loads(read_regular(path))
+    except (OSError, ValueError):
+        return None
 
 
 def utc_text(t: float) -> str:
@@ -127,7 +132,8 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            info = _lock_info(path)
+            info = read_json(path)
+            info = info if isinstance(info, dict) else {}
             raise WorkDirBusy(
                 f"another bake holds {root} (pid {info.get('pid', '?')} on host {info.get('host', '?')}, started "
                 f"{info.get('started', '?')}); wait for it to finish. If no such process is running (a stale lock "
@@ -140,11 +146,3 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the flock
-
-
-def _lock_info(path: Path) -> dict[str, Any]:
-    try:
-        info = json.loads(read_regular(path))
-        return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
-        return {}
