@@ -82,9 +82,7 @@ class Checkpoints(Protocol):
 
 def checkpoint_samples(spec: WorkSpec, unit: Unit, meta: dict) -> int:
     """The samples (over all of the unit's MLPs) a checkpoint's ``meta`` covers."""
-    if spec.sampler == "pcg64":
-        return int(meta["position"]) * unit.mlp_count
-    return int(meta["samples"]) * unit.mlp_count
+    return int(meta["position" if spec.sampler == "pcg64" else "samples"]) * unit.mlp_count
 
 
 @dataclass
