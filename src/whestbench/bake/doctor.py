@@ -12,7 +12,6 @@ Everything is measured, nothing written: the CLI prints the result and writes ``
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,6 +21,7 @@ import numpy as np
 from whestbench.compute import device_check as judge
 from whestbench.compute.device_check import CheckResult
 from whestbench.errors import UsageError
+from whestbench.work.executor import bake_workers
 from whestbench.work.threads import one_blas_thread, one_torch_thread
 
 SHAPES = ((256, 8), (1024, 16))
@@ -188,7 +188,7 @@ def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
 
     width, depth = PROBE_SHAPE
     plan = _plan(path, width, depth)
-    workers = plan.workers or os.cpu_count() or 1
+    workers = bake_workers(plan.workers)
     mlps = plan.spec.mlps_per_unit * (workers if plan.compute.device == "cpu" else 1)
     step = plan.spec.block_size or 16384  # philox: a canonical block; pcg64: a 256-wide chunk is 4096
     with one_torch_thread(plan.compute.pins_torch_threads):

@@ -41,7 +41,7 @@ from whestbench.bake.plan import (AlreadyBaked, BakeConfig, BakePlan, check_bake
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.values import as_int
-from whestbench.work.executor import LocalExecutor
+from whestbench.work.executor import LocalExecutor, bake_workers
 from whestbench.work.ledger import Ledger, load_seeds, save_seeds
 from whestbench.work.threads import one_torch_thread
 from whestbench.work.units import WorkSpec, units_of_mlp
@@ -142,7 +142,7 @@ def _record_status(plan: BakePlan, dist_env: "DistEnv | None") -> None:
     planned = plan.spec.planned is not None or not plan.spec.estimation.has_target
     write_status(plan.work_dir, {
         "planned_total": plan.planned_total if planned else None, "units_total": len(plan.spec.units()),
-        "workers": plan.workers or os.cpu_count() or 1, "world_size": dist_env.world_size if dist_env else 1,
+        "workers": bake_workers(plan.workers), "world_size": dist_env.world_size if dist_env else 1,
     })
 
 

@@ -32,7 +32,7 @@ from whestbench.paths import check_new_output, check_output_file
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.values import is_int, is_positive_number
 from whestbench.work import CHECKPOINT_EVERY_S, GPU_KERNELS
-from whestbench.work.executor import Job
+from whestbench.work.executor import Job, bake_workers
 from whestbench.work.ledger import Ledger
 from whestbench.work.machine import machine_memory
 from whestbench.work.workdir import check_work_dir, work_dir_for
@@ -290,7 +290,7 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
             return k, -1
         return k, spec.planned_samples(start + k)
 
-    with one_blas_thread(), ThreadPoolExecutor(max(1, min(plan.workers or (os.cpu_count() or 1), n))) as pool:
+    with one_blas_thread(), ThreadPoolExecutor(bake_workers(plan.workers, n)) as pool:
         # one process-wide BLAS limit around the pool: a pilot's own limit, restored while another
         # runs, would otherwise lift it under that one
         for done, (k, c) in enumerate(pool.map(pilot, range(n)), 1):
@@ -611,7 +611,7 @@ def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | Non
     else:
         batch = max(1, spec.mlps_per_unit)
         per_unit, chunk = batch * result_bytes + 1024, (compute.step_rows or 1024) * batch
-    n_workers = _bake_workers(workers, units)
+    n_workers = bake_workers(workers, units)
     worker_bytes = 4 * d * w * w * max(1, spec.mlps_per_unit) + 3 * chunk * w * 4 + 4 * result_bytes
     ram = (_PROCESS_BYTES + (_TORCH_BYTES if cfg.backend == "torch" else 0) + n_workers * worker_bytes
            + min(MAX_ROW_GROUP_BYTES, rows * row_bytes(w, d)) + cfg.n_mlps * _PER_MLP_LIST_BYTES)
@@ -658,12 +658,6 @@ def _unit_count(spec: WorkSpec) -> int:
     return -(-rows // max(1, spec.mlps_per_unit)) * per_mlp_units
 
 
-def _bake_workers(workers: int | None, units: int) -> int:
-    """The worker threads a bake of ``units`` units runs at once (``LocalExecutor``: ``--max-threads``,
-    else one per core; never more than units, as its pool starts a thread per unit at most)."""
-    return max(1, min(workers or os.cpu_count() or 1, units))
-
-
 def _probe(plan: BakePlan) -> Needs:
     """The plan's time estimate from timing this bake's own loop, as the bake will run it: as many
     units at once as the bake has workers, each on a worker thread with BLAS at one thread (and torch
@@ -681,7 +675,7 @@ def _probe(plan: BakePlan) -> Needs:
     from whestbench.work.steps import UnitContext, UnitStopped, run_unit
     from whestbench.work.threads import one_blas_thread, one_torch_thread
 
-    n_workers = _bake_workers(plan.workers, _unit_count(plan.spec))
+    n_workers = bake_workers(plan.workers, _unit_count(plan.spec))
     job = plan.scaled_job(n_workers, plan.spec.n_samples)
     units = job.spec.units()[:n_workers]
     stop = threading.Event()

@@ -16,6 +16,7 @@ from typing import Any
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
 from whestbench.format.reader import METADATA_FILE
 from whestbench.values import is_int
+from whestbench.work.executor import bake_workers
 from whestbench.work.ledger import Ledger
 from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, read_json, utc_text, work_dir_for
 
@@ -142,10 +143,11 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
     out["rate_samples_per_s_per_worker"] = per_worker
     world = max(1, world_size or 1)
     if per_worker and total is not None:
-        where = f"{workers} workers (the bake's)" if workers else f"{os.cpu_count() or 1} workers (this machine's cores)"
+        n = bake_workers(workers)
+        where = f"{n} workers (the bake's)" if workers else f"{n} workers (this machine's cores)"
         if world > 1:  # every rank runs the same command: rank 0's workers on each rank
-            where = f"{workers or os.cpu_count() or 1} workers × {world} ranks (rank 0's workers on every rank)"
-        workers = (workers or os.cpu_count() or 1) * world
+            where = f"{n} workers × {world} ranks (rank 0's workers on every rank)"
+        workers = n * world
         out["projected_left_s"] = max(0, total - saved) / (per_worker * workers)
         out["projected_at"] = f"the last run's rate per worker × {where}"
     if units_total is not None:

@@ -36,14 +36,13 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     \b
     whest dataset calibrate --n-mlps 100 --n-samples 1e9 --width 256 --depth 8 --device cuda
     """
-    import os
-
     from rich.table import Table
 
     from whestbench.bake.plan import BakeConfig, plan_bake
     from whestbench.format.schema import check_positive_int
     from whestbench.text import format_duration, format_rate
     from whestbench.work.calibrate import calibrate as run_calibration
+    from whestbench.work.executor import bake_workers
     from whestbench.work.calibrate import project_target, stderr_samples
 
     torch_path, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
@@ -60,7 +59,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     plan = plan_bake(cfg, probe=False)
     for note in plan.notes:  # what the planned bake would warn about
         err.print(f"warning: {note}", markup=False)
-    workers = plan.workers or os.cpu_count() or 1
+    workers = bake_workers(plan.workers)
     gpu = plan.compute.device.startswith("cuda")
     k = min(calib_mlps or plan.spec.mlps_per_unit * workers, n_mlps)
     n = min(calib_samples or (1_000_000 if gpu else 131_072), n_samples)

@@ -204,8 +204,11 @@ def unit_context(job: Job, tracker: Tracker, unit: Unit, stop: threading.Event, 
     )
 
 
-def default_workers(n_units: int) -> int:
-    return max(1, min(os.cpu_count() or 1, n_units))
+def bake_workers(workers: int | None, n_units: int | None = None) -> int:
+    """The worker threads a bake runs at once: ``workers`` (``--max-threads``), else one per core; never
+    more than ``n_units`` when given (the pool starts a thread per unit at most)."""
+    n = workers or os.cpu_count() or 1
+    return n if n_units is None else max(1, min(n, n_units))
 
 
 class LocalExecutor:
@@ -251,7 +254,7 @@ class LocalExecutor:
             # Units always run on worker threads, also with one worker: the main thread stays free to
             # take signals (Ctrl-C, SIGTERM) while the workers checkpoint and stop cleanly.
             with one_blas_thread(arithmetic):
-                self._pool(todo, self.workers or default_workers(len(todo)), work, stop, job, tracker)
+                self._pool(todo, bake_workers(self.workers, len(todo)), work, stop, job, tracker)
         if stopped:
             raise self._interrupted(job, tracker, 75)
         tracker.done()
