@@ -378,10 +378,10 @@ class StoreExecutor:
         ctx = _Context(env, base, token, self.step, self.workers, on_event, stop, self.peer_timeout_s, self.stats)
         try:
             if env.rank == 0:
-                _run_rank0(ctx, base, beat, job)
+                _run_rank0(ctx, beat, job)
                 return True
             try:
-                _run_peer(ctx, base, beat, job)
+                _run_peer(ctx, beat, job)
                 return False
             except _dist_errors() as exc:
                 raise WorkFailed(
@@ -595,9 +595,9 @@ class _Epoch:
         self._spawn(f"retry-{i}", lambda: self._compute(i))
 
 
-def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
-    epoch = int(base_store.add("epoch", 1))
-    ns = _ns(base_store, epoch)
+def _run_rank0(ctx: _Context, beat, job: Job) -> None:
+    epoch = int(ctx.base_store.add("epoch", 1))
+    ns = _ns(ctx.base_store, epoch)
     for key, value in (("news", "0"), ("events", ""), ("claim", "0")):  # read by multi_get: they must exist
         ns.set(key, value)
     beat.join_epoch(epoch)
@@ -618,9 +618,9 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         # the dataset rank 0 writes (its ledger is ``<output>.whest-work``), told to the other ranks
         output = output_for(job.ledger.root) if job.ledger is not None else None
         ns.set("plan", json.dumps({"identity": spec.identity(), "seeds": list(spec.seeds), "todo": [u.key for u in todo],
-                                   "ckpt_in": handed_over, "output": str(output) if output is not None else None}))
+                                   "ckpt_in": handed_over, "output": str(output) if output else None}))
         beat.beat()
-        base_store.set("current", str(epoch))
+        ctx.base_store.set("current", str(epoch))
         if ctx.env.attempt:
             ctx.emit(Event("note", message=f"restart {ctx.env.attempt} of this job (counted by the launcher)"))
         run = _Epoch(ctx, ns, epoch, job, units, done, todo, handed_over)
@@ -641,7 +641,7 @@ def _run_rank0(ctx: _Context, base_store, beat, job: Job) -> None:
         if not isinstance(exc, BakeInterrupted):
             try:  # tell the other ranks why, so they stop at once instead of timing out
                 _announce(ns, "failed", f"{type(exc).__name__}: {error_line(exc, 40)}")
-                base_store.set("current", str(epoch))
+                ctx.base_store.set("current", str(epoch))
             except Exception:
                 pass
         try:
@@ -922,11 +922,11 @@ def _seed_at(seeds, i: int) -> str:
     return str(seeds[i]) if i < len(seeds) else "none"
 
 
-def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
+def _run_peer(ctx: _Context, beat, job: Job) -> None:
     """A non-zero rank: join rank 0's live epoch, work through it, follow rank 0 if it restarts."""
     env = ctx.env
     while True:
-        epoch, ns = _join(ctx, base_store)
+        epoch, ns = _join(ctx)
         beat.join_epoch(epoch)
         plan = json.loads(ns.get("plan").decode())
         spec = job.spec.with_seeds(plan["seeds"])
@@ -964,18 +964,18 @@ def _run_peer(ctx: _Context, base_store, beat, job: Job) -> None:
         _post_event(ns, f"j{env.rank}")  # rank 0 reads this rank's progress from now on
         with one_blas_thread(ctx.arithmetic):
             run.start()
-            if _supervise_peer(ctx, base_store, run, ctx.watch):
+            if _supervise_peer(ctx, run):
                 return
         run.abandoned.set()  # rank 0 restarted: the old epoch's units in flight are lost
 
 
-def _join(ctx: _Context, base_store):
+def _join(ctx: _Context):
     """Wait for the current epoch, once rank 0 is seen alive in it (its heartbeat names the epoch
     and moves). Keys of an earlier rank 0 (a ``failed`` mark, a plan) stay until a new rank 0
     replaces them, so they count only while their rank 0 is alive, or when the bake is done.
     Bounded by ``--peer-timeout``; a wait of more than a few seconds says what it waits for.
     """
-    env, start = ctx.env, time.monotonic()
+    env, base_store, start = ctx.env, ctx.base_store, time.monotonic()
     deadline, told = start + ctx.peer_timeout_s, False
     first: tuple[str, str] | None = None  # (epoch, heartbeat) at the first sight of rank 0 in it
     failed = None
@@ -1013,7 +1013,7 @@ def _join(ctx: _Context, base_store):
         time.sleep(JOIN_POLL_S)
 
 
-def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bool:
+def _supervise_peer(ctx: _Context, job: _Epoch) -> bool:
     """True when rank 0 has every result; False when rank 0 moved to a newer epoch. Raises otherwise.
 
     One store call a look (the epoch, rank 0's heartbeat and ``news``); the endings and the stop
@@ -1036,7 +1036,7 @@ def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bo
                 _announce(ns, "peer_failed", f"rank {env.rank} failed: {type(exc).__name__}: {error_line(exc, 40)}")
                 bye()
             raise exc
-        current, hb, news = (v.decode() for v in base_store.multi_get(look))
+        current, hb, news = (v.decode() for v in ctx.base_store.multi_get(look))
         if int(news) != seen_news:
             seen_news = int(news)
             for name in ("failed", "abort", "stop", "done"):
@@ -1063,7 +1063,7 @@ def _supervise_peer(ctx: _Context, base_store, job: _Epoch, watch: _Watch) -> bo
                 )
         if int(current) != job.epoch:
             return False
-        silent, _ = watch.observe(0, hb)
+        silent, _ = ctx.watch.observe(0, hb)
         if silent > ctx.peer_timeout_s:
             raise WorkFailed(
                 f"rank {env.rank}: rank 0 has not answered for over {ctx.peer_timeout_s:.0f}s; "
