@@ -43,7 +43,6 @@ PEER_POLL_S = 0.2  # the other ranks' look at rank 0's news, epoch and heartbeat
 JOIN_POLL_S = 0.1  # a rank waiting for rank 0's plan
 LIVENESS_EVERY_S = HEARTBEAT_S  # rank 0 reads the heartbeats of the units' owners at most this often
 SAVERS = 4  # rank 0's threads saving results to the ledger: one fsync each, ~8x the rate of one thread
-RESUME_HINT = RERUN_HINT  # where no launch environment is at hand; resume_hint(env) says what torchrun will do
 BYE_WAIT_S = 30.0
 MAX_DAMAGED_RESULTS = 2  # a unit's result that arrives damaged is recomputed on rank 0; this many times, then fail
 LEAVE_JOIN_S = 10.0  # how long a leaving rank waits for its own threads (see _join_all)
@@ -836,7 +835,7 @@ def _collect(run: _Epoch) -> None:
                 if not run.alive() and not inflight:
                     while saving:
                         harvest(block=True)
-                    raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RESUME_HINT}.")  # a stop: torchrun stops too
+                    raise BakeInterrupted(f"{stop_summary(run.job, tracker)}; {RERUN_HINT}.")  # a stop: torchrun stops too
             elif now - looked >= LIVENESS_EVERY_S and not batch:
                 looked = now
                 keys += len(inflight)
@@ -1059,7 +1058,7 @@ def _supervise_peer(ctx: _Context, job: _Epoch) -> bool:
             if ctx.stop.is_set():
                 bye()
                 raise BakeInterrupted(
-                    f"rank {env.rank} stopped after sending its finished units and checkpoints to rank 0; {RESUME_HINT}."
+                    f"rank {env.rank} stopped after sending its finished units and checkpoints to rank 0; {RERUN_HINT}."
                 )
         if int(current) != job.epoch:
             return False
