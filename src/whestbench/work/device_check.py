@@ -28,7 +28,7 @@ from whestbench.compute.estimators import fit_controls
 from whestbench.compute.estimation import PILOT_SAMPLES
 from whestbench.compute.seeds import PILOT, derived_seeds, spawn_streams, stream
 from whestbench.errors import DeviceCheckFailed
-from whestbench.work.steps import Compute
+from whestbench.work.steps import Compute, _block_runner
 from whestbench.work.machine import device_facts, versions
 from whestbench.work.torch_env import sync_device
 from whestbench.work.units import WorkSpec
@@ -181,8 +181,6 @@ def device_packed(st: _Stretch, compute: Compute, batch: int, *, n_programs: int
     """``(batch, rows, width)`` packed sums of the stretch's first ``batch`` MLPs through ``compute``'s
     path: the ``_block_runner`` a bake's units call, its parts added by the pairwise tree as
     ``steps._run_philox`` adds them. ``n_programs`` (fused kernel only): the persistent grid."""
-    from whestbench.work.steps import _block_runner
-
     spec = dataclasses.replace(st.spec, mlp_range=(0, batch), mlps_per_unit=batch)
     w, k = st.weights[:batch], st.keys[:batch]
     controls = st.controls[:batch] if st.controls is not None else None

@@ -28,7 +28,7 @@ from whestbench.errors import RESUME, BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.ledger import Ledger
-from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
+from whestbench.work.steps import Compute, UnitContext, UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.threads import one_blas_thread
 from whestbench.work.units import Unit, WorkSpec
 
@@ -174,8 +174,6 @@ def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
 def checkpointed_samples(job: Job, units: list[Unit]) -> dict[str, int]:
     """Unit key -> samples its checkpoint holds, for the units with one that decodes (the unit
     checks it again when it resumes; one that fails there restarts and is counted as it runs)."""
-    from whestbench.work.steps import checkpoint_samples
-
     found: dict[str, int] = {}
     if job.ledger is None:
         return found

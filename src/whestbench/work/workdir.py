@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from whestbench.atomic import read_regular
+from whestbench.atomic import read_regular, write_file_atomic
 from whestbench.errors import UsageError, WorkDirBusy
 
 WORK_SUFFIX = ".whest-work"
@@ -80,8 +80,6 @@ def write_status(root: Path, doc: dict[str, Any]) -> None:
     """``root/status.json``: what a bake planned (its planned samples, units and workers), written
     once its units are about to start, for ``whest dataset status`` (which trusts nothing else in it:
     the units and checkpoints are read and checked themselves)."""
-    from whestbench.atomic import write_file_atomic
-
     write_file_atomic(Path(root) / "status.json", (json.dumps({"format": STATUS_FORMAT, **doc}, indent=1) + "\n").encode())
 
 
