@@ -166,15 +166,15 @@ def compare_with(a: DatasetScan, other: "Path | DatasetDir", report: VerifyRepor
         _judge(a, b, shared, report, name, z_max, "ground truth", False, reason="different n_samples")
         return
     if targeted:  # MLPs stopped at a target: what counts is the samples each MLP used, not the cap
-        same = [p for p in shared if _count(a, p[0], p[1]) == _count(b, p[2], p[3])]
-        other = [p for p in shared if _count(a, p[0], p[1]) != _count(b, p[2], p[3])]
+        same = [p for p in shared if a.samples(p[0], p[1]) == b.samples(p[2], p[3])]
+        other = [p for p in shared if a.samples(p[0], p[1]) != b.samples(p[2], p[3])]
         mode, _ = compare_mode(a, b)
         same_target = isinstance(a.md.get("target_stderr"), dict) and a.md.get("target_stderr") == b.md.get("target_stderr")
         if other and mode == "bits" and same_target:
             sa, i, sb, j = other[0]
             report.check(f"{name}: sample counts", False,
                          f"{len(other)} of {len(shared)} MLP(s) used other sample counts, first mlp_id {int(sa.ids[i])}: "
-                         f"{int(_count(a, sa, i)):,} vs {int(_count(b, sb, j)):,}; target bakes of the same samples, target and "
+                         f"{a.samples(sa, i):,} vs {b.samples(sb, j):,}; target bakes of the same samples, target and "
                          "arithmetic stop at the same check point (n_samples_used was edited, or a bake is wrong)")
         else:
             report.check(f"{name}: sample counts", True,
@@ -273,7 +273,7 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
     from whestbench.compute.estimators import enough_batches
 
     def rough(ds, s, i) -> bool:  # too few samples or batches for a standard error to be held to 25 %
-        n = int(_count(ds, s, i))
+        n = ds.samples(s, i)
         est = DatasetMeta.of(ds.md).estimator
         batch = est.get("batch_samples")
         if is_cv_block(est):
@@ -284,8 +284,8 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
     for sa, i, sb, j in shared:
         if rough(a, sa, i) or rough(b, sb, j):
             continue
-        ra = sa.stderr[i].astype(np.float64) * np.sqrt(_count(a, sa, i))
-        rb = sb.stderr[j].astype(np.float64) * np.sqrt(_count(b, sb, j))
+        ra = sa.stderr[i].astype(np.float64) * np.sqrt(a.samples(sa, i))
+        rb = sb.stderr[j].astype(np.float64) * np.sqrt(b.samples(sb, j))
         for layer in range(ra.shape[0]):
             live = np.isfinite(ra[layer]) & np.isfinite(rb[layer]) & (rb[layer] > 0) & (ra[layer] > 0)
             zero = np.isfinite(ra[layer]) & np.isfinite(rb[layer]) & ((ra[layer] > 0) != (rb[layer] > 0))
@@ -376,7 +376,7 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
                 w = weights_for_seed(sa.seeds[i], a.width, a.depth)
                 var, active = _pilot_variance(w, sa.seeds[i])  # the plain estimator's variance: conservative for control variates
                 fill = unknown & (active >= MIN_ACTIVE_VARIANCE)  # else no usable variance: left out (NaN)
-                se[k][fill] = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))[fill]
+                se[k][fill] = np.sqrt(var / a.samples(sa, i) + var / b.samples(sb, j))[fill]
                 note = "; pilot variances where a bake has too few samples for a standard error"
             dof[k][unknown] = np.inf  # a pilot's variance: 8,191 degrees of freedom, normal
         usable = se > 0  # exact on both sides (layer 1 of control variates, dead neurons): no noise to compare
@@ -397,7 +397,7 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
             skipped += 1  # protocol 2.0 or altered weights: the seed does not give the stored MLP
             continue
         var, active = _pilot_variance(w, sa.seeds[i])
-        se = np.sqrt(var / _count(a, sa, i) + var / _count(b, sb, j))  # (depth, w)
+        se = np.sqrt(var / a.samples(sa, i) + var / b.samples(sb, j))  # (depth, w)
         usable = active >= MIN_ACTIVE_VARIANCE
         zs.append((d[usable] / se[usable]).ravel())
         zl.append(_layer_means(d, se, usable))
@@ -408,21 +408,16 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
     _z_verdict(report, name, z_max, reason, zs, delta, note, check=check, layer_means=zl)
 
 
-def _count(ds, s, i: int) -> float:
-    """The samples behind MLP ``i`` of split scan ``s``: what it used when it stopped at a target, else n_samples."""
-    return float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples)
-
-
 def _dof(ds, s, i: int) -> float:
     """The degrees of freedom of MLP ``i``'s stored standard errors: ``k − 1`` for the batch means of
     control variates (``k`` batches), ``N − 1`` for the plain estimator."""
     from whestbench.compute.estimators import n_batches
 
-    n = _count(ds, s, i)
+    n = ds.samples(s, i)
     est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples")
     if is_cv_block(est) and is_positive_int(batch):
-        return float(n_batches(int(n), batch) - 1)
+        return float(n_batches(n, batch) - 1)
     return n - 1.0
 
 

@@ -73,6 +73,10 @@ class DatasetScan:
             for i in range(len(s.seeds)):
                 yield s, i
 
+    def samples(self, s: SplitScan, i: int) -> int:
+        """The samples behind row ``i`` of ``s``: what it used when it stopped at a target, else ``n_samples``."""
+        return int(s.n_used[i]) if s.n_used is not None else self.n_samples
+
 
 class _ShapeError(InvalidDatasetError):
     pass

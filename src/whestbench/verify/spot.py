@@ -117,7 +117,7 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
     sizes = []
     for b, i, r, g in picks:
         s_, block, _ = blocks[b]
-        n = int(s_.n_used[r]) if s_.n_used is not None else ds.n_samples
+        n = ds.samples(s_, r)
         bounds = segment_bounds(n, int(block["step_samples"]), int(block["segments"]), bool(block["aligned"]))
         sizes.append(bounds[g][1] - bounds[g][0] if g < len(bounds) else 0)
     names_of = [f"{blocks[b][0].name}/{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
@@ -208,7 +208,7 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     level = DatasetMeta(ds.md).block(s.name)
     cv = is_cv_block(level.get("estimator", ds.md.get("estimator")))
     seed = int(s.seeds[r])
-    n = int(s.n_used[r]) if s.n_used is not None else ds.n_samples
+    n = ds.samples(s, r)
     segments, step, aligned = int(block["segments"]), int(block["step_samples"]), bool(block["aligned"])
     bounds = segment_bounds(n, step, segments, aligned)
     if g >= len(bounds) or (int(stored["sample_start"]), int(stored["sample_end"])) != bounds[g]:

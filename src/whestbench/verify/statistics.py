@@ -283,7 +283,7 @@ def _exact_layer1(rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyRepo
 
 def _sample_counts(ds: DatasetScan, rows) -> np.ndarray:
     """(m,) each MLP's sample count: ``n_samples``, or what it used when it stopped at a target."""
-    return np.array([float(s.n_used[i]) if s.n_used is not None else float(ds.n_samples) for s, i in rows])
+    return np.array([ds.samples(s, i) for s, i in rows], dtype=np.float64)
 
 
 def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -90,7 +90,7 @@ def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
             if rec.mlp_id != mlp:
                 problems.append(f"row {k} is mlp_id {mlp}, the trail's MLP {k} is {rec.mlp_id}")
                 break
-            n = int(s.n_used[k]) if s.n_used is not None else ds.n_samples
+            n = ds.samples(s, k)
             seg_counts.add(len(rec.bounds))
             why = _exact(ds, s, k, rec, n, segments, step, aligned, cv, pcg64)
             if why:
