@@ -95,12 +95,9 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
 
 def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
             mlp_range, max_threads, use_torch, device, mlps_per_batch, chunk_size, gpu_kernel, estimator, target_stderr,
-            stderr_layer, checkpoint_every, skip_device_check, accept_non_invariant, pretty_name, license, homepage,
-            card_file=None,
-            audit_segments=32):
+            stderr_layer, checkpoint_every, skip_device_check, accept_non_invariant, card, audit_segments=32):
     """The flags as the frozen ``BakeConfig`` (every value checked before any work), and the
     distributed launch this process is part of (None: a single process)."""
-    card = _card(card_file, pretty_name, license, homepage)
     if slice_ is not None and mlp_range is not None:
         raise UsageError("use either --mlp-range or --slice, not both.")
     rng = None
@@ -137,7 +134,7 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
         backend="torch" if torch_backend else "cpu", device=device if torch_backend else None,
         mlps_per_batch=mlps_per_batch, chunk_size=chunk_size, gpu_kernel=gpu_kernel, checkpoint_every=checkpoint_every,
         estimation=Estimation(estimator, target_stderr, stderr_layer), skip_device_check=skip_device_check,
-        accept_non_invariant=accept_non_invariant, card=card, audit_segments=audit_segments,
+        accept_non_invariant=accept_non_invariant, card=card or None, audit_segments=audit_segments,
         bake_command=command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if is_cli_verb("bake") else None,
     ), dist_env
 
@@ -213,13 +210,6 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
         f"{_rate(ran / dt, 'samples')}, {format_rate(flops / dt / 1e9)} GFLOP/s effective",
         markup=False,
     )
-
-
-def _card(card_file, pretty_name, license, homepage) -> dict | None:
-    from whestbench.format.card import check_card_fields
-
-    return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage,
-                             card_file=card_file) or None
 
 
 def _stops(finished: dict, mlps: int) -> str:

@@ -7,6 +7,7 @@ and ``--token`` still works but shows in ``ps`` and in the shell history.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -48,20 +49,26 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
 def card_options(f):
     """``--card FILE|PRESET``, ``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake
     records them, push renders them; each defaults to what the bake recorded, else the neutral card's;
-    the flags override the file's fields)."""
-    from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL
+    the flags override the file's fields). The verb gets them as one ``card``: the fields given, checked
+    (``card.check_card_fields``, a UsageError naming the fix) before the verb does any work."""
+    from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL, check_card_fields
 
-    f = click.option("--card", "card_file", default=None, metavar="FILE|PRESET",
-                     help=f"A YAML or JSON card file with any of {', '.join(CARD_FIELDS[:-1])} (docs/hub.md), or "
-                          f"the built-in card {ORGANISERS} (the WhestBench organisers' title, page, repository and "
-                          "citation, for their own datasets). Without one the card describes the data and credits "
-                          "no organisation.")(f)
-    f = click.option("--homepage", default=None, metavar="URL", help=f"The card's homepage (default: {TOOL_URL}).")(f)
-    f = click.option("--license", default=None, metavar="ID",
-                     help=f"The card's license, a Hugging Face license id (default: {LICENSE}).")(f)
+    @functools.wraps(f)  # click's parameters attached so far go with it
+    def verb(*args, card_file, pretty_name, license, homepage, **kwargs):
+        card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage, card_file=card_file)
+        return f(*args, card=card, **kwargs)
+
+    verb = click.option("--card", "card_file", default=None, metavar="FILE|PRESET",
+                        help=f"A YAML or JSON card file with any of {', '.join(CARD_FIELDS[:-1])} (docs/hub.md), or "
+                             f"the built-in card {ORGANISERS} (the WhestBench organisers' title, page, repository and "
+                             "citation, for their own datasets). Without one the card describes the data and credits "
+                             "no organisation.")(verb)
+    verb = click.option("--homepage", default=None, metavar="URL", help=f"The card's homepage (default: {TOOL_URL}).")(verb)
+    verb = click.option("--license", default=None, metavar="ID",
+                        help=f"The card's license, a Hugging Face license id (default: {LICENSE}).")(verb)
     return click.option("--pretty-name", default=None, metavar="TEXT",
                         help="The card's title (default: one from the data, such as 'Ground truth of 16 random "
-                             "ReLU MLPs of width 64 and depth 6').")(f)
+                             "ReLU MLPs of width 64 and depth 6').")(verb)
 
 
 def _dry_run(directory: Path, config) -> None:
@@ -115,9 +122,7 @@ def _token_options(f):
 @card_options
 @_token_options
 def push(directory: Path, repo: str, tag: str | None, message: str | None, private: bool, dry_run: bool,
-         allow_unchecked_device: bool, card_file: str | None, pretty_name: str | None, license: str | None,
-         homepage: str | None, token: str | None,
-         token_file: str | None, log_every: float) -> None:
+         allow_unchecked_device: bool, card: dict, token: str | None, token_file: str | None, log_every: float) -> None:
     """Publish a complete dataset to the Hugging Face Hub.
 
     Partial and damaged datasets, and datasets with a symlink in data/, are refused before anything
@@ -128,10 +133,8 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     \b
     whest dataset push ./ds --repo aicrowd/whestbench-public --tag v1
     """
-    from whestbench.format.card import check_card_fields
     from whestbench.hub.transfer import PushConfig, hf_ref, push_dataset
 
-    card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage, card_file=card_file)
     token = read_token(token, token_file)  # a dry run checks everything the push would, but the network
     config = PushConfig(repo, tag=tag, message=message, private=private, card=card,
                         allow_unchecked_device=allow_unchecked_device)

@@ -32,8 +32,7 @@ def _events(label: str, log_every: float) -> VerbEvents:
 @click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside a partial).")
 @card_options
 @log_every_option
-def merge(partials: tuple[str, ...], output: str, log_every: float, card_file: str | None, pretty_name: str | None, license: str | None,
-          homepage: str | None) -> None:
+def merge(partials: tuple[str, ...], output: str, log_every: float, card: dict) -> None:
     """Check the partials of one bake and assemble the complete dataset.
 
     \b
@@ -43,7 +42,6 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card_file: s
     from whestbench.assemble.merge import merge_datasets
     from whestbench.format.reader import open_dataset, read_metadata
 
-    card = _card(card_file, pretty_name, license, homepage)  # checked before any work
     partials = tuple(open_dataset(p) for p in partials)  # each read once, by whichever check comes first
     target = open_dataset(output)
     done = finished_merge(partials, target)
@@ -67,8 +65,7 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card_file: s
 @card_options
 @log_every_option
 def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | None, skip_prepared_arrow: bool,
-                   log_every: float, card_file: str | None, pretty_name: str | None, license: str | None,
-                   homepage: str | None) -> None:
+                   log_every: float, card: dict) -> None:
     """Combine single-split datasets (one per split) into one multi-split dataset.
 
     \b
@@ -79,7 +76,6 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     from whestbench.format.reader import open_dataset, read_metadata
     from whestbench.format.schema import DatasetMeta
 
-    card = _card(card_file, pretty_name, license, homepage)  # checked before any work
     inputs = tuple(open_dataset(p) for p in inputs)  # each read once, by whichever check comes first
     target = open_dataset(output)
     done = finished_combine(inputs, target, default_split=default_split, prepared=not skip_prepared_arrow)
@@ -128,10 +124,3 @@ def prepare_arrow(dataset_dir: str) -> None:
 
 
 COMMANDS = [merge, combine_splits, prepare_arrow]
-
-
-def _card(card_file: str | None, pretty_name: str | None, license: str | None, homepage: str | None) -> dict:
-    """The card file and flags, checked (UsageError naming the fix): they settle inputs whose cards differ."""
-    from whestbench.format.card import check_card_fields
-
-    return check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage, card_file=card_file)
