@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from whestbench.atomic import staged_dir
 from whestbench.format.reader import CARD_FILE, DATA_DIR, METADATA_FILE, bind_checksums, metadata_bytes, data_checksums, shard_name
-from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, column_type, columns_for, hf_features
+from whestbench.format.schema import COLUMNS, column_type, columns_for, hf_features
 
 if TYPE_CHECKING:
     import numpy as np
@@ -173,21 +173,19 @@ def rows_table(batch: list[dict[str, Any]], width: int, depth: int, schema: "pa.
             arr = pa.ListArray.from_arrays(buffer_array(pa.int32(), offsets.astype(np.int32)), arr)
         return arr
 
-    build = {
-        "mlp_id": lambda: numbers("mlp_id", np.int32),
-        "mlp_name": lambda: strings("mlp_name"),
-        "mlp_seed": lambda: numbers("mlp_seed", np.int64),
-        "weights": lambda: nested(floats("weights", (depth, width, width))),
-        "all_layer_means": lambda: nested(floats("all_layer_means", (depth, width))),
-        "final_means": lambda: pa.FixedSizeListArray.from_arrays(
-            buffer_array(pa.float32(), floats("final_means", (width,)).reshape(-1)), width
-        ),
-        "avg_variance": lambda: numbers("avg_variance", np.float64),
-        "sampling_budget_breakdown": lambda: strings("sampling_budget_breakdown"),
-        STDERR_COLUMN: lambda: nested(floats(STDERR_COLUMN, (depth, width))),
-        N_USED_COLUMN: lambda: numbers(N_USED_COLUMN, np.int64),
-    }
-    return pa.Table.from_arrays([build[c]() for c in columns], schema=schema)
+    def column(name: str) -> "pa.Array":
+        """By the column's type in ``schema.COLUMN_DOCS``: a string, a number, a float32 list or array."""
+        dtype, shape = column_type(name, width, depth)
+        if dtype == "string":
+            return strings(name)
+        if not shape:
+            return numbers(name, np.dtype(dtype).type)
+        values = floats(name, tuple(shape))
+        if len(shape) > 1:
+            return nested(values)
+        return pa.FixedSizeListArray.from_arrays(buffer_array(pa.float32(), values.reshape(-1)), width)
+
+    return pa.Table.from_arrays([column(c) for c in columns], schema=schema)
 
 
 def write_dataset(
