@@ -175,8 +175,7 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
                             f"(limit {z_group + 0.5:.2f}): a shift common to the dataset")
     scope = f"{len(live)} MLP(s), {tested} neurons of layers 2-{ds.depth}"
     if problems:
-        more = f"; and {len(problems) - 2} more" if len(problems) > 2 else ""
-        report.check("layer means", False, "; ".join(problems[:2]) + more)
+        report.fail("layer means", problems, 2)
         return
     report.blind_spot = _blind_spot(live, z_lim)
     _, (a, layer, j, z, lim) = worst if worst[1] else (0, (live[0], 0, 0, 0.0, z_lim))
@@ -327,8 +326,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
                             f"{math.sqrt(qmean):.3g}x what fresh pilots give (upper limit {math.sqrt(upper):.3g}x): "
                             "error bars overstated")
     if problems:
-        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
-        report.check("stderr size", False, "; ".join(problems[:3]) + more)
+        report.fail("stderr size", problems, 3)
         return
     how = "exact chi-square bounds on the batch means" if cv else "the sample sds' spread"
     report.check("stderr size", True, f"{len(live)} MLP(s), {tested} neurons of layers {first + 1}-{ds.depth}: stored "
@@ -386,8 +384,7 @@ def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> 
             problems.append(f"{_where(ds, a)}: avg_variance {v:.6g}, a fresh pilot's final-layer variance is "
                             f"{want:.6g} (allowed ±{lim:.2g})")
     if problems:
-        more = f"; and {len(problems) - 2} more" if len(problems) > 2 else ""
-        report.check("avg_variance", False, "; ".join(problems[:2]) + more)
+        report.fail("avg_variance", problems, 2)
         return
     var = np.array([float(a.split.avg_var[a.index]) for a in audited]) if audited else np.zeros(1)
     what = []

@@ -47,6 +47,11 @@ class VerifyReport:
     def skip(self, name: str, detail: str) -> Check:
         return self.check(name, True, detail, skipped=True)
 
+    def fail(self, name: str, problems: list[str], shown: int) -> Check:
+        """The failed check ``name``: its first ``shown`` problems, and how many more there are."""
+        more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+        return self.check(name, False, "; ".join(problems[:shown]) + more)
+
     def get(self, name: str) -> Check:
         for c in self.checks:
             if c.name == name:

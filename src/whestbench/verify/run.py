@@ -221,14 +221,11 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         except InvalidDatasetError as e:
             report.check(f"{prefix}files", False, str(e))
             continue
-        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-        report.check(
-            f"{prefix}schema",
-            not problems,
-            shown if problems else f"{len(columns_for(md))} columns with the Arrow/HF types of width={width} depth={depth}",
-        )
         if problems:
+            report.fail(f"{prefix}schema", problems, 3)
             continue
+        report.check(f"{prefix}schema", True,
+                     f"{len(columns_for(md))} columns with the Arrow/HF types of width={width} depth={depth}")
         rederive = version in ("3.0", "4.0")
         try:
             s = scan_split(handle, split, width, depth, rederive=rederive, columns=columns_for(md))
