@@ -16,6 +16,7 @@ import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def choose_rows(rows: list, k: int | None, seed: int) -> list:
 def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None, on_event=None) -> list[Audited]:
     """The pilot of every row whose weights re-derive from its seed (else ``pilot`` None);
     ``on_event`` hears ``Progress("MLPs")`` as they finish (the long part of a verify)."""
-    cv = _is_cv(ds.md)
+    cv = is_cv_block(ds.md.get("estimator"))
 
     def one(item):
         (s, i), n = item
@@ -80,10 +81,6 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None, on_even
             if on_event is not None:
                 on_event(Event("progress", progress=Progress("MLPs", len(out), len(rows))))
     return out
-
-
-def _is_cv(md) -> bool:
-    return is_cv_block(md.get("estimator"))
 
 
 def _where(ds, a: Audited) -> str:
@@ -123,8 +120,7 @@ def check_layer_means(ds, audited: list[Audited], report, p_overall: float) -> N
     for a in live:
         pm = a.pilot
         m = a.split.means[a.index].astype(np.float64)
-        ok = _testable(pm)
-        ok[0] = False
+        ok = _testable(pm, 1)
         se = pm.sd * math.sqrt(1.0 / a.n + 1.0 / pm.n)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(ok, (m - pm.mean) / np.where(ok, se, 1.0), 0.0)
@@ -198,8 +194,7 @@ def _blind_spot(live: list[Audited], z_lim: float) -> str:
     ``min_visible_se`` with each neuron's (skewness-widened) limit, at the median sample count."""
     figures, counts = [], []
     for a in live:
-        ok = _testable(a.pilot)
-        ok[0] = False
+        ok = _testable(a.pilot, 1)
         figures.append(min_visible_se(1.0, a.n, a.pilot.n) * _cf(z_lim, a.pilot.skew, a.n, a.pilot.n)[ok])
         counts.append(a.n)
     fig = float(np.median(np.concatenate(figures)))
@@ -209,9 +204,12 @@ def _blind_spot(live: list[Audited], z_lim: float) -> str:
             "--recompute K checks it")
 
 
-def _testable(pm: PilotMoments) -> np.ndarray:
-    """(depth, w) bool: neurons whose pilot moments are usable (active enough, with spread)."""
-    return (pm.active >= MIN_ACTIVE_SHAPE) & (pm.sd > 0)
+def _testable(pm: PilotMoments, first: int = 0) -> np.ndarray:
+    """(depth, w) bool: neurons of layers ``first + 1``.. whose pilot moments are usable (active enough,
+    with spread)."""
+    ok = (pm.active >= MIN_ACTIVE_SHAPE) & (pm.sd > 0)
+    ok[:first] = False
+    return ok
 
 
 def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> None:
@@ -221,7 +219,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
     live = [a for a in audited if a.pilot is not None and a.split.stderr is not None]
     if not live:
         return
-    cv = _is_cv(ds.md)
+    cv = is_cv_block(ds.md.get("estimator"))
     est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples") if cv else None
     first = 1 if cv else 0  # control variates: layer 1 is exact (its stderr 0 is checked elsewhere)
@@ -251,8 +249,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
             lo = np.exp(-2.0 * z_lim * np.sqrt(v))
             hi = np.exp(2.0 * z_lim * np.sqrt(v))
             q_sd_stored = None
-        testable = _testable(pm)
-        testable[:first] = False
+        testable = _testable(pm, first)
         explained = testable & (pm.sd <= EXPLAINED * np.maximum(pm.y_sd, 1e-300))
         ratio_ok = testable & ~explained & np.isfinite(s)
         if k is None and a.n < MIN_NORMAL_SAMPLES:
@@ -301,7 +298,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
             sd = math.hypot(pilot_part, stored_part)
             agg.setdefault(layer, []).append((qbar, sd, _where(ds, a)))
     n_layer_tests = max(1, sum(len(v) for v in agg.values()) + len(agg))
-    z_agg = -_inv_norm(p_overall / P_FAMILY_SHARE / n_layer_tests)
+    z_agg = -NormalDist().inv_cdf(p_overall / P_FAMILY_SHARE / n_layer_tests)
     for layer, items in sorted(agg.items()):
         qs = np.array([q for q, _, _ in items])
         sds = np.array([sd for _, sd, _ in items])
@@ -334,17 +331,11 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
                  f"layer, and per layer overall; p={p_overall / P_FAMILY_SHARE:g})")
 
 
-def _inv_norm(p: float) -> float:
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(p)
-
-
 def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> None:
     """``avg_variance`` against its definition (plain: the stored final-layer standard errors) and the pilot."""
     problems: list[str] = []
     relation = 0
-    cv = _is_cv(ds.md)
+    cv = is_cv_block(ds.md.get("estimator"))
     for a in audited:
         s, i = a.split, a.index
         v = float(s.avg_var[i])
