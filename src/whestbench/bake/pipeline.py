@@ -45,7 +45,7 @@ from whestbench.work.executor import LocalExecutor, bake_workers
 from whestbench.work.ledger import Ledger, load_seeds, save_seeds
 from whestbench.work.threads import one_torch_thread
 from whestbench.work.units import WorkSpec, units_of_mlp
-from whestbench.work.workdir import hold_lock
+from whestbench.work.workdir import PLAN_FILE, SEEDS_FILE, hold_lock
 
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def bake(
             write_baked(plan, ledger, emit, device_check=checked)
             ledger.remove()
     except BaseException:
-        if fresh and work.is_dir() and not (work / "plan.json").exists() and not (work / "auto-seeds.json").exists():
+        if fresh and work.is_dir() and not (work / PLAN_FILE).exists() and not (work / SEEDS_FILE).exists():
             shutil.rmtree(work, ignore_errors=True)  # refused before any state was saved: leave nothing
         raise
     return plan.config.output

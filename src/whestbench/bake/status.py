@@ -8,7 +8,6 @@ trusted unread, as a resume reads them); a damaged one is counted apart, as a re
 from __future__ import annotations
 
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,9 @@ from whestbench.format.reader import METADATA_FILE
 from whestbench.values import is_int
 from whestbench.work.executor import bake_workers
 from whestbench.work.ledger import Ledger
-from whestbench.work.workdir import STATUS_FORMAT, WORK_SUFFIX, output_for, read_json, utc_text, work_dir_for
-
-_KEY_RE = re.compile(r"^mlp(\d{8})(?:x(\d+)-b(\d{10})-(\d{10}))?$")
-
+from whestbench.work.units import Unit
+from whestbench.work.workdir import (LOCK_FILE, PLAN_FILE, UNITS_DIR, WORK_SUFFIX, is_locked, output_for, read_json, read_status,
+                                     utc_text, work_dir_for)
 
 def bake_status(path: str | os.PathLike) -> dict[str, Any]:
     """A bake's state as a JSON-ready dict; ``path`` is its ``--output`` or its work directory.
@@ -40,12 +38,12 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
             return {**doc, "state": "complete", **_complete(output)}
         raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist); "
                          "pass the --output of a bake.")
-    doc["state"] = "running" if _locked(work / "lock") else "stopped"
-    lock = read_json(work / "lock")
+    doc["state"] = "running" if is_locked(work) else "stopped"
+    lock = read_json(work / LOCK_FILE)
     if isinstance(lock, dict):
         doc["holder" if doc["state"] == "running" else "last_run"] = {
             k: lock.get(k) for k in ("pid", "host", "started", "command")}
-    plan = read_json(work / "plan.json")
+    plan = read_json(work / PLAN_FILE)
     identity = plan.get("identity") if isinstance(plan, dict) else None
     if not isinstance(identity, dict):
         doc["plan"] = None
@@ -80,13 +78,13 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
     counted_s = wall_s = 0.0
     mlps_done: set[int] = set()
     last_write = None
-    names = sorted(p.name for p in (work / "units").glob("*")) if (work / "units").is_dir() else []
+    names = sorted(p.name for p in (work / UNITS_DIR).glob("*")) if (work / UNITS_DIR).is_dir() else []
     for name in names:
         key, _, kind = name.rpartition(".")
-        m = _KEY_RE.match(key)
-        if m is None or kind not in ("unit", "ckpt") or ledger is None:
+        unit = Unit.from_key(key)
+        if unit is None or kind not in ("unit", "ckpt") or ledger is None:
             continue
-        mlp, count = int(m.group(1)), int(m.group(2) or 1)
+        mlp, count = unit.mlp_index, unit.mlp_count
         try:
             found = ledger.saved(key)
         except (DamagedRecord, OSError, ValueError):
@@ -95,22 +93,21 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         if found is None or (found[0] == "unit") != (kind == "unit"):
             continue  # the unit file wins over a stale checkpoint of the same unit
         meta = found[1]
-        mtime = (work / "units" / name).stat().st_mtime
+        mtime = (work / UNITS_DIR / name).stat().st_mtime
         last_write = max(last_write or mtime, mtime)
         if kind == "unit":
             units_done += 1
             n = int(meta.get("count", 0)) * count
             saved += n
             counted_s, wall_s = counted_s + n, wall_s + float(meta.get("wall_s", 0.0))
-            if m.group(2) is None:
+            if unit.block_end is None:
                 mlps_done.add(mlp)
         else:
             checkpoints += 1
             saved += int(meta.get("position", meta.get("samples", 0))) * count
     n_mlps = max(0, int(end) - int(start))
     sampler = identity.get("sampler")
-    recorded = read_json(work / "status.json")  # the bake's plan figures (whestbench since issue 28)
-    recorded = recorded if isinstance(recorded, dict) and recorded.get("format") == STATUS_FORMAT else {}
+    recorded = read_status(work)  # the bake's plan figures (whestbench since issue 28)
     units_total = recorded.get("units_total")
     if not isinstance(units_total, int):
         units_total = n_mlps if sampler == "pcg64" or target else None  # philox without a target: cut by schedule
@@ -198,25 +195,6 @@ def _rank_lines(doc: dict[str, Any]) -> list[str]:
     rows += [(r, "never seen") for r in doc.get("ranks_never_seen") or []]
     lines += [f"    rank {rank}: {text}" for rank, text in sorted(rows)]
     return lines
-
-
-def _locked(lock: Path) -> bool:
-    """Whether a bake holds ``lock`` now (an exclusive flock): a shared try-lock fails, and is released at once."""
-    import fcntl
-
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted there must not block
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # releases a shared lock taken
-    return False
 
 
 def status_lines(doc: dict[str, Any]) -> list[str]:

@@ -33,7 +33,7 @@ from whestbench.compute.segments import SegmentTrail
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError
 from whestbench.work.records import decode_record, encode_record
-from whestbench.work.workdir import output_for
+from whestbench.work.workdir import PLAN_FILE, SEEDS_FILE, UNITS_DIR, output_for
 
 PLAN_FORMAT = "whestbench-plan/2"
 SEEDS_FORMAT = "whestbench-seeds/1"
@@ -47,16 +47,16 @@ def save_seeds(root: Path, seeds: list[int], digest: str) -> None:
     whose seeds a re-run cannot recover (it would draw new ones and be refused as another bake)."""
     root.mkdir(parents=True, exist_ok=True)
     blob = json.dumps({"format": SEEDS_FORMAT, "seed_list_digest": digest, "seeds": seeds})
-    write_file_atomic(root / "auto-seeds.json", blob.encode())
+    write_file_atomic(root / SEEDS_FILE, blob.encode())
 
 
 def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
                validate: Callable[[list[int], int], list[int]]) -> list[int] | None:
     """The seeds a previous run of this bake drew, or None if it drew none. A file that fails its
     checks is refused (DamagedWorkFile): resuming with other seeds would mix two datasets."""
-    path = root / "auto-seeds.json"
+    path = root / SEEDS_FILE
     if not path.exists():
-        if (root / "plan.json").exists():  # a bake of random seeds whose seed file was deleted
+        if (root / PLAN_FILE).exists():  # a bake of random seeds whose seed file was deleted
             raise DamagedWorkFile(
                 f"the seed file {path} is missing: {root} holds a saved bake (plan.json) but not the random seeds "
                 "it drew, so its units cannot be used. If that bake was given --mlp-seeds or --seed, re-run it with "
@@ -128,10 +128,10 @@ class Ledger:
 
     def __init__(self, root: Path, identity: dict[str, Any]):
         self.root = Path(root)
-        self.units_dir = self.root / "units"
+        self.units_dir = self.root / UNITS_DIR
         self.identity = identity
         self.digest = identity_digest(identity)
-        plan = self.root / "plan.json"
+        plan = self.root / PLAN_FILE
         if plan.exists():
             stored = self._read_plan(plan)
             if stored != identity:
@@ -160,11 +160,11 @@ class Ledger:
         is written, no lock is taken), or None when ``root`` holds no plan or another bake's.
         DamagedWorkFile for a damaged plan."""
         root = Path(root)
-        plan = root / "plan.json"
+        plan = root / PLAN_FILE
         if root.is_symlink() or not plan.is_file():
             return None
         ledger = cls.__new__(cls)
-        ledger.root, ledger.units_dir, ledger.identity = root, root / "units", identity
+        ledger.root, ledger.units_dir, ledger.identity = root, root / UNITS_DIR, identity
         ledger.digest = identity_digest(identity)
         return ledger if ledger._read_plan(plan) == identity else None
 

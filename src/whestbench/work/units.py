@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ from whestbench.compute.estimators import CV_BATCH, is_check_point
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.compute.segments import SegmentTrail, finish, segment_bounds, trail_names
 from whestbench.compute.stats import LayerSums
+
+
+_KEY_RE = re.compile(r"^mlp(\d{8})(?:x(\d+)-b(\d{10})-(\d{10}))?$")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,17 @@ class Unit:
         if self.block_end is None:
             return f"mlp{self.mlp_index:08d}"
         return f"mlp{self.mlp_index:08d}x{self.mlp_count}-b{self.block_start:010d}-{self.block_end:010d}"
+
+    @classmethod
+    def from_key(cls, key: str) -> "Unit | None":
+        """The unit whose ``key`` this is (the file name of its record without the extension); None for
+        any other name."""
+        m = _KEY_RE.match(key)
+        if m is None:
+            return None
+        if m.group(2) is None:
+            return cls(int(m.group(1)))
+        return cls(int(m.group(1)), int(m.group(3)), int(m.group(4)), int(m.group(2)))
 
     @property
     def mlps(self) -> range:

@@ -27,7 +27,8 @@ def work_dir_for(output: Path) -> Path:
     return output.with_name(output.name + WORK_SUFFIX)
 
 
-_ENTRIES = {"lock": "file", "plan.json": "file", "auto-seeds.json": "file", "status.json": "file", "units": "directory"}
+LOCK_FILE, PLAN_FILE, SEEDS_FILE, STATUS_FILE, UNITS_DIR = "lock", "plan.json", "auto-seeds.json", "status.json", "units"
+_ENTRIES = {LOCK_FILE: "file", PLAN_FILE: "file", SEEDS_FILE: "file", STATUS_FILE: "file", UNITS_DIR: "directory"}
 """What a work directory holds (besides the ``.NAME.*.tmp`` files of an interrupted atomic write)."""
 
 
@@ -80,17 +81,21 @@ def write_status(root: Path, doc: dict[str, Any]) -> None:
     """``root/status.json``: what a bake planned (its planned samples, units and workers), written
     once its units are about to start, for ``whest dataset status`` (which trusts nothing else in it:
     the units and checkpoints are read and checked themselves)."""
-    write_file_atomic(Path(root) / "status.json", (json.dumps({"format": STATUS_FORMAT, **doc}, indent=1) + "\n").encode())
+    write_file_atomic(Path(root) / STATUS_FILE, (json.dumps({"format": STATUS_FORMAT, **doc}, indent=1) + "\n").encode())
 
 
 def update_status(root: Path, fields: dict[str, Any]) -> None:
     """``root/status.json`` with ``fields`` set and the rest as it was (a missing or unreadable one:
     ``fields`` alone)."""
-    doc = read_json(Path(root) / "status.json")
+    write_status(root, {**read_status(root), **fields})
+
+
+def read_status(root: Path) -> dict[str, Any]:
+    """``root/status.json`` without its format tag; ``{}`` when it is missing, unreadable or not ours."""
+    doc = read_json(Path(root) / STATUS_FILE)
     if not isinstance(doc, dict) or doc.get("format") != STATUS_FORMAT:
-        doc = {}
-    doc.pop("format", None)
-    write_status(root, {**doc, **fields})
+        return {}
+    return {k: v for k, v in doc.items() if k != "format"}
 
 
 def read_json(path: Path) -> Any:
@@ -124,7 +129,7 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
     import fcntl
 
     root.mkdir(parents=True, exist_ok=True)
-    path = root / "lock"
+    path = root / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -144,3 +149,23 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the flock
+
+
+def is_locked(root: Path) -> bool:
+    """Whether a bake holds ``root``'s lock now (``hold_lock``'s exclusive flock): a shared try-lock fails,
+    and is released at once (``whest dataset status`` reads without locking anything)."""
+    import fcntl
+
+    try:
+        fd = os.open(Path(root) / LOCK_FILE, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted there must not block
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # releases a shared lock taken
+    return False
