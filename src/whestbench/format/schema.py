@@ -235,11 +235,9 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
             "re-bake the dataset with this version of whestbench."
         )
     sp = md.get("seed_protocol")
-    if not isinstance(sp, dict) or (sp.get("name"), sp.get("version")) not in PROTOCOLS:
-        name = sp.get("name") if isinstance(sp, dict) else None
-        version = sp.get("version") if isinstance(sp, dict) else None
+    name, version = (sp.get("name"), sp.get("version")) if isinstance(sp, dict) else (None, None)
+    if (name, version) not in PROTOCOLS:
         raise InvalidDatasetError(f"unknown seed_protocol name={name!r} / version={version!r}.")
-    version = sp["version"]
     if version == "4.0":
         src = sp.get("salt_source")
         if src not in ("metadata", "env"):
@@ -594,29 +592,27 @@ def _validate_recipe(md: dict) -> None:
                        ("total_n_mlps", MAX_MLPS)):
         if key in md and not is_positive_int(md[key], limit):
             raise InvalidDatasetError(f"metadata {key} {show_value(md[key], max_len=60)} is not a positive integer (at most {limit:,}) {fix}.")
+    samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
     for name, entry in DatasetMeta.of(md).blocks.items():
         if isinstance(entry, dict) and "n_mlps" in entry and not is_positive_int(entry["n_mlps"], MAX_MLPS):
             raise InvalidDatasetError(f"metadata splits[{name!r}].n_mlps {show_value(entry['n_mlps'], max_len=60)} is not a positive "
                                       f"integer {fix}.")
+        if isinstance(entry, dict) and "sampler" in entry:
+            samplers.append((entry["sampler"], f"splits[{name!r}].sampler"))
     if md.get("is_partial"):
         rng, total = md.get("mlp_range"), md.get("total_n_mlps")
         if not (isinstance(rng, list) and len(rng) == 2 and all(is_int(v) for v in rng)
                 and is_positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
             raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
                                       f"mlp_range {show_value(rng, max_len=60)}, total_n_mlps {show_value(total, max_len=60)} {fix}.")
-    samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
-    for name, entry in DatasetMeta.of(md).blocks.items():
-        if isinstance(entry, dict) and "sampler" in entry:
-            samplers.append((entry["sampler"], f"splits[{name!r}].sampler"))
     for sampler, where in samplers:
         _check_sampler(sampler, where, md, fix)
     if "estimator" in md and not samplers:
         raise InvalidDatasetError(f"metadata has an estimator block but no sampler block {fix}.")
     if "estimator" in md:
         est = md["estimator"]
-        name = est.get("name") if isinstance(est, dict) else est
-        if not isinstance(est, dict) or name not in ESTIMATORS or est.get("version") != ESTIMATOR_VERSION:
-            version = est.get("version") if isinstance(est, dict) else None
+        name, version = (est.get("name"), est.get("version")) if isinstance(est, dict) else (est, None)
+        if name not in ESTIMATORS or version != ESTIMATOR_VERSION:
             raise InvalidDatasetError(f"metadata estimator {show_value(name, max_len=60)} version {show_value(version, max_len=60)} is not one this "
                                       f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
         if is_cv_block(est):
