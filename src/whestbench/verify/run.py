@@ -213,11 +213,11 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         report.check("checksums", state.state == "ok", state.detail if state.state == "ok" else f"MISMATCH: {state.detail}")
 
     ds = DatasetScan(path, md, width, depth, n_samples, [])
-    multi = len(splits) > 1 or meta.is_multi
+    columns = columns_for(md)
     for split in splits:
-        prefix = f"{split}: " if multi else ""
+        prefix = f"{split}: " if meta.is_multi else ""
         try:
-            problems = schema_problems(handle, split, width, depth, columns_for(md))
+            problems = schema_problems(handle, split, width, depth, columns)
         except InvalidDatasetError as e:
             report.check(f"{prefix}files", False, str(e))
             continue
@@ -225,10 +225,10 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
             report.fail(f"{prefix}schema", problems, 3)
             continue
         report.check(f"{prefix}schema", True,
-                     f"{len(columns_for(md))} columns with the Arrow/HF types of width={width} depth={depth}")
+                     f"{len(columns)} columns with the Arrow/HF types of width={width} depth={depth}")
         rederive = version in ("3.0", "4.0")
         try:
-            s = scan_split(handle, split, width, depth, rederive=rederive, columns=columns_for(md))
+            s = scan_split(handle, split, width, depth, rederive=rederive, columns=columns)
         except InvalidDatasetError as e:
             report.check(f"{prefix}rows", False, str(e))
             continue
@@ -273,17 +273,18 @@ def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, pr
     derivation itself. Catches rows substituted, reordered or dropped with the counts edited to match."""
     from whestbench.compute.seeds import derived_seeds, seed_list_digest
 
-    level = DatasetMeta(md).block(s.name)
+    meta = DatasetMeta(md)
+    level = meta.block(s.name)  # a dict: the metadata validated
     problems = []
-    digest = level.get("seed_list_digest") if isinstance(level, dict) else None
+    digest = level.get("seed_list_digest")
     if digest is not None and not md.get("is_partial"):
         got = seed_list_digest(s.seeds)
         if got != digest:
             problems.append(f"the mlp_seed column hashes to {got[:19]}…, not to the recorded seed_list_digest "
                             f"{sanitize(str(digest))[:19]}… (rows substituted, reordered or dropped)")
-    source = level.get("seed_source") if isinstance(level, dict) else None
+    source = level.get("seed_source")
     if isinstance(source, dict) and source.get("method") == "derived" and isinstance(source.get("root_seed"), int):
-        start, end, _ = DatasetMeta(md).declared_rows(s.name)
+        start, end, _ = meta.declared_rows(s.name)
         total = md.get("total_n_mlps") if md.get("is_partial") else end
         if isinstance(total, int) and 0 <= start <= end <= total <= 2**31 and end - start == len(s.seeds):
             want = derived_seeds(source["root_seed"], total)[start:end]
@@ -291,14 +292,13 @@ def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, pr
                 k = next(i for i, (a, b) in enumerate(zip(s.seeds, want)) if int(a) != b)
                 problems.append(f"mlp_id {int(s.ids[k])}'s mlp_seed {int(s.seeds[k])} is not the seed --seed "
                                 f"{source['root_seed']} derives there ({want[k]})")
+    what = [w for w, on in (("seed_list_digest", digest is not None and not md.get("is_partial")),
+                            ("the seeds its recorded root seed derives", isinstance(source, dict)
+                             and source.get("method") == "derived")) if on]
     if problems:
         report.check(f"{prefix}seed list", False, "; ".join(problems))
-    elif digest is not None or source is not None:
-        what = [w for w, on in (("seed_list_digest", digest is not None and not md.get("is_partial")),
-                                ("the seeds its recorded root seed derives", isinstance(source, dict)
-                                 and source.get("method") == "derived")) if on]
-        if what:
-            report.check(f"{prefix}seed list", True, f"the mlp_seed column matches its {' and '.join(what)}")
+    elif what:
+        report.check(f"{prefix}seed list", True, f"the mlp_seed column matches its {' and '.join(what)}")
 
 
 def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: str, version: str) -> None:

@@ -38,8 +38,7 @@ def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
     """``(split scan, audit block, file)`` of every split that keeps a trail."""
     out = []
     for s in ds.splits:
-        level = DatasetMeta(ds.md).block(s.name)
-        block = level.get("audit") if isinstance(level, dict) else None
+        block = DatasetMeta(ds.md).block(s.name).get("audit")  # the split's block: a dict, the metadata validated
         if isinstance(block, dict) and "file" in block:
             out.append((s, block, ds.path / str(block["file"])))
     return out

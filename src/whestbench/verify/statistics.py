@@ -117,9 +117,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     target = ds.md.get("target_stderr")
     if target is None:
         return
-    value = target.get("value") if isinstance(target, dict) else None
-    layer = target.get("layer") if isinstance(target, dict) else None
-    # (value and layer are valid: schema.validate_metadata refused the dataset otherwise)
+    value, layer = target["value"], target["layer"]  # valid: schema.validate_metadata refused the dataset otherwise
     if any(s.n_used is None for s, _ in rows):
         report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
         return

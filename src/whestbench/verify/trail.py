@@ -44,7 +44,7 @@ def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
     for s in ds.splits:
         prefix = f"{s.name}: " if multi else ""
         level = DatasetMeta(ds.md).block(s.name)
-        block = level.get("audit") if isinstance(level, dict) else None
+        block = level.get("audit")  # the split's block is a dict: the metadata validated
         if block is None:
             continue
         try:
@@ -64,7 +64,7 @@ def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
                          f"audit trail there. {REDO}")
             continue
         cv = is_cv_block(level.get("estimator", ds.md.get("estimator")))
-        sampler = (level.get("sampler") or {}).get("name") if isinstance(level.get("sampler"), dict) else None
+        sampler = (level.get("sampler") or {}).get("name")  # a sampler block is a dict: the metadata validated
         _check_split(ds, s, report, prefix, path, segments, step, aligned, cv, sampler == "pcg64")
 
 
