@@ -29,7 +29,7 @@ from whestbench.events import Event, EventSink, ignore
 from whestbench.text import error_line
 from whestbench.work.executor import Job, Tracker, scan_ledger, stop_summary, unit_context
 from whestbench.work.launch_env import RERUN_HINT, DistEnv, resume_hint
-from whestbench.work.ledger import identity_digest, read_unit_record, unit_record
+from whestbench.work.ledger import identity_diff, identity_digest, read_unit_record, unit_record
 from whestbench.work.records import decode_record, encode_record
 from whestbench.work.steps import UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.threads import one_blas_thread
@@ -932,11 +932,7 @@ def _run_peer(ctx: _Context, beat, job: Job) -> None:
         own = list(job.spec.seeds)  # this rank's --seed or --mlp-seeds list; empty when it takes rank 0's
         if spec.identity() != plan["identity"] or (own and own != list(plan["seeds"])):
             mine, theirs = spec.identity(), plan["identity"]
-            diff = ", ".join(
-                f"{k} (rank 0: {theirs.get(k)!r}, rank {env.rank}: {mine.get(k)!r})"
-                for k in sorted(set(mine) | set(theirs))
-                if mine.get(k) != theirs.get(k)
-            )
+            diff = identity_diff(theirs, mine, "rank 0:", f"rank {env.rank}:")
             if own and own != list(plan["seeds"]):  # --seed/--mlp-seeds differ (docs/distributed.md: it stops the bake)
                 at = next((i for i, (a, b) in enumerate(zip(own, plan["seeds"])) if a != b), min(len(own), len(plan["seeds"])))
                 seed_diff = (f"seed (the seed list differs from MLP {at}: rank 0's {_seed_at(plan['seeds'], at)}, "

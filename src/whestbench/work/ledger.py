@@ -89,6 +89,12 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
 # ------------------------------------------------------------------------------------ the ledger
 
 
+def identity_diff(a: dict[str, Any], b: dict[str, Any], label_a: str, label_b: str) -> str:
+    """The keys where two identities differ, each with both values: ``"width (saved 8, now 16)"``."""
+    return ", ".join(f"{k} ({label_a} {a.get(k)!r}, {label_b} {b.get(k)!r})" for k in sorted(set(a) | set(b))
+                     if a.get(k) != b.get(k))
+
+
 def identity_digest(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
@@ -135,11 +141,7 @@ class Ledger:
         if plan.exists():
             stored = self._read_plan(plan)
             if stored != identity:
-                diff = ", ".join(
-                    f"{k} (saved {stored.get(k)!r}, now {identity.get(k)!r})"
-                    for k in sorted(set(stored) | set(identity))
-                    if stored.get(k) != identity.get(k)
-                )
+                diff = identity_diff(stored, identity, "saved", "now")
                 raise LedgerMismatch(
                     f"work directory {self.root} holds results of a different bake (differs in: {diff}); "
                     f"re-run the original command to resume it, or delete {self.root} to start over."
