@@ -15,10 +15,11 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, LOG_SECONDS, PEER_TIMEOUT, err, out, parse_mlp_range,
+from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, PEER_TIMEOUT, err, out, parse_mlp_range,
                                    parse_slice, read_seeds_file, torch_knobs)
 from whestbench.cli.signals import StopSignals, is_cli_verb
 from whestbench.cli.hub import card_options
+from whestbench.cli.progress import log_every_option
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.errors import RESUME, UsageError
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
@@ -58,8 +59,7 @@ from whestbench.work import CHECKPOINT_EVERY_S, DEVICES, GPU_KERNELS
 @click.option("--audit-segments", type=click.IntRange(0, 1024), default=32, show_default=True, metavar="S",
               help="Segments per MLP of the audit trail (audit/<split>.parquet) that verify checks the stored numbers "
                    "against; 0: no trail. Never changes the numbers (docs/format.md, Audit trail).")
-@click.option("--log-every", type=LOG_SECONDS, default=60.0, show_default=True,
-              help="When stderr is not a terminal: seconds between progress lines.")
+@log_every_option
 @click.option("--peer-timeout", type=PEER_TIMEOUT, default=300.0, show_default=True,
               help="Distributed bakes: seconds of silence after which a rank is declared dead.")
 @click.option("--quiet", is_flag=True, help="No progress display.")

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import out
+from whestbench.cli.progress import VerbEvents, log_every_option
 from whestbench.errors import UsageError
 from whestbench.text import format_bytes, plural
 
@@ -93,17 +94,7 @@ def _say(text: str) -> None:
     out.print(text, markup=False, emoji=False)
 
 
-def _events(label: str, log_every: float):
-    """Hub events as the verb's lines: messages on stdout, notes on stderr, bytes moved as a bar on a
-    terminal or as log lines in a log file."""
-    from whestbench.cli.progress import VerbEvents
-
-    return VerbEvents(label, _SAID, _say, log_every=log_every)
-
-
 def _token_options(f):
-    from whestbench.cli.progress import log_every_option
-
     f = log_every_option(f)
     f = click.option("--token-file", default=None, metavar="PATH", help=_TOKEN_FILE_HELP)(f)
     return click.option("--token", default=None, metavar="TOKEN", help=_TOKEN_HELP)(f)
@@ -141,7 +132,7 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     if dry_run:
         _dry_run(directory, config)
         return
-    with _events("push", log_every) as events:
+    with VerbEvents("push", _SAID, log_every=log_every) as events:
         result = push_dataset(directory, config, token=token, on_event=events)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
@@ -173,7 +164,7 @@ def pull(repo: str, revision: str | None, output: Path | None, split: str | None
     """
     from whestbench.hub.transfer import hf_ref, pull_dataset
 
-    with _events("pull", log_every) as events:
+    with VerbEvents("pull", _SAID, log_every=log_every) as events:
         result = pull_dataset(repo, revision=revision, output=output, split=split,
                               token=read_token(token, token_file), on_event=events)
     where = hf_ref(result.repo_id, result.revision or "main")

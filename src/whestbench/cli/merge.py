@@ -22,11 +22,6 @@ from whestbench.cli.progress import VerbEvents, log_every_option
 _PATH = click.Path()
 
 
-def _events(label: str, log_every: float) -> VerbEvents:
-    """Notes and warnings on stderr, progress as a bar or log lines, the "start" line on stdout."""
-    return VerbEvents(label, {"start"}, lambda text: out.print(text, markup=False, emoji=False), log_every=log_every)
-
-
 @click.command("merge")
 @click.argument("partials", nargs=-1, required=True, type=_PATH)
 @click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside a partial).")
@@ -50,7 +45,7 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card: dict) 
                          f"({done.get('n_mlps')} MLPs); nothing to do.", card=card)
         return
     with complete_once_in_place("merge", output):
-        with _events("merge", log_every) as events:
+        with VerbEvents("merge", {"start"}, log_every=log_every) as events:
             merge_datasets(list(partials), output_dir=output, on_event=events,  # "start": once the paths are fine
                            card=card)
         n = read_metadata(output).get("n_mlps")
@@ -84,7 +79,7 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
                          f"of these {len(inputs)} datasets; nothing to do.", card=card)
         return
     with complete_once_in_place("combine-splits", output):
-        with _events("combine-splits", log_every) as events:
+        with VerbEvents("combine-splits", {"start"}, log_every=log_every) as events:
             combine_split_datasets(
                 list(inputs),
                 output_dir=output,
@@ -114,7 +109,7 @@ def prepare_arrow(dataset_dir: str) -> None:
     """
     from whestbench.assemble.combine import prepare_arrow as build
 
-    with _events("prepare-arrow", 60.0) as events:
+    with VerbEvents("prepare-arrow", {"start"}) as events:
         names = build(dataset_dir, on_event=events)
     out.print(
         f"Patched {sanitize(str(dataset_dir))} with prepared Arrow artifacts for {len(names)} split(s): "

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import TextIO
 
-from whestbench.cli.common import err
+from whestbench.cli.common import err, out
 from whestbench.events import Event, Progress
 from whestbench.text import format_bytes, format_clock, format_count, format_rate, sanitize
 
@@ -205,14 +205,15 @@ def log_every_option(f):
 
 
 class VerbEvents(Reporter):
-    """A verb's event sink: progress and notes as ``Reporter`` shows them; the messages of the kinds
-    in ``say`` (a verb's own lines, such as "Merging 4 partials → out") printed by ``print_line``."""
+    """A verb's event sink: progress and notes as ``Reporter`` shows them (on stderr: a bar on a
+    terminal, log lines in a log file); the messages of the kinds in ``say`` (a verb's own lines,
+    such as "Merging 4 partials → out") printed on stdout."""
 
-    def __init__(self, label: str, say: set[str], print_line, **kw):
+    def __init__(self, label: str, say: set[str], **kw):
         super().__init__(label, **kw)
-        self.say, self.print_line = say, print_line
+        self.say = say
 
     def __call__(self, event: Event) -> None:
         if event.kind in self.say and event.message:
-            self.print_line(sanitize(event.message))
+            out.print(sanitize(event.message), markup=False, emoji=False)
         super().__call__(event)
