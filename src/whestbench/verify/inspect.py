@@ -311,10 +311,8 @@ def _local_lines(handle: DatasetDir, md: dict[str, Any]) -> list[str]:
     status, detail = state.state, state.detail
     if status == "ok":
         lines.append(f"  integrity: checksums ok ({detail})")
-    elif status == "absent":
-        lines.append(f"  integrity: checksums absent — {detail}; `whest dataset verify {directory}` checks the content")
-    elif status == "stale":
-        lines.append(f"  integrity: checksums stale — {detail}; `whest dataset verify {directory}` checks the content")
+    elif status in ("absent", "stale"):
+        lines.append(f"  integrity: checksums {status} — {detail}; `whest dataset verify {directory}` checks the content")
     else:
         lines.append(f"  integrity: checksums MISMATCH — {detail}; re-download or re-bake the dataset")
     return lines
@@ -385,13 +383,11 @@ def _stderr_lines(directory: "Path | DatasetDir", split: str, md: dict[str, Any]
 def _layer_means(directory: "Path | DatasetDir", split: str, column: str = "all_layer_means"):
     """``split``'s ``column`` (``all_layer_means`` or ``all_layer_stderr``) as ``(n, depth, width)`` float32."""
     import numpy as np
-    import pyarrow as pa
 
     from whestbench.format.reader import read_table
+    from whestbench.verify.scan import arrow_storage
 
-    col = read_table(directory, split, [column]).column(column).combine_chunks()
-    if isinstance(col, pa.ExtensionArray):
-        col = col.storage
+    col = arrow_storage(read_table(directory, split, [column]).column(column))
     n = len(col)
     inner = col.flatten()
     depth = len(inner) // n if n else 0

@@ -82,7 +82,8 @@ class _ShapeError(InvalidDatasetError):
     pass
 
 
-def _storage(arr):
+def arrow_storage(arr):
+    """An Arrow column as one plain array: its chunks combined, an extension type's storage."""
     import pyarrow as pa
 
     if isinstance(arr, pa.ChunkedArray):
@@ -97,7 +98,7 @@ def _dense(arr, inner: tuple[int, ...], column: str, ids: np.ndarray) -> np.ndar
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = _storage(arr)
+    arr = arrow_storage(arr)
     n = len(arr)
     want = "x".join(map(str, inner))
     for level, size in enumerate(inner):
