@@ -138,23 +138,20 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
     report.check("recompute", True, f"{len(rows)} MLP(s) chosen at random with --sample-seed {sample_seed}: mlp_id {ids}; "
                  f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
                  + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
-    if cache:
-        path = recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop, confirm=confirm_complete)
+    import contextlib
+    import tempfile
+
+    with contextlib.ExitStack() as stack:
+        if not cache:  # --no-cache: a bake of its own, removed after
+            root.mkdir(parents=True, exist_ok=True)
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".no-cache-", dir=root,
+                                                                        ignore_cleanup_errors=True)))
+        path = recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop,
+                         confirm=confirm_complete if cache else None)
         if isinstance(path, DatasetDir):  # reused, not baked: say so, and how to bake afresh
             report.check("recompute: cache", True, f"reused the bake cached at {path} (its completion marker, "
                          "checksums, integrity and pilot-free statistics pass; --no-cache bakes afresh)")
         compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
-        return
-    import shutil
-    import tempfile
-
-    root.mkdir(parents=True, exist_ok=True)
-    fresh = Path(tempfile.mkdtemp(prefix=".no-cache-", dir=root))  # --no-cache: a bake of its own, removed after
-    try:
-        path = recompute(ds.md, seeds, device=device, root=fresh, on_event=on_event, stop=stop)
-        compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
-    finally:
-        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def _metadata_or_none(handle: DatasetDir) -> Any:
