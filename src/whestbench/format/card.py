@@ -12,21 +12,24 @@ merged, multi-split and legacy (protocol 2.0) metadata all render.
 
 from __future__ import annotations
 
+import os
 import re
-
 import shlex
+import stat
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from whestbench.atomic import write_file_atomic
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
-from whestbench.format.reader import CARD_FILE, METADATA_FILE, checksums_block, metadata_bytes, shard_glob
+from whestbench.format.reader import CARD_FILE, METADATA_FILE, checksums_block, data_files, metadata_bytes, shard_glob
 from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE,
                                       DatasetMeta, check_card, columns_for, combine_card, device_check_state,
                                       hidden_char)
-from whestbench.errors import InvalidDatasetError
+from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.text import format_count
 from whestbench.values import is_int
 
@@ -64,11 +67,6 @@ def read_card_file(path: str) -> dict[str, Any]:
     """``--card FILE``: a YAML or JSON mapping of ``CARD_FIELDS`` (docs/hub.md, "The card"), checked:
     unknown keys, wrong types, control or bidirectional characters and URLs that are not plain
     http(s) are a UsageError naming the key and the fix."""
-    import os
-    import stat
-
-    from whestbench.errors import UsageError
-
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
@@ -637,11 +635,7 @@ def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
     every split under the config the card gives it to that split's shards (``load_dataset_builder``
     offline: files are matched, no row is read; a 0.16 card without a block passes when the automatic
     layout finds every split). Never raises on a damaged dataset."""
-    import os
     import tempfile
-    from pathlib import Path
-
-    from whestbench.format.reader import data_files
 
     handle, root = root, Path(root)  # an open DatasetDir lists each split's shards once
     want = configs_block(md)
@@ -692,10 +686,6 @@ def restore_card(root: Any, md: dict[str, Any]) -> bool:
     """Rewrite ``root``'s README.md (atomically) when it is missing or its ``configs`` block is not the
     one ``md`` implies; True when it did. A re-run of a bake, merge or combine calls this: the card
     decides which configs ``datasets`` can load, and it is no part of the checksummed numbers."""
-    from pathlib import Path
-
-    from whestbench.atomic import write_file_atomic
-
     readme = Path(root) / CARD_FILE
     if readme.is_file() and not readme.is_symlink():
         try:
@@ -717,10 +707,6 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     ``schema.combine_card``); empty when nothing was. README.md is
     written first, so a stop between the two writes leaves metadata.json's old card, and the next
     re-run finds the difference again."""
-    from pathlib import Path
-
-    from whestbench.atomic import write_file_atomic
-
     recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
     card = combine_card(recorded, given or {})
     changed = {k: (recorded.get(k), card.get(k)) for k in sorted({*recorded, *card}) if recorded.get(k) != card.get(k)}
