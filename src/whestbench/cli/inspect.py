@@ -7,6 +7,11 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import out
+from whestbench.cli.progress import Reporter
+from whestbench.cli.signals import StopSignals
+from whestbench.errors import UsageError, WorkFailed
+from whestbench.format.reader import open_dataset
+from whestbench.paths import check_output_file
 from whestbench.text import sanitize
 
 
@@ -26,18 +31,12 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
     whest dataset inspect aicrowd/arc-whestbench-2026 --revision v1
     whest dataset inspect ./final-eval --plot means.png
     """
-    from whestbench.cli.progress import Reporter
     from whestbench.verify.inspect import describe, plot_means
-    from whestbench.errors import UsageError
 
     if plot is not None and not Path(source).is_dir():
         raise UsageError(f"--plot reads the data files, so SOURCE must be a local dataset directory; `whest dataset pull {source}` first.")
     if plot is not None:
-        from whestbench.format.reader import open_dataset
-        from whestbench.paths import check_output_file
-
         check_output_file(plot, "--plot")
-
         source = open_dataset(source)  # the summary and the plot read it once
     with Reporter("inspect", mode="quiet") as notes:  # a retry's note, if the Hub is slow to answer
         lines = describe(source, revision=revision, on_event=notes)
@@ -101,9 +100,6 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
         mark = "–" if check.skipped else ("✓" if check.ok else "✗")
         out.print(f"{mark} {check.name}: {check.detail}", markup=False, emoji=False)
 
-    from whestbench.cli.signals import StopSignals
-    from whestbench.cli.progress import Reporter
-
     # the stop signals (a job's time limit, a dropped session) stop a --recompute bake at a checkpoint: the re-run resumes it
     with StopSignals() as signals, Reporter("verify", mode="auto") as reporter:
         def sink(event) -> None:
@@ -115,8 +111,6 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     skipped = sum(c.skipped for c in report.checks)
     tail = f", {skipped} skipped" if skipped else ""
     if failed:
-        from whestbench.errors import WorkFailed
-
         # main() prints this on stderr and exits 1
         raise WorkFailed(
             f"verify: {len(failed)} of {len(report.checks)} checks failed ({', '.join(c.name for c in failed)}); "

@@ -17,6 +17,8 @@ from whestbench.cli.signals import complete_once_in_place
 from whestbench.text import sanitize
 from whestbench.cli.hub import card_options
 from whestbench.cli.progress import VerbEvents, log_every_option
+from whestbench.format.reader import open_dataset, read_metadata
+from whestbench.format.schema import DatasetMeta
 
 # Paths stay strings until the library checks them: ``Path("")`` would turn an empty argument into ".".
 _PATH = click.Path()
@@ -35,7 +37,6 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card: dict) 
     """
     from whestbench.format.finished import finished_merge
     from whestbench.assemble.merge import merge_datasets
-    from whestbench.format.reader import open_dataset, read_metadata
 
     partials = tuple(open_dataset(p) for p in partials)  # each read once, by whichever check comes first
     target = open_dataset(output)
@@ -68,8 +69,6 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     """
     from whestbench.assemble.combine import combine_split_datasets
     from whestbench.format.finished import finished_combine
-    from whestbench.format.reader import open_dataset, read_metadata
-    from whestbench.format.schema import DatasetMeta
 
     inputs = tuple(open_dataset(p) for p in inputs)  # each read once, by whichever check comes first
     target = open_dataset(output)

@@ -7,6 +7,7 @@ import json
 import click
 
 from whestbench.cli.common import COUNT, write_stdout
+from whestbench.errors import UsageError
 
 
 @click.command("generate-seeds")
@@ -19,7 +20,6 @@ def generate_seeds(n_mlps: int, seed: int | None) -> None:
     whest dataset generate-seeds --n-mlps 1000 > seeds.json
     """
     from whestbench.compute.seeds import derived_seeds, random_seeds
-    from whestbench.errors import UsageError
     from whestbench.format.schema import check_positive_int
 
     check_positive_int("--n-mlps", n_mlps)
@@ -34,7 +34,6 @@ def _check_size(n_mlps: int) -> None:
     """The bake's size guard, before drawing: no bake takes more than MAX_MLPS seeds, and the list
     (Python ints while drawing, then its JSON text) must fit this machine's memory."""
     from whestbench.bake.plan import _PER_MLP_LIST_BYTES, MAX_MLPS, machine_memory
-    from whestbench.errors import UsageError
     from whestbench.text import format_bytes, format_count
 
     if n_mlps > MAX_MLPS:

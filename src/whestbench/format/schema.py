@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from whestbench.compute.estimation import is_cv_block
 from whestbench.errors import InvalidDatasetError, UsageError
+from whestbench.format import command as recorded
 from whestbench.text import show_value
 from whestbench.values import is_int, is_positive_number
 
@@ -326,8 +327,6 @@ def _validate_multi(md: dict, version: str) -> None:
 def _validate_bake_command(d: dict, *, where: str) -> None:
     """A recorded ``bake_command`` is published as the re-bake recipe: it must be ``whest dataset bake``
     with the bake's own flags only (``format/command.parse_bake``)."""
-    from whestbench.format import command as recorded
-
     if "bake_command" in d and recorded.parse_bake(d["bake_command"]) is None:
         raise InvalidDatasetError(
             f"metadata {where} {show_value(d['bake_command'], max_len=80)} is not a `whest dataset bake` command "
@@ -538,8 +537,6 @@ def _validate_device_check(block: Any, md: dict, *, where: str, command: Any = N
             raise InvalidDatasetError(
                 f"{bad} accepts {accepted or 'no check'} while {failed or 'no check'} failed: a bake accepts only a "
                 f"failed {ROW_INVARIANCE} ({ACCEPT_NON_INVARIANT_FLAG}) and refuses every other failure {fix}.")
-    from whestbench.format import command as recorded
-
     argv = recorded.parse(command if command is not None else md.get("bake_command"))
     if argv is not None and argv[:3] == ["whest", "dataset", "bake"]:
         need = SKIP_DEVICE_CHECK_FLAG if block["skipped"] else ACCEPT_NON_INVARIANT_FLAG if accepted else None
