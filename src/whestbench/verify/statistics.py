@@ -19,7 +19,7 @@ import numpy as np
 from whestbench.compute.audit import MIN_NORMAL_SAMPLES, P_OVERALL, bonferroni_z, chi2_mean_limit
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.compute.estimators import RELU_VAR, SQRT_2PI
-from whestbench.verify.scan import DatasetScan, SplitScan
+from whestbench.verify.scan import DatasetScan
 from whestbench.format.schema import DatasetMeta, is_positive_int
 
 if TYPE_CHECKING:
@@ -35,11 +35,6 @@ def _ids(ds: DatasetScan, rows) -> str:
     return f"mlp_id {ids}{' ...' if len(rows) > 20 else ''}"
 
 
-def _limit(ds: DatasetScan, n_check: int | None) -> list[tuple[SplitScan, int]]:
-    rows = list(ds.rows())
-    return rows[:n_check] if n_check is not None else rows
-
-
 def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None, z_max: float | None,
                 sample_mlps: int | None = None, sample_seed: int = 0, pilot: bool = True, on_event=None) -> None:
     """The statistical checks; ``pilot=False`` leaves out the audit pilot's (keeping the estimator, the
@@ -47,7 +42,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     re-run's check does."""
     from whestbench.verify import plausibility
 
-    rows = _limit(ds, n_check)
+    rows = list(ds.rows())[:n_check]  # all of them when n_check is None
     if not rows:
         report.skip("layer-1 means", "the dataset has no rows")
         return
