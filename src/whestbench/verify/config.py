@@ -50,12 +50,10 @@ class VerifyConfig:
                             ("--recompute", self.recompute), ("--spot-check", self.spot_check)):
             if value is not None:
                 check_positive_int(flag, value)
-        if self.device is not None and self.recompute is None and self.spot_check is None:
-            raise UsageError("--device applies to --recompute and --spot-check only; add one of them, or leave "
-                             "--device out.")
-        if not self.cache and self.recompute is None and self.spot_check is None:
-            raise UsageError("--no-cache applies to --recompute and --spot-check only; add one of them, or leave "
-                             "--no-cache out.")
+        for flag, given in (("--device", self.device is not None), ("--no-cache", not self.cache)):
+            if given and self.recompute is None and self.spot_check is None:
+                raise UsageError(f"{flag} applies to --recompute and --spot-check only; add one of them, or leave "
+                                 f"{flag} out.")
         for name in ("against", "recompute_root"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, Path(getattr(self, name)))
