@@ -325,12 +325,12 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         if v in seen and dup is None:
             dup = (seen[v], i, v)
         seen.setdefault(v, i)
-    if dup or out_of_range:
-        what = []
-        if dup:
-            what.append(f"rows {dup[0]} and {dup[1]} share mlp_seed {dup[2]}")
-        if out_of_range:
-            what.append(f"row {out_of_range[0]} has mlp_seed {out_of_range[1]} outside [0, 2**63)")
+    what = []
+    if dup:
+        what.append(f"rows {dup[0]} and {dup[1]} share mlp_seed {dup[2]}")
+    if out_of_range:
+        what.append(f"row {out_of_range[0]} has mlp_seed {out_of_range[1]} outside [0, 2**63)")
+    if what:
         report.check(f"{prefix}mlp_seed", False, "; ".join(what))
     else:
         report.check(f"{prefix}mlp_seed", True, f"{len(s.seeds)} distinct int63 seeds")
@@ -382,16 +382,16 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     floor = -neg[:, None, None] * s.stderr.astype(np.float64) - 1e-12 if neg is not None else 0.0
     bad_means = ~np.isfinite(s.means) | (s.means < floor)
     bad_var = ~np.isfinite(s.avg_var)
-    if bad_means.any() or bad_var.any() or not np.isfinite(s.final).all():
-        what = []
-        if bad_means.any():
-            r, layer, j = (int(v) for v in np.argwhere(bad_means)[0])
-            what.append(f"{int(bad_means.sum())} mean(s) non-finite or negative, first mlp_id {int(s.ids[r])} layer {layer + 1} neuron {j}: {s.means[r, layer, j]}")
-        if bad_var.any():
-            r = int(np.argmax(bad_var))
-            what.append(f"avg_variance of mlp_id {int(s.ids[r])} is {s.avg_var[r]}")
-        if not np.isfinite(s.final).all():
-            what.append("final_means has non-finite values")
+    what = []
+    if bad_means.any():
+        r, layer, j = (int(v) for v in np.argwhere(bad_means)[0])
+        what.append(f"{int(bad_means.sum())} mean(s) non-finite or negative, first mlp_id {int(s.ids[r])} layer {layer + 1} neuron {j}: {s.means[r, layer, j]}")
+    if bad_var.any():
+        r = int(np.argmax(bad_var))
+        what.append(f"avg_variance of mlp_id {int(s.ids[r])} is {s.avg_var[r]}")
+    if not np.isfinite(s.final).all():
+        what.append("final_means has non-finite values")
+    if what:
         report.check(f"{prefix}finite", False, "; ".join(what))
     else:
         report.check(f"{prefix}finite", True, "all means finite and >= 0 (post-ReLU)" + (
@@ -406,12 +406,12 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     else:
         report.check(f"{prefix}breakdown", True, f"sampling_budget_breakdown parses as a JSON object in all {len(s.seeds)} rows")
 
-    same = np.array_equal(s.final.view(np.uint32), s.means[:, -1].view(np.uint32))
-    if same:
-        report.check(f"{prefix}final_means", True, "final_means == all_layer_means[-1] bit for bit")
-    else:
-        r = int(np.argmax(np.any(s.final.view(np.uint32) != s.means[:, -1].view(np.uint32), axis=1)))
+    differs = np.any(s.final.view(np.uint32) != s.means[:, -1].view(np.uint32), axis=1)  # (rows,)
+    if differs.any():
+        r = int(np.argmax(differs))
         report.check(f"{prefix}final_means", False, f"final_means != all_layer_means[-1] for mlp_id {int(s.ids[r])}")
+    else:
+        report.check(f"{prefix}final_means", True, "final_means == all_layer_means[-1] bit for bit")
 
 
 def confirm_complete(path: str | Path | DatasetDir) -> VerifyReport:
