@@ -27,8 +27,8 @@ from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
 from whestbench.format.reader import CARD_FILE, METADATA_FILE, checksums_block, data_files, metadata_bytes, shard_glob
 from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE,
-                                      DatasetMeta, check_card, columns_for, combine_card, device_check_state,
-                                      hidden_char)
+                                      PRESET_OWNS, DatasetMeta, check_card, columns_for, combine_card,
+                                      device_check_state, hidden_char)
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.text import format_count
 from whestbench.values import is_int
@@ -130,7 +130,7 @@ def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[st
             out.update(check_card({key: value}, f"metadata {CARD_KEY}"))
         except Exception:  # UsageError: never rendered
             continue
-    if "preset" in out and any(k in out for k in ("repository", "authors", "citation", "badges")):
+    if "preset" in out and any(k in out for k in PRESET_OWNS):
         out.pop("preset")  # edited by hand into what check_card refuses: the fields win, never both
     return combine_card(out, {k: v for k, v in (given or {}).items() if v})
 
@@ -164,12 +164,9 @@ def card_fields(md: dict[str, Any], **given: Any) -> dict[str, Any]:
 
 def card_size_category(n: int) -> str:
     """The Hub's ``size_categories`` bucket for ``n`` rows (whestbench 0.16's four buckets)."""
-    if n < 1_000:
-        return "n<1K"
-    if n < 10_000:
-        return "1K<n<10K"
-    if n < 100_000:
-        return "10K<n<100K"
+    for limit, bucket in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if n < limit:
+            return bucket
     return "100K<n<1M"
 
 
@@ -543,12 +540,9 @@ def _data_facts(md: dict[str, Any], protocol: dict[str, str]) -> dict[str, Any]:
             n_summary = (f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}") + f" per MLP (column `n_samples_used`; cap {n_samples})"
     dc = md.get("device_check")
     state = device_check_state(dc)
-    device_check = None
-    if state == "passed":
-        device_check = "passed (the device's arithmetic matched the checks before the bake)"
-    elif state == "skipped":
-        device_check = "skipped (`--skip-device-check`)"
-    elif state == "accepted":
+    device_check = {"passed": "passed (the device's arithmetic matched the checks before the bake)",
+                    "skipped": "skipped (`--skip-device-check`)"}.get(state)
+    if state == "accepted":
         failed = [str(c.get("name")) for c in dc.get("checks", []) if isinstance(c, dict) and not c.get("passed")]
         device_check = ("failed and accepted (`--accept-non-invariant`)" + (f": {', '.join(failed)}" if failed else ""))
     return {"columns": columns, "n_columns": _WORDS.get(len(columns), str(len(columns))), "estimator": estimator,
