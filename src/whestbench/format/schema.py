@@ -545,7 +545,6 @@ def _validate_device_check(block: Any, md: dict, *, where: str, command: Any = N
                                       f"bake_command has no {need} {fix}.")
 
 
-FORMAT_NAME = FORMAT
 MAX_SAMPLES = 2**63 - 1  # counts and metadata are int64; philox counters are 64-bit
 MAX_MLPS = 2**31 - 1  # mlp_id is an int32 column (schema 3.0)
 
@@ -583,8 +582,8 @@ def _validate_recipe(md: dict) -> None:
     )
 
     fix = _EDITED
-    if "format" in md and md["format"] != FORMAT_NAME:
-        raise InvalidDatasetError(f"metadata format {show_value(md['format'], max_len=60)} is not {FORMAT_NAME!r} {fix}.")
+    if "format" in md and md["format"] != FORMAT:
+        raise InvalidDatasetError(f"metadata format {show_value(md['format'], max_len=60)} is not {FORMAT!r} {fix}.")
     for key, limit in (("width", MAX_MLPS), ("depth", MAX_MLPS), ("n_samples", MAX_SAMPLES), ("n_mlps", MAX_MLPS),
                        ("total_n_mlps", MAX_MLPS)):
         if key in md and not is_positive_int(md[key], limit):
