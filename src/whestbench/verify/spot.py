@@ -55,12 +55,6 @@ def _record_key(ds: DatasetScan, k: int, spot_seed: int, where: str) -> dict:
             "k": int(k), "device": where, "whestbench": whestbench_version()}
 
 
-def _record_path(root: Path, key: dict) -> Path:
-    from whestbench.work.ledger import identity_digest
-
-    return root / ("spot-" + identity_digest(key)[:16] + ".json")
-
-
 def _read_record(path: Path, key: dict) -> dict[str, str]:
     """The segments a stopped run of the same check found matching (``"split/mlp_id/segment"`` → mode), or
     nothing when the record is absent, unreadable, untrusted or made for another key."""
@@ -89,6 +83,7 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
     import pyarrow.parquet as pq
 
     from whestbench.events import Event, Progress
+    from whestbench.work.ledger import identity_digest
 
     if device not in (None, "cpu"):
         from whestbench.work.torch_env import resolve_device
@@ -121,7 +116,7 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
         sizes.append(bounds[g][1] - bounds[g][0] if g < len(bounds) else 0)
     names_of = [f"{blocks[b][0].name}/{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
     key = _record_key(ds, len(picks), spot_seed, where) if record_root is not None else None
-    record = _record_path(Path(record_root), key) if key is not None else None
+    record = Path(record_root) / ("spot-" + identity_digest(key)[:16] + ".json") if key is not None else None
     matched = {n: m for n, m in _read_record(record, key).items() if n in names_of} if record is not None else {}
     resumed, checked = len(matched), 0
     modes.update(matched.values())
@@ -190,13 +185,9 @@ def _rows(path: Path, i: int) -> tuple[dict, dict | None]:
     return got[0], (got[1] if len(got) > 1 else None)
 
 
-def _values(row: dict, depth: int, width: int) -> dict[str, np.ndarray]:
-    out = {}
-    for name in ("means", "var", "cv_means", "cv_var"):
-        if row.get(name) is not None:
-            v = np.asarray(row[name], dtype=np.float32)
-            out[name] = v.reshape(-1, width)
-    return out
+def _values(row: dict, width: int) -> dict[str, np.ndarray]:
+    return {name: np.asarray(row[name], dtype=np.float32).reshape(-1, width)
+            for name in ("means", "var", "cv_means", "cv_var") if row.get(name) is not None}
 
 
 def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dict | None, device: str | None
@@ -213,7 +204,7 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     if g >= len(bounds) or (int(stored["sample_start"]), int(stored["sample_end"])) != bounds[g]:
         return "its sample range is not the segment's of this MLP (the trail check names why)", "-"
     depth, width = ds.depth, ds.width
-    want = _values(stored, depth, width)
+    want = _values(stored, width)
     sampler = (level.get("sampler") or {}).get("name")
     if sampler == "pcg64":
         import json
@@ -261,14 +252,8 @@ def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, seg
                     block_size=bs, unit_blocks=unit_blocks, audit_segments=segments,
                     estimation=Estimation(est.name))
     kernel = level.get("kernel", ds.md.get("kernel")) or {}
-    if device in (None, "cpu"):
-        compute = Compute("numba", "cpu")
-        local = "cpu"
-    else:
-        from whestbench.work.torch_env import resolve_device
-
-        local = resolve_device(device)
-        compute = Compute("torch", local)
+    local = device or "cpu"  # spot_check resolved it
+    compute = Compute("numba", "cpu") if local == "cpu" else Compute("torch", local)
     try:
         from whestbench.compute.philox.torch_engine import kernel_name
 
