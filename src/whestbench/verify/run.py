@@ -86,7 +86,7 @@ def verify_dataset(
             raise
         except (InvalidDatasetError, KeyError, TypeError, ValueError):
             pass  # the metadata check reports a broken dataset
-    if spot_check is not None and not _has_trail(_metadata_or_none(handle)):
+    if spot_check is not None and not _has_trail(handle):
         raise UsageError(f"{directory} has no audit trail (baked with --audit-segments 0, or by another version); "
                          "use --recompute K instead of --spot-check.")
     report = VerifyReport(directory, against, on_check=on_check)
@@ -154,16 +154,13 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
         compare_with(ds, path, report, n_check=None, z_max=None, name="recompute")
 
 
-def _metadata_or_none(handle: DatasetDir) -> Any:
-    try:
-        return handle.metadata
-    except (InvalidDatasetError, OSError, ValueError):
-        return None  # the metadata check reports it
-
-
-def _has_trail(md: Any) -> bool:
+def _has_trail(handle: DatasetDir) -> bool:
     """Whether the metadata (any value: verify asks before validating it) names an audit trail; an
     unreadable one counts as having one (the metadata check reports it)."""
+    try:
+        md = handle.metadata
+    except (InvalidDatasetError, OSError, ValueError):
+        return True
     if not isinstance(md, dict):
         return md is None
     splits = md.get("splits") if isinstance(md.get("splits"), dict) else {}
