@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from whestbench.cli.common import COUNT, err, out, torch_knobs
-from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
+from whestbench.compute.estimation import ESTIMATORS, MIN_RELIABLE_BATCHES, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.work import DEVICES, GPU_KERNELS
 
 
@@ -41,9 +43,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     from whestbench.bake.plan import BakeConfig, plan_bake
     from whestbench.format.schema import check_positive_int
     from whestbench.text import format_duration, format_rate
-    from whestbench.work.calibrate import calibrate as run_calibration
+    from whestbench.work.calibrate import calibrate as run_calibration, project_planned, project_target, stderr_samples
     from whestbench.work.executor import bake_workers
-    from whestbench.work.calibrate import project_target, stderr_samples
 
     torch_path, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     estimation = Estimation(estimator, target_stderr, stderr_layer)
@@ -85,8 +86,6 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
     at_cap = " at the cap (--n-samples)" if estimation.has_target else ""
     table.add_row(f"projected wall time{at_cap}", format_duration(cal.projected_s))
-    import math
-
     import numpy as np
 
     spec = plan.spec
@@ -97,8 +96,6 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         table.add_row(f"stderr at N={n:,} ({estimator}, last layer)",
                       f"median {np.median(finite):.3g}, max {finite.max():.3g}" if finite.size else too_short)
     if estimation.has_target and cal.stderr:
-        from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
-
         proj = project_target(cal, estimation, spec.step_samples, spec.cv_batch)
         label = f"samples for stderr <= {target_stderr:g} ({stderr_layer} layer)"
         if math.isnan(proj.every):
@@ -114,8 +111,6 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
             table.add_row("1/√N: stop each MLP at", f"{proj.stop:,} samples ({why})")
             table.add_row("1/√N: wall time to there", format_duration(proj.seconds))
     if estimation.has_target:
-        from whestbench.work.calibrate import project_planned
-
         planned = project_planned(cal, spec, workers)
         lo, hi = min(planned.counts), max(planned.counts)
         spread = f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,} (median {planned.median:,})"
