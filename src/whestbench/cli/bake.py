@@ -15,14 +15,16 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, PEER_TIMEOUT, err, out, parse_mlp_range,
+from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, PEER_TIMEOUT, already_complete, err, out, parse_mlp_range,
                                    parse_slice, read_seeds_file, torch_knobs)
 from whestbench.cli.signals import StopSignals, is_cli_verb
 from whestbench.cli.hub import card_options
-from whestbench.cli.progress import log_every_option
+from whestbench.cli.progress import Reporter, _rate, log_every_option
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
-from whestbench.errors import RESUME, UsageError
+from whestbench.errors import RESUME, BakeInterrupted, UsageError
+from whestbench.format import command
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
+from whestbench.text import format_bytes, format_rate, plural, sanitize
 from whestbench.work import CHECKPOINT_EVERY_S, DEVICES, GPU_KERNELS
 
 
@@ -76,8 +78,6 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
     whest dataset bake --n-mlps 10 --n-samples 1e6 --width 64 --depth 4 --seed 1 --output ./ds
     whest dataset bake ... --mlp-seeds seeds.json --slice 0/4 --output ./part-0
     """
-    from whestbench.errors import BakeInterrupted
-
     with StopSignals() as signals:
         try:
             cfg, dist_env = _config(output=output, **flags)
@@ -124,7 +124,6 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
     torch_backend, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     if device is not None and not use_torch:
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
-    from whestbench.format import command
     from whestbench.bake.plan import BakeConfig
 
     return BakeConfig(
@@ -148,15 +147,11 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     try:
         plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
     except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success, once verified
-        from whestbench.cli.common import already_complete
-
         already_complete(done.dataset, done.metadata,
                          f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
                          card=None if peer else cfg.card)  # rank 0 alone writes
         return
     start, end = cfg.range
-    from whestbench.text import plural, sanitize
-
     what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else plural(cfg.n_mlps, "MLP")
     where = plan.device_label
     if dist_env is not None:
@@ -167,8 +162,6 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     planned_later = cfg.estimation.has_target  # the Plan line comes once the pilots planned every MLP's count
     if not peer and not planned_later:
         out.print(f"Plan: {_plan_summary(plan)}", markup=False)
-    from whestbench.cli.progress import Reporter
-
     t0 = time.perf_counter()
     finished: dict = {}
     single = dist_env is None or dist_env.world_size == 1  # the probe times this machine's workers, not every rank's
@@ -191,9 +184,6 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     if path is None:  # a non-zero rank: rank 0 writes the dataset
         out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes the dataset", markup=False)  # where: its note
         return
-    from whestbench.cli.progress import _rate
-    from whestbench.text import format_bytes, format_rate
-
     n = (end - start) * cfg.n_samples
     last = reporter.latest.get("samples")
     mlps = plural(end - start, "MLP")
