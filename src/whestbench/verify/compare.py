@@ -195,16 +195,12 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
     """The ``{name}: {check}`` verdict on ``shared`` pairs of MLPs. ``same_counts``: every pair used the
     same samples, so the bakes' sampler and arithmetic decide how closely they must agree; otherwise
     they are different estimates, compared statistically (``reason`` says why)."""
-    ma = np.stack([sa.means[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
-    mb = np.stack([sb.means[j] for _, _, sb, j in shared])
-    fa = np.stack([sa.final[i] for sa, i, _, _ in shared])
-    fb = np.stack([sb.final[j] for _, _, sb, j in shared])
-    va = np.array([sa.avg_var[i] for sa, i, _, _ in shared])
-    vb = np.array([sb.avg_var[j] for _, _, sb, j in shared])
+    (ma, mb), (fa, fb), (va, vb) = (_stacked(shared, column) for column in ("means", "final", "avg_var"))
     delta = ma.astype(np.float64) - mb.astype(np.float64)
     max_d = float(np.max(np.abs(delta)))
     n_diff = int(np.count_nonzero(ma.view(np.uint32) != mb.view(np.uint32)))
     bit_equal = n_diff == 0 and np.array_equal(fa.view(np.uint32), fb.view(np.uint32))
+    bit_identical = bit_equal and bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
     var_rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(vb), 1e-300)))
     diffs = f"max |Δmean| = {max_d:.3g} ({n_diff} of {delta.size} values differ), max rel Δ avg_variance = {var_rel:.3g}"
 
@@ -217,12 +213,10 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
         _spread_ratio(a, b, shared, report, name, check)
     _judge_stderr(shared, report, name, mode)
     if mode == "bits":
-        var_ok = bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL)))
-        ok = bit_equal and var_ok
-        head = "bit-identical" if ok else "NOT bit-identical"
+        head = "bit-identical" if bit_identical else "NOT bit-identical"
         report.check(
             f"{name}: {check}",
-            ok,
+            bit_identical,
             f"{head} ({reason}); means exact, avg_variance rtol={BIT_RTOL:g} atol={BIT_ATOL:g}: {diffs}",
         )
     elif mode == "gate":
@@ -242,7 +236,7 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
         both = np.maximum(np.abs(ma), np.abs(mb))
         tol = F32_ULPS * np.spacing(both).astype(np.float64) + F32_ATOL
         ok = bool(np.all(np.abs(delta) <= tol)) and var_rel <= F32_VAR_RTOL
-        if bit_equal and bool(np.all(np.isclose(va, vb, rtol=BIT_RTOL, atol=BIT_ATOL))):
+        if bit_identical:
             detail = f"bit-identical: {diffs}; {reason}"
         else:
             detail = (
@@ -319,8 +313,7 @@ def _judge_stderr(shared, report: VerifyReport, name: str, mode: str) -> None:
     other samples are not compared here (each one's error bars are held to a pilot by verify)."""
     if mode == "stats" or any(sa.stderr is None or sb.stderr is None for sa, _, sb, _ in shared):
         return
-    sa_ = np.stack([sa.stderr[i] for sa, i, _, _ in shared])  # (m, depth, w) f32
-    sb_ = np.stack([sb.stderr[j] for _, _, sb, j in shared])
+    sa_, sb_ = _stacked(shared, "stderr")  # (m, depth, w) f32
     nan_a, nan_b = np.isnan(sa_), np.isnan(sb_)
     both = ~nan_a & ~nan_b
     rel = np.zeros(sa_.shape)
@@ -408,6 +401,12 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
     _z_verdict(report, name, z_max, reason, zs, delta, note, check=check, layer_means=zl)
 
 
+def _stacked(shared, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """``column`` of the shared pairs' MLPs stacked, the first bake's and the second's: ``(m, ...)`` each."""
+    return (np.stack([getattr(sa, column)[i] for sa, i, _, _ in shared]),
+            np.stack([getattr(sb, column)[j] for _, _, sb, j in shared]))
+
+
 def _dof(ds, s, i: int) -> float:
     """The degrees of freedom of MLP ``i``'s stored standard errors: ``k − 1`` for the batch means of
     control variates (``k`` batches), ``N − 1`` for the plain estimator."""
@@ -462,7 +461,7 @@ def _signed(layer_means: list[np.ndarray] | None) -> tuple[float, float, str]:
 def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str, zs: list[np.ndarray], delta: np.ndarray,
                note: str, extra_ok: bool = True, check: str = "ground truth",
                layer_means: list[np.ndarray] | None = None) -> None:
-    z = np.concatenate(zs) if zs else np.zeros(0)
+    z = np.concatenate(zs)  # the callers pass at least one MLP's
     if z.size == 0:
         report.check(f"{name}: {check}", extra_ok, f"statistical ({reason}): no noisy mean to compare{note}")
         return
