@@ -165,6 +165,7 @@ def compare_with(a: DatasetScan, other: "Path | DatasetDir", report: VerifyRepor
         )
         _judge(a, b, shared, report, name, z_max, "ground truth", False, reason="different n_samples")
         return
+    same, other = shared, []
     if targeted:  # MLPs stopped at a target: what counts is the samples each MLP used, not the cap
         same = [p for p in shared if a.samples(p[0], p[1]) == b.samples(p[2], p[3])]
         other = [p for p in shared if a.samples(p[0], p[1]) != b.samples(p[2], p[3])]
@@ -181,13 +182,11 @@ def compare_with(a: DatasetScan, other: "Path | DatasetDir", report: VerifyRepor
                          f"{len(same)} of {len(shared)} MLP(s) used the same number of samples in both bakes"
                          + (f"; {len(other)} used other counts (a target stopped them at other points): "
                             "different Monte-Carlo estimates, compared statistically" if other else ""))
-        if same:
-            _judge(a, b, same, report, name, z_max, "ground truth", True)
-        if other:
-            _judge(a, b, other, report, name, z_max, "ground truth, other sample counts", False,
-                   reason="MLPs that used other sample counts")
-        return
-    _judge(a, b, shared, report, name, z_max, "ground truth", True)
+    if same:
+        _judge(a, b, same, report, name, z_max, "ground truth", True)
+    if other:
+        _judge(a, b, other, report, name, z_max, "ground truth, other sample counts", False,
+               reason="MLPs that used other sample counts")
 
 
 def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: str, z_max: float | None,
