@@ -7,15 +7,18 @@ The exit codes, the one-line errors (``WHEST_DEBUG=1`` for a scrubbed traceback 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
+import time
+import warnings
 
 import click
 
 from whestbench.cli.common import err, flush_stdout, out, silence, stdout_reader_gone
-from whestbench.errors import SignalStop, UsageError
-from whestbench.cli.signals import STOP_CODES
-from whestbench.text import error_line
+from whestbench.errors import BakeInterrupted, SignalStop, UsageError, WhestError
+from whestbench.cli.signals import STOP_CODES, stopped
+from whestbench.text import error_line, format_traceback, one_line, sanitize
 
 ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
 # click >= 8.2 raises this for a bare group (`whest`, `whest dataset`); older clicks print the help
@@ -88,10 +91,6 @@ _register()
 @contextlib.contextmanager
 def _warnings_as_lines():
     """Python warnings raised under a verb (stale checksums, say) as one ``warning:`` line each."""
-    import warnings
-
-    from whestbench.text import one_line, sanitize
-
     def show(message, category, filename, lineno, file=None, line=None):
         err.print(f"warning: {one_line(sanitize(message))}", markup=False, emoji=False)
 
@@ -126,8 +125,6 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {exc.format_message()} (see `{cmd} --help`)", markup=False)
         raise SystemExit(2) from None
     except (SignalStop, click.Abort, KeyboardInterrupt) as exc:  # a signal or Ctrl-C before a verb took it over
-        from whestbench.cli.signals import stopped
-
         message, code = stopped(exc, args)
         err.print(message, markup=False)
         return code
@@ -142,20 +139,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if debug:
             _print_traceback(exc)
-        from whestbench.errors import BakeInterrupted
-
         if isinstance(exc, BakeInterrupted):
             line = error_line(exc)
             if line.startswith("stopped:"):  # after units ran: stamped like the progress lines before it
-                import time
-
                 line = f"[{time.strftime('%H:%M:%S')}] {line}"
             err.print(line, markup=False)
             return exc.exit_code
         found = _resource_error(exc)
         if found is not None:
-            from whestbench.text import sanitize
-
             kind, path = found
             target = args[args.index("--output") + 1] if "--output" in args[:-1] else None
             where = (f" writing {sanitize(str(path))}" if path else
@@ -188,14 +179,10 @@ def _resource_error(exc: BaseException) -> tuple[str, str] | None:
     full disk or quota), "fsize" (``ulimit -f``), "perm" (EPERM: an immutable file or directory),
     "memory" (MemoryError, ArrowMemoryError, "failed to map segment": ``ulimit -v``); ``path`` is the
     file named, '' when unnamed. None for anything else."""
-    import errno
-
     codes = {errno.ENOSPC: "disk", errno.EDQUOT: "disk", errno.EFBIG: "fsize", errno.EPERM: "perm",
              errno.ENOMEM: "memory"}
     texts = (("[errno 28]", "disk"), ("no space left on device", "disk"), ("[errno 27]", "fsize"),
              ("file too large", "fsize"), ("failed to map segment", "memory"), ("[errno 12]", "memory"))
-    from whestbench.errors import WhestError
-
     if isinstance(exc, WhestError):  # our own errors already say what happened and what to do
         return None
     seen = 0
@@ -247,8 +234,6 @@ def run() -> None:
 
 def _print_traceback(exc: BaseException) -> None:
     """WHEST_DEBUG: the traceback, every chained exception included, with tokens and escape codes removed."""
-    from whestbench.text import format_traceback
-
     err.print(format_traceback(exc).rstrip("\n"), markup=False, highlight=False, emoji=False)
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from whestbench.errors import UsageError
+from whestbench.errors import InvalidDatasetError, UsageError, WorkFailed
+from whestbench.paths import file_kind
+from whestbench.text import format_bytes, sanitize, scrub
 from whestbench.values import is_positive_number
 
 # --- writing to stdout: the one place (a reader that went away; a write that failed) ---------------
@@ -31,8 +33,6 @@ class _Console(Console):
 
     def print(self, *objects, **kwargs) -> None:
         """Every line the CLI prints passes ``text.scrub``: tokens and URL credentials never reach a terminal."""
-        from whestbench.text import scrub
-
         super().print(*(scrub(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
@@ -80,8 +80,6 @@ def write_stdout(data: bytes, what: str) -> None:
     buffered stdout drops the rest after a short write (20,000 bytes under ``ulimit -f 1`` gave exit 0
     and a 1,024-byte file), so this writes fd 1 in a loop and raises WorkFailed (exit 1, one line) on a
     short or failed write. A reader that went away (``| head``) is no error, as everywhere."""
-    from whestbench.errors import WorkFailed
-
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # a captured stream (tests): write it there
@@ -222,16 +220,12 @@ def read_seeds_file(path: str) -> list:
         if not os.path.lexists(p) or (os.path.islink(p) and not p.exists()):
             raise UsageError(f"--mlp-seeds file {path!r} not found; create it with "
                              f"`whest dataset generate-seeds --n-mlps N > {path}`.")
-        from whestbench.paths import file_kind
-
         raise UsageError(f"--mlp-seeds {path!r} is {file_kind(os.stat(p).st_mode)}; pass a JSON file of seeds (from `whest dataset "
                          "generate-seeds --n-mlps N`, saved to a regular file).")
     from whestbench.bake.plan import machine_memory
 
     total, _ = machine_memory()
     if total is not None and p.stat().st_size * 8 > total:  # a parsed seed costs ~5x its JSON text
-        from whestbench.text import format_bytes
-
         raise UsageError(f"--mlp-seeds file {path!r} is {format_bytes(p.stat().st_size)}: parsing it needs more memory "
                          f"than this machine's {format_bytes(total)}; bake from a shorter list, or use --seed S.")
     try:
@@ -272,9 +266,7 @@ def already_complete(output, md: dict, line: str, card: dict | None = None) -> N
     (exit 1) naming the first failed check. Card fields given to the re-run (``card``: ``--card FILE``
     and the card flags) that differ from the recorded card then update it (``card.update_card``) and
     each change is printed: the card is no part of the numbers, so the re-run need not re-bake."""
-    from whestbench.errors import InvalidDatasetError
     from whestbench.format.card import restore_card, update_card
-    from whestbench.text import sanitize
     from whestbench.verify.run import confirm_complete, failure_line
 
     restored = restore_card(output, md)

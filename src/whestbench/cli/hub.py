@@ -16,7 +16,7 @@ import click
 from whestbench.cli.common import out
 from whestbench.cli.progress import VerbEvents, log_every_option
 from whestbench.errors import UsageError
-from whestbench.text import format_bytes, plural
+from whestbench.text import format_bytes, plural, sanitize
 
 _TOKEN_HELP = (
     "Hub token. Visible to other users in `ps` and kept in shell history: prefer HF_TOKEN (the safe "
@@ -75,7 +75,6 @@ def card_options(f):
 def _dry_run(directory: Path, config) -> None:
     """``push --dry-run``: every check push makes before the network, then what it would send."""
     from whestbench.hub.transfer import hf_ref, plan_push
-    from whestbench.text import sanitize
 
     plan = plan_push(directory, config)
     _say(f"Dry run: would upload {plan.directory} → {hf_ref(plan.repo_id, plan.revision)}"
