@@ -28,6 +28,7 @@ from whestbench.format.reader import DatasetDir, open_dataset
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
     device_check_state,
+    is_positive_int,
     positive_int,
     DatasetMeta,
     columns_for,
@@ -456,7 +457,6 @@ def _negative_limits(ds: DatasetScan, s: SplitScan) -> np.ndarray:
 
     from whestbench.compute.audit import P_OVERALL, t_quantile
     from whestbench.compute.estimators import n_batches
-    from whestbench.format.schema import DatasetMeta, is_positive_int
 
     batch = DatasetMeta.of(ds.md).estimator.get("batch_samples")
     tail = P_OVERALL / max(1, len(s.ids) * ds.depth * ds.width)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.compute.precision import GATE_MAX_ABS, SEGMENT_GATE_ULPS, SEGMENT_VAR_RTOL
 from whestbench.compute.segments import segment_bounds
 from whestbench.errors import BakeInterrupted, UsageError
@@ -236,7 +236,6 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
 
 def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, segments: int, cv: bool,
             device: str | None) -> tuple[dict[str, np.ndarray], bool]:
-    from whestbench.compute.estimation import Estimation
     from whestbench.work.steps import Compute, run_unit
     from whestbench.work.units import Unit, WorkSpec
 

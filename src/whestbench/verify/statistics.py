@@ -17,8 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from whestbench.compute.audit import MIN_NORMAL_SAMPLES, P_OVERALL, bonferroni_z, chi2_mean_limit
-from whestbench.compute.estimation import Estimation, is_cv_block
-from whestbench.compute.estimators import RELU_VAR, SQRT_2PI
+from whestbench.compute.estimation import (
+    CV_TARGET_RULE, EXCEED_PROBABILITY, MIN_RELIABLE_BATCHES, TARGET_RULE, Estimation, is_cv_block,
+)
+from whestbench.compute.estimators import (
+    RELU_VAR, SQRT_2PI, chosen_stderr, cv_floor_samples, enough_batches, is_check_point, layer1_means, meets_target,
+    relu_second_moments,
+)
 from whestbench.verify.scan import DatasetScan
 from whestbench.format.schema import DatasetMeta, is_positive_int
 
@@ -106,9 +111,6 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     """A bake to a target standard error keeps its promise: each MLP used at most ``n_samples``,
     stopped only at a check point, and an MLP that stopped early has every chosen standard error
     at or under the target."""
-    from whestbench.compute.estimators import chosen_stderr, enough_batches, is_check_point, meets_target
-    from whestbench.compute.estimation import CV_TARGET_RULE, MIN_RELIABLE_BATCHES, TARGET_RULE
-
     target = ds.md.get("target_stderr")
     if target is None:
         return
@@ -152,8 +154,6 @@ def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple
     arc-cosine kernel), so a shift of every mean by a fraction of a standard error shows; and over the
     dataset, per-MLP sums add. MLPs under 1,000 samples (too skewed) or whose weights do not re-derive
     are left out."""
-    from whestbench.compute.estimators import layer1_means, relu_second_moments
-
     sums, variances, worst, where = [], [], 0.0, ""
     for (s, i), zr, count in zip(rows, z, n):
         if count < MIN_NORMAL_SAMPLES or not np.all(np.isfinite(zr)):
@@ -194,9 +194,6 @@ def sampler_of(md: dict[str, Any], split: str) -> dict[str, Any]:
 
 def _stops(ds: DatasetScan, rows, cap: int) -> str:
     """How the MLPs of a target bake stopped, from the real counts."""
-    from whestbench.compute.estimators import cv_floor_samples
-    from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
-
     early = sum(int(s.n_used[i]) < cap for s, i in rows)
     est = DatasetMeta.of(ds.md).estimator
     step = sampler_of(ds.md, rows[0][0].name).get("block_size") if rows else None
@@ -246,9 +243,6 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
 def _against_target(rows, value: float, layer: str, estimation: Estimation) -> str:
     """How the stored standard errors came out against the target: the largest ratio to E (per MLP, its
     largest chosen one), and how many MLPs ended above E, beside what the rule promises."""
-    from whestbench.compute.estimation import CV_TARGET_RULE, EXCEED_PROBABILITY
-    from whestbench.compute.estimators import chosen_stderr
-
     worst = [float(np.nanmax(chosen_stderr(s.stderr[i], layer), initial=0.0)) / value
              for s, i in rows if s.stderr is not None]
     if not worst:
