@@ -336,6 +336,7 @@ def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> 
     problems: list[str] = []
     relation = 0
     cv = is_cv_block(ds.md.get("estimator"))
+    z_lim = bonferroni_z(len(audited), p_overall / P_FAMILY_SHARE)
     for a in audited:
         s, i = a.split, a.index
         v = float(s.avg_var[i])
@@ -368,7 +369,6 @@ def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> 
         # the pilot's error and the stored value's own (its N samples): the sd of a mean of correlated
         # estimates is at most the mean of their sds
         sd = float(np.mean(pm.y_var_sd[-1])) * math.sqrt(1.0 + pm.n / a.n)
-        z_lim = bonferroni_z(len(audited), p_overall / P_FAMILY_SHARE)
         skew_term = SKEW_SAFETY * float(np.mean(np.sqrt(np.maximum(pm.kurt[-1], 3.0)))) / math.sqrt(pm.n) * (z_lim**2 - 1) / 6
         lim = (z_lim + skew_term) * sd + 1e-12
         if abs(v - want) > lim:

@@ -196,7 +196,7 @@ def _stops(ds: DatasetScan, rows, cap: int) -> str:
     """How the MLPs of a target bake stopped, from the real counts."""
     early = sum(int(s.n_used[i]) < cap for s, i in rows)
     est = DatasetMeta.of(ds.md).estimator
-    step = sampler_of(ds.md, rows[0][0].name).get("block_size") if rows else None
+    step = sampler_of(ds.md, rows[0][0].name).get("block_size")  # rows: never empty (run_statistics returns first)
     if is_cv_block(est) and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
         floor = cv_floor_samples(cap, step, est["batch_samples"])
         if floor < cap and all(int(s.n_used[i]) == floor for s, i in rows):
