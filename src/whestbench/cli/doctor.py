@@ -12,8 +12,11 @@ from typing import Any
 
 import click
 
+from whestbench.atomic import write_file_atomic
 from whestbench.cli.common import err, out
+from whestbench.errors import WorkFailed
 from whestbench.paths import check_output_file
+from whestbench.text import format_duration
 
 
 @click.command("doctor")
@@ -30,7 +33,6 @@ def doctor(device: str, json_path: Path | None, quick: bool) -> None:
     whest doctor --device cpu --json doctor.json
     """
     from whestbench.bake.doctor import diagnose
-    from whestbench.errors import WorkFailed
 
     if json_path is not None:
         check_output_file(json_path, "--json")
@@ -38,8 +40,6 @@ def doctor(device: str, json_path: Path | None, quick: bool) -> None:
     for line in report_lines(diag.record()):
         out.print(line, markup=False, emoji=False)
     if json_path is not None:
-        from whestbench.atomic import write_file_atomic
-
         write_file_atomic(json_path, (json.dumps(diag.record(), indent=2) + "\n").encode())
         out.print(f"report: {json_path}", markup=False)
     if not diag.passed:
@@ -54,8 +54,6 @@ def _on(flag: Any) -> str:
 
 def report_lines(rec: dict[str, Any]) -> list[str]:
     """The report as lines: versions, device, one line per check, one per throughput probe."""
-    from whestbench.text import format_duration
-
     v, d = rec["versions"], rec["device"]
     blas = v.get("blas") or {}
     lines = ["versions:",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from whestbench.errors import InvalidDatasetError
-from whestbench.format.reader import holds_dataset
+from whestbench.format.reader import DatasetDir, holds_dataset, open_dataset, read_metadata
 from whestbench.format.schema import PLAN_DIGEST, DatasetMeta
 from whestbench.work.ledger import identity_digest
 
@@ -54,8 +54,6 @@ def _range_start(md: Mapping[str, Any]) -> int:
 
 def _read(path: str | Path) -> dict[str, Any] | None:
     """The metadata of ``path``, or None; an open ``DatasetDir`` keeps it for the verb that follows."""
-    from whestbench.format.reader import DatasetDir, read_metadata
-
     try:
         return path.metadata if isinstance(path, DatasetDir) else read_metadata(path)
     except (InvalidDatasetError, OSError):
@@ -67,8 +65,6 @@ def completed(output: str | Path, digest: str | None, legacy: Callable[[dict[str
     intact; else None. The test: the recorded marker equals ``digest`` (without one on either side,
     ``legacy(metadata)`` judges), and every listed file matches its checksum (a dataset with none
     is not vouched for)."""
-    from whestbench.format.reader import open_dataset
-
     if not holds_dataset(output):
         return None
     handle = open_dataset(output)

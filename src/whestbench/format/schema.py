@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.estimation import (CV_TARGET_RULE, ESTIMATOR_VERSION, ESTIMATORS, EXCEED_PROBABILITY,
+                                           PILOT_SAMPLES, SEQUENTIAL_RULE, TARGET_RULE, is_cv_block)
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.format import command as recorded
 from whestbench.text import show_value
@@ -571,16 +572,6 @@ def _validate_recipe(md: dict) -> None:
     """The keys that say how the numbers were made: the format, the shape, the sampler, the estimator
     and a target. Every reader (load, verify, push, merge, combine, inspect) calls this through
     ``validate_metadata``, so a dataset one of them refuses the others refuse with the same words."""
-    from whestbench.compute.estimation import (
-        CV_TARGET_RULE,
-        ESTIMATOR_VERSION,
-        ESTIMATORS,
-        EXCEED_PROBABILITY,
-        PILOT_SAMPLES,
-        SEQUENTIAL_RULE,
-        TARGET_RULE,
-    )
-
     fix = _EDITED
     if "format" in md and md["format"] != FORMAT:
         raise InvalidDatasetError(f"metadata format {show_value(md['format'], max_len=60)} is not {FORMAT!r} {fix}.")
