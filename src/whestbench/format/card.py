@@ -706,8 +706,7 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     changed = {k: (recorded.get(k), card.get(k)) for k in sorted({*recorded, *card}) if recorded.get(k) != card.get(k)}
     if not changed:
         return {}
-    new_md = dict(md)
-    new_md[CARD_KEY] = card
+    new_md = {**md, CARD_KEY: card}
     write_file_atomic(Path(root) / CARD_FILE, render_card(new_md).encode("utf-8"))
     write_file_atomic(Path(root) / METADATA_FILE, metadata_bytes(new_md))
     md.clear()

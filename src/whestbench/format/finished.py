@@ -37,7 +37,7 @@ def marker(identity: Mapping[str, Any]) -> str:
 
 def merged_marker(partials: Sequence[Mapping[str, Any]]) -> str | None:
     """The marker of the merge of ``partials`` (their metadata), or None when one has no marker."""
-    digests = [m.get(PLAN_DIGEST) for m in sorted(partials, key=lambda m: _range_start(m))]
+    digests = [m.get(PLAN_DIGEST) for m in sorted(partials, key=_range_start)]
     return marker({"merge": digests}) if digests and all(isinstance(d, str) for d in digests) else None
 
 

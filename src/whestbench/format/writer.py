@@ -46,10 +46,6 @@ def shard_plan(n_rows: int, width: int, depth: int, max_shard_bytes: int = MAX_S
     return [base + (1 if i < extra else 0) for i in range(n_shards)]
 
 
-def write_metadata_json(directory: Path, md: dict[str, Any]) -> None:
-    (Path(directory) / METADATA_FILE).write_bytes(metadata_bytes(md))
-
-
 def write_parquet_shards(
     directory: Path,
     split: str,
@@ -59,7 +55,6 @@ def write_parquet_shards(
     depth: int,
     *,
     max_shard_bytes: int = MAX_SHARD_BYTES,
-    max_row_group_bytes: int = MAX_ROW_GROUP_BYTES,
     columns: tuple[str, ...] = COLUMNS,
 ) -> list[Path]:
     """Stream ``rows`` (dicts holding ``columns``) into ``directory/data`` shards; return their paths."""
@@ -67,7 +62,7 @@ def write_parquet_shards(
 
     schema = shard_schema(width, depth, columns)
     plan = shard_plan(n_rows, width, depth, max_shard_bytes)
-    group_rows = max(1, max_row_group_bytes // row_bytes(width, depth))
+    group_rows = max(1, MAX_ROW_GROUP_BYTES // row_bytes(width, depth))
     data = Path(directory) / DATA_DIR
     data.mkdir(parents=True, exist_ok=True)
     it: Iterator[dict[str, Any]] = iter(rows)
@@ -248,5 +243,5 @@ def finish_dataset_dir(
     if render_card is None:
         from whestbench.format.card import render_card
     bind_checksums(md, checksums)
-    write_metadata_json(directory, md)
+    (Path(directory) / METADATA_FILE).write_bytes(metadata_bytes(md))
     (Path(directory) / CARD_FILE).write_text(render_card(md))
