@@ -12,13 +12,14 @@ sequence or an extra line on the terminal. Sources are resolved by ``hub/ref.py`
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Any
 
 from whestbench.hub.client import RemoteMetadata, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
-from whestbench.format.reader import DatasetDir, data_files, open_dataset, parquet_footer
-from whestbench.format.schema import DatasetMeta, infer_sampler
+from whestbench.format.reader import DatasetDir, data_files, open_dataset, parquet_footer, read_table
+from whestbench.format.schema import DEFAULT_CONFIG, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta, columns_for, infer_sampler
 from whestbench.format.prepared import prepared_verdict
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
@@ -228,8 +229,6 @@ def _split_seed_source(entry: dict[str, Any]) -> str | None:
     """A split's seed source: recorded, or read from the bake command it records."""
     if isinstance(entry.get("seed_source"), dict):
         return _seed_source(entry["seed_source"])
-    import re
-
     cmd = entry.get("bake_command")
     cmd = " ".join(map(str, cmd)) if isinstance(cmd, list) else cmd if isinstance(cmd, str) else ""
     m = re.search(r"(?:^|\s)--seed[= ](\d+)", cmd)
@@ -243,8 +242,6 @@ def _split_seed_source(entry: dict[str, Any]) -> str | None:
 def _load_lines(md: dict[str, Any], splits: dict[str, dict[str, Any]]) -> list[str]:
     """A multi-split dataset whose splits live in several configs: plain ``datasets.load_dataset(dir)``
     returns only the default config's split, silently, so say how to get each one."""
-    from whestbench.format.schema import DEFAULT_CONFIG
-
     if not splits:
         return []
     default = md.get("default_split")
@@ -340,9 +337,6 @@ def _stderr_lines(directory: "Path | DatasetDir", split: str, md: dict[str, Any]
     and neurons), and the samples the MLPs used when the bake had a target standard error."""
     import numpy as np
 
-    from whestbench.format.reader import read_table
-    from whestbench.format.schema import N_USED_COLUMN, STDERR_COLUMN, columns_for
-
     columns = columns_for(md)
     if STDERR_COLUMN not in columns:
         return []
@@ -384,7 +378,6 @@ def _layer_means(directory: "Path | DatasetDir", split: str, column: str = "all_
     """``split``'s ``column`` (``all_layer_means`` or ``all_layer_stderr``) as ``(n, depth, width)`` float32."""
     import numpy as np
 
-    from whestbench.format.reader import read_table
     from whestbench.verify.scan import arrow_storage
 
     col = arrow_storage(read_table(directory, split, [column]).column(column))
