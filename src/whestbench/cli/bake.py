@@ -8,6 +8,8 @@ stop (exit 75). Ctrl-C does the same with exit 130. Either way the same command 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
 import time
@@ -230,8 +232,6 @@ def _probe_samples_per_s(plan) -> float | None:
 def _plan_summary(plan) -> str:
     """The plan line: what this run will compute. A resumed bake projects the rest (FLOPs and the
     timed estimate), and says how much its work directory already holds."""
-    import dataclasses
-
     from whestbench.bake.pipeline import saved_samples
 
     saved = saved_samples(plan)
@@ -265,8 +265,6 @@ def status(output: Path, as_json: bool) -> None:
     \b
     whest dataset status ./eval            # the bake's --output (or its .whest-work directory)
     """
-    import json
-
     from whestbench.bake.status import bake_status, status_lines
 
     doc = bake_status(output)

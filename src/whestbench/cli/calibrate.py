@@ -8,6 +8,8 @@ import click
 
 from whestbench.cli.common import COUNT, err, out, torch_knobs
 from whestbench.compute.estimation import ESTIMATORS, MIN_RELIABLE_BATCHES, PLAIN, STDERR_LAYERS, Estimation
+from whestbench.format.schema import check_positive_int
+from whestbench.text import format_duration, format_rate
 from whestbench.work import DEVICES, GPU_KERNELS
 
 
@@ -41,8 +43,6 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     from rich.table import Table
 
     from whestbench.bake.plan import BakeConfig, plan_bake
-    from whestbench.format.schema import check_positive_int
-    from whestbench.text import format_duration, format_rate
     from whestbench.work.calibrate import calibrate as run_calibration, project_planned, project_target, stderr_samples
     from whestbench.work.executor import bake_workers
 

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 
 from whestbench.errors import InvalidDatasetError, UsageError, WorkFailed
+from whestbench.format.card import restore_card, update_card
 from whestbench.paths import file_kind
 from whestbench.text import format_bytes, sanitize, scrub
 from whestbench.values import is_positive_number
@@ -266,7 +267,6 @@ def already_complete(output, md: dict, line: str, card: dict | None = None) -> N
     (exit 1) naming the first failed check. Card fields given to the re-run (``card``: ``--card FILE``
     and the card flags) that differ from the recorded card then update it (``card.update_card``) and
     each change is printed: the card is no part of the numbers, so the re-run need not re-bake."""
-    from whestbench.format.card import restore_card, update_card
     from whestbench.verify.run import confirm_complete, failure_line
 
     restored = restore_card(output, md)

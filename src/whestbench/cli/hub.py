@@ -16,6 +16,7 @@ import click
 from whestbench.cli.common import out
 from whestbench.cli.progress import VerbEvents, log_every_option
 from whestbench.errors import UsageError
+from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL, check_card_fields
 from whestbench.text import format_bytes, plural, sanitize
 
 _TOKEN_HELP = (
@@ -52,8 +53,6 @@ def card_options(f):
     records them, push renders them; each defaults to what the bake recorded, else the neutral card's;
     the flags override the file's fields). The verb gets them as one ``card``: the fields given, checked
     (``card.check_card_fields``, a UsageError naming the fix) before the verb does any work."""
-    from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL, check_card_fields
-
     @functools.wraps(f)  # click's parameters attached so far go with it
     def verb(*args, card_file, pretty_name, license, homepage, **kwargs):
         card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage, card_file=card_file)

@@ -19,7 +19,9 @@ import threading
 import time
 from typing import TextIO
 
-from whestbench.cli.common import err, out
+import click
+
+from whestbench.cli.common import LOG_SECONDS, err, out
 from whestbench.events import Event, Progress
 from whestbench.text import format_bytes, format_clock, format_count, format_rate, sanitize
 
@@ -196,10 +198,6 @@ class Reporter:
 
 def log_every_option(f):
     """The ``--log-every SECONDS`` option every long verb takes."""
-    import click
-
-    from whestbench.cli.common import LOG_SECONDS
-
     return click.option("--log-every", type=LOG_SECONDS, default=DEFAULT_LOG_EVERY, show_default=True,
                         help="When stderr is not a terminal: seconds between progress lines.")(f)
 

@@ -8,6 +8,8 @@ import click
 
 from whestbench.cli.common import COUNT, write_stdout
 from whestbench.errors import UsageError
+from whestbench.format.schema import check_positive_int
+from whestbench.text import format_bytes, format_count
 
 
 @click.command("generate-seeds")
@@ -20,7 +22,6 @@ def generate_seeds(n_mlps: int, seed: int | None) -> None:
     whest dataset generate-seeds --n-mlps 1000 > seeds.json
     """
     from whestbench.compute.seeds import derived_seeds, random_seeds
-    from whestbench.format.schema import check_positive_int
 
     check_positive_int("--n-mlps", n_mlps)
     if seed is not None and seed < 0:
@@ -34,7 +35,6 @@ def _check_size(n_mlps: int) -> None:
     """The bake's size guard, before drawing: no bake takes more than MAX_MLPS seeds, and the list
     (Python ints while drawing, then its JSON text) must fit this machine's memory."""
     from whestbench.bake.plan import _PER_MLP_LIST_BYTES, MAX_MLPS, machine_memory
-    from whestbench.text import format_bytes, format_count
 
     if n_mlps > MAX_MLPS:
         raise UsageError(
