@@ -51,14 +51,13 @@ def choose_rows(rows: list, k: int | None, seed: int) -> list:
 
 
 def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None, on_event=None) -> list[Audited]:
-    """The pilot of every row whose weights re-derive from its seed (else ``pilot`` None);
-    ``on_event`` hears ``Progress("MLPs")`` as they finish (the long part of a verify)."""
+    """The pilot of every row whose weights re-derive from its seed (else ``pilot`` None); ``counts``:
+    the rows' sample counts, at least 1 (``run_statistics`` raises an impossible one to 1: the target
+    check names it). ``on_event`` hears ``Progress("MLPs")`` as they finish (the long part of a verify)."""
     cv = is_cv_block(ds.md.get("estimator"))
 
     def one(item):
         (s, i), n = item
-        if not n >= 1:
-            return Audited(s, i, float(n), None)  # an impossible sample count: the target check names it
         w = s.rederived_weights(i, ds.width, ds.depth)
         if w is None:
             return Audited(s, i, float(n), None)  # protocol 2.0 or other weights: no pilot of the stored MLP
@@ -342,8 +341,6 @@ def check_avg_variance(ds, audited: list[Audited], report, p_overall: float) -> 
         v = float(s.avg_var[i])
         final = s.final[i].astype(np.float64)
         # a dead last layer (every final mean 0) has variance exactly 0, and so has a one-sample bake
-        if not a.n >= 1:
-            continue  # an impossible sample count: the target check names it
         alive = bool(np.any(s.final[i] > 0)) and a.n >= 2
         # control variates: Σy²/N − mean² around the control-variate mean, which is not the sample
         # mean, so a few-sample bake can store a small negative value; only finiteness is required
