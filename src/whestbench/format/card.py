@@ -187,8 +187,9 @@ def _n_mlps(entry: dict[str, Any]) -> int:
     return n if is_int(n) else 0
 
 
-def _files(split: str) -> dict[str, str]:
-    return {"split": split, "path": shard_glob(split)}
+def _config(name: str, splits: Any) -> dict[str, Any]:
+    """One entry of the ``configs`` block: config ``name`` holding ``splits``' shards."""
+    return {"config_name": name, "data_files": [{"split": s, "path": shard_glob(s)} for s in splits]}
 
 
 def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
@@ -208,21 +209,18 @@ def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
         config = entry.get("config") or DEFAULT_CONFIG
         if config == DEFAULT_CONFIG:
             return []
-        return [{"config_name": config, "data_files": [_files(split)]}]
+        return [_config(config, [split])]
     declared = {name: (e.get("config") or DEFAULT_CONFIG) for name, e in splits.items()}
     if len(set(declared.values())) > 1:
         groups: dict[str, list[str]] = {}
         for name, config in declared.items():
             groups.setdefault(config, []).append(name)
         order = sorted(groups, key=lambda c: c != DEFAULT_CONFIG)  # stable: default first
-        return [{"config_name": c, "data_files": [_files(s) for s in groups[c]]} for c in order]
+        return [_config(c, groups[c]) for c in order]
     default_split = md.get("default_split")
     if isinstance(default_split, str) and default_split in splits:
-        rest = [s for s in splits if s != default_split]
-        return [{"config_name": DEFAULT_CONFIG, "data_files": [_files(default_split)]}] + [
-            {"config_name": s, "data_files": [_files(s)]} for s in rest
-        ]
-    return [{"config_name": DEFAULT_CONFIG, "data_files": [_files(s) for s in splits]}]
+        return [_config(DEFAULT_CONFIG, [default_split])] + [_config(s, [s]) for s in splits if s != default_split]
+    return [_config(DEFAULT_CONFIG, splits)]
 
 
 def split_configs(md: dict[str, Any]) -> dict[str, str]:
