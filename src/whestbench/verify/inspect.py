@@ -162,12 +162,8 @@ def _info_lines(md: dict[str, Any]) -> list[str]:
         lines.append("  splits:")
         for name in sorted(splits):
             entry = splits[name] if isinstance(splits[name], dict) else {}
-            line = f"    {name}:  n_mlps={format_count(entry.get('n_mlps', '?'))}"
-            if "seed" in entry:
-                line += f"  seed={entry['seed']}"
-            if "config" in entry:
-                line += f"  config={entry['config']}"
-            lines.append(line)
+            lines.append(f"    {name}:  n_mlps={format_count(entry.get('n_mlps', '?'))}"
+                         + "".join(f"  {k}={entry[k]}" for k in ("seed", "config") if k in entry))
         if "created_at_utc" in md:
             lines.append(f"  created_at_utc: {md['created_at_utc']}")
         return lines
@@ -323,8 +319,7 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
     meta = DatasetMeta.of(md)
     lines.append("  data:")
     for split in meta.splits:
-        n = meta.n_mlps(split)
-        lines.append(f"    {split}: {format_count(n)} MLPs (from metadata)")
+        lines.append(f"    {split}: {format_count(meta.n_mlps(split))} MLPs (from metadata)")
     checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
     lines.append(
         f"  integrity: not checked ({checks}); `whest dataset pull {ref.repo_id}` then `whest dataset verify DIR`"
