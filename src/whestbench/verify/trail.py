@@ -74,10 +74,9 @@ def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
 
     problems: list[str] = []
     drift: list[tuple[float, str]] = []  # (statistic / limit, where) of the drift tests
-    n_tests = len(s.ids) * (ds.depth - (1 if cv else 0)) * 2
-    z_limit = bonferroni_z(max(n_tests, 1), P_OVERALL)
-    x_limit = math.sqrt(math.log(2.0 * max(n_tests, 1) / P_OVERALL) / 2.0)
-    k = -1
+    n_tests = max(1, len(s.ids) * (ds.depth - (1 if cv else 0)) * 2)
+    z_limit = bonferroni_z(n_tests, P_OVERALL)
+    x_limit = math.sqrt(math.log(2.0 * n_tests / P_OVERALL) / 2.0)
     counted = 0
     seg_counts: set[int] = set()
     try:
@@ -97,7 +96,7 @@ def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
                 problems.append(f"{where}: {why}")
             else:
                 k_eff = float(n_batches(n, step)) if cv else float(n)
-                widen = _t_widening(max(n_tests, 1), k_eff - 1.0) if cv else 1.0  # batch means: Student-t
+                widen = _t_widening(n_tests, k_eff - 1.0) if cv else 1.0  # batch means: Student-t
                 drift += _drift(rec, ds.depth, cv, k_eff, z_limit * widen, x_limit * widen, where)
             counted += 1
             if len(problems) > 3:
