@@ -116,8 +116,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
             f"verify: {len(failed)} of {len(report.checks)} checks failed ({', '.join(c.name for c in failed)}); "
             "see the ✗ lines above"
         )
-    unchecked = [c.name for c in report.checks if c.skipped and c.name.endswith("device check")]
-    if unchecked:
+    if any(c.skipped and c.name.endswith("device check") for c in report.checks):
         tail += "; the device check was skipped or a failure accepted at bake (push needs --allow-unchecked-device)"
     covered = "; ".join(f"{k}: {v}" for k, v in report.coverage.items())
     tail += f" — {covered}" if covered else ""

@@ -203,8 +203,7 @@ def complete_once_in_place(verb: str, output: str):
 
         raise SignalStop(signum)
 
-    sigs = [*STOPS, signal.SIGINT]
-    previous = {s: signal.signal(s, handle) for s in sigs}
+    previous = {s: signal.signal(s, handle) for s in (*STOPS, signal.SIGINT)}
     finished = False
     try:
         yield
