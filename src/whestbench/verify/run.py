@@ -35,9 +35,11 @@ from whestbench.format.schema import (
     protocol_version,
 )
 from whestbench.verify.config import VerifyConfig
+from whestbench.verify.recompute import check_root, default_cache, recipe
 from whestbench.verify.report import Check, VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan, scan_split, schema_problems
 from whestbench.verify.statistics import run_statistics
+from whestbench.verify.trail import check_trail
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.paths import existing_dir
 from whestbench.text import sanitize
@@ -74,13 +76,9 @@ def verify_dataset(
         existing_dir(against, "--against")
     recompute_root = cfg.recompute_root
     if recompute is not None or (spot_check is not None and cache):  # the cache root, checked before any check
-        from whestbench.verify.recompute import check_root, default_cache
-
         recompute_root = check_root(recompute_root if recompute_root is not None else default_cache(),
                                     [directory] + ([against] if against is not None else []))
     if recompute is not None:  # a recipe that cannot be recomputed here is a usage error, before any check
-        from whestbench.verify.recompute import recipe
-
         try:
             recipe(handle.metadata, device)
         except UsageError:
@@ -96,8 +94,6 @@ def verify_dataset(
         return report
     run_statistics(ds, report, n_check=cfg.n_check, z_max=cfg.z_max, sample_mlps=cfg.sample_mlps,
                    sample_seed=cfg.sample_seed, pilot=cfg.pilot, on_event=on_event)
-    from whestbench.verify.trail import check_trail
-
     check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
     if spot_check is not None:
         if any(c.name.endswith("trail") and not c.ok for c in report.checks):
@@ -125,7 +121,7 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
                root: Path, on_event, stop, cache: bool) -> None:
     from whestbench.verify import plausibility
     from whestbench.verify.compare import compare_with
-    from whestbench.verify.recompute import recipe, recompute
+    from whestbench.verify.recompute import recompute
 
     rows = plausibility.choose_rows(list(ds.rows()), k, sample_seed)
     if not rows:
