@@ -67,22 +67,13 @@ def dataset() -> None:
 
 
 def _register() -> None:
-    from whestbench.cli import bake, hub, inspect, merge, seeds
+    from whestbench.cli import bake, calibrate, doctor, hub, inspect, merge, seeds
 
-    for mod in (seeds, bake, merge, inspect, hub):
+    for mod in (seeds, bake, merge, inspect, hub, calibrate):
         for command in mod.COMMANDS:
             dataset.add_command(command)
-    from whestbench.cli import doctor
-
     for command in doctor.COMMANDS:
         cli.add_command(command)
-    try:
-        from whestbench.cli import calibrate
-
-        for command in calibrate.COMMANDS:
-            dataset.add_command(command)
-    except ImportError:
-        pass
 
 
 _register()
