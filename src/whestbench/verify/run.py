@@ -240,9 +240,7 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
 def _device_check(meta: DatasetMeta, report: VerifyReport) -> None:
     """A torch bake's device check, as recorded (``validate_metadata`` has judged the block already):
     passed, or skipped / a failure accepted at bake time, which push refuses without a flag."""
-    md = meta.md
-    blocks = {f"{s}: ": meta.block(s).get(DEVICE_CHECK_KEY) for s in meta.splits} if meta.is_multi else \
-        {"": md.get(DEVICE_CHECK_KEY)}
+    blocks = {(f"{s}: " if meta.is_multi else ""): meta.block(s).get(DEVICE_CHECK_KEY) for s in meta.splits}
     for prefix, block in blocks.items():
         state = device_check_state(block)
         if state is None:
