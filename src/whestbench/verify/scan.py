@@ -140,9 +140,7 @@ def scan_split(path: "Path | DatasetDir", split: str, width: int, depth: int, *,
     wanted = [*COLUMNS, *(c for c in (STDERR_COLUMN, N_USED_COLUMN) if c in columns)]
     for shard in data_files(path, split):
         try:
-            pf = pq.ParquetFile(shard)
-            batches = pf.iter_batches(batch_size=batch_rows, columns=wanted)
-            for batch in batches:
+            for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=wanted):
                 b_ids = np.asarray(batch.column("mlp_id").to_numpy(zero_copy_only=False), dtype=np.int64)
                 b_seeds = [int(v) for v in batch.column("mlp_seed").to_pylist()]
                 w = _dense(batch.column("weights"), (depth, width, width), "weights", b_ids).astype(np.float32, copy=False)
