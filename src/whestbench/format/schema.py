@@ -17,7 +17,7 @@ from whestbench.compute.estimation import (CV_TARGET_RULE, ESTIMATOR_VERSION, ES
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.format import command as recorded
 from whestbench.text import show_value
-from whestbench.values import is_int, is_positive_number
+from whestbench.values import is_int, is_one_of, is_positive_number
 
 SCHEMA_VERSION = "3.0"
 FORMAT = "hf-datasets-parquet"
@@ -238,8 +238,9 @@ def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
         )
     sp = md.get("seed_protocol")
     name, version = (sp.get("name"), sp.get("version")) if isinstance(sp, dict) else (None, None)
-    if (name, version) not in PROTOCOLS:
-        raise InvalidDatasetError(f"unknown seed_protocol name={name!r} / version={version!r}.")
+    if not is_one_of((name, version), PROTOCOLS):
+        raise InvalidDatasetError(f"unknown seed_protocol name={show_value(name, max_len=60)} / "
+                                  f"version={show_value(version, max_len=60)}.")
     if version == "4.0":
         src = sp.get("salt_source")
         if src not in ("metadata", "env"):
@@ -421,7 +422,7 @@ def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
                                "bidirectional-override characters", value)
             out[key] = value.strip()
         elif key == "license":
-            if value not in HUB_LICENSES:
+            if not is_one_of(value, HUB_LICENSES):
                 raise bad(key, "a Hugging Face Hub license id such as cc-by-4.0, mit, apache-2.0 or cc0-1.0 ('other' "
                                "for any other licence; the Hub's list: huggingface.co/docs/hub/repositories-licenses)",
                           value)
@@ -604,7 +605,7 @@ def _validate_recipe(md: dict) -> None:
                                       f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION}) {fix}.")
         if is_cv_block(est):
             want = {_cv_batch(s) for s, _ in samplers}
-            if est.get("batch_samples") not in want or None in want:
+            if not is_one_of(est.get("batch_samples"), want) or None in want:
                 raise InvalidDatasetError(f"metadata estimator batch_samples {show_value(est.get('batch_samples'), max_len=60)} is not "
                                           f"what its sampler gives ({', '.join(map(str, sorted(w for w in want if w)))}) {fix}.")
             if "pilot_samples" in est and est["pilot_samples"] != PILOT_SAMPLES:
@@ -633,14 +634,14 @@ def _validate_recipe(md: dict) -> None:
                                       f"and exceed_probability {EXCEED_PROBABILITY}; got {show_value(md['estimator'].get('name') if isinstance(md['estimator'], dict) else md['estimator'], max_len=40)} "
                                       f"and {show_value(t.get('exceed_probability'), max_len=40)} {fix}.")
         steps = {s.get("block_size") for s, _ in samplers if isinstance(s, dict)}
-        if "step_samples" in t and t["step_samples"] not in steps:
+        if "step_samples" in t and not is_one_of(t["step_samples"], steps):
             raise InvalidDatasetError(f"metadata target_stderr step_samples {show_value(t['step_samples'], max_len=60)} is not the "
                                       f"sampler's block_size {fix}.")
 
 
 def _check_sampler(sampler: Any, where: str, md: dict, fix: str) -> None:
     known = _known_samplers()
-    if not isinstance(sampler, dict) or sampler.get("name") not in known:
+    if not isinstance(sampler, dict) or not is_one_of(sampler.get("name"), known):
         name = sampler.get("name") if isinstance(sampler, dict) else sampler
         raise InvalidDatasetError(f"metadata {where} {show_value(name, max_len=60)} is not one this whestbench knows "
                                   f"({', '.join(sorted(known))}) {fix}.")
