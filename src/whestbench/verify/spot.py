@@ -105,7 +105,7 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
     problems: list[str] = []
     modes: set[str] = set()
     where = "cpu" if device in (None, "cpu") else device
-    if where != "cpu" and all((DatasetMeta(ds.md).block(blocks[b][0].name).get("sampler") or {}).get("name") == "pcg64"
+    if where != "cpu" and all((DatasetMeta(ds.md).entry(blocks[b][0].name).get("sampler") or {}).get("name") == "pcg64"
                               for b, _, _, _ in picks):  # said "regenerated on cuda" of numpy's CPU arithmetic
         where = f"cpu (the pcg64 sampler runs on the CPU only; --device {device} applies to Philox segments)"
     sizes = []
@@ -195,8 +195,8 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.work.controls import controls_for
 
-    level = DatasetMeta(ds.md).block(s.name)
-    cv = is_cv_block(level.get("estimator", ds.md.get("estimator")))
+    level = DatasetMeta(ds.md).entry(s.name)  # the split's keys over the top level's
+    cv = is_cv_block(level.get("estimator"))
     seed = int(s.seeds[r])
     n = ds.samples(s, r)
     segments, step, aligned = int(block["segments"]), int(block["step_samples"]), bool(block["aligned"])
@@ -246,11 +246,11 @@ def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, seg
     b0, b1 = start // bs, -(-end // bs)
     unit_blocks = max(1, 2 * seg_len // bs)
     unit_blocks = 1 << max(unit_blocks - 1, 0).bit_length()
-    est = Estimation.from_metadata({**ds.md, **level})
+    est = Estimation.from_metadata(level)
     spec = WorkSpec(seeds=(seed,), n_samples=n, width=ds.width, depth=ds.depth, mlp_range=(0, 1), sampler="philox",
                     block_size=bs, unit_blocks=unit_blocks, audit_segments=segments,
                     estimation=Estimation(est.name))
-    kernel = level.get("kernel", ds.md.get("kernel")) or {}
+    kernel = level.get("kernel") or {}
     local = device or "cpu"  # spot_check resolved it
     compute = Compute("numba", "cpu") if local == "cpu" else Compute("torch", local)
     try:

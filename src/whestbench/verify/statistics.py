@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from whestbench.verify.report import VerifyReport
 
 
-
-
-
 def _ids(ds: DatasetScan, rows) -> str:
     """``mlp_id 0, 3, 5`` (``split:id`` in a multi-split dataset), the first 20."""
     ids = ", ".join(f"{s.name}:{int(s.ids[i])}" if ds.is_multi else str(int(s.ids[i])) for s, i in rows[:20])
@@ -118,7 +115,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     if any(s.n_used is None for s, _ in rows):
         report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
         return
-    sampler = sampler_of(ds.md, rows[0][0].name)
+    sampler = _sampler(ds, rows[0][0].name)
     step = sampler.get("block_size")
     est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples")
@@ -183,20 +180,16 @@ def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple
     return max(worst, overall), lim, text
 
 
-def sampler_of(md: dict[str, Any], split: str) -> dict[str, Any]:
-    """The sampler block that applies to ``split``: the top level's, or (combine-splits keeps it per
-    split) the split's entry's; {} when none is recorded."""
-    for where in (md, DatasetMeta.of(md).block(split)):
-        if isinstance(where, dict) and isinstance(where.get("sampler"), dict):
-            return where["sampler"]
-    return {}
+def _sampler(ds: DatasetScan, split: str) -> dict[str, Any]:
+    """The sampler block that applies to ``split`` (combine-splits keeps it per split); {} when none is recorded."""
+    return DatasetMeta.of(ds.md).entry(split).get("sampler") or {}
 
 
 def _stops(ds: DatasetScan, rows, cap: int) -> str:
     """How the MLPs of a target bake stopped, from the real counts."""
     early = sum(int(s.n_used[i]) < cap for s, i in rows)
     est = DatasetMeta.of(ds.md).estimator
-    step = sampler_of(ds.md, rows[0][0].name).get("block_size")  # rows: never empty (run_statistics returns first)
+    step = _sampler(ds, rows[0][0].name).get("block_size")  # rows: never empty (run_statistics returns first)
     if is_cv_block(est) and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
         floor = cv_floor_samples(cap, step, est["batch_samples"])
         if floor < cap and all(int(s.n_used[i]) == floor for s, i in rows):

@@ -63,8 +63,9 @@ def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
             report.check(f"{prefix}trail", False, f"{block['file']} is missing: the metadata says the bake kept an "
                          f"audit trail there. {REDO}")
             continue
-        cv = is_cv_block(level.get("estimator", ds.md.get("estimator")))
-        sampler = (level.get("sampler") or {}).get("name")  # a sampler block is a dict: the metadata validated
+        entry = DatasetMeta(ds.md).entry(s.name)  # the split's keys over the top level's
+        cv = is_cv_block(entry.get("estimator"))
+        sampler = (entry.get("sampler") or {}).get("name")  # a sampler block is a dict: the metadata validated
         _check_split(ds, s, report, prefix, path, segments, step, aligned, cv, sampler == "pcg64")
 
 
