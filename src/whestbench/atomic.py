@@ -12,9 +12,7 @@ import contextlib
 import glob
 import json
 import os
-import secrets
 import shutil
-import socket
 from pathlib import Path
 from typing import Iterator
 
@@ -29,6 +27,8 @@ def _create(make, parent: Path, prefix: str, suffix: str = ""):
     set here: ``os.umask`` can only be read by setting it, and doing that from worker threads races
     (two threads reading at once leave it at 0: every file created afterwards world-writable).
     """
+    import secrets  # here, like socket below: the CLI loads this module at start-up and needs them only to write
+
     for _ in range(100):
         path = parent / f"{prefix}{secrets.token_hex(6)}{suffix}"
         try:
@@ -67,6 +67,8 @@ def new_staging_dir(target: Path) -> Path:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging, _ = _create(lambda p: os.mkdir(p, 0o777), target.parent, f".{target.name}.staging-")
+    import socket
+
     try:
         mark = {"target": target.name, "pid": os.getpid(), "host": socket.gethostname()}
         (staging / STAGING_MARK).write_text(json.dumps(mark))
@@ -101,6 +103,8 @@ def _abandoned(mark: Path, name: str) -> bool:
         pid, host, target = info["pid"], info["host"], info["target"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # no marker, or not ours: never delete it
+    import socket
+
     if target != name or host != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
         return False
     if pid == os.getpid():

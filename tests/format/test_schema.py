@@ -219,3 +219,13 @@ def test_a_card_license_that_is_a_list_or_object_is_a_usage_error(license):
 
     with pytest.raises(UsageError, match="license"):
         check_card({"license": license}, "--card FILE")
+
+
+def test_a_combined_datasets_sampler_is_read_from_its_splits():
+    """combine-splits keeps the sampler block per split: ``verify --against`` and ``--recompute`` took such
+    a philox dataset for a whestbench 0.16 torch.randn bake (the top level has no sampler)."""
+    md = {"backend": "torch", "splits": {"public": {"sampler": {"name": "philox", "version": "1"}},
+                                         "holdout": {"sampler": {"name": "philox", "version": "1"}}}}
+    assert infer_sampler(md) == "philox"
+    assert infer_sampler({"backend": "torch", "splits": {"public": {"n_mlps": 2}}}) == "torch-randn"
+    assert infer_sampler({"backend": "flopscope", "splits": {"public": {}}}) == "pcg64"

@@ -214,10 +214,12 @@ def infer_sampler(md: dict[str, Any]) -> str:
     """The sampler that drew a dataset's inputs; whestbench 0.16 datasets do not record it.
 
     0.16's CPU path ("flopscope") is our pcg64 sampler; its torch path drew with ``torch.randn``.
+    combine-splits keeps the block per split (one backend, so one sampler): a split's names it.
     """
-    s = md.get("sampler")
-    if isinstance(s, dict) and isinstance(s.get("name"), str):
-        return s["name"]
+    blocks = [md.get("sampler"), *(e.get("sampler") for e in DatasetMeta.of(md).blocks.values() if isinstance(e, dict))]
+    for s in blocks:
+        if isinstance(s, dict) and isinstance(s.get("name"), str):
+            return s["name"]
     if md.get("backend") == "torch":
         return "torch-randn"
     return "pcg64"

@@ -798,7 +798,7 @@ def _check_download(path: Path, split: str | None, where: str, emit: EventSink) 
         validate_metadata(md, allow_partial=True)
         verify_checksums(path, md, split=split)
     except InvalidDatasetError as e:
-        raise InvalidDatasetError.from_error(e, where=f"the files downloaded from {where}") from e
+        raise InvalidDatasetError.from_error(e, where=f"the files downloaded from {where} are not a valid dataset") from e
     listed = checksums_block(md) or {}
     if split is None:
         verified = len(listed)

@@ -45,13 +45,10 @@ def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
 
 
 def _record_key(ds: DatasetScan, k: int, spot_seed: int, where: str) -> dict:
-    import hashlib
-    import json
-
+    from whestbench.work.ledger import identity_digest
     from whestbench.work.machine import whestbench_version
 
-    digest = hashlib.sha256(json.dumps(ds.md, sort_keys=True, default=str).encode()).hexdigest()
-    return {"metadata_sha256": digest, "plan_digest": ds.md.get("plan_digest"), "spot_seed": int(spot_seed),
+    return {"metadata_sha256": identity_digest(ds.md), "plan_digest": ds.md.get("plan_digest"), "spot_seed": int(spot_seed),
             "k": int(k), "device": where, "whestbench": whestbench_version()}
 
 
