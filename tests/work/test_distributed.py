@@ -970,33 +970,39 @@ def test_master_addr_of_another_host_is_one_line_before_the_store(monkeypatch):
         connect_store(DistEnv(0, 2, 0, "192.0.2.1", 29500), 5.0)
 
 
+def _heard_steps(units_first: int, rank0_pause: float = 0.0) -> dict:
+    """Unit steps for ranks 0 and 1 where rank 0 waits until rank 1 has computed ``units_first`` units
+    (each 0.05 s), so rank 0 hears rank 1's heartbeats for a while before the bake ends."""
+    import threading
+
+    peer_done, count = threading.Event(), [0]
+
+    def rank0(spec, compute, unit, ctx):
+        peer_done.wait(20)
+        time.sleep(rank0_pause)
+        return _fake_unit(spec, compute, unit, ctx)
+
+    def rank1(spec, compute, unit, ctx):
+        time.sleep(0.05)
+        count[0] += 1
+        if count[0] >= units_first:
+            peer_done.set()
+        return _fake_unit(spec, compute, unit, ctx)
+
+    return {0: rank0, 1: rank1}
+
+
 def test_protocol_rank_0_records_every_ranks_last_heartbeat_for_the_status_command(agent_store, tmp_path, monkeypatch):
     """``whest dataset status`` of a distributed bake names the ranks seen and their last heartbeat:
     rank 0 records them in the work directory's status.json (issue 28)."""
-    import threading
 
     from whestbench.bake.status import bake_status, status_lines
     from whestbench.work import distributed
 
     monkeypatch.setattr(distributed, "STATUS_EVERY_S", 0.0)
     port, _ = agent_store
-    peer_done = threading.Event()
-    count = [0]
-
-    def rank0(spec, compute, unit, ctx):
-        peer_done.wait(20)  # rank 1 computes some units, so rank 0 hears it for a while
-        time.sleep(0.05)
-        return _fake_unit(spec, compute, unit, ctx)
-
-    def rank1(spec, compute, unit, ctx):
-        time.sleep(0.05)
-        count[0] += 1
-        if count[0] >= 4:
-            peer_done.set()
-        return _fake_unit(spec, compute, unit, ctx)
-
     work = tmp_path / "w.whest-work"
-    results, peer = _ranks(port, 2, seeds=range(16), tmp_path=tmp_path, steps={0: rank0, 1: rank1})
+    results, peer = _ranks(port, 2, seeds=range(16), tmp_path=tmp_path, steps=_heard_steps(4, rank0_pause=0.05))
     assert results == _expected(16) and peer is False
     doc = bake_status(work)
     assert doc["state"] == "stopped" and [r["rank"] for r in doc["ranks"]] == [0, 1]
@@ -1013,28 +1019,13 @@ def test_protocol_the_status_command_names_a_rank_that_never_joined(agent_store,
     """A world of 3 where rank 2 never starts: rank 0 and rank 1 do every unit, and ``whest dataset
     status`` lists rank 2 as never seen (it listed only the ranks that joined), in --json too."""
     import json as json_
-    import threading
 
     from whestbench.bake.status import bake_status, status_lines
     from whestbench.work import distributed
 
     monkeypatch.setattr(distributed, "STATUS_EVERY_S", 0.0)
     port, _ = agent_store
-    peer_done = threading.Event()
-    count = [0]
-
-    def rank0(spec, compute, unit, ctx):
-        peer_done.wait(20)  # rank 1 computes some units, so rank 0 hears it
-        return _fake_unit(spec, compute, unit, ctx)
-
-    def rank1(spec, compute, unit, ctx):
-        time.sleep(0.05)
-        count[0] += 1
-        if count[0] >= 3:
-            peer_done.set()
-        return _fake_unit(spec, compute, unit, ctx)
-
-    results, peer = _ranks(port, 3, seeds=range(12), tmp_path=tmp_path, only=[0, 1], steps={0: rank0, 1: rank1})
+    results, peer = _ranks(port, 3, seeds=range(12), tmp_path=tmp_path, only=[0, 1], steps=_heard_steps(3))
     assert results == _expected(12) and peer is False
     doc = json_.loads(json_.dumps(bake_status(tmp_path / "w.whest-work")))  # what --json prints
     assert doc["world_size"] == 3 and doc["ranks_never_seen"] == [2]
