@@ -186,6 +186,11 @@ class DatasetMeta:
         out.update(copy.deepcopy(self.md["splits"][split]) if self.is_multi else {})
         return out
 
+    def sampler(self, split: str) -> dict[str, Any]:
+        """The sampler block that applies to ``split`` (combine-splits keeps it per split); {} when none
+        is recorded (whestbench 0.16)."""
+        return self.entry(split).get("sampler") or {}
+
     def declared_rows(self, split: str) -> tuple[int, int, Any]:
         """``(start, end, n_mlps)``: the mlp_id range ``split`` must hold (a partial's ``mlp_range``)."""
         n, rng = self.n_mlps(split), self.md.get("mlp_range")

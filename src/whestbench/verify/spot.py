@@ -102,7 +102,7 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
     problems: list[str] = []
     modes: set[str] = set()
     where = "cpu" if device in (None, "cpu") else device
-    if where != "cpu" and all((DatasetMeta(ds.md).entry(blocks[b][0].name).get("sampler") or {}).get("name") == "pcg64"
+    if where != "cpu" and all(DatasetMeta(ds.md).sampler(blocks[b][0].name).get("name") == "pcg64"
                               for b, _, _, _ in picks):  # said "regenerated on cuda" of numpy's CPU arithmetic
         where = f"cpu (the pcg64 sampler runs on the CPU only; --device {device} applies to Philox segments)"
     sizes = []

@@ -115,7 +115,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     if any(s.n_used is None for s, _ in rows):
         report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
         return
-    sampler = _sampler(ds, rows[0][0].name)
+    sampler = DatasetMeta.of(ds.md).sampler(rows[0][0].name)
     step = sampler.get("block_size")
     est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples")
@@ -180,16 +180,11 @@ def _layer1_signed(ds: DatasetScan, rows, z: np.ndarray, n: np.ndarray) -> tuple
     return max(worst, overall), lim, text
 
 
-def _sampler(ds: DatasetScan, split: str) -> dict[str, Any]:
-    """The sampler block that applies to ``split`` (combine-splits keeps it per split); {} when none is recorded."""
-    return DatasetMeta.of(ds.md).entry(split).get("sampler") or {}
-
-
 def _stops(ds: DatasetScan, rows, cap: int) -> str:
     """How the MLPs of a target bake stopped, from the real counts."""
     early = sum(int(s.n_used[i]) < cap for s, i in rows)
     est = DatasetMeta.of(ds.md).estimator
-    step = _sampler(ds, rows[0][0].name).get("block_size")  # rows: never empty (run_statistics returns first)
+    step = DatasetMeta.of(ds.md).sampler(rows[0][0].name).get("block_size")  # rows: never empty (run_statistics returns first)
     if is_cv_block(est) and isinstance(step, int) and isinstance(est.get("batch_samples"), int):
         floor = cv_floor_samples(cap, step, est["batch_samples"])
         if floor < cap and all(int(s.n_used[i]) == floor for s, i in rows):
