@@ -18,6 +18,8 @@ _EXPORTS = {
     "metadata": "whestbench.hub.loader",
     "iter_mlps": "whestbench.hub.loader",
     "mlp_at": "whestbench.hub.loader",
+    "arrays": "whestbench.hub.tables",
+    "neuron_frame": "whestbench.hub.tables",
     "MLP": "whestbench.compute.mlp",
     "create_dataset": "whestbench.bake.pipeline",
     "combine_split_datasets": "whestbench.assemble.combine",

@@ -61,6 +61,9 @@ class MLP:
     """(depth, width) float32 ground truth (``all_layer_means``), when the MLP comes from a dataset."""
     stderr: np.ndarray | None = None
     """(depth, width) float32 standard errors of ``means`` (``all_layer_stderr``), when the dataset has them."""
+    n_samples_used: int | None = None
+    """The Monte-Carlo samples ``means`` averaged: the row's ``n_samples_used`` (a target bake's own N), else
+    the dataset's ``n_samples`` (every MLP used it), when the MLP comes from a dataset with metadata."""
 
     def validate(self) -> None:
         if self.width <= 0 or self.depth <= 0:

@@ -50,6 +50,7 @@ from whestbench.format.schema import (
     COLUMNS,
     DEFAULT_CONFIG,
     DEFAULT_SPLIT,
+    N_USED_COLUMN,
     DatasetMeta,
     check_name,
     protocol_version,
@@ -62,7 +63,7 @@ __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
 log = logging.getLogger(__name__)
 
 _MLP_COLUMNS = ["mlp_name", "mlp_seed", "weights"]
-_TRUTH_COLUMNS = ["all_layer_means", "all_layer_stderr"]  # carried into MLP.means / MLP.stderr when present
+_TRUTH_COLUMNS = ["all_layer_means", "all_layer_stderr", N_USED_COLUMN]  # MLP.means, .stderr, .n_samples_used
 
 # id(obj) -> metadata. A weakref finalizer drops the entry when the object dies, so an id is never
 # reused while its entry is alive. (DatasetDict is an unhashable dict, hence ids, not weak keys.)
@@ -391,6 +392,7 @@ def _row_to_mlp(row: Mapping[str, Any], seed_of: Callable[[int], int], md: Mappi
         seed=seed_of(int(row["mlp_seed"])),
         means=_truth(row, "all_layer_means", w.shape[:2]),
         stderr=_truth(row, "all_layer_stderr", w.shape[:2]),
+        n_samples_used=_samples_used(row, md),
     )
     mlp.validate()
     return mlp
@@ -402,6 +404,16 @@ def _truth(row: Mapping[str, Any], column: str, shape: tuple[int, int]) -> np.nd
         return None
     values = np.asarray(row[column], dtype=np.float32)
     return values.reshape(shape) if values.size == shape[0] * shape[1] else None
+
+
+def _samples_used(row: Mapping[str, Any], md: Mapping[str, Any] | None) -> int | None:
+    """The samples this row's means averaged: its ``n_samples_used`` (a target bake), else the metadata's
+    ``n_samples`` (a fixed-N bake: every MLP used it; a target bake's is only the cap); None when unknown."""
+    if row.get(N_USED_COLUMN) is not None:
+        return int(row[N_USED_COLUMN])
+    if md is None or isinstance(md.get("target_stderr"), Mapping) or not is_int(md.get("n_samples")):
+        return None
+    return int(md["n_samples"])
 
 
 def _seed_rule(md_or_protocol: Mapping[str, Any] | str) -> Callable[[int], int]:
