@@ -237,3 +237,68 @@ def test_push_dry_run_checks_the_token_as_the_push_does(tmp_path, capsys, hub, m
         assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (dry, err)
         assert "Dry run" not in out
     assert hub.calls == []
+
+
+# --- push --dry-run: the token and the summary (issue 35) ---------------------------------------------
+
+
+@pytest.fixture
+def no_login(monkeypatch, tmp_path):
+    """No token anywhere: no HF_TOKEN, no OIDC, no stored login."""
+    from huggingface_hub import constants
+
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-login" / "token"))
+    return tmp_path / "no-login" / "token"
+
+
+@pytest.mark.parametrize("source", ["none", "HF_TOKEN", "stored", "--token", "--token-file", "stdin"])
+def test_push_dry_run_says_whether_a_token_was_found_and_never_shows_it(tmp_path, capsys, hub, monkeypatch, no_login,
+                                                                         source):
+    """A dry run said nothing about a missing token: the push then failed at its first Hub call."""
+    ds = fake.single(tmp_path / "ds")
+    args: list[str] = []
+    if source == "HF_TOKEN":
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+    elif source == "stored":
+        no_login.parent.mkdir()
+        no_login.write_text(TOKEN + "\n")
+    elif source == "--token":
+        args = ["--token", TOKEN]
+    elif source == "--token-file":
+        (tmp_path / "tok").write_text(TOKEN + "\n")
+        args = ["--token-file", str(tmp_path / "tok")]
+    elif source == "stdin":
+        monkeypatch.setattr(sys, "stdin", io.StringIO(TOKEN + "\n"))
+        args = ["--token-file", "-"]
+    code, out, err = run(capsys, "push", str(ds), "--repo", REPO, "--dry-run", *args)
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("Token: ")]
+    want = {"none": None, "HF_TOKEN": "HF_TOKEN", "stored": f"the login `hf auth login` stored ({no_login})",
+            "--token": "--token", "--token-file": "--token-file", "stdin": "--token-file"}[source]
+    if want is None:
+        assert line == ("Token: none found, and a push needs one: set HF_TOKEN, run `hf auth login`, or pass "
+                        "--token-file.")
+    else:
+        assert line == f"Token: found ({want}; not shown)."
+    for secret in (TOKEN, TOKEN[:6], TOKEN[-6:]):
+        assert secret not in out + err
+    assert not any(c.isdigit() for c in line.replace(str(no_login), ""))  # no length, no part of it
+    assert hub.calls == []
+
+
+def test_push_dry_run_ends_with_its_summary_after_the_card(tmp_path, capsys, hub, no_login):
+    """The file summary sat above ~220 lines of card, out of sight; it is now the last thing printed."""
+    ds = fake.single(tmp_path / "ds", n_shards=2)
+    code, out, err = run(capsys, "push", str(ds), "--repo", REPO, "--tag", "v1", "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    card, files = lines.index("Card (README.md):"), next(i for i, x in enumerate(lines) if x.startswith("Files ("))
+    assert 0 < card < files
+    assert lines[card + 1] == "---"  # the card's front matter follows its heading
+    listed = [x.split()[-1] for x in lines[files + 1:] if x.startswith("  ")]
+    assert "data/public-00000-of-00002.parquet" in listed and "metadata.json" in listed and "README.md" in listed
+    assert lines[-2].startswith("Token: ")
+    assert lines[-1] == (f"Dry run done: {len(listed)} files, {lines[files].split(', ', 1)[1].rstrip('):')} would go "
+                         f"to hf://{REPO}@v1 (tag v1); nothing was sent.")

@@ -71,21 +71,28 @@ def card_options(f):
                              "ReLU MLPs of width 64 and depth 6').")(verb)
 
 
-def _dry_run(directory: Path, config) -> None:
-    """``push --dry-run``: every check push makes before the network, then what it would send."""
+def _dry_run(directory: Path, config, token_flag: str | None) -> None:
+    """``push --dry-run``: every check push makes before the network, then what it would send: the target,
+    the card, and last (what the operator sees) the files, their size and whether a token was found."""
+    from whestbench.hub.client import token_source
     from whestbench.hub.transfer import hf_ref, plan_push
 
     plan = plan_push(directory, config)
-    _say(f"Dry run: would upload {plan.directory} → {hf_ref(plan.repo_id, plan.revision)}"
-         + (f" (tag {config.tag})" if config.tag else "") + "; nothing is sent.")
+    target = hf_ref(plan.repo_id, plan.revision) + (f" (tag {config.tag})" if config.tag else "")
+    _say(f"Dry run: would upload {plan.directory} → {target}; nothing is sent.")
+    _say("Card (README.md):")
+    _say(sanitize(plan.card.content.decode("utf-8")).rstrip("\n"))  # the card is rendered in memory
     files = plan.files
     _say(f"Files ({plural(len(files), 'file')}, {format_bytes(plan.total_bytes)}):")
     for f in files:
         _say(f"  {format_bytes(f.size):>10}  {sanitize(f.path)}")
     if plan.ignored:
         _say(f"Not part of the dataset, not uploaded: {', '.join(sanitize(p) for p in plan.ignored)}")
-    _say("Card (README.md):")
-    _say(sanitize(plan.card.content.decode("utf-8")).rstrip("\n"))  # the card is rendered in memory
+    source = token_source(token_flag)
+    _say(f"Token: found ({source}; not shown)." if source else
+         "Token: none found, and a push needs one: set HF_TOKEN, run `hf auth login`, or pass --token-file.")
+    _say(f"Dry run done: {plural(len(files), 'file')}, {format_bytes(plan.total_bytes)} would go to {target}; "
+         "nothing was sent.")
 
 
 def _say(text: str) -> None:
@@ -128,7 +135,7 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     config = PushConfig(repo, tag=tag, message=message, private=private, card=card,
                         allow_unchecked_device=allow_unchecked_device)
     if dry_run:
-        _dry_run(directory, config)
+        _dry_run(directory, config, "--token-file" if token_file is not None else "--token" if token is not None else None)
         return
     with VerbEvents("push", _SAID, log_every=log_every) as events:
         result = push_dataset(directory, config, token=token, on_event=events)

@@ -278,6 +278,30 @@ def offline_mode() -> bool:
     return bool(check() if callable(check) else constants.HF_HUB_OFFLINE)
 
 
+def token_source(flag: str | None = None) -> str | None:
+    """Where the token a Hub call would send comes from, in words, or None when there is none: ``flag``
+    (``--token``/``--token-file``, when the command got one), else huggingface_hub's own order:
+    ``HF_OIDC_RESOURCE`` (exchanged at the call), ``HF_TOKEN`` (or ``HUGGING_FACE_HUB_TOKEN``), the
+    login ``hf auth login`` stored. Never the token, its length or a part of it; nothing is sent, and
+    a stored login is only tested for being non-empty (``get_token`` could refresh it over the network)."""
+    from huggingface_hub import constants
+
+    if flag:
+        return flag
+    if os.environ.get("HF_OIDC_RESOURCE"):
+        return "HF_OIDC_RESOURCE (a token exchanged when the push starts)"
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        if (os.environ.get(name) or "").strip():
+            return name
+    stored = Path(constants.HF_TOKEN_PATH)
+    try:
+        if stored.is_file() and stored.read_text(encoding="utf-8", errors="replace").strip():
+            return f"the login `hf auth login` stored ({stored})"
+    except OSError:
+        pass
+    return None
+
+
 def repo_info(ref: HubRef, *, token: object = None, files_metadata: bool = False, what: str,
               on_event: EventSink | None = None) -> Any:
     """The repo at ``ref``'s revision: its commit (``.sha``) and files (``.siblings``)."""
