@@ -231,6 +231,88 @@ def test_plot_refuses_an_unknown_format(baked, tmp_path):
         plot_means(baked, tmp_path / "means.bmp")
 
 
+
+# --- the plot: means and standard errors per layer, on shared axes (issue 35) ------------------------
+
+
+def _figure(d):
+    pytest.importorskip("matplotlib")
+    from whestbench.verify.inspect import plot_figure
+
+    return plot_figure(d)
+
+
+def _counts(ax) -> list[float]:
+    """A panel's histogram: the counts of its one StepPatch."""
+    (patch,) = ax.patches
+    return patch.get_data().values.tolist()
+
+
+def _stored(d, column):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    return np.asarray(pq.read_table(d / "data").column(column).to_pylist(), dtype=np.float32)
+
+
+def test_the_plot_shows_each_layers_standard_errors_beside_its_means_on_shared_axes(baked):
+    """The plot showed the means' histograms only, each panel on its own x-axis."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig = _figure(baked)
+    try:
+        axes = [ax for ax in fig.axes if ax.has_data() or ax.texts]
+        means, errors = axes[:3], axes[3:]
+        assert len(means) == len(errors) == 3
+        assert [ax.get_xlabel() for ax in (means[0], errors[0])] == ["mean", "standard error"]
+        for group in (means, errors):
+            assert all(group[0].get_shared_x_axes().joined(group[0], ax) for ax in group)
+            assert all(group[0].get_shared_y_axes().joined(group[0], ax) for ax in group)
+            assert len({ax.get_xlim() for ax in group}) == 1
+        assert not means[0].get_shared_x_axes().joined(means[0], errors[0])
+        se, m = _stored(baked, "all_layer_stderr"), _stored(baked, "all_layer_means")
+        for layer in range(3):
+            heights = _counts(errors[layer])
+            bins = np.linspace(0.0, float(se.max()), 41)
+            assert heights == np.histogram(se[:, layer].ravel(), bins=bins)[0].tolist()
+            assert sum(_counts(means[layer])) == m[:, layer].size
+            live = m[:, layer] > 0  # a dead neuron (mean 0) has no relative error
+            rel = np.median(se[:, layer][live] / m[:, layer][live])
+            assert errors[layer].get_title() == (f"layer {layer + 1}: median {np.median(se[:, layer]):.3g}, "
+                                                 f"{rel:.2%} of the mean")
+        assert "means and standard errors per layer" in fig._suptitle.get_text()
+    finally:
+        plt.close(fig)
+
+
+def test_a_control_variate_plot_says_layer_1_is_exact(tmp_path):
+    import matplotlib.pyplot as plt
+
+    ds = create_dataset(n_mlps=2, n_samples=40_000, width=8, depth=2, seed=1, output_path=tmp_path / "cv",
+                        estimator="control-variate")
+    fig = _figure(ds)
+    try:
+        errors = [ax for ax in fig.axes if ax.get_xlabel() == "standard error" or ax.texts][-2:]
+        assert [t.get_text() for t in errors[0].texts] == ["exact means\n(standard error 0)"] and not errors[0].patches
+        assert errors[1].get_title().startswith("layer 2: median ") and sum(_counts(errors[1])) == 16
+    finally:
+        plt.close(fig)
+
+
+def test_a_plot_of_an_016_dataset_has_only_the_means_and_splits_overlaid(golden_dir):
+    import matplotlib.pyplot as plt
+
+    fig = _figure(golden_dir / "combined-w64-d4")
+    try:
+        panels = [ax for ax in fig.axes if ax.has_data()]
+        assert len(panels) == 4 and {ax.get_xlabel() for ax in panels} <= {"mean", ""}
+        labels = [t.get_text() for t in panels[0].get_legend().get_texts()]
+        assert sorted(labels) == ["holdout", "public"]
+        assert "ground-truth means per layer" in fig._suptitle.get_text()
+    finally:
+        plt.close(fig)
+
 # --- the standard errors ---------------------------------------------------------------------------
 
 

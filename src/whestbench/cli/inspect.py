@@ -19,7 +19,7 @@ from whestbench.text import sanitize
 @click.argument("source")
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit) when SOURCE is a repo id.")
 @click.option("--plot", "plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also draw the per-layer distributions of the means to this .png (needs matplotlib).")
+              help="Also draw each layer's means and standard errors (histograms on shared axes) to this .png, .svg or .pdf (needs matplotlib).")
 def inspect(source: str, revision: str | None, plot: Path | None) -> None:
     """Summarise a dataset: metadata, per-split counts, sizes and checksum status.
 

@@ -1,4 +1,4 @@
-"""Describe a dataset (local directory or Hub repo) in lines, and plot its per-layer mean distributions.
+"""Describe a dataset (local directory or Hub repo) in lines, and plot its means and standard errors per layer.
 
 ``describe`` first prints whestbench 0.16's ``dataset info`` lines — same keys, order and
 formatting, so tools that parse them keep working — then ours: sampler, seed source, partial
@@ -57,16 +57,29 @@ def _safe(line: str) -> str:
 
 
 def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
-    """Draw one histogram panel per layer of the ground-truth means over all neurons and MLPs.
-
-    Splits of a multi-split dataset are overlaid. The image format follows ``path``'s suffix
-    (png, svg, pdf); the file is written atomically. Needs matplotlib (``pip install 'whestbench[plot]'``).
-    """
-    import numpy as np
-
+    """Draw the dataset's means and standard errors per layer (``plot_figure``) to ``path``; the image
+    format follows its suffix (png, svg, pdf) and the file is written atomically. Needs matplotlib
+    (``pip install 'whestbench[plot]'``)."""
     from whestbench.atomic import write_file_atomic
     from whestbench.paths import check_output_file
 
+    plt = _pyplot()
+    handle, path = open_dataset(directory), Path(path)  # an open DatasetDir (inspect --plot) is not read again
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in ("png", "svg", "pdf"):
+        raise UsageError(f"--plot {path}: name a .png, .svg or .pdf file (the suffix picks the format).")
+    check_output_file(path, "--plot")  # the CLI checked it before any work; a library call is checked here
+    fig = plot_figure(handle)
+    try:
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=110)
+    finally:
+        plt.close(fig)
+    write_file_atomic(path, buf.getvalue())
+    return path
+
+
+def _pyplot():
     try:
         import matplotlib
 
@@ -74,48 +87,79 @@ def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise ImportError("--plot needs matplotlib: pip install 'whestbench[plot]'") from e
+    return plt
 
-    handle, path = open_dataset(directory), Path(path)  # an open DatasetDir (inspect --plot) is not read again
-    fmt = path.suffix.lstrip(".").lower()
-    if fmt not in ("png", "svg", "pdf"):
-        raise UsageError(f"--plot {path}: name a .png, .svg or .pdf file (the suffix picks the format).")
-    check_output_file(path, "--plot")  # the CLI checked it before any work; a library call is checked here
-    directory, md = handle.path, handle.metadata
-    depth = md.get("depth")
-    per_split = {s: _layer_means(handle, s) for s in DatasetMeta.of(md).splits}  # split -> (n, depth, w)
-    depth = next(iter(per_split.values())).shape[1] if not isinstance(depth, int) else depth
+
+def plot_figure(directory: "str | Path | DatasetDir"):
+    """The plot as a matplotlib ``Figure``: one histogram panel per layer of the means over all neurons and
+    MLPs, then (a dataset with ``all_layer_stderr``) one per layer of their standard errors, titled with
+    the layer's median standard error and its median relative error (stderr / mean, over neurons with a
+    positive mean). The means' panels share one x and one y axis, and so do the standard errors', so the
+    layers compare at a glance; a layer whose means are exact (control variates' layer 1) or that has no
+    standard error (too few samples) says so in its panel. Splits of a multi-split dataset are overlaid."""
+    import numpy as np
+
+    plt = _pyplot()
+    handle = open_dataset(directory)
+    md = handle.metadata
+    splits = DatasetMeta.of(md).splits
+    means = {s: _layer_means(handle, s) for s in splits}  # split -> (n, depth, width)
+    stderr = ({s: _layer_means(handle, s, STDERR_COLUMN) for s in splits}
+              if STDERR_COLUMN in columns_for(md) else {})
+    depth = next(iter(means.values())).shape[1] if not isinstance(md.get("depth"), int) else md["depth"]
     cols = min(depth, 4)
     rows = -(-depth // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False)
-    try:
-        for layer in range(rows * cols):
-            ax = axes[layer // cols][layer % cols]
-            if layer >= depth:
-                ax.axis("off")
-                continue
-            values = {s: m[:, layer].ravel() for s, m in per_split.items() if m.size}
-            hi = max((float(v.max()) for v in values.values() if v.size), default=1.0) or 1.0
-            bins = np.linspace(0.0, hi, 41)
-            for s, v in values.items():
-                ax.hist(v, bins=bins, histtype="step" if len(values) > 1 else "stepfilled",
-                        alpha=1.0 if len(values) > 1 else 0.7, label=s)
-            ax.set_title(f"layer {layer + 1}", fontsize=9)
-            ax.tick_params(labelsize=7)
+    blocks = [("mean", means)] + ([("standard error", stderr)] if stderr else [])
+    fig = plt.figure(figsize=(3.6 * cols, 2.8 * rows * len(blocks)))
+    grid = fig.add_gridspec(rows * len(blocks), cols)
+    for b, (what, data) in enumerate(blocks):
+        first = None
+        finite = [v[np.isfinite(v)] for v in data.values() if v.size]
+        hi = max((float(v.max()) for v in finite if v.size), default=0.0) or 1.0
+        bins = np.linspace(0.0, hi, 41)
+        for layer in range(depth):
+            ax = fig.add_subplot(grid[b * rows + layer // cols, layer % cols], sharex=first, sharey=first)
+            first = first or ax
+            values = {s: v[:, layer].ravel() for s, v in data.items() if v.size}
+            _panel(ax, what, layer, values, bins, {s: m[:, layer].ravel() for s, m in means.items() if m.size})
             if layer % cols == 0:
                 ax.set_ylabel("neurons", fontsize=8)
-            if layer // cols == rows - 1:
-                ax.set_xlabel("mean activation", fontsize=8)
+            if layer // cols == rows - 1 or layer + cols >= depth:
+                ax.set_xlabel(what, fontsize=8)
             if len(values) > 1 and layer == 0:
                 ax.legend(fontsize=7)
-        n_mlps = sum(m.shape[0] for m in per_split.values())
-        fig.suptitle(_plot_title(directory.name, n_mlps, md), fontsize=10)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=110)
-    finally:
-        plt.close(fig)
-    write_file_atomic(path, buf.getvalue())
-    return path
+    n_mlps = sum(m.shape[0] for m in means.values())
+    fig.suptitle(_plot_title(handle.path.name, n_mlps, md), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _panel(ax: Any, what: str, layer: int, values: dict[str, Any], bins: Any, means: dict[str, Any]) -> None:
+    """One layer's histogram of ``values`` (per split), titled; an exact or undefined layer is a note."""
+    import numpy as np
+
+    title = f"layer {layer + 1}"
+    shown = {s: v[np.isfinite(v)] for s, v in values.items()}
+    if what == "standard error":
+        known = np.concatenate([v for v in shown.values()]) if shown else np.zeros(0)
+        if not known.size or not np.any(known):
+            note = "no standard error\n(too few samples)" if not known.size else "exact means\n(standard error 0)"
+            ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=8)
+            ax.set_title(title, fontsize=9)
+            ax.tick_params(labelsize=7)
+            return
+        se = np.concatenate([v.ravel() for v in values.values()])
+        m = np.concatenate([v.ravel() for v in means.values()])
+        ok = np.isfinite(se) & (m > 0)
+        rel = f", {float(np.median(se[ok] / m[ok])):.2%} of the mean" if ok.any() else ""
+        title += f": median {float(np.median(known)):.3g}{rel}"
+    for s, v in shown.items():  # a StepPatch per split: its get_data() is the histogram drawn
+        ax.stairs(np.histogram(v, bins=bins)[0], bins, fill=len(shown) == 1, alpha=1.0 if len(shown) > 1 else 0.7,
+                  label=s)
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(labelsize=7)
+    if what == "standard error":
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 3))
 
 
 def _used_spread(md: dict[str, Any]) -> str | None:
@@ -142,7 +186,8 @@ def _plot_title(name: str, n_mlps: int, md: dict[str, Any]) -> str:
         n = f"N={spread} (target {target.get('value'):g}, cap {cap:,})"
     else:
         n = f"N={cap:,}"
-    return f"{name}: ground-truth means per layer ({n_mlps} MLPs, width {md.get('width')}, {n})"
+    what = "means and standard errors" if STDERR_COLUMN in columns_for(md) else "means"
+    return f"{name}: ground-truth {what} per layer ({n_mlps} MLPs, width {md.get('width')}, {n})"
 
 
 # ----------------------------------------------------------------------------------------------
