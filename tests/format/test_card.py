@@ -125,7 +125,8 @@ def test_card_size_category_buckets(n, category):
 )
 def test_front_matter_text_equals_the_reference_card(dataset16, name):
     """The organisers' preset writes the front matter 0.16.2 wrote for their datasets, byte for byte;
-    the neutral default keeps every key and changes only the title, homepage and repository values."""
+    the neutral default changes the title and homepage values and names no repository (issue 35: it named
+    the package's PyPI page), keeping every other key."""
     md = fixture_md(dataset16(name))
     ours, _ = split_card(render_card(md, preset="whestbench-organisers"))
     reference, _ = split_card((dataset16(name) / "README.md").read_text())
@@ -133,7 +134,7 @@ def test_front_matter_text_equals_the_reference_card(dataset16, name):
     recorded, _ = split_card(render_card({**md, "card": {"preset": "whestbench-organisers"}}))
     assert recorded == reference
     neutral, want = yaml.safe_load(split_card(render_card(md))[0]), yaml.safe_load(reference)
-    assert sorted(neutral) == sorted(want)
+    assert sorted(neutral) == sorted(k for k in want if k != "repository")
     assert {k: v for k, v in neutral.items() if k not in ("pretty_name", "homepage", "repository")} == \
         {k: v for k, v in want.items() if k not in ("pretty_name", "homepage", "repository")}
 
@@ -602,9 +603,11 @@ def test_the_default_card_describes_the_data_and_names_no_organisation():
         for name in ORGANISATIONS:
             assert name not in text, name
         data = front(text)
-        assert data["homepage"] == data["repository"] == "https://pypi.org/project/whestbench/"
+        assert data["homepage"] == "https://pypi.org/project/whestbench/" and "repository" not in data
         assert "[![Baked with whestbench]" in text and "(https://pypi.org/project/whestbench/)" in text
-        assert "credit to its authors" in text and "Baked with whestbench" in text.split("```bibtex")[1]
+        assert "Baked with whestbench" in text.split("```bibtex")[1]
+        # issue 35: no authors given, so the license names none and claims none ("credit to its authors")
+        assert "credit to" not in text and "under the license's terms" in text
     assert front(render_card(single_md()))["pretty_name"] == "Ground truth of 5 random ReLU MLPs of width 32 and depth 3"
 
 
@@ -641,7 +644,18 @@ def test_a_card_of_its_own_drops_the_organisers_text():
     for text in (render_card(single_md(), pretty_name="Ada set", homepage="https://x.org/ada"),
                  render_card(single_md(card={"pretty_name": "Ada set", "homepage": "https://x.org/ada"}))):
         assert "Alignment Research Center" not in text and "AIcrowd-challenge" not in text
-        assert "WhestBench organisers" not in text and "credit to its authors" in text
+        assert "WhestBench organisers" not in text and "credit to" not in text
         cite = text.split("```bibtex")[1].split("```")[0]
         assert "title        = {{Ada set}}" in cite and r"\url{https://x.org/ada}" in cite and "author" not in cite
         assert "[![Homepage]" in text and "(https://x.org/ada)" in text
+
+
+def test_a_card_credits_the_authors_it_is_given_and_names_a_repository_only_when_given():
+    """Issue 35: "cc-by-4.0 with credit to its authors" named no authors, and `repository:` was the
+    package's PyPI page."""
+    text = render_card(single_md(card={"authors": ["Ada Lovelace", "Charles Babbage"],
+                                       "repository": "https://github.com/ada/set"}))
+    assert "with credit to its authors (Ada Lovelace, Charles Babbage)" in text
+    assert front(text)["repository"] == "https://github.com/ada/set" and "[![Code]" in text
+    bare = render_card(single_md())
+    assert "repository" not in front(bare) and "[![Code]" not in bare and "credit to" not in bare

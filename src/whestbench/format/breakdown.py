@@ -160,3 +160,25 @@ def sampling_budget_breakdown(
 def breakdown_json(d: dict[str, Any]) -> str:
     """The column's string: ``json.dumps`` with default separators, as whestbench 0.16 writes it."""
     return json.dumps(d)
+
+
+_WALL = ("`wall_time_s` is the seconds the work units that computed this MLP took in the run that finished them "
+         "(shared among the MLPs of a unit). Unrelated to an estimator's budget.")
+
+
+def column_meaning(md: dict[str, Any]) -> str:
+    """What the column is for a dataset with metadata ``md`` (the card's schema table): the same closed
+    form on both backends, kept for whestbench 0.16.2's readers; on a torch bake it models 0.16.2's numpy
+    loop, not the kernels that ran, as the row's ``provenance`` says."""
+    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
+    n = "`n_samples_used`" if isinstance(md.get("target_stderr"), dict) else "N"
+    extra = (" The control variates' pilot and extra sums are not in the counts." if est.get("name") == "control-variate"
+             else "")
+    if md.get("backend") == "torch":
+        return ("JSON kept for compatibility with whestbench 0.16.2: its closed-form FLOP model of a numpy sampling "
+                f"loop over this MLP's {n} samples (operations named after numpy's: `random.Generator.standard_normal`, "
+                "`matmul`, ...), labelled `closed-form` in the row's `provenance`; it does not describe the torch "
+                "kernels that ran. " + _WALL + extra)
+    return ("JSON kept for compatibility with whestbench 0.16.2: the FLOP counts its CPU path measured with flopscope "
+            f"for the numpy sampling loop over this MLP's {n} samples, here computed in closed form (equal counts). "
+            + _WALL + extra)

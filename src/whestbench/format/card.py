@@ -25,10 +25,10 @@ import yaml
 from whestbench.atomic import write_file_atomic
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
+from whestbench.format.card_facts import data_facts
 from whestbench.format.reader import CARD_FILE, METADATA_FILE, checksums_block, data_files, metadata_bytes, shard_glob
-from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, COLUMN_DOCS, DEFAULT_CONFIG, HOMEPAGE_RE,
-                                      PRESET_OWNS, DatasetMeta, check_card, columns_for, combine_card,
-                                      device_check_state, hidden_char)
+from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, DEFAULT_CONFIG, HOMEPAGE_RE, PRESET_OWNS,
+                                      DatasetMeta, check_card, combine_card, hidden_char)
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.text import format_count
 from whestbench.values import is_int
@@ -147,16 +147,19 @@ def card_fields(md: dict[str, Any], **given: Any) -> dict[str, Any]:
     """``pretty_name``, ``license``, ``homepage`` and ``repository`` for the card: as given (push's
     flags), else as the bake recorded them (metadata ``card``; 0.16's ``pretty_name``), else the
     defaults: the organisers' preset's (challenge title and page, AIcrowd/whestbench) or the
-    neutral card's (a title from the data, whestbench's package page for both links)."""
+    neutral card's (a title from the data, whestbench's package page as the homepage, and no
+    ``repository``: the card names one only where it was given)."""
     own = own_card(md, given)
     organisers = own.get("preset") == ORGANISERS
     link = HOMEPAGE if organisers else TOOL_URL
     defaults = {"pretty_name": md.get("pretty_name") or (DEFAULT_PRETTY_NAME if organisers else neutral_title(md)),
-                "license": LICENSE, "homepage": link, "repository": REPOSITORY if organisers else TOOL_URL}
+                "license": LICENSE, "homepage": link, "repository": REPOSITORY if organisers else None}
     out = {}
     for key, default in defaults.items():
         value = own.get(key)
         out[key] = value if isinstance(value, str) and value else default
+    if out["repository"] is None:  # a repository only where one was given: never the tool's package page
+        del out["repository"]
     if not HOMEPAGE_RE.match(out["homepage"]):  # metadata edited by hand: never a javascript: link
         out["homepage"] = link
     return out
@@ -242,11 +245,11 @@ def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> di
         data["configs"] = configs
     data.update(
         {
+            **({"repository": fields["repository"]} if fields.get("repository") else {}),
             "homepage": fields["homepage"],
             "language": ["code"],
             "license": fields["license"],
             "pretty_name": fields["pretty_name"],
-            "repository": fields.get("repository") or TOOL_URL,
             "size_categories": [card_size_category(size)],
             "tags": TAGS + (["multi-split"] if _is_multi(md) else []),
             "task_categories": ["other"],
@@ -363,6 +366,12 @@ def _protocol(md: dict[str, Any]) -> dict[str, str]:
     return {"name": str(sp.get("name", "unknown")), "version": str(sp.get("version", "2.0"))}
 
 
+def _samplers(md: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each split's sampler (``DatasetMeta.sampler``: combine-splits keeps it per split), in split order."""
+    meta = DatasetMeta.of(md)
+    return [_sampler({**md, "sampler": meta.sampler(s)}) for s in meta.splits] or [_sampler(md)]
+
+
 def _sampler(md: dict[str, Any]) -> dict[str, Any]:
     s = md.get("sampler")
     if isinstance(s, dict) and s.get("name"):
@@ -464,7 +473,9 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "n_samples": format_count(md.get("n_samples"), "unknown"),
         "schema_version": str(md.get("schema_version", "unknown")),
         "protocol": protocol,
-        "sampler": _sampler(md),
+        "sampler": _samplers(md)[0],
+        "split_samplers": ([{"split": s["name"], **x} for s, x in zip(splits, _samplers(md))]
+                           if len({str(x) for x in _samplers(md)}) > 1 else []),
         "backend": str(md.get("backend", "unknown")),
         "device": md.get("device"),
         "torch_version": md.get("torch_version"),
@@ -491,71 +502,8 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "authors": ", ".join(markdown_text(a) for a in own.get("authors") or []),
         "badges": [{"label": markdown_text(b["label"]), "image": _badge_image(b["label"]), "url": b["url"]}
                    for b in own.get("badges") or []],
-        **_data_facts(md, protocol),
+        **data_facts(md, protocol),
     }
-
-
-_WORDS = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
-
-
-def _data_facts(md: dict[str, Any], protocol: dict[str, str]) -> dict[str, Any]:
-    """What the card says about the data that is there, from the metadata: the columns it holds
-    (``columns_for``, each with its type and meaning from ``schema.COLUMN_DOCS``), the estimator and
-    its standard errors, N per MLP as stored (a range for a target bake), the target and its rule,
-    and the device check's result."""
-    columns = []
-    for name in columns_for(md):
-        kind, meaning = COLUMN_DOCS[name]
-        if name == "mlp_seed" and protocol.get("version") == "2.0":
-            meaning = "Legacy seed protocol 2.0: the estimator seed itself, handed to an estimator as `MLP.seed`."
-        columns.append({"name": name, "type": kind, "meaning": meaning})
-    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else None
-    estimator = None
-    if est is not None:
-        estimator = {"name": str(est.get("name", "plain")), "cv": is_cv_block(est),
-                     "version": str(est.get("version", "")),
-                     "batch_samples": format_count(est.get("batch_samples"), "unknown"),
-                     "pilot_samples": format_count(est.get("pilot_samples"), "unknown"),
-                     "controls": str(est.get("controls") or "the layer-1 activations and the layer-2 squared "
-                                                           "pre-activations (exact means)")}
-    cap = md.get("n_samples")
-    n_samples = format_count(cap, "unknown")
-    target, n_text, n_summary = None, f"N = {n_samples}", n_samples
-    t = md.get("target_stderr") if isinstance(md.get("target_stderr"), dict) else None
-    if t is not None:
-        value = t.get("value")
-        target = {"value": f"{value:g}" if isinstance(value, (int, float)) else str(value),
-                  "layer": "every layer" if t.get("layer") == "all" else "the last layer",
-                  "rule": str(t.get("rule") or "running"),
-                  "check_points": str(t.get("check_points") or ""), "cap": n_samples}
-        spread = _used_spread(md)
-        if spread is None:
-            n_text = f"N of up to {n_samples}"
-            n_summary = f"up to {n_samples} per MLP (column `n_samples_used`)"
-        else:
-            lo, hi = spread
-            n_text = f"N = {lo:,}" if lo == hi else f"N from {lo:,} to {hi:,}"
-            n_summary = (f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}") + f" per MLP (column `n_samples_used`; cap {n_samples})"
-    dc = md.get("device_check")
-    state = device_check_state(dc)
-    device_check = {"passed": "passed (the device's arithmetic matched the checks before the bake)",
-                    "skipped": "skipped (`--skip-device-check`)"}.get(state)
-    if state == "accepted":
-        failed = [str(c.get("name")) for c in dc.get("checks", []) if isinstance(c, dict) and not c.get("passed")]
-        device_check = ("failed and accepted (`--accept-non-invariant`)" + (f": {', '.join(failed)}" if failed else ""))
-    return {"columns": columns, "n_columns": _WORDS.get(len(columns), str(len(columns))), "estimator": estimator,
-            "target": target, "n_text": n_text, "n_summary": n_summary, "device_check": device_check}
-
-
-def _used_spread(md: dict[str, Any]) -> tuple[int, int] | None:
-    """The fewest and most samples a target bake's MLPs used (``samples_used``; every split's)."""
-    blocks = [md.get("samples_used")]
-    if _is_multi(md):
-        blocks = [e.get("samples_used") for e in _splits(md).values() if isinstance(e, dict)]
-    if not blocks or not all(isinstance(b, dict) and isinstance(b.get("min"), int) and isinstance(b.get("max"), int)
-                             for b in blocks):
-        return None
-    return min(b["min"] for b in blocks), max(b["max"] for b in blocks)
 
 
 def _has_checksums(md: dict[str, Any]) -> bool:
