@@ -36,6 +36,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from whestbench.compute.estimation import is_cv_block
+
 NAMESPACE = "sampling.sample_layer_statistics"
 OPERATION_MODEL = "whestbench.simulation.sample_layer_statistics"
 # whestbench 0.16 runs each CPU MLP inside a flopscope context with this hard-coded budget.
@@ -170,10 +172,8 @@ def column_meaning(md: dict[str, Any]) -> str:
     """What the column is for a dataset with metadata ``md`` (the card's schema table): the same closed
     form on both backends, kept for whestbench 0.16.2's readers; on a torch bake it models 0.16.2's numpy
     loop, not the kernels that ran, as the row's ``provenance`` says."""
-    est = md.get("estimator") if isinstance(md.get("estimator"), dict) else {}
     n = "`n_samples_used`" if isinstance(md.get("target_stderr"), dict) else "N"
-    extra = (" The control variates' pilot and extra sums are not in the counts." if est.get("name") == "control-variate"
-             else "")
+    extra = " The control variates' pilot and extra sums are not in the counts." if is_cv_block(md.get("estimator")) else ""
     if md.get("backend") == "torch":
         return ("JSON kept for compatibility with whestbench 0.16.2: its closed-form FLOP model of a numpy sampling "
                 f"loop over this MLP's {n} samples (operations named after numpy's: `random.Generator.standard_normal`, "

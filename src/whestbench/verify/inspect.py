@@ -20,6 +20,7 @@ from whestbench.hub.client import RemoteMetadata, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.reader import DatasetDir, data_files, open_dataset, parquet_footer, read_table
 from whestbench.format.schema import DEFAULT_CONFIG, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta, columns_for, infer_sampler
+from whestbench.format.card_facts import used_spread
 from whestbench.format.prepared import prepared_verdict
 from whestbench.errors import UsageError
 from whestbench.events import EventSink
@@ -165,13 +166,10 @@ def _panel(ax: Any, what: str, layer: int, values: dict[str, Any], bins: Any, me
 def _used_spread(md: dict[str, Any]) -> str | None:
     """A target bake's samples per MLP, ``524,288–1,048,576`` (from ``samples_used``; every split's
     for a multi-split dataset), or None where the metadata does not record them."""
-    blocks = [md.get("samples_used")]
-    if DatasetMeta.of(md).is_multi:
-        blocks = [b.get("samples_used") for b in DatasetMeta.of(md).blocks.values() if isinstance(b, dict)]
-    if not blocks or not all(isinstance(b, dict) and isinstance(b.get("min"), int) and isinstance(b.get("max"), int)
-                             for b in blocks):
+    spread = used_spread(md)
+    if spread is None:
         return None
-    lo, hi = min(b["min"] for b in blocks), max(b["max"] for b in blocks)
+    lo, hi = spread
     return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
 
 
