@@ -1,17 +1,17 @@
 """The README's commands run as written: every ```bash block, in order, in one bash (``set -euo
 pipefail``), in an empty directory, with ``whest`` on PATH running this tree; then its ```python block.
+(tests/doc_commands.py holds the rules, which tests/test_docs_commands.py applies to docs/*.md too.)
 
 The only changes made to the README's text, by rule:
 
 - Sizes: the value after ``--n-samples``, ``--width`` and ``--depth`` (and of ``n_samples=``,
   ``width=``, ``depth=`` in Python) becomes ``SMALL``'s, so the tour takes seconds. ``--n-mlps`` is
   kept: the slices and ranges are written for it.
-- Skipped lines (replaced by ``:``), and only these, judged by their command (not their comment):
-  - they need the network: ``pip install`` (the setup one-liner) and the Hub verbs ``push``,
-    ``upload``, ``pull``, ``download``;
-  - they need a GPU: ``--device cuda``, ``--device mps``, ``torchrun``;
-  - ``bash tools/test.sh``: the test suite itself;
-  - ``--torch`` / ``--device cpu`` lines when torch is not installed (the torch extra).
+- Skipped lines (replaced by ``:``), and only these, judged by their command (not their comment), by
+  ``doc_commands.SKIP``: they need the network (``pip install``, the Hub verbs ``push``, ``upload``,
+  ``pull``, ``download``), a GPU (``--device cuda``, ``--device mps``), or torch when the torch extra is
+  not installed (``--torch``, ``--device cpu``, ``torchrun``), or they are the test suite
+  (``bash tools/test.sh``).
 """
 
 from __future__ import annotations
@@ -23,43 +23,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from doc_commands import SKIP, command, small  # noqa: F401  (the rules every documented command follows)
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 
-SMALL = {"n-samples": "4096", "width": "8", "depth": "2"}
-_SIZE = re.compile(r"(--(n-samples|width|depth) +|\b(n_samples|width|depth)=)([0-9][0-9_.eE]*)")
-SKIP = {
-    "needs the network": re.compile(r"pip install|\bwhest dataset (push|upload|pull|download)\b"),
-    "needs a GPU": re.compile(r"--device (cuda|mps)\b|\btorchrun\b"),
-    "is the test suite": re.compile(r"\btools/test\.sh\b"),
-}
-
-
-def _torch_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("torch") is not None
-
-
-if not _torch_installed():
-    SKIP["needs torch"] = re.compile(r"--torch\b|--device cpu\b")
-
 
 def blocks(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", README.read_text(), re.S | re.M)
-
-
-def small(text: str) -> str:
-    def size(m: re.Match) -> str:
-        return m.group(1) + SMALL[(m.group(2) or m.group(3)).replace("_", "-")]
-
-    return _SIZE.sub(size, text)
-
-
-def command(line: str) -> str:
-    """A shell line without its comment."""
-    return re.split(r"(?:^|\s)#", line, maxsplit=1)[0]
 
 
 def tour_script() -> tuple[str, list[str]]:

@@ -97,7 +97,11 @@ def test_arrays_are_the_stored_columns_in_their_dtypes_and_shapes(which, request
     assert set(a) == set(table.column_names)
     # the float64 column keeps its bits, which datasets' numpy format does not (it casts to float32)
     assert a["avg_variance"].tobytes() == table.column("avg_variance").to_numpy().tobytes()
-    assert ds.with_format("numpy")[:]["avg_variance"].dtype == np.float32
+    cast = ds.with_format("numpy")[:]  # README's claims about datasets' own routes
+    assert cast["avg_variance"].dtype == np.float32 and cast["mlp_id"].dtype == np.int64
+    assert ds.to_pandas()["final_means"].dtype == object
+    scalars = ds.select_columns(["mlp_id", "mlp_name", "avg_variance"]).to_pandas()
+    assert (str(scalars["mlp_id"].dtype), str(scalars["avg_variance"].dtype)) == ("int32", "float64")
 
 
 def test_arrays_follow_a_selection_and_a_column_list(fixed):
