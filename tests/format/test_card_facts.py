@@ -1247,6 +1247,9 @@ def _check_bibtex(f: Facts, text: str) -> None:
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*(<\[])")
 
 
+_LINE_KINDS = (("#", "heading"), ("|", "row"), ("- ", "item"), ("<", "html"), ("[![", "badge"))
+
+
 def card_units(body: str) -> list[tuple]:
     """The card's units: ``("sentence", text)`` for prose (a paragraph's or a blockquote's), ``("item", ...)``
     for a list item (its leading ``- `` kept), ``("row", ...)`` a table row, ``("badge", ...)``, ``("html", ...)``,
@@ -1273,23 +1276,11 @@ def card_units(body: str) -> list[tuple]:
             out.append(("code", lang, "\n".join(block)))
         elif not line.strip():
             flush()
-        elif line.startswith("#"):
-            flush()
-            out.append(("heading", line))
-        elif line.startswith("|"):
-            flush()
-            out.append(("row", line))
-        elif line.startswith("- "):
-            flush()
-            out.append(("item", line))
         elif line.startswith("> "):
             para.append(line[2:])
-        elif line.startswith("<"):
+        elif kind := next((k for start, k in _LINE_KINDS if line.startswith(start)), None):
             flush()
-            out.append(("html", line))
-        elif line.startswith("[!["):
-            flush()
-            out.append(("badge", line))
+            out.append((kind, line))
         else:
             para.append(line)
         i += 1
