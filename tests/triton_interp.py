@@ -51,16 +51,19 @@ def _interpreted(function) -> bool:
     return isinstance(function, InterpretedFunction)
 
 
-def kernel_module() -> ModuleType:
-    """``compute/philox/triton_kernel``, its kernels (and triton's own ``@triton.jit`` library, decorated
-    when triton is first imported) built for the interpreter without CUDA. Call it at a test module's
-    import, i.e. at collection, before any test has imported triton. Skips the module without triton."""
+def kernel_module(name: str = KERNEL_MODULE, kernel: str = "_fused_mlp_tile_kernel") -> ModuleType:
+    """The module ``name`` (``compute/philox/triton_kernel`` unless told), its kernels (``kernel`` is
+    one of them), the fused kernel module's (which every kernel module imports) and triton's own
+    ``@triton.jit`` library (decorated when triton is first imported) built for the interpreter without
+    CUDA. Call it at a test module's import, i.e. at collection, before any test has imported triton.
+    Skips the module without triton."""
     with interpreting():
         triton_language = pytest.importorskip("triton.language")
-        module = importlib.import_module(KERNEL_MODULE)
+        module = importlib.import_module(name)
+        fused = importlib.import_module(KERNEL_MODULE)
     if INTERPRET and not (_interpreted(triton_language.standard._sum_combine)
-                          and _interpreted(module._fused_mlp_tile_kernel)):
-        pytest.fail(f"triton or {KERNEL_MODULE} was imported without TRITON_INTERPRET=1 before this test "
+                          and _interpreted(fused._fused_mlp_tile_kernel) and _interpreted(getattr(module, kernel))):
+        pytest.fail(f"triton or {name} was imported without TRITON_INTERPRET=1 before this test "
                     "module (an import at collection time?): import it through tests/triton_interp.py "
                     "kernel_module()", pytrace=False)
     return module

@@ -75,7 +75,7 @@ def test_doctor_on_cuda_checks_torch_and_every_fused_precision(tmp_path, capsys)
     rc, _, err = run(["doctor", "--device", "cuda", "--quick", "--json", str(report)], capsys)
     doc = json.loads(report.read_text())
     paths = {c["path"] for c in doc["checks"]}
-    assert "torch cuda (torch)" in paths
+    assert "torch cuda (cuda)" in paths  # the plain CUDA path: compute/philox/cuda_engine.py
     assert rc == 0, [c for c in doc["checks"] if not c["passed"]]
 
 

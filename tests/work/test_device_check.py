@@ -180,21 +180,33 @@ def test_every_check_passes_on_the_fused_kernel(precision):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_faults_fail_their_checks_on_cuda(monkeypatch):
-    from whestbench.compute.philox import torch_engine as philox_torch
+    """On CUDA a bake runs the cuda engine (compute/philox/cuda_engine.py): a wrong word fails
+    philox-words, and a GEMM whose last bit depends on how many MLPs share its buffers fails
+    row-invariance (its rows are one shape by construction, so the batch is what the check varies)."""
+    from whestbench.compute.philox import cuda_engine
 
     plan = _plan(width=64, depth=4, device="cuda")
-    real_words = philox_torch.words_torch
+    assert plan.compute.engine == "cuda"
+    real_words = cuda_engine.sampler_words
 
-    def flipped(keys, n0, n1, width, device):
-        w = real_words(keys, n0, n1, width, device).clone()
-        w[..., 0, 0] ^= 1
+    def flipped(key, n0, n1, width, device):
+        w = real_words(key, n0, n1, width, device).copy()
+        w[0, 0] ^= 1
         return w
 
     with monkeypatch.context() as m:
-        m.setattr(philox_torch, "words_torch", flipped)
+        m.setattr(cuda_engine, "sampler_words", flipped)
         assert not dc.check_device(plan.spec, plan.compute).checks[0].passed
-    with monkeypatch.context() as m:  # the stretch's chunks: 8192 rows, then 2048
-        m.setattr(torch, "bmm", row_count_dependent_bmm(4096))
+    real_mm = torch.mm
+
+    def batch_dependent_mm(a, b, *, out=None):
+        r = real_mm(a, b)
+        if out is not None and out.untyped_storage().nbytes() > out.nbytes:
+            r = (r.view(torch.int32) ^ 1).view(torch.float32)
+        return r if out is None else out.copy_(r)
+
+    with monkeypatch.context() as m:
+        m.setattr(torch, "mm", batch_dependent_mm)
         assert not dc.check_device(plan.spec, plan.compute).checks[2].passed
 
 

@@ -79,7 +79,11 @@ def paths(torch_device: str | None) -> list[BakePath]:
     out = [BakePath("cpu (pcg64)", {"backend": "cpu"})]
     if torch_device is None:
         return out
-    engine = "numba" if torch_device == "cpu" else "torch"
+    import torch
+
+    from whestbench.compute.philox.numba_engine import resolve_engine
+
+    engine = resolve_engine("auto", torch.device(torch_device))
     out.append(BakePath(f"torch {torch_device} ({engine})", {"backend": "torch", "device": torch_device}))
     if torch_device == "cuda":
         from whestbench.compute.philox import triton_kernel as philox_triton

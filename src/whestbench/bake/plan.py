@@ -532,12 +532,13 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     import json
 
     from whestbench.compute.philox import spec as philox
-    from whestbench.work.torch_env import resolve_device
+    from whestbench.work.torch_env import kernel_identity, resolve_device
 
     device = resolve_device(cfg.device)
     import torch
 
     from whestbench.compute.philox import torch_engine as philox_torch
+    from whestbench.compute.philox.numba_engine import resolve_engine
 
     start, end = cfg.range
     # On the CPU one MLP per worker thread (one per core, torch single-threaded: the numba passes
@@ -546,8 +547,17 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     if cfg.estimation.has_target:
         batch = 1  # each MLP stops at its own check point
     rows = philox_torch.step_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
-    engine = "numba" if device == "cpu" else "torch"
-    kernel_md: dict[str, Any] = {"name": f"philox-{engine}-{device}", "precision_class": philox_torch.kernel_name(device, engine)}
+    engine = resolve_engine("auto", torch.device(device))
+    if engine == "cuda" and cfg.gpu_kernel != "fused":  # every GEMM one shape: --chunk-size cannot reach it
+        from whestbench.compute.philox.cuda_engine import gemm_rows
+
+        if cfg.chunk_size is not None:
+            notes.append(f"--chunk-size is not used on CUDA: every GEMM of the plain path multiplies "
+                         f"{gemm_rows(cfg.width):,} rows, so no setting changes a bit")
+        rows = gemm_rows(cfg.width)
+    distributed = dist_env is not None and dist_env.world_size > 1
+    where = f"cuda:{dist_env.local_rank}" if device == "cuda" and distributed else device  # one GPU per local rank
+    kernel_md: dict[str, Any] = kernel_identity(where, engine, cfg.width, rows)
     config = None
     if cfg.gpu_kernel == "fused":
         from whestbench.compute.philox import triton_kernel as philox_triton
@@ -566,8 +576,6 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
             "MPS has no float64: sums accumulate in float32, which loses ~1e-7 relative per addition "
             "(means at N=1e9 may be off by ~1e-4); use --device cuda or cpu for production ground truth."
         )
-    distributed = dist_env is not None and dist_env.world_size > 1
-    where = f"cuda:{dist_env.local_rank}" if device == "cuda" and distributed else device  # one GPU per local rank
     workers = (os.cpu_count() or 1) if device == "cpu" and not distributed else 1
     unit_blocks = PHILOX_UNIT_BLOCKS
     if cfg.estimation.has_target:  # one unit per MLP: its blocks run in order, checked on the way

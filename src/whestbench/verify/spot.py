@@ -249,13 +249,16 @@ def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, seg
                     estimation=Estimation(est.name))
     kernel = level.get("kernel") or {}
     local = device or "cpu"  # spot_check resolved it
-    compute = Compute("numba", "cpu") if local == "cpu" else Compute("torch", local)
     try:
-        from whestbench.compute.philox.torch_engine import kernel_name
+        import torch
 
-        bits = kernel.get("precision_class") == kernel_name(local, compute.engine)
+        from whestbench.compute.philox.numba_engine import resolve_engine
+        from whestbench.work.torch_env import kernel_identity
+
+        compute = Compute(resolve_engine("auto", torch.device(local)), local)
+        bits = kernel.get("precision_class") == kernel_identity(local, compute.engine, ds.width)["precision_class"]
     except ImportError:
-        bits = False
+        compute, bits = Compute("numba", "cpu"), False
     result = run_unit(spec, compute, Unit(0, b0, b1, 1))
     trail = result.trail.mlp(0)
     k = g - trail.first

@@ -2,7 +2,7 @@
 
 ``check_device(spec, compute)`` runs the three checks of ``compute/device_check.py``
 (``philox-words``, ``block-sums``, ``row-invariance``) on exactly what the bake will run: the plan's
-width, depth, engine (numba, torch or the fused kernel), precision class, chunk size and MLPs per
+width, depth, engine (numba, torch, the plain CUDA path or the fused kernel), precision class, chunk size and MLPs per
 batch, on its device, through the same ``steps._block_runner`` its units call. What each check
 compares, why a row-invariance failure refuses the bake (naming ``--accept-non-invariant``) and
 what it costs: docs/gpu.md, "The device check at the start of every torch bake".
@@ -97,6 +97,11 @@ def sampler_stages(compute: Compute) -> tuple[Stage, Stage | None, Stage]:
             return out
 
         return words, lambda w: philox_numba.uniforms_of(w), normals
+    if engine == "cuda":
+        from whestbench.compute.philox import cuda_engine
+
+        return (lambda key, n0, n1, width: cuda_engine.sampler_words(key, n0, n1, width, device), None,
+                lambda key, n0, n1, width: cuda_engine.sampler_normals(key, n0, n1, width, device))
     if engine == "triton":
         from whestbench.compute.philox import triton_kernel as philox_triton
 
@@ -230,6 +235,13 @@ def check_sums(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, CheckResu
     elif compute.engine == "numpy":
         second = device_packed(st, compute, other_batch)
         what = f"batches of {batch} and {other_batch} MLPs"
+    elif compute.engine == "cuda":
+        from whestbench.compute.philox.cuda_engine import gemm_rows
+
+        second = device_packed(st, compute, other_batch)
+        rows = compute.step_rows or gemm_rows(spec.width, spec.block_size)
+        what = (f"batches of {batch} and {other_batch} MLPs over the same {st.samples:,} samples (every GEMM is "
+                f"{rows:,} rows by construction, whatever --chunk-size)")
     else:
         rows_a = min(compute.step_rows or st.samples, st.samples)
         if compute.engine == "numba":

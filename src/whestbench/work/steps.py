@@ -29,7 +29,7 @@ from whestbench.work.controls import controls_for
 from whestbench.work.threads import pin_torch_threads_here
 from whestbench.work.units import Unit, WorkSpec
 
-ENGINES = ("numpy", "numba", "torch", "triton")
+ENGINES = ("numpy", "numba", "torch", "cuda", "triton")
 TRITON_GROUP_BLOCKS = 16  # canonical blocks per fused-kernel launch between checkpoint chances
 
 
@@ -39,11 +39,13 @@ class Compute:
     arithmetic, which ``WorkSpec.arithmetic`` names."""
 
     engine: str = "numpy"
-    """pcg64: "numpy". philox: "numpy" (the reference), "numba" (CPU), "torch" (any device), "triton" (CUDA)."""
+    """pcg64: "numpy". philox: "numpy" (the reference), "numba" (CPU), "torch" (any device: plain torch ops;
+    MPS), "cuda" (the plain CUDA path, ``compute/philox/cuda_engine.py``), "triton" (the fused kernel)."""
     device: str = "cpu"
     """Resolved device: "cpu", "cuda:<i>" or "mps"."""
     step_rows: int | None = None
-    """philox on torch: rows per step (a power of two); None for the engine's default."""
+    """philox on torch: rows per step (a power of two); None for the engine's default. The cuda engine:
+    every GEMM's row count (``cuda_engine.gemm_rows``, part of the arithmetic, never ``--chunk-size``)."""
     kernel_config: Any = None
     """triton: the fused kernel's ``KernelConfig``."""
     pcg64_fused: bool | None = None
@@ -225,7 +227,7 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
     w_batch = np.stack(weights)  # (B, depth, width, width)
     key_arr = np.array(keys, dtype=np.uint32)  # (B, 2)
     blocks = _block_runner(spec, compute, w_batch, key_arr, controls or None)
-    step = TRITON_GROUP_BLOCKS if compute.engine == "triton" else 1  # the fused kernel: groups of blocks per launch
+    step = getattr(blocks, "blocks_per_call", 1)  # the device engines run groups of blocks per call
 
     tree, b, done_samples = philox.PairwiseStack(), unit.block_start, 0
     block_end = unit.block_end
@@ -281,7 +283,7 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
     unit_start = unit.block_start * spec.block_size
     while b < block_end:
         e = min(b + step, block_end)
-        if held and step > 1:  # the fused kernel: never past a segment's end (both aligned powers of two)
+        if held and compute.engine == "triton":  # the fused kernel sums the whole call: never past a segment's end
             e = min(e, ((b * spec.block_size) // seg_len + 1) * seg_len // spec.block_size)
         packed, counts = blocks(b, e)  # (B, parts, rows, w) fp64 and the samples of each part
         pos = unit_start + done_samples
@@ -339,6 +341,19 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
                                      config=compute.kernel_config)
             return np.stack([philox.pack(s) for s in sums])[:, None], np.array([sums[0].count])
 
+        run.blocks_per_call = TRITON_GROUP_BLOCKS  # type: ignore[attr-defined]
+        return run
+    if compute.engine == "cuda":  # one wait for the device per call of several blocks
+        from whestbench.compute.philox.cuda_engine import CudaEngine
+
+        engine = CudaEngine(w_batch, keys, compute.device, rows=compute.step_rows, block_size=bs,
+                            z2sq=controls is not None)
+
+        def run(b0: int, b1: int):
+            raw, counts = engine.batches_host(b0, b1, n)
+            return packed(raw, counts), counts
+
+        run.blocks_per_call = engine.blocks_per_call  # type: ignore[attr-defined]
         return run
     import torch
 

@@ -1,4 +1,5 @@
-"""The torch side of a bake: resolving ``--device`` and recording what can change the numbers.
+"""The torch side of a bake: resolving ``--device`` and recording what can change the numbers (the
+kernel identity: ``kernel_identity``, with the GPU and its cuBLAS).
 
 Imported only when the torch backend is chosen (torch is an optional extra).
 """
@@ -65,6 +66,74 @@ def _driver_version() -> str | None:
         return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def cublas_version(device: str = "cuda") -> str:
+    """The cuBLAS this process multiplies with on ``device``, e.g. ``"12.8.4"``: asked of the loaded
+    library (``cublasGetProperty``); else the pip package that ships it; else a sentence saying why unknown."""
+    torch = import_torch()
+    if not torch.cuda.is_available():
+        return "unavailable: no CUDA device"
+    try:
+        with torch.cuda.device(torch.device(device)):
+            torch.cuda.current_blas_handle()  # loads cuBLAS (and makes the handle the device's GEMMs use)
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            path = loaded_library(f.read(), "libcublas.so")
+    except (OSError, RuntimeError):
+        path = None
+    if path is not None:
+        try:
+            import ctypes
+
+            lib, parts = ctypes.CDLL(path), []
+            for prop in range(3):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+                value = ctypes.c_int()
+                if lib.cublasGetProperty(prop, ctypes.byref(value)) != 0:
+                    raise OSError(f"cublasGetProperty({prop}) failed")
+                parts.append(str(value.value))
+            return ".".join(parts)
+        except (OSError, AttributeError):
+            pass
+    from importlib import metadata
+
+    for dist in ("nvidia-cublas-cu12", "nvidia-cublas-cu13", "nvidia-cublas", "nvidia-cublas-cu11"):
+        try:
+            return f"{metadata.version(dist)} ({dist}; the loaded library did not say)"
+        except metadata.PackageNotFoundError:
+            continue
+    return "unavailable: no libcublas in the process and no nvidia-cublas package"
+
+
+def loaded_library(maps: str, soname: str) -> str | None:
+    """The path of the first mapped file named ``soname`` (or ``soname.N...``) in ``/proc/<pid>/maps``'s text."""
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        path = fields[5].strip() if len(fields) == 6 else ""
+        name = path.rsplit("/", 1)[-1]
+        if name == soname or name.startswith(soname + "."):
+            return path
+    return None
+
+
+def kernel_identity(device: str, engine: str, width: int, rows: int | None = None) -> dict[str, Any]:
+    """``metadata.kernel``'s ``name`` and ``precision_class`` (and the cuda engine's ``config``) for a
+    torch bake's engine on ``device``: equal precision classes give identical numeric columns."""
+    import json
+
+    from whestbench.compute.philox import torch_engine as philox_torch
+
+    if engine != "cuda":
+        return {"name": f"philox-{engine}-{device}", "precision_class": philox_torch.kernel_name(device, engine)}
+    from whestbench.compute.philox import cuda_engine
+
+    rows = rows or cuda_engine.gemm_rows(width)
+    workspace = cuda_engine.fix_cublas_workspace() if device.startswith("cuda") else None
+    if workspace is None:
+        workspace = os.environ.get("CUBLAS_WORKSPACE_CONFIG") or "cuBLAS default"
+    config = cuda_engine.identity(device, rows, cublas_version(device) if device.startswith("cuda") else
+                                  "unavailable: not a CUDA device", workspace)
+    return {"name": f"philox-{cuda_engine.ENGINE}", "precision_class": json.dumps(config, sort_keys=True),
+            "config": config}
 
 
 def torch_metadata(device: str, *, mlps_per_batch: int, chunk_size: int, kernel: dict[str, Any]) -> dict[str, Any]:

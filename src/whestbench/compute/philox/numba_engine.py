@@ -14,11 +14,13 @@ from whestbench.compute.philox import numba_kernels as philox_numba
 
 
 def resolve_engine(engine: str, device: torch.device) -> str:
-    """``"numba"`` or ``"torch"``: the engine ``engine`` names on ``device`` (``"auto"``: numba on the CPU)."""
+    """``"numba"``, ``"torch"`` or ``"cuda"``: the engine ``engine`` names on ``device`` (``"auto"``: numba
+    on the CPU, the plain CUDA path (``compute/philox/cuda_engine.py``) on CUDA, torch ops elsewhere)."""
+    device = torch.device(device)
     if engine == "auto":
-        return "numba" if device.type == "cpu" else "torch"
-    if engine not in ("numba", "torch"):
-        raise ValueError(f"engine must be 'auto', 'numba' or 'torch'; got {engine!r}.")
+        return {"cpu": "numba", "cuda": "cuda"}.get(device.type, "torch")
+    if engine not in ("numba", "torch", "cuda"):
+        raise ValueError(f"engine must be 'auto', 'numba', 'torch' or 'cuda'; got {engine!r}.")
     if engine == "numba" and device.type != "cpu":
         raise ValueError(f"engine 'numba' runs on the CPU only; got device {device}. Use engine='torch'.")
     return engine

@@ -5,9 +5,10 @@ so the only differences from ``compute/philox/spec.py`` are the platform's ``log
 matmul kernel. Importing this module imports torch, so code that must also run without torch (the
 bake, the work units) imports it inside the function that needs it.
 
-Two engines draw and sum, picked by ``engine`` (``"auto"`` chooses by device): ``"torch"`` (plain
-torch ops, Philox words in int64 tensors, on any device) and ``"numba"`` (CPU only:
-``compute/philox/numba_engine.py`` around torch's ``bmm``). How each computes, and why neither
+Two engines draw and sum here, picked by ``engine`` (``"auto"`` chooses by device): ``"torch"`` (plain
+torch ops, Philox words in int64 tensors, on any device; MPS's) and ``"numba"`` (CPU only:
+``compute/philox/numba_engine.py`` around torch's ``bmm``); a third, ``"cuda"`` (CUDA's: a Triton
+sampler, fixed-shape cuBLAS GEMMs, a Triton ReLU+tree per layer), is ``compute/philox/cuda_engine.py``. How each computes, and why neither
 ``chunk_size`` nor the batch size changes a byte: docs/sampler-philox.md §2 and §5.
 
 Run one caller thread per core with ``torch.set_num_threads(1)`` on CPU: the numba passes are
@@ -103,6 +104,8 @@ def kernel_name(device, engine: str = "auto") -> str:
     """
     device = torch.device(device)
     engine = resolve_engine(engine, device)
+    if engine == "cuda":
+        raise ValueError("the cuda engine's identity records the GPU and cuBLAS: work.torch_env.precision_class names it.")
     # "numba2": the numba tree of every layer but the last was wrong for a ragged tail before v2
     tag = "numba2" if engine == "numba" else engine
     acc = "fp32acc" if device.type == "mps" else "fp64acc"
@@ -161,10 +164,15 @@ def block_batches_torch(
     needed by the control-variate estimator only) zero.
     ``weights_batch``: (B, depth, width, width) float32 (numpy or a tensor, moved to ``device``).
     ``keys``: (B, 2) uint32 Philox keys. Accumulation is fp64 on CPU and CUDA, fp32 on MPS (no
-    fp64 there). Neither ``chunk_size`` nor ``B`` changes a bit of any MLP's result.
+    fp64 there). Neither ``chunk_size`` nor ``B`` changes a bit of any MLP's result. ``engine="cuda"`` (the
+    default on CUDA) is ``compute/philox/cuda_engine.py``, whose GEMMs have one shape: it ignores ``chunk_size``.
     """
     device = torch.device(device)
     engine = resolve_engine(engine, device)
+    if engine == "cuda":
+        from whestbench.compute.philox.cuda_engine import block_batches_cuda
+
+        return block_batches_cuda(weights_batch, keys, block_index, n_samples, device, block_size=block_size, z2sq=z2sq)
     w_t = torch.as_tensor(weights_batch, device=device)
     if w_t.dim() != 4 or w_t.shape[2] != w_t.shape[3] or w_t.dtype != torch.float32:
         raise ValueError(
