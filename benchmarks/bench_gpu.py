@@ -6,7 +6,7 @@ SPEC section 6 asks, on an H100/H200, for >= 150 TFLOP/s effective at width 256 
 on the same GPU in the same session. For each shape this script times
 
 - **fused**: ``philox_triton.range_sums_triton`` over all of each MLP's samples, per precision;
-- **torch**: our plain torch path, ``tests/philox_reference.block_sums_torch(engine="torch")`` block by block;
+- **torch**: our plain CUDA path (``--gpu-kernel torch``), ``compute/philox/cuda_engine.CudaEngine`` as a bake's units call it;
 - **reference**: whestbench 0.16.2's CLI, ``dataset bake --torch --device cuda --compile``, run as a
   separate process from its own ``--target`` directory (``tools/reference-gpu-wheels.sh`` fetches
   the wheels; this machine needs no network). Its whole-process time includes start-up and
@@ -193,17 +193,17 @@ def _reference_sums():
 
 
 def time_torch(shape: Shape, weights, keys, args) -> Timing:
-    import torch
-
+    """The plain CUDA path as a bake's units run it (``--gpu-kernel torch``: the cuda engine, one wait
+    for the device per call of ``blocks_per_call`` blocks), its batch sums copied to the host."""
+    from whestbench.compute.philox import cuda_engine as ce
     from whestbench.compute.philox import spec as philox
 
-    pt = _reference_sums()
-    w_dev = torch.as_tensor(weights, device="cuda")
+    engine = ce.CudaEngine(weights, keys, "cuda", z2sq=False)
     nb = philox.block_count(shape.n_samples)
 
     def run(n_blocks=nb):
-        parts = [pt.block_sums_torch(w_dev, keys, b, shape.n_samples, "cuda", engine="torch") for b in range(n_blocks)]
-        return [philox.combine_in_order([p[m] for p in parts]) for m in range(len(keys))]
+        step = engine.blocks_per_call
+        return [engine.batches_host(b0, min(b0 + step, n_blocks), shape.n_samples) for b0 in range(0, n_blocks, step)]
 
     run(1)
     return Timing("torch", "fp32", _cuda_time(run, args.repeats))
@@ -320,6 +320,7 @@ def gate_on_gpu(args) -> list[GateLine]:
     import numpy as np
     import torch
 
+    from whestbench.compute.philox import cuda_engine as ce
     from whestbench.compute.philox import triton_kernel as ptt
     from whestbench.compute import precision as gate
 
@@ -352,8 +353,8 @@ def gate_on_gpu(args) -> list[GateLine]:
             )[0]
             a, b = gate.gate_figures(s.sums / n, ref_kernel)
             lines.append(GateLine(shape.label, "fused", precision, a, b, gate.gate_passes(a, b)))
-        x_torch = pt.normals_torch(key, 0, n, width, "cuda", engine="torch")
-        s = pt.block_sums_torch(weights, keys, 0, n, "cuda", block_size=block, engine="torch")[0]
+        x_torch = torch.as_tensor(ce.sampler_normals(key, 0, n, width, "cuda"), device="cuda")
+        s = pt.block_sums_torch(weights, keys, 0, n, "cuda", block_size=block, engine="cuda")[0]
         a, b = gate.gate_figures(s.sums / n, fp64_means(x_torch))
         lines.append(GateLine(shape.label, "torch", "fp32", a, b, gate.gate_passes(a, b)))
     return lines

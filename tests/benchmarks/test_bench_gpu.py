@@ -41,7 +41,8 @@ def test_every_call_into_our_gpu_modules_names_parameters_that_exist():
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     aliases = {"pt": bench_gpu._reference_sums(),  # the plain torch sums (tests/philox_reference.py)
-               "ptt": "whestbench.compute.philox.triton_kernel", "gate": "whestbench.compute.precision"}
+               "ptt": "whestbench.compute.philox.triton_kernel", "gate": "whestbench.compute.precision",
+               "ce": "whestbench.compute.philox.cuda_engine"}
     tree = ast.parse(Path(bench_gpu.__file__).read_text())
     checked = 0
     for node in ast.walk(tree):
