@@ -40,9 +40,10 @@ def test_each_chunk_is_one_sampler_one_gemm_per_mlp_and_layer_one_tree_per_layer
     c = gpu_traffic.count_path(256, 8, mlps)
     chunks = c.chunks
     assert c.chunks == 16 * 4 and c.samples == 16 * 65536  # a call of 16 blocks, chunks of 16,384 rows
+    # and per call: the four levels of each block's tree over its 16 batches, one copy to the host
     assert {k: t.launches for k, t in c.kinds.items()} == {"sampler": chunks, "mm": 8 * mlps * chunks,
                                                             "relu-tree": 8 * chunks, "batch-tree": chunks,
-                                                            "to-host": 1}
+                                                            "add": 4, "to-host": 1}
     assert c.bytes_per_sample <= gpu_traffic.BUDGET_BYTES_PER_SAMPLE
     assert c.launches_per_chunk_per_mlp <= gpu_traffic.BUDGET_LAUNCHES_PER_CHUNK_PER_MLP
 

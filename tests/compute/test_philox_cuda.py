@@ -184,6 +184,22 @@ def test_batches_of_4096_inside_a_block_of_a_chunk_of_8192():
     assert raw[0].tobytes() == want.tobytes()
 
 
+def test_block_parts_are_the_tree_of_their_batches_bit_for_bit(batch, baseline):
+    """A plain bake's units take whole blocks (summed over their batches on the device): the same bits
+    as pushing every batch into the pairwise tree, the ragged last block included."""
+    weights, keys = batch
+    blocks, sizes = ce.CudaEngine(weights, keys, DEVICE, rows=ROWS, block_size=BLOCK).batches_host(
+        0, 4, N_RAGGED, per_block=True)
+    assert sizes.tolist() == [BLOCK, BLOCK, BLOCK, 77] and blocks.shape == (3, 4, 2 * DEPTH + 1, WIDTH)
+    raw, counts = baseline
+    by_batches, by_blocks = philox.PairwiseStack(), philox.PairwiseStack()
+    for k, c in enumerate(counts):
+        by_batches.push(raw[:, k], philox.level_of(int(c)))
+    for k, c in enumerate(sizes):
+        by_blocks.push(blocks[:, k], philox.level_of(int(c)))
+    assert (by_blocks.value() + 0.0).tobytes() == (by_batches.value() + 0.0).tobytes()
+
+
 # --- no setting changes a byte ------------------------------------------------------------------------------
 
 

@@ -310,9 +310,22 @@ def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) 
     return out
 
 
+def _whole_block_parts(spec: WorkSpec) -> bool:
+    """Whether a unit's parts may be whole blocks rather than batches: no audit segment ends inside a
+    block (the control-variate rows, which need every batch, are the caller's test). A target bake's
+    segments follow its pilot's plan, so it keeps batches."""
+    if not spec.audit_segments:
+        return True
+    if spec.estimation.has_target:
+        return False
+    bounds = spec.segments(spec.mlp_range[0])  # the same for every MLP without a target
+    return not bounds or (bounds[0][1] - bounds[0][0]) % spec.block_size == 0
+
+
 def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: np.ndarray, controls):
     """``run(b0, b1) -> (packed (B, parts, rows, w) fp64, samples of each part)`` for the aligned
-    blocks ``[b0, b1)``: the parts are batches (the fused kernel: the whole range, plain sums only)."""
+    blocks ``[b0, b1)``: the parts are batches (the cuda engine: blocks where no part needs batches,
+    ``_whole_block_parts``; the fused kernel: the whole range, plain sums only)."""
     from whestbench.compute.philox import spec as philox
 
     n, bs, depth = spec.n_samples, spec.block_size, spec.depth
@@ -348,9 +361,10 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
 
         engine = CudaEngine(w_batch, keys, compute.device, rows=compute.step_rows, block_size=bs,
                             z2sq=controls is not None)
+        per_block = controls is None and _whole_block_parts(spec)
 
         def run(b0: int, b1: int):
-            raw, counts = engine.batches_host(b0, b1, n)
+            raw, counts = engine.batches_host(b0, b1, n, per_block=per_block)
             return packed(raw, counts), counts
 
         run.blocks_per_call = engine.blocks_per_call  # type: ignore[attr-defined]

@@ -341,10 +341,12 @@ class CudaEngine:
                 self._part.stride(0), self._part.stride(1), self._out.stride(0), self._out.stride(1), batch0,
                 TPB=tpb, LOG_TPB=_log2(tpb), TC=self.tile_cols)
 
-    def batches(self, b0: int, b1: int, n_samples: int) -> tuple[torch.Tensor, np.ndarray]:
-        """Blocks ``[b0, b1)`` (at most ``blocks_per_call``): ``(raw (B, batches, 2·depth+1, width) fp64 on
-        the device, samples per batch)``, the rows of ``spec.batch_raw`` per batch. Queues the work and
-        returns without waiting for it."""
+    def batches(self, b0: int, b1: int, n_samples: int, *, per_block: bool = False) -> tuple[torch.Tensor, np.ndarray]:
+        """Blocks ``[b0, b1)`` (at most ``blocks_per_call``): ``(raw (B, parts, 2·depth+1, width) fp64 on
+        the device, samples per part)``, the rows of ``spec.batch_raw`` per batch, or with ``per_block``
+        per block (each block's tree over its batches, on the device: a sixteenth of the copy to the host
+        and of the host's work). Queues the work and returns without waiting for it; the result is a view
+        that the next call overwrites."""
         if not 0 <= b0 < b1 <= ref.block_count(n_samples, self.block_size) or b1 - b0 > self.blocks_per_call:
             raise ValueError(f"blocks [{b0}, {b1}) of {n_samples} samples: need 1 to {self.blocks_per_call} blocks "
                              "inside the data.")
@@ -356,11 +358,21 @@ class CudaEngine:
                     valid = min(self.chunk, end - c0)
                     self._chunk(c0, valid, len(counts))
                     counts += [min(self.batch, valid - s) for s in range(0, valid, self.batch)]
-        return self._out[:, : len(counts)], np.array(counts, dtype=np.int64)
+        if not per_block:
+            return self._out[:, : len(counts)], np.array(counts, dtype=np.int64)
+        per = self.block_size // self.batch
+        slots = (b1 - b0) * per
+        if slots > len(counts):  # a ragged last block: its missing batches are zero subtrees
+            self._out[:, len(counts) : slots].zero_()
+        x = self._out[:, :slots].view(self.n_mlps, b1 - b0, per, self.k_rows, self.width)
+        while x.shape[2] > 1:  # the pairwise tree over each block's batches
+            x = x[:, :, 0::2] + x[:, :, 1::2]
+        sizes = [min(self.block_size, n_samples - b * self.block_size) for b in range(b0, b1)]
+        return x[:, :, 0], np.array(sizes, dtype=np.int64)
 
-    def batches_host(self, b0: int, b1: int, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    def batches_host(self, b0: int, b1: int, n_samples: int, *, per_block: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``batches`` copied to the host: the one wait for the device per call."""
-        raw, counts = self.batches(b0, b1, n_samples)
+        raw, counts = self.batches(b0, b1, n_samples, per_block=per_block)
         return raw.cpu().numpy() + 0.0, counts
 
 
