@@ -26,6 +26,7 @@ SHAPE = ["--n-mlps", "2", "--n-samples", "5000", "--width", "16", "--depth", "2"
 
 
 from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
+from device_faults import row_count_dependent_bmm  # noqa: E402  (tests/device_faults.py)
 
 
 def bake(tmp_path: Path, capsys, *extra: str, name: str = "out"):
@@ -145,23 +146,8 @@ def test_block_sums_off_by_ten_times_the_gate_stop_the_bake(tmp_path, capsys, mo
     assert bake(tmp_path, capsys, name="unchecked")[0] == 0
 
 
-def _row_count_dependent_bmm(min_rows: int):
-    real = torch.bmm
-
-    def bmm(a, b, *, out=None):  # one ulp (last bit flipped) when min_rows or more rows are multiplied
-        r = real(a, b)
-        if a.shape[1] >= min_rows:
-            r = (r.view(torch.int32) ^ 1).view(torch.float32)
-        if out is None:
-            return r
-        out.copy_(r)
-        return out
-
-    return bmm
-
-
 def test_a_matmul_whose_rows_depend_on_the_row_count_stops_the_bake(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(torch, "bmm", _row_count_dependent_bmm(512))  # the bake's chunks: 1024 rows
+    monkeypatch.setattr(torch, "bmm", row_count_dependent_bmm(512))  # the bake's chunks: 1024 rows
     rc, _, err, out = bake(tmp_path, capsys)
     assert_refused(rc, err, out, "row-invariance", figure="differ (limit 0")
     assert "--accept-non-invariant" in err

@@ -23,6 +23,7 @@ from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.precision import float32_ulps  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from philox_kat import KEY  # noqa: E402  (tests/philox_kat.py)
+from device_faults import batch_dependent_mm, first_word_flipped  # noqa: E402  (tests/device_faults.py)
 
 ce = kernel_module("whestbench.compute.philox.cuda_engine", "_relu_tree_kernel")
 
@@ -292,26 +293,11 @@ def test_the_device_check_fails_a_wrong_word_and_a_gemm_that_depends_on_the_batc
     from whestbench.work.steps import Compute
 
     compute = Compute("cuda", DEVICE, 1024)
-    real_words = ce.sampler_words
-
-    def flipped(key, n0, n1, width, device):
-        w = real_words(key, n0, n1, width, device).copy()
-        w[0, 0] ^= 1
-        return w
-
     with monkeypatch.context() as m:
-        m.setattr(ce, "sampler_words", flipped)
+        m.setattr(ce, "sampler_words", first_word_flipped(ce.sampler_words))
         assert [c.passed for c in dc.check_device(_check_spec(), compute).checks] == [False, True, True]
-    real_mm = torch.mm
-
-    def batch_dependent_mm(a, b, *, out=None):  # the last bit moves when the buffer holds more than one MLP
-        r = real_mm(a, b)
-        if out is not None and out.untyped_storage().nbytes() > out.nbytes:
-            r = (r.view(torch.int32) ^ 1).view(torch.float32)
-        return r if out is None else out.copy_(r)
-
     with monkeypatch.context() as m:
-        m.setattr(torch, "mm", batch_dependent_mm)
+        m.setattr(torch, "mm", batch_dependent_mm())
         assert [c.passed for c in dc.check_device(_check_spec(), compute).checks] == [True, True, False]
 
 

@@ -17,6 +17,7 @@ from whestbench.compute.estimation import Estimation  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
 from whestbench.bake.plan import BakeConfig, plan_bake  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
+from device_faults import batch_dependent_mm, first_word_flipped, row_count_dependent_bmm  # noqa: E402  (tests/device_faults.py)
 
 
 def _plan(width=16, depth=3, **kw):
@@ -110,23 +111,6 @@ def test_one_differing_bit_fails_row_invariance():
     assert not failed.passed and failed.figure == 1
 
 
-def row_count_dependent_bmm(min_rows: int):
-    """``torch.bmm`` whose results move by one ulp (the last mantissa bit flipped: up or down, so no
-    bias the gate would see) when at least ``min_rows`` rows are multiplied together."""
-    real = torch.bmm
-
-    def bmm(a, b, *, out=None):
-        r = real(a, b)
-        if a.shape[1] >= min_rows:
-            r = (r.view(torch.int32) ^ 1).view(torch.float32)
-        if out is None:
-            return r
-        out.copy_(r)
-        return out
-
-    return bmm
-
-
 def test_a_matmul_whose_rows_depend_on_the_row_count_fails_row_invariance_only(monkeypatch):
     plan = _plan(width=32, depth=3)  # chunks of 1024 rows, then of 256 rows
     monkeypatch.setattr(torch, "bmm", row_count_dependent_bmm(512))
@@ -187,26 +171,11 @@ def test_faults_fail_their_checks_on_cuda(monkeypatch):
 
     plan = _plan(width=64, depth=4, device="cuda")
     assert plan.compute.engine == "cuda"
-    real_words = cuda_engine.sampler_words
-
-    def flipped(key, n0, n1, width, device):
-        w = real_words(key, n0, n1, width, device).copy()
-        w[0, 0] ^= 1
-        return w
-
     with monkeypatch.context() as m:
-        m.setattr(cuda_engine, "sampler_words", flipped)
+        m.setattr(cuda_engine, "sampler_words", first_word_flipped(cuda_engine.sampler_words))
         assert not dc.check_device(plan.spec, plan.compute).checks[0].passed
-    real_mm = torch.mm
-
-    def batch_dependent_mm(a, b, *, out=None):
-        r = real_mm(a, b)
-        if out is not None and out.untyped_storage().nbytes() > out.nbytes:
-            r = (r.view(torch.int32) ^ 1).view(torch.float32)
-        return r if out is None else out.copy_(r)
-
     with monkeypatch.context() as m:
-        m.setattr(torch, "mm", batch_dependent_mm)
+        m.setattr(torch, "mm", batch_dependent_mm())
         assert not dc.check_device(plan.spec, plan.compute).checks[2].passed
 
 
