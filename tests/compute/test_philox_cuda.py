@@ -221,8 +221,8 @@ def test_calls_and_tiles_never_change_a_byte(batch, baseline):
 
 
 def test_units_of_any_cut_and_batch_give_identical_sums():
-    """Through ``steps.run_unit`` as a bake runs it: units of 1 or 4 blocks, 1 or 3 MLPs per unit, and
-    the chunk size a caller passes (the engine has none): identical bytes, combining to the whole."""
+    """Through ``steps.run_unit`` as a bake runs it: units of 1, 2 or 4 blocks, of 1 or 3 MLPs: identical
+    bytes, combining to the whole. (No chunk size reaches the engine: ``tests/work/test_cuda_plan.py``.)"""
     from whestbench.work.steps import Compute, run_unit
     from whestbench.work.units import Unit, WorkSpec
 

@@ -70,3 +70,15 @@ def test_no_chunk_size_or_batch_reaches_a_gemm(fake_cuda, width):
     assert {p.kernel_md["chunk_size"] for p in plans} == {ce.gemm_rows(width)}
     assert not any("--chunk-size" in n for n in plans[0].notes)
     assert any(n.startswith("--chunk-size is not used on CUDA") for n in plans[1].notes)
+
+
+def test_without_triton_cuda_keeps_the_torch_ops_path_and_says_so(fake_cuda, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    assert resolve_engine("auto", torch.device("cuda")) == "torch"
+    plan = plan_bake(BakeConfig(n_mlps=2, n_samples=10**5, width=16, depth=2, output=None, seed=1, backend="torch",
+                                device="cuda"), probe=False)
+    assert plan.compute.engine == "torch"
+    assert any(n.startswith("triton is not installed") for n in plan.notes)

@@ -555,6 +555,9 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
             notes.append(f"--chunk-size is not used on CUDA: every GEMM of the plain path multiplies "
                          f"{gemm_rows(cfg.width):,} rows, so no setting changes a bit")
         rows = gemm_rows(cfg.width)
+    elif device == "cuda" and cfg.gpu_kernel != "fused":
+        notes.append("triton is not installed, so CUDA runs the slower torch-ops path, whose results can depend on "
+                     "--chunk-size and --mlps-per-batch (the device check says): pip install triton")
     distributed = dist_env is not None and dist_env.world_size > 1
     where = f"cuda:{dist_env.local_rank}" if device == "cuda" and distributed else device  # one GPU per local rank
     kernel_md: dict[str, Any] = kernel_identity(where, engine, cfg.width, rows)

@@ -11,7 +11,9 @@ or ``--mlps-per-batch`` say) and ``B`` MLPs:
 3. per layer one Triton launch reads the GEMM's output once: ReLU in place, and the fp64 pairwise
    tree of ``h`` and ``h²`` (at layer 2, with the control-variate estimator, of the pre-activations'
    squares too) over each tile of ``TILE_ROWS`` rows;
-4. per chunk one Triton launch finishes each batch's tree from its tiles, into the call's output.
+4. per chunk one Triton launch finishes each batch's tree from its tiles, into the call's output;
+5. per call of several blocks, where no part finer than a block is needed (``per_block``), four
+   strided adds sum each block over its batches; then one copy to the host.
 
 Tiles and batches are aligned subtrees of ``spec.py``'s tree, so a batch's sums are the
 specification's up to the GEMM's arithmetic, and no setting but ``rows`` (in the kernel identity,

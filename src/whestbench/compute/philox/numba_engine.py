@@ -15,10 +15,15 @@ from whestbench.compute.philox import numba_kernels as philox_numba
 
 def resolve_engine(engine: str, device: torch.device) -> str:
     """``"numba"``, ``"torch"`` or ``"cuda"``: the engine ``engine`` names on ``device`` (``"auto"``: numba
-    on the CPU, the plain CUDA path (``compute/philox/cuda_engine.py``) on CUDA, torch ops elsewhere)."""
+    on the CPU, the plain CUDA path (``compute/philox/cuda_engine.py``) on CUDA where triton is installed,
+    torch ops elsewhere)."""
     device = torch.device(device)
     if engine == "auto":
-        return {"cpu": "numba", "cuda": "cuda"}.get(device.type, "torch")
+        if device.type == "cuda":
+            import importlib.util
+
+            return "cuda" if importlib.util.find_spec("triton") is not None else "torch"
+        return "numba" if device.type == "cpu" else "torch"
     if engine not in ("numba", "torch", "cuda"):
         raise ValueError(f"engine must be 'auto', 'numba', 'torch' or 'cuda'; got {engine!r}.")
     if engine == "numba" and device.type != "cpu":
