@@ -228,6 +228,12 @@ def fp32_gemms() -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
+def on_device(device: torch.device):
+    """Make ``device`` the current CUDA device (a no-op elsewhere): Triton launches on the current device,
+    and a distributed rank's GPU (``cuda:<local rank>``) need not be it."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
 def fix_cublas_workspace() -> int | None:
     """Give cuBLAS its fixed workspace (``CUBLAS_WORKSPACE``) and return the size it has. A torch
     without ``torch.backends.cuda.cublas_workspace_size`` reads ``CUBLAS_WORKSPACE_CONFIG`` when it makes
@@ -249,8 +255,9 @@ def _sampler(out: torch.Tensor, keys: torch.Tensor, n0: int, valid: int, cols: i
     n_mlps, rows = out.shape[0], out.shape[1]
     program_rows = program_rows or SAMPLER_ROWS
     launch = Launch("sampler", keys.numel() * keys.element_size(), out.numel() * out.element_size())
-    _launch(_sampler_kernel, (triton.cdiv(rows, program_rows), n_mlps), launch, keys, out, n0, valid, rows, cols,
-            out.stride(0), ROWS=program_rows, GROUPS=SAMPLER_GROUPS, WORDS=words)
+    with on_device(out.device):
+        _launch(_sampler_kernel, (triton.cdiv(rows, program_rows), n_mlps), launch, keys, out, n0, valid, rows, cols,
+                out.stride(0), ROWS=program_rows, GROUPS=SAMPLER_GROUPS, WORDS=words)
 
 
 def sampler_words(key: tuple[int, int], n0: int, n1: int, width: int, device) -> np.ndarray:
@@ -353,7 +360,7 @@ class CudaEngine:
             raise ValueError(f"blocks [{b0}, {b1}) of {n_samples} samples: need 1 to {self.blocks_per_call} blocks "
                              "inside the data.")
         counts: list[int] = []
-        with fp32_gemms():
+        with fp32_gemms(), on_device(self.device):
             for block in range(b0, b1):
                 start, end = ref.block_bounds(block, n_samples, self.block_size)
                 for c0 in range(start, end, self.chunk):
