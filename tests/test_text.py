@@ -79,3 +79,56 @@ def test_scrub_masks_url_userinfo(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://user:s3cret%21pw@127.0.0.1:9")
     assert "s3cret" not in scrub("the server echoed s3cret%21pw and s3cret!pw")
     assert "s3cret" not in error_line(OSError("connect to http://user:s3cret%21pw@127.0.0.1:9 failed"))
+
+
+@pytest.mark.parametrize("endpoint, secret", [
+    ("alice:pw9secret@host:9", "pw9secret"),  # no scheme: urlsplit finds no password at all
+    ("http://alice:p/w9secret@host:9", "w9secret"),  # a '/' in the password: the parser reads 'p' as the port
+    ("http://alice:p@w9secret@host:9", "w9secret"),  # an unescaped '@' in the password
+    ("http://host:9/?token=sekretsekret", "sekretsekret"),  # a query token
+    ("http://host:9/api?x=1&access_token=sekretsekret#frag", "sekretsekret"),
+    ("http://al%69ce:p%40ssw0rd99@host:9", "p@ssw0rd99"),  # percent-encoded, echoed decoded
+    ("http://al%69ce:p%40ssw0rd99@host:9", "p%40ssw0rd99"),
+])
+def test_scrub_masks_every_spelling_of_an_endpoint_secret(monkeypatch, endpoint, secret):
+    """issue 34: HF_ENDPOINT=alice:pw@host:9 (no scheme), a password holding '/', and ?token= were printed."""
+    from whestbench.text import error_line, format_traceback, scrub
+
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    for text in (f"could not reach the Hub at {endpoint} (ConnectError)", f"Port could not be cast: {secret!r}",
+                 f"GET {endpoint.rstrip('/')}/api/datasets/org/name failed", f"echo {secret} back"):
+        assert secret not in scrub(text), text
+        assert secret not in error_line(OSError(text))
+    try:
+        try:
+            raise OSError(f"first {endpoint}")
+        except OSError as e:
+            raise RuntimeError("second") from e
+    except RuntimeError as exc:
+        assert secret not in format_traceback(exc)
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("proxy at socks5://bob:hunter2/xyz@10.0.0.1:1080 refused", "hunter2/xyz"),
+    ("at https://u:pa55/word@h.org/api", "pa55/word"),
+    ("login alice:s3cr3tpw@mirror.example.org failed", "s3cr3tpw"),
+    ("GET https://h.org/f?X-Amz-Signature=abcdef123456&X-Amz-Date=1", "abcdef123456"),
+    ("GET https://h.org/f?api_key=abcdef123456", "abcdef123456"),
+    ("headers {'Authorization': 'Basic YWxpY2U6cHc='}", "YWxpY2U6cHc="),
+    ("Authorization: token 0123456789abcdef", "0123456789abcdef"),
+])
+def test_scrub_masks_credentials_in_any_text(text, secret):
+    from whestbench.text import scrub
+
+    assert secret not in scrub(text)
+
+
+@pytest.mark.parametrize("text", [
+    "pulling hf://org/name@main: done", "hf://datasets/org/name@v1", "org/name@refs/pr/1",
+    "https://mastodon.social/@ada", "note: resuming unit mlp00000000 at 12:00:01", "Basic checks passed",
+    "mlp_id/segment 0/1, 1/0", "a = {'key': 'value@x'}",
+])
+def test_scrub_leaves_ordinary_text_alone(text):
+    from whestbench.text import scrub
+
+    assert scrub(text) == text

@@ -146,41 +146,89 @@ def remember_token(token: object) -> None:
 
 
 _MIN_SECRET = 8
-_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
-_URL_ENV = ("HF_ENDPOINT", "HUGGINGFACE_CO_URL_HOME", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-            "https_proxy", "all_proxy")
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
+_USERINFO_RE = re.compile(
+    rf"\b({_SCHEME})"
+    r"(?:[^/\s@'\"<>]+"  # user or user:password, up to the host ...
+    r"|[^/\s@:'\"<>]*:[^\s'\"<>]*)"  # ... or a password holding '/', '?', '#' or '@': up to the last '@'
+    r"@"
+)
+"""The ``user:pass@`` of a URL with a scheme (``http://alice:p/w@host``: the parser reads ``p`` as a port)."""
+_BARE_USERINFO_RE = re.compile(r"(?<![\w.%+~-])[\w.%+~-]+:[^\s@'\"<>/][^\s'\"<>]*@(?=[\w\[])")
+"""``user:pass@host`` without a scheme (``HF_ENDPOINT=alice:pw@host:9``); never ``hf://org/name@rev``."""
+_QUERY_SECRET_RE = re.compile(
+    r"(?i)([?&;#][\w.-]*?(?:token|key|secret|passw(?:or)?d|pwd|sig|signature|auth|credential|session)[\w.-]*=)"
+    r"[^&\s#'\"<>]+")
+"""A query parameter whose name says it is a credential (``?token=``, ``&api_key=``, ``X-Amz-Signature=``)."""
+_AUTH_HEADER_RE = re.compile(r"(?i)(\bauthorization['\"]?\s*[:=]\s*['\"]?(?:[a-z]+\s+)?)[^\s'\",}]+")
+_BASIC_RE = re.compile(r"\b((?i:basic)\s+)(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])[A-Za-z0-9+/]{8,}={0,2}")
+_URL_ENV = ("HF_ENDPOINT", "HUGGINGFACE_CO_URL_HOME", "HF_INFERENCE_ENDPOINT", "HTTP_PROXY", "HTTPS_PROXY",
+            "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
-def _url_passwords() -> set[str]:
-    """The passwords in the URLs of the environment variables the Hub client reads (``user:pass@``)."""
-    from urllib.parse import unquote, urlsplit
+def url_secrets(value: str) -> tuple[set[str], set[str]]:
+    """``(exact, bare)``: the secret parts of one URL as a user may spell it (with a scheme or without,
+    a password holding ``/`` or ``@``, percent-encoded or not, a query): ``exact`` strings to mask
+    wherever they appear (the userinfo with its ``@``, the query), ``bare`` ones (the password and its
+    pieces) to mask where they are long enough to be no common word."""
+    from urllib.parse import parse_qsl, unquote
 
-    found = set()
+    exact: set[str] = set()
+    bare: set[str] = set()
+    rest = value.split("://", 1)[1] if "://" in value else value
+    if "@" in rest:
+        userinfo = rest.rsplit("@", 1)[0]
+        exact |= {userinfo + "@", unquote(userinfo) + "@"}
+        password = userinfo.split(":", 1)[1] if ":" in userinfo else userinfo  # a user alone may be a token
+        for text in (password, unquote(password)):
+            bare.add(text)
+            bare.update(re.split(r"[/?#@:]", text))  # what a parser that cut the URL there echoes
+        rest = rest.rsplit("@", 1)[1]
+    for mark in ("?", "#"):
+        if mark in rest:
+            tail = rest.split(mark, 1)[1]
+            exact.add(mark + tail)
+            bare.update(v for _, v in parse_qsl(tail.split("#", 1)[0], keep_blank_values=True))
+            bare.add(tail)
+    return {e for e in exact if len(e) > 1}, {b for b in bare if b}
+
+
+def _env_secrets() -> tuple[set[str], set[str]]:
+    """``url_secrets`` of every URL the Hub client reads from the environment (endpoint, proxies)."""
+    exact: set[str] = set()
+    bare: set[str] = set()
     for name in _URL_ENV:
         value = os.environ.get(name)
-        if not value or "@" not in value:
-            continue
-        try:
-            password = urlsplit(value).password
-        except ValueError:
-            continue
-        if password:  # the userinfo regex masks it in URLs; a short one is not searched for elsewhere
-            found |= {password, unquote(password)}
-    return found
+        if value and ("@" in value or "?" in value or "#" in value):
+            e, b = url_secrets(value)
+            exact |= e
+            bare |= b
+    return exact, bare
 
 
 def scrub(text: str, token: object = None) -> str:
-    """``text`` with every known token (given, remembered, HF_TOKEN), the passwords of the endpoint and
-    proxy URLs in the environment, the ``user:pass@`` of every URL, and anything token-shaped masked."""
+    """``text`` with every credential masked: each known token (given, remembered, HF_TOKEN), the
+    userinfo and query of the endpoint and proxy URLs in the environment however they are spelled
+    (``alice:pw@host``, a password holding ``/``, ``%``-encoded, ``?token=``), the ``user:pass@`` of
+    every URL, credential-named query parameters, ``Authorization``/``Bearer``/``Basic`` values and
+    anything token-shaped. The one scrubbing function: every line the CLI prints and every message
+    built from a server's or a library's text passes it."""
+    text = str(text)
     secrets = {token} if isinstance(token, str) and token else set()
     secrets |= _SECRETS
     secrets |= {os.environ.get("HF_TOKEN") or "", os.environ.get("HUGGING_FACE_HUB_TOKEN") or ""}
-    secrets |= _url_passwords()
+    exact, bare = _env_secrets()
     # shorter strings are no credential (a Hub token is 37 characters); masking them would garble every line
-    for secret in sorted((s for s in secrets if len(s) >= _MIN_SECRET), key=len, reverse=True):
-        text = text.replace(secret, "***")
+    masked = {s for s in secrets | bare if len(s) >= _MIN_SECRET} | exact
+    for secret in sorted(masked, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***@" if secret.endswith("@") else "***")
     text = _USERINFO_RE.sub(r"\1***@", text)
+    text = _BARE_USERINFO_RE.sub("***@", text)
+    text = _QUERY_SECRET_RE.sub(r"\1***", text)
+    text = _AUTH_HEADER_RE.sub(r"\1***", text)
     text = _BEARER_RE.sub(r"\1***", text)
+    text = _BASIC_RE.sub(r"\1***", text)
     return _TOKEN_RE.sub("hf_***", text)
 
 

@@ -74,6 +74,7 @@ from whestbench.errors import (
 )
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import input_dir
+from whestbench.hubenv import import_hub
 
 __all__ = [
     "combine_split_datasets",
@@ -364,7 +365,7 @@ def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> 
     The ``datasets`` cache goes to a scratch directory that is removed afterwards, so nothing
     accumulates in ``~/.cache/huggingface``.
     """
-    import datasets
+    datasets = import_hub("datasets")
 
     target = Path(target)
     work = new_staging_dir(target)
@@ -403,7 +404,7 @@ def write_prepared_arrow_split(parquet_files: str | Path | Sequence[str | Path],
 @contextlib.contextmanager
 def _quiet_datasets() -> Iterator[None]:
     """No ``datasets`` progress bars while we build (the CLI prints its own lines)."""
-    import datasets
+    datasets = import_hub("datasets")
 
     was_disabled = datasets.are_progress_bars_disabled()
     datasets.disable_progress_bars()

@@ -32,6 +32,7 @@ from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, DEFAU
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.text import format_count
 from whestbench.values import is_int
+from whestbench.hubenv import import_hub
 
 ORGANISERS = "whestbench-organisers"
 """The built-in card (``--card whestbench-organisers``) of the WhestBench organisers' own datasets."""
@@ -592,7 +593,7 @@ def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
     if got != want and (got or readme.is_file() is False and bool(want)):
         where = "README.md is missing" if not readme.is_file() else "README.md's configs block is not the one metadata.json implies"
         return False, f"{where} (it has {_show_configs(got)}, the splits need {_show_configs(want)}); {fix}"
-    import datasets
+    datasets = import_hub("datasets")
 
     loaded = []
     was = os.environ.get("HF_DATASETS_OFFLINE")

@@ -23,6 +23,7 @@ import numpy as np
 
 from whestbench.errors import InvalidDatasetError
 from whestbench.format.reader import data_files, parquet_footer, shard_glob
+from whestbench.hubenv import import_hub
 
 __all__ = ["PreparedVerdict", "compare", "prepared_verdict", "prepared_problem"]
 
@@ -74,7 +75,7 @@ def prepared_problem(root: str | Path, md: Mapping[str, Any], split: str) -> str
 def compare(copy_dir: Path, files: Sequence[Path], *, what: str, rows: str) -> PreparedVerdict:
     """Compare the ``save_to_disk`` copy at ``copy_dir`` with the Parquet ``files`` (in order).
     ``what`` and ``rows`` name the two sides in the detail."""
-    import datasets
+    datasets = import_hub("datasets")
     import pyarrow as pa
     import pyarrow.parquet as pq
 

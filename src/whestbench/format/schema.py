@@ -18,6 +18,7 @@ from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.format import command as recorded
 from whestbench.text import show_value
 from whestbench.values import is_int, is_one_of, is_positive_number
+from whestbench.hubenv import import_hub
 
 SCHEMA_VERSION = "3.0"
 FORMAT = "hf-datasets-parquet"
@@ -132,7 +133,7 @@ def check_name(name: object, what: str = "split", *, stored: bool = False) -> st
 def make_features(width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
     """HF ``Features`` of ``columns`` (the reference's eight by default, with the exact types
     whestbench 0.16 writes; ``all_layer_stderr`` is typed as ``all_layer_means``)."""
-    from datasets import Features
+    Features = import_hub("datasets").Features
 
     return Features.from_dict(hf_features(width, depth, columns))
 

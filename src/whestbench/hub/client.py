@@ -27,7 +27,8 @@ from whestbench.format.reader import METADATA_FILE
 from whestbench.hub.ref import HUB_URL, REPO_TYPE, HubRef
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink
-from whestbench.text import one_line, remember_token, sanitize, scrub
+from whestbench.hubenv import import_hub
+from whestbench.text import one_line, remember_token, sanitize, scrub, show_value
 
 RETRY_SECONDS = 20.0
 RETRY_ENV = "WHEST_HUB_RETRY_SECONDS"
@@ -103,9 +104,7 @@ def is_network_error(exc: BaseException) -> bool:
 def _endpoint() -> str:
     """The Hub's URL as messages show it (a ``user:pass@`` in HF_ENDPOINT masked)."""
     try:
-        from huggingface_hub import constants
-
-        return scrub(str(constants.ENDPOINT))
+        return scrub(str(import_hub("huggingface_hub.constants").ENDPOINT))
     except (ImportError, AttributeError):
         return HUB_URL
 
@@ -267,12 +266,40 @@ def leaks_secret(exc: BaseException, token: object = None) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
+# The settings every Hub call needs
+
+
+def require_settings() -> None:
+    """Refuse (UsageError, exit 2), before any Hub call, a Hugging Face setting no Hub call could use
+    (``hubenv.setting_problems``: an ``HF_ENDPOINT`` with a port that is no number, a password holding an
+    unescaped ``/``, no scheme, a query; a timeout that is no number), naming the variable and showing
+    its value scrubbed; and a process whose Hugging Face libraries were loaded with such a setting set
+    aside (``hubenv.import_hub``): they hold the default then, not the setting now in the environment."""
+    import whestbench.hubenv as hubenv
+
+    for name, why in hubenv.setting_problems():
+        shown = show_value(scrub(os.environ.get(name, "")), max_len=120)
+        raise UsageError(f"{name}={shown} cannot be used for the Hub: {why}; fix it or unset it (docs/hub.md, "
+                         "\"Settings\").")
+    if hubenv.set_aside:
+        raise UsageError(f"this process loaded the Hugging Face libraries while {', '.join(hubenv.set_aside)} held a "
+                         "value they cannot use, so they run with the default instead of the setting now in the "
+                         "environment; run the Hub command in a new process.")
+
+
+def hub_client() -> Any:
+    """The ``huggingface_hub`` module, once the settings pass ``require_settings``."""
+    require_settings()
+    return import_hub("huggingface_hub")
+
+
+# --------------------------------------------------------------------------------------------------
 # Reading from the Hub
 
 
 def offline_mode() -> bool:
     """Whether HF_HUB_OFFLINE is set (then the Hugging Face cache is the only source)."""
-    from huggingface_hub import constants
+    constants = import_hub("huggingface_hub.constants")
 
     check = getattr(constants, "is_offline_mode", None)
     return bool(check() if callable(check) else constants.HF_HUB_OFFLINE)
@@ -305,7 +332,7 @@ def token_source(flag: str | None = None) -> str | None:
 def repo_info(ref: HubRef, *, token: object = None, files_metadata: bool = False, what: str,
               on_event: EventSink | None = None) -> Any:
     """The repo at ``ref``'s revision: its commit (``.sha``) and files (``.siblings``)."""
-    import huggingface_hub
+    huggingface_hub = hub_client()
 
     api = huggingface_hub.HfApi()
     return call(lambda: api.dataset_info(ref.repo_id, revision=ref.revision, files_metadata=files_metadata,
@@ -336,7 +363,7 @@ def fetch_metadata(ref: HubRef, *, token: object = None, what: str | None = None
 
     With HF_HUB_OFFLINE set it comes from the Hugging Face cache, or the error says it is not there.
     """
-    import huggingface_hub
+    huggingface_hub = hub_client()
 
     from whestbench.format.reader import read_metadata_file
 

@@ -57,6 +57,7 @@ from whestbench.format.schema import (
 )
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
 from whestbench.values import is_int
+from whestbench.hubenv import import_hub
 
 __all__ = ["load_dataset", "metadata", "iter_mlps", "mlp_at", "mlp_from_row"]
 
@@ -108,7 +109,7 @@ def load_dataset(
 
 
 def _load_local(root: Path, split: str | None, handle: DatasetDir | None = None):
-    import datasets
+    datasets = import_hub("datasets")
 
     handle = handle if handle is not None else open_dataset(root)  # read once; its checks share it
     meta = handle.meta()
@@ -156,9 +157,9 @@ def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...]
     """One split from its Parquet shards, after checking the shard set, footers, columns and rows.
     ``columns``: what the metadata says the shards hold (``schema.columns_for``): 0.16's eight, and
     ours where the metadata records an estimator or a target."""
-    import datasets
+    datasets = import_hub("datasets")
     import pyarrow as pa
-    from datasets.exceptions import DatasetGenerationError
+    DatasetGenerationError = import_hub("datasets.exceptions").DatasetGenerationError
 
     check_name(split)  # the datasets library refuses hyphenated split names
     files = data_files(root, split)
@@ -195,7 +196,7 @@ def _check_rows(rows: int, n_mlps: Any, where: str) -> None:
 
 
 def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
-    import datasets
+    datasets = import_hub("datasets")
 
     remote = fetch_metadata(ref, token=token, what=f"loading {ref.uri}")
     meta = DatasetMeta.validated(remote.metadata)
@@ -216,7 +217,7 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
 
 
 def _hub_kwargs(*, revision: str | None, token: Any, streaming: bool) -> dict[str, Any]:
-    import datasets
+    datasets = import_hub("datasets")
 
     kw: dict[str, Any] = {"revision": revision, "token": token, "streaming": streaming}
     if int(datasets.__version__.split(".")[0]) < 4:
@@ -227,7 +228,7 @@ def _hub_kwargs(*, revision: str | None, token: Any, streaming: bool) -> dict[st
 
 def _hub_load(ref: HubRef, name: str | None, split: str, kw: dict[str, Any]):
     """``datasets.load_dataset`` of one split, under the Hub retry policy (other failures pass through)."""
-    import datasets
+    datasets = import_hub("datasets")
 
     args = (ref.repo_id,) if name is None else (ref.repo_id, name)
     return call(lambda: datasets.load_dataset(*args, split=split, **kw), what=f"loading {ref.uri}", ref=ref,
@@ -267,7 +268,7 @@ def _attach(obj: Any, md: Mapping[str, Any]) -> None:
 
 
 def _is_dict(ds: Any) -> bool:
-    import datasets
+    datasets = import_hub("datasets")
 
     return isinstance(ds, (datasets.DatasetDict, datasets.IterableDatasetDict))
 
@@ -304,7 +305,7 @@ def metadata(ds: Any, *, split: str | None = None) -> dict[str, Any]:
 
 def iter_mlps(ds: Any) -> Iterator[MLP]:
     """Every row of one split as an ``MLP``, in row order (works on streaming datasets too)."""
-    import datasets
+    datasets = import_hub("datasets")
 
     if _is_dict(ds):
         raise TypeError(_dict_message("iter_mlps", ds))
@@ -326,7 +327,7 @@ def _numpy_rows(ds: Any) -> Any:
 
 def mlp_at(ds: Any, i: int) -> MLP:
     """Row ``i`` (negative counts from the end) of one split as an ``MLP``."""
-    import datasets
+    datasets = import_hub("datasets")
 
     if _is_dict(ds):
         raise TypeError(_dict_message("mlp_at", ds))

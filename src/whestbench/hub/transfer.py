@@ -43,7 +43,8 @@ from whestbench.hub.ref import (
     parse_ref,
     tree_url,
 )
-from whestbench.hub.client import call, hub_exception, not_a_dataset, repo_info
+from whestbench.hub.client import call, hub_client, hub_exception, not_a_dataset, repo_info, require_settings
+from whestbench.hubenv import import_hub
 from whestbench.format.reader import (
     AUDIT_DIR,
     CARD_FILE,
@@ -435,6 +436,7 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     """
     emit = on_event or ignore
     cfg = PushConfig.of(repo, options)
+    require_settings()  # before the local checks: a setting no Hub call can use is found at once
     tag, private, exist_ok = cfg.tag, cfg.private, cfg.exist_ok
     plan = plan_push(directory, cfg)
     repo_id = plan.repo_id
@@ -449,7 +451,7 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
         shown = ", ".join(sanitize(p) for p in plan.ignored[:5]) + (f" (+{more} more)" if more > 0 else "")
         emit(Event("note", message=f"not part of the dataset, not uploaded: {shown}"))
 
-    import huggingface_hub
+    huggingface_hub = hub_client()
 
     api = huggingface_hub.HfApi()
     what = f"pushing to {hf_ref(repo_id, plan.revision)}"
@@ -643,8 +645,7 @@ def pull_dataset(
         except InvalidDatasetError as e:
             raise UsageError.from_error(e, where="--split") from None
     out = check_new_output(output) if output is not None else None
-
-    import huggingface_hub
+    huggingface_hub = hub_client()
 
     where = ref.uri
     what = f"pulling {where}"
@@ -725,8 +726,7 @@ def _serialized(sink: EventSink) -> EventSink:
 
 def _cache_folder(repo_id: str) -> Path:
     """Where huggingface_hub caches ``repo_id``'s blobs (what a pull without --output fills)."""
-    from huggingface_hub import constants
-
+    constants = import_hub("huggingface_hub.constants")
     return Path(constants.HF_HUB_CACHE) / ("datasets--" + repo_id.replace("/", "--"))
 
 

@@ -19,6 +19,7 @@ from whestbench.format.reader import DatasetDir, data_files
 from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import sanitize
+from whestbench.hubenv import import_hub
 
 _BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets
 
@@ -252,7 +253,7 @@ def _sig_text(sig: Any) -> str:
 def schema_problems(path: "Path | DatasetDir", split: str, width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> list[str]:
     """What is wrong with the Arrow schema of ``split``'s shards (empty when nothing is)."""
     import pyarrow.parquet as pq
-    from datasets import Features
+    Features = import_hub("datasets").Features
 
     from whestbench.format.schema import make_features
 
