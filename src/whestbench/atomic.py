@@ -99,9 +99,9 @@ def remove_abandoned_staging(target: Path) -> list[Path]:
 
 def _abandoned(mark: Path, name: str) -> bool:
     try:
-        info = json.loads(mark.read_text())
+        info = json.loads(read_regular(mark, 64 << 10, "staging marker"))  # a target name, a pid and a host
         pid, host, target = info["pid"], info["host"], info["target"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return False  # no marker, or not ours: never delete it
     import socket
 
@@ -179,21 +179,52 @@ def write_file_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def read_regular(path: str | os.PathLike) -> bytes:
-    """The bytes of ``path`` if it is a regular file (links followed), else OSError (EINVAL), which
-    the callers already treat as an unreadable work file: a work file replaced by a FIFO blocked the
-    reader forever, and one replaced by a link to /dev/zero read until the memory ran out."""
+def read_regular(path: str | os.PathLike, max_bytes: int, what: str = "file", *, streams: bool = False) -> bytes:
+    """The bytes of ``path`` if it is a regular file (links followed) of at most ``max_bytes``; else OSError
+    (EINVAL for a FIFO, device or socket) or ``FileTooLarge`` (an OSError too), which the callers treat as
+    an unreadable file. The one reader of every file a command reads whole (work files, card files,
+    metadata.json, a token file): a work file replaced by a FIFO blocked the reader forever, one replaced
+    by a link to /dev/zero read until the memory ran out, and a 5 GB sparse unit file took 3.9 GB of RSS
+    in ``status``. Each caller passes the cap of what it reads, with the reason beside it. ``what``
+    names the file in the refusal. ``streams``: a pipe or a character device is read too, up to the cap
+    (``--token-file <(pass hf)`` is a pipe; ``--token-file /dev/zero`` read without end)."""
     import errno
     import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        size = os.fstat(fd)
+        stream = streams and (stat.S_ISFIFO(size.st_mode) or stat.S_ISCHR(size.st_mode))
+        if not stat.S_ISREG(size.st_mode) and not stream:
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        if size.st_size > max_bytes and not stream:
+            raise too_large(path, size.st_size, max_bytes, what)
         os.set_blocking(fd, True)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total)):
             chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:  # it grew while we read, or a stream went on
+                raise too_large(path, total, max_bytes, what, at_least=stream)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_stream(stream, max_bytes: int, what: str, name: str = "standard input") -> bytes:
+    """At most ``max_bytes`` from a stream (standard input; bytes, or text as UTF-8), else ``FileTooLarge``."""
+    data = stream.read(max_bytes + 1)
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    if len(data) > max_bytes:
+        raise too_large(name, len(data), max_bytes, what, at_least=True)
+    return data
+
+
+def too_large(path: object, size: int, cap: int, what: str, at_least: bool = False):
+    from whestbench.errors import FileTooLarge
+    from whestbench.text import format_bytes, sanitize
+
+    shown = sanitize(os.fspath(path) if isinstance(path, os.PathLike) else str(path))
+    size_text = "holds more than" if at_least else f"is {format_bytes(size)}, more than"
+    return FileTooLarge(f"{shown} {size_text} any {what} holds ({format_bytes(cap)} at most), so it is not one (or it "
+                        "was damaged).")

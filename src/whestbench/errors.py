@@ -89,6 +89,12 @@ class WorkDirBusy(UsageError):
     """Another bake holds the work directory's lock."""
 
 
+class FileTooLarge(UsageError, OSError):
+    """A file larger than the cap its reader allows (``atomic.read_regular``), refused before it is read:
+    an OSError, so a caller that treats an unreadable file as damaged does the same with it, and a
+    UsageError (exit 2) where none does."""
+
+
 class DamagedRecord(WhestError, ValueError):
     """A unit or checkpoint file failed a check (the message says which)."""
 

@@ -21,7 +21,8 @@ before the final rename, and never leaves anything behind. What is refused, and 
 
 **Inputs**: ``input_dir`` (merge, combine-splits, prepare-arrow: ``InputPathError``),
 ``existing_dir`` (verify's DIR and --against: ``UsageError``) and ``local_dataset_dir`` (load,
-inspect, push: ``DatasetSourceError``). Each keeps the wording its verb has always printed.
+inspect, push: ``DatasetSourceError``). Each keeps the wording its verb has always printed. An empty
+path is refused by each (``Path("")`` is the current directory: ``verify ''`` verified it).
 """
 
 from __future__ import annotations
@@ -139,12 +140,19 @@ def check_outside_inputs(output: str | os.PathLike, inputs: Iterable[str | os.Pa
     """UsageError if ``output`` is one of ``inputs`` or lies inside one (symlinks resolved)."""
     out = Path(output).resolve()
     for given in inputs:
+        if _empty(given):
+            raise InputPathError("an empty path names no dataset directory; pass the directory holding metadata.json.")
         inp = Path(given).resolve()
         if out == inp or inp in out.parents:
             raise UsageError(
                 f"{flag} {output} is inside the input {given}; writing there would change the input "
                 "while it is read. Choose an output outside every input."
             )
+
+
+def _empty(path: object) -> bool:
+    """Whether ``path`` is an empty (or blank) string: ``Path("")`` reads as the current directory."""
+    return isinstance(path, (str, bytes)) and not os.fsdecode(path).strip()
 
 
 def input_dir(path: str | os.PathLike, *, what: str = "dataset directory") -> Path:
@@ -167,8 +175,11 @@ def input_dir(path: str | os.PathLike, *, what: str = "dataset directory") -> Pa
     return p
 
 
-def existing_dir(path: Path, what: str) -> None:
+def existing_dir(path: str | os.PathLike, what: str) -> None:
     """UsageError unless ``path`` is an existing directory with a UTF-8 name (verify's DIR and --against)."""
+    if _empty(path):
+        raise UsageError(f"{what} is an empty path; pass a dataset directory (holding metadata.json and data/).")
+    path = Path(path)
     shown = _not_utf8(os.fsdecode(path))
     if shown is not None:  # pyarrow and datasets fail on it later as an "unreadable footer"
         raise UsageError(f"{what} '{shown}' is not valid UTF-8 (datasets and pyarrow need UTF-8 paths); "
@@ -181,6 +192,9 @@ def existing_dir(path: Path, what: str) -> None:
 
 def local_dataset_dir(path: str | os.PathLike) -> Path:
     """``path`` if it exists, else DatasetSourceError naming it (load, inspect and push say the same)."""
+    if _empty(path):
+        raise DatasetSourceError("an empty path names no dataset directory; pass the directory holding metadata.json, "
+                                 "or a Hub repo id such as 'org/name'.")
     path = Path(path).expanduser()
     shown = _not_utf8(os.fsdecode(path))
     if shown is not None:  # pyarrow and datasets fail on it later as an "unreadable footer"

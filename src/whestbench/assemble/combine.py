@@ -29,8 +29,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, write_file_atomic
-from whestbench.format.card import CARD_KEY
+from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, read_regular, write_file_atomic
+from whestbench.format.card import CARD_KEY, given_card
 from whestbench.assemble.inputs import (
     SAME_RECIPE,
     Input,
@@ -51,6 +51,7 @@ from whestbench.format.reader import (
     WRITTEN_FOR,
     DATA_DIR,
     METADATA_FILE,
+    METADATA_MAX_BYTES,
     PREPARED_DIR,
     DatasetDir,
     bind_checksums,
@@ -118,6 +119,7 @@ def combine_split_datasets(
     differ ``card`` must settle it (else MergeIncompatibleError, before any work).
     """
     inputs = input_list(inputs, "inputs (one per split)")
+    card = given_card(card)  # the CLI's card rules, before any work
     output = claim_output(output_dir, inputs, on_event=on_event)
     if not inputs:
         raise MergeIncompatibleError(
@@ -285,7 +287,7 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
     has_checksums = isinstance(md.get(CHECKSUMS), dict)
     if has_checksums:
         md[CHECKSUMS] = {k: v for k, v in md[CHECKSUMS].items() if not k.startswith(PREPARED_DIR + "/")}
-    original = (root / METADATA_FILE).read_bytes()
+    original = read_regular(root / METADATA_FILE, METADATA_MAX_BYTES, "metadata.json")
     if "prepared_splits" in md or has_checksums:
         interim = {k: v for k, v in md.items() if k != "prepared_splits"}
         _rewrite(root / METADATA_FILE, metadata_bytes(interim))

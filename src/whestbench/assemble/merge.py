@@ -32,7 +32,7 @@ from whestbench.atomic import staged_dir
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
-from whestbench.format.card import CARD_KEY
+from whestbench.format.card import CARD_KEY, given_card
 from whestbench.assemble.inputs import (
     Input,
     input_list,
@@ -104,6 +104,7 @@ def merge_datasets(
     (``--pretty-name``, ``--license``, ``--homepage``); else such partials are refused.
     """
     partials = input_list(partials, "partials")
+    card = given_card(card)  # the CLI's card rules, before any work
     output = claim_output(output_dir, partials, on_event=on_event)
     on_event(Event("start", message=f"Merging {len(partials)} partials → {output}"))
     if not partials:

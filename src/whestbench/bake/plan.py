@@ -164,6 +164,9 @@ class BakeConfig:
             raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {self.checkpoint_every!r}.")
         if self.output is not None:
             object.__setattr__(self, "output", Path(self.output))
+        from whestbench.format.card import given_card
+
+        object.__setattr__(self, "card", given_card(self.card) or None)
 
     @property
     def range(self) -> tuple[int, int]:
@@ -182,7 +185,9 @@ class Needs:
     output_bytes: int
     """The dataset directory (weights dominate: 4·depth·width² bytes per MLP)."""
     work_bytes: int
-    """The work directory's unit and checkpoint files while the bake runs."""
+    """The work directory's unit and checkpoint files while the bake runs (the trail's values included)."""
+    trail_bytes: int
+    """The audit trail's part of ``output_bytes`` (``audit/<split>.parquet``; 0: no trail)."""
     seeds_bytes: int
     """Seeds and names of the whole dataset held in memory (also for a slice: names are unique
     over the whole seed list)."""
@@ -195,7 +200,8 @@ class Needs:
     """The workers the timing probe ran at once (the bake's)."""
 
     def summary(self) -> str:
-        parts = [f"{self.flops:.3g} FLOP", f"output ≈ {format_bytes(self.output_bytes)}",
+        trail = f" (audit trail {format_bytes(self.trail_bytes)})" if self.trail_bytes else ""
+        parts = [f"{self.flops:.3g} FLOP", f"output ≈ {format_bytes(self.output_bytes)}{trail}",
                  f"work files ≈ {format_bytes(self.work_bytes)}", f"peak RAM ≈ {format_bytes(self.peak_ram_bytes)}"]
         if self.seconds is not None and self.rate_flops:
             by = f", {self.probe_workers} workers" if self.probe_workers and self.probe_workers > 1 else ""
@@ -608,6 +614,8 @@ _PER_MLP_LIST_BYTES = 200  # a seed (int + list slot), its name and the uniquene
 
 
 def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | None) -> Needs:
+    from whestbench.compute.segments import segment_bounds
+    from whestbench.format.trail import trail_bytes
     from whestbench.format.writer import MAX_ROW_GROUP_BYTES, row_bytes
 
     w, d = cfg.width, cfg.depth
@@ -626,10 +634,14 @@ def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | Non
     worker_bytes = 4 * d * w * w * max(1, spec.mlps_per_unit) + 3 * chunk * w * 4 + 4 * result_bytes
     ram = (_PROCESS_BYTES + (_TORCH_BYTES if cfg.backend == "torch" else 0) + n_workers * worker_bytes
            + min(MAX_ROW_GROUP_BYTES, rows * row_bytes(w, d)) + cfg.n_mlps * _PER_MLP_LIST_BYTES)
+    # the audit trail: its file in the dataset, and the same values in the unit files (at the cap: the most segments)
+    segments = len(segment_bounds(cfg.n_samples, spec.cv_batch, spec.audit_segments, spec.sampler == "philox"))
+    trail = rows * trail_bytes(d, w, segments, spec.estimation.is_cv, spec.sampler == "pcg64")
     return Needs(
         flops=float(spec.flops_per_sample) * cfg.n_samples * rows,
-        output_bytes=rows * (row_bytes(w, d) + 8 * d * w),  # + the stderr column
-        work_bytes=units * per_unit + n_workers * per_unit,
+        output_bytes=rows * (row_bytes(w, d) + 8 * d * w) + trail,  # + the stderr column
+        trail_bytes=trail,
+        work_bytes=units * per_unit + n_workers * per_unit + trail,
         seeds_bytes=cfg.n_mlps * _PER_MLP_LIST_BYTES,
         peak_ram_bytes=ram,
     )

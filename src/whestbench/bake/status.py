@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
-from whestbench.format.reader import METADATA_FILE
+from whestbench.format.reader import METADATA_FILE, METADATA_MAX_BYTES
+from whestbench.text import format_count, sanitize, show_value
 from whestbench.values import is_int
 from whestbench.work.executor import bake_workers
-from whestbench.work.ledger import Ledger
+from whestbench.work.ledger import Ledger, read_plan
 from whestbench.work.units import Unit
-from whestbench.work.workdir import (LOCK_FILE, PLAN_FILE, UNITS_DIR, WORK_SUFFIX, is_locked, output_for, read_json, read_status,
-                                     utc_text, work_dir_for)
+from whestbench.work.workdir import (LOCK_FILE, LOCK_MAX_BYTES, MAX_WORLD, PLAN_FILE, UNITS_DIR, WORK_SUFFIX, is_locked,
+                                     lock_holder, output_for, read_json, read_status, utc_text, work_dir_for)
 
 def bake_status(path: str | os.PathLike) -> dict[str, Any]:
     """A bake's state as a JSON-ready dict; ``path`` is its ``--output`` or its work directory.
@@ -27,7 +28,14 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
     ``state``: "complete" (the output is written and no work directory is left), "running" (a bake
     holds the work directory's lock), "stopped" (a work directory no bake holds: a re-run resumes
     it). UsageError for a path that is neither a dataset nor a bake's work directory."""
+    if isinstance(path, str) and not path.strip():
+        raise UsageError("an empty path names no bake; pass the --output of a bake (or its .whest-work directory).")
     path = Path(path)
+    if not path.name:  # ".", "..": the directory itself, by its real name
+        path = Path(os.path.abspath(path))
+    if not path.name:
+        raise UsageError(f"{path} is no bake's output (a bake's --output is a directory with a name); pass the --output "
+                         "of a bake.")
     if path.name.endswith(WORK_SUFFIX) and output_for(path) is not None:
         work, output = path, output_for(path)
     else:
@@ -39,15 +47,21 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
         raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist); "
                          "pass the --output of a bake.")
     doc["state"] = "running" if is_locked(work) else "stopped"
-    lock = read_json(work / LOCK_FILE)
+    lock = read_json(work / LOCK_FILE, LOCK_MAX_BYTES)
     if isinstance(lock, dict):
         doc["holder" if doc["state"] == "running" else "last_run"] = {
             k: lock.get(k) for k in ("pid", "host", "started", "command")}
-    plan = read_json(work / PLAN_FILE)
-    identity = plan.get("identity") if isinstance(plan, dict) else None
-    if not isinstance(identity, dict):
+    plan_file = work / PLAN_FILE
+    if not os.path.lexists(plan_file):
         doc["plan"] = None
         doc["note"] = "no plan.json yet: the bake had not started its units"
+        return doc
+    try:  # read and checked as a resume reads it: a damaged one is said to be damaged, never "not started"
+        identity = read_plan(plan_file)
+        _check_identity(identity, plan_file)
+    except DamagedWorkFile as e:
+        doc["plan"] = None
+        doc["damaged_plan"] = str(e)
         return doc
     doc["plan"] = {k: identity.get(k) for k in ("n_mlps", "n_samples", "width", "depth", "mlp_range", "sampler",
                                                  "estimator", "target_stderr")}
@@ -55,8 +69,23 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
     return doc
 
 
+def _check_identity(identity: dict[str, Any], path: Path) -> None:
+    """DamagedWorkFile unless the plan's figures are what a bake writes (positive ints, a range inside
+    the MLPs): a plan.json edited and re-signed with ``"n_samples": "20000"`` printed "Cannot specify ','
+    with 's'." (a re-run refuses it as another bake)."""
+    for key in ("n_mlps", "n_samples", "width", "depth"):
+        if not is_int(identity.get(key), 1):
+            raise DamagedWorkFile(f"work file {path} holds {key} {show_value(identity.get(key), max_len=40)}, which no "
+                                  f"bake writes; remove {path.parent} to start over (a re-run refuses it too).")
+    rng = identity.get("mlp_range")
+    if rng is not None and not (isinstance(rng, list) and len(rng) == 2 and is_int(rng[0], 0)
+                                and is_int(rng[1], rng[0] + 1, identity["n_mlps"])):
+        raise DamagedWorkFile(f"work file {path} holds mlp_range {show_value(rng, max_len=40)}, which no bake writes; "
+                              f"remove {path.parent} to start over.")
+
+
 def _complete(output: Path) -> dict[str, Any]:
-    md = read_json(output / METADATA_FILE)
+    md = read_json(output / METADATA_FILE, METADATA_MAX_BYTES)
     md = md if isinstance(md, dict) else {}
     out = {"n_mlps": md.get("n_mlps"), "n_samples": md.get("n_samples"), "width": md.get("width"),
            "depth": md.get("depth"), "redo": "nothing"}
@@ -72,7 +101,7 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
     except DamagedWorkFile as e:
         return {"damaged_plan": str(e)}
     start, end = identity.get("mlp_range") or [0, identity.get("n_mlps") or 0]
-    n_samples = int(identity.get("n_samples") or 0)
+    n_samples = identity["n_samples"]  # a positive int: _check_identity
     target = identity.get("target_stderr")
     units_done = checkpoints = saved = damaged = 0
     counted_s = wall_s = 0.0
@@ -93,18 +122,23 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         if found is None or (found[0] == "unit") != (kind == "unit"):
             continue  # the unit file wins over a stale checkpoint of the same unit
         meta = found[1]
+        done = meta.get("count") if kind == "unit" else meta.get("position", meta.get("samples"))
+        wall = meta.get("wall_s", 0.0) if kind == "unit" else 0.0
+        if not is_int(done, 0, n_samples) or not (isinstance(wall, (int, float)) and 0 <= wall < float("inf")):
+            damaged += 1  # a record that passes its checksum but holds no figures a bake writes
+            continue
         mtime = (work / UNITS_DIR / name).stat().st_mtime
         last_write = max(last_write or mtime, mtime)
         if kind == "unit":
             units_done += 1
-            n = int(meta.get("count", 0)) * count
+            n = done * count
             saved += n
-            counted_s, wall_s = counted_s + n, wall_s + float(meta.get("wall_s", 0.0))
+            counted_s, wall_s = counted_s + n, wall_s + float(wall)
             if unit.block_end is None:
                 mlps_done.add(mlp)
         else:
             checkpoints += 1
-            saved += int(meta.get("position", meta.get("samples", 0))) * count
+            saved += done * count
     n_mlps = max(0, int(end) - int(start))
     sampler = identity.get("sampler")
     recorded = read_status(work)  # the bake's plan figures (whestbench since issue 28)
@@ -125,7 +159,8 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
         "last_write_utc": utc_text(last_write) if last_write else None,
     }
     ranks = _ranks(recorded)
-    world_size = recorded.get("world_size") if is_int(recorded.get("world_size")) else None
+    # bounded before anything is built from it: a status.json claiming 10**9 ranks built a 10**9-item list
+    world_size = recorded.get("world_size") if is_int(recorded.get("world_size"), 1, MAX_WORLD) else None
     if ranks or (world_size or 1) > 1:
         out["world_size"] = world_size
         out["ranks"] = ranks
@@ -203,28 +238,28 @@ def status_lines(doc: dict[str, Any]) -> list[str]:
     if doc["state"] == "complete":
         used = doc.get("samples_used")
         if isinstance(used, dict) and used.get("min") != used.get("max"):
-            each = f"{used['min']:,}–{used['max']:,} samples each"
+            each = f"{format_count(used.get('min'))}–{format_count(used.get('max'))} samples each"
         else:
-            each = f"{(used or {}).get('min') or doc.get('n_samples') or 0:,} samples each"
-        lines.append(f"  {doc.get('n_mlps')} MLPs, {each}, width {doc.get('width')}, depth {doc.get('depth')}; "
+            each = f"{format_count((used if isinstance(used, dict) else {}).get('min') or doc.get('n_samples') or 0)} samples each"
+        lines.append(f"  {format_count(doc.get('n_mlps'))} MLPs, {each}, width {doc.get('width')}, depth {doc.get('depth')}; "
                      "a re-run redoes nothing")
-        return lines
+        return _shown(lines)
     who = doc.get("holder") or doc.get("last_run")
     if who:
         label = "held by" if doc["state"] == "running" else "last run"
-        lines.append(f"  {label}: pid {who.get('pid')} on {who.get('host')}, started {who.get('started')}")
+        lines.append(f"  {label}: {lock_holder(who)}")
     plan = doc.get("plan")
     if plan:
         target = plan.get("target_stderr")
         lines.append(f"  plan: {plan.get('n_mlps')} MLPs (range {plan.get('mlp_range')}), "
-                     f"{'up to ' if target else ''}{plan.get('n_samples') or 0:,} samples each, width {plan.get('width')}, "
-                     f"depth {plan.get('depth')}, sampler {plan.get('sampler')}"
+                     f"{'up to ' if target else ''}{format_count(plan.get('n_samples') or 0)} samples each, width "
+                     f"{plan.get('width')}, depth {plan.get('depth')}, sampler {plan.get('sampler')}"
                      + (f", target standard error {target}" if target else ""))
     if "units_done" in doc:
         total = doc.get("units_total")
         lines.append(f"  units finished: {doc['units_done']}" + (f" of {total}" if total is not None else "")
-                     + f"; checkpoints: {doc['checkpoints']}; samples saved: {doc['samples_saved']:,}"
-                     + (f" of {doc['samples_total']:,}" if doc.get("samples_total") else ""))
+                     + f"; checkpoints: {doc['checkpoints']}; samples saved: {format_count(doc['samples_saved'])}"
+                     + (f" of {format_count(doc['samples_total'])}" if doc.get("samples_total") else ""))
         if doc.get("damaged_files"):
             lines.append(f"  damaged files (a re-run recomputes them): {doc['damaged_files']}")
         if "ranks" in doc:
@@ -240,4 +275,10 @@ def status_lines(doc: dict[str, Any]) -> list[str]:
     for key in ("note", "damaged_plan"):
         if doc.get(key):
             lines.append(f"  {doc[key]}")
-    return lines
+    return _shown(lines)
+
+
+def _shown(lines: list[str]) -> list[str]:
+    """Each line safe for a terminal: every field in them came from a file (the lock's host, pid and start,
+    the plan, status.json, metadata.json), whose escape codes ``status`` printed raw."""
+    return [sanitize(line.replace("\n", " ").replace("\r", " ").replace("\t", " "), 2000) for line in lines]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, PEER_TIMEOUT, already_complete, err, out, parse_mlp_range,
+from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, DIR_ARG, PEER_TIMEOUT, already_complete, err, out, parse_mlp_range,
                                    parse_slice, read_seeds_file, torch_knobs)
 from whestbench.cli.signals import StopSignals, is_cli_verb
 from whestbench.cli.hub import card_options
@@ -256,7 +256,7 @@ COMMANDS = [bake]
 
 
 @click.command("status")
-@click.argument("output", type=click.Path(path_type=Path))
+@click.argument("output", type=DIR_ARG)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, for scripts.")
 def status(output: Path, as_json: bool) -> None:
     """Where a bake stands: complete, running or stopped; the plan, units finished, checkpoints and

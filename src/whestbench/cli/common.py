@@ -14,7 +14,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from whestbench.errors import InvalidDatasetError, UsageError, WorkFailed
+from whestbench.atomic import read_regular
+from whestbench.errors import FileTooLarge, InvalidDatasetError, UsageError, WorkFailed
 from whestbench.format.card import restore_card, update_card
 from whestbench.paths import file_kind
 from whestbench.text import format_bytes, sanitize, scrub
@@ -108,6 +109,19 @@ def write_stdout(data: bytes, what: str) -> None:
 
 out = _Console(highlight=False, soft_wrap=True)
 err = _Console(stderr=True, highlight=False, soft_wrap=True)
+
+class NonEmptyPath(click.Path):
+    """``click.Path`` refusing an empty argument at parse time (exit 2): ``Path("")`` is the current
+    directory, so ``status ''`` and ``verify ''`` read the directory the shell was in."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("is an empty path; name a directory.", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+DIR_ARG = NonEmptyPath(path_type=Path)
+"""A directory a verb reads (its argument, ``--against``); a new ``--output`` is ``paths.check_new_output``'s."""
 
 _INT_RE = re.compile(r"^[+]?\d+(_\d+)*$")
 _FLOAT_RE = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)[eE][+]?\d+$")
@@ -230,7 +244,10 @@ def read_seeds_file(path: str) -> list:
         raise UsageError(f"--mlp-seeds file {path!r} is {format_bytes(p.stat().st_size)}: parsing it needs more memory "
                          f"than this machine's {format_bytes(total)}; bake from a shorter list, or use --seed S.")
     try:
-        data = json.loads(p.read_text())
+        # the cap: this machine's memory / 8 (as above), else what MAX_MLPS seeds spell (20 bytes each)
+        data = json.loads(read_regular(p, total // 8 if total else 2**31 * 20, "seed file").decode("utf-8"))
+    except FileTooLarge as exc:
+        raise UsageError.from_error(exc, where="--mlp-seeds", fix="Bake from a shorter list, or use --seed S.") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"--mlp-seeds file {path!r} is not valid JSON ({exc}); it must hold a JSON array of ints.") from None
     except RecursionError:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import out
+from whestbench.cli.common import DIR_ARG, out
 from whestbench.cli.progress import VerbEvents, log_every_option
 from whestbench.errors import UsageError
 from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL, check_card_fields
@@ -28,23 +28,40 @@ _TOKEN_FILE_HELP = "Read the Hub token from this file (its first line), or from 
 _SAID = {"start", "planned", "compared", "commit", "tagged", "preflight"}
 
 
+TOKEN_FILE_MAX_BYTES = 64 * 1024
+"""A token file holds a Hub token (37 characters) on its first line: 64 KiB leaves room for anything a
+password manager adds after it, and ``--token-file /dev/zero`` is refused instead of read without end."""
+
+
 def read_token(token: str | None, token_file: str | None) -> str | None:
-    """The token from ``--token`` or ``--token-file`` (``-``: stdin); None means HF_TOKEN / the stored login."""
+    """The token from ``--token`` or ``--token-file`` (``-``: stdin; a pipe such as ``<(pass hf)`` works,
+    at most ``TOKEN_FILE_MAX_BYTES``), checked as the Python API checks one (``hub.client.check_token``);
+    None means HF_TOKEN / the stored login."""
+    from whestbench.atomic import read_regular, read_stream
+    from whestbench.errors import FileTooLarge
+    from whestbench.hub.client import check_token
+
     if token_file is None:
         if token is not None and not token.strip():
             raise UsageError("--token is empty; pass a Hub token, or leave it out to use HF_TOKEN.")
+        check_token(token)
         return token
     if token is not None:
         raise UsageError("give the token once: --token or --token-file, not both.")
+    where = "standard input" if token_file == "-" else token_file
     try:
-        text = sys.stdin.read() if token_file == "-" else Path(token_file).read_text(encoding="utf-8")
+        raw = (read_stream(getattr(sys.stdin, "buffer", sys.stdin), TOKEN_FILE_MAX_BYTES, "token file") if token_file == "-" else
+               read_regular(token_file, TOKEN_FILE_MAX_BYTES, "token file", streams=True))
+        text = raw.decode("utf-8")
+    except FileTooLarge as e:
+        raise UsageError.from_error(e, where="--token-file", fix="Put the token on the file's first line.") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--token-file {token_file}: cannot read it ({e.__class__.__name__}); "
+        raise UsageError(f"--token-file {token_file}: cannot read it ({getattr(e, 'strerror', None) or type(e).__name__}); "
                          "pass a readable file holding the token, or '-' for standard input.") from None
     lines = text.strip().splitlines()
     if not lines or not lines[0].strip():
-        where = "standard input" if token_file == "-" else token_file
         raise UsageError(f"--token-file: {where} holds no token; put the token on its first line.")
+    check_token(lines[0].strip())
     return lines[0].strip()
 
 
@@ -106,7 +123,7 @@ def _token_options(f):
 
 
 @click.command("push")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=DIR_ARG)
 @click.option("--repo", "repo", required=True, metavar="ORG/NAME",
               help="Hub dataset repo (created if needed); hf://ORG/NAME works too.")
 @click.option("--tag", default=None, help="Tag the published commit (for example v1); the card links to it.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import out
+from whestbench.cli.common import DIR_ARG, out
 from whestbench.cli.progress import Reporter
 from whestbench.cli.signals import StopSignals
 from whestbench.errors import UsageError, WorkFailed
@@ -48,8 +48,8 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 
 
 @click.command("verify")
-@click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--against", type=click.Path(path_type=Path), default=None,
+@click.argument("directory", type=DIR_ARG)
+@click.option("--against", type=DIR_ARG, default=None,
               help="Another bake of (some of) the same seeds: compare weights and ground truth MLP by MLP.")
 @click.option("--n-check", type=int, default=None, help="Run the statistical checks on the first K MLPs only.")
 @click.option("--sample-mlps", type=int, default=None,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import already_complete, out
+from whestbench.cli.common import NonEmptyPath, already_complete, out
 from whestbench.cli.signals import complete_once_in_place
 from whestbench.text import sanitize
 from whestbench.cli.hub import card_options
@@ -21,12 +21,12 @@ from whestbench.format.reader import open_dataset, read_metadata
 from whestbench.format.schema import DatasetMeta
 
 # Paths stay strings until the library checks them: ``Path("")`` would turn an empty argument into ".".
-_PATH = click.Path()
+_PATH = NonEmptyPath()
 
 
 @click.command("merge")
 @click.argument("partials", nargs=-1, required=True, type=_PATH)
-@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside a partial).")
+@click.option("--output", type=click.Path(), required=True, help="Directory to create (must not exist, nor lie inside a partial).")
 @card_options
 @log_every_option
 def merge(partials: tuple[str, ...], output: str, log_every: float, card: dict) -> None:
@@ -55,7 +55,7 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card: dict) 
 
 @click.command("combine-splits")
 @click.argument("inputs", nargs=-1, required=True, type=_PATH)
-@click.option("--output", type=_PATH, required=True, help="Directory to create (must not exist, nor lie inside an input).")
+@click.option("--output", type=click.Path(), required=True, help="Directory to create (must not exist, nor lie inside an input).")
 @click.option("--default-split", default=None, help="Split that load_dataset(repo) returns: one of the inputs' splits (default: the one input with config 'default').")
 @click.option("--skip-prepared-arrow", is_flag=True, help="Do not write prepared/<split> Arrow copies.")
 @card_options

@@ -15,21 +15,20 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import stat
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
-from whestbench.atomic import write_file_atomic
+from whestbench.atomic import read_regular, write_file_atomic
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
 from whestbench.format.card_facts import data_facts
 from whestbench.format.reader import CARD_FILE, METADATA_FILE, checksums_block, data_files, metadata_bytes, shard_glob
 from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, DEFAULT_CONFIG, HOMEPAGE_RE, PRESET_OWNS,
                                       DatasetMeta, check_card, combine_card, hidden_char)
-from whestbench.errors import InvalidDatasetError, UsageError
+from whestbench.errors import FileTooLarge, InvalidDatasetError, UsageError
 from whestbench.text import format_count
 from whestbench.values import is_int
 from whestbench.hubenv import import_hub
@@ -61,36 +60,68 @@ def check_card_fields(*, pretty_name: str | None = None, license: str | None = N
     return out
 
 
+def given_card(card: Any) -> dict[str, Any]:
+    """The card a request was given (``BakeConfig``, ``PushConfig``, ``merge_datasets``,
+    ``combine_split_datasets``), checked by the rules the CLI's card flags follow, so the Python API
+    and the CLI accept and refuse the same cards: None gives ``{}``; a string or path is what ``--card``
+    takes (a built-in card's name, or a card file); a mapping holds card fields (``CARD_FIELDS``; a
+    None value is a field not given, as an unset flag). Anything else is a UsageError, one line."""
+    if card is None:
+        return {}
+    if isinstance(card, (str, os.PathLike)):
+        return check_card_fields(card_file=os.fspath(card))
+    if isinstance(card, Mapping):
+        return check_card({k: v for k, v in card.items() if v is not None}, "card")
+    raise UsageError(f"card must be a mapping of card fields ({', '.join(CARD_FIELDS)}), a built-in card's name "
+                     f"({', '.join(CARD_PRESETS)}) or a card file's path; got {type(card).__name__}.")
+
+
 CARD_FILE_MAX_BYTES = 64 * 1024
+"""A card file holds a few fields (a citation of at most 8,000 characters, 20 badges, 100 authors): 64 KiB."""
+README_MAX_BYTES = 1 << 20
+"""A README.md we render is ~10 KiB (the citation at most 8,000 characters); one beyond 1 MiB is no card."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing aliases (``*name``) before they expand: a 331-byte card file of nested
+    aliases took 36 s and 1.17 GB to refuse. No card field needs one."""
+
+    def compose_node(self, parent, index):  # noqa: ANN001  (PyYAML's signature)
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not accepted in a card", mark)
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` as YAML, safely and without aliases (``_NoAliasLoader``): a card file or a card's front matter."""
+    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506  (a SafeLoader subclass)
 
 
 def read_card_file(path: str) -> dict[str, Any]:
     """``--card FILE``: a YAML or JSON mapping of ``CARD_FIELDS`` (docs/hub.md, "The card"), checked:
-    unknown keys, wrong types, control or bidirectional characters and URLs that are not plain
-    http(s) are a UsageError naming the key and the fix."""
+    unknown keys, wrong types, control or bidirectional characters, URLs that are not plain http(s) or
+    carry credentials, YAML aliases and files over ``CARD_FILE_MAX_BYTES`` are a UsageError naming the
+    key and the fix."""
+    import errno
+
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        raw = read_regular(path, CARD_FILE_MAX_BYTES, "card file")
+    except FileTooLarge as e:
+        raise UsageError.from_error(e, where="--card", fix=f"A card file holds a few fields ({', '.join(CARD_FIELDS)}).") from None
     except OSError as e:
         if isinstance(e, FileNotFoundError) and os.sep not in path and not path.endswith((".yaml", ".yml", ".json")):
             raise UsageError(f"--card {path!r}: no such card file, and no built-in card of that name; give a YAML "
                              f"or JSON card file or one of {', '.join(CARD_PRESETS)}.") from None
+        if e.errno == errno.EINVAL and not isinstance(e, FileNotFoundError):
+            raise UsageError(f"--card {path!r} is not a regular file; give a YAML or JSON card file.") from None
         raise UsageError(f"--card {path!r}: cannot open it ({e.strerror or e}); give a YAML or JSON card file.") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UsageError(f"--card {path!r} is not a regular file; give a YAML or JSON card file.")
-        raw = os.read(fd, CARD_FILE_MAX_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"--card {path!r}: cannot read it ({e.strerror or e}); give a readable card file.") from None
-    finally:
-        os.close(fd)
-    if len(raw) > CARD_FILE_MAX_BYTES:
-        raise UsageError(f"--card {path!r} is larger than {CARD_FILE_MAX_BYTES // 1024} KiB; a card file holds "
-                         f"a few fields ({', '.join(CARD_FIELDS)}).")
-    try:
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        data = load_yaml(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, yaml.composer.ComposerError) and "aliases" in str(e):
+            first = "YAML aliases (*name) are not accepted in a card"
         raise UsageError(f"--card {path!r} is not UTF-8 YAML or JSON ({first}); fix the file.") from None
     if not isinstance(data, dict) or not data:
         raise UsageError(f"--card {path!r} must hold a mapping of card fields ({', '.join(CARD_FIELDS)}); "
@@ -661,12 +692,13 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     return changed
 
 
-_UNREADABLE = (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError)  # a card whose front matter cannot be read
+_UNREADABLE = (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError)  # a card whose front matter cannot be read
 
 
 def _configs_of(readme: Any) -> Any:
     """The ``configs`` block of the card file ``readme`` (``[]`` when it has none); raises ``_UNREADABLE``."""
-    return (_front_matter_of(readme.read_text(encoding="utf-8")) or {}).get("configs", [])
+    text = read_regular(readme, README_MAX_BYTES, "README.md").decode("utf-8")
+    return (_front_matter_of(text) or {}).get("configs", [])
 
 
 def _front_matter_of(text: str) -> dict[str, Any] | None:
@@ -676,7 +708,7 @@ def _front_matter_of(text: str) -> dict[str, Any] | None:
     end = text.find("\n---", 4)
     if end < 0:
         raise ValueError("the front matter has no closing '---'")
-    data = yaml.safe_load(text[4:end + 1])
+    data = load_yaml(text[4:end + 1])
     if data is not None and not isinstance(data, dict):
         raise ValueError("the front matter is not a mapping")
     return data

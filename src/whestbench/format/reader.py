@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
 from whestbench.format.schema import DIGEST_RE, DatasetMeta, is_positive_int
-from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
+from whestbench.atomic import read_regular
+from whestbench.errors import REDO, FileTooLarge, InvalidDatasetError, MergeCorruptError
 from whestbench.text import show_value
 from whestbench.values import is_int
 
@@ -155,14 +156,25 @@ def open_dataset(path: "str | os.PathLike | DatasetDir") -> DatasetDir:
     return path if isinstance(path, DatasetDir) else DatasetDir(path)
 
 
+METADATA_MAX_BYTES = 64 << 20
+"""The most a metadata.json holds: ~2 KiB for a bake, plus ~100 bytes of checksum per shard and ~1 KiB of
+provenance per merged partial (a merge of 10,000 partials' 10,000 shards is ~11 MiB); beyond it the file
+is no dataset's (it is refused before it is read, local or fetched from the Hub)."""
+
+
 def read_metadata_file(path: str | Path) -> dict[str, Any]:
     """The parsed JSON object in ``path`` (a ``metadata.json``, local or fetched from the Hub).
 
-    Guards against invalid JSON, a non-object, and nesting deep enough to exhaust the parser's stack.
+    Guards against a file beyond ``METADATA_MAX_BYTES``, invalid JSON, a non-object, and nesting deep
+    enough to exhaust the parser's stack.
     """
     path = Path(path)
     try:
-        md = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path, METADATA_MAX_BYTES, "metadata.json")
+    except FileTooLarge as e:
+        raise InvalidDatasetError.from_error(e, fix=REDO) from None
+    try:
+        md = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidDatasetError(f"{path} is not valid JSON ({e}). {REDO}") from e
     except RecursionError:  # a document nested deeper than the parser's stack (no dataset writes one)

@@ -16,7 +16,7 @@ from whestbench.compute.estimation import (CV_TARGET_RULE, ESTIMATOR_VERSION, ES
                                            PILOT_SAMPLES, SEQUENTIAL_RULE, TARGET_RULE, is_cv_block)
 from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.format import command as recorded
-from whestbench.text import show_value
+from whestbench.text import scrub, show_value
 from whestbench.values import is_int, is_one_of, is_positive_number
 from whestbench.hubenv import import_hub
 
@@ -402,7 +402,21 @@ def _is_line(value: Any, limit: int) -> bool:
 
 
 def _is_url(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= 500 and bool(HOMEPAGE_RE.match(value))
+    """A plain http(s) URL without credentials: a ``user:pass@`` (or a token as the user) would be
+    published in the card for anyone to read."""
+    return (isinstance(value, str) and len(value) <= 500 and bool(HOMEPAGE_RE.match(value))
+            and "@" not in value.split("://", 1)[1].split("/", 1)[0])
+
+
+def _credential(value: Any) -> bool:
+    """Whether a card value (a string, or the strings in a list or mapping) holds what ``text.scrub`` masks
+    as a credential: a card is published, and ``push --dry-run`` shows it scrubbed, so it must need no
+    scrubbing to show exactly what push sends."""
+    if isinstance(value, str):
+        return scrub(value) != value
+    if isinstance(value, dict):
+        return any(_credential(v) for v in value.values())
+    return isinstance(value, list) and any(_credential(v) for v in value)
 
 
 def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
@@ -424,6 +438,10 @@ def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
     for key, value in data.items():
         if key == "preset":
             continue  # below, with the fields it rules out
+        if _credential(value):
+            raise UsageError(f"{name(key)} holds what looks like a credential (a token, a password in a URL, a "
+                             "credential-named query parameter); a card is published for anyone to read: leave "
+                             "it out.")
         if key == "pretty_name":
             if not _is_line(value, 200):
                 raise bad(key, "one line of 1 to 200 printable characters, without control or "
@@ -437,7 +455,7 @@ def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
             out[key] = value
         elif key in ("homepage", "repository"):
             if not _is_url(value):
-                raise bad(key, "an http(s) URL without spaces, quotes, brackets or braces", value)
+                raise bad(key, "an http(s) URL without credentials, spaces, quotes, brackets or braces", value)
             out[key] = value
         elif key == "authors":
             if (not isinstance(value, list) or not 1 <= len(value) <= 100

@@ -18,8 +18,28 @@ import numpy as np
 
 from whestbench.compute.segments import SegmentTrail
 from whestbench.format.reader import AUDIT_DIR
+from whestbench.text import show_value
+from whestbench.values import is_int
+
 AUDIT_VERSION = "1"
 GROUP_MLPS = 64
+
+
+def pcg64_state(text: Any, where: str = "a segment") -> dict[str, Any]:
+    """A segment's ``pcg64_state`` (JSON text) as numpy's PCG64 takes it, checked: ValueError naming
+    ``where`` unless it is a PCG64 state (128-bit ``state`` and ``inc``, ``has_uint32`` 0 or 1, a 32-bit
+    ``uinteger``). A trail edited to ``{}``, ``null``, ``-5`` or ``1e400`` reached numpy in
+    ``--spot-check`` ("TypeError: state must be a dict")."""
+    try:
+        state = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise ValueError(f"{where}'s pcg64_state is not JSON") from None
+    inner = state.get("state") if isinstance(state, dict) else None
+    if not (isinstance(state, dict) and state.get("bit_generator") == "PCG64" and isinstance(inner, dict)
+            and all(is_int(inner.get(k), 0, 2**128 - 1) for k in ("state", "inc"))
+            and is_int(state.get("has_uint32"), 0, 1) and is_int(state.get("uinteger"), 0, 2**32 - 1)):
+        raise ValueError(f"{where}'s pcg64_state {show_value(state, max_len=60)} is not a PCG64 generator state")
+    return state
 
 
 def audit_path(split: str) -> str:
@@ -33,6 +53,14 @@ def audit_block(split: str, segments: int, step_samples: int, aligned: bool, cv:
     values = ["means", "var"] + (["cv_means", "cv_var"] if cv else []) + (["pcg64_state"] if pcg64 else [])
     return {"version": AUDIT_VERSION, "segments": int(segments), "step_samples": int(step_samples),
             "aligned": bool(aligned), "file": audit_path(split), "values": values}
+
+
+def trail_bytes(depth: int, width: int, segments: int, cv: bool, pcg64: bool) -> int:
+    """The bytes one MLP's trail takes in ``audit/<split>.parquet`` (``_schema``'s columns, float32 values
+    do not compress): per segment its ids and sample range, ``means`` and ``var`` of every layer, the
+    control-variate pair of layers 2.. and pcg64's state (~190 bytes of JSON)."""
+    values = 2 * depth * width + (2 * (depth - 1) * width if cv and depth > 1 else 0)
+    return segments * (24 + 4 * values + (190 if pcg64 else 0))
 
 
 def _schema(depth: int, width: int, cv: bool, pcg64: bool):
@@ -151,8 +179,9 @@ def iter_trail(path: Path, depth: int, width: int) -> Iterator[TrailRecord]:
                 if name.startswith("cv_"):
                     v = np.concatenate([np.zeros((e - s, 1, width), dtype=v.dtype), v], axis=1)
                 values[name] = v
-            yield TrailRecord(int(ids[s]), seg[s:e], b[s:e], values,
-                              None if states is None else [json.loads(x) for x in states[s:e]])
+            yield TrailRecord(int(ids[s]), seg[s:e], b[s:e], values, None if states is None else
+                              [pcg64_state(x, f"mlp_id {int(ids[s])} segment {int(g)}")
+                               for x, g in zip(states[s:e], seg[s:e])])
 
 
 def copy_trails(dest: Path, sources: list[Path]) -> None:

@@ -287,6 +287,20 @@ def require_settings() -> None:
                          "environment; run the Hub command in a new process.")
 
 
+def check_token(token: object, *, allow_bool: bool = False) -> None:
+    """A Hub token as every verb and API call takes it: None (HF_TOKEN or the stored login), one word of
+    printable characters, or (``load_dataset``, as ``datasets``) a bool. UsageError otherwise, never
+    showing the value: a token holding a newline or a space reached huggingface_hub's HTTP client, whose
+    error quoted the header it could not send."""
+    if token is None or (allow_bool and isinstance(token, bool)):
+        return
+    if not isinstance(token, str) or not token or any(c.isspace() or not c.isprintable() for c in token):
+        what = type(token).__name__ if not isinstance(token, str) else "a string holding spaces or control characters"
+        raise UsageError(f"the Hub token must be one word of printable characters (got {what}); pass the token, or "
+                         "leave it out to use HF_TOKEN or `hf auth login`.")
+    remember_token(token)
+
+
 def hub_client() -> Any:
     """The ``huggingface_hub`` module, once the settings pass ``require_settings``."""
     require_settings()

@@ -36,7 +36,7 @@ import numpy as np
 from whestbench.compute.mlp import MLP
 from whestbench.compute.seed_protocol import SALT_ENV, seed_rule
 from whestbench.format.card import configs_block, split_configs
-from whestbench.hub.client import call, fetch_metadata
+from whestbench.hub.client import call, check_token, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.reader import (
     DATA_DIR,
@@ -99,6 +99,7 @@ def load_dataset(
         raise TypeError(f"split must be a split name (str); got {type(split).__name__}: {split!r}.")
     source = resolve_source(path_or_repo, revision)
     if isinstance(source, HubRef):
+        check_token(token, allow_bool=True)
         return _load_hub(source, split=split, token=token, streaming=streaming)
     if streaming:
         raise ValueError(

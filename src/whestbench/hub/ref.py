@@ -68,6 +68,10 @@ def parse_ref(text: str, revision: str | None = None) -> HubRef:
 
     Raises DatasetSourceError for a trailing ``@``, two different revisions, or an invalid id.
     """
+    if not isinstance(text, str):
+        raise DatasetSourceError(f"a Hub dataset is named by a string ORG/NAME[@REV]; got {type(text).__name__}.")
+    if revision is not None and not isinstance(revision, str):
+        raise DatasetSourceError(f"a revision is a branch, tag or commit name (a string); got {type(revision).__name__}.")
     ref = text[len("hf://"):] if text.startswith("hf://") else text
     embedded = None
     if "@" in ref:
@@ -110,6 +114,8 @@ def resolve_source(source: str | os.PathLike, revision: str | None = None) -> Pa
     if isinstance(source, os.PathLike):
         return local_dataset_dir(source)
     text = str(source)
+    if not text.strip():
+        return local_dataset_dir(text)  # refused: Path("") would read as the current directory
     if not text.startswith("hf://"):
         path = Path(text).expanduser()
         if path.exists() or looks_like_path(text):

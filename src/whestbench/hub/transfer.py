@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from whestbench.atomic import fsync_dir, fsync_tree
+from whestbench.atomic import fsync_dir, fsync_tree, read_regular
 from whestbench.hub.ref import (
     DEFAULT_BRANCH,
     HUB_URL,
@@ -43,13 +43,15 @@ from whestbench.hub.ref import (
     parse_ref,
     tree_url,
 )
-from whestbench.hub.client import call, hub_client, hub_exception, not_a_dataset, repo_info, require_settings
+from whestbench.hub.client import (call, check_token, hub_client, hub_exception, not_a_dataset, repo_info,
+                                   require_settings)
 from whestbench.hubenv import import_hub
 from whestbench.format.reader import (
     AUDIT_DIR,
     CARD_FILE,
     DATA_DIR,
     METADATA_FILE,
+    METADATA_MAX_BYTES,
     PREPARED_DIR,
     DatasetDir,
     checksums_block,
@@ -68,13 +70,15 @@ from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
     DatasetMeta,
     check_name,
+    check_positive_int,
     device_check_state,
+    hidden_char,
     validate_metadata,
 )
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, local_dataset_dir
-from whestbench.text import format_bytes, plural, sanitize
+from whestbench.text import format_bytes, plural, sanitize, scrub, show_value
 
 DEFAULT_MESSAGE = "Upload whestbench dataset"
 # A commit is the unit that survives an interruption; the writer's shards are <= 2 GiB, so two per commit.
@@ -242,9 +246,25 @@ class PushConfig:
     max_commit_files: int = MAX_COMMIT_FILES
 
     def __post_init__(self) -> None:
+        from whestbench.format.card import given_card
+
         object.__setattr__(self, "repo", push_ref(self.repo).repo_id)
         if self.tag is not None:
             _check_tag(self.tag)
+        object.__setattr__(self, "card", given_card(self.card) or None)
+        if self.message is not None and (not isinstance(self.message, str) or not self.message.strip()
+                                         or any(hidden_char(c) and c not in "\n\t" for c in self.message)):
+            raise UsageError(f"--message must be a commit message of printable text (lines and tabs allowed, no other "
+                             f"control or bidirectional characters); got {show_value(self.message, max_len=80)}.")
+        if self.message is not None and scrub(self.message) != self.message:
+            raise UsageError("--message holds what looks like a credential (a token, a password in a URL); a commit "
+                             "message is public on the Hub: leave it out.")
+        for flag, value in (("--private", self.private), ("exist_ok", self.exist_ok),
+                            ("--allow-unchecked-device", self.allow_unchecked_device)):
+            if not isinstance(value, bool):
+                raise UsageError(f"{flag} must be True or False; got {show_value(value, max_len=40)}.")
+        check_positive_int("max_commit_bytes", self.max_commit_bytes)
+        check_positive_int("max_commit_files", self.max_commit_files)
 
     @classmethod
     def of(cls, repo: "str | PushConfig", options: Mapping[str, Any]) -> "PushConfig":
@@ -348,14 +368,20 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
     from whestbench.format.card import render_card
 
     revision = cfg.tag or DEFAULT_BRANCH
-    card = render_card(md, repo_id=cfg.repo, revision=revision, **(cfg.card or {})).encode("utf-8")
+    text = render_card(md, repo_id=cfg.repo, revision=revision, **(cfg.card or {}))
+    if scrub(text) != text:  # from metadata the card fields do not check (a bake command, say): never published
+        raise InvalidDatasetError(f"{sanitize(str(directory))}: the card rendered from its metadata.json holds what looks "
+                                  "like a credential (a token, a password in a URL); push publishes nothing that "
+                                  "`push --dry-run` would show masked: fix metadata.json's fields, or re-bake.")
+    card = text.encode("utf-8")
     return PushPlan(
         directory=directory,
         repo_id=cfg.repo,
         revision=revision,
         metadata=md,
         data=tuple(data),
-        metadata_file=_memory_file(METADATA_FILE, (directory / METADATA_FILE).read_bytes()),
+        metadata_file=_memory_file(METADATA_FILE, read_regular(directory / METADATA_FILE, METADATA_MAX_BYTES,
+                                                                "metadata.json")),
         card=_memory_file(CARD_FILE, card),
         ignored=tuple(ignored),
     )
@@ -365,8 +391,8 @@ _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 
 
 def _check_tag(tag: str) -> None:
-    if not _TAG_RE.match(tag) or ".." in tag or tag.endswith((".", "/", ".lock")) or "//" in tag:
-        raise UsageError(f"--tag {tag!r} is not a valid git tag name; use something like v1 or v1.0.0.")
+    if not isinstance(tag, str) or not _TAG_RE.match(tag) or ".." in tag or tag.endswith((".", "/", ".lock")) or "//" in tag:
+        raise UsageError(f"--tag {show_value(tag, max_len=80)} is not a valid git tag name; use something like v1 or v1.0.0.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -436,6 +462,7 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     """
     emit = on_event or ignore
     cfg = PushConfig.of(repo, options)
+    check_token(token)
     require_settings()  # before the local checks: a setting no Hub call can use is found at once
     tag, private, exist_ok = cfg.tag, cfg.private, cfg.exist_ok
     plan = plan_push(directory, cfg)
@@ -639,6 +666,7 @@ def pull_dataset(
     """
     emit = _serialized(on_event or ignore)
     ref = parse_ref(repo, revision)
+    check_token(token)
     if split is not None:
         try:
             check_name(split)
@@ -782,8 +810,9 @@ def _fresh_staging(out: Path, mark: dict[str, Any]) -> Path:
     marker = staging / _STAGING_MARK
     if staging.exists():
         try:
-            same = json.loads(marker.read_text()) == mark
-        except (OSError, ValueError):
+            # the repo, the commit and the files to fetch (~60 bytes each): 16 MiB is 250,000 files
+            same = json.loads(read_regular(marker, 16 << 20, "pull marker")) == mark
+        except (OSError, ValueError, RecursionError):
             same = False
         if not same:
             shutil.rmtree(staging)

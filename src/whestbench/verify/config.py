@@ -54,8 +54,10 @@ class VerifyConfig:
             if given and self.recompute is None and self.spot_check is None:
                 raise UsageError(f"{flag} applies to --recompute and --spot-check only; add one of them, or leave "
                                  f"{flag} out.")
-        for name in ("against", "recompute_root"):
+        for name, flag in (("against", "--against"), ("recompute_root", "--recompute-dir")):
             if getattr(self, name) is not None:
+                if isinstance(getattr(self, name), str) and not getattr(self, name).strip():
+                    raise UsageError(f"{flag} is an empty path; pass a directory, or leave {flag} out.")
                 object.__setattr__(self, name, Path(getattr(self, name)))
 
     @classmethod

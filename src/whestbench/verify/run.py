@@ -68,6 +68,8 @@ def verify_dataset(
     (metadata, checksum state) is not read again.
     """
     cfg = VerifyConfig.of(config, options)
+    if isinstance(directory, str):
+        existing_dir(directory, "DIR")  # before Path("") reads as the current directory
     handle = open_dataset(directory)
     directory = handle.path
     existing_dir(directory, "DIR")

@@ -31,6 +31,7 @@ from whestbench.compute.precision import GATE_MAX_ABS, SEGMENT_GATE_ULPS, SEGMEN
 from whestbench.compute.segments import segment_bounds
 from whestbench.errors import BakeInterrupted, UsageError
 from whestbench.format.schema import DatasetMeta
+from whestbench.format.trail import pcg64_state
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan
 
@@ -57,13 +58,15 @@ def _read_record(path: Path, key: dict) -> dict[str, str]:
     nothing when the record is absent, unreadable, untrusted or made for another key."""
     import json
 
+    from whestbench.atomic import read_regular
     from whestbench.verify.recompute import _not_trusted
 
     try:
         if _not_trusted(path) or _not_trusted(path.parent):
             return {}
-        got = json.loads(path.read_text())
-    except (OSError, ValueError):
+        # one "split/mlp_id/segment": "mode" entry (~40 bytes) per segment a check draws: 64 MiB is 10**6 of them
+        got = json.loads(read_regular(path, 64 << 20, "spot-check record"))
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(got, dict) or got.get("key") != key or not isinstance(got.get("matched"), dict):
         return {}
@@ -204,8 +207,6 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     want = _values(stored, width)
     sampler = (level.get("sampler") or {}).get("name")
     if sampler == "pcg64":
-        import json
-
         from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
         from whestbench.compute.seeds import spawn_streams
         from whestbench.work.machine import blas_info
@@ -217,11 +218,14 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
             start, end = bounds[g]
             stream = Pcg64Stream(weights, spawn_streams(seed)[1], n, fused=fused_pays(1, end - start, width, depth),
                                  controls=controls, segments=bounds)
-            stream.seek(g, json.loads(stored["pcg64_state"]))
+            try:
+                stream.seek(g, pcg64_state(stored["pcg64_state"], f"segment {g}"))
+            except ValueError as e:
+                return str(e), "-"
             while stream.position < end:
                 stream.step()
         got = {k: v.reshape(-1, width) for k, v in stream.segment_values(g).items()}
-        if nxt is not None and int(nxt["segment"]) == g + 1 and stream.rng.bit_generator.state != json.loads(nxt["pcg64_state"]):
+        if nxt is not None and int(nxt["segment"]) == g + 1 and stream.rng.bit_generator.state != _state_or_none(nxt):
             return "the generator's state at the segment's end is not the next segment's stored state", "chain"
         bits = isinstance(ds.md.get("blas"), dict) and ds.md.get("blas") == blas_info()
     else:
@@ -229,6 +233,14 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     if cv and depth > 1:
         got = {k: (v[1:] if k.startswith("cv_") else v) for k, v in got.items()}  # the file keeps layers 2..
     return _compare(want, got, bits, width), ("bits" if bits else "gate")
+
+
+def _state_or_none(row: dict) -> dict | None:
+    """The next segment's stored generator state, or None when it is no PCG64 state (then it is no match)."""
+    try:
+        return pcg64_state(row.get("pcg64_state"))
+    except ValueError:
+        return None
 
 
 def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, segments: int, cv: bool,

@@ -33,7 +33,8 @@ from whestbench.compute.segments import SegmentTrail
 from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError
 from whestbench.work.records import decode_record, encode_record
-from whestbench.work.workdir import PLAN_FILE, SEEDS_FILE, UNITS_DIR, output_for
+from whestbench.work.units import Unit
+from whestbench.work.workdir import PLAN_FILE, PLAN_MAX_BYTES, SEEDS_FILE, UNITS_DIR, output_for
 
 PLAN_FORMAT = "whestbench-plan/2"
 SEEDS_FORMAT = "whestbench-seeds/1"
@@ -66,12 +67,13 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
     fix = (f"remove {root} to start over with new random seeds (its saved units belong to the old ones), "
            "or pass --mlp-seeds FILE / --seed S")
     try:
-        data = json.loads(read_regular(path))
+        # each seed is below 2**63: at most 19 digits and ", "; then the format tag and the digest
+        data = json.loads(read_regular(path, 24 * n_mlps + 4096, "seed file of this bake"))
         seeds, digest = data["seeds"], data["seed_list_digest"]
         if data.get("format") != SEEDS_FORMAT or not isinstance(seeds, list):
             raise ValueError("unknown format")
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
-        raise DamagedWorkFile(f"work file {path} is unreadable or damaged ({type(e).__name__}); {fix}.") from None
+        raise DamagedWorkFile(f"work file {path} is unreadable or damaged ({_why(e)}); {fix}.") from None
     try:
         seeds = validate(seeds, len(seeds))
     except UsageError as e:
@@ -84,6 +86,28 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
             f"command to resume it, or remove {root} to start over."
         )
     return seeds
+
+
+def _why(e: BaseException) -> str:
+    """Why a work file could not be read, short: the cap it broke, else the error's class."""
+    from whestbench.errors import FileTooLarge
+
+    return str(e) if isinstance(e, FileTooLarge) else type(e).__name__
+
+
+def record_cap(identity: dict[str, Any], key: str) -> int:
+    """The most bytes a unit or checkpoint file of unit ``key`` of the bake ``identity`` can hold: per MLP
+    of the unit, its sums (4 arrays of depth × width float64), a philox checkpoint's two pairwise trees (at
+    most 64 levels of 4·depth × width float64 each) and the trail's values (4 arrays of segments × depth ×
+    width float32), twice over, plus 16 MiB of header (the generator states). A file beyond it is not one
+    this bake wrote; it is refused before it is read (a 5 GB sparse unit file took 3.9 GB in ``status``)."""
+    dims = [identity.get(k) for k in ("depth", "width", "audit_segments")]
+    unit = Unit.from_key(key)
+    if not all(isinstance(v, int) and 0 <= v <= 1 << 30 for v in dims) or unit is None:
+        return 1 << 30  # an identity without the figures: a plan no bake of ours wrote is refused before
+    depth, width, segments = dims
+    per_mlp = depth * width * (4 * 8 + 2 * 64 * 4 * 8 + 4 * 4 * max(segments, 1))
+    return 16 * 2**20 + 2 * unit.mlp_count * per_mlp
 
 
 # ------------------------------------------------------------------------------------ the ledger
@@ -123,6 +147,24 @@ def read_unit_record(blob: bytes, key: str, digest: str, check: Callable[[LayerS
     if why:
         raise DamagedRecord(why)
     return sums, wall
+
+
+def read_plan(path: Path) -> dict[str, Any]:
+    """The identity a work directory's ``plan.json`` holds, checked (format, digest); DamagedWorkFile naming
+    the file and the fix otherwise."""
+    fix = f"remove {Path(path).parent} to start over (its saved units cannot be trusted without their plan)"
+    try:
+        data = json.loads(read_regular(path, PLAN_MAX_BYTES, "plan.json"))
+        identity, digest = data["identity"], data["digest"]
+        if data.get("format") != PLAN_FORMAT or not isinstance(identity, dict):
+            raise ValueError("unknown format")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        raise DamagedWorkFile(
+            f"work file {path} is unreadable, damaged or from another whestbench version ({_why(e)}); {fix}."
+        ) from None
+    if identity_digest(identity) != digest:
+        raise DamagedWorkFile(f"work file {path} was edited or damaged (checksum mismatch); {fix}.")
+    return identity
 
 
 class Ledger:
@@ -175,24 +217,13 @@ class Ledger:
         when it stopped inside, None when nothing is. DamagedRecord when the file fails its checks."""
         for kind, path in (("unit", self.unit_path(key)), ("checkpoint", self.checkpoint_path(key))):
             if path.is_file():
-                meta, _ = decode_record(read_regular(path), kind=kind, key=key, plan=self.digest)
+                blob = read_regular(path, record_cap(self.identity, key), f"{kind} file of this bake")
+                meta, _ = decode_record(blob, kind=kind, key=key, plan=self.digest)
                 return kind, meta
         return None
 
     def _read_plan(self, path: Path) -> dict[str, Any]:
-        fix = f"remove {self.root} to start over (its saved units cannot be trusted without their plan)"
-        try:
-            data = json.loads(read_regular(path))
-            identity, digest = data["identity"], data["digest"]
-            if data.get("format") != PLAN_FORMAT or not isinstance(identity, dict):
-                raise ValueError("unknown format")
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
-            raise DamagedWorkFile(
-                f"work file {path} is unreadable, damaged or from another whestbench version ({type(e).__name__}); {fix}."
-            ) from None
-        if identity_digest(identity) != digest:
-            raise DamagedWorkFile(f"work file {path} was edited or damaged (checksum mismatch); {fix}.")
-        return identity
+        return read_plan(path)
 
     # --- finished units
 
@@ -204,7 +235,8 @@ class Ledger:
 
     def load(self, key: str, check: Callable[[LayerSums], str | None] | None = None) -> tuple[LayerSums, float]:
         """One finished unit, checked (DamagedRecord if it fails; FileNotFoundError if absent)."""
-        return read_unit_record(read_regular(self.unit_path(key)), key, self.digest, check)
+        blob = read_regular(self.unit_path(key), record_cap(self.identity, key), "unit file of this bake")
+        return read_unit_record(blob, key, self.digest, check)
 
     def scan(self, keys: Iterable[str], check: Callable[[str, LayerSums], str | None] | None = None
              ) -> tuple[dict[str, int], list[tuple[Path, str]]]:
@@ -241,7 +273,7 @@ class Ledger:
     def checkpoint_record(self, key: str) -> bytes | None:
         """The checkpoint file's bytes as saved (a checked record), or None; for handing to another rank."""
         try:
-            return read_regular(self.checkpoint_path(key))
+            return read_regular(self.checkpoint_path(key), record_cap(self.identity, key), "checkpoint file of this bake")
         except FileNotFoundError:
             return None
 

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from whestbench.atomic import read_regular, write_file_atomic
 from whestbench.errors import UsageError, WorkDirBusy
+from whestbench.text import sanitize
 
 WORK_SUFFIX = ".whest-work"
 
@@ -28,6 +29,17 @@ def work_dir_for(output: Path) -> Path:
 
 
 LOCK_FILE, PLAN_FILE, SEEDS_FILE, STATUS_FILE, UNITS_DIR = "lock", "plan.json", "auto-seeds.json", "status.json", "units"
+# What each work file can hold, read through ``atomic.read_regular`` with these caps (a file beyond its
+# cap is not one a bake wrote: refused before it is read, never allocated):
+PLAN_MAX_BYTES = 1 << 20
+"""plan.json: one identity of about 15 keys, ~1 KiB in every bake (a thousand times that)."""
+LOCK_MAX_BYTES = 4 << 20
+"""lock: pid, host, start time and the bake's command line, which the kernel caps at ARG_MAX (2 MiB on Linux)."""
+STATUS_MAX_BYTES = 64 << 20
+"""status.json: the planned figures and one ~150-byte heartbeat entry per rank (400,000 ranks fit)."""
+MAX_WORLD = 1 << 20
+"""The most ranks a status.json may claim (``whest dataset status`` lists the ranks never seen: a record
+claiming a billion built a billion-item list); far above any torchrun or SLURM job."""
 _ENTRIES = {LOCK_FILE: "file", PLAN_FILE: "file", SEEDS_FILE: "file", STATUS_FILE: "file", UNITS_DIR: "directory"}
 """What a work directory holds (besides the ``.NAME.*.tmp`` files of an interrupted atomic write)."""
 
@@ -92,17 +104,17 @@ def update_status(root: Path, fields: dict[str, Any]) -> None:
 
 def read_status(root: Path) -> dict[str, Any]:
     """``root/status.json`` without its format tag; ``{}`` when it is missing, unreadable or not ours."""
-    doc = read_json(Path(root) / STATUS_FILE)
+    doc = read_json(Path(root) / STATUS_FILE, STATUS_MAX_BYTES)
     if not isinstance(doc, dict) or doc.get("format") != STATUS_FORMAT:
         return {}
     return {k: v for k, v in doc.items() if k != "format"}
 
 
-def read_json(path: Path) -> Any:
-    """``path``'s JSON, or None when it is missing or unreadable."""
+def read_json(path: Path, max_bytes: int) -> Any:
+    """``path``'s JSON (at most ``max_bytes``), or None when it is missing, unreadable or larger."""
     try:
-        return json.loads(read_regular(path))
-    except (OSError, ValueError):
+        return json.loads(read_regular(path, max_bytes, "work file"))
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -135,12 +147,9 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            info = read_json(path)
-            info = info if isinstance(info, dict) else {}
             raise WorkDirBusy(
-                f"another bake holds {root} (pid {info.get('pid', '?')} on host {info.get('host', '?')}, started "
-                f"{info.get('started', '?')}); wait for it to finish. If no such process is running (a stale lock "
-                f"on a network filesystem), remove {path} and re-run."
+                f"another bake holds {root} ({lock_holder(read_json(path, LOCK_MAX_BYTES))}); wait for it to finish. "
+                f"If no such process is running (a stale lock on a network filesystem), remove {path} and re-run."
             ) from None
         os.ftruncate(fd, 0)
         text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
@@ -149,6 +158,19 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the flock
+
+
+def lock_holder(info: Any) -> str:
+    """``pid 4034 on host vm, started 2026-11-24 07:56:46 UTC`` from a lock file's JSON (``?`` for what is
+    missing). Each field is shown as text from a file is: control characters removed, cut to 80 characters
+    (a lock file's host held escape codes that ``status`` printed raw)."""
+    info = info if isinstance(info, dict) else {}
+
+    def field(key: str) -> str:
+        value = info.get(key)
+        return "?" if value is None else sanitize(str(value), 80)
+
+    return f"pid {field('pid')} on host {field('host')}, started {field('started')}"
 
 
 def is_locked(root: Path) -> bool:
