@@ -130,3 +130,13 @@ def test_the_settings_check_names_each_problem():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_a_proxy_whose_password_holds_a_slash_is_refused_for_the_hub_without_the_password(tmp_path, two_partials):
+    """HTTPS_PROXY=http://bob:x/pw@host:9 failed inside the call: "InvalidURL: Invalid port: 'x'" (a piece of the
+    password), through the CLI's fallback for an unknown error."""
+    proxy = "http://bob:x/pw9secret@127.0.0.1:9"
+    codes, text = _run(tmp_path, two_partials, {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy})
+    assert codes["merge"] == codes["verify"] == 0, text
+    assert codes["pull"] == 2 and "PROXY='http://***@127.0.0.1:9' cannot be used for the Hub" in text
+    assert "pw9secret" not in text and "InvalidURL" not in text

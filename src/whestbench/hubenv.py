@@ -44,6 +44,21 @@ def _endpoint_problem(value: str) -> str | None:
     return None
 
 
+def _proxy_problem(value: str) -> str | None:
+    """A proxy URL httpx can use: ``[scheme://][user:pass@]host[:port]`` with a port that is a number (a
+    password holding an unescaped ``/`` made httpx fail inside the call with ``Invalid port``, a piece of
+    the password)."""
+    try:
+        parts = urlsplit(value if "://" in value else "http://" + value)
+        parts.port  # noqa: B018
+    except ValueError:
+        return ("its host or port cannot be read (a port is a number up to 65535; a password holding '/', '?', "
+                "'#' or '@' must be percent-encoded, as %2F, %3F, %23, %40)")
+    if not parts.hostname:
+        return "it names no host"
+    return None
+
+
 def _whole(value: str) -> str | None:
     try:
         int(value)
@@ -61,9 +76,12 @@ def _number(value: str) -> str | None:
 
 
 _PARSED = {ENDPOINT_ENV: _endpoint_problem, "HF_HUB_ETAG_TIMEOUT": _whole, "HF_HUB_DOWNLOAD_TIMEOUT": _whole,
-           "HF_DATASETS_IN_MEMORY_MAX_SIZE": _number}
+           "HF_DATASETS_IN_MEMORY_MAX_SIZE": _number,
+           **{name: _proxy_problem for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy",
+                                                "all_proxy")}}
 """The settings the libraries parse (at import or at their first call) and our test of each: what
-huggingface_hub 0.2x–2.x and datasets 2.x–5.x would refuse, and an endpoint no Hub call could use."""
+huggingface_hub 0.2x–2.x and datasets 2.x–5.x would refuse, an endpoint no Hub call could use, and the
+proxies the HTTP client reads at its first request."""
 _AT_IMPORT = (ENDPOINT_ENV, "HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT", "HF_DATASETS_IN_MEMORY_MAX_SIZE")
 
 

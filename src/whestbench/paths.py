@@ -51,6 +51,8 @@ _STAGING_EXTRA = 22  # atomic.new_staging_dir's ".<name>.staging-<12 hex>" (a ba
 
 def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path:
     """``path`` as a Path if a new directory can be created there, else UsageError naming the fix."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise UsageError(f"{flag} must be a path (a str or os.PathLike); got {type(path).__name__}.")
     text = os.fspath(path)
     if isinstance(text, bytes):
         text = os.fsdecode(text)

@@ -142,3 +142,20 @@ def test_status_of_an_empty_or_nameless_path_is_one_line_exit_2(arg, capsys):
     """``status ''`` exited 1 with "PosixPath('.') has an empty name"."""
     rc, out, err = run(["dataset", "status", arg], capsys)
     assert rc == 2 and err.count("\n") == 1 and "PosixPath" not in err
+
+
+def test_inspect_reports_metadata_no_verb_accepts(tmp_path, capsys):
+    """A re-signed ``"n_samples": "20000"`` was described by inspect as if every verb accepted it."""
+    from whestbench import create_dataset
+    from whestbench.format.reader import bind_checksums, dataset_checksums
+
+    ds = create_dataset(2, 1000, 4, 2, seed=1, output_path=tmp_path / "ds")
+    rc, out, _ = run(["dataset", "inspect", str(ds)], capsys)
+    assert rc == 0 and "INVALID" not in out
+    md = json.loads((ds / "metadata.json").read_text())
+    md.pop("checksums")
+    md["n_samples"] = "1000"
+    bind_checksums(md, dataset_checksums(ds))
+    (ds / "metadata.json").write_text(json.dumps(md))
+    rc, out, _ = run(["dataset", "inspect", str(ds)], capsys)
+    assert rc == 0 and out.splitlines()[-1].startswith("  metadata: INVALID — metadata n_samples '1000' is not a positive")

@@ -72,3 +72,10 @@ def test_a_token_file_is_read_through_a_cap_and_checked(tmp_path, capsys, monkey
     assert rc == 2 and err.count("\n") == 1, err
     assert ("more than any token file holds (64.0 KiB at most)" in err if source != "spaces"
             else "the Hub token must be one word" in err and "hf_abc" not in err)
+
+
+def test_merge_with_no_output_is_a_usage_error(tmp_path):
+    from whestbench import merge_datasets
+
+    with pytest.raises(UsageError, match="--output must be a path .a str or os.PathLike.; got NoneType"):
+        merge_datasets([tmp_path], output_dir=None)

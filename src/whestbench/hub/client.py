@@ -148,7 +148,7 @@ def explain(exc: BaseException, *, ref: HubRef, token: object = None) -> Excepti
         ("DisabledRepoError", f"{repo_id} has been disabled on the Hub; use another repo."),
         ("RepositoryNotFoundError", f"dataset repo {repo_id!r} was not found or your token cannot access it: "
                                     f"check the repo id (ORG/NAME), and for a private repo {_LOGIN}."),
-        ("RevisionNotFoundError", f"revision {revision!r} does not exist in {repo_id}: pass an existing branch, "
+        ("RevisionNotFoundError", f"revision {sanitize(scrub(str(revision)))!r} does not exist in {repo_id}: pass an existing branch, "
                                   f"tag or commit with --revision (see {url}/tree/main)."),
         ("EntryNotFoundError", f"a file is missing from {repo_id}: {raw}. Check --revision, or re-push the dataset."),
         ("LocalTokenNotFoundError", f"no Hugging Face token found: {_LOGIN}."),

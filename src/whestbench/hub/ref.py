@@ -18,7 +18,7 @@ from pathlib import Path
 
 from whestbench.errors import DatasetSourceError
 from whestbench.paths import local_dataset_dir
-from whestbench.text import sanitize
+from whestbench.text import sanitize, scrub
 
 REPO_TYPE = "dataset"
 DEFAULT_BRANCH = "main"
@@ -56,9 +56,15 @@ def check_repo_id(repo_id: object) -> str:
     return repo_id
 
 
+def _shown(text: object) -> str:
+    """A reference as a message quotes it: scrubbed (``https://alice:pw@host/...`` given as a repo must not
+    carry its password into the exception an API caller logs) and safe for a terminal."""
+    return repr(sanitize(scrub(str(text)), 200))
+
+
 def _not_an_id(text: object) -> DatasetSourceError:
     return DatasetSourceError(
-        f"{sanitize(text)!r} is not a Hub dataset id: use ORG/NAME (letters, digits, '-', '_', '.'), "
+        f"{_shown(text)} is not a Hub dataset id: use ORG/NAME (letters, digits, '-', '_', '.'), "
         "for example aicrowd/whestbench-public, or a local dataset directory where one is accepted."
     )
 
@@ -78,7 +84,7 @@ def parse_ref(text: str, revision: str | None = None) -> HubRef:
         ref, embedded = ref.split("@", 1)
         if not embedded:
             raise DatasetSourceError(
-                f"{sanitize(text)!r} ends in '@' with no revision; write ORG/NAME@REV or pass --revision."
+                f"{_shown(text)} ends in '@' with no revision; write ORG/NAME@REV or pass --revision."
             )
     if text.startswith("hf://") and ref.startswith("datasets/") and ref.count("/") == 2:
         ref = ref[len("datasets/"):]
@@ -86,7 +92,7 @@ def parse_ref(text: str, revision: str | None = None) -> HubRef:
         raise DatasetSourceError("--revision is empty; name a branch, tag or commit, or leave it out.")
     if embedded and revision and embedded != revision:
         raise DatasetSourceError(
-            f"{sanitize(text)!r} names revision {embedded!r} but --revision is {revision!r}; "
+            f"{_shown(text)} names revision {_shown(embedded)} but --revision is {_shown(revision)}; "
             "give the revision once."
         )
     try:

@@ -100,7 +100,7 @@ def push_ref(repo: str) -> HubRef:
     ref = parse_ref(repo)
     if ref.revision is not None:
         raise DatasetSourceError(
-            f"{repo!r} names a revision; push commits to the {DEFAULT_BRANCH} branch and names versions "
+            f"{sanitize(scrub(repo))!r} names a revision; push commits to the {DEFAULT_BRANCH} branch and names versions "
             f"with --tag: pass --repo {ref.repo_id} --tag {ref.revision}."
         )
     return ref

@@ -45,11 +45,24 @@ def describe(dir_or_repo: "str | Path | DatasetDir", *, revision: str | None = N
     source = resolve_source(dir_or_repo, revision)
     if isinstance(source, HubRef):
         remote = fetch_metadata(source, token=token, what=f"inspecting {source.uri}", on_event=on_event)
-        lines = _info_lines(remote.metadata) + _hub_lines(remote)
+        lines = _info_lines(remote.metadata) + _hub_lines(remote) + _validity(remote.metadata)
     else:
         handle = open_dataset(dir_or_repo if isinstance(dir_or_repo, DatasetDir) else source)
-        lines = _info_lines(handle.metadata) + _local_lines(handle, handle.metadata)
+        lines = _info_lines(handle.metadata) + _local_lines(handle, handle.metadata) + _validity(handle.metadata)
     return [_safe(line) for line in lines]
+
+
+def _validity(md: dict[str, Any]) -> list[str]:
+    """A line when the metadata fails ``validate_metadata`` (reported, never raised on, as a checksum
+    mismatch is): a re-signed ``"n_samples": "20000"`` was described as if every verb accepted it."""
+    from whestbench.errors import InvalidDatasetError
+    from whestbench.format.schema import validate_metadata
+
+    try:
+        validate_metadata(md, allow_partial=True)
+    except InvalidDatasetError as e:
+        return [f"  metadata: INVALID — {str(e).rstrip('.')}; no other verb accepts this dataset"]
+    return []
 
 
 def _safe(line: str) -> str:

@@ -89,10 +89,13 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
 
 
 def _why(e: BaseException) -> str:
-    """Why a work file could not be read, short: the cap it broke, else the error's class."""
+    """Why a work file could not be read, short: the cap it broke, the system's reason (``not a regular
+    file``: a FIFO or a device put there), else the error's class."""
     from whestbench.errors import FileTooLarge
 
-    return str(e) if isinstance(e, FileTooLarge) else type(e).__name__
+    if isinstance(e, FileTooLarge):
+        return str(e)
+    return getattr(e, "strerror", None) or type(e).__name__
 
 
 def record_cap(identity: dict[str, Any], key: str) -> int:
