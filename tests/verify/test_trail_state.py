@@ -76,3 +76,28 @@ def test_the_spot_check_itself_refuses_an_unchecked_state(plain):
     stored["pcg64_state"] = "{}"
     why, mode = _one(ds, s, block, 0, 1, stored, None, None)
     assert why == "segment 1's pcg64_state {} is not a PCG64 generator state" and mode == "-"
+
+
+def test_a_trail_whose_shapes_no_bake_writes_is_refused_before_its_rows_are_read(plain, tmp_path, capsys):
+    """A re-signed trail whose value lists hold 4·10⁶ floats (or whose row group holds more rows than the
+    writer's groups) was read whole before its shape was looked at."""
+    from whestbench.format.trail import iter_trail
+
+    ds = _with_state(plain, tmp_path / "ds", 1, pq.read_table(plain / "audit" / "public.parquet")
+                     .column("pcg64_state")[1].as_py())
+    path = ds / "audit" / "public.parquet"
+    big = pa.FixedSizeListArray.from_arrays(pa.array([0.0] * 4_000_000, pa.float32()), 4_000_000)
+    t = pa.table({"mlp_id": pa.array([0], pa.int32()), "segment": pa.array([0], pa.int32()),
+                  "sample_start": pa.array([0], pa.int64()), "sample_end": pa.array([1], pa.int64()),
+                  "means": big, "var": big})
+    pq.write_table(t, path)
+    with pytest.raises(ValueError, match="its column .means. is fixed_size_list<.*>\\[4000000\\], not a fixed "
+                                         "list of 16 floats"):
+        next(iter_trail(path, 2, 8))
+    n = 64 * 1024 + 1
+    small = pa.FixedSizeListArray.from_arrays(pa.array([0.0] * (16 * n), pa.float32()), 16)
+    pq.write_table(pa.table({"mlp_id": pa.array([0] * n, pa.int32()), "segment": pa.array(range(n), pa.int32()),
+                             "sample_start": pa.array([0] * n, pa.int64()), "sample_end": pa.array([1] * n, pa.int64()),
+                             "means": small, "var": small}), path, row_group_size=n)
+    with pytest.raises(ValueError, match="its row group 0 holds 65,537 rows; a trail's hold at most 65,536"):
+        next(iter_trail(path, 2, 8))

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from whestbench.compute.segments import SegmentTrail
+from whestbench.compute.segments import MAX_SEGMENTS, SegmentTrail
 from whestbench.format.reader import AUDIT_DIR
 from whestbench.text import show_value
 from whestbench.values import is_int
@@ -158,7 +158,18 @@ def iter_trail(path: Path, depth: int, width: int) -> Iterator[TrailRecord]:
     for col in ("mlp_id", "segment", "sample_start", "sample_end", "means", "var"):
         if col not in names:
             raise ValueError(f"lacks the column {col!r}")
+    # bounded before a row group is read: the writer's groups hold GROUP_MLPS MLPs of at most MAX_SEGMENTS
+    # segments, each value column a fixed list of (layers × width) floats
+    for name in ("means", "var", "cv_means", "cv_var"):
+        if name in names:
+            kind = f.schema_arrow.field(name).type
+            want = (depth if not name.startswith("cv_") else depth - 1) * width
+            if getattr(kind, "list_size", None) != want:
+                raise ValueError(f"its column {name!r} is {kind}, not a fixed list of {want} floats")
     for g in range(f.num_row_groups):
+        rows = f.metadata.row_group(g).num_rows
+        if rows > GROUP_MLPS * MAX_SEGMENTS:
+            raise ValueError(f"its row group {g} holds {rows:,} rows; a trail's hold at most {GROUP_MLPS * MAX_SEGMENTS:,}")
         t = f.read_row_group(g)
         ids = t.column("mlp_id").to_numpy()
         cuts = np.flatnonzero(np.diff(ids)) + 1
