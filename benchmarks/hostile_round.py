@@ -263,10 +263,14 @@ def cases() -> list[Case]:
     add(Case("local-combine-bad-endpoint", "secret", "HF_ENDPOINT port 99999 → combine-splits",
              env={"HF_ENDPOINT": "http://127.0.0.1:99999"}, setup=copy("ds", "holdout"),
              argv=["dataset", "combine-splits", "ds", "holdout", "--output", "c"], rc=(0,), want="prepared Arrow"))
-    add(Case("local-dry-run-bad-endpoint", "secret", "HF_ENDPOINT no scheme → push --dry-run",
+    add(Case("dry-run-bad-endpoint", "secret", "HF_ENDPOINT no scheme → push --dry-run (refused as the push is)",
              env={"HF_ENDPOINT": f"alice:{PW}@x:9"}, setup=copy("ds"),
-             argv=["dataset", "push", "ds", "--repo", "org/name", "--dry-run"], rc=(0,), want="nothing is sent",
+             argv=["dataset", "push", "ds", "--repo", "org/name", "--dry-run"], want="HF_ENDPOINT=.* cannot be used",
              secrets=(PW,)))
+    add(Case("dry-run-bad-endpoint-token-source", "secret", "HF_ENDPOINT port 99999, HF_TOKEN set → push --dry-run",
+             env={"HF_ENDPOINT": "http://127.0.0.1:99999", "HF_TOKEN": TOKEN}, setup=copy("ds"),
+             argv=["dataset", "push", "ds", "--repo", "org/name", "--dry-run"], want="HF_ENDPOINT=.* cannot be used",
+             secrets=(TOKEN,)))
     add(Case("endpoint-empty", "secret", "HF_ENDPOINT='' → pull", env={"HF_ENDPOINT": ""},
              argv=["dataset", "pull", "org/name"], want="HF_ENDPOINT='' cannot be used for the Hub: it is empty"))
     add(Case("etag-timeout", "secret", "HF_HUB_ETAG_TIMEOUT=abc → local verify", env={"HF_HUB_ETAG_TIMEOUT": "abc"},

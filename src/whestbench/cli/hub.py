@@ -28,18 +28,13 @@ _TOKEN_FILE_HELP = "Read the Hub token from this file (its first line), or from 
 _SAID = {"start", "planned", "compared", "commit", "tagged", "preflight"}
 
 
-TOKEN_FILE_MAX_BYTES = 64 * 1024
-"""A token file holds a Hub token (37 characters) on its first line: 64 KiB leaves room for anything a
-password manager adds after it, and ``--token-file /dev/zero`` is refused instead of read without end."""
-
-
 def read_token(token: str | None, token_file: str | None) -> str | None:
     """The token from ``--token`` or ``--token-file`` (``-``: stdin; a pipe such as ``<(pass hf)`` works,
     at most ``TOKEN_FILE_MAX_BYTES``), checked as the Python API checks one (``hub.client.check_token``);
     None means HF_TOKEN / the stored login."""
     from whestbench.atomic import read_regular, read_stream
     from whestbench.errors import FileTooLarge
-    from whestbench.hub.client import check_token
+    from whestbench.hub.client import TOKEN_FILE_MAX_BYTES, check_token
 
     if token_file is None:
         if token is not None and not token.strip():
@@ -91,10 +86,11 @@ def card_options(f):
 def _dry_run(directory: Path, config, token_flag: str | None) -> None:
     """``push --dry-run``: every check push makes before the network, then what it would send: the target,
     the card, and last (what the operator sees) the files, their size and whether a token was found."""
-    from whestbench.hub.client import token_source
+    from whestbench.hub.client import require_settings, token_source
     from whestbench.hub.transfer import hf_ref, plan_push
 
     plan = plan_push(directory, config)
+    require_settings()  # a Hugging Face setting the push would refuse (HF_ENDPOINT, a proxy): refused here too
     target = hf_ref(plan.repo_id, plan.revision) + (f" (tag {config.tag})" if config.tag else "")
     _say(f"Dry run: would upload {plan.directory} → {target}; nothing is sent.")
     _say("Card (README.md):")

@@ -287,6 +287,12 @@ def require_settings() -> None:
                          "environment; run the Hub command in a new process.")
 
 
+TOKEN_FILE_MAX_BYTES = 64 * 1024
+"""A token file (``--token-file``, the stored login) holds a Hub token (37 characters) on its first line: 64 KiB
+leaves room for anything a password manager adds after it, and ``--token-file /dev/zero`` is refused
+instead of read without end."""
+
+
 def check_token(token: object, *, allow_bool: bool = False) -> None:
     """A Hub token as every verb and API call takes it: None (HF_TOKEN or the stored login), one word of
     printable characters, or (``load_dataset``, as ``datasets``) a bool. UsageError otherwise, never
@@ -325,8 +331,9 @@ def token_source(flag: str | None = None) -> str | None:
     ``HF_OIDC_RESOURCE`` (exchanged at the call), ``HF_TOKEN`` (or ``HUGGING_FACE_HUB_TOKEN``), the
     login ``hf auth login`` stored. Never the token, its length or a part of it; nothing is sent, and
     a stored login is only tested for being non-empty (``get_token`` could refresh it over the network)."""
-    from huggingface_hub import constants
+    from whestbench.atomic import read_regular
 
+    constants = import_hub("huggingface_hub.constants")  # a dry run is local: a bad HF_ENDPOINT must not stop it
     if flag:
         return flag
     if os.environ.get("HF_OIDC_RESOURCE"):
@@ -336,9 +343,9 @@ def token_source(flag: str | None = None) -> str | None:
             return name
     stored = Path(constants.HF_TOKEN_PATH)
     try:
-        if stored.is_file() and stored.read_text(encoding="utf-8", errors="replace").strip():
+        if stored.is_file() and read_regular(stored, TOKEN_FILE_MAX_BYTES, "token file").strip():
             return f"the login `hf auth login` stored ({stored})"
-    except OSError:
+    except OSError:  # FileTooLarge too: no token a login stores
         pass
     return None
 

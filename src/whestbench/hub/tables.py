@@ -17,6 +17,7 @@ import numpy as np
 
 from whestbench.format.schema import N_USED_COLUMN, STDERR_COLUMN
 from whestbench.hub.loader import _ATTACHED, _dict_message, _is_dict, _samples_used
+from whestbench.hubenv import import_hub
 
 __all__ = ["arrays", "neuron_frame"]
 
@@ -28,7 +29,7 @@ def arrays(ds: Any, columns: Iterable[str] | None = None) -> dict[str, np.ndarra
     ``(n, depth, width)``, ``final_means`` float32 ``(n, width)``, ``avg_variance`` float64, ``mlp_id``
     int32, ``mlp_seed`` and ``n_samples_used`` int64, ``mlp_name`` and ``sampling_budget_breakdown`` str.
     ``columns``: the ones wanted (default: all)."""
-    import datasets
+    datasets = import_hub("datasets")
 
     if _is_dict(ds):
         raise TypeError(_dict_message("arrays", ds))
