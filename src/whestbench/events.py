@@ -6,6 +6,7 @@ rich display on a terminal, or into plain log lines when stderr is a file (``cli
     Event("start", progress=Progress("samples", done=0, total=10**9, mlps_total=4))
     Event("progress", progress=Progress("samples", done=..., total=..., mlps_done=1, mlps_total=4))
     Event("note", message="resuming: 3 of 8 units recovered from ./gt.whest-work")
+    Event("stage", message="timing probe: timing this bake's own loop", data={"phase": "probe"})
     Event("commit", message="commit 1/2 ...", data={"oid": "...", "files": 3})
 
 ``kind`` names what happened; ``progress`` (when present) is where the operation stands, in one
@@ -24,6 +25,7 @@ Kind = Literal[
     "progress",  # more work done
     "checkpoint",  # a unit saved its partial state (progress.checkpoints counts them)
     "unit_done",  # a unit of work finished and was saved
+    "stage",  # a stretch of work without counts begins (start-up, a timing probe, a check); message: what it is
     "note",  # something a person should read (resuming, a recomputed unit, a plan)
     "warning",  # something that may make the result less than the user expects
     "writing",  # the result is being written

@@ -45,7 +45,7 @@ from whestbench.work.executor import LocalExecutor, bake_workers
 from whestbench.work.ledger import Ledger, load_seeds, save_seeds
 from whestbench.work.threads import one_torch_thread
 from whestbench.work.units import WorkSpec, units_of_mlp
-from whestbench.work.workdir import PLAN_FILE, SEEDS_FILE, hold_lock
+from whestbench.work.workdir import PHASES, PLAN_FILE, SEEDS_FILE, hold_lock
 
 
 if TYPE_CHECKING:
@@ -137,10 +137,11 @@ def _refresh_card(done: AlreadyBaked, card: dict[str, Any] | None, emit: EventSi
 def _record_status(plan: BakePlan, dist_env: "DistEnv | None") -> None:
     """The plan's figures ``whest dataset status`` cannot read from the units: the planned samples
     (a target bake's pilot-planned total), the units and the workers."""
-    from whestbench.work.workdir import write_status
+    from whestbench.work.workdir import read_status, write_status
 
     planned = plan.spec.planned is not None or not plan.spec.estimation.has_target
-    write_status(plan.work_dir, {
+    run = read_status(plan.work_dir).get("run")  # the phase this run reached (``workdir.record_phase``)
+    write_status(plan.work_dir, {**({"run": run} if run is not None else {}),
         "planned_total": plan.planned_total if planned else None, "units_total": len(plan.spec.units()),
         "workers": bake_workers(plan.workers), "world_size": dist_env.world_size if dist_env else 1,
     })
@@ -189,6 +190,7 @@ def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dic
         emit(Event("warning", message="device check skipped (--skip-device-check); metadata.json records the skip"))
         return dc.skipped_check(plan.compute).record()
     _load_kernels(plan, emit)  # compiled once here, so the check's time is the check's
+    emit(Event("stage", message=PHASES["device-check"], data={"phase": "device-check"}))
     with one_torch_thread(plan.compute.pins_torch_threads):
         result = dc.check_device(plan.spec, plan.compute, accept_non_invariant=plan.config.accept_non_invariant)
     record = result.record()
@@ -271,6 +273,7 @@ def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
     module = kernel_module(plan.spec, plan.compute)
     if module is None:
         return
+    emit(Event("stage", message=PHASES["kernels"], data={"phase": "kernels"}))
     warm = cache_is_warm(module)
     if warm is not None:
         if not warm:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from whestbench.work import CHECKPOINT_EVERY_S, GPU_KERNELS
 from whestbench.work.executor import Job, bake_workers
 from whestbench.work.ledger import Ledger
 from whestbench.work.machine import machine_memory
-from whestbench.work.workdir import check_work_dir, work_dir_for
+from whestbench.work.workdir import PHASES, check_work_dir, work_dir_for
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 
@@ -433,11 +434,13 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any],
     return completed(output, result_marker(plan, seeds, source), legacy)
 
 
-def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True) -> BakePlan:
+def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True,
+              on_event: EventSink = ignore) -> BakePlan:
     """The plan of ``cfg``: checks, device, compute options, explicit or derived seeds, needs.
 
     Raises UsageError (exit 2) for anything that would fail later or does not fit this machine.
     ``probe``: time a few chunks for the time estimate when the bake is big (``PROBE_FLOPS``).
+    ``on_event`` hears a ``stage`` event as each stretch of seconds begins (loading torch, the probe).
     """
     rank0 = dist_env is None or dist_env.rank == 0
     # an output that holds a dataset may hold this very bake, finished: judged once the plan is known
@@ -459,6 +462,8 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
         sampler_md = {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk_rows(cfg.width)}
         backend = BACKEND_CPU
     else:
+        if "torch" not in sys.modules:
+            on_event(Event("stage", message="starting: importing torch", data={"phase": "starting"}))
         spec, compute, workers, label, sampler_md, kernel_md = _torch_plan(cfg, dist_env, notes)
         backend = BACKEND_TORCH
     if spec.estimation.is_cv:
@@ -488,6 +493,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     seeds, source = _known_seeds(cfg)
     plan = plan.with_seeds(seeds, source) if seeds is not None else dataclasses.replace(plan, seed_source=source)
     if probe and plan.needs.flops > PROBE_FLOPS:
+        on_event(Event("stage", message=PHASES["probe"], data={"phase": "probe"}))
         plan = dataclasses.replace(plan, needs=_probe(plan))
         # a target bake is judged by the counts its pilots plan (``plan_targets``), not by the cap:
         # --n-samples 1e15 --target-stderr 1e-2 plans 16,384 samples per MLP

@@ -19,15 +19,18 @@ from whestbench.values import is_int
 from whestbench.work.executor import bake_workers
 from whestbench.work.ledger import Ledger, read_plan
 from whestbench.work.units import Unit
-from whestbench.work.workdir import (LOCK_FILE, LOCK_MAX_BYTES, MAX_WORLD, PLAN_FILE, UNITS_DIR, WORK_SUFFIX, is_locked,
-                                     lock_holder, output_for, read_json, read_status, utc_text, work_dir_for)
+from whestbench.work.workdir import (LOCK_FILE, LOCK_MAX_BYTES, MAX_WORLD, PHASES, PLAN_FILE, STARTING_PHASES, UNITS_DIR,
+                                     WORK_SUFFIX, is_locked, lock_holder, output_for, read_json, read_status, utc_text,
+                                     work_dir_for)
 
 def bake_status(path: str | os.PathLike) -> dict[str, Any]:
     """A bake's state as a JSON-ready dict; ``path`` is its ``--output`` or its work directory.
 
-    ``state``: "complete" (the output is written and no work directory is left), "running" (a bake
-    holds the work directory's lock), "stopped" (a work directory no bake holds: a re-run resumes
-    it). UsageError for a path that is neither a dataset nor a bake's work directory."""
+    ``state``: "complete" (the output is written and no work directory is left), "starting" (a bake
+    holds the work directory's lock and is in its start-up: checks, imports, timing probe, device
+    check, pilots, kernels; ``phase`` says which, since when), "running" (a bake holding the lock
+    draws samples or writes), "stopped" (a work directory no bake holds: a re-run resumes it;
+    ``last_phase``: where it stopped). UsageError for a path that is neither a dataset nor a bake's work directory."""
     if isinstance(path, str) and not path.strip():
         raise UsageError("an empty path names no bake; pass the --output of a bake (or its .whest-work directory).")
     path = Path(path)
@@ -46,15 +49,21 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
             return {**doc, "state": "complete", **_complete(output)}
         raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist); "
                          "pass the --output of a bake.")
-    doc["state"] = "running" if is_locked(work) else "stopped"
+    locked = is_locked(work)
     lock = read_json(work / LOCK_FILE, LOCK_MAX_BYTES)
+    phase = _phase(read_status(work))
+    if phase and locked and isinstance(lock, dict) and phase["pid"] != lock.get("pid"):
+        phase = None  # recorded by an earlier run: the holder now (a Python API bake) records none
+    doc["state"] = ("starting" if phase and phase["phase"] in STARTING_PHASES else "running") if locked else "stopped"
+    if phase:
+        doc["phase" if locked else "last_phase"] = phase
     if isinstance(lock, dict):
-        doc["holder" if doc["state"] == "running" else "last_run"] = {
-            k: lock.get(k) for k in ("pid", "host", "started", "command")}
+        doc["holder" if locked else "last_run"] = {k: lock.get(k) for k in ("pid", "host", "started", "command")}
     plan_file = work / PLAN_FILE
     if not os.path.lexists(plan_file):
         doc["plan"] = None
-        doc["note"] = "no plan.json yet: the bake had not started its units"
+        doc["note"] = ("no plan.json yet: the bake is in its start-up, before its units" if locked else
+                       "no plan.json: the bake stopped in its start-up, before any unit; a re-run starts it")
         return doc
     try:  # read and checked as a resume reads it: a damaged one is said to be damaged, never "not started"
         identity = read_plan(plan_file)
@@ -67,6 +76,22 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
                                                  "estimator", "target_stderr")}
     doc.update(_units(work, identity))
     return doc
+
+
+def _phase(recorded: dict[str, Any]) -> dict[str, Any] | None:
+    """status.json's ``run`` (``workdir.record_phase``): the phase a bake reached, what it is for a
+    person, since when (UTC) and how long ago; None when there is none or it holds no phase a bake writes."""
+    import calendar
+
+    run = recorded.get("run")
+    if not isinstance(run, dict) or run.get("phase") not in PHASES or not isinstance(run.get("since_utc"), str):
+        return None
+    try:
+        since = calendar.timegm(time.strptime(run["since_utc"], "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return None
+    return {"phase": run["phase"], "what": PHASES[run["phase"]], "since_utc": run["since_utc"],
+            "seconds_ago": max(0.0, round(time.time() - since, 1)), "pid": run.get("pid") if is_int(run.get("pid")) else None}
 
 
 def _check_identity(identity: dict[str, Any], path: Path) -> None:
@@ -85,13 +110,39 @@ def _check_identity(identity: dict[str, Any], path: Path) -> None:
 
 
 def _complete(output: Path) -> dict[str, Any]:
+    """A complete dataset's shape; a multi-split one (combine-splits) also per split (``splits``:
+    name -> MLPs, samples, and the samples each MLP used where a target decided)."""
     md = read_json(output / METADATA_FILE, METADATA_MAX_BYTES)
     md = md if isinstance(md, dict) else {}
     out = {"n_mlps": md.get("n_mlps"), "n_samples": md.get("n_samples"), "width": md.get("width"),
            "depth": md.get("depth"), "redo": "nothing"}
     if isinstance(md.get("samples_used"), dict):
         out["samples_used"] = md["samples_used"]
+    splits = md.get("splits")
+    if isinstance(splits, dict):
+        out["splits"] = {}
+        for name, block in splits.items():
+            block = block if isinstance(block, dict) else {}
+            entry = {k: block.get(k, md.get(k)) for k in ("n_mlps", "n_samples", "width", "depth")}
+            if isinstance(block.get("samples_used"), dict):
+                entry["samples_used"] = block["samples_used"]
+            out["splits"][str(name)] = entry
+        counts = [e["n_mlps"] for e in out["splits"].values()]
+        out["n_mlps"] = sum(counts) if all(is_int(c, 0) for c in counts) else None
+        for key in ("width", "depth"):  # shared by the splits of one dataset
+            values = {e[key] for e in out["splits"].values() if is_int(e[key], 1)}
+            out[key] = values.pop() if len(values) == 1 else None
     return out
+
+
+def _shape_line(entry: dict[str, Any]) -> str:
+    """``4 MLPs, 1,000,000 samples each, width 8, depth 3`` of a dataset or one of its splits."""
+    used = entry.get("samples_used")
+    if isinstance(used, dict) and used.get("min") != used.get("max"):
+        each = f"{format_count(used.get('min'))}–{format_count(used.get('max'))} samples each"
+    else:
+        each = f"{format_count((used if isinstance(used, dict) else {}).get('min') or entry.get('n_samples') or 0)} samples each"
+    return f"{format_count(entry.get('n_mlps'))} MLPs, {each}, width {entry.get('width')}, depth {entry.get('depth')}"
 
 
 def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
@@ -236,18 +287,21 @@ def status_lines(doc: dict[str, Any]) -> list[str]:
     """``bake_status``'s answer for a person, one fact a line."""
     lines = [f"{doc['output']}: {doc['state']}"]
     if doc["state"] == "complete":
-        used = doc.get("samples_used")
-        if isinstance(used, dict) and used.get("min") != used.get("max"):
-            each = f"{format_count(used.get('min'))}–{format_count(used.get('max'))} samples each"
+        splits = doc.get("splits")
+        if isinstance(splits, dict):
+            lines.append(f"  {len(splits)} splits, {format_count(doc.get('n_mlps'))} MLPs in all; a re-run redoes nothing")
+            lines += [f"    {name}: {_shape_line(entry)}" for name, entry in splits.items()]
         else:
-            each = f"{format_count((used if isinstance(used, dict) else {}).get('min') or doc.get('n_samples') or 0)} samples each"
-        lines.append(f"  {format_count(doc.get('n_mlps'))} MLPs, {each}, width {doc.get('width')}, depth {doc.get('depth')}; "
-                     "a re-run redoes nothing")
+            lines.append(f"  {_shape_line(doc)}; a re-run redoes nothing")
         return _shown(lines)
     who = doc.get("holder") or doc.get("last_run")
     if who:
-        label = "held by" if doc["state"] == "running" else "last run"
+        label = "held by" if doc["state"] in ("running", "starting") else "last run"
         lines.append(f"  {label}: {lock_holder(who)}")
+    phase = doc.get("phase") or doc.get("last_phase")
+    if phase:
+        label = "now" if doc.get("phase") else "last phase"
+        lines.append(f"  {label}: {phase['what']}, since {phase['since_utc']} ({phase['seconds_ago']:.0f} s ago)")
     plan = doc.get("plan")
     if plan:
         target = plan.get("target_stderr")

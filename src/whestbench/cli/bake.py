@@ -24,10 +24,12 @@ from whestbench.cli.hub import card_options
 from whestbench.cli.progress import Reporter, _rate, log_every_option
 from whestbench.compute.estimation import ESTIMATORS, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.errors import RESUME, BakeInterrupted, UsageError
+from whestbench.events import Event
 from whestbench.format import command
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
 from whestbench.text import format_bytes, format_rate, plural, sanitize
 from whestbench.work import CHECKPOINT_EVERY_S, DEVICES, GPU_KERNELS
+from whestbench.work.workdir import PHASES
 
 
 @click.command("bake")
@@ -80,10 +82,15 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
     whest dataset bake --n-mlps 10 --n-samples 1e6 --width 64 --depth 4 --seed 1 --output ./ds
     whest dataset bake ... --mlp-seeds seeds.json --slice 0/4 --output ./part-0
     """
-    with StopSignals() as signals:
+    peer = _peer_rank()
+    quiet = quiet or peer  # one progress display: rank 0's, covering every rank
+    with StopSignals() as signals, _held_early(output, peer) as work:
         try:
-            cfg, dist_env = _config(output=output, **flags)
-            _bake(signals, cfg, dist_env, log_every=log_every, peer_timeout=peer_timeout, quiet=quiet)
+            with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
+                sink = _phase_sink(reporter, work)
+                sink(Event("stage", message=PHASES["starting"], data={"phase": "starting"}))
+                cfg, dist_env = _config(output=output, **flags)
+                _bake(signals, cfg, dist_env, reporter, sink, peer_timeout=peer_timeout)
         except KeyboardInterrupt:
             if signals.writing:
                 from whestbench.work.workdir import work_dir_for
@@ -93,6 +100,45 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
             if signals.running:
                 raise
             raise BakeInterrupted(f"interrupted during set-up: nothing was computed yet; {RESUME}.", 130) from None
+
+
+def _peer_rank() -> bool:
+    """Whether this process is a distributed rank other than 0 (read from the launcher's variables;
+    variables that do not add up are refused by ``_config`` with the fix)."""
+    from whestbench.work.launch_env import dist_env_from_environ
+
+    try:
+        env = dist_env_from_environ()
+    except UsageError:
+        return False
+    return env is not None and env.rank != 0
+
+
+def _held_early(output: Path, peer: bool):
+    """The work directory held from the command's first moment (``workdir.hold_early``), so
+    ``whest dataset status`` answers "starting" during the start-up; rank 0 alone holds it."""
+    import contextlib
+
+    from whestbench.work.workdir import hold_early
+
+    if peer:
+        return contextlib.nullcontext(None)
+    return hold_early(output, command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if is_cli_verb("bake") else "")
+
+
+def _phase_sink(reporter: Reporter, work: Path | None):
+    """``reporter``, with each phase of the bake recorded in the work directory's status.json
+    (``workdir.record_phase``) as it begins: the stages of the start-up, then sampling and writing."""
+    from whestbench.work.workdir import record_phase
+
+    def sink(event: Event) -> None:
+        phase = (event.data or {}).get("phase") if event.kind == "stage" else \
+            {"start": "sampling", "writing": "writing"}.get(event.kind)
+        if phase is not None and work is not None:
+            record_phase(work, phase)
+        reporter(event)
+
+    return sink
 
 
 def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, config_name, slice_,
@@ -140,14 +186,15 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
     ), dist_env
 
 
-def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
-    """Plan ``cfg``, print the plan, bake with progress; print what was written."""
+def _bake(signals, cfg, dist_env, reporter: Reporter, emit, *, peer_timeout) -> None:
+    """Plan ``cfg``, print the plan, bake with progress (``emit``: ``reporter`` and the phases'
+    record); print what was written."""
     from whestbench.bake.pipeline import bake as run_bake
     from whestbench.bake.plan import AlreadyBaked, plan_bake
 
     peer = dist_env is not None and dist_env.rank != 0
     try:
-        plan = plan_bake(cfg, dist_env=dist_env)  # every check, before the "Baking ..." line
+        plan = plan_bake(cfg, dist_env=dist_env, on_event=emit)  # every check, before the "Baking ..." line
     except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success, once verified
         already_complete(done.dataset, done.metadata,
                          f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
@@ -158,7 +205,6 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     where = plan.device_label
     if dist_env is not None:
         where += f", rank {dist_env.rank} of {dist_env.world_size}"
-        quiet = quiet or peer  # one progress display: rank 0's, covering every rank
     out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {sanitize(str(cfg.output))}",
               markup=False)
     planned_later = cfg.estimation.has_target  # the Plan line comes once the pilots planned every MLP's count
@@ -167,21 +213,21 @@ def _bake(signals, cfg, dist_env, *, log_every, peer_timeout, quiet) -> None:
     t0 = time.perf_counter()
     finished: dict = {}
     single = dist_env is None or dist_env.world_size == 1  # the probe times this machine's workers, not every rank's
-    with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
-        if single:
-            reporter.expect("samples", _probe_samples_per_s(plan))
+    if single:
+        reporter.expect("samples", _probe_samples_per_s(plan))
 
-        def sink(event) -> None:
-            signals.on_event(event)
-            if event.kind == "plan" and planned_later and not peer:
-                out.print(f"Plan: {_plan_summary(event.data['plan'])}", markup=False)
-                if single:
-                    reporter.expect("samples", _probe_samples_per_s(event.data["plan"]))
-            if event.kind == "done":
-                finished.update(event.data or {})
-            reporter(event)
+    def sink(event) -> None:
+        signals.on_event(event)
+        if event.kind == "plan" and planned_later and not peer:
+            out.print(f"Plan: {_plan_summary(event.data['plan'])}", markup=False)
+            if single:
+                reporter.expect("samples", _probe_samples_per_s(event.data["plan"]))
+        if event.kind == "done":
+            finished.update(event.data or {})
+        emit(event)
 
-        path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
+    path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
+    reporter.__exit__(None, None, None)  # the last progress line before the result's
     dt = time.perf_counter() - t0
     if path is None:  # a non-zero rank: rank 0 writes the dataset
         out.print(f"rank {dist_env.rank}: done in {dt:.1f}s; rank 0 writes the dataset", markup=False)  # where: its note

@@ -9,6 +9,12 @@ writes one plain line — no colour or cursor codes — every ``log_every`` seco
                121.0 GFLOP/s, ETA 0:20:12, 5 checkpoints
 
 Notes and warnings from the operation are one line each in both modes.
+
+A stretch of work without counts (a bake's start-up, its timing probe, a verify check) is a
+``stage`` event: until the next progress arrives, the live line (terminal) names it, and each log
+line says it and how long it has run, so no stretch is silent for longer than ``log_every``::
+
+    [06:00:31] bake: timing probe: timing this bake's own loop for the time estimate (running 31.0 s)
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import click
 
 from whestbench.cli.common import LOG_SECONDS, err, out
 from whestbench.events import Event, Progress
-from whestbench.text import format_bytes, format_clock, format_count, format_rate, sanitize
+from whestbench.text import format_bytes, format_clock, format_count, format_duration, format_rate, sanitize
 
 DEFAULT_LOG_EVERY = 60.0
 ETA_SETTLE_S = 20.0  # a bake's ETA moves from the timing probe's rate to its own over this long
@@ -65,6 +71,8 @@ class Reporter:
         self.started = threading.Event()
         self._printed: tuple | None = None  # what the last log line showed
         self.expected: dict[str, float] = {}  # kind of item -> rate the plan expects (the bake's timing probe)
+        self.stage: tuple[str, float] | None = None  # (what, since) of a stage no progress has followed yet
+        self._stage_task = None
 
     def expect(self, what: str, per_s: float | None) -> None:
         """The rate the plan expects for items of kind ``what`` (a bake's timing probe): the ETA starts
@@ -89,6 +97,8 @@ class Reporter:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._halt.is_set():  # closed already (a verb ends the display before its last line)
+            return
         self._halt.set()
         if self._timer is not None:
             self._timer.join(timeout=1.0)
@@ -102,9 +112,16 @@ class Reporter:
     def __call__(self, event: Event) -> None:
         if event.kind in ("note", "warning"):
             self._say(f"{event.kind}: {sanitize(event.message)}")
+        if event.kind == "stage":
+            with self._lock:
+                self.stage = (sanitize(event.message), self.clock())
+            if self._bar is not None:
+                self._draw_stage()
+            return
         if event.progress is None:
             return
         with self._lock:
+            self.stage = None  # counts follow: the progress line says where it stands
             other = self.last is not None and (event.progress.what, event.progress.phase) != (self.last.what,
                                                                                           self.last.phase)
             first = self.last is None or event.kind == "start" or other
@@ -180,14 +197,46 @@ class Reporter:
             phase = f"{p.phase}: " if p.phase else ""
             self._say(f"[{time.strftime('%H:%M:%S')}] {self.label}: {phase}{self.status(p)}")
 
+    def stage_text(self) -> str | None:
+        """The stage under way and how long it has run (None when progress followed it)."""
+        with self._lock:
+            stage = self.stage
+        if stage is None:
+            return None
+        return f"{stage[0]} (running {format_duration(max(0.0, self.clock() - stage[1]))})"
+
+    def beat(self) -> None:
+        """One log line of where the operation stands: the stage under way, else the last progress
+        (nothing before either). The timer calls it every ``log_every`` seconds."""
+        text = self.stage_text()
+        if text is not None:
+            self._say(f"[{time.strftime('%H:%M:%S')}] {self.label}: {text}")
+            return
+        with self._lock:
+            ready = self.last is not None
+        if ready:
+            self._line()
+
     def _tick(self) -> None:
         while not self._halt.wait(self.log_every):
-            with self._lock:
-                ready = self.last is not None
-            if ready:
-                self._line()
+            self.beat()
+
+    def _draw_stage(self) -> None:
+        """The stage as the live display's line: its spinner and elapsed-time column keep it moving."""
+        with self._lock:
+            stage = self.stage
+        if stage is None:
+            return
+        text = stage[0]
+        if self._stage_task is None:
+            self._stage_task = self._bar.add_task(text, total=None, status="")
+        else:
+            self._bar.update(self._stage_task, description=text)
 
     def _draw(self, p: Progress, first: bool) -> None:
+        if self._stage_task is not None:
+            self._bar.remove_task(self._stage_task)
+            self._stage_task = None
         if first or self._task is None:
             if self._task is not None:
                 self._bar.remove_task(self._task)

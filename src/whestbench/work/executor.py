@@ -28,6 +28,7 @@ from whestbench.errors import RESUME, BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.ledger import Ledger
+from whestbench.work.workdir import PHASES
 from whestbench.work.steps import Compute, UnitContext, UnitStopped, checkpoint_samples, run_unit
 from whestbench.work.threads import one_blas_thread
 from whestbench.work.units import Unit, WorkSpec
@@ -162,6 +163,8 @@ def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
     damaged file."""
     if job.ledger is None:
         return {}
+    if any(job.ledger.units_dir.glob("*.unit")):  # a resume: reading every saved unit takes a while at 10⁵ units
+        emit(Event("stage", message=PHASES["resume"], data={"phase": "resume"}))
     by_key = {u.key: u for u in units}
     done, damaged = job.ledger.scan(by_key, lambda k, s: job.spec.check_result(by_key[k], s))
     for path, why in damaged:

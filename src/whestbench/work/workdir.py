@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -89,17 +91,49 @@ def check_work_dir(root: Path) -> None:
 STATUS_FORMAT = "whestbench-status/1"
 
 
+_status_lock = threading.Lock()  # one read-modify-write of status.json at a time in this process
+
+
 def write_status(root: Path, doc: dict[str, Any]) -> None:
     """``root/status.json``: what a bake planned (its planned samples, units and workers), written
-    once its units are about to start, for ``whest dataset status`` (which trusts nothing else in it:
-    the units and checkpoints are read and checked themselves)."""
+    once its units are about to start, and what the bake holding the lock is doing (``run``:
+    ``record_phase``), for ``whest dataset status`` (which trusts nothing else in it: the units and
+    checkpoints are read and checked themselves)."""
     write_file_atomic(Path(root) / STATUS_FILE, (json.dumps({"format": STATUS_FORMAT, **doc}, indent=1) + "\n").encode())
 
 
 def update_status(root: Path, fields: dict[str, Any]) -> None:
     """``root/status.json`` with ``fields`` set and the rest as it was (a missing or unreadable one:
     ``fields`` alone)."""
-    write_status(root, {**read_status(root), **fields})
+    with _status_lock:
+        write_status(root, {**read_status(root), **fields})
+
+
+PHASES = {
+    "starting": "starting: reading the flags, checking the output, importing the backend",
+    "probe": "timing probe: timing this bake's own loop for the time estimate",
+    "device-check": "device check: checking the torch device before any work",
+    "pilots": "pilots: planning each MLP's samples for the target standard error",
+    "kernels": "loading the compiled kernels (compiling them on a cold cache)",
+    "resume": "resuming: reading and checking the units an earlier run saved",
+    "sampling": "sampling",
+    "writing": "writing the dataset",
+}
+"""The phases of a bake as ``status.json``'s ``run.phase`` records them, with what each is for a person;
+all but the last two are its start-up (no sample of the dataset is drawn yet)."""
+STARTING_PHASES = frozenset(PHASES) - {"sampling", "writing"}
+
+
+def record_phase(root: Path | None, phase: str) -> None:
+    """``status.json``'s ``run``: the phase the bake holding ``root`` has reached (``PHASES``), since
+    when, and its pid, so ``whest dataset status`` answers from the command's first moment. A
+    report only: a work directory that is gone (the bake finished) or unwritable is left alone."""
+    if root is None or not Path(root).is_dir():
+        return
+    try:
+        update_status(root, {"run": {"phase": phase, "since_utc": utc_text(time.time()), "pid": os.getpid()}})
+    except OSError:
+        pass
 
 
 def read_status(root: Path) -> dict[str, Any]:
@@ -131,15 +165,23 @@ def output_for(work_dir: Path) -> Path | None:
     return Path(work_dir).with_name(name[: -len(WORK_SUFFIX)])
 
 
+_held: set[str] = set()  # the work directories whose lock this process holds (``hold_lock``)
+
+
 @contextlib.contextmanager
 def hold_lock(root: Path, command: str = "") -> Iterator[None]:
     """Hold ``root/lock`` (an exclusive flock) for the duration; another holder means WorkDirBusy.
 
     The kernel drops an flock when its process dies, so a killed bake never blocks the next one.
-    The file's text (pid, host, start, command) is what a refused bake reports.
+    The file's text (pid, host, start, command) is what a refused bake reports. Re-entrant in one
+    process: a lock this process holds already (``hold_early``) is held on, not taken again.
     """
     import fcntl
 
+    key = os.path.realpath(root)
+    if key in _held:
+        yield
+        return
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -155,9 +197,63 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
         text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command})
         os.write(fd, text.encode())
-        yield
+        _held.add(key)
+        try:
+            yield
+        finally:
+            _held.discard(key)
     finally:
         os.close(fd)  # releases the flock
+
+
+@contextlib.contextmanager
+def hold_early(output: Path, command: str = "") -> Iterator[Path | None]:
+    """Hold the work directory of a bake of ``output`` from the command's first moment, its phase
+    recorded as "starting", so ``whest dataset status`` answers while the bake imports, checks, probes,
+    compiles and runs its pilots (the bake's own ``hold_lock`` then holds on to it). Yields the work
+    directory, or None where the bake's own checks decide (an output that exists, a work directory
+    they refuse or another bake holds, a parent directory that does not exist). On the way out, a
+    work directory made here that holds nothing saved (no plan, no seeds: the bake was refused or
+    stopped in its start-up) is removed: a refused bake leaves nothing."""
+    work = None
+    try:
+        output = Path(output)
+        work = work_dir_for(output)  # ValueError for ".", "/" and "": no name, refused by the bake's checks
+        check_work_dir(work)
+        usable = output.name not in ("", ".", "..") and not os.path.lexists(output) and output.absolute().parent.is_dir()
+    except (UsageError, OSError, ValueError):
+        usable = False
+    if not usable or work is None:
+        yield None
+        return
+    made = not os.path.lexists(work)
+    held = contextlib.ExitStack()
+    try:
+        work.mkdir(exist_ok=True)
+        held.enter_context(hold_lock(work, command))
+    except (WorkDirBusy, OSError):
+        held.close()
+        _remove_unsaved(work, made)
+        held = None
+    if held is None:
+        yield None
+        return
+    try:
+        record_phase(work, "starting")
+        yield work
+    finally:
+        held.close()
+        _remove_unsaved(work, made)  # a finished bake removed it; one refused or stopped in its start-up saved nothing
+
+
+def _remove_unsaved(work: Path, made: bool) -> None:
+    """Remove ``work`` when this process made it and nothing was saved in it (no plan, no seeds)."""
+    try:
+        if made and work.is_dir() and not work.is_symlink() and not (work / PLAN_FILE).exists() \
+                and not (work / SEEDS_FILE).exists():
+            shutil.rmtree(work, ignore_errors=True)
+    except OSError:  # a name the system refuses (too long): nothing was made
+        pass
 
 
 def lock_holder(info: Any) -> str:
