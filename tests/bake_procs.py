@@ -29,28 +29,6 @@ def start_bake(args: list[str], output: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
 
 
-def wait_for_handler(proc: subprocess.Popen, sig: int, timeout_s: float = STEP_TIMEOUT_S) -> None:
-    """Wait until ``proc`` catches ``sig`` (its bit in /proc/PID/status SigCgt): the process has reached
-    whestbench's entry point, which installs the stop handlers (a busy machine can take seconds to get
-    there; a signal before it meets the default action). No-op where /proc is missing."""
-    status = Path(f"/proc/{proc.pid}/status")
-    if not status.exists():
-        return
-    deadline = time.monotonic() + timeout_s
-    while proc.poll() is None:
-        try:
-            caught = next(int(line.split()[1], 16) for line in status.read_text().splitlines()
-                          if line.startswith("SigCgt:"))
-        except (OSError, StopIteration, ValueError):
-            return  # the process has gone
-        if caught >> (sig - 1) & 1:
-            return
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"the process did not install a handler for signal {sig} within {timeout_s}s")
-        time.sleep(0.005)
-
-
 def units_dir(output: Path) -> Path:
     return output.parent / f"{output.name}.whest-work" / "units"
 

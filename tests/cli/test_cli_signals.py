@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bake_procs import finish, start_bake, thaw, units_dir, wait_for_handler, wait_for_units
+from bake_procs import finish, start_bake, thaw, units_dir, wait_for_units
 from whestbench.bake.pipeline import BakeConfig, bake
 
 EXIT_RESUMABLE = 75
@@ -118,26 +118,43 @@ def test_resuming_with_different_n_samples_is_refused_naming_the_field(tmp_path)
 # --- signals during start-up and set-up ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.3])
+SET_UP_POINTS = {
+    # inside the CLI's import, the module half-initialized (the SIGTERM handler once imported
+    # whestbench.errors there and died of "cannot import name 'SignalStop' from partially initialized module")
+    "importing-the-cli": "exec:whestbench.cli.app",
+    "importing-the-pipeline": "exec:whestbench.bake.pipeline",
+    "deriving-seeds": "call:whestbench.compute.seeds:derived_seeds",
+    "timing-probe": "call:whestbench.bake.plan:_probe",
+    "inside-the-probe-unit": "call:whestbench.work.steps:run_unit#1",  # on the probe's worker thread
+    "inside-the-unit": "call:whestbench.work.steps:run_unit#2",
+}
+
+
+@pytest.mark.parametrize("point", list(SET_UP_POINTS))
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 75), (signal.SIGUSR1, 75), (signal.SIGINT, 130)],
                          ids=["SIGTERM", "SIGUSR1", "SIGINT"])
-def test_a_signal_at_any_moment_of_set_up_ends_the_bake_with_the_resume_advice(tmp_path, delay, sig, code):
-    import time
+def test_a_signal_at_any_moment_of_set_up_ends_the_bake_with_the_resume_advice(tmp_path, point, sig, code):
+    import subprocess
+    import sys
+
+    from bake_procs import clean_env
+    from signal_points import ENV_MARK, SCRIPT
 
     output = tmp_path / "ds"
     # A set-up with work in it (a slice of a long derived seed list: seeds, names, planning) and one
     # unit of hours after it (2e10 samples at 32x3: ~1e14 FLOP), so the bake can only have ended by
     # stopping, on any machine: that it ends at all (within finish's hang guard) is the verdict, not
-    # how fast. Each delay lands in set-up, in the timing probe or inside the unit.
+    # how fast. The signal is sent at a named point of the run (tests/signal_points.py), so a busy
+    # machine cannot move it to another phase (a delay after the handler's installation did: 0.4 s
+    # landed in the import of whestbench.errors on a loaded machine).
     args = ["--n-mlps", "300000", "--n-samples", "2e10", "--width", "32", "--depth", "3", "--seed", "3",
             "--mlp-range", "0-0", "--max-threads", "1", "--quiet"]
-    proc = start_bake(args, output)
-    # the delay counts from whestbench's entry point (its SIGTERM handler; Python's own SIGINT handler
-    # exists earlier), so a busy machine's slow interpreter start-up cannot turn 0.15 s into "before it"
-    wait_for_handler(proc, signal.SIGTERM)
-    time.sleep(delay)
-    proc.send_signal(sig)
+    mark = tmp_path / "signal-sent"
+    cmd = [sys.executable, SCRIPT, SET_UP_POINTS[point], str(int(sig)), "dataset", "bake", *args, "--output", str(output)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env(**{ENV_MARK: str(mark)}))
     rc, err = finish(proc)
+    assert mark.exists(), f"the bake never reached {SET_UP_POINTS[point]}: {err}"
     assert rc == code, err
     assert "re-run the same command" in err, err
     assert "Traceback" not in err

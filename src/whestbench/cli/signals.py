@@ -17,9 +17,15 @@ deliver it and prints "Exception ignored in ..." with a traceback; raised inside
 ``raise_pending`` raises it again at the next point where stopping is clean (a bake checks before
 its units start). A stop that does get out ends the process, so a kept copy is never raised twice.
 
-Imports nothing but the standard library modules the interpreter has loaded at start-up (``whestbench.errors``,
-its advice and ``SignalStop`` included, only when a stop needs them: a signal while it loads must find
-the handlers installed).
+A handler imports nothing: it runs at any bytecode, possibly while a module is half-executed, and
+an import there of that module fails ("cannot import name ... from partially initialized module",
+a traceback instead of the stop). So everything a handler uses (``SignalStop``, the advice, the
+stderr console) is imported before the handler is installed: this module imports only the standard
+library modules the interpreter has loaded at start-up and ``whestbench.errors`` (which imports
+nothing); ``StopSignals`` takes the console when it is entered. A stop signal that arrives before
+``cli/entry.py`` installs the handlers (the interpreter's own start-up and these few small imports)
+meets the signal's default action: the process ends at once with 128 + the signal (143 for SIGTERM),
+nothing written (docs/cli.md's "Signals").
 
 Merge and combine-splits stop like any verb until their output is renamed into place, then ignore
 stops as a finished bake does (``complete_once_in_place``).
@@ -34,6 +40,8 @@ import sys
 import threading
 import time
 
+from whestbench.errors import RESUME, RETRY, SignalStop
+
 STOPS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGUSR1", "SIGHUP", "SIGQUIT")) if s is not None)
 """The signals that stop a command like SIGTERM: a bake checkpoints and exits 75, other verbs 128+signal."""
 STOP_CODES = (75, 130, *(128 + s for s in STOPS))
@@ -45,8 +53,6 @@ way out (see the module docstring)."""
 
 def stop_now(signum: int) -> None:
     """Raise the stop for ``signum``, keeping it in ``pending`` too (see the module docstring)."""
-    from whestbench.errors import SignalStop
-
     pending.append(signum)
     raise SignalStop(signum)
 
@@ -83,8 +89,6 @@ def raise_pending() -> None:
         pending.clear()
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        from whestbench.errors import SignalStop
-
         raise SignalStop(signum)
 
 
@@ -94,8 +98,6 @@ def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
     A bake exits 75 (resumable: nothing is lost, re-run it); other verbs 128+signal (130 for
     Ctrl-C), and their outputs are atomic, so nothing is left half-written.
     """
-    from whestbench.errors import RESUME, RETRY
-
     signalled = not isinstance(exc, KeyboardInterrupt)
     if signalled:
         name, code = exc.name, 128 + exc.signum
@@ -112,8 +114,6 @@ def interrupted(exc: BaseException) -> None:
     try:
         message, code = stopped(exc, sys.argv[1:])
     except BaseException:  # noqa: BLE001 - a second stop while wording the first: still one line
-        from whestbench.errors import RETRY  # loaded by ``stopped`` already
-
         message, code = f"error: interrupted; nothing was left half-written: {RETRY}.", 130
     print(message, file=sys.stderr, flush=True)
     os._exit(code)
@@ -122,12 +122,6 @@ def interrupted(exc: BaseException) -> None:
 def is_cli_verb(verb: str) -> bool:
     """Whether this process is `whest dataset VERB` (not a library call or another verb)."""
     return len(sys.argv) > 2 and sys.argv[1:3] == ["dataset", verb]
-
-
-def _err():
-    from whestbench.cli.common import err
-
-    return err
 
 
 class StopSignals:
@@ -140,8 +134,12 @@ class StopSignals:
         self.writing = False
         self._previous: dict = {}
         self._previous_hook = None
+        self._err = None
 
     def __enter__(self) -> "StopSignals":
+        from whestbench.cli.common import err  # now: the handler must not import (module docstring)
+
+        self._err = err
         if threading.current_thread() is threading.main_thread():
             for sig in STOPS:
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -166,10 +164,10 @@ class StopSignals:
         # stamped like the progress lines, so a log shows when the stop came
         stamp = f"[{time.strftime('%H:%M:%S')}]"
         if self.writing:
-            _err().print(f"{stamp} received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
+            self._err.print(f"{stamp} received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
                       markup=False)
         else:
-            _err().print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
+            self._err.print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
 
     def on_event(self, event) -> None:
         if event.kind == "start":
@@ -199,8 +197,6 @@ def complete_once_in_place(verb: str, output: str):
             return
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        from whestbench.errors import SignalStop
-
         raise SignalStop(signum)
 
     previous = {s: signal.signal(s, handle) for s in (*STOPS, signal.SIGINT)}
