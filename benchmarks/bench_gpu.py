@@ -171,7 +171,7 @@ def time_fused(shape: Shape, weights, keys, precision: str, args, config=None) -
     from whestbench.compute.philox import spec as philox
     from whestbench.compute.philox import triton_kernel as ptt
 
-    config = config or ptt.default_config(shape.width, precision)
+    config = config or ptt.config_for(shape.width, precision)
     w_dev = torch.as_tensor(weights, device="cuda")
     nb = philox.block_count(shape.n_samples)
 
@@ -277,7 +277,7 @@ def sweep_configs(width: int, precision: str):
     """Candidate kernel configurations around the default (the ones that fail to compile are skipped)."""
     from whestbench.compute.philox import triton_kernel as ptt
 
-    base = ptt.default_config(width, precision)
+    base = ptt.config_for(width, precision)
     seen = []
     for rows in (64, 128):
         for block_n in (128, 256):
@@ -347,7 +347,7 @@ def gate_on_gpu(args) -> list[GateLine]:
         x_kernel = torch.as_tensor(ptt.normals_triton(key, 0, n, width, "cuda"), device="cuda")
         ref_kernel = fp64_means(x_kernel)
         for precision in args.precision:
-            config = ptt.default_config(width, precision)
+            config = ptt.config_for(width, precision)
             s = ptt.range_sums_triton(
                 torch.as_tensor(weights, device="cuda"), keys, (0, 1), n, config=config, block_size=block
             )[0]
@@ -382,7 +382,7 @@ def ptxas_report(args) -> list[str]:
     lines = []
     for shape in args.shape:
         for precision in args.precision:
-            cfg = ptt.default_config(shape.width, precision)
+            cfg = ptt.config_for(shape.width, precision)
             consts = {
                 "WP": cfg.padded_width(shape.width), "ROWS": cfg.rows, "LOG_ROWS": int(math.log2(cfg.rows)),
                 "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_BLOCK": cfg.group_block,

@@ -101,3 +101,126 @@ def emulate_matmul(a: np.ndarray, b, precision: str) -> np.ndarray:
     return a_hi @ main + (np.concatenate(left, axis=1) @ scaled) * np.float32(1.0 / FP16_LO_SCALE)
 
 
+
+
+# --- the tensor cores' accumulator (the hardware model) ------------------------------------------
+#
+# Round-to-nearest (``emulate_matmul`` above, numpy's float32 BLAS) is not what a tensor core does. The
+# published bit-level model of the H100 (Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores",
+# 2025; MATLAB-tensor-core, models/H100TC.m) adds each block of ``TC_BLOCK`` products to the fp32
+# accumulator at once: every product (exact) and the accumulator are aligned to the largest exponent
+# among them with ``TC_EXTRA_BITS`` bits below a 24-bit significand, the bits shifted out are dropped
+# (truncation), the aligned terms are summed exactly and the sum is rounded toward zero to fp32. Every
+# step can only shrink |acc|, so a chain of split products drifts low. The alignment exponent is the
+# products' unnormalised exponent (``exp(a) + exp(b)``), or the accumulator's if larger; a product with
+# a significand in [2, 4) keeps one more bit, which that choice of exponent gives (the model's extra bit).
+
+MODELS = ("nearest", "hardware")
+TC_BLOCK = {"fp16": 16, "tf32": 8}  # products per accumulator step (one MMA's k-slice on sm_90)
+TC_EXTRA_BITS = 2
+_TC_ROWS = 128  # rows per numpy pass (bounds the (rows, block, cols) product array)
+
+
+def _pow2_floor(x: np.ndarray) -> np.ndarray:
+    """``2**floor(log2|x|)`` elementwise (0 where x is 0), float64."""
+    m, e = np.frexp(np.asarray(x, dtype=np.float64))
+    return np.where(m == 0, 0.0, np.ldexp(1.0, e - 1))
+
+
+def round_toward_zero_f32(x: np.ndarray) -> np.ndarray:
+    """float64 -> the float32 nearest x in the direction of zero (the tensor core's final rounding)."""
+    f = np.asarray(x, dtype=np.float64).astype(np.float32)
+    over = np.abs(f.astype(np.float64)) > np.abs(x)
+    f[over] = np.nextafter(f[over], np.float32(0.0))
+    return f
+
+
+def tc_block_fma(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One tensor-core step under the hardware model: ``c + a @ b`` for ``a`` (R, f), ``b`` (f, N) with
+    ``f <= TC_BLOCK`` (values whose products are exact in float32), ``c`` (R, N) float32."""
+    c = np.asarray(c, dtype=np.float32)
+    prod = a[:, :, None] * b[None, :, :]  # (R, f, N) float32, exact (<= 22 significant bits)
+    pa = _pow2_floor(a).astype(np.float32)
+    pb = _pow2_floor(b).astype(np.float32)
+    top = np.maximum((pa[:, :, None] * pb[None, :, :]).max(axis=1).astype(np.float64), _pow2_floor(c))
+    quantum = top * 2.0 ** -(23 + TC_EXTRA_BITS)  # the grid every term is truncated to
+    live = quantum > 0
+    inv = np.where(live, 1.0 / np.where(live, quantum, 1.0), 0.0)  # exact: powers of two
+    if np.any(inv > 2.0**126):
+        raise ValueError("tc_block_fma: products below 2**-100 are outside this model's float32 fast path.")
+    terms = np.trunc(prod * inv.astype(np.float32)[:, None, :]).sum(axis=1, dtype=np.float64)
+    total = (terms + np.trunc(c.astype(np.float64) * inv)) * quantum  # exact: integers < 2**31 times a power of two
+    return round_toward_zero_f32(total)
+
+
+def _tc_chain(acc: np.ndarray, a: np.ndarray, b: np.ndarray, k0: int, k1: int, fmt: str) -> np.ndarray:
+    """``acc`` through the tensor-core steps of one ``tl.dot`` over columns ``k0:k1``, in k order."""
+    step = TC_BLOCK[fmt]
+    for s in range(k0, k1, step):
+        acc = tc_block_fma(acc, a[:, s : s + step], b[s : s + step])
+    return acc
+
+
+def hardware_matmul(a: np.ndarray, b: np.ndarray, precision: str, *, block_k: int = 32) -> np.ndarray:
+    """``a @ b`` as the fused kernel's split ``precision`` computes it on tensor cores under the hardware
+    model: for every ``block_k`` step the kernel's dots in the kernel's order (tf32: one accumulator
+    ``lo*hi [, hi*lo], hi*mid, hi*hi``; fp16: the scaled cross terms in a second accumulator, added at
+    the end in fp32), each dot a chain of ``TC_BLOCK``-product steps. ``"ieee"`` is not a tensor-core
+    precision (fp32 FMAs, rounded to nearest): it is ``emulate_matmul``'s."""
+    if precision in ("fp32", "ieee"):
+        return emulate_matmul(a, b, precision)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
+    a = np.asarray(a, dtype=np.float32)
+    b = np.asarray(b, dtype=np.float32)
+    fmt = precision[2:]
+    four = precision.startswith("4")
+    w = _split(b, 3 if four else 2, fmt)  # hi, mid[, lo]
+    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float32)
+    k = a.shape[1]
+    for r0 in range(0, a.shape[0], _TC_ROWS):
+        a_hi, a_lo = _split(a[r0 : r0 + _TC_ROWS], 2, fmt)
+        acc = np.zeros((a_hi.shape[0], b.shape[1]), dtype=np.float32)
+        cor = np.zeros_like(acc)
+        for kb in range(0, k, block_k):
+            ke = min(kb + block_k, k)
+            cross = [(a_lo, w[0])] + ([(a_hi, w[2])] if four else []) + [(a_hi, w[1])]
+            if fmt == "tf32":
+                for x, y in cross + [(a_hi, w[0])]:
+                    acc = _tc_chain(acc, x, y, kb, ke, fmt)
+            else:
+                for x, y in cross:
+                    cor = _tc_chain(cor, x, y, kb, ke, fmt)
+                acc = _tc_chain(acc, a_hi, w[0], kb, ke, fmt)
+        out[r0 : r0 + _TC_ROWS] = acc if fmt == "tf32" else acc + cor * np.float32(1.0 / FP16_LO_SCALE)
+    return out
+
+
+def layer_means(weights: np.ndarray, x: np.ndarray, precision: str, model: str = "nearest",
+                *, chunk: int = 16384) -> np.ndarray:
+    """``(depth, width)`` fp64 per-layer means of the ReLU activations over the rows of ``x``.
+
+    ``precision`` ``"fp64"`` runs the forward pass in fp64 (the gate's reference); a kernel precision
+    runs it in float32 with that arithmetic under ``model`` (``MODELS``), summing in fp64 as the kernel does.
+    """
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}; got {model!r}.")
+    depth = weights.shape[0]
+    sums = np.zeros((depth, weights.shape[2]))
+    parts = [] if precision == "fp64" or model == "hardware" else [split_weights(w, precision) for w in weights]
+    for r0 in range(0, x.shape[0], chunk):
+        if precision == "fp64":
+            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float64)
+            for layer in range(depth):
+                h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)
+                sums[layer] += h.sum(axis=0)
+            continue
+        h = np.asarray(x[r0 : r0 + chunk], dtype=np.float32)
+        for layer in range(depth):
+            if model == "hardware":
+                h = hardware_matmul(h, weights[layer], precision)
+            else:
+                h = emulate_matmul(h, parts[layer], precision)
+            h = np.maximum(h, np.float32(0.0))
+            sums[layer] += h.sum(axis=0, dtype=np.float64)
+    return sums / x.shape[0]

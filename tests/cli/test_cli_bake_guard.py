@@ -351,10 +351,13 @@ def test_progress_goes_to_a_log_file_as_plain_lines(tmp_path):
                     r"[\d.]+ GFLOP/s, ETA \d+:\d\d:\d\d, \d+ checkpoints?$", line), line
 
 
-def test_the_fused_gpu_kernel_without_the_torch_backend_is_refused(tmp_path, capsys):
-    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--gpu-kernel", "fused", "--output", str(tmp_path / "o")],
-                       capsys)
-    refused(rc, out, err, r"--gpu-kernel fused runs on the torch backend", tmp_path / "o")
+def test_the_withdrawn_fused_gpu_kernel_is_refused_naming_its_replacement(tmp_path, capsys):
+    # Its split-precision arithmetic fails the gate under the tensor cores' accumulator (test_precision.py).
+    for extra in ([], ["--torch", "--device", "cpu"]):
+        rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", *extra, "--gpu-kernel", "fused",
+                            "--output", str(tmp_path / "o")], capsys)
+        refused(rc, out, err, r"--gpu-kernel fused is withdrawn: .*precision gate.*; use --gpu-kernel torch\.",
+                tmp_path / "o")
 
 
 @pytest.mark.parametrize("exc", [OSError(28, "No space left on device"),

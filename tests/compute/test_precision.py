@@ -66,34 +66,11 @@ def test_the_gate_passes_at_its_thresholds_and_fails_just_above():
     assert not prec.gate_passes(0.0, prec.GATE_MAX_BIAS * 1.01)
 
 
-def _emulated_layer_means(weights: np.ndarray, x: np.ndarray, precision: str, *, chunk: int = 16384) -> np.ndarray:
-    """``(depth, width)`` fp64 per-layer means of ``relu`` activations over the rows of ``x``.
-
-    ``precision`` ``"fp64"`` runs the forward pass in fp64 (the gate's reference); anything
-    ``emulate_matmul`` takes runs it in float32 with that matmul, summing in fp64 as the kernel does.
-    """
-    depth = weights.shape[0]
-    sums = np.zeros((depth, weights.shape[2]))
-    parts = [] if precision == "fp64" else [emu.split_weights(w, precision) for w in weights]
-    for r0 in range(0, x.shape[0], chunk):
-        if precision == "fp64":
-            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float64)
-            for layer in range(depth):
-                h = np.maximum(h @ weights[layer].astype(np.float64), 0.0)
-                sums[layer] += h.sum(axis=0)
-        else:
-            h = np.asarray(x[r0 : r0 + chunk], dtype=np.float32)
-            for layer in range(depth):
-                h = np.maximum(emu.emulate_matmul(h, parts[layer], precision), np.float32(0.0))
-                sums[layer] += h.sum(axis=0, dtype=np.float64)
-    return sums / x.shape[0]
-
-
-def _gate(width, depth, n, precision, seed=12345):
+def _gate(width, depth, n, precision, seed=12345, model="nearest"):
     weights = weights_for_seed(seed, width, depth)
     x = np.random.default_rng(1).standard_normal((n, width), dtype=np.float32)  # identical samples for both
-    reference = _emulated_layer_means(weights, x, "fp64")
-    return prec.gate_figures(_emulated_layer_means(weights, x, precision), reference)
+    reference = emu.layer_means(weights, x, "fp64")
+    return prec.gate_figures(emu.layer_means(weights, x, precision, model), reference)
 
 
 def test_one_bf16_pass_fails_the_gate():
@@ -103,14 +80,76 @@ def test_one_bf16_pass_fails_the_gate():
 
 
 @pytest.mark.slow  # ~30 s on a 2-core machine: the gate at its first shape, N = 2**16
-def test_the_default_split_passes_the_gate_at_256x8():
-    max_abs, max_bias = _gate(256, 8, 1 << 16, prec.DEFAULT_PRECISION)
+def test_the_4xfp16_split_passes_the_gate_at_256x8_with_round_to_nearest():
+    max_abs, max_bias = _gate(256, 8, 1 << 16, "4xfp16")
     assert max_abs <= prec.GATE_MAX_ABS and max_bias <= prec.GATE_MAX_BIAS, (max_abs, max_bias)
 
 
 @pytest.mark.slow
-def test_the_default_split_passes_the_gate_at_1024x16():
-    max_abs, max_bias = _gate(1024, 16, 1 << 16, prec.DEFAULT_PRECISION)
+def test_the_4xfp16_split_passes_the_gate_at_1024x16_with_round_to_nearest():
+    max_abs, max_bias = _gate(1024, 16, 1 << 16, "4xfp16")
     assert max_abs <= prec.GATE_MAX_ABS and max_bias <= prec.GATE_MAX_BIAS, (max_abs, max_bias)
+
+
+# --- the tensor cores' accumulator (tests/precision_emulation.py, "the hardware model") -----------
+
+
+def test_a_tensor_core_step_truncates_every_term_to_two_bits_below_the_largest():
+    one = np.float32(1.0)
+    c = np.zeros((1, 1), dtype=np.float32)
+    # 1 + 2**-25 keeps its last bit (two extra bits below 1's 24-bit significand); 2**-26 is shifted out
+    a = np.array([[1.0, 2.0**-25, 2.0**-26]], dtype=np.float32)
+    b = np.ones((3, 1), dtype=np.float32)
+    got = emu.tc_block_fma(c, a, b)
+    assert got[0, 0] == one  # 1 + 2**-25 rounded toward zero (round-to-nearest-even also gives 1 here)
+    # toward zero, not to nearest: 1 + 2**-23 + 2**-24 + 2**-25 -> 1 + 2**-23 (nearest would give 1 + 2**-22)
+    a = np.array([[1.0, 2.0**-23, 2.0**-24, 2.0**-25]], dtype=np.float32)
+    assert emu.tc_block_fma(c, a, np.ones((4, 1), np.float32))[0, 0] == np.float32(1 + 2.0**-23)
+    # negative sums shrink toward zero as well; the accumulator is aligned like a product
+    a = np.array([[-1.0, -(2.0**-23), -(2.0**-24), -(2.0**-25)]], dtype=np.float32)
+    assert emu.tc_block_fma(c, a, np.ones((4, 1), np.float32))[0, 0] == np.float32(-(1 + 2.0**-23))
+    acc = np.full((1, 1), 2.0**-30, dtype=np.float32)  # far below 2**-25 of the product: dropped
+    assert emu.tc_block_fma(acc, np.ones((1, 1), np.float32), np.ones((1, 1), np.float32))[0, 0] == one
+
+
+def test_the_hardware_model_agrees_with_exact_sums_where_nothing_is_shifted_out():
+    rng = np.random.default_rng(3)
+    a = rng.integers(-127, 128, (40, 64)).astype(np.float32)  # int8 digits, as fp16 values
+    b = rng.integers(-127, 128, (64, 24)).astype(np.float32)
+    exact = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32)
+    got = np.zeros((40, 24), dtype=np.float32)
+    for k0 in range(0, 64, emu.TC_BLOCK["fp16"]):
+        got = emu.tc_block_fma(got, a[:, k0 : k0 + 16], b[k0 : k0 + 16])
+    assert np.array_equal(got, exact)  # integer sums below 2**24: every bit is kept
+
+
+SPLITS = ["3xtf32", "4xtf32", "3xfp16", "4xfp16"]
+
+
+@pytest.mark.parametrize("precision", SPLITS)
+def test_the_splits_pass_the_gate_with_round_to_nearest_and_fail_under_the_hardware_model(precision):
+    # The H200 run (docs/gpu.md): every split failed the gate, biased low, while the interpreter passed
+    # them. Under the H100 tensor-core model the emulation fails them the same way (~95 % of the means
+    # below the fp64 value; 8e-6 for fp16, 4e-5 for tf32 at 256x8), with round-to-nearest it passes them.
+    # Identical samples, so few rows suffice: the deviation is arithmetic, not Monte-Carlo noise.
+    weights = weights_for_seed(12345, 256, 8)
+    x = np.random.default_rng(1).standard_normal((128, 256), dtype=np.float32)
+    reference = emu.layer_means(weights, x, "fp64")
+    near = prec.gate_figures(emu.layer_means(weights, x, precision, "nearest"), reference)
+    hard_means = emu.layer_means(weights, x, precision, "hardware")
+    hard = prec.gate_figures(hard_means, reference)
+    assert prec.gate_passes(*near), near
+    assert not prec.gate_passes(*hard) and hard[0] > 5 * prec.GATE_MAX_ABS, hard
+    assert np.mean(hard_means < reference) > 0.9  # biased low: every step shrinks |acc|
+    assert precision in prec.WITHDRAWN_PRECISIONS
+
+
+def test_a_withdrawn_split_is_refused_in_one_line_naming_the_replacement():
+    for precision in prec.WITHDRAWN_PRECISIONS:
+        with pytest.raises(ValueError, match=rf"^precision {precision} is withdrawn: .*; use --gpu-kernel \S+") as info:
+            prec.check_offered(precision)
+        assert "\n" not in str(info.value)
+    assert prec.check_offered(prec.DEFAULT_PRECISION) == prec.DEFAULT_PRECISION
+    assert set(prec.OFFERED_PRECISIONS) | set(prec.WITHDRAWN_PRECISIONS) == set(prec.PRECISIONS)
 
 

@@ -75,7 +75,7 @@ def _torch_device(device: str) -> str | None:
 
 
 def paths(torch_device: str | None) -> list[BakePath]:
-    """Every bake path available here: the CPU default path, torch on the device, the fused kernel."""
+    """Every bake path available here: the CPU default path and torch on the device."""
     out = [BakePath("cpu (pcg64)", {"backend": "cpu"})]
     if torch_device is None:
         return out
@@ -85,14 +85,7 @@ def paths(torch_device: str | None) -> list[BakePath]:
 
     engine = resolve_engine("auto", torch.device(torch_device))
     out.append(BakePath(f"torch {torch_device} ({engine})", {"backend": "torch", "device": torch_device}))
-    if torch_device == "cuda":
-        from whestbench.compute.philox import triton_kernel as philox_triton
-        from whestbench.compute.precision import PRECISIONS
-
-        ok, _ = philox_triton.fused_available("cuda", PROBE_SHAPE[0])
-        if ok:
-            out += [BakePath(f"fused {p}", {"backend": "torch", "device": "cuda", "gpu_kernel": "fused"}, p)
-                    for p in PRECISIONS]
+    # The fused kernel's splits are withdrawn (WITHDRAWN_GPU_KERNELS): no bake path runs them.
     return out
 
 
@@ -218,10 +211,8 @@ def diagnose(device: str = "auto", *, quick: bool = False, on_note: Callable[[st
     if torch_device is None:
         diag.notes.append("torch is not installed: only the CPU default path is checked (pip install 'whestbench[gpu]')")
     found = paths(torch_device)
-    if torch_device == "cuda" and not any(p.precision for p in found):
-        from whestbench.compute.philox import triton_kernel as philox_triton
-
-        diag.notes.append(f"fused kernel not checked: {philox_triton.fused_available('cuda', PROBE_SHAPE[0])[1]}")
+    if torch_device == "cuda":
+        diag.notes.append("fused kernel not checked: --gpu-kernel fused is withdrawn (docs/gpu-kernel.md)")
     for path in found:
         for width, depth in SHAPES:
             on_note(f"checking {path.label} at {width}×{depth}")

@@ -32,7 +32,7 @@ from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import check_new_output, check_output_file
 from whestbench.text import format_bytes, format_count, format_duration
 from whestbench.values import is_int, is_positive_number
-from whestbench.work import CHECKPOINT_EVERY_S, GPU_KERNELS
+from whestbench.work import CHECKPOINT_EVERY_S, GPU_KERNEL_REPLACEMENT, GPU_KERNELS, WITHDRAWN_GPU_KERNELS
 from whestbench.work.executor import Job, bake_workers
 from whestbench.work.ledger import Ledger
 from whestbench.work.machine import machine_memory
@@ -89,8 +89,8 @@ class BakeConfig:
     chunk_size: int | None = None
     """Torch: samples per step (rounded to a power of two). Never changes the numbers."""
     gpu_kernel: str = "torch"
-    """CUDA: "torch" (plain torch ops, fp32 matmuls) or "fused" (the Triton kernel, split-precision
-    tensor cores; opt-in until measured on a GPU). Changes the arithmetic, so it is recorded."""
+    """CUDA: "torch" (plain torch ops, fp32 matmuls); "fused" (the split-precision Triton kernel) is
+    withdrawn (``WITHDRAWN_GPU_KERNELS``). Changes the arithmetic, so it is recorded."""
     checkpoint_every: float = CHECKPOINT_EVERY_S
     """Seconds between checkpoints inside a unit; a kill loses at most this much work per worker."""
     estimation: Estimation = Estimation()
@@ -151,7 +151,10 @@ class BakeConfig:
             flag = "--skip-device-check" if self.skip_device_check else "--accept-non-invariant"
             raise UsageError(f"{flag} applies to the torch backend only (the CPU path has no device check); drop it.")
         if self.gpu_kernel not in GPU_KERNELS:
-            raise UsageError(f"--gpu-kernel must be 'torch' or 'fused'; got {self.gpu_kernel!r}.")
+            raise UsageError(f"--gpu-kernel must be one of {', '.join(GPU_KERNELS)}; got {self.gpu_kernel!r}.")
+        if self.gpu_kernel in WITHDRAWN_GPU_KERNELS:
+            raise UsageError(f"--gpu-kernel {self.gpu_kernel} is withdrawn: {WITHDRAWN_GPU_KERNELS[self.gpu_kernel]}; "
+                             f"use --gpu-kernel {GPU_KERNEL_REPLACEMENT}.")
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None:
                 check_positive_int(flag, value)

@@ -28,7 +28,7 @@ from whestbench.events import Event
 from whestbench.format import command
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
 from whestbench.text import format_bytes, format_rate, plural, sanitize
-from whestbench.work import CHECKPOINT_EVERY_S, DEVICES, GPU_KERNELS
+from whestbench.work import CHECKPOINT_EVERY_S, DEVICES, GPU_KERNELS, WITHDRAWN_GPU_KERNELS
 from whestbench.work.workdir import PHASES
 
 
@@ -50,7 +50,8 @@ from whestbench.work.workdir import PHASES
 @click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched matmul (never changes results).")
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
 @click.option("--gpu-kernel", type=click.Choice(GPU_KERNELS), default="torch", show_default=True,
-              help="CUDA: plain torch ops, or the fused Triton kernel (split-precision tensor cores; experimental).")
+              help="CUDA: plain torch ops (cuBLAS fp32 GEMMs of one shape); fused: withdrawn (its splits fail the "
+                   "precision gate under the tensor cores' accumulator).")
 @click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="plain: whestbench 0.16's sample means; control-variate: the same samples with exact-mean "
                    "controls, several times more accurate per sample (docs/error-bars.md).")
@@ -167,7 +168,7 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
     # takes rank 0's list
     own_file = mlp_seeds is not None and (not peer or os.path.lexists(mlp_seeds))
     seeds = tuple(read_seeds_file(mlp_seeds)) if own_file else None
-    if gpu_kernel != "torch" and not (use_torch or device is not None):
+    if gpu_kernel != "torch" and gpu_kernel not in WITHDRAWN_GPU_KERNELS and not (use_torch or device is not None):
         raise UsageError(f"--gpu-kernel {gpu_kernel} runs on the torch backend: add --torch --device cuda.")
     torch_backend, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     if device is not None and not use_torch:
