@@ -151,11 +151,11 @@ def test_ok_line_names_the_mlps_each_check_covered(baked, capsys):
     rc, out, err = run(["dataset", "verify", str(baked), "--n-check", "1", "--recompute", "1"], capsys)
     assert rc == 0, err
     last = out.splitlines()[-1]
-    chosen = re.search(r"recompute: (\d+) MLP\(s\) chosen at random with --sample-seed 0: mlp_id (\d+);", out)
+    chosen = re.search(r"recompute: (\d+) MLP\(s\) drawn at random with --recompute-seed (\d+): mlp_id (\d+) ", out)
     assert chosen, out
     assert last.startswith("OK: all ")
     assert (f" — integrity: every row (2 MLPs); statistics: mlp_id 0 only (--n-check 1); recompute: mlp_id "
-            f"{chosen.group(2)} (random, --sample-seed 0). A single-neuron error below ~") in last
+            f"{chosen.group(3)} (random, --recompute-seed {chosen.group(2)}). A single-neuron error below ~") in last
     assert "standard errors is invisible to the pilot at N=2,000; --recompute K checks it" in last
     rc, out, _ = run(["dataset", "verify", str(baked)], capsys)
     assert rc == 0 and "statistics: all 2 MLPs." in out.splitlines()[-1]

@@ -6,6 +6,7 @@ Each test runs ``python -m whestbench dataset bake`` as a subprocess and signals
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
@@ -270,7 +271,7 @@ def test_verify_recompute_stopped_exits_75_as_the_docs_say(tmp_path, capsys, mon
     monkeypatch.setattr(recompute_mod, "recompute", stopped)
     rc = main(["dataset", "verify", str(ds), "--recompute", "1", "--recompute-dir", str(tmp_path / "cache")])
     assert rc == EXIT_RESUMABLE
-    assert "re-run the same command to resume" in capsys.readouterr().err
+    assert re.search(r"re-run the same command with --recompute 1 --recompute-seed \d+ to resume", capsys.readouterr().err)
     docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     row = next(line for line in docs.splitlines() if line.startswith("| 75 |"))
     assert "verify --recompute" in row

@@ -29,7 +29,10 @@ def test_spot_check_passes_bit_for_bit_and_states_probability(tmp_path, cv):
     report = verify_dataset(ds, spot_check=4, spot_seed=7)
     check = report.get("spot-check")
     assert check.ok and "--spot-seed 7" in check.detail and "(bits)" in check.detail, check.detail
-    assert "(9/10)^4 = 0.656 at f = 1/10" in check.detail  # 10 segments per MLP here, not the default 32
+    # 10 segments per MLP here, not the default 32: 4 of 30 drawn; one bad segment in each of the 3 MLPs is
+    # missed with probability C(27,4)/C(30,4) = 17550/27405; one forged segment with 26/30
+    assert ("this draw (4 of 30 segments in 3 MLPs) catches one bad segment in every MLP with probability 0.36, "
+            "and 1 forged segment in one MLP of 3 with probability 0.133") in check.detail, check.detail
     assert report.ok
 
 
@@ -103,8 +106,9 @@ def test_spot_check_reports_progress_and_stops_between_segments(honest):
     assert done[0] == 0 and done[-1] == events[-1].progress.total > 0 and done == sorted(done) and len(done) == 4
     stop = threading.Event()
     stop.set()
-    with pytest.raises(BakeInterrupted, match="spot-check stopped: 0 of 3 segments done") as exc:
-        verify_dataset(honest, spot_check=3, stop=stop)
+    with pytest.raises(BakeInterrupted, match="spot-check stopped: 0 of 3 segments done; re-run with --spot-seed 8 "
+                                              "--spot-check 3 to check them all") as exc:
+        verify_dataset(honest, spot_check=3, stop=stop, spot_seed=8, cache=False)
     assert exc.value.exit_code == 75
 
 
@@ -114,10 +118,19 @@ def test_cli_spot_check_prints_its_seed_and_probability(honest, capsys):
     rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "2", "--spot-seed", "5"], capsys)
     assert rc == 0, err
     line = next(ln for ln in out.splitlines() if "spot-check" in ln)
-    assert "--spot-seed 5" in line and "(9/10)^2 = 0.81 at f = 1/10" in line
+    assert "--spot-seed 5" in line and "(2 of 30 segments in 3 MLPs)" in line and "probability 0.0667" in line, line
     rc, out, err = run(["dataset", "bake", "--n-mlps", "1", "--n-samples", "100", "--width", "2", "--depth", "1",
                         "--audit-segments", "-1", "--output", str(honest.parent / "x")], capsys)
     assert rc == 2 and "--audit-segments" in err
+
+
+@pytest.fixture
+def serial(monkeypatch):
+    """One worker: the segments run one after another, so a stop after the n-th lands between two segments
+    (with a worker per core, a segment already started on another core may finish too)."""
+    from whestbench.work import executor
+
+    monkeypatch.setattr(executor, "bake_workers", lambda workers, n_units=None: 1)
 
 
 def _stop_after(n_segments: int):
@@ -134,12 +147,13 @@ def _stop_after(n_segments: int):
     return stop, on_event, seen
 
 
-def test_stopped_spot_check_resumes_from_its_record(honest, tmp_path):
+def test_stopped_spot_check_resumes_from_its_record(honest, tmp_path, serial):
     from whestbench.errors import BakeInterrupted
 
     root = tmp_path / "cache"
     stop, on_event, _ = _stop_after(2)
-    with pytest.raises(BakeInterrupted, match=r"stopped: 2 of 4 segments done; the 2 found matching are recorded") as exc:
+    with pytest.raises(BakeInterrupted, match=r"stopped: 2 of 4 segments done; the 2 found matching are recorded in "
+                                              r".*: re-run with --spot-seed 3 --spot-check 4 to check the rest") as exc:
         verify_dataset(honest, spot_check=4, spot_seed=3, stop=stop, on_event=on_event, recompute_root=root)
     assert exc.value.exit_code == 75
     assert len(list(root.glob("spot-*.json"))) == 1
@@ -156,7 +170,7 @@ def test_stopped_spot_check_resumes_from_its_record(honest, tmp_path):
     assert again.ok and "resumed" not in again.detail
 
 
-def test_spot_check_record_that_does_not_match_is_ignored_and_no_cache_keeps_none(honest, tmp_path):
+def test_spot_check_record_that_does_not_match_is_ignored_and_no_cache_keeps_none(honest, tmp_path, serial):
     import json
 
     from whestbench.errors import BakeInterrupted
@@ -164,25 +178,27 @@ def test_spot_check_record_that_does_not_match_is_ignored_and_no_cache_keeps_non
     root = tmp_path / "cache"
     stop, on_event, _ = _stop_after(1)
     with pytest.raises(BakeInterrupted):
-        verify_dataset(honest, spot_check=3, stop=stop, on_event=on_event, recompute_root=root)
+        verify_dataset(honest, spot_check=3, spot_seed=0, stop=stop, on_event=on_event, recompute_root=root)
     (record,) = root.glob("spot-*.json")
     got = json.loads(record.read_text())
     assert len(got["matched"]) == 1 and got["key"]["metadata_sha256"]
     # a record made for other contents (another dataset's digest) vouches for nothing here
     got["key"]["metadata_sha256"] = "0" * 64
     record.write_text(json.dumps(got))
-    check = verify_dataset(honest, spot_check=3, recompute_root=root).get("spot-check")
+    check = verify_dataset(honest, spot_check=3, spot_seed=0, recompute_root=root).get("spot-check")
     assert check.ok and "resumed" not in check.detail
     # --no-cache: a stop leaves no record, and a re-run reads none
     stop, on_event, _ = _stop_after(1)
-    with pytest.raises(BakeInterrupted, match="1 of 3 segments done; re-run the same command to check them all"):
-        verify_dataset(honest, spot_check=3, stop=stop, on_event=on_event, recompute_root=root / "x", cache=False)
+    with pytest.raises(BakeInterrupted, match="1 of 3 segments done; re-run with --spot-seed 0 --spot-check 3 to check "
+                                              "them all"):
+        verify_dataset(honest, spot_check=3, spot_seed=0, stop=stop, on_event=on_event, recompute_root=root / "x",
+                       cache=False)
     assert not (root / "x").exists()
     with pytest.raises(UsageError, match="--no-cache applies to --recompute and --spot-check only"):
         verify_dataset(honest, cache=False)
 
 
-def test_cli_spot_check_resumes_and_takes_no_cache(honest, tmp_path, capsys):
+def test_cli_spot_check_resumes_and_takes_no_cache(honest, tmp_path, capsys, serial):
     from cli_run import run
 
     from whestbench.errors import BakeInterrupted
@@ -216,3 +232,155 @@ def test_a_device_this_machine_lacks_is_refused_and_a_pcg64_check_says_it_ran_on
     monkeypatch.setattr(torch_env, "resolve_device", lambda name: "cuda")  # present: the pcg64 segment still runs on the CPU
     check = verify_dataset(honest, spot_check=1, device="cuda").get("spot-check")
     assert check.ok and "regenerated on cpu (the pcg64 sampler runs on the CPU only" in check.detail, check.detail
+
+
+def _line(out: str, name: str = "spot-check") -> str:
+    return next(ln for ln in out.splitlines() if ln[2:].startswith(name + ":"))
+
+
+def test_without_a_seed_each_run_draws_a_fresh_one_and_prints_it(honest, capsys):
+    """The default was --spot-seed 0: every run checked the same segments, so one forged segment the
+    default never picked passed every default spot check. Now each run draws a fresh seed and prints it;
+    that seed reproduces the draw."""
+    import re
+
+    from cli_run import run
+
+    seen = {}
+    for _ in range(2):
+        rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "3", "--no-cache"], capsys)
+        assert rc == 0, err
+        line = _line(out)
+        seed = int(re.search(r"--spot-seed (\d+)", line).group(1))
+        seen[seed] = re.search(r"mlp_id/segment ([^)]*)\)", line).group(1)
+    assert len(seen) == 2  # two fresh seeds (equal with probability 2**-32)
+    seed, names = next(iter(seen.items()))
+    rc, out, _ = run(["dataset", "verify", str(honest), "--spot-check", "3", "--spot-seed", str(seed), "--no-cache"],
+                     capsys)
+    assert rc == 0 and f"(mlp_id/segment {names})" in _line(out)
+
+
+def test_a_per_mlp_budget_draws_k_of_every_mlp_and_states_its_own_chances(honest):
+    import re
+
+    from whestbench.verify.spot_draw import SpotBudget, detection
+
+    check = verify_dataset(honest, spot_check="2/mlp", spot_seed=11, cache=False).get("spot-check")
+    assert check.ok, check.detail
+    names = re.search(r"mlp_id/segment ([^)]*)\)", check.detail).group(1).split(", ")
+    assert sorted(n.split("/")[0] for n in names) == ["0", "0", "1", "1", "2", "2"]
+    det = detection([10, 10, 10], SpotBudget(2, per_mlp=True))
+    assert det.every == pytest.approx(1 - 0.8**3) and det.one == pytest.approx(0.2)
+    assert (f"(--spot-check 2/mlp: 2 of every MLP) drawn at random with --spot-seed 11" in check.detail
+            and f"this draw (6 of 30 segments in 3 MLPs) catches one bad segment in every MLP with probability "
+                f"{det.every:.3g}, and 1 forged segment in one MLP of 3 with probability {det.one:.3g}" in check.detail)
+
+
+def test_one_forged_segment_the_old_default_never_drew_is_caught_at_the_stated_rate(tmp_path, monkeypatch):
+    """A fault in one segment of one MLP (as issue 34's forger placed it, where --spot-seed 0 never looked):
+    over the draws of --spot-check 6 under 40 seeds, the catch count is what the printed probability says
+    (6/30 per draw: 8 expected; outside 1..20 with probability below 2e-4 for an honest draw function)."""
+    target = weights_for_seed(SEEDS[2], SHAPE["width"], SHAPE["depth"])
+    orig = Pcg64Stream.step
+    step = chunk_rows(8)
+
+    def faulty(self):
+        if self.position == 8 * step and np.array_equal(self.weights, target):
+            self.weights = target * np.float32(1.001)
+            try:
+                return orig(self)
+            finally:
+                self.weights = target
+        return orig(self)
+
+    monkeypatch.setattr(Pcg64Stream, "step", faulty)
+    ds = bake(BakeConfig(n_mlps=3, mlp_seeds=tuple(SEEDS), output=tmp_path / "ds", max_threads=1, **SHAPE))
+    monkeypatch.undo()
+    caught, stated = 0, set()
+    for seed in range(40):
+        check = verify_dataset(ds, spot_check=6, spot_seed=seed, pilot=False, cache=False).get("spot-check")
+        caught += not check.ok
+        if check.ok:
+            stated.add(check.detail.rsplit("probability ", 1)[1])
+        else:
+            assert "mlp_id 2 segment 8:" in check.detail
+    assert stated <= {"0.2"} and 1 <= caught <= 20, (caught, stated)
+
+
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 75), ("SIGINT", 130)])
+def test_a_stop_signal_during_the_spot_check_saves_its_record_and_exits_75(honest, tmp_path, capsys, monkeypatch,
+                                                                          serial, sig, code):
+    """SIGTERM during a spot check exited 143 (the stop handler was never told the check had started) and kept
+    nothing. Now: a real signal, sent from inside the first segment; the record holds what matched, the
+    message names the seed that resumes it, and the re-run with that seed skips those segments."""
+    import json
+    import os
+    import signal
+
+    from cli_run import run
+    from whestbench.verify import spot
+
+    orig, calls = spot._one, []
+
+    def one(*args, **kwargs):
+        calls.append(1)
+        got = orig(*args, **kwargs)
+        if len(calls) == 2:
+            os.kill(os.getpid(), getattr(signal, sig))
+        return got
+
+    monkeypatch.setattr(spot, "_one", one)
+    root = tmp_path / "cache"
+    rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "8", "--spot-seed", "21",
+                        "--recompute-dir", str(root)], capsys)
+    assert rc == code, err
+    assert "spot-check stopped: 2 of 8 segments done; the 2 found matching are recorded in" in err
+    assert "re-run with --spot-seed 21 --spot-check 8 to check the rest" in err and "Traceback" not in err
+    (record,) = root.glob("spot-*.json")
+    assert len(json.loads(record.read_text())["matched"]) == 2
+    monkeypatch.setattr(spot, "_one", orig)
+    rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "8", "--spot-seed", "21",
+                        "--recompute-dir", str(root)], capsys)
+    assert rc == 0 and "all match (resumed: 2 of 8 segments already checked)" in _line(out), out + err
+
+
+def test_progress_advances_within_a_segment(tmp_path):
+    """The live line stayed at "0/229,376 samples" until the check ended: the samples of one long segment
+    are now reported as they are drawn (one event per sampler step)."""
+    ds = bake(BakeConfig(n_mlps=1, mlp_seeds=(5,), output=tmp_path / "ds", n_samples=40 * chunk_rows(8), width=8,
+                         depth=2, audit_segments=4))
+    events = []
+    verify_dataset(ds, spot_check=1, spot_seed=2, cache=False, pilot=False, on_event=events.append)
+    done = [e.progress.done for e in events if e.progress is not None and e.progress.phase == "spot check"]
+    assert done[0] == 0 and done[-1] == 10 * chunk_rows(8) and len(set(done)) == 11, done
+
+
+def test_recompute_draws_a_fresh_seed_prints_it_and_a_stop_names_it(tmp_path, capsys, monkeypatch):
+    import re
+
+    from cli_run import run
+    from whestbench.errors import BakeInterrupted
+    from whestbench.verify import recompute as recompute_mod
+
+    ds = create_dataset(n_mlps=6, n_samples=2000, width=4, depth=2, seed=1, output_path=tmp_path / "ds")
+    ids = set()
+    for _ in range(4):
+        rc, out, err = run(["dataset", "verify", str(ds), "--recompute", "1", "--recompute-dir", str(tmp_path / "c")],
+                           capsys)
+        assert rc == 0, err
+        m = re.search(r"recompute: 1 MLP\(s\) drawn at random with --recompute-seed (\d+): mlp_id (\d+) \(one faulty "
+                      r"MLP of 6 is among them with probability 0.167\)", out)
+        assert m, out
+        ids.add(m.group(2))
+        rc, again, _ = run(["dataset", "verify", str(ds), "--recompute", "1", "--recompute-seed", m.group(1),
+                            "--recompute-dir", str(tmp_path / "c")], capsys)
+        assert rc == 0 and f"mlp_id {m.group(2)} (" in again
+    assert len(ids) > 1  # four fresh draws of 1 of 6 all alike: (1/6)**3
+
+    def stopped(*args, **kwargs):
+        raise BakeInterrupted("stopped: 0 of 1 MLPs complete; re-run the same command to resume.")
+
+    monkeypatch.setattr(recompute_mod, "recompute", stopped)
+    rc, out, err = run(["dataset", "verify", str(ds), "--recompute", "2", "--recompute-seed", "9",
+                        "--recompute-dir", str(tmp_path / "c")], capsys)
+    assert rc == 75 and "re-run the same command with --recompute 2 --recompute-seed 9 to resume" in err, err

@@ -21,7 +21,10 @@ def small(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("kw, message", [
     (dict(n_check=0), "--n-check must be a positive integer; got 0."),
-    (dict(spot_check=True), "--spot-check must be a positive integer; got True."),
+    (dict(spot_check=True), "--spot-check takes K "),
+    (dict(spot_check=1, spot_seed=-2), "--spot-seed must be a non-negative integer"),
+    (dict(spot_seed=3), "--spot-seed applies to --spot-check only"),
+    (dict(recompute_seed=3), "--recompute-seed applies to --recompute only"),
     (dict(device="cpu"), "--device applies to --recompute and --spot-check only"),
     (dict(cache=False), "--no-cache applies to --recompute and --spot-check only"),
 ])

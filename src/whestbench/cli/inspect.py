@@ -55,14 +55,20 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 @click.option("--sample-mlps", type=int, default=None,
               help="Run the per-MLP pilot statistics on K MLPs chosen at random (huge datasets); default: every MLP.")
 @click.option("--sample-seed", type=int, default=0, show_default=True,
-              help="Seed of the --sample-mlps and --recompute choices (printed).")
+              help="Seed of the --sample-mlps choice (printed).")
 @click.option("--recompute", type=int, default=None,
-              help="Bake K MLPs (chosen at random) again with the dataset's own recipe and compare every column: "
-                   "bit for bit where the recipe allows, else within the precision gate. Resumable.")
-@click.option("--spot-check", type=int, default=None, metavar="K",
-              help="Regenerate K audit-trail segments chosen at random (printed) from their samples and compare "
-                   "them with the stored ones; the check states the probability a forged trail passes.")
-@click.option("--spot-seed", type=int, default=0, show_default=True, help="Seed of the --spot-check choice (printed).")
+              help="Bake K MLPs (drawn at random, printed) again with the dataset's own recipe and compare every "
+                   "column: bit for bit where the recipe allows, else within the precision gate. Resumable.")
+@click.option("--recompute-seed", type=int, default=None, metavar="S",
+              help="Seed of the --recompute draw (default: a fresh, unpredictable one each run; printed). "
+                   "Reproduces an earlier run, or resumes a stopped one.")
+@click.option("--spot-check", type=str, default=None, metavar="K|K/mlp",
+              help="Regenerate audit-trail segments drawn at random from their samples and compare them with the "
+                   "stored ones: K segments for the whole dataset, or K/mlp for K of every MLP. The check states "
+                   "what its draw catches: one bad segment in every MLP, and one forged segment in one MLP.")
+@click.option("--spot-seed", type=int, default=None, metavar="S",
+              help="Seed of the --spot-check draw (default: a fresh, unpredictable one each run; printed). "
+                   "Reproduces an earlier run, or resumes a stopped one.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None,
               help="With --recompute or --spot-check, for philox (torch) datasets: where to compute (default cpu).")
 @click.option("--recompute-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -73,7 +79,7 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
               "regenerate every segment, keeping no record to resume from.")
 def verify(directory: Path, against: Path | None, n_check: int | None, sample_mlps: int | None, sample_seed: int,
            recompute: int | None, device: str | None, recompute_dir: Path | None, no_cache: bool,
-           spot_check: int | None = None, spot_seed: int = 0) -> None:
+           spot_check: str | None = None, spot_seed: int | None = None, recompute_seed: int | None = None) -> None:
     """Check a dataset's integrity and ground truth; exit 1 if any check fails.
 
     \b
@@ -87,14 +93,15 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     whest dataset verify ./final-eval --against ./reference-4
     whest dataset verify ./huge-eval --sample-mlps 50
     whest dataset verify ./gpu-eval --recompute 1 --device cpu
-    whest dataset verify ./gpu-eval --spot-check 8 --spot-seed 3
+    whest dataset verify ./gpu-eval --spot-check 8
+    whest dataset verify ./gpu-eval --spot-check 2/mlp --spot-seed 3
     """
     from whestbench.verify.config import VerifyConfig
     from whestbench.verify.run import verify_dataset
 
     config = VerifyConfig(against=against, n_check=n_check, sample_mlps=sample_mlps, sample_seed=sample_seed,
                           recompute=recompute, device=device, recompute_root=recompute_dir, cache=not no_cache,
-                          spot_check=spot_check, spot_seed=spot_seed)
+                          spot_check=spot_check, spot_seed=spot_seed, recompute_seed=recompute_seed)
 
     def show(check) -> None:
         mark = "–" if check.skipped else ("✓" if check.ok else "✗")

@@ -8,6 +8,7 @@ from typing import Any
 
 from whestbench.errors import UsageError
 from whestbench.format.schema import check_positive_int
+from whestbench.verify.spot_draw import SpotBudget, check_seed
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,12 @@ class VerifyConfig:
     """The per-MLP pilot statistics on K MLPs chosen at random with ``sample_seed`` (huge datasets;
     the choice is reported)."""
     sample_seed: int = 0
-    """Seed of the ``sample_mlps`` and ``recompute`` choices."""
+    """Seed of the ``sample_mlps`` choice."""
     recompute: int | None = None
-    """Bake K MLPs (chosen with ``sample_seed``) again with the dataset's own recipe and compare every
+    """Bake K MLPs (chosen with ``recompute_seed``) again with the dataset's own recipe and compare every
     numeric column (``recompute``)."""
+    recompute_seed: int | None = None
+    """Seed of the ``recompute`` choice; None: a fresh, unpredictable one (printed; ``verify.spot_draw``)."""
     device: str | None = None
     """Where ``recompute`` and ``spot_check`` compute, for philox datasets (default cpu)."""
     recompute_root: Path | None = None
@@ -40,16 +43,26 @@ class VerifyConfig:
     cache: bool = True
     """False: ``recompute`` bakes afresh in a temporary directory under ``recompute_root`` (removed
     after), never reusing or changing a cached bake; ``spot_check`` keeps no record to resume from."""
-    spot_check: int | None = None
-    """Regenerate K audit-trail segments chosen with ``spot_seed`` (``spot``); resumable."""
-    spot_seed: int = 0
-    """Seed of the ``spot_check`` choice."""
+    spot_check: "SpotBudget | int | str | None" = None
+    """Regenerate audit-trail segments drawn with ``spot_seed`` (``spot``); resumable: ``K`` (or ``"K"``)
+    segments for the whole dataset, ``"K/mlp"`` K segments of every MLP (``spot_draw.SpotBudget``)."""
+    spot_seed: int | None = None
+    """Seed of the ``spot_check`` draw; None: a fresh, unpredictable one (printed)."""
 
     def __post_init__(self) -> None:
         for flag, value in (("--n-check", self.n_check), ("--sample-mlps", self.sample_mlps),
-                            ("--recompute", self.recompute), ("--spot-check", self.spot_check)):
+                            ("--recompute", self.recompute)):
             if value is not None:
                 check_positive_int(flag, value)
+        if self.spot_check is not None:
+            object.__setattr__(self, "spot_check", SpotBudget.parse(self.spot_check))
+        for name, flag in (("spot_seed", "--spot-seed"), ("recompute_seed", "--recompute-seed")):
+            object.__setattr__(self, name, check_seed(flag, getattr(self, name)))
+        for flag, given, needs, option in (("--spot-seed", self.spot_seed is not None, self.spot_check, "--spot-check"),
+                                           ("--recompute-seed", self.recompute_seed is not None, self.recompute,
+                                            "--recompute")):
+            if given and needs is None:
+                raise UsageError(f"{flag} applies to {option} only; add {option}, or leave {flag} out.")
         for flag, given in (("--device", self.device is not None), ("--no-cache", not self.cache)):
             if given and self.recompute is None and self.spot_check is None:
                 raise UsageError(f"{flag} applies to --recompute and --spot-check only; add one of them, or leave "

@@ -25,6 +25,24 @@ from whestbench.format.schema import DatasetMeta, infer_sampler
 from whestbench.errors import UsageError
 
 
+def choose(rows: list, k: int, seed: int | None) -> tuple[list, int]:
+    """``(the rows to bake again, the seed)``: ``k`` rows drawn with ``seed`` (None: a fresh one, printed by
+    the caller), uniform without replacement and independent for each ``k`` (``spot_draw.draw_rows``)."""
+    from whestbench.verify.spot_draw import draw_rows, fresh_seed
+
+    seed = fresh_seed() if seed is None else int(seed)
+    return [rows[i] for i in draw_rows(len(rows), k, seed)], seed
+
+
+def resume_with(message: str, flags: str) -> str:
+    """A stopped bake's ``stopped: ...; re-run the same command to resume.`` for a run whose draw was
+    fresh: the re-run must name the seed, or it draws other MLPs (or segments)."""
+    from whestbench.errors import RESUME
+
+    return message.replace(RESUME, f"re-run the same command with {flags} to resume (that seed draws the same "
+                                    "MLPs; without it, a fresh draw starts over)")
+
+
 def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     """The bake arguments that reproduce the dataset's numbers (besides the seeds)."""
     sampler = infer_sampler(md)

@@ -35,12 +35,12 @@ from whestbench.format.schema import (
     protocol_version,
 )
 from whestbench.verify.config import VerifyConfig
-from whestbench.verify.recompute import check_root, default_cache, recipe
+from whestbench.verify.recompute import check_root, default_cache, recipe, resume_with
 from whestbench.verify.report import Check, VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan, scan_split, schema_problems
 from whestbench.verify.statistics import run_statistics
 from whestbench.verify.trail import check_trail
-from whestbench.errors import InvalidDatasetError, UsageError
+from whestbench.errors import BakeInterrupted, InvalidDatasetError, UsageError
 from whestbench.paths import existing_dir
 from whestbench.text import sanitize
 
@@ -97,7 +97,11 @@ def verify_dataset(
     run_statistics(ds, report, n_check=cfg.n_check, z_max=cfg.z_max, sample_mlps=cfg.sample_mlps,
                    sample_seed=cfg.sample_seed, pilot=cfg.pilot, on_event=on_event)
     check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
-    if spot_check is not None:
+    if against is not None:
+        from whestbench.verify.compare import compare_with  # compare builds on this module
+
+        compare_with(ds, against, report, n_check=cfg.n_check, z_max=cfg.z_max)
+    if spot_check is not None:  # after the checks a stop ends at once: from here a stop is resumable work's (exit 75)
         if any(c.name.endswith("trail") and not c.ok for c in report.checks):
             report.skip("spot-check", "not run: the trail itself failed its check")
         else:
@@ -106,37 +110,38 @@ def verify_dataset(
             resumable = cache and handle.checksum_state().state == "ok"  # a record is keyed by signed contents
             run_spot_check(ds, report, spot_check, cfg.spot_seed, device, stop, on_event,
                            record_root=recompute_root if resumable else None)
-    if against is not None:
-        from whestbench.verify.compare import compare_with  # compare builds on this module
-
-        compare_with(ds, against, report, n_check=cfg.n_check, z_max=cfg.z_max)
     if recompute is not None:
         if report.failures:  # a recompute of a damaged dataset costs a bake and proves nothing more
             report.skip("recompute", f"not run: {len(report.failures)} check(s) failed already "
                         f"({', '.join(c.name for c in report.failures)}); fix or re-bake the dataset first")
         else:
-            _recompute(ds, report, recompute, cfg.sample_seed, device, recompute_root, on_event, stop, cache)
+            _recompute(ds, report, recompute, cfg.recompute_seed, device, recompute_root, on_event, stop, cache)
     return report
 
 
-def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, device: str | None,
+def _recompute(ds: DatasetScan, report: VerifyReport, k: int, seed: int | None, device: str | None,
                root: Path, on_event, stop, cache: bool) -> None:
-    from whestbench.verify import plausibility
     from whestbench.verify.compare import compare_with
-    from whestbench.verify.recompute import recompute
+    from whestbench.verify.recompute import choose, recompute
 
-    rows = plausibility.choose_rows(list(ds.rows()), k, sample_seed)
+    rows, seed = choose(list(ds.rows()), k, seed)
     if not rows:
         report.skip("recompute", "the dataset has no rows")
         return
     rec = recipe(ds.md, device)
     seeds = [int(s.seeds[i]) for s, i in rows]
     ids = ", ".join((f"{s.name}:" if ds.is_multi else "") + str(int(s.ids[i])) for s, i in rows)
-    report.coverage["recompute"] = f"mlp_id {ids} (random, --sample-seed {sample_seed})"
+    report.coverage["recompute"] = f"mlp_id {ids} (random, --recompute-seed {seed})"
     how = rec["backend"] + (f" on {rec['device']}" if rec["device"] else "")
-    report.check("recompute", True, f"{len(rows)} MLP(s) chosen at random with --sample-seed {sample_seed}: mlp_id {ids}; "
+    n_rows = sum(len(s.seeds) for s in ds.splits)
+    report.check("recompute", True, f"{len(rows)} MLP(s) drawn at random with --recompute-seed {seed}: mlp_id {ids} "
+                 f"(one faulty MLP of {n_rows:,} is among them with probability {len(rows) / n_rows:.3g}); "
                  f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
                  + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
+    if on_event is not None:
+        from whestbench.events import Event
+
+        on_event(Event("note", message=f"recompute: mlp_id {ids} drawn with --recompute-seed {seed}"))
     import contextlib
     import tempfile
 
@@ -145,8 +150,12 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, sample_seed: int, 
             root.mkdir(parents=True, exist_ok=True)
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".no-cache-", dir=root,
                                                                         ignore_cleanup_errors=True)))
-        path = recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop,
-                         confirm=confirm_complete if cache else None)
+        try:
+            path = recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop,
+                             confirm=confirm_complete if cache else None)
+        except BakeInterrupted as e:  # resumed by the same draw: name its seed
+            raise BakeInterrupted(resume_with(str(e), f"--recompute {k} --recompute-seed {seed}"),
+                                  exit_code=e.exit_code) from None
         if isinstance(path, DatasetDir):  # reused, not baked: say so, and how to bake afresh
             report.check("recompute: cache", True, f"reused the bake cached at {path} (its completion marker, "
                          "checksums, integrity and pilot-free statistics pass; --no-cache bakes afresh)")

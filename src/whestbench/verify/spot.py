@@ -1,28 +1,34 @@
-"""``verify --spot-check K``: regenerate K audit-trail segments from their samples and compare.
+"""``verify --spot-check K`` / ``K/mlp``: regenerate audit-trail segments from their samples and compare.
 
-The choice is ``random.Random(spot_seed).sample`` over every (split, MLP, segment) of the dataset,
-printed. A segment depends only on its MLP's seed, the recipe and its sample range, so it is
-regenerated alone: pcg64 from the generator state stored at its start (and the state it ends at
-must equal the next segment's stored state, exactly, on any BLAS: forged states cannot stand for
-other samples); philox from its counter-based blocks (the unit that covers it, as the bake cut it).
-Values are compared bit for bit when the arithmetic is the bake's (pcg64: the same BLAS; philox: the
-same precision class), else within the precision gate. A dataset with a fraction f of segments not
-computed from their samples passes K checks with probability at most (1 − f)^K.
+The choice (``spot_draw.draw_segments``) is K segments among every (split, MLP, segment) of the
+dataset, or K of every MLP, drawn with a seed no one can predict (a fresh one each run, printed;
+``--spot-seed S`` reproduces a run). A segment depends only on its MLP's seed, the recipe and its
+sample range, so it is regenerated alone: pcg64 from the generator state stored at its start (and
+the state it ends at must equal the next segment's stored state, exactly, on any BLAS: forged
+states cannot stand for other samples); philox from its counter-based blocks (the unit that covers
+it, as the bake cut it). Values are compared bit for bit when the arithmetic is the bake's (pcg64:
+the same BLAS; philox: the same precision class), else within the precision gate. The check states
+what its draw catches, for both threat models (``spot_draw.detection``).
 
-A stopped spot check resumes: each segment found matching is added to a small record
-(``spot-<key>.json``) in the ``--recompute`` cache root, keyed by the dataset's metadata digest (its
-checksums and ``plan_digest``: any re-signed change is another key), the spot seed, K and the device;
-a re-run of the same command skips those segments and says how many. A record whose key differs, that
-does not parse, or that another user could write is ignored; the record is removed when the check
+The segments run as the bake's units do: on worker threads, one per core (``bake_workers``), BLAS at
+one thread and torch at one intra-op thread per worker (``work.threads``): a segment costs 1/S of
+its MLP's bake. Progress is reported as samples are drawn, not per segment.
+
+A stopped spot check (a stop signal: exit 75; Ctrl-C: 130) resumes: each segment found matching is
+added to a small record (``spot-<key>.json``) in the ``--recompute`` cache root, keyed by the
+dataset's metadata digest (its checksums and ``plan_digest``: any re-signed change is another key),
+the spot seed, the budget and the device; ``--spot-seed S`` with the same budget skips those
+segments and says how many (the stop's message names S). A record whose key differs, that does
+not parse, or that another user could write is ignored; the record is removed when the check
 completes (pass or fail), so a later run regenerates every segment again.
 """
 
 from __future__ import annotations
 
-import random
 import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -34,6 +40,12 @@ from whestbench.format.schema import DatasetMeta
 from whestbench.format.trail import pcg64_state
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan
+from whestbench.verify.spot_draw import SpotBudget, detection, draw_segments, fresh_seed
+from whestbench.work.steps import UnitStopped
+
+SHOWN = 12
+"""Segments named in the check's line; the rest are counted (the seed reproduces the whole draw)."""
+
 
 def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
     """``(split scan, audit block, file)`` of every split that keeps a trail."""
@@ -45,12 +57,12 @@ def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
     return out
 
 
-def _record_key(ds: DatasetScan, k: int, spot_seed: int, where: str) -> dict:
+def _record_key(ds: DatasetScan, budget: SpotBudget, spot_seed: int, where: str) -> dict:
     from whestbench.work.ledger import identity_digest
     from whestbench.work.machine import whestbench_version
 
     return {"metadata_sha256": identity_digest(ds.md), "plan_digest": ds.md.get("plan_digest"), "spot_seed": int(spot_seed),
-            "k": int(k), "device": where, "whestbench": whestbench_version()}
+            "budget": str(budget), "device": where, "whestbench": whestbench_version()}
 
 
 def _read_record(path: Path, key: dict) -> dict[str, str]:
@@ -73,18 +85,41 @@ def _read_record(path: Path, key: dict) -> dict[str, str]:
     return {str(n): str(m) for n, m in got["matched"].items()}
 
 
-def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, device: str | None,
-               stop: threading.Event | None = None, on_event=None, record_root: Path | None = None) -> None:
-    """Regenerate ``k`` segments chosen with ``spot_seed`` and add the ``spot-check`` check. ``on_event``
-    hears a ``progress`` event per segment (in samples: a segment's cost is its samples); ``stop``
-    ends it between segments (BakeInterrupted, exit 75). With ``record_root`` (the recompute cache
-    root; None for ``--no-cache``) the segments found matching are recorded there as they pass and a
-    re-run skips them (module docstring)."""
+def _index(ds: DatasetScan, blocks) -> list[list[tuple[int, int, int, int]]]:
+    """Every MLP's segments in the trail files, in the dataset's order: ``[(block, file row, split row,
+    segment)]`` per MLP."""
     import pyarrow.parquet as pq
 
-    from whestbench.events import Event, Progress
-    from whestbench.work.ledger import identity_digest
+    mlps: dict[tuple[int, int], list] = {}
+    for b, (s, _block, path) in enumerate(blocks):
+        t = pq.read_table(str(path), columns=["mlp_id", "segment"])
+        ids, segs = t.column("mlp_id").to_numpy(), t.column("segment").to_numpy()
+        row_of = {int(m): r for r, m in enumerate(s.ids)}
+        for i, (m, g) in enumerate(zip(ids, segs)):
+            r = row_of[int(m)]
+            mlps.setdefault((b, r), []).append((b, i, r, int(g)))
+    return [mlps[key] for key in sorted(mlps)]
 
+
+def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int | str, spot_seed: int | None,
+               device: str | None, stop: threading.Event | None = None, on_event=None, record_root: Path | None = None,
+               workers: int | None = None) -> int:
+    """Regenerate the segments ``budget`` draws with ``spot_seed`` (None: a fresh seed) and add the
+    ``spot-check`` check; return the seed. ``on_event`` hears a ``start`` event, the seed (a note)
+    and ``progress`` in samples as they are drawn; ``stop`` ends it within a sampler step
+    (BakeInterrupted, exit 75; Ctrl-C 130). With ``record_root`` (the recompute cache root; None for
+    ``--no-cache``) the segments found matching are recorded there as they pass and a re-run with the
+    same seed and budget skips them (module docstring). ``workers``: threads (default one per core)."""
+    import json
+
+    from whestbench.atomic import write_file_atomic
+    from whestbench.events import Event, Progress
+    from whestbench.work.executor import bake_workers
+    from whestbench.work.ledger import identity_digest
+    from whestbench.work.threads import one_blas_thread, one_torch_thread
+
+    budget = SpotBudget.parse(budget)
+    seed = fresh_seed() if spot_seed is None else int(spot_seed)
     if device not in (None, "cpu"):
         from whestbench.work.torch_env import resolve_device
 
@@ -92,78 +127,133 @@ def spot_check(ds: DatasetScan, report: VerifyReport, k: int, spot_seed: int, de
     blocks = trail_blocks(ds)
     if not blocks:
         raise UsageError("the dataset has no audit trail to spot-check; use --recompute K.")
-    index = []  # (block number, file row, row of the split, segment)
-    for b, (s, block, path) in enumerate(blocks):
-        t = pq.read_table(str(path), columns=["mlp_id", "segment"])
-        ids, segs = t.column("mlp_id").to_numpy(), t.column("segment").to_numpy()
-        row_of = {int(m): r for r, m in enumerate(s.ids)}
-        index += [(b, i, row_of[int(m)], int(g)) for i, (m, g) in enumerate(zip(ids, segs))]
-    chosen = sorted(random.Random(spot_seed).sample(range(len(index)), min(k, len(index))))
-    picks = [index[c] for c in chosen]
+    mlps = _index(ds, blocks)
+    counts = [len(m) for m in mlps]
+    picks = [mlps[m][g] for m, g in draw_segments(counts, budget, seed)]
+    det = detection(counts, budget)
     multi = ds.is_multi
-    names = ", ".join((f"{blocks[b][0].name}:" if multi else "") + f"{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks)
-    problems: list[str] = []
-    modes: set[str] = set()
+    labels = [(f"{blocks[b][0].name}:" if multi else "") + f"{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
+    names = ", ".join(labels[:SHOWN]) + (f", … and {len(labels) - SHOWN} more" if len(labels) > SHOWN else "")
     where = "cpu" if device in (None, "cpu") else device
-    if where != "cpu" and all(DatasetMeta(ds.md).sampler(blocks[b][0].name).get("name") == "pcg64"
-                              for b, _, _, _ in picks):  # said "regenerated on cuda" of numpy's CPU arithmetic
+    samplers = {DatasetMeta(ds.md).sampler(blocks[b][0].name).get("name") for b, _, _, _ in picks}
+    if where != "cpu" and samplers == {"pcg64"}:  # said "regenerated on cuda" of numpy's CPU arithmetic
         where = f"cpu (the pcg64 sampler runs on the CPU only; --device {device} applies to Philox segments)"
     sizes = []
     for b, i, r, g in picks:
         s_, block, _ = blocks[b]
-        n = ds.samples(s_, r)
-        bounds = segment_bounds(n, int(block["step_samples"]), int(block["segments"]), bool(block["aligned"]))
+        bounds = segment_bounds(ds.samples(s_, r), int(block["step_samples"]), int(block["segments"]), bool(block["aligned"]))
         sizes.append(bounds[g][1] - bounds[g][0] if g < len(bounds) else 0)
     names_of = [f"{blocks[b][0].name}/{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
-    key = _record_key(ds, len(picks), spot_seed, where) if record_root is not None else None
+    key = _record_key(ds, budget, seed, where) if record_root is not None else None
     record = Path(record_root) / ("spot-" + identity_digest(key)[:16] + ".json") if key is not None else None
     matched = {n: m for n, m in _read_record(record, key).items() if n in names_of} if record is not None else {}
-    resumed, checked = len(matched), 0
-    modes.update(matched.values())
+    resumed = len(matched)
+    modes: set[str] = set(matched.values())
+    problems: list[tuple[int, str]] = []
     total = sum(sizes)
-    covered = sum(size for size, n in zip(sizes, names_of) if n in matched)
     flops = 2 * ds.width * ds.width * ds.depth
-    if on_event is not None:
-        on_event(Event("progress", progress=Progress("samples", covered, total, flops_per_item=flops)))
-    for done, (b, i, r, g) in enumerate(picks):
-        if names_of[done] in matched:
-            continue
-        if stop is not None and stop.is_set():
-            n_done = resumed + checked
-            kept = (f"; the {len(matched)} found matching are recorded in {record}: re-run the same command to check "
-                    "the rest" if matched else "; re-run the same command to check them all")
-            raise BakeInterrupted(f"spot-check stopped: {n_done} of {len(picks)} segments done{kept}.", exit_code=75)
+    lock = threading.Lock()
+    state = {"covered": sum(size for size, n in zip(sizes, names_of) if n in matched), "done": resumed}
+    emit = on_event or (lambda event: None)
+    stop = stop if stop is not None else threading.Event()
+
+    def progress() -> Progress:
+        return Progress("samples", min(state["covered"], total), total, flops_per_item=flops, phase="spot check")
+
+    def on_samples(n: int) -> None:
+        with lock:  # emitted under the lock: the workers' counts reach the display in order
+            state["covered"] += n
+            emit(Event("progress", progress=progress()))
+
+    emit(Event("note", message=f"spot check: {len(picks)} segment(s) ({_budget_words(budget)}) drawn with --spot-seed "
+                               f"{seed}" + (f"; {resumed} already checked by the stopped run" if resumed else "")))
+    emit(Event("start", progress=progress()))  # the stop signals now ask the segments to stop (exit 75)
+    computes: dict[str, Any] = {}
+
+    def work(j: int) -> None:
+        if stop.is_set():
+            return
+        b, i, r, g = picks[j]
         s, block, path = blocks[b]
         stored, nxt = _rows(path, i)
-        why, mode = _one(ds, s, block, r, g, stored, nxt, device)
-        modes.add(mode)
-        checked += 1
-        if why:
-            problems.append(f"mlp_id {int(s.ids[r])} segment {g}: {why}")
-        elif record is not None:
-            import json
+        why, mode = _one(ds, s, block, r, g, stored, nxt, device, computes, on_samples, stop)
+        with lock:
+            modes.add(mode)
+            state["done"] += 1
+            if why:
+                problems.append((j, f"mlp_id {int(s.ids[r])} segment {g}: {why}"))
+            elif record is not None:
+                matched[names_of[j]] = mode
+                record.parent.mkdir(parents=True, exist_ok=True)
+                write_file_atomic(record, json.dumps({"key": key, "matched": matched}, sort_keys=True).encode())
 
-            from whestbench.atomic import write_file_atomic
-
-            matched[names_of[done]] = mode
-            record.parent.mkdir(parents=True, exist_ok=True)
-            write_file_atomic(record, json.dumps({"key": key, "matched": matched}, sort_keys=True).encode())
-        covered += sizes[done]
-        if on_event is not None:
-            on_event(Event("progress", progress=Progress("samples", covered, total, flops_per_item=flops)))
+    todo = [j for j, n in enumerate(names_of) if n not in matched]
+    pin = "philox" in samplers and where == "cpu"
+    code = 0
+    if todo:
+        n_workers = bake_workers(workers if where == "cpu" or "pcg64" in samplers else 1, len(todo))
+        with one_blas_thread(), one_torch_thread(pin), \
+                ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="whest-spot") as pool:
+            futures = [pool.submit(_guarded, work, j, stop) for j in todo]
+            try:
+                _wait_awake(futures)
+            except KeyboardInterrupt:  # Ctrl-C: the segments in flight stop at their next step
+                stop.set()
+                wait(futures)
+                code = 130
+            for f in futures:
+                if f.done() and f.exception() is not None and not isinstance(f.exception(), UnitStopped):
+                    stop.set()
+                    wait(futures)
+                    raise f.exception()
+    if code or (stop.is_set() and state["done"] < len(picks)):
+        kept = (f"; the {len(matched)} found matching are recorded in {record}: re-run with --spot-seed {seed} "
+                f"--spot-check {budget} to check the rest" if matched and record is not None else
+                f"; re-run with --spot-seed {seed} --spot-check {budget} to check them all")
+        raise BakeInterrupted(f"spot-check stopped: {state['done']} of {len(picks)} segments done{kept}.",
+                              exit_code=code or 75)
     if record is not None:
         record.unlink(missing_ok=True)  # the check is complete: a later run regenerates every segment
     note = f" (resumed: {resumed} of {len(picks)} segments already checked)" if resumed else ""
+    drew = f"{len(picks)} segment(s) ({_budget_words(budget)}) drawn at random with --spot-seed {seed}"
     if problems:
-        report.check("spot-check", False, f"{len(picks)} segment(s) chosen with --spot-seed {spot_seed} "
-                     f"(mlp_id/segment {names}){note}; " + "; ".join(problems[:3]))
-        return
-    per_mlp = max(1, round(len(index) / len({(b, r) for b, _, r, _ in index})))  # segments of a typical MLP
+        report.check("spot-check", False, f"{drew} (mlp_id/segment {names}){note}; "
+                     + "; ".join(p for _, p in sorted(problems)[:3]))
+        return seed
     report.check("spot-check", True, (
-        f"{len(picks)} segment(s) chosen at random with --spot-seed {spot_seed} (mlp_id/segment {names}) regenerated "
-        f"on {where} ({'/'.join(sorted(modes))}): all match{note}; a dataset with a fraction f of segments not computed from "
-        f"their samples passes with probability ≤ (1−f)^{len(picks)} — ({per_mlp - 1}/{per_mlp})^{len(picks)} = "
-        f"{(1 - 1 / per_mlp) ** len(picks):.3g} at f = 1/{per_mlp} (one segment per MLP)"))
+        f"{drew} (mlp_id/segment {names}) regenerated on {where} ({'/'.join(sorted(modes))}): all match{note}; "
+        + chance_sentence(det)))
+    return seed
+
+
+def _budget_words(budget: SpotBudget) -> str:
+    return f"--spot-check {budget}: {budget.k} of every MLP" if budget.per_mlp else f"--spot-check {budget}"
+
+
+def chance_sentence(det) -> str:
+    """What the draw catches, both threat models (``spot_draw.Detection``), in one clause."""
+    return (f"this draw ({det.drawn} of {det.total:,} segments in {det.mlps:,} MLPs) catches one bad segment in "
+            f"every MLP with probability {det.every:.3g}, and {det.q} forged segment{'s' if det.q != 1 else ''} in one "
+            f"MLP of {det.mlps:,} with probability {det.one:.3g}")
+
+
+def _guarded(work: Callable[[int], None], j: int, stop: threading.Event) -> None:
+    try:
+        work(j)
+    except UnitStopped:
+        pass
+    except BaseException:
+        stop.set()  # the other segments stop too
+        raise
+
+
+def _wait_awake(futures: list) -> None:
+    """Wait for ``futures``, the main thread waking every 0.2 s to run a signal's handler
+    (``work.executor._wait_awake``: a stop reaches the segments within a step)."""
+    while True:
+        done, running = wait(futures, timeout=0.2, return_when=FIRST_EXCEPTION)
+        if not running or any(f.exception() is not None for f in done):
+            return
 
 
 def _rows(path: Path, i: int) -> tuple[dict, dict | None]:
@@ -190,8 +280,11 @@ def _values(row: dict, width: int) -> dict[str, np.ndarray]:
             for name in ("means", "var", "cv_means", "cv_var") if row.get(name) is not None}
 
 
-def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dict | None, device: str | None
-         ) -> tuple[str | None, str]:
+def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dict | None, device: str | None,
+         computes: dict, on_samples: Callable[[int], None], stop: threading.Event) -> tuple[str | None, str]:
+    """Regenerate segment ``g`` of row ``r`` and compare it with ``stored``: ``(why it differs or None,
+    "bits" | "gate" | "chain" | "-")``. Runs on a worker thread under the bake's thread limits; raises
+    UnitStopped when ``stop`` is set between two sampler steps."""
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.work.controls import controls_for
 
@@ -210,26 +303,27 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
         from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
         from whestbench.compute.seeds import spawn_streams
         from whestbench.work.machine import blas_info
-        from whestbench.work.threads import one_blas_thread
 
         weights = weights_for_seed(seed, width, depth)
-        with one_blas_thread():
-            controls = controls_for(seed, weights) if cv and depth > 1 else None
-            start, end = bounds[g]
-            stream = Pcg64Stream(weights, spawn_streams(seed)[1], n, fused=fused_pays(1, end - start, width, depth),
-                                 controls=controls, segments=bounds)
-            try:
-                stream.seek(g, pcg64_state(stored["pcg64_state"], f"segment {g}"))
-            except ValueError as e:
-                return str(e), "-"
-            while stream.position < end:
-                stream.step()
+        controls = controls_for(seed, weights) if cv and depth > 1 else None
+        start, end = bounds[g]
+        # the fused (numba) kernels where the bake ran them: the same bits either way, their speed where it pays
+        stream = Pcg64Stream(weights, spawn_streams(seed)[1], n, fused=fused_pays(1, n, width, depth),
+                             controls=controls, segments=bounds)
+        try:
+            stream.seek(g, pcg64_state(stored["pcg64_state"], f"segment {g}"))
+        except ValueError as e:
+            return str(e), "-"
+        while stream.position < end:
+            if stop.is_set():
+                raise UnitStopped(f"segment {g}")
+            on_samples(stream.step())
         got = {k: v.reshape(-1, width) for k, v in stream.segment_values(g).items()}
         if nxt is not None and int(nxt["segment"]) == g + 1 and stream.rng.bit_generator.state != _state_or_none(nxt):
             return "the generator's state at the segment's end is not the next segment's stored state", "chain"
         bits = isinstance(ds.md.get("blas"), dict) and ds.md.get("blas") == blas_info()
     else:
-        got, bits = _philox(ds, level, seed, n, bounds, g, segments, cv, device)
+        got, bits = _philox(ds, level, seed, n, bounds, g, segments, device, computes, on_samples, stop)
     if cv and depth > 1:
         got = {k: (v[1:] if k.startswith("cv_") else v) for k, v in got.items()}  # the file keeps layers 2..
     return _compare(want, got, bits, width), ("bits" if bits else "gate")
@@ -243,9 +337,33 @@ def _state_or_none(row: dict) -> dict | None:
         return None
 
 
-def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, segments: int, cv: bool,
-            device: str | None) -> tuple[dict[str, np.ndarray], bool]:
-    from whestbench.work.steps import Compute, run_unit
+def _compute(ds: DatasetScan, level: dict, device: str | None, computes: dict):
+    """``(Compute, bits)`` for philox segments on ``device``: the engine the bake's CPU or device path runs,
+    and whether its precision class is the bake's (then the values must match bit for bit). Made once
+    per check (``computes`` holds it; the workers share it)."""
+    from whestbench.work.steps import Compute
+
+    local = device or "cpu"  # spot_check resolved it
+    kernel = level.get("kernel") or {}
+    cache_key = (local, str(kernel.get("precision_class")))
+    if cache_key not in computes:
+        try:
+            import torch
+
+            from whestbench.compute.philox.numba_engine import resolve_engine
+            from whestbench.work.torch_env import kernel_identity
+
+            compute = Compute(resolve_engine("auto", torch.device(local)), local)
+            bits = kernel.get("precision_class") == kernel_identity(local, compute.engine, ds.width)["precision_class"]
+        except ImportError:
+            compute, bits = Compute("numba", "cpu"), False
+        computes.setdefault(cache_key, (compute, bits))
+    return computes[cache_key]
+
+
+def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, segments: int, device: str | None,
+            computes: dict, on_samples: Callable[[int], None], stop: threading.Event) -> tuple[dict[str, np.ndarray], bool]:
+    from whestbench.work.steps import UnitContext, run_unit
     from whestbench.work.units import Unit, WorkSpec
 
     sampler = level.get("sampler") or {}
@@ -259,19 +377,8 @@ def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, seg
     spec = WorkSpec(seeds=(seed,), n_samples=n, width=ds.width, depth=ds.depth, mlp_range=(0, 1), sampler="philox",
                     block_size=bs, unit_blocks=unit_blocks, audit_segments=segments,
                     estimation=Estimation(est.name))
-    kernel = level.get("kernel") or {}
-    local = device or "cpu"  # spot_check resolved it
-    try:
-        import torch
-
-        from whestbench.compute.philox.numba_engine import resolve_engine
-        from whestbench.work.torch_env import kernel_identity
-
-        compute = Compute(resolve_engine("auto", torch.device(local)), local)
-        bits = kernel.get("precision_class") == kernel_identity(local, compute.engine, ds.width)["precision_class"]
-    except ImportError:
-        compute, bits = Compute("numba", "cpu"), False
-    result = run_unit(spec, compute, Unit(0, b0, b1, 1))
+    compute, bits = _compute(ds, level, device, computes)
+    result = run_unit(spec, compute, Unit(0, b0, b1, 1), UnitContext(on_samples=on_samples, stop=stop))
     trail = result.trail.mlp(0)
     k = g - trail.first
     return {name: v[k].reshape(-1, ds.width) for name, v in trail.values.items()}, bits
