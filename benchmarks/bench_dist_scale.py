@@ -24,13 +24,23 @@ Reported (JSON with ``--json``):
 - ``store_ops_per_s``: store calls of every rank (counted at the Python API), over the wall time;
 - ``last_result_to_written_s``; ``lost_units`` (units missing or wrong in the dataset, must be 0);
 - ``peak_rss_mb_per_rank``: the peer processes' peak RSS over their ranks (rank 0's process apart);
-- ``faults``: each run again with a fault: ``kill-restart`` (SIGKILL 5 % of the ranks, their
-  processes started again as torchrun restarts a node's workers), ``kill-no-restart`` (SIGKILL,
-  rank 0 fails after ``--peer-timeout``, the same command re-run on every rank resumes), ``stop``
-  (SIGUSR1 to every process, a SLURM pre-timeout: all ranks exit 75, the re-run resumes from the
-  checkpoints) and ``late-start`` (10 % of the ranks start late). ``recovered`` is true when the
-  outcome is the documented one and the final dataset has every unit right.
+- ``faults``: each run again with a fault: ``kill-restart`` (SIGKILL 5 % of the ranks once each
+  holds a unit, their ranks started again in new processes as torchrun restarts a node's workers),
+  ``kill-no-restart`` (SIGKILL, rank 0 fails after ``--peer-timeout``, the same command re-run on
+  every rank resumes), ``stop`` (SIGUSR1 to every process, a SLURM pre-timeout: all ranks exit 75,
+  the re-run resumes from the checkpoints) and ``late-start`` (10 % of the ranks join once the
+  bake has saved a unit). ``recovered`` is true when the outcome is the documented one and the
+  final dataset has every unit right.
 - ``projection``: the same figures modelled for 1,024 and 4,096 ranks (the model is in ``model``).
+
+Every fault is applied at a point of the bake's progress (units held, a unit saved, checkpoints
+kept), never after a guessed delay; a restarted or late node's process is started, imported and
+planned beside the others before the clock starts and only released at the fault (its Python and
+torch start-up, seconds on a busy machine, is a per-process cost, not the protocol's, and would
+otherwise decide whether it is back within ``--peer-timeout``). So the outcome is the same on a
+busy machine as on an idle one. The nodes die with the driver: each watches the process that
+started it (and, on Linux, asks the kernel for SIGKILL when it goes), so a killed driver or test
+run leaves no node behind.
 
     .venv/bin/python benchmarks/bench_dist_scale.py --ranks 32
     .venv/bin/python benchmarks/bench_dist_scale.py --ranks 128 --json dist128.json
@@ -64,8 +74,9 @@ UNIT_TIMES: list[tuple[float, float]] = []  # this process's stand-in units: (st
 # --- the simulated ranks (one process: a "node") ---------------------------------------------------
 
 
-def _standin(seconds: float):
-    """A unit that takes ``seconds``: sleeps in steps, checkpoints through the real context."""
+def _standin(seconds: float, holding: Path):
+    """A unit that takes ``seconds``: sleeps in steps, checkpoints through the real context. Creates
+    ``holding`` when it starts a unit (the driver's sign that this rank holds one)."""
     import numpy as np
 
     from whestbench.compute.stats import LayerSums
@@ -73,6 +84,7 @@ def _standin(seconds: float):
 
     def step(spec, compute, unit, ctx):
         started = time.time()
+        holding.touch()
         n = spec.unit_samples(unit)
         k = max(1, math.ceil(seconds / STEP_S))
         saved = ctx.resume(unit.key)
@@ -125,8 +137,42 @@ def _count_store_ops(counts: dict, lock: threading.Lock) -> None:
         setattr(dist.PrefixStore, name, counted)
 
 
+def _holding(ready: str, rank: int) -> Path:
+    """The file a rank's stand-in creates when it starts a unit (beside its node's ready file)."""
+    return Path(ready).with_name(f"holding-{rank}")
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process when ``parent`` (the driver that started it) is gone, however it ended.
+
+    On Linux the kernel sends SIGKILL when the parent's thread that started this process ends
+    (``PR_SET_PDEATHSIG``; the driver starts nodes from the thread that runs ``main``, which outlives
+    them). Everywhere, a daemon thread looks every 0.1 s whether this process was re-parented (its
+    parent died, before the request above too) and ends it at once.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.1)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="bench-parent-watch", daemon=True).start()
+
+
 def host_main(cfg: dict) -> int:
     """One simulated node: ``cfg["ranks"]`` as threads, each running the real bake of one rank."""
+    die_with_parent(cfg["parent"])
     import numpy  # noqa: F401
     import torch.distributed  # noqa: F401  (imported before the clock starts: a per-process cost, not the protocol's)
 
@@ -143,7 +189,7 @@ def host_main(cfg: dict) -> int:
     init = distributed.StoreExecutor.__init__
 
     def capture(self, env, **kw):  # the stand-in goes where the executor calls the compute
-        init(self, env, **{**kw, "step": _standin(cfg["unit_seconds"])})
+        init(self, env, **{**kw, "step": _standin(cfg["unit_seconds"], _holding(cfg["ready"], env.rank))})
         executors[env.rank] = self
 
     distributed.StoreExecutor.__init__ = capture
@@ -257,6 +303,7 @@ class Run:
         self.late_nodes = [len(self.nodes) + j for j in range(math.ceil(len(late_ranks) / per))]
         self.nodes += [late_ranks[i:i + per] for i in range(0, len(late_ranks), per)]
         self.procs: dict[int, subprocess.Popen] = {}
+        self.spares: dict[int, subprocess.Popen] = {}  # replacements held until their node is killed
         RUNS.append(self)
         self.starts = 0
         self.go_file = self.work / "go"
@@ -264,17 +311,19 @@ class Run:
     def _cfg(self, node: int) -> dict:
         a = self.args
         tag = f"{node}-{self.starts}"
-        return {"ranks": self.nodes[node], "world": a.ranks, "port": self.port, "units": a.units,
+        return {"parent": os.getpid(), "ranks": self.nodes[node], "world": a.ranks, "port": self.port, "units": a.units,
                 "n_samples": a.n_samples, "width": a.width, "depth": a.depth, "output": str(self.output),
                 "unit_seconds": a.unit_seconds, "checkpoint_every": a.checkpoint_every,
                 "peer_timeout": a.peer_timeout, "go": str(self.go_file), "ready": str(self.work / f"ready-{tag}"),
                 "result": str(self.work / f"result-{tag}.json")}
 
-    def start_node(self, node: int, *, gate: bool = True) -> Path:
+    def start_node(self, node: int, *, go: Path | None = None) -> Path:
+        """Start ``node``'s process; it imports and plans, creates its ready file (returned), then
+        waits for ``go`` (default: the run's go file)."""
         self.starts += 1
         cfg = self._cfg(node)
-        if not gate:
-            cfg["go"] = cfg["ready"]  # a late or restarted node starts at once
+        if go is not None:
+            cfg["go"] = str(go)
         import whestbench  # the nodes import the package this driver imported
 
         src = Path(whestbench.__file__).resolve().parents[1]
@@ -282,29 +331,59 @@ class Run:
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         if self.args.no_dns:
             env["RES_OPTIONS"] = "attempts:0"  # see --dns
-        self.procs[node] = subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, __file__, "--host", json.dumps(cfg)], env=env, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=open(self.work / f"stderr-{node}-{self.starts}.txt", "w"))
+        if go is None or node not in self.procs:
+            self.procs[node] = proc
+        else:  # a node's replacement, held until its predecessor is killed
+            self.spares[node] = proc
         self.results = getattr(self, "results", [])
         self.results.append(Path(cfg["result"]))
         return Path(cfg["ready"])
 
-    def start(self, nodes) -> float:
-        """Start ``nodes``, wait until each has imported and planned, then start them all at once."""
+    def start(self, nodes, *, held=(), spares=()) -> float:
+        """Start ``nodes``, wait until each has imported and planned, then start them all at once.
+        ``held`` nodes and the replacements of the ``spares`` nodes start beside them but wait for
+        ``release`` (their go files: ``go-<node>``)."""
         self.go_file.unlink(missing_ok=True)
         ready = [self.start_node(n) for n in nodes]
+        ready += [self.start_node(n, go=self.work / f"go-{n}") for n in (*held, *spares)]
         deadline = time.monotonic() + self.args.timeout
         while not all(p.exists() for p in ready):
-            for n in nodes:
-                if self.procs[n].poll() is not None:
-                    raise SystemExit(f"node {n} exited {self.procs[n].returncode} while starting: "
-                                     f"see {self.work}/stderr-{n}-*.txt")
+            for n, p in [*self.procs.items(), *self.spares.items()]:
+                if p.poll() is not None:
+                    raise SystemExit(f"node {n} exited {p.returncode} while starting: see {self.work}/stderr-{n}-*.txt")
             if time.monotonic() > deadline:
-                raise SystemExit(f"the nodes did not start within {self.args.timeout}s")
+                raise SystemExit(f"the nodes did not import and plan within {self.args.timeout}s (--timeout)")
             time.sleep(0.05)
         t0 = time.time()
         self.go_file.write_text(str(t0))
         return t0
+
+    def release(self, nodes) -> None:
+        """Let held nodes (or the replacements of killed ones) start their bake now."""
+        for n in nodes:
+            if n in self.spares:
+                self.procs[n] = self.spares.pop(n)
+            (self.work / f"go-{n}").write_text(str(time.time()))
+
+    def wait_until(self, what: str, done) -> None:
+        """Wait until ``done()`` (a point of the bake's progress), bounded by ``--timeout`` as a hang
+        guard; a bake that ends first or the guard stops the benchmark, saying what it waited for."""
+        deadline = time.monotonic() + self.args.timeout
+        while not done():
+            if all(p.poll() is not None for p in self.procs.values()):
+                raise SystemExit(f"{self.name}: every node ended before {what}; see {self.work}/stderr-*.txt")
+            if time.monotonic() > deadline:
+                self.abort()
+                raise SystemExit(f"{self.name}: not {what} within {self.args.timeout}s (--timeout); "
+                                 f"see {self.work}/stderr-*.txt")
+            time.sleep(0.02)
+
+    def holding(self, nodes) -> bool:
+        """Whether every rank of ``nodes`` has started a unit."""
+        return all(_holding(str(self.work / "ready"), r).exists() for n in nodes for r in self.nodes[n])
 
     def kill_nodes(self, nodes) -> None:
         for n in nodes:
@@ -327,7 +406,7 @@ class Run:
                                  f"see {self.work}/stderr-*.txt") from None
 
     def abort(self) -> None:
-        for p in self.procs.values():
+        for p in [*self.procs.values(), *self.spares.values()]:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
@@ -454,8 +533,9 @@ def fault(args, work: Path, kind: str) -> dict:
         late = set(range(max(1, args.ranks - victims - n_late), args.ranks - victims))
     run = Run(args, work, kind, output, late=late)
     on_time = [n for n in range(len(run.nodes)) if n not in run.late_nodes]
-    t0 = run.start(on_time)
-    ideal = args.units * args.unit_seconds / args.ranks
+    # a late node, and the replacement of a node to be killed, import and plan beside the others and
+    # wait for their release (module docstring)
+    t0 = run.start(on_time, held=run.late_nodes, spares=run.victim_nodes if kind == "kill-restart" else ())
     note = ""
     work_dir = output.parent / f"{output.name}.whest-work"
     need = math.ceil(0.5 * (args.ranks - 1))  # checkpoints the stop must keep (below)
@@ -464,20 +544,20 @@ def fault(args, work: Path, kind: str) -> dict:
         # scheduler ran it: wait until units are in flight with a checkpoint, however long a busy
         # machine takes to get there (bounded by --timeout), then stop
         before = _units_and_checkpoints(work_dir, run, need, args.timeout)
-    else:
-        time.sleep(0.4 * ideal)  # well inside the bake: every rank holds a unit
+    elif kind == "late-start":  # late: the bake is under way (rank 0 has saved a result)
+        run.wait_until("a unit saved", lambda: _count_saved(work_dir)[0] >= 1)
+    else:  # the ranks killed hold a unit: the fault loses work in flight, on any machine
+        run.wait_until("the ranks to kill holding a unit", lambda: run.holding(run.victim_nodes))
     t_fault = time.time()
     if kind == "late-start":
-        for n in run.late_nodes:
-            run.start_node(n, gate=False)
+        run.release(run.late_nodes)
         run.wait()
         rep = run.collect()
         ok, why = _outcome_ok(rep, {0}, args.ranks)
         ok = ok and len(rep["ranks"]) == args.ranks
     elif kind == "kill-restart":
         run.kill_nodes(run.victim_nodes)
-        for n in run.victim_nodes:  # torchrun restarts the failed node's workers, as new processes
-            run.start_node(n, gate=False)
+        run.release(run.victim_nodes)  # torchrun restarts the failed node's workers, as new processes
         run.wait()
         rep = run.collect()
         ok, why = _outcome_ok(rep, {0}, args.ranks)
