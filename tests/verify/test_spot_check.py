@@ -76,13 +76,43 @@ def test_forged_segment_state_is_caught(honest, tmp_path, rewrite_dataset):
     assert json.loads(states[2]) != json.loads(t.column("pcg64_state").to_pylist()[2])
 
 
-def test_philox_spot_check_passes(tmp_path):
+@pytest.mark.parametrize("estimator, segments", [("plain", 8), ("control-variate", 32)])
+def test_philox_spot_check_passes_bit_for_bit_from_the_segments_own_batches(tmp_path, estimator, segments):
+    """A philox segment is regenerated from its own batches (not the 65,536-sample blocks around it, which
+    made a spot check of small segments cost 10x their samples): every segment, bit for bit, the ragged
+    last one included; and a segment's values moved by one ulp are caught."""
     pytest.importorskip("torch")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from whestbench.compute.estimation import Estimation
+
     cfg = BakeConfig(n_mlps=2, mlp_seeds=(5, 6), output=tmp_path / "ds", backend="torch", device="cpu",
-                     audit_segments=8, skip_device_check=True, n_samples=5 * 4096 * 16 + 1000, width=8, depth=2)
+                     audit_segments=segments, skip_device_check=True, n_samples=5 * 4096 * 16 + 1000, width=8, depth=3,
+                     estimation=Estimation(estimator))
     bake(cfg)
-    check = verify_dataset(tmp_path / "ds", spot_check=3, spot_seed=1).get("spot-check")
-    assert check.ok, check.detail
+    events = []
+    check = verify_dataset(tmp_path / "ds", spot_check=f"{segments}/mlp", spot_seed=1, pilot=False, cache=False,
+                           on_event=events.append).get("spot-check")
+    import re
+
+    drawn = re.search(r"this draw \((\d+) of (\d+) segments in 2 MLPs\)", check.detail)
+    assert check.ok and "(bits)" in check.detail and drawn and drawn.group(1) == drawn.group(2), check.detail
+    assert max(e.progress.done for e in events if e.progress is not None) == 2 * cfg.n_samples  # its samples, no more
+    path = tmp_path / "ds" / "audit" / "public.parquet"
+    t = pq.read_table(path)
+    col = t.column("means").to_pylist()
+    col[3] = [float(np.nextafter(np.float32(v), np.float32(1))) if i == 5 else v for i, v in enumerate(col[3])]
+    pq.write_table(t.set_column(t.schema.get_field_index("means"), "means", pa.array(col, t.schema.field("means").type)),
+                   path)
+    from whestbench.verify.spot import spot_check
+    from whestbench.verify.report import VerifyReport
+    from whestbench.verify.run import _integrity
+    from whestbench.format.reader import open_dataset
+
+    report = VerifyReport(tmp_path / "ds", None)
+    spot_check(_integrity(open_dataset(tmp_path / "ds"), report), report, f"{segments}/mlp", 1, None)
+    assert not report.get("spot-check").ok and "mlp_id 0 segment 3: means layer 1 neuron 5" in report.get("spot-check").detail
 
 
 def test_no_trail_is_usage_error_and_device_needs_a_mode(tmp_path, honest):

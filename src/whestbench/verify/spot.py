@@ -363,25 +363,64 @@ def _compute(ds: DatasetScan, level: dict, device: str | None, computes: dict):
 
 def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, segments: int, device: str | None,
             computes: dict, on_samples: Callable[[int], None], stop: threading.Event) -> tuple[dict[str, np.ndarray], bool]:
+    sampler = level.get("sampler") or {}
+    bs = int(sampler["block_size"])
+    est = Estimation.from_metadata(level)
+    compute, bits = _compute(ds, level, device, computes)
+    if compute.engine in ("numba", "torch"):  # the segment's own batches, not the blocks around it
+        return _philox_batches(ds, seed, n, bounds[g], bs, est.is_cv, compute, on_samples, stop), bits
     from whestbench.work.steps import UnitContext, run_unit
     from whestbench.work.units import Unit, WorkSpec
 
-    sampler = level.get("sampler") or {}
-    bs = int(sampler["block_size"])
     start, end = bounds[g]
     seg_len = bounds[0][1] - bounds[0][0]
     b0, b1 = start // bs, -(-end // bs)
     unit_blocks = max(1, 2 * seg_len // bs)
     unit_blocks = 1 << max(unit_blocks - 1, 0).bit_length()
-    est = Estimation.from_metadata(level)
     spec = WorkSpec(seeds=(seed,), n_samples=n, width=ds.width, depth=ds.depth, mlp_range=(0, 1), sampler="philox",
                     block_size=bs, unit_blocks=unit_blocks, audit_segments=segments,
                     estimation=Estimation(est.name))
-    compute, bits = _compute(ds, level, device, computes)
     result = run_unit(spec, compute, Unit(0, b0, b1, 1), UnitContext(on_samples=on_samples, stop=stop))
     trail = result.trail.mlp(0)
     k = g - trail.first
     return {name: v[k].reshape(-1, ds.width) for name, v in trail.values.items()}, bits
+
+
+def _philox_batches(ds: DatasetScan, seed: int, n: int, bound: tuple[int, int], bs: int, cv: bool, compute,
+                    on_samples: Callable[[int], None], stop: threading.Event) -> dict[str, np.ndarray]:
+    """One segment's values from its own batches (``block_batches_torch``'s ``span``), summed as the bake's
+    unit sums a segment (``work.steps._run_philox``: its parts pushed into a tree of their own, then
+    ``finish``): a segment costs its samples, not the blocks that hold it."""
+    import torch
+
+    from whestbench.compute.mlp import sample_weights
+    from whestbench.compute.philox import spec as philox
+    from whestbench.compute.philox.torch_engine import block_batches_torch
+    from whestbench.compute.seeds import spawn_streams
+    from whestbench.compute.segments import finish
+    from whestbench.work.controls import controls_for
+    from whestbench.work.threads import pin_torch_threads_here
+
+    if compute.pins_torch_threads:
+        pin_torch_threads_here()
+    weight_ss, sample_ss, _ = spawn_streams(seed)
+    weights = sample_weights(weight_ss, ds.width, ds.depth)
+    controls = controls_for(seed, weights) if cv else None
+    keys = np.array([philox.philox_key(sample_ss)], dtype=np.uint32)
+    w_dev = torch.as_tensor(weights[None], device=torch.device(compute.device))
+    start, end = bound
+    tree = philox.PairwiseStack()
+    for b in range(start // bs, -(-end // bs)):
+        if stop.is_set():
+            raise UnitStopped(f"segment at {start}")
+        raw, counts = block_batches_torch(w_dev, keys, b, n, compute.device, chunk_size=compute.step_rows,
+                                          block_size=bs, engine=compute.engine, z2sq=controls is not None,
+                                          span=(start, end))
+        packed = philox.batch_packed(raw[0], counts, ds.depth, controls)[None]  # (1, parts, rows, w)
+        for k, c in enumerate(counts):
+            tree.push(packed[:, k], philox.level_of(int(c)))
+        on_samples(int(np.sum(counts)))
+    return {name: v[0].reshape(-1, ds.width) for name, v in finish(np.asarray(tree.value()), end - start, ds.depth).items()}
 
 
 def _compare(want: dict[str, np.ndarray], got: dict[str, np.ndarray], bits: bool, width: int) -> str | None:

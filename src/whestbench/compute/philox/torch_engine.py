@@ -156,8 +156,11 @@ def block_batches_torch(
     block_size: int = ref.BLOCK_SIZE,
     engine: str = "auto",
     z2sq: bool = True,
+    span: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One canonical block's batches for each of ``B`` MLPs: the reference's ``block_batches``, batched.
+    ``span``: only the batches inside samples ``[s0, s1)`` (batch-aligned; a spot check regenerating one
+    audit segment): each batch is computed exactly as in the whole block.
 
     Returns ``(raw (B, n_batches, 2·depth+1, width) fp64, counts (n_batches,))`` with the rows of
     ``philox.batch_raw``; ``z2sq=False`` leaves the last row (layer 2's squared pre-activations,
@@ -186,6 +189,10 @@ def block_batches_torch(
         )
     start, end = ref.block_bounds(block_index, n_samples, block_size)
     batch = min(ref.BATCH, block_size)
+    if span is not None:
+        if (max(start, span[0]) - start) % batch:
+            raise ValueError(f"span {span} does not start at a batch of block {block_index}")
+        start, end = max(start, int(span[0])), min(end, int(span[1]))
     rows = step_rows(chunk_size, device, n_mlps, width, block_size)
     if engine == "numba":
         rows = min(rows, batch)  # the numba tree runs inside one batch
