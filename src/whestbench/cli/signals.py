@@ -126,7 +126,9 @@ def is_cli_verb(verb: str) -> bool:
 
 class StopSignals:
     """Stop-signal (``STOPS``) handling for one bake: in set-up they end the command at once; once the
-    executor has started they ask it to checkpoint and stop (``stop`` is the executor's event)."""
+    executor has started they ask it to checkpoint and stop (``stop`` is the executor's event). Ctrl-C
+    raises KeyboardInterrupt as Python's own handler does (the executor checkpoints and stops, exit
+    130), after the same "received ..." line once units run."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -143,6 +145,7 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in STOPS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._interrupt)
             self._previous_hook, sys.unraisablehook = sys.unraisablehook, swallowed_stops
             raise_pending()  # a stop that start-up could not deliver
         return self
@@ -168,6 +171,15 @@ class StopSignals:
                       markup=False)
         else:
             self._err.print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
+
+    def _interrupt(self, _signum, _frame) -> None:
+        """Ctrl-C: while units run, say what happens (as a stop signal does) before the executor makes
+        every running unit checkpoint and stop (exit 130); in set-up or while writing, as before."""
+        if self.running and not self.writing:
+            stamp = f"[{time.strftime('%H:%M:%S')}]"
+            _err().print(f"{stamp} received SIGINT (Ctrl-C): checkpointing the units in flight, then stopping",
+                         markup=False)
+        raise KeyboardInterrupt
 
     def on_event(self, event) -> None:
         if event.kind == "start":
