@@ -112,3 +112,34 @@ def test_a_target_bakes_estimate_is_its_planned_counts_on_the_bakes_workers():
 def test_a_plain_bake_below_the_probe_size_gets_no_estimate(tmp_path):
     plan = plan_bake(BakeConfig(n_mlps=2, n_samples=1000, width=4, depth=1, seed=1, output=Path(tmp_path / "o")))
     assert plan.needs.seconds is None and "timing probe" not in plan.needs.summary()
+
+
+def test_the_plan_line_announces_the_whole_command_start_up_and_writing_included(monkeypatch):
+    """The Plan line's time was the sampling's alone: the start-up (interpreter, imports, checks,
+    the probe, a target bake's pilots: 23-56 s on a loaded machine) and the writing were left out."""
+    from whestbench.bake.plan import Needs, WRITE_BYTES_PER_S, WRITE_FIXED_S
+    from whestbench.cli import bake as cli_bake
+    from whestbench.work import machine
+
+    monkeypatch.setattr(machine, "process_seconds", lambda: 12.0)
+    needs = Needs(flops=1e12, output_bytes=int(WRITE_BYTES_PER_S), work_bytes=0, trail_bytes=0, seeds_bytes=0,
+                  peak_ram_bytes=0, seconds=30.0, rate_flops=1e10, probe_workers=2)
+    assert needs.write_seconds == pytest.approx(WRITE_FIXED_S + 1.0)
+    whole = 12.0 + 30.0 + needs.write_seconds
+    assert cli_bake._whole_command(needs) == (
+        f"; the whole command ≈ {whole:.1f} s (start-up so far 12.0 s, sampling ≈ 30.0 s, writing ≈ "
+        f"{needs.write_seconds:.1f} s)")
+    assert cli_bake._whole_command(dataclasses.replace(needs, seconds=None)) == ""  # no probe: no time at all
+
+
+def test_the_eta_counts_the_writing_after_the_last_sample():
+    import io
+
+    from whestbench.cli.progress import Reporter
+    from whestbench.events import Event, Progress
+
+    now = [0.0]
+    reporter = Reporter("bake", mode="log", log_every=3600, stream=io.StringIO(), clock=lambda: now[0])
+    reporter.expect("samples", 100.0, then_s=30.0)
+    reporter(Event("start", progress=Progress("samples", 0, 6000)))
+    assert "ETA 0:01:30" in reporter.status(reporter.last)  # 60 s of samples at the expected rate, then 30 s

@@ -111,3 +111,26 @@ def test_a_target_projection_uses_the_pilot_planned_counts():
     assert proj.median == int(np.median(proj.counts)) and max(proj.counts) < 10**7
     rate = 3 * 100_000 / 0.5
     assert proj.seconds == pytest.approx(40 * np.mean(proj.counts) / rate + 40 * proj.pilot_s / 2)
+
+
+def test_calibrate_projects_the_whole_bake_command_start_up_probe_pilots_and_writing(capsys, monkeypatch):
+    """calibrate projected the sampling alone (95.7 s for a ~143 s bake): the whole command adds the
+    start-up (as calibrate's own: the same imports and checks), the timing probe a bake that size
+    runs, a target bake's pilots and the writing."""
+    import re
+
+    from cli_run import run
+    from whestbench.work import machine
+
+    monkeypatch.setattr(machine, "process_seconds", lambda: 500.0)  # a start-up no sampling can hide
+    rc, out, err = run(["dataset", "calibrate", "--n-mlps", "4", "--n-samples", "1e6", "--width", "8", "--depth", "2",
+                        "--calib-samples", "4096"], capsys)
+    assert rc == 0, err
+    text = re.sub(r"[│┃\s]+", " ", out)
+
+    def seconds(label):
+        value, unit = re.search(label + r" ([\d.]+) (s|min|h)\b", text).groups()
+        return float(value) * {"s": 1, "min": 60, "h": 3600}[unit]
+
+    assert seconds(r"start-up ≈") == pytest.approx(500.0, abs=3)  # as format_duration rounds it
+    assert seconds("whole bake command, projected") >= 0.99 * (500.0 + seconds("projected wall time"))

@@ -102,7 +102,7 @@ def bake(
         with hold_lock(work, plan.config.bake_command or ""):
             plan = _with_random_seeds(plan)
             if not distributed:  # other ranks wait for rank 0 under --peer-timeout: they plan per unit
-                plan = plan_targets(plan, emit, stop)  # a target bake: every MLP's count, before any sampling
+                plan = plan_targets(plan, emit, stop, work)  # a target bake: every MLP's count, before any sampling
             emit(Event("plan", data={"plan": plan}))  # the CLI's Plan line of a target bake waits for this
             ledger = Ledger(work, plan.spec.identity())
             _record_status(plan, dist_env)

@@ -181,6 +181,10 @@ class BakeConfig:
         return self.range != (0, self.n_mlps)
 
 
+WRITE_FIXED_S = 0.5  # writing a small dataset: card, checksums, rename (0.2-0.6 s measured on a loaded 2-core VM)
+WRITE_BYTES_PER_S = 50e6  # parquet encoding and the checksums' read-back of the rows
+
+
 @dataclass(frozen=True)
 class Needs:
     """What a bake needs from this machine, estimated before any work (bytes, FLOPs, seconds)."""
@@ -202,6 +206,12 @@ class Needs:
     """The bake's rate: the timing probe's rate per worker × the workers (``probe_workers``)."""
     probe_workers: int | None = None
     """The workers the timing probe ran at once (the bake's)."""
+
+    @property
+    def write_seconds(self) -> float:
+        """The writing's wall time, roughly: a fixed ``WRITE_FIXED_S`` (the card, checksums, the final
+        rename) and the dataset's bytes at ``WRITE_BYTES_PER_S`` (parquet encoding of the rows)."""
+        return WRITE_FIXED_S + self.output_bytes / WRITE_BYTES_PER_S
 
     def summary(self) -> str:
         trail = f" (audit trail {format_bytes(self.trail_bytes)})" if self.trail_bytes else ""
@@ -271,7 +281,8 @@ class BakePlan:
 PLAN_UPFRONT_MLPS = 4096  # a target bake of at most this many MLPs plans them all before sampling
 
 
-def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event | None = None) -> BakePlan:
+def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event | None = None,
+                 work: Path | None = None) -> BakePlan:
     """A target bake's plan with every MLP's count planned up front (``WorkSpec.planned``): the
     pilots are cheap (one forward pass of 16,384 inputs each), and the units use these counts
     instead of planning again, so the progress total, the Plan line and a stop's message count what
@@ -279,7 +290,9 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
     without a target, or one too big to plan up front (over ``PLAN_UPFRONT_MLPS`` MLPs, or control
     variates that would not stay in the fit cache, ``CONTROLS_CACHE_BYTES``, until their units
     use them); its units plan their own counts, and its totals shrink as they land. A ``stop``
-    during the pilots returns the plan unchanged at once (the bake then stops before any unit)."""
+    during the pilots returns the plan unchanged at once (the bake then stops before any unit).
+    ``work``: the work directory, where the counts are kept (``ledger.save_pilots``) and a resume
+    reads them instead of running the pilots again."""
     spec = plan.spec
     if not spec.estimation.has_target or spec.planned is not None or not spec.seeds:
         return plan
@@ -293,6 +306,14 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
     fit_bytes = 16 * spec.depth * spec.width * spec.width if spec.estimation.is_cv and spec.depth > 1 else 0
     if n > PLAN_UPFRONT_MLPS or n * fit_bytes > CONTROLS_CACHE_BYTES:
         return plan
+    from whestbench.work.ledger import identity_digest, load_pilots, save_pilots
+
+    digest = identity_digest(spec.identity())
+    saved = load_pilots(work, digest, n, spec.n_samples) if work is not None else None
+    if saved is not None:
+        emit(Event("note", message=f"resuming: the pilots' planned samples of {format_count(n)} MLPs read from "
+                                   f"{work}; the pilots are not run again"))
+        return _planned(plan, saved)
     counts: list[int] = [0] * n
     emit(Event("progress", progress=Progress("pilots", 0, n)))
     def pilot(k: int) -> tuple[int, int]:
@@ -308,6 +329,18 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
             emit(Event("progress", progress=Progress("pilots", done, n)))
     if min(counts) < 0:  # stopped: the queued pilots returned at once
         return plan
+    if work is not None:
+        try:
+            save_pilots(work, digest, counts)
+        except OSError:  # a resume runs them again
+            pass
+    return _planned(plan, counts)
+
+
+def _planned(plan: BakePlan, counts: Sequence[int]) -> BakePlan:
+    """``plan`` with each MLP's planned ``counts``: the total, FLOPs and the timed estimate follow them."""
+    spec = plan.spec
+    n = spec.mlp_range[1] - spec.mlp_range[0]
     planned = dataclasses.replace(plan, spec=dataclasses.replace(spec, planned=tuple(counts)))
     share = planned.planned_total / max(1, n * plan.config.n_samples)
     needs = plan.needs

@@ -215,14 +215,14 @@ def _bake(signals, cfg, dist_env, reporter: Reporter, emit, *, peer_timeout) -> 
     finished: dict = {}
     single = dist_env is None or dist_env.world_size == 1  # the probe times this machine's workers, not every rank's
     if single:
-        reporter.expect("samples", _probe_samples_per_s(plan))
+        reporter.expect("samples", _probe_samples_per_s(plan), then_s=plan.needs.write_seconds)
 
     def sink(event) -> None:
         signals.on_event(event)
         if event.kind == "plan" and planned_later and not peer:
             out.print(f"Plan: {_plan_summary(event.data['plan'])}", markup=False)
             if single:
-                reporter.expect("samples", _probe_samples_per_s(event.data["plan"]))
+                reporter.expect("samples", _probe_samples_per_s(event.data["plan"]), then_s=plan.needs.write_seconds)
         if event.kind == "done":
             finished.update(event.data or {})
         emit(event)
@@ -290,13 +290,28 @@ def _plan_summary(plan) -> str:
         head = (f"{total:,} samples ({spread} per MLP, planned by their pilots for the target standard error "
                 f"{plan.spec.estimation.target_stderr:g}; cap {plan.config.n_samples:,}); ")
     if saved <= 0 or total <= 0:
-        return head + plan.needs.summary()
+        return head + plan.needs.summary() + _whole_command(plan.needs)
     left = max(total - saved, 0) / total
     needs = plan.needs
     rest = dataclasses.replace(needs, flops=needs.flops * left,
                                seconds=needs.seconds * left if needs.seconds is not None else None)
     return (f"{head}{rest.summary()} (the rest: {saved:,} of {total:,} samples are saved in {plan.work_dir} and are "
-            "not computed again)")
+            f"not computed again){_whole_command(rest)}")
+
+
+def _whole_command(needs) -> str:
+    """The whole command's wall time, where the probe timed the sampling: the start-up so far (the
+    interpreter, imports, checks, the timing probe, a target bake's pilots: this process's age),
+    the sampling and the writing (``Needs.write_seconds``)."""
+    from whestbench.text import format_duration
+    from whestbench.work.machine import process_seconds
+
+    so_far = process_seconds()
+    if needs.seconds is None or so_far is None:
+        return ""
+    whole = so_far + needs.seconds + needs.write_seconds
+    return (f"; the whole command ≈ {format_duration(whole)} (start-up so far {format_duration(so_far)}, sampling "
+            f"≈ {format_duration(needs.seconds)}, writing ≈ {format_duration(needs.write_seconds)})")
 
 
 COMMANDS = [bake]

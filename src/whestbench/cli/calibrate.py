@@ -73,6 +73,9 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     def stderr_of(spec, sums, i):
         return estimates(spec, sums, weights_for_seed(spec.seeds[i], spec.width, spec.depth))[3]
 
+    from whestbench.work.machine import process_seconds
+
+    startup_s = process_seconds()  # a bake of this shape starts up as this command did: imports, checks, plan
     with one_torch_thread(plan.compute.pins_torch_threads):
         cal = run_calibration(plan.scaled_job, planned_mlps=n_mlps, planned_samples=n_samples, calib_mlps=k, calib_samples=n,
                               workers=plan.workers, finalize=stderr_of)
@@ -86,6 +89,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
     at_cap = " at the cap (--n-samples)" if estimation.has_target else ""
     table.add_row(f"projected wall time{at_cap}", format_duration(cal.projected_s))
+    whole_s = None if startup_s is None else startup_s + _probe_s(plan, cal) + cal.projected_s + plan.needs.write_seconds
     import numpy as np
 
     spec = plan.spec
@@ -117,7 +121,25 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         table.add_row("pilot-planned samples per MLP", spread)
         table.add_row("wall time, pilot-planned", f"{format_duration(planned.seconds)} (the bake's rule, on {k} "
                       f"calibration MLPs; pilots {planned.pilot_s:.2f} s each)")
+        if whole_s is not None:  # the pilots' counts, not the cap
+            whole_s += planned.seconds - cal.projected_s
+    if whole_s is not None:
+        table.add_row("whole bake command, projected",
+                      f"{format_duration(whole_s)} (start-up ≈ {format_duration(startup_s)}, as this command's; "
+                      f"the timing probe, the {'pilot-planned ' if estimation.has_target else ''}sampling and the "
+                      "writing; a cold kernel cache adds its compilation once)")
     out.print(table)
+
+
+def _probe_s(plan, cal) -> float:
+    """The bake's timing probe (``bake.plan._probe``, for a bake over ``PROBE_FLOPS``): every worker's
+    first step and at least ``PROBE_WINDOW_S`` after it, at the calibrated rate."""
+    from whestbench.bake.plan import PROBE_FLOPS, PROBE_MIN_STEPS, PROBE_WINDOW_S
+
+    if plan.needs.flops <= PROBE_FLOPS:
+        return 0.0
+    step_s = plan.spec.step_samples * plan.spec.mlps_per_unit / max(cal.samples_per_s / max(1, cal.calib_mlps), 1e-9)
+    return max(PROBE_WINDOW_S + step_s, (PROBE_MIN_STEPS + 1) * step_s)
 
 
 COMMANDS = [calibrate]

@@ -71,16 +71,19 @@ class Reporter:
         self.started = threading.Event()
         self._printed: tuple | None = None  # what the last log line showed
         self.expected: dict[str, float] = {}  # kind of item -> rate the plan expects (the bake's timing probe)
+        self.after: dict[str, float] = {}  # kind of item -> seconds of work after the last item (``expect``)
         self.stage: tuple[str, float] | None = None  # (what, since) of a stage no progress has followed yet
         self._stage_task = None
 
-    def expect(self, what: str, per_s: float | None) -> None:
+    def expect(self, what: str, per_s: float | None, *, then_s: float = 0.0) -> None:
         """The rate the plan expects for items of kind ``what`` (a bake's timing probe): the ETA starts
         from it and moves to the measured rate over ``ETA_SETTLE_S``, so the first lines' ETA is not
         the start-up's (kernel loading, control-variate fits and cold caches slow a bake's first
-        second; a cumulative rate reads 30-70 % long there)."""
+        second; a cumulative rate reads 30-70 % long there). ``then_s``: what the operation does once
+        these items are done (a bake's writing), counted in the ETA, which is the time to the end."""
         if per_s is not None and per_s > 0:
             self.expected[what] = float(per_s)
+        self.after[what] = max(0.0, float(then_s))
 
     # --- context
 
@@ -181,7 +184,8 @@ class Reporter:
         if expected is not None:  # the measured rate's weight grows from 0 to 1 over the first ETA_SETTLE_S
             settled = min(1.0, elapsed / ETA_SETTLE_S)
             rate = settled * rate + (1 - settled) * expected
-        parts.append(f"ETA {format_clock(left / rate) if rate > 0 else '?'}" if left > 0 else "ETA 0:00:00")
+        then = self.after.get(p.what, 0.0)
+        parts.append(f"ETA {format_clock(left / rate + then) if rate > 0 else '?'}" if left > 0 else "ETA 0:00:00")
         if p.what == "samples":
             parts.append(f"{p.checkpoints} checkpoint{'s' if p.checkpoints != 1 else ''}")
         return ", ".join(parts)

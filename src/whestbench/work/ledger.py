@@ -6,6 +6,7 @@ Layout of ``<output>.whest-work/`` (where it lies and its lock: ``work.workdir``
     plan.json                the WorkSpec identity and its digest (a resume must match it)
     auto-seeds.json          random seeds a bake drew (so a re-run resumes with the same ones)
     status.json              what the bake planned (planned samples, units, workers), for ``whest dataset status``
+    pilots.json              a target bake's pilot-planned samples per MLP (a resume reads them, not the pilots again)
     units/<key>.unit         a finished unit's sums (a checked record: ``work.records``)
     units/<key>.ckpt         a unit's progress inside itself (sampler state + partial sums)
 
@@ -34,7 +35,7 @@ from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError
 from whestbench.work.records import decode_record, encode_record
 from whestbench.work.units import Unit
-from whestbench.work.workdir import PLAN_FILE, PLAN_MAX_BYTES, SEEDS_FILE, UNITS_DIR, output_for
+from whestbench.work.workdir import PILOTS_FILE, PLAN_FILE, PLAN_MAX_BYTES, SEEDS_FILE, UNITS_DIR, output_for
 
 PLAN_FORMAT = "whestbench-plan/2"
 SEEDS_FORMAT = "whestbench-seeds/1"
@@ -111,6 +112,41 @@ def record_cap(identity: dict[str, Any], key: str) -> int:
     depth, width, segments = dims
     per_mlp = depth * width * (4 * 8 + 2 * 64 * 4 * 8 + 4 * 4 * max(segments, 1))
     return 16 * 2**20 + 2 * unit.mlp_count * per_mlp
+
+
+# ------------------------------------------------------------------------------------ pilots
+
+PILOTS_FORMAT = "whestbench-pilots/1"
+
+
+def _pilots_digest(plan_digest: str, counts: list[int]) -> str:
+    return hashlib.sha256(json.dumps({"plan": plan_digest, "counts": counts}).encode()).hexdigest()
+
+
+def save_pilots(root: Path, plan_digest: str, counts: list[int]) -> None:
+    """Keep a target bake's pilot-planned counts (one per MLP of its range), bound to its plan's
+    identity digest, so a resume reads them instead of running every MLP's pilot again."""
+    blob = {"format": PILOTS_FORMAT, "plan_digest": plan_digest, "counts": counts,
+            "digest": _pilots_digest(plan_digest, counts)}
+    write_file_atomic(Path(root) / PILOTS_FILE, json.dumps(blob).encode())
+
+
+def load_pilots(root: Path, plan_digest: str, n: int, cap: int) -> list[int] | None:
+    """The counts ``save_pilots`` kept for this very bake (``plan_digest``), checked: ``n`` ints in
+    1..``cap`` under their digest. None when there are none, or they are another bake's, damaged or
+    unreadable (the pilots then run again: they are deterministic, so nothing else changes)."""
+    path = Path(root) / PILOTS_FILE
+    try:
+        data = json.loads(read_regular(path, 24 * n + 4096, "pilots file of this bake"))
+        counts = data["counts"]
+        if (data.get("format") != PILOTS_FORMAT or data.get("plan_digest") != plan_digest or not isinstance(counts, list)
+                or len(counts) != n or data.get("digest") != _pilots_digest(plan_digest, counts)):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    if not all(type(c) is int and 1 <= c <= cap for c in counts):
+        return None
+    return counts
 
 
 # ------------------------------------------------------------------------------------ the ledger

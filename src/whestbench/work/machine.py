@@ -170,3 +170,17 @@ def device_facts(device: str) -> dict[str, Any]:
     elif facts["type"] == "mps":
         facts["name"] = platform.processor() or "Apple Silicon"
     return facts
+
+
+def process_seconds() -> float | None:
+    """Wall seconds since this process started (the interpreter's own start-up included), from
+    /proc (Linux); None where it cannot be read."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, counted after the ")"
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, uptime - started)

@@ -31,6 +31,7 @@ def work_dir_for(output: Path) -> Path:
 
 
 LOCK_FILE, PLAN_FILE, SEEDS_FILE, STATUS_FILE, UNITS_DIR = "lock", "plan.json", "auto-seeds.json", "status.json", "units"
+PILOTS_FILE = "pilots.json"
 # What each work file can hold, read through ``atomic.read_regular`` with these caps (a file beyond its
 # cap is not one a bake wrote: refused before it is read, never allocated):
 PLAN_MAX_BYTES = 1 << 20
@@ -42,7 +43,8 @@ STATUS_MAX_BYTES = 64 << 20
 MAX_WORLD = 1 << 20
 """The most ranks a status.json may claim (``whest dataset status`` lists the ranks never seen: a record
 claiming a billion built a billion-item list); far above any torchrun or SLURM job."""
-_ENTRIES = {LOCK_FILE: "file", PLAN_FILE: "file", SEEDS_FILE: "file", STATUS_FILE: "file", UNITS_DIR: "directory"}
+_ENTRIES = {LOCK_FILE: "file", PLAN_FILE: "file", SEEDS_FILE: "file", STATUS_FILE: "file", PILOTS_FILE: "file",
+            UNITS_DIR: "directory"}
 """What a work directory holds (besides the ``.NAME.*.tmp`` files of an interrupted atomic write)."""
 
 
