@@ -185,3 +185,30 @@ def test_status_and_a_rerun_read_no_fifo_or_device_planted_in_the_work_directory
                               __import__("resource").RLIMIT_AS, (4 << 30, 4 << 30)))
     assert done.returncode == 0, done.stderr
     assert f"work file {units[0]} failed its check" in done.stderr, done.stderr  # recomputed, with a line
+
+
+def test_status_tells_a_killed_rank_from_one_alive_to_the_end(tmp_path):
+    """After a rank was killed both ranks showed the same last heartbeat (the last periodic look's):
+    rank 0 now records each rank's own time of its last beat and how each left."""
+    from whestbench.work.workdir import update_status
+
+    stop = threading.Event()
+    with pytest.raises(BakeInterrupted):
+        bake(BakeConfig(**SHAPE, output=tmp_path / "out"), on_event=lambda e: e.kind == "unit_done" and stop.set(),
+             stop=stop)
+    update_status(tmp_path / "out.whest-work", {"world_size": 2, "ranks_recorded_utc": "2026-11-27T10:00:09Z", "ranks": {
+        "0": {"last_heartbeat_utc": "2026-11-27T10:00:09Z", "epoch": "1", "host": "a", "pid": 11, "ended": "failed"},
+        "1": {"last_heartbeat_utc": "2026-11-27T10:00:02Z", "epoch": "1", "host": "a", "pid": 12, "ended": "no-goodbye"}}})
+    doc = bake_status(tmp_path / "out")
+    assert [(r["rank"], r["ended"]) for r in doc["ranks"]] == [(0, "failed"), (1, "no-goodbye")]
+    lines = [line for line in status_lines(doc) if line.startswith("    rank ")]
+    assert lines[0].endswith("; rank 0, failed") and "last heartbeat 2026-11-27T10:00:09Z" in lines[0]
+    assert "last heartbeat 2026-11-27T10:00:02Z" in lines[1] and "never acknowledged the end: killed" in lines[1]
+
+
+def test_a_heartbeat_carries_its_ranks_own_time():
+    from whestbench.work.distributed import _beat_fields
+
+    assert _beat_fields("3 node-a:4242:ab12 17 1764000000.250") == ("3", "node-a", 4242, 1764000000.25)
+    assert _beat_fields("3 node-a:4242:ab12 17") == ("3", "node-a", 4242, None)  # an older whestbench's beat
+    assert _beat_fields("3 node-a:4242:ab12 17 nan")[3] is None

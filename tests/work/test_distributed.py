@@ -427,6 +427,10 @@ def test_a_dead_peer_is_reported_within_the_timeout_and_a_rerun_resumes(tmp_path
     assert doc["state"] == "stopped" and doc["world_size"] == 2 and doc["ranks_never_seen"] == []
     assert [(r["rank"], r["host"]) for r in doc["ranks"]] == [(0, socket.gethostname()), (1, socket.gethostname())]
     assert doc["ranks"][1]["pid"] == rank1.pid
+    # which one died: rank 0 recorded how each left, and each rank's own time of its last beat (rank 0
+    # beat on for the --peer-timeout of 5 s after rank 1 froze; both showed the same time before)
+    assert {r["rank"]: r["ended"] for r in doc["ranks"]} == {0: "failed", 1: "no-goodbye"}
+    assert doc["ranks"][0]["last_heartbeat_utc"] > doc["ranks"][1]["last_heartbeat_utc"]
 
     outs = _finish_ok(*procs.srun(2, _free_port(), LARGE, output, "--peer-timeout", "5"))
     recovered = [int(k) for k in re.findall(r"resuming: (\d+) of 12 units", outs[0])]

@@ -257,11 +257,22 @@ def _ranks(recorded: dict[str, Any]) -> list[dict[str, Any]]:
             t = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
         except ValueError:
             continue
-        host, pid = entry.get("host"), entry.get("pid")
+        host, pid, ended = entry.get("host"), entry.get("pid"), entry.get("ended")
         out.append({"rank": int(rank), "host": host if isinstance(host, str) and host else None,
                     "pid": pid if is_int(pid) else None, "last_heartbeat_utc": stamp,
-                    "seconds_ago": max(0.0, round(time.time() - t, 1)), "epoch": entry.get("epoch")})
+                    "seconds_ago": max(0.0, round(time.time() - t, 1)), "epoch": entry.get("epoch"),
+                    "ended": ended if ended in RANK_ENDINGS else None})
     return sorted(out, key=lambda r: r["rank"])
+
+
+RANK_ENDINGS = {
+    "done": "rank 0, the bake completed",
+    "stopped": "rank 0, stopped with its units checkpointed",
+    "failed": "rank 0, failed",
+    "acknowledged": "left with the bake, acknowledging its end",
+    "no-goodbye": "never acknowledged the end: killed, lost or cut off (it was last alive at its last heartbeat)",
+}
+"""How each rank left, as rank 0 recorded it when it left (``work.distributed._RankBook.finish``)."""
 
 
 def _rank_lines(doc: dict[str, Any]) -> list[str]:
@@ -277,7 +288,8 @@ def _rank_lines(doc: dict[str, Any]) -> list[str]:
              f"{doc['ranks_recorded_utc']}:"]
     rows = [(r["rank"], f"on {sanitize(str(r['host'] or 'an unrecorded host'))}"
              + (f" (pid {r['pid']})" if r.get("pid") is not None else "")
-             + f", last heartbeat {r['last_heartbeat_utc']} ({r['seconds_ago']:.0f} s ago)") for r in doc["ranks"]]
+             + f", last heartbeat {r['last_heartbeat_utc']} ({r['seconds_ago']:.0f} s ago)"
+             + (f"; {RANK_ENDINGS[r['ended']]}" if r.get("ended") else "")) for r in doc["ranks"]]
     rows += [(r, "never seen") for r in doc.get("ranks_never_seen") or []]
     lines += [f"    rank {rank}: {text}" for rank, text in sorted(rows)]
     return lines

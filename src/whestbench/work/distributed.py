@@ -27,7 +27,7 @@ from whestbench.compute.stats import LayerSums
 from whestbench.errors import BakeInterrupted, DamagedRecord, UsageError, WorkFailed
 from whestbench.events import Event, EventSink, ignore
 from whestbench.text import error_line
-from whestbench.work.executor import Job, Tracker, scan_ledger, stop_summary, unit_context
+from whestbench.work.executor import Job, Tracker, checkpointed_samples, scan_ledger, stop_summary, unit_context
 from whestbench.work.launch_env import RERUN_HINT, DistEnv, resume_hint
 from whestbench.work.ledger import identity_diff, identity_digest, read_unit_record, unit_record
 from whestbench.work.records import decode_record, encode_record
@@ -183,7 +183,9 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
 
 
 class _Heartbeat(threading.Thread):
-    """Refreshes ``hb/<rank>`` = "<epoch> <token> <tick>" (epoch "-" until this process joins one)."""
+    """Refreshes ``hb/<rank>`` = "<epoch> <token> <tick> <unix time>" (epoch "-" until this process
+    joins one; the time, from this rank's own clock, is what ``whest dataset status`` shows as its last
+    heartbeat)."""
 
     def __init__(self, store, rank: int, token: str):
         super().__init__(daemon=True, name=f"{THREAD_PREFIX}heartbeat-{rank}")
@@ -196,7 +198,7 @@ class _Heartbeat(threading.Thread):
     def beat(self) -> None:
         with self._lock:
             self.tick += 1
-            self.store.set(f"hb/{self.rank}", f"{self.epoch} {self.token} {self.tick}")
+            self.store.set(f"hb/{self.rank}", f"{self.epoch} {self.token} {self.tick} {time.time():.3f}")
 
     def join_epoch(self, epoch: int) -> None:
         self.epoch = str(epoch)
@@ -451,6 +453,7 @@ class _RankBook:
         self.heard: dict[int, tuple[float, str, str | None, int | None]] = {}
         self.looked = float("-inf")
         self.asked: set[int] = set()
+        self.ended: dict[int, str] = {}  # rank -> how it left (``finish``)
 
     def look(self, ranks, now: float) -> bool:
         """Read the heartbeats of ``ranks`` (one store call) and record them, at most every
@@ -462,9 +465,27 @@ class _RankBook:
         self.looked, wall = now, time.time()
         for rank, (silent, value) in self.run.ctx.watch.silent_many(ranks).items():
             if value is not None:
-                self.heard[rank] = (wall - silent, *_beat_fields(value))
+                epoch, host, pid, stamp = _beat_fields(value)
+                # the rank's own time of its last beat; from an older whestbench, when rank 0 saw it change
+                self.heard[rank] = (stamp if stamp is not None else wall - silent, epoch, host, pid)
         self.record()
         return True
+
+    def finish(self, outcome: str) -> None:
+        """Rank 0 leaves (``outcome``: "done", "stopped" or "failed"): read every rank's heartbeat a
+        last time and record how each left — rank 0 with the outcome, the others by whether they
+        acknowledged the end — so status tells a rank that was killed from one that was alive to the
+        end (after a kill, both showed the same last heartbeat: the last periodic look's)."""
+        ctx = self.run.ctx
+        try:
+            self.looked, self.asked = float("-inf"), set()
+            self.look(sorted(self.run.events.joined | set(self.heard) | {ctx.env.rank}), time.monotonic())
+        except Exception:  # the store is gone: what was last heard stands
+            pass
+        for rank in self.heard:
+            self.ended[rank] = (outcome if rank == ctx.env.rank else
+                                "acknowledged" if rank in self.run.events.byes else "no-goodbye")
+        self.record()
 
     def record(self) -> None:
         """Write what was last read (no store call: also on the way out of a failed bake), with the
@@ -472,7 +493,8 @@ class _RankBook:
         ledger = self.run.job.ledger
         if ledger is None or not self.heard:
             return
-        ranks = {str(r): {"last_heartbeat_utc": utc_text(t), "epoch": e, "host": host, "pid": pid}
+        ranks = {str(r): {"last_heartbeat_utc": utc_text(t), "epoch": e, "host": host, "pid": pid,
+                          **({"ended": self.ended[r]} if r in self.ended else {})}
                  for r, (t, e, host, pid) in sorted(self.heard.items())}
         try:
             update_status(Path(ledger.root), {"ranks": ranks, "ranks_recorded_utc": utc_text(time.time()),
@@ -481,16 +503,23 @@ class _RankBook:
             pass
 
 
-def _beat_fields(value: str) -> tuple[str, str | None, int | None]:
-    """(epoch, host, pid) of a heartbeat's value; None for a part it does not hold."""
+def _beat_fields(value: str) -> tuple[str, str | None, int | None, float | None]:
+    """(epoch, host, pid, unix time of the beat) of a heartbeat's value; None for a part it does not hold."""
     parts = value.split()
     epoch = parts[0] if parts else "-"
-    host = pid = None
+    host = pid = stamp = None
     if len(parts) > 1 and parts[1].count(":") >= 2:
         host_text, pid_text, _ = parts[1].rsplit(":", 2)
         host = host_text or None
         pid = int(pid_text) if pid_text.isdigit() else None
-    return epoch, host, pid
+    if len(parts) > 3:
+        try:
+            stamp = float(parts[3])
+        except ValueError:
+            stamp = None
+        if stamp is not None and not 0 < stamp < float("inf"):
+            stamp = None
+    return epoch, host, pid, stamp
 
 
 class _Epoch:
@@ -502,9 +531,11 @@ class _Epoch:
         progress; ``handed_over``: the todo indices whose checkpoint rank 0 published as ``ckpt-in/<i>``."""
         self.ctx, self.ns, self.epoch, self.job, self.todo = ctx, ns, epoch, job, todo
         self.spec = job.spec
-        self.tracker = Tracker(job.spec, units, done, ctx.emit)
+        # rank 0 counts every checkpoint its ledger holds from the first line, whichever rank resumes it
+        self.tracker = Tracker(job.spec, units, done, ctx.emit, checkpointed=checkpointed_samples(job, todo) if job.ledger is not None else None)
         self.tracker.start(units_total=len(units), units_done=len(done))
         self.handed_over = set(handed_over)
+        self.book: _RankBook | None = None  # rank 0's record of the ranks (``_collect``)
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
         self.events = _Events(ns)  # read by rank 0 only
         # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
@@ -545,7 +576,9 @@ class _Epoch:
         self._posted = now
         with self.tracker.lock:
             t = self.tracker
-            text = f"{t.running} {t.checkpoints} {t.recovered - t.recovered_at_start}"
+            # the samples its units took over from checkpoints are rank 0's to count (it counted them from its
+            # first line): the running count posted is this rank's own work
+            text = f"{t.running - t.taken_over} {t.checkpoints} {t.recovered - t.recovered_at_start}"
         try:
             self.ns.set(f"prog/{self.ctx.env.rank}", text)
         except Exception:
@@ -632,6 +665,8 @@ def _run_rank0(ctx: _Context, beat, job: Job) -> None:
                 raise
         _announce(ns, "done", "1")
         _await_byes(ctx, epoch, BYE_WAIT_S, run.events, "is done")
+        if run.book is not None:
+            run.book.finish("done")
         abort = _get_text(ns, "abort")
         if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
             raise UsageError(abort)
@@ -647,6 +682,8 @@ def _run_rank0(ctx: _Context, beat, job: Job) -> None:
             interrupted = isinstance(exc, BakeInterrupted)
             _await_byes(ctx, epoch, BYE_WAIT_S if interrupted else BYE_WAIT_S / 3, run.events if run else None,
                         "stopped" if interrupted else "failed")
+            if run is not None and run.book is not None:
+                run.book.finish("stopped" if interrupted else "failed")
         except Exception:
             pass
         raise
@@ -750,7 +787,7 @@ def _collect(run: _Epoch) -> None:
     stop_announced = False
     read_progress = looked = float("-inf")
     damaged: dict[int, int] = {}  # unit -> results that arrived damaged
-    book = _RankBook(run)
+    book = run.book = _RankBook(run)
     try:
         while pending:
             cycle_t0, keys, collected = time.perf_counter(), 3, 0

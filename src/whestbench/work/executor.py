@@ -73,10 +73,18 @@ class Tracker:
         self.mlps_total = spec.n_mlps
         self._reported: dict[str, int] = {}
         self._precounted = dict(checkpointed or {})
+        self._taken: dict[str, int] = {}  # unit key -> samples it took over from a checkpoint not counted at the start
+        self.counts_all_checkpoints = checkpointed is not None  # rank 0 / one process: counted at the start
         for key, n in self._precounted.items():
             self.running += n
             self.recovered += n
             self._reported[key] = n
+
+    @property
+    def taken_over(self) -> int:
+        """Samples inside this process's running units that they took over from checkpoints it did
+        not count at the start (another rank's: a distributed bake's rank 0 counted them)."""
+        return sum(self._taken.values())
 
     @property
     def mlps_done(self) -> int:
@@ -85,7 +93,8 @@ class Tracker:
     def progress(self) -> Progress:
         ext_running = sum(r for r, _, _ in self.external.values())
         ext_ckpt = sum(c for _, c, _ in self.external.values())
-        ext_resumed = sum(k for _, _, k in self.external.values())
+        # the other ranks' units resume from the checkpoints this tracker counted at the start (rank 0's)
+        ext_resumed = 0 if self.counts_all_checkpoints else sum(k for _, _, k in self.external.values())
         return Progress(
             "samples", min(self.total, self.collected + self.running + ext_running), self.total,
             mlps_done=self.mlps_done, mlps_total=self.mlps_total, checkpoints=self.checkpoints + ext_ckpt,
@@ -113,6 +122,7 @@ class Tracker:
             self.running += n
             self.recovered += n
             self._reported[key] = self._reported.get(key, 0) + n
+            self._taken[key] = self._taken.get(key, 0) + n
 
     def checkpoint(self) -> None:
         with self.lock:
@@ -127,6 +137,7 @@ class Tracker:
         count = planned if count is None else count
         with self.lock:
             self.running -= self._reported.pop(unit.key, 0)
+            self._taken.pop(unit.key, None)
             if owner in self.external:  # not counted twice (collected and still "running" there)
                 running, checkpoints, resumed = self.external[owner]
                 self.external[owner] = (max(0, running - count * unit.mlp_count), checkpoints, resumed)
@@ -144,6 +155,7 @@ class Tracker:
         checkpoint kept are not computed again)."""
         with self.lock:
             n = self._reported.pop(unit.key, 0)
+            self._taken.pop(unit.key, None)
             self.running -= n
             if checkpointed:
                 self.kept += n
