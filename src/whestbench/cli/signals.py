@@ -177,7 +177,7 @@ class StopSignals:
         every running unit checkpoint and stop (exit 130); in set-up or while writing, as before."""
         if self.running and not self.writing:
             stamp = f"[{time.strftime('%H:%M:%S')}]"
-            _err().print(f"{stamp} received SIGINT (Ctrl-C): checkpointing the units in flight, then stopping",
+            self._err.print(f"{stamp} received SIGINT (Ctrl-C): checkpointing the units in flight, then stopping",
                          markup=False)
         raise KeyboardInterrupt
 
