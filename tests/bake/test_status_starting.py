@@ -144,3 +144,36 @@ def test_status_of_a_complete_multi_split_dataset_reports_each_split(tmp_path):
     assert "    public: 3 MLPs, 300 samples each, width 8, depth 2" in lines
     assert "    holdout: 2 MLPs, 300 samples each, width 8, depth 2" in lines
     assert not any("None" in line for line in lines)
+
+
+def test_verify_merge_and_combine_name_each_phase_without_counts(tmp_path):
+    """verify's target check (5-30 s) and the first 27 s of combine-splits were silent: each phase
+    without counts is a stage event that the log's timer line names."""
+    from whestbench import create_dataset
+    from whestbench.assemble.combine import combine_split_datasets
+    from whestbench.assemble.merge import merge_datasets
+    from whestbench.verify.run import verify_dataset
+
+    pub = create_dataset(3, 4096, 8, 2, mlp_seeds=[1, 2, 3], output_path=tmp_path / "public",
+                         target_stderr=0.05)
+    events = []
+    assert verify_dataset(pub, on_event=events.append).ok
+    stages = [e.message.split(":")[0] for e in events if e.kind == "stage"]
+    assert stages == ["integrity", "statistics", "target check", "audit trail"], stages
+    hold = create_dataset(2, 4096, 8, 2, mlp_seeds=[5, 6], split="holdout", config="holdout",
+                          output_path=tmp_path / "holdout", target_stderr=0.05)
+    events.clear()
+    combine_split_datasets([pub, hold], output_dir=tmp_path / "both", write_prepared_arrow=False,
+                           on_event=events.append)
+    stages = [e.message for e in events if e.kind == "stage"]
+    assert stages[:3] == ["opening the 2 inputs: their metadata", "checking each input's shards and reading its seeds",
+                          "checking that no MLP seed is shared between splits"]
+    assert f"verifying input {pub}: integrity: metadata, checksums, schema, seeds, weights re-derived from the seeds" \
+        in stages
+    assert stages[-1] == "writing the metadata, the card and the checksums"
+    parts = [create_dataset(4, 4096, 8, 2, seed=9, mlp_range=r, output_path=tmp_path / f"p{r[0]}") for r in ((0, 2), (2, 4))]
+    events.clear()
+    merge_datasets(parts, output_dir=tmp_path / "merged", on_event=events.append)
+    stages = [e.message for e in events if e.kind == "stage"]
+    assert stages[0] == "opening the 2 partials: their metadata" and stages[-1].startswith("writing the metadata")
+    assert any(s.startswith(f"verifying partial {parts[0]}: statistics") for s in stages), stages

@@ -125,6 +125,7 @@ def combine_split_datasets(
         raise MergeIncompatibleError(
             "no datasets to combine; pass one single-split dataset directory per split."
         )
+    on_event(Event("stage", message=f"opening the {len(inputs)} inputs: their metadata"))
     splits = open_inputs(inputs, _open_split, fix=f"the splits of one dataset must share {_SHARED_BY_SPLITS}.")
     seen: dict[str, Path] = {}
     for s in splits:
@@ -145,9 +146,11 @@ def combine_split_datasets(
             require_same(s.path, s.md, first.path, first.md, key,
                          f"the splits of one dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {hint}.")
     settled = settle_cards([(str(s.path), s.md.get(CARD_KEY)) for s in splits], card)
+    on_event(Event("stage", message="checking each input's shards and reading its seeds"))
     for s in splits:
         s.check_rows(on_event)
         s.seeds = read_column(s.files, "mlp_seed")
+    on_event(Event("stage", message="checking that no MLP seed is shared between splits"))
     _check_independent(splits)
     for s in splits:
         require_sound(s.handle, "input", MergeCorruptError, on_event=on_event)
@@ -176,6 +179,7 @@ def combine_split_datasets(
         if write_prepared_arrow:
             build_prepared_splits_for_directory(stage, [s.split for s in splits], md, on_event)
         validate_metadata(md)
+        on_event(Event("stage", message="writing the metadata, the card and the checksums"))
         finish_dataset_dir(stage, md, dataset_checksums(stage))
     return output
 

@@ -111,11 +111,13 @@ def merge_datasets(
         raise MergeIncompatibleError(
             "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
         )
+    on_event(Event("stage", message=f"opening the {len(partials)} partials: their metadata"))
     parts = open_inputs(partials, _open_partial, fix=_ONE_BAKE)
     _check_compatible(parts)
     settled = settle_cards([(str(p.path), p.md.get(CARD_KEY)) for p in parts], card)
     ordered = sorted(parts, key=lambda p: p.md["mlp_range"][0])
     _check_coverage(ordered)
+    on_event(Event("stage", message="checking each partial's shards and their seeds"))
     for part in ordered:
         _check_rows(part, on_event)
     _check_seed_list(parts[0], ordered)
@@ -138,6 +140,7 @@ def merge_datasets(
 
             (stage / first["audit"]["file"]).parent.mkdir(parents=True, exist_ok=True)
             copy_trails(stage / first["audit"]["file"], [p.path / first["audit"]["file"] for p in ordered])
+        on_event(Event("stage", message="writing the metadata, the card and the checksums"))
         finish_dataset_dir(stage, md, data_checksums(stage))
     return output
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from whestbench.cli.common import DIR_ARG, out
-from whestbench.cli.progress import Reporter
+from whestbench.cli.progress import DEFAULT_LOG_EVERY, Reporter, log_every_option
 from whestbench.cli.signals import StopSignals
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.format.reader import open_dataset
@@ -77,9 +77,11 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
 @click.option("--no-cache", is_flag=True, help="With --recompute: bake afresh (in a temporary directory under "
               "--recompute-dir, removed after); a cached bake is neither reused nor changed. With --spot-check: "
               "regenerate every segment, keeping no record to resume from.")
+@log_every_option
 def verify(directory: Path, against: Path | None, n_check: int | None, sample_mlps: int | None, sample_seed: int,
            recompute: int | None, device: str | None, recompute_dir: Path | None, no_cache: bool,
-           spot_check: str | None = None, spot_seed: int | None = None, recompute_seed: int | None = None) -> None:
+           spot_check: str | None = None, spot_seed: int | None = None, recompute_seed: int | None = None,
+           log_every: float = DEFAULT_LOG_EVERY) -> None:
     """Check a dataset's integrity and ground truth; exit 1 if any check fails.
 
     \b
@@ -108,7 +110,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
         out.print(f"{mark} {check.name}: {check.detail}", markup=False, emoji=False)
 
     # the stop signals (a job's time limit, a dropped session) stop a --recompute bake at a checkpoint: the re-run resumes it
-    with StopSignals() as signals, Reporter("verify", mode="auto") as reporter:
+    with StopSignals() as signals, Reporter("verify", mode="auto", log_every=log_every) as reporter:
         def sink(event) -> None:
             signals.on_event(event)
             reporter(event)

@@ -41,6 +41,7 @@ from whestbench.verify.scan import DatasetScan, SplitScan, scan_split, schema_pr
 from whestbench.verify.statistics import run_statistics
 from whestbench.verify.trail import check_trail
 from whestbench.errors import BakeInterrupted, InvalidDatasetError, UsageError
+from whestbench.events import Event
 from whestbench.paths import existing_dir
 from whestbench.text import sanitize
 
@@ -91,15 +92,25 @@ def verify_dataset(
         raise UsageError(f"{directory} has no audit trail (baked with --audit-segments 0, or by another version); "
                          "use --recompute K instead of --spot-check.")
     report = VerifyReport(directory, against, on_check=on_check)
+
+    def stage(text: str) -> None:  # a stretch without counts: the log's timer line names it (cli/progress)
+        if on_event is not None:
+            on_event(Event("stage", message=text))
+
+    stage("integrity: metadata, checksums, schema, seeds, weights re-derived from the seeds")
     ds = _integrity(handle, report)
     if ds is None:
         return report
+    stage("statistics: the estimator, layer 1 against its exact means, the stored standard errors")
     run_statistics(ds, report, n_check=cfg.n_check, z_max=cfg.z_max, sample_mlps=cfg.sample_mlps,
                    sample_seed=cfg.sample_seed, pilot=cfg.pilot, on_event=on_event)
+    if _has_trail(handle):
+        stage("audit trail: every segment's sums against the stored means")
     check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
     if against is not None:
         from whestbench.verify.compare import compare_with  # compare builds on this module
 
+        stage(f"comparing every numeric column with --against {sanitize(str(against))}")
         compare_with(ds, against, report, n_check=cfg.n_check, z_max=cfg.z_max)
     if spot_check is not None:  # after the checks a stop ends at once: from here a stop is resumable work's (exit 75)
         if any(c.name.endswith("trail") and not c.ok for c in report.checks):
@@ -446,6 +457,8 @@ def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidD
         def sink(event):
             if event.progress is not None:
                 event = dataclasses.replace(event, progress=dataclasses.replace(event.progress, phase=phase))
+            if event.kind == "stage":
+                event = dataclasses.replace(event, message=f"{phase}: {event.message}")
             on_event(event)
 
     report = verify_dataset(path, on_event=sink)

@@ -24,6 +24,7 @@ from whestbench.compute.estimators import (
     RELU_VAR, SQRT_2PI, chosen_stderr, cv_floor_samples, enough_batches, is_check_point, layer1_means, meets_target,
     relu_second_moments,
 )
+from whestbench.events import Event
 from whestbench.verify.scan import DatasetScan
 from whestbench.format.schema import DatasetMeta, is_positive_int
 
@@ -61,6 +62,8 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
     exact = sigma / SQRT_2PI
     _estimator_check(ds, report)
+    if ds.md.get("target_stderr") is not None and on_event is not None:
+        on_event(Event("stage", message="target check: each MLP's count and stop against its planning pilot"))
     _target_checks(ds, rows, report)
     if is_cv_block(ds.md.get("estimator")):
         _exact_layer1(rows, mean1, exact, report)
