@@ -177,3 +177,21 @@ def test_verify_merge_and_combine_name_each_phase_without_counts(tmp_path):
     stages = [e.message for e in events if e.kind == "stage"]
     assert stages[0] == "opening the 2 partials: their metadata" and stages[-1].startswith("writing the metadata")
     assert any(s.startswith(f"verifying partial {parts[0]}: statistics") for s in stages), stages
+
+
+def test_status_names_a_target_bakes_pilots(tmp_path, capsys, monkeypatch):
+    from whestbench.work.units import WorkSpec
+
+    out = tmp_path / "t"
+    seen = []
+    original = WorkSpec.planned_samples
+
+    def pilot(self, index):
+        if self.planned is None and not seen:
+            seen.append(bake_status(out))
+        return original(self, index)
+
+    monkeypatch.setattr(WorkSpec, "planned_samples", pilot)
+    rc, _, err = run([*BAKE, "--estimator", "control-variate", "--target-stderr", "0.05", "--output", str(out)], capsys)
+    assert rc == 0, err
+    assert seen[0]["state"] == "starting" and seen[0]["phase"]["phase"] == "pilots"

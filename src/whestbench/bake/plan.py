@@ -315,6 +315,7 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
                                    f"{work}; the pilots are not run again"))
         return _planned(plan, saved)
     counts: list[int] = [0] * n
+    emit(Event("stage", message=PHASES["pilots"], data={"phase": "pilots"}))  # for status; the counts follow at once
     emit(Event("progress", progress=Progress("pilots", 0, n)))
     def pilot(k: int) -> tuple[int, int]:
         if stop is not None and stop.is_set():
