@@ -62,3 +62,22 @@ def test_device_fault_row_injects_one_segment_per_mlp_that_only_a_spot_check_see
     every = verify_dataset(tmp_path / f"fault-{n}", pilot=False, spot_check=64).get("spot-check")
     assert not every.ok
     assert every.detail.count("mlp_id 0 segment") == 1 and every.detail.count("mlp_id 1 segment") == 1, every.detail
+
+
+def test_forgeries_rewritten_to_match_keep_every_trail_identity_and_fail_a_full_spot_check(tmp_path):
+    """The forgery table measures what it claims: a forger who rewrites the trail leaves every exact identity
+    intact (the trail check passes) and only regenerated segments see the forgery; one who leaves the trail
+    alone fails the trail check (or an exact column check) at once."""
+    from whestbench.bake.pipeline import BakeConfig, bake
+    from whestbench.compute.pcg64 import chunk_rows
+    from whestbench.verify.run import verify_dataset
+
+    src = bake(BakeConfig(n_mlps=2, seed=4, n_samples=32 * chunk_rows(8), width=8, depth=2, output=tmp_path / "src"))
+    for forgery in ("N x2", "error bars x0.8", "one neuron +20 SE", "segments copied"):
+        ds, bad, total = verify_power.forge(src, tmp_path / "forged", forgery, True, tmp_path)
+        report = verify_dataset(ds, pilot=False, spot_check="32/mlp", spot_seed=0, cache=False)
+        assert report.get("trail").ok, (forgery, report.get("trail").detail)
+        assert not report.get("spot-check").ok, forgery
+        assert total == 64 and bad == {"N x2": 64, "segments copied": 32}.get(forgery, 32)
+        ds, bad, _ = verify_power.forge(src, tmp_path / "forged", forgery, False, tmp_path)
+        assert not verify_dataset(ds, pilot=False).ok, forgery
