@@ -56,9 +56,9 @@ def test_device_fault_row_injects_one_segment_per_mlp_that_only_a_spot_check_see
     from whestbench.compute.pcg64 import chunk_rows
 
     n = 32 * chunk_rows(8)  # 32 sampler steps: 32 segments
-    row = verify_power.device_fault(args, n, tmp_path, k=4, seeds=12)
+    row = verify_power.device_fault(args, n, tmp_path, k=4, seeds=40)  # caught with chance 0.123 per seed
     assert row["segments"] == 32 and not row["caught_without_spot_check"], row
-    assert 0 < row["caught"] < 12 and row["exact"] == pytest.approx(1 - (62 * 61 * 60 * 59) / (64 * 63 * 62 * 61))
+    assert 0 < row["caught"] < 20 and row["exact"] == pytest.approx(1 - (62 * 61 * 60 * 59) / (64 * 63 * 62 * 61))
     every = verify_dataset(tmp_path / f"fault-{n}", pilot=False, spot_check=64).get("spot-check")
     assert not every.ok
     assert every.detail.count("mlp_id 0 segment") == 1 and every.detail.count("mlp_id 1 segment") == 1, every.detail
