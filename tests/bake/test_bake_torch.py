@@ -175,9 +175,12 @@ def test_one_mlp_shared_by_two_ranks_equals_one_process(tmp_path, read_columns, 
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-def test_fused_kernel_without_cuda_is_refused(tmp_path, capsys):
+def test_the_integer_kernel_without_cuda_is_refused_and_the_withdrawn_fused_kernel_names_it(tmp_path, capsys):
     pytest.importorskip("triton")
-    rc, cap = _cli(capsys, "--n-mlps", "1", "--n-samples", "10", "--width", "4", "--depth", "1",
-                   "--device", "cpu", "--gpu-kernel", "fused", "--output", str(tmp_path / "o"))
-    assert rc == 2 and "--gpu-kernel torch" in cap.err
+    tiny = ("--n-mlps", "1", "--n-samples", "10", "--width", "4", "--depth", "1", "--device", "cpu")
+    rc, cap = _cli(capsys, *tiny, "--gpu-kernel", "ozaki", "--output", str(tmp_path / "o"))
+    assert rc == 2 and "--gpu-kernel ozaki cannot run here: the integer kernel runs on CUDA devices" in cap.err
+    assert "--gpu-kernel torch" in cap.err
+    rc, cap = _cli(capsys, *tiny, "--gpu-kernel", "fused", "--output", str(tmp_path / "o"))
+    assert rc == 2 and "withdrawn" in cap.err and "use --gpu-kernel ozaki." in cap.err
     assert not (tmp_path / "o").exists()

@@ -356,7 +356,7 @@ def test_the_withdrawn_fused_gpu_kernel_is_refused_naming_its_replacement(tmp_pa
     for extra in ([], ["--torch", "--device", "cpu"]):
         rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", *extra, "--gpu-kernel", "fused",
                             "--output", str(tmp_path / "o")], capsys)
-        refused(rc, out, err, r"--gpu-kernel fused is withdrawn: .*precision gate.*; use --gpu-kernel torch\.",
+        refused(rc, out, err, r"--gpu-kernel fused is withdrawn: .*precision gate.*; use --gpu-kernel ozaki\.",
                 tmp_path / "o")
 
 

@@ -16,6 +16,7 @@ from whestbench.work.steps import Compute  # noqa: E402
 from whestbench.work.units import WorkSpec  # noqa: E402
 
 ptt = kernel_module()
+ok = kernel_module("whestbench.compute.philox.ozaki", "_ozaki_tile_kernel")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run; CUDA machines check the compiled kernel")
@@ -30,5 +31,18 @@ def test_every_check_passes_on_the_fused_kernel_in_the_interpreter(monkeypatch, 
                     arithmetic="fused", block_size=65536, unit_blocks=1, mlps_per_unit=2)
     result = dc.check_device(spec, Compute("triton", "cpu", None, config))
     assert [c.name for c in result.checks] == ["philox-words", "block-sums", "row-invariance"]
+    assert result.passed, [c.detail for c in result.checks if not c.passed]
+    assert "fixed by construction" in result.checks[2].detail
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run; CUDA machines check the compiled kernel")
+def test_every_check_passes_on_the_integer_kernel_in_the_interpreter(monkeypatch):
+    monkeypatch.setattr(dc, "MIN_STRETCH", 64)
+    monkeypatch.setattr(dc, "MAX_STRETCH", 64)
+    monkeypatch.setattr(dc.judge, "CHECK_COUNTERS", ((0, 16), (2**32 - 8, 2**32 + 8), (2**63 - 17, 2**63 - 1)))
+    config = ok.OzakiConfig(rows=16, block_n=32, block_k=32, group_block=4, sum_block=16)
+    spec = WorkSpec(seeds=(), n_samples=64, width=8, depth=2, mlp_range=(0, 2), sampler="philox",
+                    arithmetic="ozaki", block_size=65536, unit_blocks=1, mlps_per_unit=2)
+    result = dc.check_device(spec, Compute("triton", "cpu", None, config))
     assert result.passed, [c.detail for c in result.checks if not c.passed]
     assert "fixed by construction" in result.checks[2].detail

@@ -75,7 +75,7 @@ def _torch_device(device: str) -> str | None:
 
 
 def paths(torch_device: str | None) -> list[BakePath]:
-    """Every bake path available here: the CPU default path and torch on the device."""
+    """Every bake path available here: the CPU default path, torch on the device, the integer kernel on CUDA."""
     out = [BakePath("cpu (pcg64)", {"backend": "cpu"})]
     if torch_device is None:
         return out
@@ -86,6 +86,11 @@ def paths(torch_device: str | None) -> list[BakePath]:
     engine = resolve_engine("auto", torch.device(torch_device))
     out.append(BakePath(f"torch {torch_device} ({engine})", {"backend": "torch", "device": torch_device}))
     # The fused kernel's splits are withdrawn (WITHDRAWN_GPU_KERNELS): no bake path runs them.
+    if torch_device == "cuda":
+        from whestbench.compute.philox import ozaki
+
+        if ozaki.ozaki_available("cuda", PROBE_SHAPE[0])[0]:
+            out.append(BakePath("ozaki (integer kernel)", {"backend": "torch", "device": "cuda", "gpu_kernel": "ozaki"}))
     return out
 
 

@@ -89,8 +89,9 @@ class BakeConfig:
     chunk_size: int | None = None
     """Torch: samples per step (rounded to a power of two). Never changes the numbers."""
     gpu_kernel: str = "torch"
-    """CUDA: "torch" (plain torch ops, fp32 matmuls); "fused" (the split-precision Triton kernel) is
-    withdrawn (``WITHDRAWN_GPU_KERNELS``). Changes the arithmetic, so it is recorded."""
+    """CUDA: "torch" (plain torch ops, fp32 matmuls) or "ozaki" (the integer Triton kernel, opt-in until a
+    GPU run confirms it); "fused" (the split-precision Triton kernel) is withdrawn (``WITHDRAWN_GPU_KERNELS``).
+    Changes the arithmetic, so it is recorded."""
     checkpoint_every: float = CHECKPOINT_EVERY_S
     """Seconds between checkpoints inside a unit; a kill loses at most this much work per worker."""
     estimation: Estimation = Estimation()
@@ -158,9 +159,9 @@ class BakeConfig:
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None:
                 check_positive_int(flag, value)
-        if self.estimation.is_cv and self.gpu_kernel == "fused":
-            raise UsageError("the fused GPU kernel does not compute the control variates yet: use --gpu-kernel torch, "
-                             "or --estimator plain.")
+        if self.estimation.is_cv and self.gpu_kernel != "torch":
+            raise UsageError(f"the {self.gpu_kernel} GPU kernel does not compute the control variates yet: use "
+                             "--gpu-kernel torch, or --estimator plain.")
         s = self.audit_segments
         if not is_int(s, 0, MAX_SEGMENTS):
             raise UsageError(f"--audit-segments must be an integer from 0 (no trail) to {MAX_SEGMENTS}; got {s!r}.")
@@ -597,31 +598,30 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
         batch = 1  # each MLP stops at its own check point
     rows = philox_torch.step_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
     engine = resolve_engine("auto", torch.device(device))
-    if engine == "cuda" and cfg.gpu_kernel != "fused":  # every GEMM one shape: --chunk-size cannot reach it
+    if engine == "cuda" and cfg.gpu_kernel == "torch":  # every GEMM one shape: --chunk-size cannot reach it
         from whestbench.compute.philox.cuda_engine import gemm_rows
 
         if cfg.chunk_size is not None:
             notes.append(f"--chunk-size is not used on CUDA: every GEMM of the plain path multiplies "
                          f"{gemm_rows(cfg.width):,} rows, so no setting changes a bit")
         rows = gemm_rows(cfg.width)
-    elif device == "cuda" and cfg.gpu_kernel != "fused":
+    elif device == "cuda" and cfg.gpu_kernel == "torch":
         notes.append("triton is not installed, so CUDA runs the slower torch-ops path, whose results can depend on "
                      "--chunk-size and --mlps-per-batch (the device check says): pip install triton")
     distributed = dist_env is not None and dist_env.world_size > 1
     where = f"cuda:{dist_env.local_rank}" if device == "cuda" and distributed else device  # one GPU per local rank
     kernel_md: dict[str, Any] = kernel_identity(where, engine, cfg.width, rows)
     config = None
-    if cfg.gpu_kernel == "fused":
-        from whestbench.compute.philox import triton_kernel as philox_triton
+    if cfg.gpu_kernel == "ozaki":
+        from whestbench.compute.philox import ozaki
 
-        ok, why = philox_triton.fused_available(device, cfg.width)
+        ok, why = ozaki.ozaki_available(device, cfg.width)
         if not ok:
-            raise UsageError(f"--gpu-kernel fused cannot run here: {why}; use --gpu-kernel torch.")
+            raise UsageError(f"--gpu-kernel ozaki cannot run here: {why}; use --gpu-kernel torch.")
         engine = "triton"
-        config = philox_triton.default_config(cfg.width)
-        capability = ".".join(map(str, torch.cuda.get_device_capability()))
-        kernel_md = {"name": "philox-triton-fused",
-                     "precision_class": json.dumps({**config.identity(), "sm": capability}, sort_keys=True),
+        config = ozaki.default_config(cfg.width)
+        # integer sums are exact: the identity holds no device (the same numbers on any GPU generation)
+        kernel_md = {"name": "philox-triton-ozaki", "precision_class": json.dumps(config.identity(), sort_keys=True),
                      "config": config.identity()}
     if device == "mps":
         notes.append(
@@ -640,7 +640,7 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
             cfg.estimation.has_target
             or segment_samples(cfg.n_samples, spec.cv_batch, cfg.audit_segments) < philox.BLOCK_SIZE):
         raise UsageError(
-            f"the fused kernel sums whole blocks of {philox.BLOCK_SIZE:,} samples, and this bake's audit segments "
+            f"the {cfg.gpu_kernel} kernel sums whole blocks of {philox.BLOCK_SIZE:,} samples, and this bake's audit segments "
             f"are smaller (or depend on a target): use --audit-segments 0, or --gpu-kernel torch.")
     sampler_md = {"name": philox.SAMPLER_NAME, "version": philox.SAMPLER_VERSION, "block_size": philox.BLOCK_SIZE,
                   "unit_blocks": unit_blocks, "summation": "pairwise-tree"}

@@ -50,7 +50,8 @@ from whestbench.work.workdir import PHASES
 @click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched matmul (never changes results).")
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step (never changes results).")
 @click.option("--gpu-kernel", type=click.Choice(GPU_KERNELS), default="torch", show_default=True,
-              help="CUDA: plain torch ops (cuBLAS fp32 GEMMs of one shape); fused: withdrawn (its splits fail the "
+              help="CUDA: torch (cuBLAS fp32 GEMMs of one shape); ozaki (int8 digit GEMMs with exact integer sums, "
+                   "one Triton kernel; opt-in until a GPU run confirms it); fused: withdrawn (its splits fail the "
                    "precision gate under the tensor cores' accumulator).")
 @click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="plain: whestbench 0.16's sample means; control-variate: the same samples with exact-mean "

@@ -23,7 +23,7 @@ from whestbench.work import DEVICES, GPU_KERNELS
 @click.option("--mlps-per-batch", type=int, default=None, help="Torch: MLPs per batched step.")
 @click.option("--chunk-size", type=COUNT, default=None, help="Torch: samples per step.")
 @click.option("--gpu-kernel", type=click.Choice(GPU_KERNELS), default="torch", show_default=True,
-              help="CUDA: plain torch ops; fused: withdrawn (docs/gpu-kernel.md).")
+              help="CUDA: plain torch ops, or the integer Triton kernel (ozaki); fused: withdrawn (docs/gpu-kernel.md).")
 @click.option("--max-threads", type=int, default=None, help="CPU path: worker threads.")
 @click.option("--estimator", type=click.Choice(ESTIMATORS), default=PLAIN, show_default=True,
               help="The estimator of the planned bake (its standard errors set the samples a target needs).")

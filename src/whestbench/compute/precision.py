@@ -23,7 +23,7 @@ H100 tensor-core accumulator model (truncating, rounding toward zero; tests/prec
 they failed on an H200 (docs/gpu-kernel.md)."""
 OFFERED_PRECISIONS = tuple(p for p in PRECISIONS if p not in WITHDRAWN_PRECISIONS)
 DEFAULT_PRECISION = "ieee"  # fp32 FMAs, rounded to nearest: the only fused-kernel precision still offered
-REPLACEMENT = "--gpu-kernel torch (the plain CUDA path)"
+REPLACEMENT = "the integer kernel (--gpu-kernel ozaki, compute/philox/ozaki.py)"
 FP16_LO_SCALE = 4096.0  # 2**12: keeps the fp16 low part of a residual out of the subnormal range
 
 EPS32 = 2.0**-24  # float32 rounding, relative (the unit roundoff)

@@ -10,11 +10,12 @@ CHECKPOINT_EVERY_S = 60.0
 of numpy, so the CLI can show it without importing the work itself."""
 DEVICES = ("auto", "cuda", "mps", "cpu")
 """The torch devices a bake or calibration can ask for (``--device``); auto picks cuda, then mps, then cpu."""
-GPU_KERNELS = ("torch", "fused")
-"""How a CUDA bake computes (``--gpu-kernel``): plain torch ops, or the fused Triton kernel (withdrawn)."""
+GPU_KERNELS = ("torch", "ozaki", "fused")
+"""How a CUDA bake computes (``--gpu-kernel``): plain torch ops around cuBLAS, the integer (Ozaki) Triton
+kernel, or the fused split-precision Triton kernel (withdrawn)."""
 WITHDRAWN_GPU_KERNELS = {
     "fused": "its split-precision tensor-core arithmetic fails the precision gate under the H100 tensor-core "
              "accumulator model, as it failed on an H200 (docs/gpu-kernel.md)",
 }
 """Kernels a bake no longer runs, and why: asking for one is a one-line error naming ``GPU_KERNEL_REPLACEMENT``."""
-GPU_KERNEL_REPLACEMENT = "torch"
+GPU_KERNEL_REPLACEMENT = "ozaki"

@@ -190,10 +190,11 @@ def device_packed(st: _Stretch, compute: Compute, batch: int, *, n_programs: int
     w, k = st.weights[:batch], st.keys[:batch]
     controls = st.controls[:batch] if st.controls is not None else None
     if compute.engine == "triton" and n_programs is not None:
-        from whestbench.compute.philox import triton_kernel as philox_triton
+        from whestbench.compute.philox.ozaki import range_sums_for
 
-        sums = philox_triton.range_sums_triton(w, k, (0, 1), spec.n_samples, config=compute.kernel_config,
-                                               block_size=spec.block_size, device=compute.device, n_programs=n_programs)
+        sums = range_sums_for(compute.kernel_config)(w, k, (0, 1), spec.n_samples, config=compute.kernel_config,
+                                                     block_size=spec.block_size, device=compute.device,
+                                                     n_programs=n_programs)
         return np.stack([philox.pack(s) for s in sums])
     packed, counts = _block_runner(spec, compute, w, k, controls)(0, 1)  # (B, parts, rows, w)
     tree = philox.PairwiseStack()

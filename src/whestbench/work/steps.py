@@ -40,14 +40,15 @@ class Compute:
 
     engine: str = "numpy"
     """pcg64: "numpy". philox: "numpy" (the reference), "numba" (CPU), "torch" (any device: plain torch ops;
-    MPS), "cuda" (the plain CUDA path, ``compute/philox/cuda_engine.py``), "triton" (the fused kernel)."""
+    MPS), "cuda" (the plain CUDA path, ``compute/philox/cuda_engine.py``), "triton" (a Triton kernel that
+    draws, runs every layer and sums: the integer kernel for an ``OzakiConfig``, else the fused one)."""
     device: str = "cpu"
     """Resolved device: "cpu", "cuda:<i>" or "mps"."""
     step_rows: int | None = None
     """philox on torch: rows per step (a power of two); None for the engine's default. The cuda engine:
     every GEMM's row count (``cuda_engine.gemm_rows``, part of the arithmetic, never ``--chunk-size``)."""
     kernel_config: Any = None
-    """triton: the fused kernel's ``KernelConfig``."""
+    """triton: the kernel's ``OzakiConfig`` (``compute/philox/ozaki.py``) or ``KernelConfig`` (the fused kernel)."""
     pcg64_fused: bool | None = None
     """pcg64: run the fused (numba) kernels or the numpy passes (the same bits); None: as the bake's
     size decides (``_pcg64_fused``). Calibration sets it to the planned bake's choice, so the timed
@@ -347,11 +348,13 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
     if compute.pins_torch_threads:
         pin_torch_threads_here()
     if compute.engine == "triton":
-        from whestbench.compute.philox.triton_kernel import range_sums_triton
+        from whestbench.compute.philox.ozaki import range_sums_for
+
+        range_sums = range_sums_for(compute.kernel_config)
 
         def run(b0: int, b1: int):
-            sums = range_sums_triton(w_batch, keys, (b0, b1), n, block_size=bs, device=compute.device,
-                                     config=compute.kernel_config)
+            sums = range_sums(w_batch, keys, (b0, b1), n, block_size=bs, device=compute.device,
+                              config=compute.kernel_config)
             return np.stack([philox.pack(s) for s in sums])[:, None], np.array([sums[0].count])
 
         run.blocks_per_call = TRITON_GROUP_BLOCKS  # type: ignore[attr-defined]

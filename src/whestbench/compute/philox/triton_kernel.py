@@ -506,25 +506,34 @@ def range_sums_triton(
     w_t = torch.as_tensor(weights_batch) if device is None else torch.as_tensor(weights_batch, device=device)
     n_mlps, depth, width, _ = w_t.shape
     config = config or default_config(width)
-    if config.rows > block_size:
-        raise ValueError(f"config.rows={config.rows} exceeds block_size={block_size}; tiles must lie inside a block.")
-    b0, b1 = ref.check_block_range(block_range, n_samples, block_size)
     w_p = pad_weights(w_t, config, w_t.device)
-    tiles_per_block = block_size // config.rows
+
+    def tiles(start, n_tiles, end):
+        return tile_sums_triton(w_p, keys, start, n_tiles, end, width=width, config=config, n_programs=n_programs)
+
+    return range_sums_of(tiles, (n_mlps, depth, width), config.rows, block_range, n_samples, block_size, on_blocks)
+
+
+def range_sums_of(tiles, shape, rows: int, block_range, n_samples: int, block_size: int, on_blocks=None):
+    """``range_sums_triton``'s combination for any kernel whose ``tiles(start, n_tiles, end)`` returns
+    per-tile sums ``(B, n_tiles, 2·depth, width)`` of ``rows``-sample tiles (``shape = (B, depth, width)``)."""
+    n_mlps, depth, width = shape
+    if rows > block_size:
+        raise ValueError(f"config.rows={rows} exceeds block_size={block_size}; tiles must lie inside a block.")
+    b0, b1 = ref.check_block_range(block_range, n_samples, block_size)
+    tiles_per_block = block_size // rows
     per_block_bytes = n_mlps * tiles_per_block * 2 * depth * width * 8
     blocks_per_launch = max(1, _TILE_SUMS_BUDGET // per_block_bytes)
     stack = ref.PairwiseStack()
     for lb0 in range(b0, b1, blocks_per_launch):
         lb1 = min(lb0 + blocks_per_launch, b1)
         start, end = lb0 * block_size, min(lb1 * block_size, n_samples)
-        n_tiles = -(-(end - start) // config.rows)
-        tiles = tile_sums_triton(
-            w_p, keys, start, n_tiles, end, width=width, config=config, n_programs=n_programs
-        )  # (B, T, 2*depth, w)
+        n_tiles = -(-(end - start) // rows)
+        tiles_sums = tiles(start, n_tiles, end)  # (B, T, 2*depth, w)
         full = (lb1 - lb0) * tiles_per_block
         if n_tiles < full:  # the data's last block is ragged: its missing tiles are zero subtrees
-            tiles = torch.cat([tiles, tiles.new_zeros((n_mlps, full - n_tiles, 2 * depth, width))], dim=1)
-        per_block = tiles.reshape(n_mlps * (lb1 - lb0), tiles_per_block, 2 * depth, width)
+            tiles_sums = torch.cat([tiles_sums, tiles_sums.new_zeros((n_mlps, full - n_tiles, 2 * depth, width))], dim=1)
+        per_block = tiles_sums.reshape(n_mlps * (lb1 - lb0), tiles_per_block, 2 * depth, width)
         blocks = _tree_tiles(per_block).reshape(n_mlps, lb1 - lb0, 2 * depth, width)
         for i, blk in enumerate(range(lb0, lb1)):
             s, e = ref.block_bounds(blk, n_samples, block_size)
