@@ -87,12 +87,12 @@ def test_a_poisoned_recompute_cache_is_not_reused(made, tmp_path, rewrite_datase
     from whestbench.verify.run import verify_dataset
 
     root = tmp_path / "rc"
-    assert verify_dataset(made / "a", recompute=1, recompute_root=root).ok
+    assert verify_dataset(made / "a", recompute=1, recompute_seed=3, recompute_root=root).ok
     (entry,) = list(root.iterdir())
     poisoned = _resigned_damage(entry, tmp_path / "poisoned", rewrite_dataset)
     shutil.rmtree(entry)
     shutil.move(poisoned, entry)
-    report = verify_dataset(made / "a", recompute=1, recompute_root=root)
+    report = verify_dataset(made / "a", recompute=1, recompute_seed=3, recompute_root=root)
     assert report.ok, [(c.name, c.detail) for c in report.failures]
     detail = {c.name: c.detail for c in report.checks}["recompute: ground truth"]
     assert "bit-identical" in detail and "NOT" not in detail
@@ -136,7 +136,7 @@ def test_no_cache_bakes_afresh_and_leaves_the_cache_alone(made, tmp_path, capsys
     from whestbench.verify.run import verify_dataset
 
     root = tmp_path / "rc"
-    assert verify_dataset(made / "a", recompute=1, recompute_root=root).ok
+    assert verify_dataset(made / "a", recompute=1, recompute_seed=3, recompute_root=root).ok
     (entry,) = list(root.iterdir())
     (entry / "marker").write_text("mine")
     rc, o, e = run(["dataset", "verify", str(made / "a"), "--recompute", "1", "--recompute-dir", str(root),

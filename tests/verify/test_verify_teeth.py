@@ -287,14 +287,14 @@ def test_honest_bakes_do_not_false_alarm_over_seeds_and_shapes(tmp_path):
 
 
 def test_recompute_is_bit_identical_on_an_honest_bake_and_reuses_its_work(plain, tmp_path):
-    report = verify_dataset(plain, recompute=2, sample_seed=1, recompute_root=tmp_path / "rc")
+    report = verify_dataset(plain, recompute=2, recompute_seed=1, recompute_root=tmp_path / "rc")
     c = checks(report)
     assert report.ok, failed(report)
     assert "mlp_id" in c["recompute"].detail and "bit-identical" in c["recompute: ground truth"].detail
     assert c["recompute: standard errors"].detail.startswith("bit-identical")
     (done,) = list((tmp_path / "rc").iterdir())
     stamp = (done / "metadata.json").stat().st_mtime_ns
-    assert verify_dataset(plain, recompute=2, sample_seed=1, recompute_root=tmp_path / "rc").ok
+    assert verify_dataset(plain, recompute=2, recompute_seed=1, recompute_root=tmp_path / "rc").ok
     assert (done / "metadata.json").stat().st_mtime_ns == stamp  # reused, not baked again
 
 
