@@ -134,3 +134,24 @@ def test_calibrate_projects_the_whole_bake_command_start_up_probe_pilots_and_wri
 
     assert seconds(r"start-up ≈") == pytest.approx(500.0, abs=3)  # as format_duration rounds it
     assert seconds("whole bake command, projected") >= 0.99 * (500.0 + seconds("projected wall time"))
+
+
+def test_the_whole_command_schedules_the_units_on_the_workers(capsys, monkeypatch):
+    """3 equal MLPs on 2 workers take two MLPs' time: the linear projection said one and a half."""
+    import re
+
+    from cli_run import run
+    from whestbench.work import machine
+
+    monkeypatch.setattr(machine, "process_seconds", lambda: 0.0)
+    rc, out, err = run(["dataset", "calibrate", "--n-mlps", "3", "--n-samples", "1e7", "--width", "8", "--depth", "2",
+                        "--max-threads", "2", "--calib-mlps", "2", "--calib-samples", "4096"], capsys)
+    assert rc == 0, err
+    text = re.sub(r"[│┃\s]+", " ", out)
+
+    def seconds(label):
+        value, unit = re.search(label + r" ([\d.]+) (s|min|h)\b", text).groups()
+        return float(value) * {"s": 1, "min": 60, "h": 3600}[unit]
+
+    linear = seconds("projected wall time")
+    assert seconds("whole bake command, projected") >= 0.98 * linear * 4 / 3  # 2 MLP-times, not 1.5

@@ -89,7 +89,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
     at_cap = " at the cap (--n-samples)" if estimation.has_target else ""
     table.add_row(f"projected wall time{at_cap}", format_duration(cal.projected_s))
-    whole_s = None if startup_s is None else startup_s + _probe_s(plan, cal) + cal.projected_s + plan.needs.write_seconds
+    sampling_s = _scheduled_s(plan, cal, workers)
+    whole_s = None if startup_s is None else startup_s + _probe_s(plan, cal) + sampling_s + plan.needs.write_seconds
     import numpy as np
 
     spec = plan.spec
@@ -122,13 +123,28 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         table.add_row("wall time, pilot-planned", f"{format_duration(planned.seconds)} (the bake's rule, on {k} "
                       f"calibration MLPs; pilots {planned.pilot_s:.2f} s each)")
         if whole_s is not None:  # the pilots' counts, not the cap
-            whole_s += planned.seconds - cal.projected_s
+            whole_s += planned.seconds - sampling_s
     if whole_s is not None:
         table.add_row("whole bake command, projected",
                       f"{format_duration(whole_s)} (start-up ≈ {format_duration(startup_s)}, as this command's; "
                       f"the timing probe, the {'pilot-planned ' if estimation.has_target else ''}sampling and the "
                       "writing; a cold kernel cache adds its compilation once)")
     out.print(table)
+
+
+def _scheduled_s(plan, cal, workers: int) -> float:
+    """The planned bake's sampling as its executor runs it: its units taken in order by ``workers``
+    threads, each at one worker's calibrated rate (``bake.plan.schedule_seconds``: 3 equal MLPs on 2
+    workers take two MLPs' time, where the linear projection says one and a half)."""
+    import dataclasses
+
+    from whestbench.bake.plan import schedule_seconds
+    from whestbench.compute.seeds import derived_seeds
+
+    in_flight = max(1, min(workers, -(-cal.calib_mlps // max(1, plan.spec.mlps_per_unit))))
+    per_worker = cal.samples_per_s * plan.spec.flops_per_sample / in_flight
+    spec = plan.spec if plan.spec.seeds else dataclasses.replace(plan.spec, seeds=tuple(derived_seeds(0, plan.config.n_mlps)))
+    return max(cal.projected_s, schedule_seconds(spec, workers, per_worker))
 
 
 def _probe_s(plan, cal) -> float:
