@@ -271,7 +271,8 @@ def test_verify_recompute_stopped_exits_75_as_the_docs_say(tmp_path, capsys, mon
     monkeypatch.setattr(recompute_mod, "recompute", stopped)
     rc = main(["dataset", "verify", str(ds), "--recompute", "1", "--recompute-dir", str(tmp_path / "cache")])
     assert rc == EXIT_RESUMABLE
-    assert re.search(r"re-run the same command with --recompute 1 --recompute-seed \d+ to resume", capsys.readouterr().err)
+    assert re.search(r"re-run the same command to resume \(it continues the same draw; elsewhere, or with --no-cache: "
+                     r"--recompute 1 --recompute-seed \d+\)", capsys.readouterr().err)
     docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     row = next(line for line in docs.splitlines() if line.startswith("| 75 |"))
     assert "verify --recompute" in row

@@ -136,8 +136,8 @@ def test_spot_check_reports_progress_and_stops_between_segments(honest):
     assert done[0] == 0 and done[-1] == events[-1].progress.total > 0 and done == sorted(done) and len(done) == 4
     stop = threading.Event()
     stop.set()
-    with pytest.raises(BakeInterrupted, match="spot-check stopped: 0 of 3 segments done; re-run with --spot-seed 8 "
-                                              "--spot-check 3 to check them all") as exc:
+    with pytest.raises(BakeInterrupted, match="spot-check stopped: 0 of 3 segments done; re-run the same command to "
+                                              "check the rest .*--spot-check 3 --spot-seed 8") as exc:
         verify_dataset(honest, spot_check=3, stop=stop, spot_seed=8, cache=False)
     assert exc.value.exit_code == 75
 
@@ -183,7 +183,8 @@ def test_stopped_spot_check_resumes_from_its_record(honest, tmp_path, serial):
     root = tmp_path / "cache"
     stop, on_event, _ = _stop_after(2)
     with pytest.raises(BakeInterrupted, match=r"stopped: 2 of 4 segments done; the 2 found matching are recorded in "
-                                              r".*: re-run with --spot-seed 3 --spot-check 4 to check the rest") as exc:
+                                              r".*: re-run the same command to check the rest .*--spot-check 4 "
+                                              r"--spot-seed 3\)") as exc:
         verify_dataset(honest, spot_check=4, spot_seed=3, stop=stop, on_event=on_event, recompute_root=root)
     assert exc.value.exit_code == 75
     assert len(list(root.glob("spot-*.json"))) == 1
@@ -219,8 +220,7 @@ def test_spot_check_record_that_does_not_match_is_ignored_and_no_cache_keeps_non
     assert check.ok and "resumed" not in check.detail
     # --no-cache: a stop leaves no record, and a re-run reads none
     stop, on_event, _ = _stop_after(1)
-    with pytest.raises(BakeInterrupted, match="1 of 3 segments done; re-run with --spot-seed 0 --spot-check 3 to check "
-                                              "them all"):
+    with pytest.raises(BakeInterrupted, match="1 of 3 segments done; re-run the same command to check the rest"):
         verify_dataset(honest, spot_check=3, spot_seed=0, stop=stop, on_event=on_event, recompute_root=root / "x",
                        cache=False)
     assert not (root / "x").exists()
@@ -365,7 +365,8 @@ def test_a_stop_signal_during_the_spot_check_saves_its_record_and_exits_75(hones
                         "--recompute-dir", str(root)], capsys)
     assert rc == code, err
     assert "spot-check stopped: 2 of 8 segments done; the 2 found matching are recorded in" in err
-    assert "re-run with --spot-seed 21 --spot-check 8 to check the rest" in err and "Traceback" not in err
+    assert "re-run the same command to check the rest" in err and "--spot-check 8 --spot-seed 21)" in err
+    assert "Traceback" not in err
     (record,) = root.glob("spot-*.json")
     assert len(json.loads(record.read_text())["matched"]) == 2
     monkeypatch.setattr(spot, "_one", orig)
@@ -413,4 +414,53 @@ def test_recompute_draws_a_fresh_seed_prints_it_and_a_stop_names_it(tmp_path, ca
     monkeypatch.setattr(recompute_mod, "recompute", stopped)
     rc, out, err = run(["dataset", "verify", str(ds), "--recompute", "2", "--recompute-seed", "9",
                         "--recompute-dir", str(tmp_path / "c")], capsys)
-    assert rc == 75 and "re-run the same command with --recompute 2 --recompute-seed 9 to resume" in err, err
+    assert rc == 75 and "re-run the same command to resume (it continues the same draw; elsewhere, or with " \
+        "--no-cache: --recompute 2 --recompute-seed 9)" in err, err
+
+
+def test_the_same_command_continues_a_stopped_draw_and_then_draws_afresh(honest, tmp_path, monkeypatch, serial):
+    """A stopped spot check without --spot-seed drew a fresh seed: the same command, re-run, continues that
+    draw (its record applies) instead of starting another; once it completes, the next run draws afresh."""
+    import re
+
+    from whestbench.errors import BakeInterrupted
+
+    root = tmp_path / "cache"
+    stop, on_event, _ = _stop_after(1)
+    with pytest.raises(BakeInterrupted) as exc:
+        verify_dataset(honest, spot_check=5, stop=stop, on_event=on_event, recompute_root=root)
+    seed = re.search(r"--spot-seed (\d+)\)", str(exc.value)).group(1)
+    check = verify_dataset(honest, spot_check=5, recompute_root=root).get("spot-check")
+    assert check.ok and f"--spot-seed {seed} " in check.detail and "resumed: 1 of 5" in check.detail, check.detail
+    assert not list(root.iterdir())  # record and pending draw removed
+    seeds = {re.search(r"--spot-seed (\d+)", verify_dataset(honest, spot_check=5, recompute_root=root)
+                       .get("spot-check").detail).group(1) for _ in range(2)}
+    assert seed not in seeds and len(seeds) == 2
+
+
+def test_a_stopped_recompute_continues_its_draw(tmp_path, monkeypatch):
+    """The recompute's cached bake is keyed by the MLPs drawn: a re-run that drew others would start over.
+    The same command continues the stopped run's draw."""
+    import re
+
+    from whestbench.errors import BakeInterrupted
+    from whestbench.verify import recompute as recompute_mod
+
+    ds = create_dataset(n_mlps=8, n_samples=2000, width=4, depth=2, seed=1, output_path=tmp_path / "ds")
+    orig, seen = recompute_mod.recompute, []
+
+    def stopped(md, seeds, **kwargs):
+        seen.append(seeds)
+        raise BakeInterrupted("stopped: 0 of 2 MLPs complete; re-run the same command to resume.")
+
+    monkeypatch.setattr(recompute_mod, "recompute", stopped)
+    with pytest.raises(BakeInterrupted):
+        verify_dataset(ds, recompute=2, recompute_root=tmp_path / "c")
+    monkeypatch.setattr(recompute_mod, "recompute", orig)
+    report = verify_dataset(ds, recompute=2, recompute_root=tmp_path / "c")
+    assert report.ok and "continues the draw of the run stopped earlier" in report.get("recompute: draw").detail
+    line = report.get("recompute").detail
+    first = re.search(r"--recompute-seed (\d+)", line).group(1)
+    assert not list((tmp_path / "c").glob("pending-*"))
+    again = verify_dataset(ds, recompute=2, recompute_root=tmp_path / "c").get("recompute").detail
+    assert re.search(r"--recompute-seed (\d+)", again).group(1) != first  # complete: the next run draws afresh

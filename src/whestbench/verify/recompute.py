@@ -34,13 +34,48 @@ def choose(rows: list, k: int, seed: int | None) -> tuple[list, int]:
     return [rows[i] for i in draw_rows(len(rows), k, seed)], seed
 
 
+def pending(root: Path | None, key: dict[str, Any]) -> tuple[Path | None, int | None]:
+    """``(the file that keeps a fresh draw's seed until its work completes, the seed it holds or None)``.
+    A stopped ``--recompute`` or ``--spot-check`` run without a seed drew one; the re-run of the same
+    command finds it here and continues that draw (its work is cached under it). ``key``: what the draw is
+    for (the dataset's metadata digest, the budget, the device); a file for another key, unreadable, or
+    writable by another user is not taken. None and None without a cache root (``--no-cache``)."""
+    import json
+
+    from whestbench.atomic import read_regular
+    from whestbench.work.ledger import identity_digest
+
+    if root is None:
+        return None, None
+    path = Path(root) / ("pending-" + identity_digest(key)[:16] + ".json")
+    try:
+        if _not_trusted(path) or _not_trusted(path.parent):
+            return path, None
+        got = json.loads(read_regular(path, 64 << 10, "pending draw"))
+        seed = got.get("seed") if isinstance(got, dict) and got.get("key") == key else None
+        return path, (seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else None)
+    except (OSError, ValueError, RecursionError):
+        return path, None
+
+
+def remember(path: Path | None, key: dict[str, Any], seed: int) -> None:
+    """Keep ``seed`` in ``path`` (``pending``) while its work runs."""
+    import json
+
+    from whestbench.atomic import write_file_atomic
+
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file_atomic(path, json.dumps({"key": key, "seed": int(seed)}, sort_keys=True).encode())
+
+
 def resume_with(message: str, flags: str) -> str:
     """A stopped bake's ``stopped: ...; re-run the same command to resume.`` for a run whose draw was
     fresh: the re-run must name the seed, or it draws other MLPs (or segments)."""
     from whestbench.errors import RESUME
 
-    return message.replace(RESUME, f"re-run the same command with {flags} to resume (that seed draws the same "
-                                    "MLPs; without it, a fresh draw starts over)")
+    return message.replace(RESUME, f"re-run the same command to resume (it continues the same draw; elsewhere, "
+                                    f"or with --no-cache: {flags})")
 
 
 def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:

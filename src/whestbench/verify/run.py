@@ -133,9 +133,12 @@ def verify_dataset(
 def _recompute(ds: DatasetScan, report: VerifyReport, k: int, seed: int | None, device: str | None,
                root: Path, on_event, stop, cache: bool) -> None:
     from whestbench.verify.compare import compare_with
-    from whestbench.verify.recompute import choose, recompute
+    from whestbench.verify.recompute import choose, pending, recompute, remember
+    from whestbench.work.ledger import identity_digest
 
-    rows, seed = choose(list(ds.rows()), k, seed)
+    key = {"draw": "recompute", "metadata_sha256": identity_digest(ds.md), "k": int(k), "device": device}
+    keep, kept = pending(root if cache and seed is None else None, key)  # a stopped run's draw, continued
+    rows, seed = choose(list(ds.rows()), k, kept if seed is None else seed)
     if not rows:
         report.skip("recompute", "the dataset has no rows")
         return
@@ -149,10 +152,9 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, seed: int | None, 
                  f"(one faulty MLP of {n_rows:,} is among them with probability {len(rows) / n_rows:.3g}); "
                  f"baked again with the dataset's recipe ({how}, {rec['estimator']}, n_samples={rec['n_samples']:,}"
                  + (f", target {rec['target_stderr']:g}" if rec["target_stderr"] else "") + ")")
-    if on_event is not None:
-        from whestbench.events import Event
-
-        on_event(Event("note", message=f"recompute: mlp_id {ids} drawn with --recompute-seed {seed}"))
+    if kept is not None:
+        report.check("recompute: draw", True, f"continues the draw of the run stopped earlier (--recompute-seed {seed})")
+    remember(keep, key, seed)
     import contextlib
     import tempfile
 
@@ -167,6 +169,8 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, seed: int | None, 
         except BakeInterrupted as e:  # resumed by the same draw: name its seed
             raise BakeInterrupted(resume_with(str(e), f"--recompute {k} --recompute-seed {seed}"),
                                   exit_code=e.exit_code) from None
+        if keep is not None:
+            keep.unlink(missing_ok=True)  # complete: the next run draws afresh
         if isinstance(path, DatasetDir):  # reused, not baked: say so, and how to bake afresh
             report.check("recompute: cache", True, f"reused the bake cached at {path} (its completion marker, "
                          "checksums, integrity and pilot-free statistics pass; --no-cache bakes afresh)")

@@ -40,6 +40,7 @@ from whestbench.format.schema import DatasetMeta
 from whestbench.format.trail import pcg64_state
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan
+from whestbench.verify.recompute import pending, remember
 from whestbench.verify.spot_draw import SpotBudget, detection, draw_segments, fresh_seed
 from whestbench.work.steps import UnitStopped
 
@@ -119,7 +120,6 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
     from whestbench.work.threads import one_blas_thread, one_torch_thread
 
     budget = SpotBudget.parse(budget)
-    seed = fresh_seed() if spot_seed is None else int(spot_seed)
     if device not in (None, "cpu"):
         from whestbench.work.torch_env import resolve_device
 
@@ -127,6 +127,10 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
     blocks = trail_blocks(ds)
     if not blocks:
         raise UsageError("the dataset has no audit trail to spot-check; use --recompute K.")
+    where = "cpu" if device in (None, "cpu") else device
+    draw_key = {"draw": "spot-check", "metadata_sha256": identity_digest(ds.md), "budget": str(budget), "device": where}
+    keep, kept = pending(record_root if spot_seed is None else None, draw_key)  # a stopped run's draw, continued
+    seed = int(spot_seed) if spot_seed is not None else kept if kept is not None else fresh_seed()
     mlps = _index(ds, blocks)
     counts = [len(m) for m in mlps]
     picks = [mlps[m][g] for m, g in draw_segments(counts, budget, seed)]
@@ -134,7 +138,6 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
     multi = ds.is_multi
     labels = [(f"{blocks[b][0].name}:" if multi else "") + f"{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
     names = ", ".join(labels[:SHOWN]) + (f", … and {len(labels) - SHOWN} more" if len(labels) > SHOWN else "")
-    where = "cpu" if device in (None, "cpu") else device
     samplers = {DatasetMeta(ds.md).sampler(blocks[b][0].name).get("name") for b, _, _, _ in picks}
     if where != "cpu" and samplers == {"pcg64"}:  # said "regenerated on cuda" of numpy's CPU arithmetic
         where = f"cpu (the pcg64 sampler runs on the CPU only; --device {device} applies to Philox segments)"
@@ -166,7 +169,9 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
             emit(Event("progress", progress=progress()))
 
     emit(Event("note", message=f"spot check: {len(picks)} segment(s) ({_budget_words(budget)}) drawn with --spot-seed "
-                               f"{seed}" + (f"; {resumed} already checked by the stopped run" if resumed else "")))
+                               f"{seed}" + (f"; {resumed} already checked by the stopped run" if resumed else "")
+                               + (" (the draw of the run stopped earlier)" if kept is not None and spot_seed is None else "")))
+    remember(keep, draw_key, seed)
     emit(Event("start", progress=progress()))  # the stop signals now ask the segments to stop (exit 75)
     computes: dict[str, Any] = {}
 
@@ -207,13 +212,15 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
                     wait(futures)
                     raise f.exception()
     if code or (stop.is_set() and state["done"] < len(picks)):
-        kept = (f"; the {len(matched)} found matching are recorded in {record}: re-run with --spot-seed {seed} "
-                f"--spot-check {budget} to check the rest" if matched and record is not None else
-                f"; re-run with --spot-seed {seed} --spot-check {budget} to check them all")
+        again = (f"re-run the same command to check the rest (it continues this draw; elsewhere, or with --no-cache: "
+                 f"--spot-check {budget} --spot-seed {seed})")
+        kept = (f"; the {len(matched)} found matching are recorded in {record}: {again}" if matched and record is not None
+                else f"; {again}")
         raise BakeInterrupted(f"spot-check stopped: {state['done']} of {len(picks)} segments done{kept}.",
                               exit_code=code or 75)
-    if record is not None:
-        record.unlink(missing_ok=True)  # the check is complete: a later run regenerates every segment
+    for done_with in (record, keep):
+        if done_with is not None:
+            done_with.unlink(missing_ok=True)  # the check is complete: a later run draws and regenerates afresh
     note = f" (resumed: {resumed} of {len(picks)} segments already checked)" if resumed else ""
     drew = f"{len(picks)} segment(s) ({_budget_words(budget)}) drawn at random with --spot-seed {seed}"
     if problems:
