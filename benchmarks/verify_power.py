@@ -297,7 +297,12 @@ def forge(src: Path, dst: Path, forgery: str, consistent: bool, tmp: Path) -> tu
     if forgery.startswith("N x"):
         k = float(forgery[3:])
         md["n_samples"] = int(n * k)
-        if consistent:
+        if consistent:  # the recorded command too, as a careful forger would
+            import re
+
+            for holder in [md] + [v for v in (md.get("splits") or {}).values() if isinstance(v, dict)]:
+                if isinstance(holder.get("bake_command"), str):
+                    holder["bake_command"] = re.sub(r"(--n-samples[ =])\S+", rf"\g<1>{int(n * k)}", holder["bake_command"])
             bounds = np.array(segment_bounds(int(n * k), step, segs, aligned))
             for i in set(trail.ids.tolist()):
                 r = trail.rows_of(i)

@@ -21,6 +21,7 @@ def test_the_verdicts():
         == ("held", "")
     assert judge(_case(), 2, "", "error: a\nerror: b\n", False, 1000) == ("raw", "2 error lines")
     assert judge(_case(), 0, "", "", False, 1000) == ("silent", "exit 0")
+    assert judge(_case(documented="docs say so"), 0, "", "", False, 1000) == ("silent-doc", "docs say so")
     assert judge(_case(), 1, "", "", False, 1000)[0] == "misleading"
     assert judge(_case(want="names the fix"), 2, "error: other words", "", False, 1000)[0] == "misleading"
     assert judge(_case(want="names the fix"), 2, "error: names the fix", "", False, 1000) == ("held", "")
@@ -30,8 +31,8 @@ def test_the_verdicts():
 
 def test_the_cases_are_many_and_distinctly_named():
     cases = hr.cases()
-    assert len(cases) >= 75 and len({c.name for c in cases}) == len(cases)
-    assert {c.group for c in cases} == {"secret", "bomb", "raw"}
+    assert len(cases) >= 150 and len({c.name for c in cases}) == len(cases)
+    assert {c.group for c in cases} == {"secret", "bomb", "raw", "forgery"}
     assert all((c.argv is None) != (c.code is None) for c in cases)
 
 
@@ -40,7 +41,8 @@ def test_a_few_cases_hold_end_to_end(tmp_path):
     root.mkdir()
     hr.build_fixtures(root)
     chosen = [c for c in hr.cases() if c.name in ("token-file-dev-zero", "card-alias-bomb", "status-world-1e9",
-                                                   "endpoint-no scheme-pull", "api-card-js", "empty-status-''")]
-    assert len(chosen) == 6
+                                                   "endpoint-no scheme-pull", "api-card-js", "empty-status-''",
+                                                   "forge-trail-value-edited", "spot-budget-per-seg")]
+    assert len(chosen) == 8
     results = [hr.run_case(c, root, work, hr.REPO / "src") for c in chosen]
     assert [(r["name"], r["verdict"]) for r in results] == [(c.name, "held") for c in chosen], results
