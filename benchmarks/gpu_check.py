@@ -206,8 +206,8 @@ def ozaki_same_bytes_under_hardware(emu, oz, kernel: str, shape, rows: int) -> b
     weights = weights_for_seed(12345, width, depth)
     x = np.random.default_rng(1).standard_normal((rows, width), dtype=np.float32)
     digits = 3 if kernel == "ozaki-3digits" else 4
-    exact = oz.layer_means(weights, x, min(128, width), n_digits=digits)
-    hard = oz.layer_means(weights, x, min(128, width), n_digits=digits, block_integer=_hardware_block_integer(emu))
+    exact = oz.layer_means(weights, x, min(oz.DEFAULT_SCALE_K, width), n_digits=digits)
+    hard = oz.layer_means(weights, x, min(oz.DEFAULT_SCALE_K, width), n_digits=digits, block_integer=_hardware_block_integer(emu))
     return bool(np.array_equal(exact.view(np.int64), hard.view(np.int64)))
 
 
@@ -223,7 +223,7 @@ def gate_figures(emu, oz, kernel: str, shape, rows: int, model: str):
     if kernel.startswith("fused-"):
         means = emu.layer_means(weights, x, kernel[6:], model)
     else:
-        means = oz.layer_means(weights, x, min(128, width), n_digits=3 if kernel == "ozaki-3digits" else 4)
+        means = oz.layer_means(weights, x, min(oz.DEFAULT_SCALE_K, width), n_digits=3 if kernel == "ozaki-3digits" else 4)
     a, b = prec.gate_figures(means, ref)
     return a, b, float(np.mean(means < ref))
 

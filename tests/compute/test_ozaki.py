@@ -83,8 +83,8 @@ def test_the_accumulator_model_cannot_change_a_bit_of_the_integer_arithmetic():
     # gate's verdict is the same under both models.
     weights = weights_for_seed(12345, 256, 8)
     x = np.random.default_rng(1).standard_normal((32, 256), dtype=np.float32)
-    exact = oz.layer_means(weights, x, 128)
-    hard = oz.layer_means(weights, x, 128, block_integer=_hardware_block_integer)
+    exact = oz.layer_means(weights, x, oz.DEFAULT_SCALE_K)
+    hard = oz.layer_means(weights, x, oz.DEFAULT_SCALE_K, block_integer=_hardware_block_integer)
     assert np.array_equal(exact.view(np.int64), hard.view(np.int64))
 
 
@@ -97,15 +97,15 @@ def _gate(width, depth, n, **kw):
 def test_four_digits_pass_the_gate_at_256x8_and_three_fail():
     # identical samples; 4096 rows (the arithmetic's deviation, not Monte-Carlo noise, is measured).
     # Measured: 4 digits 3.2e-8 (max) / 1.0e-9 (bias); 3 digits 7.1e-6 / 1.6e-7.
-    four = _gate(256, 8, 1 << 12, scale_k=128)
+    four = _gate(256, 8, 1 << 12, scale_k=oz.DEFAULT_SCALE_K)
     assert prec.gate_passes(*four) and four[0] < prec.GATE_MAX_ABS / 10, four
-    three = _gate(256, 8, 1 << 12, scale_k=128, n_digits=3)
+    three = _gate(256, 8, 1 << 12, scale_k=oz.DEFAULT_SCALE_K, n_digits=3)
     assert not prec.gate_passes(*three) and three[0] > 3 * prec.GATE_MAX_ABS, three
 
 
 @pytest.mark.slow  # minutes: 1024x16 in numpy
 def test_four_digits_pass_the_gate_at_1024x16_with_scale_blocks():
-    four = _gate(1024, 16, 1 << 10, scale_k=128)
+    four = _gate(1024, 16, 1 << 10, scale_k=oz.DEFAULT_SCALE_K)
     assert prec.gate_passes(*four) and four[0] < prec.GATE_MAX_ABS / 5, four
 
 

@@ -33,6 +33,7 @@ DIGITS = 4
 DIGIT_BITS = 7  # digits after the first step by 128; |d| <= 64
 FIRST_BITS = 6  # the first digit: |x| * 2**(6-e) < 64
 _RNE_MAGIC = np.float32(1.5 * 2**23)
+DEFAULT_SCALE_K = 64  # columns per activation scale in ozaki.default_config (= its block_n)
 EXP_FLOOR = -100  # scales below 2**-100 are clamped (values that small have only zero digits)
 _MAX_SCALE_K = 1 << 20  # |T| < 2**53 needs 64**2 * 4 * scale_k * 2**21 < 2**53
 
