@@ -351,6 +351,19 @@ def test_progress_goes_to_a_log_file_as_plain_lines(tmp_path):
                     r"[\d.]+ GFLOP/s, ETA \d+:\d\d:\d\d, \d+ checkpoints?$", line), line
 
 
+def test_the_integer_gpu_kernel_without_the_torch_backend_is_refused(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--gpu-kernel", "ozaki", "--output", str(tmp_path / "o")],
+                       capsys)
+    refused(rc, out, err, r"--gpu-kernel ozaki runs on the torch backend: add --torch --device cuda\.", tmp_path / "o")
+
+
+def test_the_integer_gpu_kernel_with_control_variates_is_refused(tmp_path, capsys):
+    rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--torch", "--device", "cpu", "--estimator",
+                        "control-variate", "--gpu-kernel", "ozaki", "--output", str(tmp_path / "o")], capsys)
+    refused(rc, out, err, r"the ozaki GPU kernel does not compute the control variates yet: use --gpu-kernel torch",
+            tmp_path / "o")
+
+
 def test_the_withdrawn_fused_gpu_kernel_is_refused_naming_its_replacement(tmp_path, capsys):
     # Its split-precision arithmetic fails the gate under the tensor cores' accumulator (test_precision.py).
     for extra in ([], ["--torch", "--device", "cpu"]):
