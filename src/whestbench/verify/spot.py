@@ -288,13 +288,17 @@ def _values(row: dict, width: int) -> dict[str, np.ndarray]:
 
 
 def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dict | None, device: str | None,
-         computes: dict, on_samples: Callable[[int], None], stop: threading.Event) -> tuple[str | None, str]:
+         computes: dict | None = None, on_samples: Callable[[int], None] | None = None,
+         stop: threading.Event | None = None) -> tuple[str | None, str]:
     """Regenerate segment ``g`` of row ``r`` and compare it with ``stored``: ``(why it differs or None,
     "bits" | "gate" | "chain" | "-")``. Runs on a worker thread under the bake's thread limits; raises
     UnitStopped when ``stop`` is set between two sampler steps."""
     from whestbench.compute.mlp import weights_for_seed
     from whestbench.work.controls import controls_for
 
+    computes = {} if computes is None else computes
+    on_samples = on_samples or (lambda n: None)
+    stop = stop if stop is not None else threading.Event()
     level = DatasetMeta(ds.md).entry(s.name)  # the split's keys over the top level's
     cv = is_cv_block(level.get("estimator"))
     seed = int(s.seeds[r])
