@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-STEP_TIMEOUT_S = 120
+STEP_TIMEOUT_S = 300  # a hang guard (the slowest step, a 10-MLP bake, takes ~5 s idle): never a verdict on speed
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "LOCAL_WORLD_SIZE")
 
 

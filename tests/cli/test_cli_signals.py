@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bake_procs import finish, start_bake, thaw, units_dir, wait_for_units
+from bake_procs import STEP_TIMEOUT_S, finish, start_bake, thaw, units_dir, wait_for_units
 from whestbench.bake.pipeline import BakeConfig, bake
 
 EXIT_RESUMABLE = 75
@@ -250,7 +250,7 @@ def test_a_stop_that_arrives_after_the_dataset_is_written_does_not_fail_the_bake
             proc.send_signal(signal.SIGTERM)
             break
     proc.stdout.read()
-    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert proc.wait(timeout=STEP_TIMEOUT_S) == 0, proc.stderr.read()
     assert output.exists()
 
 

@@ -478,7 +478,7 @@ def test_the_download_watcher_reports_bytes_as_they_reach_the_disk(tmp_path):
     (tmp_path / "old").write_bytes(b"o" * 50)  # already there: not counted as this download's
     with _DiskProgress(tmp_path, 300, sink, interval=0.01):
         (tmp_path / "a.incomplete").write_bytes(b"a" * 300)
-        assert arrived.wait(5)
+        assert arrived.wait(60), f"300 bytes on disk, never reported as done (reported: {seen})"  # a hang guard: ~0.02 s idle
     assert seen[-1] == Progress("bytes", 300, 300)
 
 

@@ -36,7 +36,7 @@ COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "fin
 SMALL = dict(n_mlps=12, n_samples=20_000, width=16, depth=3, seed=9)
 # Failure tests: units long enough that a kill lands while work is in flight.
 LARGE = dict(n_mlps=12, n_samples=150_000, width=32, depth=3, seed=21)
-STEP_TIMEOUT_S = 180
+STEP_TIMEOUT_S = 180  # every wait's hang guard: a verdict is what a process did, never how fast a busy machine ran it
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -412,7 +412,7 @@ def test_a_dead_peer_is_reported_within_the_timeout_and_a_rerun_resumes(tmp_path
         time.sleep(0.02)
     rank1.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
-    code, out = _finish(rank0, timeout_s=120)
+    code, out = _finish(rank0)
     assert code == 1, out
     waited = time.monotonic() - killed_at
     assert _within_peer_timeout(waited, 5), f"rank 0 noticed the dead peer {waited:.0f}s after the kill (--peer-timeout 5)"
@@ -460,7 +460,7 @@ def test_a_slurm_stop_keeps_every_ranks_checkpoint_and_the_requeue_resumes_them(
     for p in ranks:
         p.send_signal(signal.SIGTERM)  # what SLURM sends every task before the time limit
     for p in ranks:
-        code, out = _finish(p, timeout_s=30)
+        code, out = _finish(p)
         assert code == 75, out
     assert _checkpoints(output) == ["mlp00000000.ckpt", "mlp00000001.ckpt"]
     assert not output.exists()
@@ -486,7 +486,7 @@ def test_rank_0_failing_on_a_dead_peer_keeps_no_checkpoint_computed_after_its_bl
         assert time.monotonic() < deadline, f"only {_checkpoints(output)} within {STEP_TIMEOUT_S}s"
         time.sleep(0.05)
     rank1.send_signal(signal.SIGKILL)
-    code, out = _finish(rank0, timeout_s=60)
+    code, out = _finish(rank0)
     assert code == 1 and "rank 1 stopped responding" in out, out
     assert "mlp00000000.ckpt" in _checkpoints(output)  # rank 0's own unit kept its checkpoint
     (out,) = _finish_ok(procs.start(_bake_args(LONG, output)))  # resumed in one process
@@ -913,8 +913,7 @@ class _Silent:
 def test_a_rank_pointed_at_another_programs_port_gives_up_within_the_peer_timeout(tmp_path, procs):
     silent = _Silent()
     try:
-        code, out = _finish(_srun_rank(procs, 1, 2, silent.port, TINY_BAKE, tmp_path / "ds", "--peer-timeout", "3"),
-                            timeout_s=120)
+        code, out = _finish(_srun_rank(procs, 1, 2, silent.port, TINY_BAKE, tmp_path / "ds", "--peer-timeout", "3"))
         ended = time.monotonic()
     finally:
         silent.close()
@@ -929,8 +928,7 @@ def test_a_rank_pointed_at_another_programs_port_gives_up_within_the_peer_timeou
 
 @pytest.mark.distributed
 def test_a_rank_waiting_for_rank_0_says_what_it_waits_for_and_gives_up_at_the_peer_timeout(tmp_path, procs):
-    code, out = _finish(_srun_rank(procs, 1, 2, _free_port(), TINY_BAKE, tmp_path / "ds", "--peer-timeout", "7"),
-                        timeout_s=60)
+    code, out = _finish(_srun_rank(procs, 1, 2, _free_port(), TINY_BAKE, tmp_path / "ds", "--peer-timeout", "7"))
     assert code == 1, out
     assert "waiting up to" in out and "rank 0's coordination store" in out, out
     assert "nothing answers at 127.0.0.1" in out, out
@@ -940,7 +938,7 @@ def test_a_rank_waiting_for_rank_0_says_what_it_waits_for_and_gives_up_at_the_pe
 @pytest.mark.parametrize("rank", [0, 1])
 def test_an_unresolvable_master_addr_is_named_not_the_port(tmp_path, procs, rank):
     code, out = _finish(_srun_rank(procs, rank, 2, _free_port(), TINY_BAKE, tmp_path / "ds", "--peer-timeout", "2",
-                                   addr="no-such-host.invalid"), timeout_s=60)
+                                   addr="no-such-host.invalid"))
     assert code == 1, out
     assert "MASTER_ADDR='no-such-host.invalid' does not resolve" in out, out
     assert "set MASTER_PORT" not in out and "frame #" not in out, out

@@ -18,7 +18,7 @@ def test_a_second_holder_of_the_lock_is_refused_naming_the_first(tmp_path):
     import sys
 
     code = ("import sys, time; from pathlib import Path; from whestbench.work.workdir import hold_lock\n"
-            "with hold_lock(Path(sys.argv[1]), 'x'):\n    print('held', flush=True); time.sleep(30)")
+            "with hold_lock(Path(sys.argv[1]), 'x'):\n    print('held', flush=True); time.sleep(600)")  # held until killed below, however slow the machine
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "w")], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
