@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from typing import Any
 
 
@@ -43,3 +44,28 @@ def is_positive_number(v: Any) -> bool:
     fail: a target of inf would stop every MLP at its first check point; checkpoints every inf
     seconds would never save)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+
+_INT_RE = re.compile(r"^[+]?\d+(_\d+)*$")
+_FLOAT_RE = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)[eE][+]?\d+$")
+
+
+def count_of(text: Any) -> int | None:
+    """The one reading of a count written as text: ``1000000000``, ``1_000_000_000`` and ``1e9`` all
+    mean 10**9; None for anything else (a non-integral value, a sign, a word). The bake's ``--n-samples``
+    and verify's reading of a recorded ``bake_command`` both ask this."""
+    s = str(text).strip()
+    if _INT_RE.match(s):
+        return int(s)
+    if _FLOAT_RE.match(s):
+        mantissa, exp = re.split(r"[eE]", s.lstrip("+"))
+        whole, _, frac = mantissa.partition(".")
+        digits = int((whole or "0") + frac)
+        shift = int(exp) - len(frac)
+        if shift > 10**4:  # a count of more than 10,000 digits is no count (and would take long to build)
+            return None
+        if shift >= 0:
+            return digits * 10**shift
+        if digits % 10**-shift == 0:
+            return digits // 10**-shift
+    return None

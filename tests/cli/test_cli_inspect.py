@@ -97,7 +97,9 @@ def test_verify_of_a_golden_dataset_marks_absent_checksums_as_skipped(golden_dir
     assert rc == 0
     assert any(line.startswith("– checksums: ") for line in out.splitlines())
     assert any(line.startswith("– stderr: no all_layer_stderr column") for line in out.splitlines())
-    assert "2 skipped" in out.splitlines()[-1]
+    assert "3 skipped" in out.splitlines()[-1]  # checksums, stderr and the trail contract: 0.16.2 keeps no trail
+    assert any(line.startswith("– trail contract: no audit trail") for line in out.splitlines())
+    assert "; trail: none: the means, standard errors and sample counts are not checked" in out.splitlines()[-1]
 
 
 def test_verify_of_a_missing_directory_exits_2(tmp_path, capsys):

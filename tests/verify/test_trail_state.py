@@ -54,7 +54,7 @@ def test_verify_and_the_spot_check_fail_in_one_line_on_a_damaged_later_state(pla
     ds = _with_state(plain, tmp_path / "ds", 1, text)  # segment 1 of MLP 0: only a spot check regenerates from it
     rc, out, err = run(["dataset", "verify", str(ds)], capsys)
     errors = [x for x in err.splitlines() if not x.startswith("[")]  # progress lines aside
-    assert rc == 1 and errors == ["error: verify: 1 of 20 checks failed (trail); see the ✗ lines above"]
+    assert rc == 1 and errors == ["error: verify: 1 of 21 checks failed (trail); see the ✗ lines above"]
     assert "✗ trail:" in out and "mlp_id 0 segment 1's pcg64_state" in out
     rc, out, err = run(["dataset", "verify", str(ds), "--spot-check", "16", "--no-cache"], capsys)
     errors = [x for x in err.splitlines() if not x.startswith("[")]

@@ -62,9 +62,15 @@ def test_n_samples_inflated_fails_trail(plain, tmp_path, rewrite_dataset):
     def edit(i, row):
         row["all_layer_stderr"] = (np.asarray(row["all_layer_stderr"], dtype=np.float32) / np.sqrt(2)).tolist()
 
-    bad = rewrite_dataset(plain, tmp_path / "bad", edit_row=edit, md_update={"n_samples": 2 * SHAPE["n_samples"]})
-    check, _ = _verdict(bad)
-    assert not check.ok and "400,000 samples" in check.detail, check.detail
+    md = json.loads((plain / "metadata.json").read_text())
+    command = md["bake_command"].replace(f"--n-samples {SHAPE['n_samples']}", f"--n-samples {2 * SHAPE['n_samples']}")
+    assert command != md["bake_command"]
+    for update, said in (({}, "bake_command says --n-samples 200000, the metadata 400000"),  # the command left alone
+                         ({"bake_command": command}, "segments cover [0, 200,000), not the [0, 400,000)")):  # both edited
+        bad = rewrite_dataset(plain, tmp_path / f"bad{len(update)}", edit_row=edit,
+                              md_update={"n_samples": 2 * SHAPE["n_samples"], **update})
+        check, report = _verdict(bad, "trail contract")
+        assert not check.ok and said in check.detail, check.detail
 
 
 @pytest.mark.parametrize("scale", [0.8, 1.25])
@@ -107,7 +113,8 @@ def test_missing_trail_file_fails(plain, tmp_path):
     shutil.copytree(plain, tmp_path / "ds")
     (tmp_path / "ds" / "audit" / "public.parquet").unlink()
     _, report = _verdict(tmp_path / "ds")
-    assert not report.get("checksums").ok and not report.get("trail").ok
+    assert not report.get("checksums").ok and not report.get("trail contract").ok
+    assert "audit/public.parquet is missing" in report.get("trail contract").detail
 
 
 def test_device_fault_in_second_half_fails_drift(tmp_path, monkeypatch):

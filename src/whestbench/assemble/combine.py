@@ -63,6 +63,7 @@ from whestbench.format.reader import (
     verify_checksums,
 )
 from whestbench.verify.run import require_sound
+from whestbench.verify.trail_contract import require_contract
 from whestbench.format.finished import combined_marker
 from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, validate_metadata
 from whestbench.format.writer import finish_dataset_dir
@@ -152,6 +153,8 @@ def combine_split_datasets(
         s.seeds = read_column(s.files, "mlp_seed")
     on_event(Event("stage", message="checking that no MLP seed is shared between splits"))
     _check_independent(splits)
+    for s in splits:  # the trail held to what each input's metadata promises (cheap), then verify's checks
+        require_contract(s.handle, "input", MergeCorruptError)
     for s in splits:
         require_sound(s.handle, "input", MergeCorruptError, on_event=on_event)
 

@@ -46,6 +46,7 @@ from whestbench.assemble.inputs import (
 )
 from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, shard_name
 from whestbench.verify.run import require_sound
+from whestbench.verify.trail_contract import require_contract
 from whestbench.format.finished import merged_marker
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
@@ -121,6 +122,8 @@ def merge_datasets(
     for part in ordered:
         _check_rows(part, on_event)
     _check_seed_list(parts[0], ordered)
+    for part in ordered:  # the trail held to what each partial's metadata promises (cheap), then verify's checks
+        require_contract(part.handle, "partial", MergeCorruptError)
     for part in ordered:
         require_sound(part.handle, "partial", MergeCorruptError, on_event=on_event)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from whestbench.compute.estimation import Estimation
 from whestbench.compute.estimators import n_batches
 from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
-from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, segment_samples
+from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, MIN_SEGMENTS, segment_samples
 from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
 from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
                                       check_name)
@@ -163,8 +163,9 @@ class BakeConfig:
             raise UsageError(f"the {self.gpu_kernel} GPU kernel does not compute the control variates yet: use "
                              "--gpu-kernel torch, or --estimator plain.")
         s = self.audit_segments
-        if not is_int(s, 0, MAX_SEGMENTS):
-            raise UsageError(f"--audit-segments must be an integer from 0 (no trail) to {MAX_SEGMENTS}; got {s!r}.")
+        if not is_int(s, 0, MAX_SEGMENTS) or 0 < s < MIN_SEGMENTS:
+            raise UsageError(f"--audit-segments must be 0 (no trail) or an integer from {MIN_SEGMENTS} to {MAX_SEGMENTS} "
+                             f"(fewer segments leave a spot check nothing smaller than a whole MLP); got {s!r}.")
         if not is_positive_number(self.checkpoint_every):
             raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {self.checkpoint_every!r}.")
         if self.output is not None:

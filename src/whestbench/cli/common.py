@@ -19,7 +19,7 @@ from whestbench.errors import FileTooLarge, InvalidDatasetError, UsageError, Wor
 from whestbench.format.card import restore_card, update_card
 from whestbench.paths import file_kind
 from whestbench.text import format_bytes, sanitize, scrub
-from whestbench.values import is_positive_number
+from whestbench.values import count_of, is_positive_number
 
 # --- writing to stdout: the one place (a reader that went away; a write that failed) ---------------
 
@@ -123,25 +123,12 @@ class NonEmptyPath(click.Path):
 DIR_ARG = NonEmptyPath(path_type=Path)
 """A directory a verb reads (its argument, ``--against``); a new ``--output`` is ``paths.check_new_output``'s."""
 
-_INT_RE = re.compile(r"^[+]?\d+(_\d+)*$")
-_FLOAT_RE = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)[eE][+]?\d+$")
-
-
 def parse_count(text: str, flag: str) -> int:
-    """``1000000000``, ``1_000_000_000`` and ``1e9`` all mean 10**9; a non-integral value is refused."""
-    s = str(text).strip()
-    if _INT_RE.match(s):
-        return int(s)
-    if _FLOAT_RE.match(s):
-        mantissa, exp = re.split(r"[eE]", s.lstrip("+"))
-        whole, _, frac = mantissa.partition(".")
-        digits = int((whole or "0") + frac)
-        shift = int(exp) - len(frac)
-        if shift >= 0:
-            return digits * 10**shift
-        if digits % 10**-shift == 0:
-            return digits // 10**-shift
-    raise UsageError(f"{flag} must be a whole number such as 1000000, 1_000_000 or 1e6; got {text!r}.")
+    """``1000000000``, ``1_000_000_000`` and ``1e9`` all mean 10**9 (``values.count_of``); a non-integral value is refused."""
+    value = count_of(text)
+    if value is None:
+        raise UsageError(f"{flag} must be a whole number such as 1000000, 1_000_000 or 1e6; got {text!r}.")
+    return value
 
 
 class Count(click.ParamType):

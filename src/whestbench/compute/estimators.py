@@ -31,6 +31,12 @@ SQRT_2PI = math.sqrt(2.0 * math.pi)  # E relu(u) = s / √(2π) for u ~ N(0, s²
 RELU_VAR = 0.5 - 1.0 / (2.0 * math.pi)  # Var relu(u) / s² for u ~ N(0, s²)
 
 
+def trail_step(sampler: str, block_size: int) -> int:
+    """The samples of one step of a trail's segments (and of the control variates' batches): a pcg64
+    chunk (its ``block_size``), a philox batch of ``min(CV_BATCH, block_size)`` samples."""
+    return int(block_size) if sampler == "pcg64" else min(CV_BATCH, int(block_size))
+
+
 def layer1_means(w1: np.ndarray) -> np.ndarray:
     """``(width,)`` fp64: the exact layer-1 means ``‖W₁[:, j]‖ / √(2π)``."""
     return np.linalg.norm(np.asarray(w1, dtype=np.float64), axis=0) / SQRT_2PI

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_SEGMENTS = 32
+MIN_SEGMENTS = 4  # a trail of fewer segments (1 to 3) is refused by bake and verify: one segment would cost a whole MLP to spot-check
 MAX_SEGMENTS = 1024
 NAMES = ("means", "var", "cv_means", "cv_var")
 PREFIX = "trail_"

@@ -22,7 +22,10 @@ from whestbench.text import show_value
 from whestbench.values import is_int
 
 AUDIT_VERSION = "1"
+AUDIT_VERSIONS = ("1",)
+"""The trail versions this whestbench reads; another is refused, never read as if it were one of these."""
 GROUP_MLPS = 64
+RANGE_COLUMNS = ("mlp_id", "segment", "sample_start", "sample_end")
 
 
 def pcg64_state(text: Any, where: str = "a segment") -> dict[str, Any]:
@@ -49,10 +52,16 @@ def audit_path(split: str) -> str:
 
 def audit_block(split: str, segments: int, step_samples: int, aligned: bool, cv: bool, pcg64: bool) -> dict[str, Any]:
     """The metadata ``audit`` block of a bake that keeps a trail."""
-    # cv: the control-variate columns, kept only when the MLPs have layers past the first (exact)
-    values = ["means", "var"] + (["cv_means", "cv_var"] if cv else []) + (["pcg64_state"] if pcg64 else [])
     return {"version": AUDIT_VERSION, "segments": int(segments), "step_samples": int(step_samples),
-            "aligned": bool(aligned), "file": audit_path(split), "values": values}
+            "aligned": bool(aligned), "file": audit_path(split), "values": trail_values(cv, pcg64)}
+
+
+def trail_values(cv: bool, pcg64: bool) -> list[str]:
+    """The value columns a trail of this recipe holds, in the file's order (after ``RANGE_COLUMNS``):
+    ``means`` and ``var``; ``cv_means`` and ``cv_var`` when ``cv`` (control variates on MLPs with layers
+    past the first, which is exact); ``pcg64_state`` for the pcg64 sampler. The metadata's
+    ``audit.values`` lists the same."""
+    return ["means", "var"] + (["cv_means", "cv_var"] if cv else []) + (["pcg64_state"] if pcg64 else [])
 
 
 def trail_bytes(depth: int, width: int, segments: int, cv: bool, pcg64: bool) -> int:
@@ -66,7 +75,7 @@ def trail_bytes(depth: int, width: int, segments: int, cv: bool, pcg64: bool) ->
 def _schema(depth: int, width: int, cv: bool, pcg64: bool):
     import pyarrow as pa
 
-    fields = [pa.field("mlp_id", pa.int32()), pa.field("segment", pa.int32()),
+    fields = [pa.field("mlp_id", pa.int32()), pa.field("segment", pa.int32()),  # RANGE_COLUMNS
               pa.field("sample_start", pa.int64()), pa.field("sample_end", pa.int64()),
               pa.field("means", pa.list_(pa.float32(), depth * width)),
               pa.field("var", pa.list_(pa.float32(), depth * width))]
@@ -210,3 +219,42 @@ def copy_trails(dest: Path, sources: list[Path]) -> None:
                 writer.write_table(f.read_row_group(g))
     finally:
         writer.close()
+
+
+class TrailLayout:
+    """What a trail file says about itself without its values: ``columns`` (names, in order), ``stamp``
+    (its Parquet ``whestbench_audit`` metadata, parsed; None when absent or not JSON), and ``ranges()``
+    each MLP's ``(mlp_id, segments, bounds)`` in file order, read from the four ``RANGE_COLUMNS`` only,
+    one row group at a time. Raises ValueError (or OSError) on a file that is not Parquet."""
+
+    def __init__(self, path: Path):
+        import pyarrow.parquet as pq
+
+        self._file = pq.ParquetFile(str(path))
+        self.columns = list(self._file.schema_arrow.names)
+        raw = (self._file.schema_arrow.metadata or {}).get(b"whestbench_audit")
+        try:
+            stamp = json.loads(raw) if raw is not None else None
+        except (ValueError, RecursionError):
+            stamp = None
+        self.stamp = stamp if isinstance(stamp, dict) else None
+
+    def ranges(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        f = self._file
+        for col in RANGE_COLUMNS:
+            if col not in self.columns:
+                raise ValueError(f"lacks the column {col!r}")
+        for g in range(f.num_row_groups):
+            rows = f.metadata.row_group(g).num_rows
+            if rows > GROUP_MLPS * MAX_SEGMENTS:
+                raise ValueError(f"its row group {g} holds {rows:,} rows; a trail's hold at most {GROUP_MLPS * MAX_SEGMENTS:,}")
+            t = f.read_row_group(g, columns=list(RANGE_COLUMNS))
+            ids = t.column("mlp_id").to_numpy(zero_copy_only=False)
+            seg = t.column("segment").to_numpy(zero_copy_only=False)
+            b = np.stack([t.column("sample_start").to_numpy(zero_copy_only=False),
+                          t.column("sample_end").to_numpy(zero_copy_only=False)], axis=1)
+            if len(ids) and (np.any(np.isnan(ids.astype(np.float64))) or np.any(np.isnan(b.astype(np.float64)))):
+                raise ValueError("holds null mlp_id or sample ranges")
+            cuts = np.flatnonzero(np.diff(ids)) + 1
+            for s, e in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]])):
+                yield int(ids[s]), seg[s:e], b[s:e]

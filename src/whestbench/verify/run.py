@@ -107,13 +107,15 @@ def verify_dataset(
     if _has_trail(handle):
         stage("audit trail: every segment's sums against the stored means")
     check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
+    if "trail" in report.coverage:  # what the trail contract could not check: said after what was checked
+        report.coverage["trail"] = report.coverage.pop("trail")
     if against is not None:
         from whestbench.verify.compare import compare_with  # compare builds on this module
 
         stage(f"comparing every numeric column with --against {sanitize(str(against))}")
         compare_with(ds, against, report, n_check=cfg.n_check, z_max=cfg.z_max)
     if spot_check is not None:  # after the checks a stop ends at once: from here a stop is resumable work's (exit 75)
-        if any(c.name.endswith("trail") and not c.ok for c in report.checks):
+        if any(c.name.endswith(("trail", "trail contract")) and not c.ok for c in report.checks):
             report.skip("spot-check", "not run: the trail itself failed its check")
         else:
             from whestbench.verify.spot import spot_check as run_spot_check
@@ -228,6 +230,7 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         report.skip("checksums", f"{state.detail}; integrity rests on the content checks below")
     else:
         report.check("checksums", state.state == "ok", state.detail if state.state == "ok" else f"MISMATCH: {state.detail}")
+    _trail_contract(handle, report, state.state)
 
     ds = DatasetScan(path, md, width, depth, n_samples, [])
     columns = columns_for(md)
@@ -261,6 +264,26 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
     report.coverage["integrity"] = f"every row ({n_rows:,} MLP{'s' if n_rows != 1 else ''})"
     _device_check(meta, report)
     return ds if ds.splits else None
+
+
+def _trail_contract(handle: DatasetDir, report: VerifyReport, checksums: str) -> None:
+    """Each split's trail against what its metadata promises (``trail_contract``), before any other
+    content check: the checks that read the trail (``trail``, ``--spot-check``) trust only a trail
+    that meets it. A split without a trail, whose recipe keeps none, is named in the OK line."""
+    from whestbench.verify.trail_contract import trail_contract
+
+    verdicts = trail_contract(handle, checksums)
+    multi = len(verdicts) > 1 or DatasetMeta.of(handle.metadata).is_multi
+    for v in verdicts:
+        name = f"{v.split}: trail contract" if multi else "trail contract"
+        if v.kind in ("none", "stale"):
+            report.skip(name, v.detail)
+        else:
+            report.check(name, v.ok, v.detail)
+    none = [v for v in verdicts if v.kind == "none"]
+    if none:
+        which = "" if len(none) == len(verdicts) and not multi else f" in {', '.join(v.split for v in none)}"
+        report.coverage["trail"] = f"none{which}: {none[0].detail.split(': ', 1)[-1]}"
 
 
 def _device_check(meta: DatasetMeta, report: VerifyReport) -> None:

@@ -57,6 +57,10 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
         report.coverage["statistics"] = f"{_ids(ds, rows)} (random, --sample-seed {sample_seed})"
         report.check("sample", True, f"statistics on {len(rows)} MLP(s) chosen at random with --sample-seed "
                      f"{sample_seed}: {_ids(ds, rows)} (integrity covered every row)")
+    if not pilot:  # the checks above the audit pilot only: say so, never "all N MLPs" alone
+        report.coverage["statistics"] += (" for layer 1's exact means, the estimator, the target and the standard "
+                                          "errors' form; the audit pilot (layers 2.., avg_variance, error-bar size) "
+                                          "did not run")
     n = np.maximum(_sample_counts(ds, rows), 1.0)[:, None]  # an impossible count (< 1) is named by the target check
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)

@@ -33,6 +33,8 @@ from whestbench.format.schema import DatasetMeta
 from whestbench.format.trail import audit_path
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan
+from whestbench.verify.trail_segments import MIN_ACTIVE, MIN_TEST_SEGMENTS, SegmentTests, add_mlp
+from whestbench.verify.trail_segments import finish as finish_segments
 from whestbench.errors import REDO
 
 
@@ -80,6 +82,8 @@ def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     x_limit = math.sqrt(math.log(2.0 * n_tests / P_OVERALL) / 2.0)
     counted = 0
     seg_counts: set[int] = set()
+    layers = ds.depth * (ds.width + 1)
+    seg_tests = SegmentTests(n_tests=max(1, len(s.ids) * segments * layers * 2), n_mlps=len(s.ids))
     try:
         for k, rec in enumerate(iter_trail(path, ds.depth, ds.width)):
             if k >= len(s.ids):
@@ -99,6 +103,7 @@ def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
                 k_eff = float(n_batches(n, step)) if cv else float(n)
                 widen = _t_widening(n_tests, k_eff - 1.0) if cv else 1.0  # batch means: Student-t
                 drift += _drift(rec, ds.depth, cv, k_eff, z_limit * widen, x_limit * widen, where)
+                add_mlp(seg_tests, rec, cv, k_eff, step, where)
             counted += 1
             if len(problems) > 3:
                 break
@@ -112,13 +117,17 @@ def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     if not counted:
         report.skip(f"{prefix}trail", "the split has no rows")
         return
+    finish_segments(seg_tests)
     est = "control-variate estimates (layers 2..)" if cv else "means"
     counts = "-".join(map(str, sorted({min(seg_counts), max(seg_counts)})))
     report.check(f"{prefix}trail", True, (
         f"{counted} MLP(s) with {counts} segment(s) each: sample ranges, {est}, standard errors"
         f"{', n_samples_used' if s.n_used is not None else ', n_samples'} and avg_variance equal the segments' "
         "combination within float32 rounding"
-        + ("" if drift else f"; too few segments of {TRAIL_STAT_SAMPLES:,}+ samples ({MIN_STAT_SEGMENTS} needed) to test drift")))
+        + ("" if drift else f"; too few segments of {TRAIL_STAT_SAMPLES:,}+ samples ({MIN_STAT_SEGMENTS} needed) to test drift")
+        + ("" if seg_tests.worst else f"; no neuron with {MIN_ACTIVE:,}+ active samples in each of {MIN_TEST_SEGMENTS}+ "
+           "full segments to compare the segments with each other")))
+    _report_segments(report, prefix, seg_tests)
     if drift:
         bad = [(r, w) for r, w in drift if r > 1.0]
         worst = max(drift)
@@ -136,6 +145,9 @@ def _exact(ds: DatasetScan, s: SplitScan, k: int, rec, n: int, segments: int, st
         total = int(rec.bounds[-1, 1]) if len(got) else 0
         return (f"the trail's {len(got)} segment(s) cover samples [0, {total:,}), but {n:,} samples "
                 f"({'n_samples_used' if s.n_used is not None else 'n_samples'}) make {len(want)} other ones")
+    copied = _copied(rec)
+    if copied:
+        return copied
     for name, v in rec.values.items():
         if not np.all(np.isfinite(v)):
             return f"trail {name} holds non-finite values"
@@ -194,6 +206,36 @@ def _exact(ds: DatasetScan, s: SplitScan, k: int, rec, n: int, segments: int, st
     room_av = 8 * EPS32 * float(np.mean(second)) + 1e-30
     if abs(float(s.avg_var[k]) - want_av) > room_av:
         return f"avg_variance {float(s.avg_var[k]):.9g}, the segments give {want_av:.9g}"
+    return None
+
+
+def _report_segments(report: VerifyReport, prefix: str, tests: SegmentTests) -> None:
+    """The ``trail segments`` check: each family's worst segment (or MLP) against its limit (none when no
+    neuron could be tested: the ``trail`` line says so)."""
+    if not tests.worst:
+        return
+    if tests.bad:
+        report.check(f"{prefix}trail segments", False, f"{len(tests.bad)} segment test(s) find an outlier no honest "
+                     "bake makes (a forged, copied or cut segment): " + "; ".join(w for _, w in sorted(tests.bad, reverse=True)[:3]))
+        return
+    parts = [f"{family} ({tests.tested[family]:,} tests; largest {r:.2f} of its limit)" for family, (r, _) in tests.worst.items()]
+    report.check(f"{prefix}trail segments", True, "each segment's mean and variance among the MLP's other segments' "
+                 f"and the means' scatter against the variances, within their limits (Bonferroni p={P_OVERALL:g} "
+                 "each): " + "; ".join(parts))
+
+
+def _copied(rec) -> str | None:
+    """Two segments of one MLP with identical means (every neuron of every layer, bit for bit, not all 0):
+    no honest bake draws them (each is its own samples), so a trail holding them was copied to fake samples."""
+    seen: dict[bytes, int] = {}
+    for i, row in enumerate(rec.values["means"]):
+        if not np.any(row):
+            continue  # an MLP whose every neuron is dead has all-zero segments, honestly
+        key = np.ascontiguousarray(row).tobytes()
+        if key in seen:
+            return (f"segments {seen[key]} and {i} hold identical means (every neuron of every layer): no bake draws "
+                    "that; a copied segment fakes samples never drawn")
+        seen[key] = i
     return None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from whestbench.compute.estimation import Estimation
-from whestbench.compute.estimators import CV_BATCH, is_check_point
+from whestbench.compute.estimators import is_check_point, trail_step
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.compute.segments import SegmentTrail, finish, segment_bounds, trail_names
 from whestbench.compute.stats import LayerSums
@@ -137,7 +137,7 @@ class WorkSpec:
     @property
     def cv_batch(self) -> int:
         """Samples per batch of the control-variate estimator's batch means."""
-        return self.step_samples if self.sampler == "pcg64" else min(CV_BATCH, self.block_size)
+        return trail_step(self.sampler, self.step_samples)
 
     def planned_samples(self, index: int) -> int:
         """Samples MLP ``index`` uses: ``n_samples``, or with a target the count its own pilot plans
