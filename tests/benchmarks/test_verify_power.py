@@ -73,11 +73,17 @@ def test_forgeries_rewritten_to_match_keep_every_trail_identity_and_fail_a_full_
     from whestbench.verify.run import verify_dataset
 
     src = bake(BakeConfig(n_mlps=2, seed=4, n_samples=32 * chunk_rows(8), width=8, depth=2, output=tmp_path / "src"))
+    # now caught without a spot check (issue 34): the recorded bake_command still says the true N (trail
+    # contract), and copied segments hold identical means (trail); the spot check is then not run
+    plain_catches = {"N x2": "trail contract", "segments copied": "trail"}
     for forgery in ("N x2", "error bars x0.8", "one neuron +20 SE", "segments copied"):
         ds, bad, total = verify_power.forge(src, tmp_path / "forged", forgery, True, tmp_path)
         report = verify_dataset(ds, pilot=False, spot_check="32/mlp", spot_seed=0, cache=False)
-        assert report.get("trail").ok, (forgery, report.get("trail").detail)
-        assert not report.get("spot-check").ok, forgery
+        if forgery in plain_catches:
+            assert not report.get(plain_catches[forgery]).ok and report.get("spot-check").skipped, forgery
+        else:
+            assert report.get("trail").ok and report.get("trail contract").ok, (forgery, report.get("trail").detail)
+            assert not report.get("spot-check").ok, forgery
         assert total == 64 and bad == {"N x2": 64, "segments copied": 32}.get(forgery, 32)
         ds, bad, _ = verify_power.forge(src, tmp_path / "forged", forgery, False, tmp_path)
         assert not verify_dataset(ds, pilot=False).ok, forgery
