@@ -111,6 +111,9 @@ def test_audit_segments_checked_and_recorded():
         BakeConfig(n_mlps=1, output=None, audit_segments=-1, **SHAPE)
     with pytest.raises(UsageError, match="--audit-segments"):
         BakeConfig(n_mlps=1, output=None, audit_segments=2000, **SHAPE)
+    for few in (1, 2, 3):  # a trail of fewer than 4 segments: a spot check of one costs a whole MLP (issue 34)
+        with pytest.raises(UsageError, match=r"--audit-segments must be 0 \(no trail\) or an integer from 4 to 1024"):
+            BakeConfig(n_mlps=1, output=None, audit_segments=few, **SHAPE)
     from whestbench.bake.pipeline import canonical_command
 
     assert "--audit-segments 4" in canonical_command(_cfg(None), {"method": "explicit"})

@@ -290,6 +290,14 @@ def test_audit_block_not_what_the_recipe_keeps_fails(bakes, tmp_path, edit, said
     assert not check.ok and said in check.detail, check.detail
 
 
+def test_a_check_without_the_pilot_does_not_claim_its_statistics(bakes):
+    """verify_dataset(pilot=False) (a re-run's check) said "statistics: all N MLPs" as a full verify does."""
+    without = verify_dataset(bakes["plain"], pilot=False).coverage["statistics"]
+    assert without.startswith("all 3 MLPs for layer 1's exact means") and "the audit pilot" in without \
+        and "did not run" in without, without
+    assert verify_dataset(bakes["plain"]).coverage["statistics"] == "all 3 MLPs"
+
+
 def test_copied_segments_fail(bakes, tmp_path):
     ds = _copy_segment(bakes["plain"], tmp_path / "ds", mlp=1, seg=4)
     report = verify_dataset(ds, pilot=False)
