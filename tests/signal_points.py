@@ -86,7 +86,12 @@ def install(point: str, signum: int) -> None:
 
 if __name__ == "__main__":
     import runpy
+    import signal
 
+    # the dispositions a shell gives a command, whatever the test runner's process inherited (an
+    # ignored SIGTERM would turn "the default action before the handlers" into a finished bake)
+    for name in ("SIGTERM", "SIGUSR1", "SIGHUP", "SIGQUIT"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
     install(sys.argv[1], int(sys.argv[2]))
     sys.argv = ["whestbench", *sys.argv[3:]]
     runpy.run_module("whestbench", run_name="__main__", alter_sys=True)
