@@ -146,6 +146,25 @@ def test_status_of_a_complete_multi_split_dataset_reports_each_split(tmp_path):
     assert not any("None" in line for line in lines)
 
 
+def test_status_says_1_mlp_not_1_mlps(tmp_path):
+    """A combined dataset's one-MLP split, and a one-MLP bake's plan, printed "1 MLPs" (issue 35's
+    fresh-clone run: `holdout: 1 MLPs, 2,000,000 samples each, ...`)."""
+    from whestbench import create_dataset
+    from whestbench.assemble.combine import combine_split_datasets
+
+    pub = create_dataset(2, 300, 8, 2, mlp_seeds=[1, 2], output_path=tmp_path / "public")
+    hold = create_dataset(1, 300, 8, 2, mlp_seeds=[5], split="holdout", config="holdout",
+                          output_path=tmp_path / "holdout")
+    both = combine_split_datasets([pub, hold], output_dir=tmp_path / "both", write_prepared_arrow=False)
+    lines = status_lines(bake_status(both))
+    assert "    holdout: 1 MLP, 300 samples each, width 8, depth 2" in lines
+    assert "    public: 2 MLPs, 300 samples each, width 8, depth 2" in lines
+    assert status_lines(bake_status(hold))[1].startswith("  1 MLP, 300 samples each")
+    plan = {"plan": {"n_mlps": 1, "mlp_range": [0, 1], "n_samples": 300, "width": 8, "depth": 2, "sampler": "pcg64"}}
+    assert any(line.startswith("  plan: 1 MLP (range [0, 1]), 300 samples each") for line in
+               status_lines({"output": "x", "state": "stopped", **plan}))
+
+
 def test_verify_merge_and_combine_name_each_phase_without_counts(tmp_path):
     """verify's target check (5-30 s) and the first 27 s of combine-splits were silent: each phase
     without counts is a stage event that the log's timer line names."""

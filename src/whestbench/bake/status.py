@@ -142,7 +142,12 @@ def _shape_line(entry: dict[str, Any]) -> str:
         each = f"{format_count(used.get('min'))}–{format_count(used.get('max'))} samples each"
     else:
         each = f"{format_count((used if isinstance(used, dict) else {}).get('min') or entry.get('n_samples') or 0)} samples each"
-    return f"{format_count(entry.get('n_mlps'))} MLPs, {each}, width {entry.get('width')}, depth {entry.get('depth')}"
+    return f"{_mlps(entry.get('n_mlps'))}, {each}, width {entry.get('width')}, depth {entry.get('depth')}"
+
+
+def _mlps(n: Any) -> str:
+    """``1 MLP``, ``4 MLPs`` (a count the file did not give as a number keeps the plural)."""
+    return f"{format_count(n)} MLP{'' if n == 1 and is_int(n, 1) else 's'}"
 
 
 def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
@@ -317,7 +322,7 @@ def status_lines(doc: dict[str, Any]) -> list[str]:
     plan = doc.get("plan")
     if plan:
         target = plan.get("target_stderr")
-        lines.append(f"  plan: {plan.get('n_mlps')} MLPs (range {plan.get('mlp_range')}), "
+        lines.append(f"  plan: {_mlps(plan.get('n_mlps'))} (range {plan.get('mlp_range')}), "
                      f"{'up to ' if target else ''}{format_count(plan.get('n_samples') or 0)} samples each, width "
                      f"{plan.get('width')}, depth {plan.get('depth')}, sampler {plan.get('sampler')}"
                      + (f", target standard error {target}" if target else ""))
