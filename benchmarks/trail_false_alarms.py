@@ -1,11 +1,11 @@
 """How often the trail's checks fail an honest bake: many small honest bakes, each verified (``pilot=False``:
 the trail checks need no pilot), every trail check's verdict and margin counted.
 
-    .venv/bin/python benchmarks/trail_false_alarms.py --datasets 120 [--seed 0] [--json out.json]
+    .venv/bin/python benchmarks/trail_false_alarms.py --datasets 120 [--seed 0] [--torch] [--json out.json]
 
 Each dataset draws its shape at random (``--seed``): width 4–48, depth 1–4, 2–4 MLPs, N from 1.5·10⁵ to
 8·10⁵ (pcg64 segments of one to two chunks, 6–32 of them), plain or control variates, ``--audit-segments``
-8, 16, 32 or 64, ``--target-stderr`` on some. It prints, per check (``trail contract``, ``trail``,
+8, 16, 32 or 64, ``--target-stderr`` on some; ``--torch``: torch CPU bakes (philox, aligned segments). It prints, per check (``trail contract``, ``trail``,
 ``trail segments``, ``trail drift``), how many datasets it failed, how many tests the segment families made,
 and the largest statistic seen as a fraction of its limit (the margin an honest bake keeps). The checks are
 Bonferroni-bounded at 10⁻⁶ per family per dataset, so a failure here is a bug, not bad luck.
@@ -30,7 +30,7 @@ if str(ROOT / "src") not in sys.path:
 CHECKS = ("trail contract", "trail", "trail segments", "trail drift")
 
 
-def one(rng: random.Random, root: Path, k: int) -> dict:
+def one(rng: random.Random, root: Path, k: int, torch: bool = False) -> dict:
     from whestbench.bake.pipeline import BakeConfig, bake
     from whestbench.compute.estimation import Estimation
     from whestbench.verify.run import verify_dataset
@@ -43,7 +43,8 @@ def one(rng: random.Random, root: Path, k: int) -> dict:
     segments = rng.choice([8, 16, 32, 64])
     out = root / f"ds{k}"
     bake(BakeConfig(n_mlps=n_mlps, n_samples=n, width=width, depth=depth, seed=rng.randrange(2**31), output=out,
-                    estimation=est, audit_segments=segments, max_threads=1))
+                    estimation=est, audit_segments=segments,
+                    **(dict(backend="torch", device="cpu", skip_device_check=True) if torch else dict(max_threads=1))))
     report = verify_dataset(out, pilot=False)
     row = {"shape": f"{width}x{depth}", "n_mlps": n_mlps, "n_samples": n, "estimator": estimator, "target": target,
            "segments": segments, "failed": [c.name for c in report.failures], "checks": {}}
@@ -65,13 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--torch", action="store_true", help="torch CPU bakes (the philox sampler's aligned segments)")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     rows = []
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="trail-fa-") as tmp:
         for k in range(args.datasets):
-            rows.append(one(rng, Path(tmp), k))
+            rows.append(one(rng, Path(tmp), k, args.torch))
             if rows[-1]["failed"]:
                 print(f"dataset {k} ({rows[-1]['shape']}, {rows[-1]['estimator']}): FAILED {rows[-1]['failed']}",
                       flush=True)

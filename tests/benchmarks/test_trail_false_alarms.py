@@ -24,3 +24,13 @@ def test_margins_reads_a_passed_segments_line():
             "(512 tests; largest 0.28 of its limit); means (5,568 tests; largest 0.44 of its limit)")
     assert trail_false_alarms.margins(line) == {"variances": (7616, 0.42), "layer variances": (512, 0.28),
                                                 "means": (5568, 0.44)}
+
+
+def test_a_tiny_torch_run_bakes_philox_trails(tmp_path, capsys):
+    import pytest
+
+    pytest.importorskip("torch")
+    rc = trail_false_alarms.main(["--datasets", "1", "--seed", "1", "--torch", "--json", str(tmp_path / "rows.json")])
+    assert rc == 0, capsys.readouterr().out
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert rows[0]["checks"]["trail contract"]["ok"] and "aligned" in rows[0]["checks"]["trail contract"]["detail"]
