@@ -232,6 +232,19 @@ def test_calibrate_times_a_short_bake_and_projects_the_planned_one(capsys):
     assert 0.5 * 250_000 * secs < projected < 2 * 250_000 * secs
 
 
+def test_calibrate_of_one_mlp_says_1_mlp(capsys):
+    """A one-MLP calibration printed "1 MLPs × 131,072 samples" and "on 1 calibration MLPs" (issue 35's
+    fresh-clone run)."""
+    rc, out, err = run(["dataset", "calibrate", "--n-mlps", "1", "--n-samples", "1e6", "--width", "8", "--depth", "2",
+                        "--target-stderr", "0.05", "--calib-samples", "20000"], capsys)
+    assert rc == 0, err
+    assert "Calibrating on cpu: 1 MLP × 20,000 samples" in out
+    flat = " ".join(re.sub(r"[│┃]", " ", out).split())  # the table wraps its cells over rows
+    assert "1 MLP × 20,000 samples in" in flat and "1 MLP × 1,000,000 samples" in flat
+    assert "on 1 calibration MLP;" in flat
+    assert "1 MLPs" not in flat and "calibration MLPs" not in flat
+
+
 def test_calibrate_projects_where_a_control_variate_target_bake_would_stop(capsys, tmp_path):
     """Not the bare 1/sqrt(N) estimate: the bake judges a target only at check points and, with
     control variates, not before 32 batches; what calibrate says is what the bake then does."""

@@ -9,7 +9,7 @@ import click
 from whestbench.cli.common import COUNT, err, out, torch_knobs
 from whestbench.compute.estimation import ESTIMATORS, MIN_RELIABLE_BATCHES, PLAIN, STDERR_LAYERS, Estimation
 from whestbench.format.schema import check_positive_int
-from whestbench.text import format_duration, format_rate
+from whestbench.text import format_duration, format_rate, plural
 from whestbench.work import DEVICES, GPU_KERNELS
 
 
@@ -64,7 +64,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     gpu = plan.compute.device.startswith("cuda")
     k = min(calib_mlps or plan.spec.mlps_per_unit * workers, n_mlps)
     n = min(calib_samples or (1_000_000 if gpu else 131_072), n_samples)
-    out.print(f"Calibrating on {plan.device_label}: {k} MLPs × {n:,} samples (after a warm-up)…", markup=False)
+    out.print(f"Calibrating on {plan.device_label}: {plural(k, 'MLP')} × {n:,} samples (after a warm-up)…", markup=False)
     from whestbench.work.threads import one_torch_thread
 
     from whestbench.compute.mlp import weights_for_seed
@@ -83,10 +83,10 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_column("")
     table.add_column("value", justify="right")
     table.add_row("device", plan.device_label)
-    table.add_row("timed run", f"{k} MLPs × {n:,} samples in {cal.seconds:.2f} s")
+    table.add_row("timed run", f"{plural(k, 'MLP')} × {n:,} samples in {cal.seconds:.2f} s")
     table.add_row("throughput", f"{format_rate(cal.samples_per_s / 1e6)} M samples/s")
     table.add_row("effective", f"{format_rate(cal.gflops)} GFLOP/s ({format_rate(cal.gflops / 1e3)} TFLOP/s)")
-    table.add_row("planned bake", f"{n_mlps:,} MLPs × {n_samples:,} samples")
+    table.add_row("planned bake", f"{n_mlps:,} MLP{'' if n_mlps == 1 else 's'} × {n_samples:,} samples")
     at_cap = " at the cap (--n-samples)" if estimation.has_target else ""
     table.add_row(f"projected wall time{at_cap}", format_duration(cal.projected_s))
     sampling_s = _scheduled_s(plan, cal, workers)
@@ -121,7 +121,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
         spread = f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,} (median {planned.median:,})"
         table.add_row("pilot-planned samples per MLP", spread)
         table.add_row("wall time, pilot-planned", f"{format_duration(planned.seconds)} (the bake's rule, on {k} "
-                      f"calibration MLPs; pilots {planned.pilot_s:.2f} s each)")
+                      f"calibration MLP{'' if k == 1 else 's'}; pilots {planned.pilot_s:.2f} s each)")
         if whole_s is not None:  # the pilots' counts, not the cap
             whole_s += planned.seconds - sampling_s
     if whole_s is not None:
