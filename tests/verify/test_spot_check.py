@@ -36,6 +36,15 @@ def test_spot_check_passes_bit_for_bit_and_states_probability(tmp_path, cv):
     assert report.ok
 
 
+def test_one_mlp_is_named_in_the_singular(tmp_path):
+    """A one-MLP dataset's verify said "(4 of 31 segments in 1 MLPs)" and "statistics: all 1 MLPs"
+    (issue 35's fresh-clone run)."""
+    ds = create_dataset(1, mlp_seeds=SEEDS[:1], output_path=tmp_path / "ds", **SHAPE)
+    report = verify_dataset(ds, spot_check=2, spot_seed=7)
+    assert "(2 of 10 segments in 1 MLP) catches" in report.get("spot-check").detail
+    assert report.coverage["statistics"] == "the 1 MLP"
+
+
 def test_fault_injected_through_step_is_caught(tmp_path, monkeypatch):
     target = weights_for_seed(SEEDS[1], SHAPE["width"], SHAPE["depth"])
     orig = Pcg64Stream.step

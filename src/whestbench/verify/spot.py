@@ -239,7 +239,7 @@ def _budget_words(budget: SpotBudget) -> str:
 
 def chance_sentence(det) -> str:
     """What the draw catches, both threat models (``spot_draw.Detection``), in one clause."""
-    return (f"this draw ({det.drawn} of {det.total:,} segments in {det.mlps:,} MLPs) catches one bad segment in "
+    return (f"this draw ({det.drawn} of {det.total:,} segments in {det.mlps:,} MLP{'' if det.mlps == 1 else 's'}) catches one bad segment in "
             f"every MLP with probability {det.every:.3g}, and {det.q} forged segment{'s' if det.q != 1 else ''} in one "
             f"MLP of {det.mlps:,} with probability {det.one:.3g}")
 

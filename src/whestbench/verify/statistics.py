@@ -51,7 +51,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
         return
     total = sum(len(s.ids) for s in ds.splits)
     report.coverage["statistics"] = (f"{_ids(ds, rows)} only (--n-check {n_check})" if len(rows) < total
-                                     else f"all {total:,} MLPs")
+                                     else "the 1 MLP" if total == 1 else f"all {total:,} MLPs")
     if sample_mlps is not None and sample_mlps < len(rows):
         rows = plausibility.choose_rows(rows, sample_mlps, sample_seed)
         report.coverage["statistics"] = f"{_ids(ds, rows)} (random, --sample-seed {sample_seed})"
