@@ -376,7 +376,7 @@ def forgery_rows(src: Path, tmp: Path, k: int, trials: int) -> list[dict]:
             row = dict(forgery=forgery, forger="rewrites the trail" if consistent else "leaves the trail",
                        plain=not plain.ok, checks=failed, k=k, trials=trials, bad=bad, total=total,
                        stated=1 - miss(total, bad, k))
-            if any(c.endswith("trail") for c in failed):
+            if any(c.endswith(("trail", "trail contract")) for c in failed):
                 row["caught"] = None  # the spot check is skipped once the trail fails
             else:
                 row["caught"] = sum(not verify_dataset(ds, pilot=False, spot_check=k, spot_seed=1000 + s,

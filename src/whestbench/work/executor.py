@@ -319,4 +319,4 @@ def stop_summary(job: Job, tracker: Tracker) -> str:
     saved = tracker.collected + tracker.kept + sum(tracker.kept_elsewhere.values())
     where = f" in {job.ledger.root}" if job.ledger is not None else ""
     return (f"stopped: {p.mlps_done} of {plural(p.mlps_total, 'MLP')} complete, {format_count(saved)} of "
-            f"{format_count(p.total)} samples saved{where} ({plural(p.checkpoints, 'checkpoint')})")
+            f"{format_count(p.total)} samples saved{where} ({plural(p.checkpoints, 'checkpoint')} written by this run)")
