@@ -155,3 +155,28 @@ def test_the_whole_command_schedules_the_units_on_the_workers(capsys, monkeypatc
 
     linear = seconds("projected wall time")
     assert seconds("whole bake command, projected") >= 0.98 * linear * 4 / 3  # 2 MLP-times, not 1.5
+
+
+@pytest.mark.parametrize("seconds, noted", [(0.17, True), (2.5, False)])
+def test_a_timed_run_too_short_for_a_steady_rate_is_said_with_a_longer_one(capsys, monkeypatch, seconds, noted):
+    """Idle, at 64x4, calibrate's 0.17 s timed run projected a 38 s bake as 50.5 s once and 42.4 s the
+    next: a run under STEADY_S says so and names --calib-samples for about two seconds (the run's
+    duration is set here, so the verdict does not depend on the machine)."""
+    import dataclasses
+
+    from cli_run import run
+    from whestbench.work import calibrate as calibration
+
+    real = calibration.calibrate
+    monkeypatch.setattr(calibration, "calibrate", lambda *a, **k: dataclasses.replace(real(*a, **k), seconds=seconds))
+    rc, out, err = run(["dataset", "calibrate", "--n-mlps", "4", "--n-samples", "1e8", "--width", "8", "--depth", "2",
+                        "--calib-samples", "65536"], capsys)
+    assert rc == 0, err
+    if noted:
+        want = -(-65536 * 2 * calibration.STEADY_S / seconds // 65536) * 65536  # 786,432
+        assert f"took {seconds:.2f} s, too short for a steady rate" in err
+        assert f"--calib-samples {int(want):_} times a run of about 2 s" in err  # as COUNT reads it
+    else:
+        assert "too short for a steady rate" not in err
+    assert Calibration(width=2, depth=2, calib_mlps=1, calib_samples=65536, seconds=5.0, planned_mlps=1,
+                       planned_samples=1).steady_samples() is None

@@ -43,7 +43,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     from rich.table import Table
 
     from whestbench.bake.plan import BakeConfig, plan_bake
-    from whestbench.work.calibrate import calibrate as run_calibration, project_planned, project_target, stderr_samples
+    from whestbench.work.calibrate import (STEADY_S, calibrate as run_calibration, project_planned, project_target,
+                                           stderr_samples)
     from whestbench.work.executor import bake_workers
 
     torch_path, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
@@ -130,6 +131,11 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
                       f"the timing probe, the {'pilot-planned ' if estimation.has_target else ''}sampling and the "
                       "writing; a cold kernel cache adds its compilation once)")
     out.print(table)
+    longer = cal.steady_samples()
+    if longer is not None:
+        err.print(f"note: the timed run took {cal.seconds:.2f} s, too short for a steady rate: the projections can be "
+                  f"off by a third; --calib-samples {min(longer, n_samples):_} times a run of about "
+                  f"{2 * STEADY_S:g} s.", markup=False)
 
 
 def _scheduled_s(plan, cal, workers: int) -> float:

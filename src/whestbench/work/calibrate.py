@@ -26,6 +26,11 @@ from whestbench.work.torch_env import sync_device
 from whestbench.work.units import mlp_totals
 
 
+STEADY_S = 1.0
+"""A timed run shorter than this gives no steady rate: measured idle at 64x4, a 0.17 s run projected a
+38 s bake as 50.5 s once and 42.4 s the next time (``calibrate`` says so and names a longer run)."""
+
+
 @dataclass(frozen=True)
 class Calibration:
     width: int
@@ -49,6 +54,14 @@ class Calibration:
     @property
     def projected_s(self) -> float:
         return self.planned_mlps * self.planned_samples / self.samples_per_s
+
+    def steady_samples(self) -> int | None:
+        """Samples per MLP for a timed run of about twice ``STEADY_S`` (a multiple of 65,536), or None
+        when this run was long enough."""
+        if self.seconds >= STEADY_S:
+            return None
+        want = self.calib_samples * 2 * STEADY_S / max(self.seconds, 1e-9)
+        return int(-(-want // 65_536) * 65_536)
 
     def samples_for(self, target: float, layer: str = "last", quantile: float = 1.0) -> float:
         """Samples per MLP that bring the chosen neurons' standard error down to ``target``: the
