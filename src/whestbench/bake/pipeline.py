@@ -3,7 +3,7 @@
 ``bake(cfg)`` is the one entry point shared by the CLI, the Python API (``create_dataset``,
 ``create_dataset_torch``) and the launchers (torchrun, srun), on every backend:
 
-1. **plan** — ``dataset.plan.plan_bake``: every check before any work (values, output, device,
+1. **plan** — ``bake.plan.plan_bake``: every check before any work (values, output, device,
    seeds, what the bake needs from the machine);
 2. **execute** — under the work directory's lock, the seeds are resolved, the ledger opened and
    an executor (``LocalExecutor``, or ``StoreExecutor`` as one rank of many) runs every unit not

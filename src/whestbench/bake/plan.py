@@ -98,7 +98,7 @@ class BakeConfig:
     """The estimator and the target standard error (``n_samples`` is then the cap); validated when built."""
     card: dict[str, str] | None = None
     """The dataset card's ``pretty_name``/``license``/``homepage`` (recorded in metadata ``card``;
-    ``dataset.card.check_card_fields`` checks them). Never changes the numbers."""
+    ``format.card.check_card_fields`` checks them). Never changes the numbers."""
     skip_device_check: bool = False
     """Torch: do not check the device before baking (``work/device_check.py``); the skip is recorded."""
     accept_non_invariant: bool = False

@@ -6,8 +6,10 @@ config names to ``data/<split>-*.parquet`` globs, which is what makes
 whestbench 0.16's (so a card we write and one it writes agree). The body is ours, rendered from
 ``templates/dataset_card.md.j2`` with a context built here, so the template never has to guess.
 
-Everything is a pure function of the metadata dict: missing optional keys never raise, so partial,
-merged, multi-split and legacy (protocol 2.0) metadata all render.
+The rendering (``card_fields``, ``front_matter``, ``card_context``, ``render_card``) is a pure function
+of the metadata dict: missing optional keys never raise, so partial, merged, multi-split and legacy
+(protocol 2.0) metadata all render. The rest is not pure: ``read_card_file`` reads a card file,
+``_template`` reads the template, and ``card_verdict`` loads the written card through ``datasets``.
 """
 
 from __future__ import annotations

@@ -655,7 +655,7 @@ def pull_dataset(
     token: str | None = None,
     on_event: EventSink | None = None,
 ) -> PullResult:
-    """Download the Hub dataset ``repo`` (any form of ``hubref``'s reference grammar) and check it.
+    """Download the Hub dataset ``repo`` (any form of ``hub.ref.parse_ref``'s grammar) and check it.
 
     With ``output``: into that new directory (refused up front if it exists), atomically — it
     appears complete or not at all. Without: into the Hugging Face cache (reruns are free).

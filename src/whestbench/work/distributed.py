@@ -4,7 +4,7 @@ Coordination uses only the rendezvous key-value store (torch.distributed's TCPSt
 collective; the protocol (epochs, plan, claims, collection, news, liveness, stopping, endings) is
 docs/distributed.md's "Design". Keys, all under ``whest/<run>``: ``epoch`` (counter), ``current``,
 ``hb/<rank>``, and per epoch ``e<epoch>/``: ``plan``, ``claim``, ``owner/<i>``, ``result/<i>``,
-``ckpt/<i>``, ``ckpt-in/<i>``, ``events`` (``r<i>@<rank>`` results, ``c…`` checkpoints, ``s…``
+``ckpt/<i>``, ``ckpt-in/<i>``, ``prog/<rank>`` (each rank's progress counts), ``events`` (``r<i>@<rank>`` results, ``c…`` checkpoints, ``s…``
 stopped units, ``j…`` joins, ``b…`` goodbyes), ``news`` and the announcements it counts (``stop``,
 ``done``, ``failed``, ``abort``, ``peer_failed``).
 """

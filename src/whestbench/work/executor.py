@@ -2,8 +2,9 @@
 
 A ``Job`` is a spec (what to compute), a ``Compute`` (how) and a ledger (where results go). An
 executor runs every unit the ledger does not hold yet, saving each as it finishes, and reports
-progress through ``whestbench.events``. Two implementations share one interface, in the way
-datatrove separates pipeline steps from executors:
+progress through ``whestbench.events``. Two implementations have the same ``run(job, *, on_event, stop)
+-> bool`` method, by convention (no shared base class declares it), in the way datatrove separates
+pipeline steps from executors:
 
 - ``LocalExecutor``: worker threads in this process, one unit each (``work.steps.run_unit``);
 - ``StoreExecutor`` (``work/distributed.py``): one rank of a torchrun/srun job, ranks coordinating
