@@ -13,21 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from whestbench.cli import main
+from cli_run import run
 from whestbench.cli.common import parse_count
 from whestbench.errors import UsageError
 from whestbench.work.workdir import work_dir_for
 
 TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 def assert_usage_error(rc: int, out: str, err: str, *, match: str, output: Path | None = None) -> None:

@@ -18,19 +18,11 @@ from pathlib import Path
 import pytest
 
 from bake_procs import clean_env, finish, start_bake, thaw, units_dir, wait_for_units
-from whestbench.cli import main
+from cli_run import run
 from whestbench.work.workdir import work_dir_for
 
 TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # click-level usage errors may leave as SystemExit(2), as argparse does
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 def refused(rc: int, out: str, err: str, match: str, output: Path | None = None) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hub_fake import clock, no_network  # noqa: F401  (autouse: no network, instant retries)
 
-from whestbench.cli import main
+from cli_run import run
 from whestbench.bake.pipeline import create_dataset
 
 
@@ -18,14 +18,6 @@ def baked(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cli-inspect") / "ds"
     return create_dataset(n_mlps=2, n_samples=2000, width=8, depth=2, seed=3, output_path=out)
 
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 def tamper(src: Path, dst: Path) -> Path:

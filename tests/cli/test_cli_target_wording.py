@@ -6,13 +6,8 @@ stops at 524,288 samples, its 32-batch floor (docs/cli.md): the floor, not the t
 
 from __future__ import annotations
 
-from whestbench.cli import main
+from cli_run import run
 
-
-def run(argv, capsys):
-    rc = main(argv)
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 SHAPE = ["--n-mlps", "2", "--n-samples", "1e6", "--width", "8", "--depth", "3", "--seed", "1", "--quiet"]
