@@ -27,6 +27,7 @@ from whestbench.errors import UsageError
 from whestbench.errors import OutputExistsError
 from whestbench.format.reader import file_sha256, verify_checksums
 from whestbench.format.schema import validate_metadata
+from dataset_edits import edit_metadata as _edit_metadata, no_output as _no_output
 
 SHAPE = dict(n_samples=300, width=8, depth=2)
 
@@ -74,16 +75,6 @@ def copy_of(baked, tmp_path):
 
 def _md(d: Path) -> dict:
     return json.loads((d / "metadata.json").read_text())
-
-
-def _edit_metadata(d: Path, **changes) -> None:
-    md = _md(d) | changes
-    (d / "metadata.json").write_text(json.dumps(md, indent=2))
-
-
-def _no_output(out: Path) -> None:
-    assert not out.exists()
-    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")], "staging left behind"
 
 
 # --- the combined dataset --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from whestbench.format.reader import data_checksums, data_files, verify_checksum
 from whestbench.format.schema import validate_metadata
 from whestbench.errors import UsageError
 from whestbench.errors import OutputExistsError
+from dataset_edits import edit_metadata as _edit_metadata, no_output as _no_output
 
 SEEDS = [11, 22, 33, 44, 55]
 OTHER_SEEDS = [11, 22, 33, 44, 66]  # a different seed list: its digest differs
@@ -63,16 +64,6 @@ def part(baked, tmp_path):
     return copy
 
 
-def _edit_metadata(d: Path, **changes) -> None:
-    md = json.loads((d / "metadata.json").read_text())
-    for key, value in changes.items():
-        if value is None:
-            md.pop(key, None)
-        else:
-            md[key] = value
-    (d / "metadata.json").write_text(json.dumps(md, indent=2))
-
-
 def _rewrite_column(d: Path, column: str, values: list) -> None:
     """Replace one column of the partial's shard (a tampering the checksums would catch; dropped)."""
     path = d / SHARD
@@ -85,11 +76,6 @@ def _rewrite_column(d: Path, column: str, values: list) -> None:
 
 def read_names(d: Path) -> list[str]:
     return pq.read_table(d / SHARD, columns=["mlp_name"]).column(0).to_pylist()
-
-
-def _no_output(out: Path) -> None:
-    assert not out.exists()
-    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")], "staging left behind"
 
 
 # --- the merged dataset ------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from whestbench.bake.pipeline import BakeConfig, bake  # noqa: E402
 from whestbench.assemble.merge import merge_datasets  # noqa: E402
 from whestbench.dataset_torch import create_dataset_torch  # noqa: E402
 from whestbench.work.executor import BakeInterrupted  # noqa: E402
+from dataset_edits import free_port as _free_port
 
 NUMERIC = ("all_layer_means", "final_means", "avg_variance", "all_layer_stderr")
 IDENTITY = ("mlp_id", "mlp_name", "mlp_seed", "weights")
@@ -147,12 +147,6 @@ def test_torch_knobs_on_the_cpu_path_are_ignored_with_a_note(tmp_path, capsys):
     note = [line for line in cap.err.splitlines() if line.startswith("note:")]
     assert len(note) == 1 and "--chunk-size" in note[0] and "bit-identity" in note[0]
     assert json.loads((tmp_path / "o" / "metadata.json").read_text())["backend"] == "flopscope"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.distributed

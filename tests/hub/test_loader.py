@@ -25,6 +25,7 @@ from whestbench.errors import HubError
 from whestbench.hub.loader import iter_mlps, load_dataset, metadata, mlp_at, mlp_from_row
 from whestbench.format.reader import data_checksums, file_sha256, read_metadata
 from whestbench.format.schema import COLUMNS
+from dataset_edits import edit_metadata as _edit_metadata
 
 SHARD = "data/public-00000-of-00001.parquet"
 REAL_LOAD_DATASET = datasets.load_dataset
@@ -48,12 +49,6 @@ def full(tmp_path: Path, golden_dir: Path) -> Path:
 def combined(tmp_path: Path, golden_dir: Path) -> Path:
     """A private copy of golden/combined-w64-d4 (public 6 + holdout 3, with prepared Arrow)."""
     return Path(shutil.copytree(golden_dir / "combined-w64-d4", tmp_path / "combined"))
-
-
-def _edit_metadata(d: Path, **changes) -> dict:
-    md = read_metadata(d) | changes
-    (d / "metadata.json").write_text(json.dumps(md, indent=2))
-    return md
 
 
 def _add_checksums(d: Path) -> dict:

@@ -29,6 +29,7 @@ pytest.importorskip("torch.distributed")
 from bake_procs import clean_env  # noqa: E402
 from whestbench.compute.seeds import slice_bounds  # noqa: E402
 from whestbench.bake.pipeline import BakeConfig, bake  # noqa: E402
+from dataset_edits import free_port as _free_port
 
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
             "all_layer_stderr")
@@ -41,12 +42,6 @@ STEP_TIMEOUT_S = 180  # every wait's hang guard: a verdict is what a process did
 
 def _clean_env(**extra: str) -> dict[str, str]:
     return clean_env(**{"OMP_NUM_THREADS": "1", **extra})
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _bake_args(shape: dict, output: Path, *extra: str) -> list[str]:
