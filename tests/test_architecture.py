@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "src" / "whestbench"
 PAGE = REPO / "docs" / "architecture.md"
 LAYERS = ["compute", "work", "format", "hub", "bake", "verify", "assemble", "cli"]  # lowest first
-HELPERS = {"errors", "text", "atomic", "paths", "events", "values", "hubenv"}  # importable from any layer; they import none
+HELPERS = {"errors", "text", "atomic", "paths", "events", "values", "hubenv", "optional"}  # importable from any layer; they import none
 FACES = {"__init__", "__main__", "dataset_io", "dataset_torch", "dataset"}  # public faces: may import any layer
 MAX_MODULES = 15  # modules one package folder holds directly
 

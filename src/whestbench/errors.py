@@ -18,6 +18,8 @@ Not here, because they never leave their module (control flow, not errors): ``ba
 """
 
 
+from whestbench.text import show_value
+
 REDO = "Re-download the dataset or re-bake it with `whest dataset bake`."
 """The advice for a dataset whose files are damaged or not what its metadata says."""
 RESUME = "re-run the same command to resume"
@@ -42,6 +44,13 @@ class WhestError(Exception):
         if getattr(exc, "where", None) is not None:
             problem = f"{exc.where}: {problem}"
         return cls(problem, where=where, fix=" ".join(f for f in (old_fix, fix) if f) or None)
+
+
+def bad_value(cls: type[WhestError], what: str, value: object, rest: str, *, fix: str, where: object = None,
+              max_len: int = 60) -> WhestError:
+    """The one "bad value" error: ``cls("<what> <value> <rest>", where=where, fix=fix)``, the value shown
+    as ``text.show_value`` renders it (a string as its repr, anything else as JSON), cut to ``max_len``."""
+    return cls(f"{what} {show_value(value, max_len=max_len)} {rest}", where=where, fix=fix)
 
 
 class UsageError(WhestError, ValueError):
