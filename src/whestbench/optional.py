@@ -3,7 +3,7 @@
 ``torch`` and ``triton`` (the ``gpu`` extra) and ``matplotlib`` (the ``plot`` extra) may be absent;
 ``numba``, ``datasets`` and ``huggingface_hub`` are installed with whestbench but take seconds to import,
 so a verb that does not use them never pays for it. A module of whestbench that imports one of them at
-its top (the torch, Triton and numba engines) is itself loaded through ``engine_module``; every other
+its top (the torch, Triton and numba engines, the fused numba kernels) is itself loaded through ``engine_module``; every other
 module calls ``require`` inside the function that needs the library. ``datasets`` and
 ``huggingface_hub`` go through ``hubenv.import_hub`` (settings they cannot parse set aside first).
 """
@@ -32,6 +32,8 @@ ENGINES = {
     "triton": "whestbench.compute.philox.triton_kernel",
     "ozaki": "whestbench.compute.philox.ozaki",
     "numba": "whestbench.compute.philox.numba_engine",
+    "numba_kernels": "whestbench.compute.philox.numba_kernels",
+    "fused": "whestbench.compute.fused",
 }
 """whestbench's modules that import torch, Triton or numba at their top, by short name."""
 
