@@ -314,7 +314,7 @@ def cases() -> list[Case]:
              argv=["dataset", "pull", "org/name", "--token", TOKEN + " x"], want="the Hub token must be one word",
              secrets=(TOKEN, TOKEN[3:])))
     add(Case("token-api-newline", "secret", "pull_dataset(token='hf_…\\n')", env=HUB, rc=(1,),
-             code=f"from whestbench.hub.transfer import pull_dataset; pull_dataset('org/name', token={TOKEN + chr(10)!r})",
+             code=f"from whestbench.hub.pull import pull_dataset; pull_dataset('org/name', token={TOKEN + chr(10)!r})",
              want="the Hub token must be one word", secrets=(TOKEN,)))
     add(Case("repo-url-creds", "secret", "pull https://alice:PW@huggingface.co/datasets/org/name", env=HUB,
              argv=["dataset", "pull", f"https://alice:{PW}@huggingface.co/datasets/org/name"],
@@ -339,7 +339,7 @@ def cases() -> list[Case]:
         argv=["dataset", "push", "ds", "--repo", "org/name", "--dry-run", "--card", "card.yaml"],
         want="badges holds what looks like a credential", secrets=(PW,)))
     add(Case("card-api-creds", "secret", "plan_push(card={'homepage': 'https://u:PW@h/'})", setup=copy("ds"), rc=(1,),
-             code=f"from whestbench.hub.transfer import plan_push; plan_push('ds', 'o/n', card={{'homepage': 'https://u:{PW}@h.org/'}})",
+             code=f"from whestbench.hub.push import plan_push; plan_push('ds', 'o/n', card={{'homepage': 'https://u:{PW}@h.org/'}})",
              want="homepage holds what looks like a credential", secrets=(PW,)))
     add(Case("pretty-name-token", "secret", "merge --pretty-name 'set hf_…'", setup=copy("p0", "p1"),
              argv=["dataset", "merge", "p0", "p1", "--output", "m", "--pretty-name", f"set {TOKEN}"],
@@ -475,7 +475,7 @@ def cases() -> list[Case]:
             "1": {"last_heartbeat_utc": "2026-11-27T10:00:04Z", "host": "n\x1b[2J\x1b]0;x\x07", "pid": 3}}})),
         argv=["dataset", "status", "stopped"], rc=(0,), want="rank 1: on n "))
     add(Case("api-card-js", "raw", "plan_push(card={'homepage': 'javascript:alert(1)'})", setup=copy("ds"), rc=(1,),
-             code="from whestbench.hub.transfer import plan_push; plan_push('ds', 'o/n', card={'homepage': 'javascript:alert(1)'})",
+             code="from whestbench.hub.push import plan_push; plan_push('ds', 'o/n', card={'homepage': 'javascript:alert(1)'})",
              want="homepage must be an http"))
     add(Case("api-card-license", "raw", "BakeConfig(card={'license': 'bogus'})", rc=(1,),
              code="from whestbench.bake.plan import BakeConfig; BakeConfig(n_mlps=1, n_samples=9, width=2, depth=1, output='o', card={'license': 'bogus'})",
@@ -484,18 +484,18 @@ def cases() -> list[Case]:
              code="from whestbench import merge_datasets; merge_datasets(['p0', 'p1'], output_dir='m', card={'pretty_name': 'a\\u202eb'})",
              want="pretty_name must be one line"))
     add(Case("api-card-preset", "raw", "plan_push(card='whestbench-organisers')", setup=copy("ds"), rc=(0,),
-             code="from whestbench.hub.transfer import plan_push; assert 'ARC White-Box' in plan_push('ds', 'o/n', card='whestbench-organisers').card.content.decode()",
+             code="from whestbench.hub.push import plan_push; assert 'ARC White-Box' in plan_push('ds', 'o/n', card='whestbench-organisers').card.content.decode()",
              want="RESULT ok"))
     add(Case("api-card-int", "raw", "PushConfig('o/n', card=42)", rc=(1,),
-             code="from whestbench.hub.transfer import PushConfig; PushConfig('o/n', card=42)", want="card must be a mapping"))
+             code="from whestbench.hub.push import PushConfig; PushConfig('o/n', card=42)", want="card must be a mapping"))
     add(Case("api-tag-int", "raw", "PushConfig('o/n', tag=5)", rc=(1,),
-             code="from whestbench.hub.transfer import PushConfig; PushConfig('o/n', tag=5)", want="not a valid git tag"))
+             code="from whestbench.hub.push import PushConfig; PushConfig('o/n', tag=5)", want="not a valid git tag"))
     add(Case("api-private-str", "raw", "PushConfig('o/n', private='yes')", rc=(1,),
-             code="from whestbench.hub.transfer import PushConfig; PushConfig('o/n', private='yes')", want="True or False"))
+             code="from whestbench.hub.push import PushConfig; PushConfig('o/n', private='yes')", want="True or False"))
     add(Case("api-revision-int", "raw", "pull_dataset('o/n', revision=5)", env=HUB, rc=(1,),
-             code="from whestbench.hub.transfer import pull_dataset; pull_dataset('o/n', revision=5)", want="a revision is"))
+             code="from whestbench.hub.pull import pull_dataset; pull_dataset('o/n', revision=5)", want="a revision is"))
     add(Case("api-repo-none", "raw", "push_dataset('ds', None)", setup=copy("ds"), env=HUB, rc=(1,),
-             code="from whestbench.hub.transfer import push_dataset; push_dataset('ds', None)", want="named by a string"))
+             code="from whestbench.hub.push import push_dataset; push_dataset('ds', None)", want="named by a string"))
     add(Case("api-load-token-list", "raw", "load_dataset('o/n', token=[])", env=HUB, rc=(1,),
              code="from whestbench import load_dataset; load_dataset('o/n', token=[])", want="token must be one word"))
     add(Case("api-verify-empty", "raw", "verify_dataset('')", rc=(1,),

@@ -118,7 +118,7 @@ CASES: list[tuple[str, object]] = [
                               " {'against': 'nowhere'}, {'recompute': -1}, {'spot_check': 0}):\n"
                               "    try: v.verify_dataset('plain', **kw); print(kw, 'ran')\n"
                               "    except Exception as e: print(kw, type(e).__name__, e)"]),
-    ("api-push-bad", ["-c", "import whestbench.hub.transfer as t\n"
+    ("api-push-bad", ["-c", "import whestbench.hub.push as t\n"
                             "for a, kw in (('plain', {'repo': 'bad name'}), ('part-0', {'repo': 'o/n'}),"
                             " ('plain', {'repo': 'o/n@main'}), ('nowhere', {'repo': 'o/n'})):\n"
                             "    try: t.push_dataset(a, kw['repo']); print(a, kw, 'ran')\n"

@@ -25,7 +25,7 @@ _EXPORTS = {
     "combine_split_datasets": "whestbench.assemble.combine",
     "merge_datasets": "whestbench.assemble.merge",
     "InvalidDatasetError": "whestbench.errors",
-    "publish_dataset": "whestbench.hub.transfer",
+    "publish_dataset": "whestbench.hub.push",
     "SCHEMA_VERSION": "whestbench.format.schema",
 }
 

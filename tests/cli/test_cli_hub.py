@@ -17,7 +17,7 @@ import pytest
 from hub_fake import clock, no_network  # noqa: F401  (autouse fixtures)
 
 from whestbench.cli.app import main
-from whestbench.hub.transfer import push_dataset
+from whestbench.hub.push import push_dataset
 
 REPO = "org/ds"
 TOKEN = "hf_CliSecretTokenValue0987654321"

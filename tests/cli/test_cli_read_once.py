@@ -165,7 +165,7 @@ def test_one_handle_verified_then_loaded_reads_and_hashes_once(made, reads):
     """The API: what ``load_dataset`` returns comes from the files ``verify_dataset`` checked, read once."""
     from whestbench import load_dataset
     from whestbench.format.reader import open_dataset
-    from whestbench.hub.transfer import plan_push
+    from whestbench.hub.push import plan_push
     from whestbench.verify.run import verify_dataset
 
     from whestbench.cli import main

@@ -43,7 +43,7 @@ def plain(tmp_path_factory):
 def test_the_python_api_refuses_the_cards_the_cli_refuses(plain, tmp_path, card, words):
     from whestbench import combine_split_datasets, merge_datasets
     from whestbench.bake.plan import BakeConfig
-    from whestbench.hub.transfer import PushConfig, plan_push
+    from whestbench.hub.push import PushConfig, plan_push
 
     calls = {
         "plan_push": lambda: plan_push(plain, "org/name", card=card),
@@ -61,7 +61,7 @@ def test_the_python_api_refuses_the_cards_the_cli_refuses(plain, tmp_path, card,
 
 def test_a_preset_named_as_a_string_is_the_preset_as_on_the_command_line(plain):
     """``card="whestbench-organisers"`` raised TypeError."""
-    from whestbench.hub.transfer import PushConfig, plan_push
+    from whestbench.hub.push import PushConfig, plan_push
 
     assert PushConfig("org/name", card="whestbench-organisers").card == {"preset": "whestbench-organisers"}
     text = plan_push(plain, "org/name", card="whestbench-organisers").card.content.decode()
@@ -85,7 +85,7 @@ def test_a_hand_edited_card_with_credentials_fails_validation_and_push(plain, tm
 
     from whestbench.format.reader import bind_checksums, dataset_checksums
     from whestbench.format.schema import validate_metadata
-    from whestbench.hub.transfer import plan_push
+    from whestbench.hub.push import plan_push
 
     ds = tmp_path / "ds"
     shutil.copytree(plain, ds)

@@ -26,7 +26,7 @@ from whestbench.errors import UsageError
     ({"max_commit_files": 1.5}, "max_commit_files must be a positive integer"),
 ])
 def test_push_config_refuses_each_bad_argument_in_one_line(kwargs, words):
-    from whestbench.hub.transfer import PushConfig
+    from whestbench.hub.push import PushConfig
 
     with pytest.raises(UsageError, match=words.replace("[", r"\[")):
         PushConfig("org/name", **kwargs)
@@ -34,11 +34,11 @@ def test_push_config_refuses_each_bad_argument_in_one_line(kwargs, words):
 
 
 @pytest.mark.parametrize("call, words", [
-    (lambda: __import__("whestbench.hub.transfer", fromlist=["x"]).PushConfig(5), "named by a string ORG/NAME"),
-    (lambda: __import__("whestbench.hub.transfer", fromlist=["x"]).pull_dataset("org/name", revision=5),
+    (lambda: __import__("whestbench.hub.push", fromlist=["x"]).PushConfig(5), "named by a string ORG/NAME"),
+    (lambda: __import__("whestbench.hub.pull", fromlist=["x"]).pull_dataset("org/name", revision=5),
      "a revision is a branch, tag or commit name"),
-    (lambda: __import__("whestbench.hub.transfer", fromlist=["x"]).pull_dataset(5), "named by a string ORG/NAME"),
-    (lambda: __import__("whestbench.hub.transfer", fromlist=["x"]).pull_dataset("org/name", token="hf_a\nb"),
+    (lambda: __import__("whestbench.hub.pull", fromlist=["x"]).pull_dataset(5), "named by a string ORG/NAME"),
+    (lambda: __import__("whestbench.hub.pull", fromlist=["x"]).pull_dataset("org/name", token="hf_a\nb"),
      "the Hub token must be one word"),
     (lambda: __import__("whestbench").load_dataset("org/name", revision=5), "a revision is a branch"),
     (lambda: __import__("whestbench").load_dataset("org/name", token=[]), "the Hub token must be one word"),
@@ -52,7 +52,7 @@ def test_pull_load_and_verify_refuse_bad_arguments_before_any_work(call, words):
 
 
 def test_a_push_token_of_another_type_is_refused_without_showing_it(tmp_path):
-    from whestbench.hub.transfer import push_dataset
+    from whestbench.hub.push import push_dataset
 
     with pytest.raises(UsageError, match="the Hub token must be one word of printable characters .got int."):
         push_dataset(tmp_path, "org/name", token=12345678901234)

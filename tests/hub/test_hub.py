@@ -30,7 +30,8 @@ from hub_fake import (  # noqa: F401  (no_network, clock: autouse fixtures)
 
 import whestbench
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
-from whestbench.hub.transfer import plan_push, publish_dataset, pull_dataset, push_dataset, split_files, staging_path
+from whestbench.hub.pull import pull_dataset, split_files, staging_path
+from whestbench.hub.push import plan_push, publish_dataset, push_dataset
 from whestbench.hub.ref import check_repo_id
 from whestbench.errors import HubError
 from whestbench.errors import UsageError
@@ -465,7 +466,7 @@ def test_pull_reports_byte_progress_up_to_the_total(tmp_path, hub):
 def test_the_download_watcher_reports_bytes_as_they_reach_the_disk(tmp_path):
     import threading
 
-    from whestbench.hub.transfer import _DiskProgress
+    from whestbench.hub.pull import _DiskProgress
 
     seen: list[Progress] = []
     arrived = threading.Event()

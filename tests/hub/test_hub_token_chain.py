@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, sys, traceback
 import whestbench
-from whestbench.hub.transfer import pull_dataset, push_dataset
+from whestbench.hub.pull import pull_dataset
+from whestbench.hub.push import push_dataset
 from whestbench.verify.inspect import describe
 
 calls = {

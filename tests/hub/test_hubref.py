@@ -16,7 +16,8 @@ from hub_fake import FakeHub, clock, http_error, no_network, transport_error  # 
 from whestbench.cli.app import main
 from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import InvalidDatasetError
-from whestbench.hub.transfer import pull_dataset, push_dataset
+from whestbench.hub.pull import pull_dataset
+from whestbench.hub.push import push_dataset
 from whestbench.hub.client import call, explain
 from whestbench.hub.ref import HubRef, parse_ref, resolve_source
 from whestbench.errors import DatasetSourceError, HubError

@@ -7,8 +7,8 @@ from click.testing import CliRunner
 from hub_fake import FakeHub, clock, no_network, single  # noqa: F401  (no_network, clock: autouse fixtures)
 
 from whestbench.errors import DatasetSourceError, UsageError
-from whestbench.hub import transfer
-from whestbench.hub.transfer import PushConfig, plan_push, push_dataset
+from whestbench.hub import push
+from whestbench.hub.push import PushConfig, plan_push, push_dataset
 
 
 @pytest.fixture
@@ -49,13 +49,13 @@ def test_a_config_and_keywords_together_are_refused(tmp_path):
 def test_the_cli_builds_one_config_and_passes_it(tmp_path, monkeypatch):
     ds = single(tmp_path / "ds")
     seen = []
-    real = transfer.plan_push
+    real = push.plan_push
 
     def spy(directory, config, **kw):
         seen.append(config)
         return real(directory, config, **kw)
 
-    monkeypatch.setattr(transfer, "plan_push", spy)
+    monkeypatch.setattr(push, "plan_push", spy)
     from whestbench.cli.app import cli
 
     result = CliRunner().invoke(cli, ["dataset", "push", str(ds), "--repo", "hf://org/ds", "--tag", "v3",

@@ -179,7 +179,7 @@ def test_a_breakdown_that_is_not_json_fails(plain, tmp_path, rewrite_dataset):
 ])
 def test_metadata_every_reader_refuses_with_the_same_words(plain, tmp_path, rewrite_dataset, update, words):
     import whestbench
-    from whestbench.hub.transfer import plan_push
+    from whestbench.hub.push import plan_push
     from whestbench.assemble.merge import merge_datasets
 
     bad = tmp_path / "bad"
@@ -533,7 +533,7 @@ def test_push_refuses_a_target_bake_without_its_sample_count_column(tmp_path):
     """Issue 21's case: a target_stderr block, no n_samples_used column: refused before any network call."""
     import pyarrow.parquet as pq
 
-    from whestbench.hub.transfer import plan_push
+    from whestbench.hub.push import plan_push
     from whestbench.format.reader import data_files
     from whestbench.format.writer import write_dataset
 

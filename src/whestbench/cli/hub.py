@@ -1,4 +1,4 @@
-"""``whest dataset push`` (alias ``upload``) and ``pull`` (alias ``download``): flags -> ``hub.transfer``.
+"""``whest dataset push`` (alias ``upload``) and ``pull`` (alias ``download``): flags -> ``hub.push``, ``hub.pull``.
 
 The token is handed to huggingface_hub and never printed. The safe way to give it is HF_TOKEN (or
 the stored ``hf auth login``); ``--token-file PATH`` (``-``: standard input) reads it from a file,
@@ -13,10 +13,14 @@ from pathlib import Path
 
 import click
 
+from whestbench.atomic import read_regular, read_stream
 from whestbench.cli.common import DIR_ARG, out
 from whestbench.cli.progress import VerbEvents, log_every_option
-from whestbench.errors import UsageError
+from whestbench.errors import FileTooLarge, UsageError
 from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL, check_card_fields
+from whestbench.hub import pull as hub_pull, push as hub_push
+from whestbench.hub.client import TOKEN_FILE_MAX_BYTES, check_token, require_settings, token_source
+from whestbench.hub.ref import hf_ref
 from whestbench.text import format_bytes, plural, sanitize
 
 _TOKEN_HELP = (
@@ -32,10 +36,6 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
     """The token from ``--token`` or ``--token-file`` (``-``: stdin; a pipe such as ``<(pass hf)`` works,
     at most ``TOKEN_FILE_MAX_BYTES``), checked as the Python API checks one (``hub.client.check_token``);
     None means HF_TOKEN / the stored login."""
-    from whestbench.atomic import read_regular, read_stream
-    from whestbench.errors import FileTooLarge
-    from whestbench.hub.client import TOKEN_FILE_MAX_BYTES, check_token
-
     if token_file is None:
         if token is not None and not token.strip():
             raise UsageError("--token is empty; pass a Hub token, or leave it out to use HF_TOKEN.")
@@ -86,10 +86,7 @@ def card_options(f):
 def _dry_run(directory: Path, config, token_flag: str | None) -> None:
     """``push --dry-run``: every check push makes before the network, then what it would send: the target,
     the card, and last (what the operator sees) the files, their size and whether a token was found."""
-    from whestbench.hub.client import require_settings, token_source
-    from whestbench.hub.transfer import hf_ref, plan_push
-
-    plan = plan_push(directory, config)
+    plan = hub_push.plan_push(directory, config)
     require_settings()  # a Hugging Face setting the push would refuse (HF_ENDPOINT, a proxy): refused here too
     target = hf_ref(plan.repo_id, plan.revision) + (f" (tag {config.tag})" if config.tag else "")
     _say(f"Dry run: would upload {plan.directory} → {target}; nothing is sent.")
@@ -142,16 +139,14 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     \b
     whest dataset push ./ds --repo aicrowd/whestbench-public --tag v1
     """
-    from whestbench.hub.transfer import PushConfig, hf_ref, push_dataset
-
     token = read_token(token, token_file)  # a dry run checks everything the push would, but the network
-    config = PushConfig(repo, tag=tag, message=message, private=private, card=card,
-                        allow_unchecked_device=allow_unchecked_device)
+    config = hub_push.PushConfig(repo, tag=tag, message=message, private=private, card=card,
+                                 allow_unchecked_device=allow_unchecked_device)
     if dry_run:
         _dry_run(directory, config, "--token-file" if token_file is not None else "--token" if token is not None else None)
         return
     with VerbEvents("push", _SAID, log_every=log_every) as events:
-        result = push_dataset(directory, config, token=token, on_event=events)
+        result = hub_push.push_dataset(directory, config, token=token, on_event=events)
     where = hf_ref(result.repo_id, result.revision)
     if result.commits:
         _say(f"✓ Uploaded {directory} → {where}")
@@ -180,10 +175,8 @@ def pull(repo: str, revision: str | None, output: Path | None, split: str | None
     whest dataset pull aicrowd/whestbench-public --revision v1 --output ./ds
     whest dataset pull aicrowd/whestbench-public --split holdout --output ./holdout
     """
-    from whestbench.hub.transfer import hf_ref, pull_dataset
-
     with VerbEvents("pull", _SAID, log_every=log_every) as events:
-        result = pull_dataset(repo, revision=revision, output=output, split=split,
+        result = hub_pull.pull_dataset(repo, revision=revision, output=output, split=split,
                               token=read_token(token, token_file), on_event=events)
     where = hf_ref(result.repo_id, result.revision or "main")
     what = f"split {result.split!r} of {where}" if result.split else where

@@ -1,8 +1,7 @@
-"""Publish a dataset to the Hugging Face Hub (``push``, ``publish_dataset``) and fetch one back (``pull``).
-
-References, the retry policy, metadata fetching and the wording of Hub errors live in
-``hub/ref.py`` and ``hub/client.py``; this module is the two transfers. What push
-refuses, its commits and both verbs' events are docs/hub.md's.
+"""Publish a dataset to the Hugging Face Hub: ``plan_push`` (the local checks, no network),
+``push_dataset`` and whestbench 0.16's ``publish_dataset``. What push refuses, its commits and its
+events are docs/hub.md's; references are ``hub/ref.py``, the retry policy and the Hub's errors
+``hub/client.py``, the fetch back ``hub/pull.py``.
 
 Push sends the files in a few ordinary commits of at most ``MAX_COMMIT_BYTES`` each, skipping every
 file the branch already holds with the same content (so re-running resumes), and puts
@@ -15,69 +14,30 @@ Why not ``HfApi.upload_large_folder``: it keeps its resume state in a ``.cache/`
 dataset directory (it writes into the user's dataset), cannot upload a card rendered in memory,
 cannot delete stale shards, cannot order ``metadata.json`` last, and ends in several commits with
 no single one to tag (and not every supported huggingface_hub release has it).
-
-Pull resolves the revision to a commit first (one metadata call that also sizes the download and
-catches a ``--split`` that matches nothing), downloads into ``.<output>.pull-staging`` beside
-``--output`` (kept on a network failure so re-running resumes), checks the checksums, and renames.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import shutil
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from whestbench.atomic import fsync_dir, fsync_tree, read_regular
-from whestbench.hub.ref import (
-    DEFAULT_BRANCH,
-    HUB_URL,
-    REPO_TYPE,
-    HubRef,
-    hf_ref,
-    parse_ref,
-    tree_url,
-)
-from whestbench.hub.client import (call, check_token, hub_client, hub_exception, not_a_dataset, repo_info,
-                                   require_settings)
-from whestbench.hubenv import import_hub
-from whestbench.format.reader import (
-    AUDIT_DIR,
-    CARD_FILE,
-    DATA_DIR,
-    METADATA_FILE,
-    METADATA_MAX_BYTES,
-    PREPARED_DIR,
-    DatasetDir,
-    checksums_block,
-    data_files,
-    file_sha256,
-    is_shard_of,
-    open_dataset,
-    parquet_footer,
-    parse_shard,
-    read_metadata_file,
-    verify_checksums,
-)
-from whestbench.format.prepared import prepared_problem
-from whestbench.format.trail import audit_path
-from whestbench.format.schema import (
-    DEVICE_CHECK_KEY,
-    DatasetMeta,
-    check_name,
-    check_positive_int,
-    device_check_state,
-    hidden_char,
-    validate_metadata,
-)
+from whestbench.atomic import read_regular
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.paths import check_new_output, local_dataset_dir
+from whestbench.format.card import given_card, render_card
+from whestbench.format.prepared import prepared_problem
+from whestbench.format.reader import (AUDIT_DIR, CARD_FILE, DATA_DIR, METADATA_FILE, METADATA_MAX_BYTES,
+                                      PREPARED_DIR, DatasetDir, checksums_block, data_files, file_sha256,
+                                      open_dataset, parquet_footer, verify_checksums)
+from whestbench.format.schema import (DEVICE_CHECK_KEY, DatasetMeta, check_positive_int, columns_for,
+                                      device_check_state, hidden_char)
+from whestbench.hub.client import call, check_token, hub_client, hub_exception, require_settings
+from whestbench.hub.ref import DEFAULT_BRANCH, HUB_URL, REPO_TYPE, HubRef, hf_ref, parse_ref, tree_url
+from whestbench.paths import local_dataset_dir
 from whestbench.text import format_bytes, plural, sanitize, scrub, show_value
 
 DEFAULT_MESSAGE = "Upload whestbench dataset"
@@ -87,8 +47,6 @@ MAX_COMMIT_BYTES = 4 * 1024**3
 MAX_COMMIT_FILES = 100
 
 _PUBLISHED_DIRS = (DATA_DIR, AUDIT_DIR, PREPARED_DIR)  # remote files under these that the local dataset lacks are stale
-_STAGING_MARK = ".whestbench-pull.json"
-_PROGRESS_SECONDS = 1.0  # how often a pull reports the bytes on disk
 
 
 def push_ref(repo: str) -> HubRef:
@@ -182,7 +140,6 @@ def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> Non
     checksums already vouch for the bytes; ``whest dataset verify`` judges their content)."""
     import pyarrow.parquet as pq
 
-    from whestbench.format.schema import columns_for
 
     want = list(columns_for(md))
     for shard in data_files(directory, split):
@@ -246,8 +203,6 @@ class PushConfig:
     max_commit_files: int = MAX_COMMIT_FILES
 
     def __post_init__(self) -> None:
-        from whestbench.format.card import given_card
-
         object.__setattr__(self, "repo", push_ref(self.repo).repo_id)
         if self.tag is not None:
             _check_tag(self.tag)
@@ -364,8 +319,6 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
                                       "push publishes only copies bit-identical to the Parquet rows.")
     # data/ before prepared/, so prepared copies never reach the Hub before the shards they mirror
     data.sort(key=lambda f: (f.path.split("/", 1)[0] != DATA_DIR, f.path))
-
-    from whestbench.format.card import render_card
 
     revision = cfg.tag or DEFAULT_BRANCH
     text = render_card(md, repo_id=cfg.repo, revision=revision, **(cfg.card or {}))
@@ -604,234 +557,3 @@ def publish_dataset(
     """
     return push_dataset(local_dir, repo_id, tag=tag, message=commit_message, private=private, token=token,
                         exist_ok=repo_exist_ok).commit
-
-
-@dataclass(frozen=True)
-class PullResult:
-    repo_id: str
-    revision: str | None  # as asked (None: the default branch)
-    commit: str  # the commit the files came from
-    path: Path  # --output, or the snapshot in the Hugging Face cache
-    files: tuple[str, ...]
-    bytes: int
-    verified: int  # data files checked against metadata.json checksums (0: the dataset has none)
-    cached: bool  # True: no --output, the files live in the Hugging Face cache
-    split: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-def _literal(path: str) -> str:
-    """An ``allow_patterns`` entry that matches exactly ``path`` (fnmatch metacharacters escaped)."""
-    return re.sub(r"([\[\]*?])", r"[\1]", path)
-
-
-def split_files(paths: Sequence[str], split: str) -> list[str]:
-    """The repo files a one-split download needs: the split's shards, its prepared Arrow copy, its audit
-    trail, the metadata and the card. Shards are matched exactly, so split ``round`` never takes ``round-one``'s."""
-    keep = []
-    for p in paths:
-        head, _, name = p.rpartition("/")
-        if ((head == DATA_DIR and is_shard_of(name, split)) or p.startswith(f"{PREPARED_DIR}/{split}/") or p in (METADATA_FILE, CARD_FILE)
-                or p == audit_path(split)):
-            keep.append(p)
-    return keep
-
-
-def _remote_splits(paths: Sequence[str]) -> list[str]:
-    shards = (parse_shard(p[len(DATA_DIR) + 1 :]) for p in paths if p.startswith(DATA_DIR + "/"))
-    return sorted({shard[0] for shard in shards if shard is not None})
-
-
-def staging_path(output: Path) -> Path:
-    return output.parent / f".{output.name}.pull-staging"
-
-
-def pull_dataset(
-    repo: str,
-    *,
-    revision: str | None = None,
-    output: str | Path | None = None,
-    split: str | None = None,
-    token: str | None = None,
-    on_event: EventSink | None = None,
-) -> PullResult:
-    """Download the Hub dataset ``repo`` (any form of ``hub.ref.parse_ref``'s grammar) and check it.
-
-    With ``output``: into that new directory (refused up front if it exists), atomically — it
-    appears complete or not at all. Without: into the Hugging Face cache (reruns are free).
-    ``split``: only that split's shards (and its prepared Arrow copy), metadata.json and README.md.
-    Data files are checked against metadata.json's checksums when it has them.
-    Events: ``preflight`` (files, bytes, commit; progress total = the bytes to fetch), ``progress``
-    (bytes on disk, about once a second, from a watcher thread), ``downloaded``, ``verified``.
-    """
-    emit = _serialized(on_event or ignore)
-    ref = parse_ref(repo, revision)
-    check_token(token)
-    if split is not None:
-        try:
-            check_name(split)
-        except InvalidDatasetError as e:
-            raise UsageError.from_error(e, where="--split") from None
-    out = check_new_output(output) if output is not None else None
-    huggingface_hub = hub_client()
-
-    where = ref.uri
-    what = f"pulling {where}"
-    info = repo_info(ref, token=token, files_metadata=True, what=what, on_event=emit)
-    commit = info.sha
-    sizes = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
-    if METADATA_FILE not in sizes:
-        raise not_a_dataset(where)
-    if split is not None:
-        wanted = split_files(list(sizes), split)
-        if not any(p.startswith(DATA_DIR + "/") for p in wanted):
-            raise InvalidDatasetError(
-                f"--split {split!r} matched no parquet files in {where}; its splits are "
-                f"{[sanitize(s) for s in _remote_splits(list(sizes))]}. Pass one of them, or omit --split for the whole dataset."
-            )
-        patterns: list[str] | None = [_literal(p) for p in wanted]
-    else:
-        wanted = sorted(sizes)
-        patterns = None
-    total = sum(sizes[p] for p in wanted)
-    emit(Event("preflight", message=f"Preflight: {plural(len(wanted), 'file')}, {format_bytes(total)} at commit "
-                                    f"{commit[:12]}.",
-               progress=Progress("bytes", 0, total),
-               data={"files": len(wanted), "bytes": total, "commit": commit, "repo_id": ref.repo_id}))
-
-    def download(watched: Path, **where_to: Any) -> str:
-        with _DiskProgress(watched, total, emit):
-            return call(lambda: huggingface_hub.snapshot_download(
-                ref.repo_id, repo_type=REPO_TYPE, revision=commit, allow_patterns=patterns, token=token, **where_to),
-                what=what, ref=ref, token=token, on_event=emit)
-
-    if out is None:
-        path = Path(download(_cache_folder(ref.repo_id)))
-        emit(Event("downloaded", message=f"Cached {where} in {path}", progress=Progress("bytes", total, total),
-                   data={"path": str(path), "cached": True}))
-        try:
-            md, verified = _check_download(path, split, where, emit)
-        except InvalidDatasetError as e:
-            raise InvalidDatasetError.from_error(e, fix=f"If the dataset on the Hub is intact, the cached copy in {path} "
-                                                 "is damaged: remove it with `hf cache delete` and re-run.") from e
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = _fresh_staging(out, {"repo_id": ref.repo_id, "commit": commit, "files": wanted})
-        try:
-            download(staging, local_dir=str(staging))
-        except HubError as e:
-            raise HubError.from_error(e, fix=f"The files downloaded so far are kept in {staging}; re-running the "
-                                      "same command resumes.") from e
-        emit(Event("downloaded", message=f"Downloaded {where} into {staging}",
-                   progress=Progress("bytes", total, total), data={"path": str(staging), "cached": False}))
-        try:
-            shutil.rmtree(staging / ".cache", ignore_errors=True)  # huggingface_hub's resume state
-            (staging / _STAGING_MARK).unlink(missing_ok=True)
-            md, verified = _check_download(staging, split, where, emit)
-            if out.exists():
-                raise UsageError(f"--output {out} appeared while downloading; the download is in {staging}.")
-            fsync_tree(staging)
-            os.rename(staging, out)
-            fsync_dir(out.parent)
-        except InvalidDatasetError:
-            shutil.rmtree(staging, ignore_errors=True)  # bad content: resuming would keep it
-            raise
-        path = out
-    return PullResult(repo_id=ref.repo_id, revision=ref.revision, commit=commit, path=path, files=tuple(wanted),
-                      bytes=total, verified=verified, cached=out is None, split=split, metadata=md)
-
-
-def _serialized(sink: EventSink) -> EventSink:
-    """``sink`` behind a lock: a pull emits from its own thread and from the progress watcher."""
-    lock = threading.Lock()
-
-    def emit(event: Event) -> None:
-        with lock:
-            sink(event)
-
-    return emit
-
-
-def _cache_folder(repo_id: str) -> Path:
-    """Where huggingface_hub caches ``repo_id``'s blobs (what a pull without --output fills)."""
-    constants = import_hub("huggingface_hub.constants")
-    return Path(constants.HF_HUB_CACHE) / ("datasets--" + repo_id.replace("/", "--"))
-
-
-def _bytes_under(root: Path) -> int:
-    """The size of the regular files under ``root`` (downloads in progress included; links not followed)."""
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                st = os.lstat(os.path.join(dirpath, name))
-            except OSError:  # renamed or removed while we looked
-                continue
-            if not os.path.islink(os.path.join(dirpath, name)):
-                total += st.st_size
-    return total
-
-
-class _DiskProgress:
-    """While a download runs, report the bytes that reached ``root`` as ``Progress("bytes", done, total)``.
-
-    Counts what appeared under ``root`` since it started (files a resumed pull already had are not
-    fetched again, so the count can end short of ``total``; the ``downloaded`` event then says
-    ``total``). Works for any huggingface_hub release without hooking its progress bars.
-    """
-
-    def __init__(self, root: Path, total: int, emit: EventSink, interval: float = _PROGRESS_SECONDS):
-        self.root, self.total, self.emit, self.interval = root, total, emit, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="whestbench-pull-progress", daemon=True)
-
-    def __enter__(self) -> "_DiskProgress":
-        self.start = _bytes_under(self.root)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        last = -1
-        while not self._stop.wait(self.interval):
-            grown = max(0, _bytes_under(self.root) - self.start)
-            done = min(self.total, grown)
-            if done != last:
-                last = done
-                self.emit(Event("progress", progress=Progress("bytes", done, self.total)))
-
-
-def _fresh_staging(out: Path, mark: dict[str, Any]) -> Path:
-    """The staging directory for ``out``: the one an interrupted pull of the same files left, else new."""
-    staging = staging_path(out)
-    marker = staging / _STAGING_MARK
-    if staging.exists():
-        try:
-            # the repo, the commit and the files to fetch (~60 bytes each): 16 MiB is 250,000 files
-            same = json.loads(read_regular(marker, 16 << 20, "pull marker")) == mark
-        except (OSError, ValueError, RecursionError):
-            same = False
-        if not same:
-            shutil.rmtree(staging)
-    staging.mkdir(exist_ok=True)
-    marker.write_text(json.dumps(mark))
-    return staging
-
-
-def _check_download(path: Path, split: str | None, where: str, emit: EventSink) -> tuple[dict[str, Any], int]:
-    md = read_metadata_file(path / METADATA_FILE)
-    try:
-        validate_metadata(md, allow_partial=True)
-        verify_checksums(path, md, split=split)
-    except InvalidDatasetError as e:
-        raise InvalidDatasetError.from_error(e, where=f"the files downloaded from {where} are not a valid dataset") from e
-    listed = checksums_block(md) or {}
-    if split is None:
-        verified = len(listed)
-    else:
-        verified = sum(1 for rel in listed if rel.startswith(DATA_DIR + "/") and is_shard_of(rel.split("/", 1)[1], split))
-    emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
-    return md, verified
