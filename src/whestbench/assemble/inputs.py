@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
 from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset
-from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, check_name, columns_for, is_positive_int, make_features
+from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, check_name, columns_for, is_positive_int
+from whestbench.format.shards import ShardSchema
 from whestbench.errors import (
     REDO,
     InvalidDatasetError,
@@ -175,7 +176,7 @@ def check_files(
             f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
             f"{depth!r}); it was edited or is not a WhestBench dataset. {REDO}"
         )
-    expected = make_features(width, depth, columns_for(md)).arrow_schema  # also registers Array2D/3D with pyarrow
+    expected = ShardSchema(width, depth, columns_for(md))
     rows = 0
     for f in files:
         try:
@@ -183,7 +184,7 @@ def check_files(
             schema = meta.schema.to_arrow_schema()
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
             raise MergeCorruptError(f"{f} is not a readable Parquet file (truncated or corrupt?): {e}.", fix=REDO) from e
-        if not schema.equals(expected, check_metadata=False):
+        if expected.problems(schema, hf_metadata=False):
             raise MergeCorruptError(
                 f"{f} does not have the WhestBench columns for width={width}, "
                 f"depth={depth} (found {schema.names}, expected {list(columns_for(md))} with their types); the file does not "

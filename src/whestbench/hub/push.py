@@ -33,6 +33,7 @@ from whestbench.format.prepared import prepared_problem
 from whestbench.format.reader import (AUDIT_DIR, CARD_FILE, DATA_DIR, METADATA_FILE, METADATA_MAX_BYTES,
                                       PREPARED_DIR, DatasetDir, checksums_block, data_files, file_sha256,
                                       open_dataset, parquet_footer, verify_checksums)
+from whestbench.format.shards import ShardSchema
 from whestbench.format.schema import (DEVICE_CHECK_KEY, DatasetMeta, check_positive_int, columns_for,
                                       device_check_state, hidden_char)
 from whestbench.hub.client import call, check_token, hub_client, hub_exception, require_settings
@@ -135,24 +136,28 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> None:
-    """The shards hold the columns the metadata promises: a target bake without its ``n_samples_used``
-    column, say, is refused before anything is sent. Only the footers' column names are read (the
-    checksums already vouch for the bytes; ``whest dataset verify`` judges their content)."""
+    """The shards hold the columns, with their types, the metadata promises (``format.shards``): a target
+    bake without its ``n_samples_used`` column, say, is refused before anything is sent. Only the
+    footers are read (the checksums already vouch for the bytes; ``whest dataset verify`` judges
+    their content)."""
     import pyarrow.parquet as pq
 
-
-    want = list(columns_for(md))
+    expected = ShardSchema(md["width"], md["depth"], columns_for(md))
+    want = list(expected.columns)
     for shard in data_files(directory, split):
         try:
-            names = list(pq.read_schema(shard).names)
+            schema = pq.read_schema(shard)
         except Exception:  # noqa: BLE001  (not a readable footer: verify's business, not push's)
             continue
-        if names != want:
+        problems = expected.problems(schema, hf_metadata=False)
+        if problems:
+            names = list(schema.names)
             missing = [c for c in want if c not in names]
-            what = f"lacks {', '.join(missing)}" if missing else f"has columns {names}"
-            raise InvalidDatasetError(f"{sanitize(str(directory))}: {shard.name} {what}, which its metadata.json "
-                                      f"promises ({', '.join(want)}); push publishes only datasets whose files match "
-                                      "their metadata (`whest dataset verify` shows every problem).")
+            what = f": {'; '.join(problems)}" if names == want else (
+                (f" lacks {', '.join(missing)}" if missing else f" has columns {names}")
+                + f", which its metadata.json promises ({', '.join(want)})")
+            raise InvalidDatasetError(f"{sanitize(str(directory))}: {shard.name}{what}; push publishes only datasets "
+                                      "whose files match their metadata", fix="(`whest dataset verify` shows every problem).")
 
 
 def _readable_rows(directory: "Path | DatasetDir", split: str) -> bool:

@@ -17,9 +17,9 @@ import numpy as np
 
 from whestbench.format.reader import DatasetDir, data_files
 from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta
+from whestbench.format.shards import ShardSchema
 from whestbench.errors import InvalidDatasetError
 from whestbench.text import sanitize
-from whestbench.hubenv import import_hub
 
 _BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets
 
@@ -209,56 +209,11 @@ def _breakdown_problem(text: Any) -> str:
     return "" if isinstance(value, dict) else f"JSON {type(value).__name__}, not an object"
 
 
-def _type_sig(t) -> Any:
-    """An Arrow type with list child names ignored ("item" and "element" are the same column)."""
-    import pyarrow as pa
-
-    if isinstance(t, pa.ExtensionType):
-        return ("ext", t.extension_name, json.loads(t.__arrow_ext_serialize__()), _type_sig(t.storage_type))
-    if pa.types.is_fixed_size_list(t):
-        return ("fixed_size_list", t.list_size, _type_sig(t.value_type))
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return ("list", _type_sig(t.value_type))
-    return str(t)
-
-
-def _field_sig(f) -> Any:
-    """A field's type signature; an extension type stored only as field metadata counts as that type."""
-    import pyarrow as pa
-
-    t = f.type
-    if not isinstance(t, pa.ExtensionType) and f.metadata and b"ARROW:extension:name" in f.metadata:
-        return (
-            "ext",
-            f.metadata[b"ARROW:extension:name"].decode(),
-            json.loads(f.metadata.get(b"ARROW:extension:metadata", b"null")),
-            _type_sig(t),
-        )
-    return _type_sig(t)
-
-
-def _sig_text(sig: Any) -> str:
-    """A type signature as a reader wants it: ``Array3D[3, 16, 16] float32``, ``fixed_size_list<float>[16]``."""
-    if isinstance(sig, tuple) and sig[0] == "ext":
-        name = str(sig[1]).rsplit(".", 1)[-1].replace("ExtensionType", "")
-        shape, dtype = (sig[2] + [None, None])[:2] if isinstance(sig[2], list) else (sig[2], None)
-        return f"{name}{list(shape) if isinstance(shape, list) else shape} {dtype}"
-    if isinstance(sig, tuple) and sig[0] == "fixed_size_list":
-        return f"fixed_size_list<{_sig_text(sig[2])}>[{sig[1]}]"
-    if isinstance(sig, tuple) and sig[0] == "list":
-        return f"list<{_sig_text(sig[1])}>"
-    return str(sig)
-
-
 def schema_problems(path: "Path | DatasetDir", split: str, width: int, depth: int, columns: tuple[str, ...] = COLUMNS) -> list[str]:
-    """What is wrong with the Arrow schema of ``split``'s shards (empty when nothing is)."""
+    """What is wrong with the Arrow schema of ``split``'s shards (empty when nothing is): ``format.shards``'s check."""
     import pyarrow.parquet as pq
-    Features = import_hub("datasets").Features
 
-    from whestbench.format.schema import make_features
-
-    features = make_features(width, depth, columns)
-    expected = features.arrow_schema
+    expected = ShardSchema(width, depth, columns)
     problems = []
     for shard in data_files(path, split):
         try:
@@ -266,24 +221,5 @@ def schema_problems(path: "Path | DatasetDir", split: str, width: int, depth: in
         except Exception as e:  # corrupt footer
             problems.append(f"{shard.name}: unreadable footer ({e})")
             continue
-        if list(schema.names) != list(columns):
-            problems.append(f"{shard.name}: columns {schema.names}, expected {list(columns)}")
-            continue
-        for name in columns:
-            got, want = _field_sig(schema.field(name)), _field_sig(expected.field(name))
-            if got != want:
-                problems.append(f"{shard.name}: {name} is {_sig_text(got)}, expected {_sig_text(want)}")
-        hf = (schema.metadata or {}).get(b"huggingface")
-        if hf is None:
-            problems.append(f"{shard.name}: no 'huggingface' features metadata (datasets would infer other types)")
-        else:
-            try:
-                declared = Features.from_dict(json.loads(hf)["info"]["features"])
-            except Exception as e:  # malformed JSON or an unknown feature type
-                problems.append(f"{shard.name}: unreadable 'huggingface' features metadata ({e})")
-            else:
-                if declared != features:
-                    problems.append(f"{shard.name}: 'huggingface' features metadata differs from width={width} depth={depth}")
+        problems += [f"{shard.name}: {p}" for p in expected.problems(schema)]
     return problems
-
-

@@ -1,0 +1,94 @@
+"""A shard's Arrow schema against the one its metadata promises: the one check that verify (every
+problem: ``verify/scan.py``), merge, combine-splits and prepare-arrow (a file that is not the dataset's
+is refused: ``assemble/inputs.py``) and push (refused before anything is sent: ``hub/push.py``) share.
+
+A shard matches when it holds the dataset's columns, in order, with their types: a list's child name
+("item" or "element": writers differ) does not count, and an extension type stored only as field
+metadata (read where it is not registered) counts as that type. Reading the footer is the caller's:
+each treats an unreadable one its own way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from whestbench.format.schema import COLUMNS, make_features
+from whestbench.hubenv import import_hub
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class ShardSchema:
+    """The schema of a ``width`` x ``depth`` dataset's shards holding ``columns`` (``schema.columns_for``)."""
+
+    def __init__(self, width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
+        self.width, self.depth, self.columns = width, depth, tuple(columns)
+        self.features = make_features(width, depth, self.columns)  # also registers Array2D/3D with pyarrow
+        self.arrow = self.features.arrow_schema
+
+    def problems(self, schema: "pa.Schema", *, hf_metadata: bool = True) -> list[str]:
+        """What is wrong with one shard's ``schema`` (empty when nothing is): other columns (then only
+        that), a column of another type, and with ``hf_metadata`` the 'huggingface' features metadata
+        that ``datasets`` reads the types from."""
+        if list(schema.names) != list(self.columns):
+            return [f"columns {schema.names}, expected {list(self.columns)}"]
+        problems = []
+        for name in self.columns:
+            got, want = _field_sig(schema.field(name)), _field_sig(self.arrow.field(name))
+            if got != want:
+                problems.append(f"{name} is {_sig_text(got)}, expected {_sig_text(want)}")
+        if not hf_metadata:
+            return problems
+        hf = (schema.metadata or {}).get(b"huggingface")
+        if hf is None:
+            return problems + ["no 'huggingface' features metadata (datasets would infer other types)"]
+        try:
+            declared = import_hub("datasets").Features.from_dict(json.loads(hf)["info"]["features"])
+        except Exception as e:  # malformed JSON or an unknown feature type
+            return problems + [f"unreadable 'huggingface' features metadata ({e})"]
+        if declared != self.features:
+            problems.append(f"'huggingface' features metadata differs from width={self.width} depth={self.depth}")
+        return problems
+
+
+def _type_sig(t) -> Any:
+    """An Arrow type with list child names ignored ("item" and "element" are the same column)."""
+    import pyarrow as pa
+
+    if isinstance(t, pa.ExtensionType):
+        return ("ext", t.extension_name, json.loads(t.__arrow_ext_serialize__()), _type_sig(t.storage_type))
+    if pa.types.is_fixed_size_list(t):
+        return ("fixed_size_list", t.list_size, _type_sig(t.value_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return ("list", _type_sig(t.value_type))
+    return str(t)
+
+
+def _field_sig(f) -> Any:
+    """A field's type signature; an extension type stored only as field metadata counts as that type."""
+    import pyarrow as pa
+
+    t = f.type
+    if not isinstance(t, pa.ExtensionType) and f.metadata and b"ARROW:extension:name" in f.metadata:
+        return (
+            "ext",
+            f.metadata[b"ARROW:extension:name"].decode(),
+            json.loads(f.metadata.get(b"ARROW:extension:metadata", b"null")),
+            _type_sig(t),
+        )
+    return _type_sig(t)
+
+
+def _sig_text(sig: Any) -> str:
+    """A type signature as a reader wants it: ``Array3D[3, 16, 16] float32``, ``fixed_size_list<float>[16]``."""
+    if isinstance(sig, tuple) and sig[0] == "ext":
+        name = str(sig[1]).rsplit(".", 1)[-1].replace("ExtensionType", "")
+        shape, dtype = (sig[2] + [None, None])[:2] if isinstance(sig[2], list) else (sig[2], None)
+        return f"{name}{list(shape) if isinstance(shape, list) else shape} {dtype}"
+    if isinstance(sig, tuple) and sig[0] == "fixed_size_list":
+        return f"fixed_size_list<{_sig_text(sig[2])}>[{sig[1]}]"
+    if isinstance(sig, tuple) and sig[0] == "list":
+        return f"list<{_sig_text(sig[1])}>"
+    return str(sig)
