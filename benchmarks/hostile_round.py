@@ -140,7 +140,7 @@ def then(*steps: Callable[[Path, Path], None]) -> Callable[[Path, Path], None]:
 
 
 def resign(here: Path, name: str = "ds") -> None:
-    from whestbench.format.reader import bind_checksums, dataset_checksums
+    from whestbench.format.checksums import bind_checksums, dataset_checksums
 
     md = json.loads((here / name / "metadata.json").read_text())
     md.pop("checksums", None)

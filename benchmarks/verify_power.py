@@ -57,11 +57,24 @@ N_UP_TARGET = [2.0, 4.0, 8.0]  # a target bake stops at check points (powers of 
 SHIFTS = [0.5, 1, 2, 5, 10, 20, 50, 100, 500, 2000, 10000]
 
 
+def write(dst: Path, rows: list, width: int, depth: int, md: dict, trail: Path | None) -> Path:
+    """``rows`` through the bake's writer; ``trail``: an audit trail file carried in as ``md``'s side file."""
+    from whestbench.format.checksums import dataset_checksums
+    from whestbench.format.writer import finish_dataset_dir, write_dataset
+
+    if trail is None:
+        return write_dataset(dst, md["split"], rows, len(rows), width, depth, md)
+    write_dataset(dst, md["split"], rows, len(rows), width, depth, {k: v for k, v in md.items() if k != "audit"})
+    (dst / md["audit"]["file"]).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(trail, dst / md["audit"]["file"])
+    finish_dataset_dir(dst, md, dataset_checksums(dst))
+    return dst
+
+
 def rewrite(src: Path, dst: Path, edit_row=None, md_update=None) -> Path:
     import pyarrow.parquet as pq
 
     from whestbench.format.reader import data_files
-    from whestbench.format.writer import write_dataset
 
     md = json.loads((src / "metadata.json").read_text())
     md.pop("checksums", None)
@@ -71,7 +84,7 @@ def rewrite(src: Path, dst: Path, edit_row=None, md_update=None) -> Path:
         if edit_row is not None:
             edit_row(i, row)
     audit = src / md["audit"]["file"] if "audit" in md else None
-    return write_dataset(dst, md["split"], rows, len(rows), md["width"], md["depth"], md, audit_from=audit)
+    return write(dst, rows, md["width"], md["depth"], md, audit)
 
 
 def caught(src: Path, tmp: Path, edit_row=None, md_update=None) -> tuple[bool, list[str]]:
@@ -281,7 +294,6 @@ def forge(src: Path, dst: Path, forgery: str, consistent: bool, tmp: Path) -> tu
 
     from whestbench.compute.segments import segment_bounds
     from whestbench.format.reader import data_files
-    from whestbench.format.writer import write_dataset
 
     md = json.loads((src / "metadata.json").read_text())
     md.pop("checksums", None)
@@ -358,7 +370,7 @@ def forge(src: Path, dst: Path, forgery: str, consistent: bool, tmp: Path) -> tu
     audit_from = trail.write(tmp / "trail.parquet") if consistent or forgery in ("segments copied",
                                                                                  "one segment's variance /4") else src / audit["file"]
     shutil.rmtree(dst, ignore_errors=True)
-    return write_dataset(dst, md["split"], rows, len(rows), width, depth, md, audit_from=audit_from), bad, total
+    return write(dst, rows, width, depth, md, audit_from), bad, total
 
 
 def forgery_rows(src: Path, tmp: Path, k: int, trials: int) -> list[dict]:

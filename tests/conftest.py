@@ -42,6 +42,7 @@ import pytest
 from whestbench.format.reader import DATA_DIR, data_files
 from whestbench.format.reader import read_metadata as read_dataset_metadata
 from whestbench.format.writer import write_dataset
+from tests.dataset_edits import write_keeping_trail
 
 REPO = Path(__file__).resolve().parents[1]
 # A suite started in the background by a shell without job control (a CI runner's `cmd &`) inherits
@@ -389,9 +390,9 @@ def _rewrite(src: Path, dst: Path, *, edit_row=None, md_update: dict | None = No
     for i, row in enumerate(rows):
         if edit_row is not None:
             edit_row(i, row)
-    if audit_from is None and "audit" in md:
-        audit_from = src / md["audit"]["file"]
-    return write_dataset(dst, split, rows, len(rows), md["width"], md["depth"], md, audit_from=audit_from)
+    if "audit" not in md:
+        return write_dataset(dst, split, rows, len(rows), md["width"], md["depth"], md)
+    return write_keeping_trail(dst, split, rows, md["width"], md["depth"], md, audit_from or src / md["audit"]["file"])
 
 
 @pytest.fixture(scope="session")
@@ -406,7 +407,7 @@ def _damage_prepared(root: Path, split: str, *, shift: float = 0.5, resign: bool
     ``resign``, recompute the ``checksums`` block over data/ and prepared/ (adding one if absent)."""
     import datasets
 
-    from whestbench.format.reader import bind_checksums, dataset_checksums
+    from whestbench.format.checksums import bind_checksums, dataset_checksums
 
     target = root / "prepared" / split
     ds = datasets.Dataset.load_from_disk(str(target))

@@ -4,13 +4,18 @@
   key); returns the new metadata.
 - ``no_output(out)``: neither ``out`` nor a staging directory of it (``.<name>.*``) exists.
 - ``free_port()``: a TCP port free on 127.0.0.1 now (for a torchrun rendezvous).
+- ``write_keeping_trail(...)``: rows rewritten through the writer with an existing audit trail file carried.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
+
+from whestbench.format.checksums import dataset_checksums
+from whestbench.format.writer import finish_dataset_dir, write_dataset
 
 
 def edit_metadata(d: Path, **changes) -> dict:
@@ -33,3 +38,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def write_keeping_trail(dst: Path, split: str, rows: list, width: int, depth: int, md: dict, trail: Path) -> Path:
+    """``write_dataset`` of ``rows`` (which hold no ``_trail``) with the audit trail file ``trail`` copied in as
+    ``md``'s side file (a dataset's own trail, or an edited one), then the checksums bound over both."""
+    write_dataset(dst, split, rows, len(rows), width, depth, {k: v for k, v in md.items() if k != "audit"})
+    side = Path(dst) / md["audit"]["file"]
+    side.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(trail, side)
+    finish_dataset_dir(Path(dst), md, dataset_checksums(dst))
+    return Path(dst)

@@ -25,7 +25,7 @@ from whestbench.errors import InvalidDatasetError, MergeCorruptError, MergeIncom
 from whestbench.errors import InputPathError
 from whestbench.errors import UsageError
 from whestbench.errors import OutputExistsError
-from whestbench.format.reader import file_sha256, verify_checksums
+from whestbench.format.checksums import file_sha256, verify_checksums
 from whestbench.format.schema import validate_metadata
 from dataset_edits import edit_metadata as _edit_metadata, no_output as _no_output
 

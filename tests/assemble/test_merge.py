@@ -23,7 +23,8 @@ from whestbench.errors import (
 )
 from whestbench.errors import InputPathError
 from whestbench.assemble.merge import full_bake_command, merge_datasets
-from whestbench.format.reader import data_checksums, data_files, verify_checksums
+from whestbench.format.checksums import dataset_checksums, verify_checksums
+from whestbench.format.reader import data_files
 from whestbench.format.schema import validate_metadata
 from whestbench.errors import UsageError
 from whestbench.errors import OutputExistsError
@@ -140,7 +141,7 @@ def test_full_bake_command_drops_the_slice_and_points_at_the_output(recorded, ex
 def test_merged_checksums_cover_the_new_shards_and_readme_is_rendered(baked, tmp_path, read_metadata):
     out = merge_datasets([baked["p0"], baked["p1"]], output_dir=tmp_path / "merged")
     md = read_metadata(out)
-    assert md["checksums"] == data_checksums(out)
+    assert md["checksums"] == dataset_checksums(out)
     verify_checksums(out, md)
     readme = (out / "README.md").read_text()
     assert readme.startswith("---\n") and "partial" not in readme.split("---")[1]
@@ -177,7 +178,7 @@ def test_merge_streams_into_several_shards_when_they_would_be_too_big(baked, par
     (p1 / SHARD).unlink()
     pq.write_table(table.slice(0, 1), p1 / "data/public-00000-of-00002.parquet")
     pq.write_table(table.slice(1), p1 / "data/public-00001-of-00002.parquet")
-    _edit_metadata(p1, checksums=data_checksums(p1))
+    _edit_metadata(p1, checksums=dataset_checksums(p1))
     row = merge_mod.row_bytes(8, 2)
     monkeypatch.setattr(merge_mod, "MAX_SHARD_BYTES", 2 * row)
     monkeypatch.setattr(merge_mod, "MAX_ROW_GROUP_BYTES", row)

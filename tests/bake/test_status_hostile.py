@@ -147,7 +147,7 @@ def test_status_of_an_empty_or_nameless_path_is_one_line_exit_2(arg, capsys):
 def test_inspect_reports_metadata_no_verb_accepts(tmp_path, capsys):
     """A re-signed ``"n_samples": "20000"`` was described by inspect as if every verb accepted it."""
     from whestbench import create_dataset
-    from whestbench.format.reader import bind_checksums, dataset_checksums
+    from whestbench.format.checksums import bind_checksums, dataset_checksums
 
     ds = create_dataset(2, 1000, 4, 2, seed=1, output_path=tmp_path / "ds")
     rc, out, _ = run(["dataset", "inspect", str(ds)], capsys)

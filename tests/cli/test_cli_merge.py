@@ -18,7 +18,8 @@ import pytest
 from whestbench.atomic import STAGING_MARK
 from whestbench.cli import main
 from whestbench.bake.pipeline import create_dataset
-from whestbench.format.reader import checksum_state, read_metadata
+from whestbench.format.checksums import checksum_state
+from whestbench.format.reader import read_metadata
 
 SHAPE = dict(n_samples=300, width=8, depth=2)
 

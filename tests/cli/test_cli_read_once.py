@@ -2,7 +2,7 @@
 lists its shards, twice.
 
 Every read of a local metadata.json goes through ``format.reader.read_metadata_file`` and every
-checksum through ``format.reader.file_sha256``; both are wrapped here and counted per file while one
+checksum through ``format.checksums.file_sha256``; both are wrapped here and counted per file while one
 command runs in-process (issue 26: verify, inspect, load, merge, combine-splits, push --dry-run).
 Listings of a ``data/`` directory are counted at ``Path.iterdir``, whoever asks.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import whestbench.format.checksums as checksums
 import whestbench.format.reader as reader
 from tests.cli_run import run
 
@@ -35,7 +36,7 @@ def made(tmp_path_factory):
 def reads(monkeypatch):
     """``(metadata reads, file hashes)``: two Counters keyed by resolved path, filled while a test runs."""
     md, sha = Counter(), Counter()
-    read, hash_ = reader.read_metadata_file, reader.file_sha256
+    read, hash_ = reader.read_metadata_file, checksums.file_sha256
 
     def counted_read(path):
         md[Path(path).resolve()] += 1
@@ -46,7 +47,7 @@ def reads(monkeypatch):
         return hash_(path)
 
     monkeypatch.setattr(reader, "read_metadata_file", counted_read)
-    monkeypatch.setattr(reader, "file_sha256", counted_hash)
+    monkeypatch.setattr(checksums, "file_sha256", counted_hash)
     return md, sha
 
 

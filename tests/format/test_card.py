@@ -561,7 +561,7 @@ def test_the_citation_cannot_be_broken_out_of(hostile):
                                    dict(homepage="ftp://x.org/")])
 def test_card_flags_refuse_hidden_characters_and_non_http_homepages(flags):
     from whestbench.errors import UsageError
-    from whestbench.format.card import check_card_fields
+    from whestbench.format.card_rules import check_card_fields
 
     with pytest.raises(UsageError):
         check_card_fields(**flags)
@@ -579,7 +579,7 @@ def test_the_card_check_of_a_dataset_named_like_a_split_given_relative(tmp_path,
 
     from whestbench.assemble.combine import combine_split_datasets
     from whestbench.dataset import create_dataset
-    from whestbench.format.card import card_verdict
+    from whestbench.verify.card_check import card_verdict
 
     shape = dict(n_samples=1000, width=4, depth=2)
     pub = create_dataset(2, mlp_seeds=[1, 2], output_path=tmp_path / "pub", **shape)
@@ -624,7 +624,7 @@ def test_the_organisers_preset_is_the_organisers_text():
 
 def test_a_preset_with_fields_it_brings_is_refused_and_one_given_later_displaces_them():
     from whestbench.errors import UsageError
-    from whestbench.format.schema import check_card, combine_card
+    from whestbench.format.card_rules import check_card, combine_card
 
     with pytest.raises(UsageError, match="brings its own .*drop 'authors' or the preset"):
         check_card({"preset": "whestbench-organisers", "authors": ["Ada"]}, "--card c.yaml")

@@ -1289,7 +1289,7 @@ def card_units(body: str) -> list[tuple]:
 
 
 def check_card(root: Path, given: dict[str, Any]) -> Facts:
-    from whestbench.format.card import check_card_fields  # noqa: F401  (the fields below pass its checks)
+    from whestbench.format.card_rules import check_card_fields  # noqa: F401  (the fields below pass its checks)
 
     text = render_card(json.loads((root / "metadata.json").read_text()), repo_id=REPO, revision=REV, **given)
     head, sep, body = text[4:].partition("\n---\n\n")

@@ -83,7 +83,7 @@ def test_a_homepage_with_credentials_is_refused_by_the_cli_before_any_work(plain
 def test_a_hand_edited_card_with_credentials_fails_validation_and_push(plain, tmp_path):
     import shutil
 
-    from whestbench.format.reader import bind_checksums, dataset_checksums
+    from whestbench.format.checksums import bind_checksums, dataset_checksums
     from whestbench.format.schema import validate_metadata
     from whestbench.hub.push import plan_push
 

@@ -13,7 +13,7 @@ from whestbench.bake.pipeline import BakeConfig, bake
 from whestbench.bake.plan import AlreadyBaked, plan_bake, result_marker
 from whestbench.errors import OutputExistsError
 from whestbench.format.finished import combined_marker, completed, finished_combine, finished_merge, merged_marker
-from whestbench.format.reader import bind_checksums, dataset_checksums
+from whestbench.format.checksums import bind_checksums, dataset_checksums
 from whestbench.format.schema import PLAN_DIGEST
 
 SHAPE = dict(n_samples=2000, width=4, depth=2)

@@ -215,7 +215,7 @@ def test_a_list_or_object_anywhere_in_the_metadata_is_invalid_metadata_never_a_t
 
 @pytest.mark.parametrize("license", [["mit"], {"id": "mit"}])
 def test_a_card_license_that_is_a_list_or_object_is_a_usage_error(license):
-    from whestbench.format.schema import check_card
+    from whestbench.format.card_rules import check_card
 
     with pytest.raises(UsageError, match="license"):
         check_card({"license": license}, "--card FILE")

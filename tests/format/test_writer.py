@@ -9,8 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from whestbench.format.reader import checksum_facts, data_checksums, shard_name
+from whestbench.format.checksums import checksum_state, dataset_checksums
+from whestbench.format.reader import shard_name
 from whestbench.format.schema import hf_features
+from whestbench.format import writer
 from whestbench.format.writer import (
     row_bytes,
     rows_table,
@@ -43,8 +45,14 @@ def _md() -> dict:
     return {"schema_version": "3.0", "n_mlps": 7}
 
 
-def _card(md: dict) -> str:
-    return "# card\n"
+@pytest.fixture
+def card(monkeypatch):
+    """The writer renders a stand-in card: these metadata are too thin for the real one."""
+    monkeypatch.setattr(writer, "render_card", lambda md: "# card\n")
+
+
+def _max_shard_rows(monkeypatch, n: int) -> None:
+    monkeypatch.setattr(writer, "MAX_SHARD_BYTES", n * row_bytes(W, D))
 
 
 def test_shard_names_are_five_digit_index_of_count():
@@ -54,20 +62,21 @@ def test_shard_names_are_five_digit_index_of_count():
 
 def test_shard_plan_keeps_every_shard_under_the_limit_with_even_sizes():
     per_row = row_bytes(W, D)
-    plan = shard_plan(10, W, D, max_shard_bytes=3 * per_row)
+    plan = shard_plan(10, W, D, 3 * per_row)
     assert sum(plan) == 10
     assert len(plan) == 4 and max(plan) - min(plan) <= 1
     assert all(n * per_row <= 3 * per_row for n in plan)
 
 
 def test_one_shard_when_everything_fits():
-    assert shard_plan(5, W, D) == [5]
+    assert shard_plan(5, W, D, writer.MAX_SHARD_BYTES) == [5]
 
 
-def test_small_shards_are_named_in_order_and_read_back_by_datasets(tmp_path):
+def test_small_shards_are_named_in_order_and_read_back_by_datasets(tmp_path, monkeypatch):
     import datasets
 
-    paths = write_parquet_shards(tmp_path, "public", _rows(7), 7, W, D, max_shard_bytes=2 * row_bytes(W, D))
+    _max_shard_rows(monkeypatch, 2)
+    paths = write_parquet_shards(tmp_path, "public", _rows(7), 7, W, D)
     names = [p.name for p in paths]
     assert names == [f"public-0000{i}-of-00004.parquet" for i in range(4)]
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == names
@@ -98,50 +107,51 @@ def test_shards_carry_the_hf_features_schema(tmp_path):
     assert feats["final_means"]["length"] == W
 
 
-def test_write_dataset_makes_the_directory_and_records_checksums(tmp_path):
+def test_write_dataset_makes_the_directory_and_records_checksums(tmp_path, card, monkeypatch):
     md = _md()
-    out = write_dataset(tmp_path / "ds", "public", _rows(7), 7, W, D, md, render_card=_card,
-                        max_shard_bytes=3 * row_bytes(W, D))
+    _max_shard_rows(monkeypatch, 3)
+    out = write_dataset(tmp_path / "ds", "public", _rows(7), 7, W, D, md)
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "metadata.json"]
     assert len(list((out / "data").iterdir())) == 3
     written = json.loads((out / "metadata.json").read_text())
-    assert written["checksums"] == data_checksums(out) == md["checksums"]
+    assert written["checksums"] == dataset_checksums(out) == md["checksums"]
     assert list(written)[-2:] == ["checksums_written_for", "checksums"]
-    assert written["checksums_written_for"] == checksum_facts(written)  # bound to what it was written for
+    assert checksum_state(out, written).state == "ok"  # bound to what it was written for
     assert (out / "README.md").read_text() == "# card\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no staging dir left beside it
 
 
-def test_a_failure_while_writing_rows_leaves_nothing_behind(tmp_path):
+def test_a_failure_while_writing_rows_leaves_nothing_behind(tmp_path, card, monkeypatch):
+    _max_shard_rows(monkeypatch, 2)
     with pytest.raises(RuntimeError, match="row 4 could not be made"):
-        write_dataset(tmp_path / "ds", "public", _rows(7, fail_at=4), 7, W, D, _md(), render_card=_card,
-                      max_shard_bytes=2 * row_bytes(W, D))
+        write_dataset(tmp_path / "ds", "public", _rows(7, fail_at=4), 7, W, D, _md())
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_failure_while_rendering_the_card_leaves_nothing_behind(tmp_path):
+def test_a_failure_while_rendering_the_card_leaves_nothing_behind(tmp_path, monkeypatch):
     def broken_card(md):
         raise ValueError("template broke")
 
+    monkeypatch.setattr(writer, "render_card", broken_card)
     with pytest.raises(ValueError, match="template broke"):
-        write_dataset(tmp_path / "ds", "public", _rows(2), 2, W, D, _md(), render_card=broken_card)
+        write_dataset(tmp_path / "ds", "public", _rows(2), 2, W, D, _md())
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_existing_output_is_never_overwritten(tmp_path):
+def test_an_existing_output_is_never_overwritten(tmp_path, card):
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError):
-        write_dataset(tmp_path / "ds", "public", _rows(2), 2, W, D, _md(), render_card=_card)
+        write_dataset(tmp_path / "ds", "public", _rows(2), 2, W, D, _md())
     assert [p.name for p in (tmp_path / "ds").iterdir()] == ["keep.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
 
 
-def test_checksums_cover_only_the_data_files(tmp_path):
-    out = write_dataset(tmp_path / "ds", "public", _rows(2), 2, W, D, _md(), render_card=_card)
+def test_checksums_cover_only_the_data_files(tmp_path, card):
+    out = write_dataset(tmp_path / "ds", "public", _rows(2), 2, W, D, _md())
     # metadata.json and README.md are not listed: a hand-edited metadata.json is judged on its content
     # (only the facts in checksums_written_for are bound).
-    assert list(data_checksums(out)) == ["data/public-00000-of-00001.parquet"]
+    assert list(dataset_checksums(out)) == ["data/public-00000-of-00001.parquet"]
 
 
 # --- the shards are what `datasets` writes, without importing it --------------------------------
@@ -227,7 +237,7 @@ from whestbench.format.writer import write_dataset
 row = dict(mlp_id=0, mlp_name="a", mlp_seed=1, weights=np.zeros(({D}, {W}, {W}), np.float32),
            all_layer_means=np.zeros(({D}, {W}), np.float32), final_means=np.zeros({W}, np.float32),
            avg_variance=0.0, sampling_budget_breakdown="{{}}")
-write_dataset({str(tmp_path / "ds")!r}, "public", [row], 1, {W}, {D}, {{}}, render_card=lambda md: "")
+write_dataset({str(tmp_path / "ds")!r}, "public", [row], 1, {W}, {D}, {{"n_mlps": 1, "width": {W}, "depth": {D}}})
 print(sorted(m for m in ("datasets", "pandas") if m in sys.modules))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -23,7 +23,8 @@ from whestbench.compute.seeds import estimator_seed
 from whestbench.errors import InvalidDatasetError, MergeCorruptError
 from whestbench.errors import HubError
 from whestbench.hub.loader import iter_mlps, load_dataset, metadata, mlp_at, mlp_from_row
-from whestbench.format.reader import data_checksums, file_sha256, read_metadata
+from whestbench.format.checksums import dataset_checksums, file_sha256
+from whestbench.format.reader import read_metadata
 from whestbench.format.schema import COLUMNS
 from dataset_edits import edit_metadata as _edit_metadata
 
@@ -52,7 +53,7 @@ def combined(tmp_path: Path, golden_dir: Path) -> Path:
 
 
 def _add_checksums(d: Path) -> dict:
-    return _edit_metadata(d, checksums=data_checksums(d))
+    return _edit_metadata(d, checksums=dataset_checksums(d))
 
 
 # ------------------------------------------------------------------------- single-split directories

@@ -24,7 +24,9 @@ import pytest
 
 from whestbench.compute.seeds import estimator_seed
 from whestbench.bake.pipeline import create_dataset
-from whestbench.format.writer import row_bytes, write_dataset
+from tests.dataset_edits import write_keeping_trail
+from whestbench.format import writer
+from whestbench.format.writer import row_bytes
 
 pytestmark = pytest.mark.reference
 
@@ -130,14 +132,15 @@ def rewrite_in_shards(src: Path, out: Path, n_shards: int) -> Path:
     """``src`` rewritten by our writer with a shard size small enough for ``n_shards`` shards.
 
     The bake has no shard-size parameter, so the rows and metadata of a real bake go back through
-    ``write_dataset`` (the writer the bake itself uses) with ``max_shard_bytes`` lowered.
+    ``write_dataset`` (the writer the bake itself uses) with ``writer.MAX_SHARD_BYTES`` lowered.
     """
     md = json.loads((src / "metadata.json").read_text())
     md.pop("checksums", None)
     rows = our_split_table(src, md["split"]).to_pylist()
     per_shard = -(-len(rows) // n_shards)
-    return write_dataset(out, md["split"], iter(rows), len(rows), WIDTH, DEPTH, md,
-                         max_shard_bytes=per_shard * row_bytes(WIDTH, DEPTH), audit_from=src / md["audit"]["file"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(writer, "MAX_SHARD_BYTES", per_shard * row_bytes(WIDTH, DEPTH))
+        return write_keeping_trail(out, md["split"], rows, WIDTH, DEPTH, md, src / md["audit"]["file"])
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from whestbench.cli import main
 from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import MergeCorruptError
 from whestbench.assemble.merge import merge_datasets
-from whestbench.format.reader import StaleChecksumsWarning, checksum_state, read_metadata
+from whestbench.format.checksums import StaleChecksumsWarning, checksum_state
+from whestbench.format.reader import read_metadata
 from whestbench.verify.run import verify_dataset
 
 pytestmark = pytest.mark.reference

@@ -28,7 +28,7 @@ import pytest
 from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import MergeCorruptError
-from whestbench.format.reader import bind_checksums, dataset_checksums
+from whestbench.format.checksums import bind_checksums, dataset_checksums
 from whestbench.verify.run import verify_dataset
 
 SHAPE = dict(n_samples=200_000, width=8, depth=3)  # pcg64 at width 8: 13 segments of one 16,384-row chunk

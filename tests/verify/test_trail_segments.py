@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from whestbench.bake.pipeline import create_dataset
-from whestbench.format.reader import bind_checksums, dataset_checksums
+from whestbench.format.checksums import bind_checksums, dataset_checksums
 from whestbench.verify.run import verify_dataset
 from whestbench.verify.trail_segments import chernoff_limit
 

@@ -27,7 +27,7 @@ def plain(tmp_path_factory):
 
 
 def _with_state(src, dst, row: int, text: str):
-    from whestbench.format.reader import bind_checksums, dataset_checksums
+    from whestbench.format.checksums import bind_checksums, dataset_checksums
 
     shutil.copytree(src, dst)
     path = dst / "audit" / "public.parquet"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, read_regular, write_file_atomic
-from whestbench.format.card import CARD_KEY, given_card
+from whestbench.format.card_rules import CARD_KEY, given_card
 from whestbench.assemble.inputs import (
     SAME_RECIPE,
     Input,
@@ -47,21 +47,17 @@ from whestbench.assemble.inputs import (
 from whestbench.format.prepared import compare
 from whestbench.format.reader import (
     CARD_FILE,
-    CHECKSUMS,
-    WRITTEN_FOR,
     DATA_DIR,
     METADATA_FILE,
     METADATA_MAX_BYTES,
     PREPARED_DIR,
     DatasetDir,
-    bind_checksums,
     data_files,
-    dataset_checksums,
     metadata_bytes,
     read_metadata,
     shard_glob,
-    verify_checksums,
 )
+from whestbench.format.checksums import CHECKSUMS, WRITTEN_FOR, bind_checksums, dataset_checksums, verify_checksums
 from whestbench.verify.run import require_sound
 from whestbench.verify.trail_contract import require_contract
 from whestbench.format.finished import combined_marker

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from whestbench.atomic import remove_abandoned_staging
-from whestbench.format.reader import DATA_DIR, DatasetDir, checksum_state, data_files, is_shard_of, open_dataset
+from whestbench.format.checksums import checksum_state
+from whestbench.format.reader import DATA_DIR, DatasetDir, data_files, is_shard_of, open_dataset
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, check_name, columns_for, is_positive_int
 from whestbench.format.shards import ShardSchema
 from whestbench.errors import (
@@ -166,7 +167,7 @@ def check_files(
     the verify that follows (the files are hashed once)."""
     import pyarrow.parquet as pq
 
-    state = path.checksum_state() if isinstance(path, DatasetDir) else checksum_state(path, md)
+    state = checksum_state(path, md)
     state.raise_if_mismatch()
     if state.state == "stale":
         on_event(Event("warning", message=f"{path}: {state.detail}"))
@@ -207,7 +208,7 @@ def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None 
     block)``, a missing block is the defaults): the inputs' own when they agree; ``given`` (the
     command's card flags) settles the fields they do not. MergeIncompatibleError, before any work,
     names the fields that differ (with each input's value) and ``how`` to settle them."""
-    from whestbench.format.schema import PRESET_OWNS
+    from whestbench.format.card_rules import PRESET_OWNS
 
     given = dict(given or {})
     blocks = [(name, dict(block) if isinstance(block, dict) else {}) for name, block in cards]

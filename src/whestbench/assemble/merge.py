@@ -32,7 +32,7 @@ from whestbench.atomic import staged_dir
 from whestbench.compute.seeds import seed_list_digest
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
-from whestbench.format.card import CARD_KEY, given_card
+from whestbench.format.card_rules import CARD_KEY, given_card
 from whestbench.assemble.inputs import (
     Input,
     input_list,
@@ -44,7 +44,8 @@ from whestbench.assemble.inputs import (
     settle_cards,
     name_of,
 )
-from whestbench.format.reader import CHECKSUMS, DATA_DIR, WRITTEN_FOR, DatasetDir, data_checksums, shard_name
+from whestbench.format.checksums import CHECKSUMS, WRITTEN_FOR, dataset_checksums
+from whestbench.format.reader import DATA_DIR, DatasetDir, shard_name
 from whestbench.verify.run import require_sound
 from whestbench.verify.trail_contract import require_contract
 from whestbench.format.finished import merged_marker
@@ -144,7 +145,7 @@ def merge_datasets(
             (stage / first["audit"]["file"]).parent.mkdir(parents=True, exist_ok=True)
             copy_trails(stage / first["audit"]["file"], [p.path / first["audit"]["file"] for p in ordered])
         on_event(Event("stage", message="writing the metadata, the card and the checksums"))
-        finish_dataset_dir(stage, md, data_checksums(stage))
+        finish_dataset_dir(stage, md, dataset_checksums(stage))
     return output
 
 

@@ -123,7 +123,7 @@ def _refresh_card(done: AlreadyBaked, card: dict[str, Any] | None, emit: EventSi
     """What the CLI's re-run does to the card of a finished bake (``cli/common.already_complete``):
     rewrite a README.md that is missing or lost its configs block, and record card fields given to
     the re-run that differ from the recorded ones (the card is no part of the numbers); a note each."""
-    from whestbench.format.card import restore_card, update_card
+    from whestbench.format.writer import restore_card, update_card
 
     if restore_card(done.output, done.metadata):
         emit(Event("note", message="card rewritten: README.md was missing or its configs block wrong"))

@@ -98,7 +98,7 @@ class BakeConfig:
     """The estimator and the target standard error (``n_samples`` is then the cap); validated when built."""
     card: dict[str, str] | None = None
     """The dataset card's ``pretty_name``/``license``/``homepage`` (recorded in metadata ``card``;
-    ``format.card.check_card_fields`` checks them). Never changes the numbers."""
+    ``format.card_rules.check_card_fields`` checks them). Never changes the numbers."""
     skip_device_check: bool = False
     """Torch: do not check the device before baking (``work/device_check.py``); the skip is recorded."""
     accept_non_invariant: bool = False
@@ -170,7 +170,7 @@ class BakeConfig:
             raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {self.checkpoint_every!r}.")
         if self.output is not None:
             object.__setattr__(self, "output", Path(self.output))
-        from whestbench.format.card import given_card
+        from whestbench.format.card_rules import given_card
 
         object.__setattr__(self, "card", given_card(self.card) or None)
 

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from whestbench.atomic import read_regular
 from whestbench.errors import FileTooLarge, InvalidDatasetError, UsageError, WorkFailed
-from whestbench.format.card import restore_card, update_card
+from whestbench.format.writer import restore_card, update_card
 from whestbench.paths import file_kind
 from whestbench.text import format_bytes, sanitize, scrub
 from whestbench.values import count_of, is_positive_number

@@ -17,7 +17,8 @@ from whestbench.atomic import read_regular, read_stream
 from whestbench.cli.common import DIR_ARG, out
 from whestbench.cli.progress import VerbEvents, log_every_option
 from whestbench.errors import FileTooLarge, UsageError
-from whestbench.format.card import CARD_FIELDS, LICENSE, ORGANISERS, TOOL_URL, check_card_fields
+from whestbench.format.card import LICENSE, ORGANISERS, TOOL_URL
+from whestbench.format.card_rules import CARD_FIELDS, check_card_fields
 from whestbench.hub import pull as hub_pull, push as hub_push
 from whestbench.hub.client import TOKEN_FILE_MAX_BYTES, check_token, require_settings, token_source
 from whestbench.hub.ref import hf_ref

@@ -27,13 +27,14 @@ from whestbench.atomic import read_regular, write_file_atomic
 from whestbench.compute.estimation import Estimation, is_cv_block
 from whestbench.format import command
 from whestbench.format.card_facts import data_facts
-from whestbench.format.reader import CARD_FILE, METADATA_FILE, checksums_block, data_files, metadata_bytes, shard_glob
-from whestbench.format.schema import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, DEFAULT_CONFIG, HOMEPAGE_RE, PRESET_OWNS,
-                                      DatasetMeta, check_card, combine_card, hidden_char)
-from whestbench.errors import FileTooLarge, InvalidDatasetError, UsageError
+from whestbench.format.checksums import checksums_block
+from whestbench.format.reader import CARD_FILE, METADATA_FILE, data_files, metadata_bytes, shard_glob
+from whestbench.format.card_rules import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, HOMEPAGE_RE, PRESET_OWNS, check_card,
+                                          combine_card, hidden_char, load_yaml)
+from whestbench.format.schema import DEFAULT_CONFIG, DatasetMeta
+from whestbench.errors import InvalidDatasetError
 from whestbench.text import format_count
 from whestbench.values import is_int
-from whestbench.hubenv import import_hub
 
 ORGANISERS = "whestbench-organisers"
 """The built-in card (``--card whestbench-organisers``) of the WhestBench organisers' own datasets."""
@@ -48,87 +49,8 @@ TAGS = ["whestbench", "alignment", "neural-network-statistics", "benchmark", "wh
 PLACEHOLDER_REPO = "<your-repo>"
 
 
-def check_card_fields(*, pretty_name: str | None = None, license: str | None = None,
-                      homepage: str | None = None, card_file: str | None = None) -> dict[str, Any]:
-    """The card fields a user gave, checked before any work (UsageError, one line naming the fix):
-    ``--card FILE`` (``read_card_file``) or ``--card PRESET`` (``CARD_PRESETS``: ``{"preset": NAME}``)
-    and, over it, ``--pretty-name``, ``--license``, ``--homepage``. Only those given are returned."""
-    if card_file is not None and card_file in CARD_PRESETS:
-        out = {"preset": card_file}
-    else:
-        out = read_card_file(card_file) if card_file is not None else {}
-    flags = {"pretty_name": pretty_name, "license": license, "homepage": homepage}
-    out.update(check_card({k: v for k, v in flags.items() if v is not None}, None))
-    return out
-
-
-def given_card(card: Any) -> dict[str, Any]:
-    """The card a request was given (``BakeConfig``, ``PushConfig``, ``merge_datasets``,
-    ``combine_split_datasets``), checked by the rules the CLI's card flags follow, so the Python API
-    and the CLI accept and refuse the same cards: None gives ``{}``; a string or path is what ``--card``
-    takes (a built-in card's name, or a card file); a mapping holds card fields (``CARD_FIELDS``; a
-    None value is a field not given, as an unset flag). Anything else is a UsageError, one line."""
-    if card is None:
-        return {}
-    if isinstance(card, (str, os.PathLike)):
-        return check_card_fields(card_file=os.fspath(card))
-    if isinstance(card, Mapping):
-        return check_card({k: v for k, v in card.items() if v is not None}, "card")
-    raise UsageError(f"card must be a mapping of card fields ({', '.join(CARD_FIELDS)}), a built-in card's name "
-                     f"({', '.join(CARD_PRESETS)}) or a card file's path; got {type(card).__name__}.")
-
-
-CARD_FILE_MAX_BYTES = 64 * 1024
-"""A card file holds a few fields (a citation of at most 8,000 characters, 20 badges, 100 authors): 64 KiB."""
 README_MAX_BYTES = 1 << 20
 """A README.md we render is ~10 KiB (the citation at most 8,000 characters); one beyond 1 MiB is no card."""
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing aliases (``*name``) before they expand: a 331-byte card file of nested
-    aliases took 36 s and 1.17 GB to refuse. No card field needs one."""
-
-    def compose_node(self, parent, index):  # noqa: ANN001  (PyYAML's signature)
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not accepted in a card", mark)
-        return super().compose_node(parent, index)
-
-
-def load_yaml(text: str) -> Any:
-    """``text`` as YAML, safely and without aliases (``_NoAliasLoader``): a card file or a card's front matter."""
-    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506  (a SafeLoader subclass)
-
-
-def read_card_file(path: str) -> dict[str, Any]:
-    """``--card FILE``: a YAML or JSON mapping of ``CARD_FIELDS`` (docs/hub.md, "The card"), checked:
-    unknown keys, wrong types, control or bidirectional characters, URLs that are not plain http(s) or
-    carry credentials, YAML aliases and files over ``CARD_FILE_MAX_BYTES`` are a UsageError naming the
-    key and the fix."""
-    import errno
-
-    try:
-        raw = read_regular(path, CARD_FILE_MAX_BYTES, "card file")
-    except FileTooLarge as e:
-        raise UsageError.from_error(e, where="--card", fix=f"A card file holds a few fields ({', '.join(CARD_FIELDS)}).") from None
-    except OSError as e:
-        if isinstance(e, FileNotFoundError) and os.sep not in path and not path.endswith((".yaml", ".yml", ".json")):
-            raise UsageError(f"--card {path!r}: no such card file, and no built-in card of that name; give a YAML "
-                             f"or JSON card file or one of {', '.join(CARD_PRESETS)}.") from None
-        if e.errno == errno.EINVAL and not isinstance(e, FileNotFoundError):
-            raise UsageError(f"--card {path!r} is not a regular file; give a YAML or JSON card file.") from None
-        raise UsageError(f"--card {path!r}: cannot open it ({e.strerror or e}); give a YAML or JSON card file.") from None
-    try:
-        data = load_yaml(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if isinstance(e, yaml.composer.ComposerError) and "aliases" in str(e):
-            first = "YAML aliases (*name) are not accepted in a card"
-        raise UsageError(f"--card {path!r} is not UTF-8 YAML or JSON ({first}); fix the file.") from None
-    if not isinstance(data, dict) or not data:
-        raise UsageError(f"--card {path!r} must hold a mapping of card fields ({', '.join(CARD_FIELDS)}); "
-                         f"got {type(data).__name__}.")
-    return check_card(data, f"--card {path}")
 
 
 def markdown_text(text: str) -> str:
@@ -155,7 +77,7 @@ def bibtex_text(text: str) -> str:
 def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[str, Any]:
     """The dataset's own card fields: those the bake recorded (metadata ``card``; a field edited by
     hand into something ``--card`` would refuse is left out), with ``given`` (push's flags or card
-    file) over them (``schema.combine_card``). ``preset`` ``whestbench-organisers``: the organisers'
+    file) over them (``card_rules.combine_card``). ``preset`` ``whestbench-organisers``: the organisers'
     card; empty: the neutral card, which credits no organisation."""
     recorded = md.get(CARD_KEY) if isinstance(md, dict) and isinstance(md.get(CARD_KEY), dict) else {}
     out: dict[str, Any] = {}
@@ -171,7 +93,7 @@ def own_card(md: dict[str, Any], given: dict[str, Any] | None = None) -> dict[st
 
 def neutral_title(md: dict[str, Any]) -> str:
     """The neutral card's title: what the data is, from the metadata."""
-    total = sum(_n_mlps(e) for e in _splits(md).values()) if isinstance(md, dict) else 0
+    total = _total(md)
     shape = (f" of width {md['width']} and depth {md['depth']}"
              if is_int(md.get("width")) and is_int(md.get("depth")) else "")
     return f"Ground truth of {format_count(total, 'unknown')} random ReLU MLP{'' if total == 1 else 's'}{shape}"
@@ -207,21 +129,17 @@ def card_size_category(n: int) -> str:
     return "100K<n<1M"
 
 
-def _is_multi(md: dict[str, Any]) -> bool:
-    return bool(DatasetMeta.of(md).blocks)
+def _blocks(md: Any) -> dict[str, Mapping[str, Any]]:
+    """``{split: its keys}`` in metadata order (``DatasetMeta.block``: the top level of a single-split
+    dataset); an entry that is not an object has none."""
+    meta = DatasetMeta.of(md)
+    return {s: b if isinstance(b := meta.block(s), Mapping) else {} for s in meta.splits}
 
 
-def _splits(md: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{split: entry}`` in metadata order; a single-split dataset is one entry built from the top level."""
-    if _is_multi(md):
-        return {name: (e if isinstance(e, dict) else {}) for name, e in DatasetMeta.of(md).blocks.items()}
-    entry = {k: md[k] for k in ("n_mlps", "config", "seed", "created_at_utc") if k in md}
-    return {DatasetMeta.of(md).splits[0]: entry}
-
-
-def _n_mlps(entry: dict[str, Any]) -> int:
-    n = entry.get("n_mlps")
-    return n if is_int(n) else 0
+def _total(md: Any) -> int:
+    """The rows the splits declare (a count that is not an integer counts none)."""
+    meta = DatasetMeta.of(md)
+    return sum(n for s in meta.splits if is_int(n := meta.n_mlps(s)))
 
 
 def _config(name: str, splits: Any) -> dict[str, Any]:
@@ -240,8 +158,8 @@ def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
       split gets a config named after itself;
     * otherwise: one ``default`` config listing every split.
     """
-    splits = _splits(md)
-    if not _is_multi(md):
+    splits = _blocks(md)
+    if not DatasetMeta.of(md).is_multi:
         (split, entry), = splits.items()
         config = entry.get("config") or DEFAULT_CONFIG
         if config == DEFAULT_CONFIG:
@@ -262,7 +180,7 @@ def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
 
 def split_configs(md: dict[str, Any]) -> dict[str, str]:
     """``{split: config name to pass to datasets.load_dataset}`` under this card's ``configs`` block."""
-    out = {name: DEFAULT_CONFIG for name in _splits(md)}
+    out = {name: DEFAULT_CONFIG for name in DatasetMeta.of(md).splits}
     for config in configs_block(md):
         for files in config["data_files"]:
             out[files["split"]] = config["config_name"]
@@ -272,7 +190,7 @@ def split_configs(md: dict[str, Any]) -> dict[str, str]:
 def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> dict[str, Any]:
     """The card's YAML data (dumped with sorted keys, as the Hub's card tooling does)."""
     fields = fields or card_fields(md)
-    size = sum(_n_mlps(e) for e in _splits(md).values())
+    size = _total(md)
     data: dict[str, Any] = {}
     configs = configs_block(md)
     if configs:
@@ -285,7 +203,7 @@ def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> di
             "license": fields["license"],
             "pretty_name": fields["pretty_name"],
             "size_categories": [card_size_category(size)],
-            "tags": TAGS + (["multi-split"] if _is_multi(md) else []),
+            "tags": TAGS + (["multi-split"] if DatasetMeta.of(md).is_multi else []),
             "task_categories": ["other"],
         }
     )
@@ -336,8 +254,7 @@ def _arg(v: Any, placeholder: str) -> str:
 
 def _recorded_argv(md: dict[str, Any], split: str) -> list[str] | None:
     """The recorded ``bake_command`` of ``split``; None (so the command is rebuilt) when unusable."""
-    entry = _splits(md).get(split, {})
-    return command.parse_bake(entry.get("bake_command") if _is_multi(md) else md.get("bake_command"))
+    return command.parse_bake(_blocks(md).get(split, {}).get("bake_command"))
 
 
 def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> list[str]:
@@ -351,13 +268,13 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
     block) also pin ``--chunk-size``/``--mlps-per-batch``, because their sums depend on chunking.
     """
     recorded = _recorded_argv(md, split)
-    partial = not _is_multi(md) and bool(md.get("is_partial"))
+    partial = not DatasetMeta.of(md).is_multi and bool(md.get("is_partial"))
     if recorded is not None:
         argv = recorded if partial else command.drop_flags(recorded, command.RANGE_FLAGS)
         if command.flag_value(argv, "--card") not in CARD_PRESETS:  # a built-in card stays in the command
             argv = command.drop_flags(argv, ("--card",))  # a file on the baker's machine; its fields are in the metadata
         return command.set_flag(argv, "--output", f"./rebake-{split}")
-    entry = _splits(md).get(split, {})
+    entry = _blocks(md).get(split, {})
     argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
     rng = md.get("mlp_range")
     if partial and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
@@ -440,8 +357,8 @@ def _hw_line(hw: Any) -> str:
 def _provenance(md: dict[str, Any]) -> list[dict[str, Any]]:
     """One block per split: its hardware fingerprints, or the single host that baked it."""
     blocks = []
-    for name, entry in _splits(md).items():
-        fps = entry.get("hardware_fingerprints") if _is_multi(md) else md.get("hardware_fingerprints")
+    for name, entry in _blocks(md).items():
+        fps = entry.get("hardware_fingerprints")
         lines = [line for line in (_hw_line(fp) for fp in fps or []) if line] if isinstance(fps, list) else []
         if not lines:
             hw = md.get("hardware") if isinstance(md.get("hardware"), dict) else {}
@@ -465,11 +382,11 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
     fields = fields or card_fields(md, **(given or {}))
     own = own_card(md, given)
     organisers = own.get("preset") == ORGANISERS
-    multi = _is_multi(md)
+    multi = DatasetMeta.of(md).is_multi
     protocol = _protocol(md)
     configs = split_configs(md)
     splits = []
-    for name, entry in _splits(md).items():
+    for name, entry in _blocks(md).items():
         config = configs[name]
         argv = rebake_argv(md, name, seeds_file=f"{name}-seeds.json")
         load_args = f'"{repo_id}"' + (f', "{config}"' if config != DEFAULT_CONFIG else "")
@@ -487,7 +404,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
                 "output": shlex.quote(command.flag_value(argv, "--output") or ""),
             }
         )
-    total = sum(_n_mlps(e) for e in _splits(md).values())
+    total = _total(md)
     return {
         "title": markdown_text(fields["pretty_name"]),
         "repo_id": repo_id,
@@ -600,105 +517,14 @@ def _citation(title: str, homepage: str = HOMEPAGE) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The card is data: its configs block decides what `datasets` loads
+# The card read back: its configs block decides what `datasets` loads (verify/card_check.py, writer.restore_card)
 
 
-def card_verdict(root: Any, md: dict[str, Any]) -> tuple[bool, str]:
-    """``(ok, detail)``: README.md's ``configs`` block, when it has one, is the one ``md`` implies
-    (``configs_block``), a dataset that needs one has a README.md, and plain ``datasets`` resolves
-    every split under the config the card gives it to that split's shards (``load_dataset_builder``
-    offline: files are matched, no row is read; a 0.16 card without a block passes when the automatic
-    layout finds every split). Never raises on a damaged dataset."""
-    import tempfile
-
-    handle, root = root, Path(root)  # an open DatasetDir lists each split's shards once
-    want = configs_block(md)
-    fix = "re-run the bake, merge or combine-splits that made it: a re-run rewrites the card"
-    readme = root / CARD_FILE
-    got: Any = []
-    if readme.is_file():
-        try:
-            got = _configs_of(readme)
-        except _UNREADABLE as e:
-            return False, f"README.md's front matter cannot be read ({type(e).__name__}: {e}); {fix}"
-    elif readme.exists() or readme.is_symlink():
-        return False, f"README.md is not a regular file; {fix}"
-    if got != want and (got or readme.is_file() is False and bool(want)):
-        where = "README.md is missing" if not readme.is_file() else "README.md's configs block is not the one metadata.json implies"
-        return False, f"{where} (it has {_show_configs(got)}, the splits need {_show_configs(want)}); {fix}"
-    datasets = import_hub("datasets")
-
-    loaded = []
-    was = os.environ.get("HF_DATASETS_OFFLINE")
-    os.environ["HF_DATASETS_OFFLINE"] = "1"
-    try:
-        with tempfile.TemporaryDirectory(prefix="whest-card-") as cache:
-            for split, config in split_configs(md).items():
-                try:
-                    files = sorted(p.name for p in data_files(handle, split))
-                    # absolute: datasets takes a relative name that is a split word ("eval", "test") for a file pattern
-                    builder = datasets.load_dataset_builder(str(root.resolve()), name=config, cache_dir=cache)
-                    resolved = sorted(Path(str(f)).name for f in (builder.config.data_files or {}).get(split, []))
-                except Exception as e:  # datasets' own words, on one line: what a user of plain datasets would get
-                    return False, (f"datasets.load_dataset({str(root)!r}, {config!r}, split={split!r}) fails: "
-                                   f"{type(e).__name__}: {' '.join(str(e).split())[:300]}; {fix}")
-                if resolved != files:
-                    return False, (f"datasets resolves split {split!r} of config {config!r} to {resolved or 'no file'}, "
-                                   f"not to its shards {files}; {fix}")
-                loaded.append(f"{split} (config {config!r})")
-    finally:
-        if was is None:
-            os.environ.pop("HF_DATASETS_OFFLINE", None)
-        else:
-            os.environ["HF_DATASETS_OFFLINE"] = was
-    block = ("README.md's configs block matches metadata.json" if got else
-             "no configs block (datasets' automatic layout)" if want else "no configs block needed")
-    return True, f"{block}; datasets.load_dataset finds {', '.join(loaded)}"
+UNREADABLE = (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError)  # a card whose front matter cannot be read
 
 
-def restore_card(root: Any, md: dict[str, Any]) -> bool:
-    """Rewrite ``root``'s README.md (atomically) when it is missing or its ``configs`` block is not the
-    one ``md`` implies; True when it did. A re-run of a bake, merge or combine calls this: the card
-    decides which configs ``datasets`` can load, and it is no part of the checksummed numbers."""
-    readme = Path(root) / CARD_FILE
-    if readme.is_file() and not readme.is_symlink():
-        try:
-            if _configs_of(readme) == configs_block(md):
-                return False
-        except _UNREADABLE:
-            pass
-    elif readme.exists() or readme.is_symlink():
-        raise InvalidDatasetError(f"{readme} is not a regular file; move it aside and re-run to write the card.")
-    write_file_atomic(readme, render_card(md).encode("utf-8"))
-    return True
-
-
-def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
-    """A re-run (bake, merge, combine-splits) given card fields (``given``: ``--card FILE`` and the card
-    flags, checked) that differ from the recorded ``card`` block: record them and rewrite README.md
-    (both atomically; the card is no part of the numbers, the checksums or the completion marker).
-    Returns ``{field: (old, new)}`` for each field changed (new None: a field the given ones displace,
-    ``schema.combine_card``); empty when nothing was. README.md is
-    written first, so a stop between the two writes leaves metadata.json's old card, and the next
-    re-run finds the difference again."""
-    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
-    card = combine_card(recorded, given or {})
-    changed = {k: (recorded.get(k), card.get(k)) for k in sorted({*recorded, *card}) if recorded.get(k) != card.get(k)}
-    if not changed:
-        return {}
-    new_md = {**md, CARD_KEY: card}
-    write_file_atomic(Path(root) / CARD_FILE, render_card(new_md).encode("utf-8"))
-    write_file_atomic(Path(root) / METADATA_FILE, metadata_bytes(new_md))
-    md.clear()
-    md.update(new_md)
-    return changed
-
-
-_UNREADABLE = (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError)  # a card whose front matter cannot be read
-
-
-def _configs_of(readme: Any) -> Any:
-    """The ``configs`` block of the card file ``readme`` (``[]`` when it has none); raises ``_UNREADABLE``."""
+def read_configs(readme: Any) -> Any:
+    """The ``configs`` block of the card file ``readme`` (``[]`` when it has none); raises ``UNREADABLE``."""
     text = read_regular(readme, README_MAX_BYTES, "README.md").decode("utf-8")
     return (_front_matter_of(text) or {}).get("configs", [])
 
@@ -714,19 +540,3 @@ def _front_matter_of(text: str) -> dict[str, Any] | None:
     if data is not None and not isinstance(data, dict):
         raise ValueError("the front matter is not a mapping")
     return data
-
-
-def _show_configs(configs: Any) -> str:
-    if not configs:
-        return "no configs block"
-    if not isinstance(configs, list):
-        return "a configs entry that is not a list"
-    shown = []
-    for c in configs:
-        if isinstance(c, dict):
-            files = c.get("data_files") if isinstance(c.get("data_files"), list) else []
-            splits = [f.get("split") for f in files if isinstance(f, dict)]
-            shown.append(f"{c.get('config_name')!s}: {', '.join(map(str, splits))}")
-        else:
-            shown.append(repr(c))
-    return "[" + "; ".join(shown) + "]"

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from whestbench.compute.audit import t_quantile
 from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.estimators import n_batches
 from whestbench.format.breakdown import column_meaning
 from whestbench.format.schema import COLUMN_DOCS, DatasetMeta, columns_for, device_check_state
 from whestbench.text import format_count
@@ -85,9 +87,6 @@ def batch_text(counts: tuple[int, int], batch: int) -> str | None:
     """``"N = 600,000 makes 37 batches (36 degrees of freedom), so t = 2.03"``: the batches of ``batch``
     samples that N (or a target bake's range of N) makes, and the 97.5 % t quantile on them; None below
     2 batches (no standard error then)."""
-    from whestbench.compute.audit import t_quantile
-    from whestbench.compute.estimators import n_batches
-
     lo, hi = (n_batches(n, batch) for n in counts)
     if lo < 2:
         return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from whestbench.errors import InvalidDatasetError
+from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import DatasetDir, holds_dataset, open_dataset, read_metadata
 from whestbench.format.schema import PLAN_DIGEST, DatasetMeta
 from whestbench.work.ledger import identity_digest
@@ -73,7 +74,7 @@ def completed(output: str | Path, digest: str | None, legacy: Callable[[dict[str
         return None
     recorded = md.get(PLAN_DIGEST)
     same = recorded == digest if recorded is not None and digest is not None else legacy(md)
-    return md if same and handle.checksum_state().state == "ok" else None
+    return md if same and checksum_state(handle).state == "ok" else None
 
 
 def finished_merge(partials: Sequence[str | Path], output: str | Path) -> dict[str, Any] | None:

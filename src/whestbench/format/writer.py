@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from whestbench.atomic import staged_dir
-from whestbench.format.reader import CARD_FILE, DATA_DIR, METADATA_FILE, bind_checksums, metadata_bytes, data_checksums, shard_name
+from whestbench.atomic import staged_dir, write_file_atomic
+from whestbench.errors import InvalidDatasetError
+from whestbench.format.card import UNREADABLE, configs_block, read_configs, render_card
+from whestbench.format.card_rules import CARD_KEY, combine_card
+from whestbench.format.checksums import bind_checksums, dataset_checksums
+from whestbench.format.reader import CARD_FILE, DATA_DIR, METADATA_FILE, metadata_bytes, shard_name
 from whestbench.format.schema import COLUMNS, column_type, columns_for, hf_features
+from whestbench.format.trail import TrailWriter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,7 +42,7 @@ def row_bytes(width: int, depth: int) -> int:
     return 4 * depth * width * width + 4 * depth * width + 4 * width + 4096
 
 
-def shard_plan(n_rows: int, width: int, depth: int, max_shard_bytes: int = MAX_SHARD_BYTES) -> list[int]:
+def shard_plan(n_rows: int, width: int, depth: int, max_shard_bytes: int) -> list[int]:
     """Row counts per shard: as few shards as keep each under ``max_shard_bytes``, sizes even."""
     per = max(1, max_shard_bytes // row_bytes(width, depth))
     n_shards = max(1, math.ceil(n_rows / per))
@@ -54,14 +58,14 @@ def write_parquet_shards(
     width: int,
     depth: int,
     *,
-    max_shard_bytes: int = MAX_SHARD_BYTES,
     columns: tuple[str, ...] = COLUMNS,
 ) -> list[Path]:
-    """Stream ``rows`` (dicts holding ``columns``) into ``directory/data`` shards; return their paths."""
+    """Stream ``rows`` (dicts holding ``columns``) into ``directory/data`` shards of at most
+    ``MAX_SHARD_BYTES``; return their paths."""
     import pyarrow.parquet as pq
 
     schema = shard_schema(width, depth, columns)
-    plan = shard_plan(n_rows, width, depth, max_shard_bytes)
+    plan = shard_plan(n_rows, width, depth, MAX_SHARD_BYTES)
     group_rows = max(1, MAX_ROW_GROUP_BYTES // row_bytes(width, depth))
     data = Path(directory) / DATA_DIR
     data.mkdir(parents=True, exist_ok=True)
@@ -191,25 +195,15 @@ def write_dataset(
     width: int,
     depth: int,
     md: dict[str, Any],
-    *,
-    render_card: Callable[[dict[str, Any]], str] | None = None,
-    max_shard_bytes: int = MAX_SHARD_BYTES,
-    audit_from: Path | None = None,
 ) -> Path:
     """Write a complete dataset directory at ``output`` atomically; ``md`` gains ``checksums``.
 
     With an ``audit`` block in ``md``, each row's ``_trail`` (``(SegmentTrail, bounds)``) goes to the
-    side file ``audit/<split>.parquet`` (``format.trail``), which the checksums list; ``audit_from``: an
-    existing side file to copy instead (a rewrite of a dataset's rows)."""
+    side file ``audit/<split>.parquet`` (``format.trail``), which the checksums list."""
     audit = md.get("audit")
     with staged_dir(Path(output)) as stage:
         trail = None
-        if audit is not None and audit_from is not None:
-            (stage / audit["file"]).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(audit_from, stage / audit["file"])
-        elif audit is not None:
-            from whestbench.format.trail import TrailWriter
-
+        if audit is not None:
             values = audit["values"]
             trail = TrailWriter(stage / audit["file"], depth, width, "cv_means" in values, "pcg64_state" in values)
 
@@ -222,26 +216,55 @@ def write_dataset(
                     trail.add(int(row["mlp_id"]), *kept)
                 yield row
 
-        write_parquet_shards(stage, split, strip(rows), n_rows, width, depth, max_shard_bytes=max_shard_bytes,
-                             columns=columns_for(md))
+        write_parquet_shards(stage, split, strip(rows), n_rows, width, depth, columns=columns_for(md))
         if trail is not None:
             trail.close()
-        finish_dataset_dir(stage, md, data_checksums(stage), render_card=render_card)
+        finish_dataset_dir(stage, md, dataset_checksums(stage))
     return Path(output)
 
 
-def finish_dataset_dir(
-    directory: Path,
-    md: dict[str, Any],
-    checksums: dict[str, str],
-    *,
-    render_card: Callable[[dict[str, Any]], str] | None = None,
-) -> None:
+def finish_dataset_dir(directory: Path, md: dict[str, Any], checksums: dict[str, str]) -> None:
     """The last step of every dataset we write (bake, merge, combine): ``md`` gains ``checksums``
-    bound to its facts (``reader.bind_checksums``), then ``metadata.json`` and the dataset card are
+    bound to its facts (``checksums.bind_checksums``), then ``metadata.json`` and the dataset card are
     written beside the data."""
-    if render_card is None:
-        from whestbench.format.card import render_card
     bind_checksums(md, checksums)
     (Path(directory) / METADATA_FILE).write_bytes(metadata_bytes(md))
     (Path(directory) / CARD_FILE).write_text(render_card(md))
+
+
+def restore_card(root: Any, md: dict[str, Any]) -> bool:
+    """Rewrite ``root``'s README.md (atomically) when it is missing or its ``configs`` block is not the
+    one ``md`` implies; True when it did. A re-run of a bake, merge or combine calls this: the card
+    decides which configs ``datasets`` can load, and it is no part of the checksummed numbers."""
+    readme = Path(root) / CARD_FILE
+    if readme.is_file() and not readme.is_symlink():
+        try:
+            if read_configs(readme) == configs_block(md):
+                return False
+        except UNREADABLE:
+            pass
+    elif readme.exists() or readme.is_symlink():
+        raise InvalidDatasetError(f"{readme} is not a regular file;", fix="move it aside and re-run to write the card.")
+    write_file_atomic(readme, render_card(md).encode("utf-8"))
+    return True
+
+
+def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
+    """A re-run (bake, merge, combine-splits) given card fields (``given``: ``--card FILE`` and the card
+    flags, checked) that differ from the recorded ``card`` block: record them and rewrite README.md
+    (both atomically; the card is no part of the numbers, the checksums or the completion marker).
+    Returns ``{field: (old, new)}`` for each field changed (new None: a field the given ones displace,
+    ``card_rules.combine_card``); empty when nothing was. README.md is
+    written first, so a stop between the two writes leaves metadata.json's old card, and the next
+    re-run finds the difference again."""
+    recorded = md.get(CARD_KEY) if isinstance(md.get(CARD_KEY), dict) else {}
+    card = combine_card(recorded, given or {})
+    changed = {k: (recorded.get(k), card.get(k)) for k in sorted({*recorded, *card}) if recorded.get(k) != card.get(k)}
+    if not changed:
+        return {}
+    new_md = {**md, CARD_KEY: card}
+    write_file_atomic(Path(root) / CARD_FILE, render_card(new_md).encode("utf-8"))
+    write_file_atomic(Path(root) / METADATA_FILE, metadata_bytes(new_md))
+    md.clear()
+    md.update(new_md)
+    return changed

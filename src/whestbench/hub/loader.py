@@ -44,8 +44,8 @@ from whestbench.format.reader import (
     open_dataset,
     data_files,
     parquet_footer,
-    verify_checksums,
 )
+from whestbench.format.checksums import verify_checksums
 from whestbench.format.schema import (
     COLUMNS,
     DEFAULT_CONFIG,

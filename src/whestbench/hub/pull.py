@@ -21,8 +21,9 @@ from typing import Any, Sequence
 from whestbench.atomic import fsync_dir, fsync_tree, read_regular
 from whestbench.errors import HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.format.reader import (CARD_FILE, DATA_DIR, METADATA_FILE, PREPARED_DIR, checksums_block,
-                                      is_shard_of, parse_shard, read_metadata_file, verify_checksums)
+from whestbench.format.checksums import checksums_block, verify_checksums
+from whestbench.format.reader import (CARD_FILE, DATA_DIR, METADATA_FILE, PREPARED_DIR, is_shard_of, parse_shard,
+                                      read_metadata_file)
 from whestbench.format.schema import check_name, validate_metadata
 from whestbench.format.trail import audit_path
 from whestbench.hub.client import call, check_token, hub_client, not_a_dataset, repo_info

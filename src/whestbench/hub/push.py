@@ -28,14 +28,15 @@ from typing import Any, Iterator, Mapping, Sequence
 from whestbench.atomic import read_regular
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
-from whestbench.format.card import given_card, render_card
+from whestbench.format.card import render_card
+from whestbench.format.card_rules import given_card, hidden_char
+from whestbench.format.checksums import checksums_block, file_sha256, verify_checksums
 from whestbench.format.prepared import prepared_problem
 from whestbench.format.reader import (AUDIT_DIR, CARD_FILE, DATA_DIR, METADATA_FILE, METADATA_MAX_BYTES,
-                                      PREPARED_DIR, DatasetDir, checksums_block, data_files, file_sha256,
-                                      open_dataset, parquet_footer, verify_checksums)
+                                      PREPARED_DIR, DatasetDir, data_files, open_dataset, parquet_footer)
 from whestbench.format.shards import ShardSchema
 from whestbench.format.schema import (DEVICE_CHECK_KEY, DatasetMeta, check_positive_int, columns_for,
-                                      device_check_state, hidden_char)
+                                      device_check_state)
 from whestbench.hub.client import call, check_token, hub_client, hub_exception, require_settings
 from whestbench.hub.ref import DEFAULT_BRANCH, HUB_URL, REPO_TYPE, HubRef, hf_ref, parse_ref, tree_url
 from whestbench.paths import local_dataset_dir
@@ -200,7 +201,7 @@ class PushConfig:
     exist_ok: bool = True
     """False: refuse a repo that already exists."""
     card: Mapping[str, str] | None = None
-    """``pretty_name``/``license``/``homepage``/... for the card (``format.card.check_card_fields``);
+    """``pretty_name``/``license``/``homepage``/... for the card (``format.card_rules.check_card_fields``);
     default: what the bake recorded."""
     allow_unchecked_device: bool = False
     """Publish a torch bake whose device check was skipped or a failure accepted (refused otherwise)."""

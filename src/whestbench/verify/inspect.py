@@ -18,6 +18,7 @@ from typing import Any
 
 from whestbench.hub.client import RemoteMetadata, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
+from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import DatasetDir, data_files, open_dataset, parquet_footer, read_table
 from whestbench.format.schema import DEFAULT_CONFIG, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta, columns_for, infer_sampler
 from whestbench.format.card_facts import used_spread
@@ -356,7 +357,7 @@ def _local_lines(handle: DatasetDir, md: dict[str, Any]) -> list[str]:
                 lines.append(f"    {split}: " + ("ok, " + verdict.detail if verdict.ok else f"DIFFERS — {verdict.detail}"))
     files = [p for p in directory.rglob("*") if p.is_file()]
     lines.append(f"  total size: {format_bytes(sum(p.stat().st_size for p in files))} in {len(files)} files")
-    state = handle.checksum_state()
+    state = checksum_state(handle)
     status, detail = state.state, state.detail
     if status == "ok":
         lines.append(f"  integrity: checksums ok ({detail})")

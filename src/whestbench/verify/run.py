@@ -5,7 +5,7 @@ with a one-line detail. Nothing raises on a broken dataset; a failed check says 
 What each check catches and misses is tabled in docs/cli.md ("What verify proves").
 
 1. **Integrity** (here; rows read by ``scan``): metadata validates (``schema.validate_metadata``),
-   checksums (judged by ``reader.checksum_state``, as the loader does), columns and Arrow types,
+   checksums (judged by ``checksums.checksum_state``, as the loader does), columns and Arrow types,
    ids, seeds, names, weights re-derived from ``mlp_seed``, finiteness, ``final_means``, breakdowns,
    and each prepared Arrow copy bit for bit against its split's rows (``format/prepared.py``).
 2. **Statistics** (``statistics``: layer 1's closed form; ``plausibility``: a fresh pilot of every
@@ -22,8 +22,9 @@ from typing import Any, Callable
 import numpy as np
 
 from whestbench.compute.estimation import is_cv_block
-from whestbench.format.card import card_verdict
+from whestbench.verify.card_check import card_verdict
 from whestbench.format.prepared import prepared_verdict
+from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import DatasetDir, open_dataset
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
@@ -106,7 +107,7 @@ def verify_dataset(
                    sample_seed=cfg.sample_seed, pilot=cfg.pilot, on_event=on_event)
     if _has_trail(handle):
         stage("audit trail: every segment's sums against the stored means")
-    check_trail(ds, report, handle.checksum_state().state)  # the audit trail: every row, no extra compute
+    check_trail(ds, report, checksum_state(handle).state)  # the audit trail: every row, no extra compute
     if "trail" in report.coverage:  # what the trail contract could not check: said after what was checked
         report.coverage["trail"] = report.coverage.pop("trail")
     if against is not None:
@@ -120,7 +121,7 @@ def verify_dataset(
         else:
             from whestbench.verify.spot import spot_check as run_spot_check
 
-            resumable = cache and handle.checksum_state().state == "ok"  # a record is keyed by signed contents
+            resumable = cache and checksum_state(handle).state == "ok"  # a record is keyed by signed contents
             run_spot_check(ds, report, spot_check, cfg.spot_seed, device, stop, on_event,
                            record_root=recompute_root if resumable else None)
     if recompute is not None:
@@ -225,7 +226,7 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
         kind = f"{len(splits)} splits ({', '.join(splits)})" if meta.is_multi else f"split {splits[0]!r}"
         report.check("metadata", True, f"valid, {kind}, {shape}")
 
-    state = handle.checksum_state()
+    state = checksum_state(handle)
     if state.state in ("absent", "stale"):
         report.skip("checksums", f"{state.detail}; integrity rests on the content checks below")
     else:

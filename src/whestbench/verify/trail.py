@@ -41,7 +41,7 @@ from whestbench.errors import REDO
 
 def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
     """The ``trail`` and ``trail drift`` checks of every split that has an audit block (``checksums``: the
-    dataset's checksum state, ``reader.checksum_state``)."""
+    dataset's checksum state, ``checksums.checksum_state``)."""
     multi = ds.is_multi
     for s in ds.splits:
         prefix = f"{s.name}: " if multi else ""

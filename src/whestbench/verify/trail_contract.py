@@ -34,6 +34,7 @@ from whestbench.compute.estimators import trail_step
 from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, MIN_SEGMENTS, segment_bounds
 from whestbench.errors import REDO, InvalidDatasetError
 from whestbench.format import command
+from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import DatasetDir, data_files
 from whestbench.format.schema import N_USED_COLUMN, DatasetMeta, infer_sampler
 from whestbench.format.trail import AUDIT_VERSIONS, RANGE_COLUMNS, TrailLayout, audit_path, trail_values
@@ -226,7 +227,7 @@ def _segments_problem(seg, bounds, n: int, facts: dict) -> str | None:
 
 
 def trail_contract(handle: DatasetDir, checksums: str) -> list[Verdict]:
-    """Each split's verdict (``checksums``: the dataset's checksum state, ``reader.checksum_state``).
+    """Each split's verdict (``checksums``: the dataset's checksum state, ``checksums.checksum_state``).
     Never raises on a broken dataset: a verdict names what is wrong and the fix."""
     md = handle.metadata
     meta = DatasetMeta.of(md)
@@ -291,7 +292,7 @@ def _failed(split: str, problems: list[str]) -> Verdict:
 def require_contract(handle: DatasetDir, what: str, error: type[InvalidDatasetError]) -> None:
     """Raise ``error`` naming ``handle``'s path and its first split whose trail breaks the contract: merge
     and combine-splits call this on every input before they write (and sign) anything."""
-    for v in trail_contract(handle, handle.checksum_state().state):
+    for v in trail_contract(handle, checksum_state(handle).state):
         if not v.ok:
             where = f" split {v.split!r}" if DatasetMeta.of(handle.metadata).is_multi else ""
             raise error(f"{what} {sanitize(str(handle.path))}{where} fails the trail contract: {v.detail}")
