@@ -8,27 +8,26 @@ whestbench 0.16's (so a card we write and one it writes agree). The body is ours
 
 The rendering (``card_fields``, ``front_matter``, ``card_context``, ``render_card``) is a pure function
 of the metadata dict: missing optional keys never raise, so partial, merged, multi-split and legacy
-(protocol 2.0) metadata all render. The rest is not pure: ``read_card_file`` reads a card file,
-``_template`` reads the template, and ``card_verdict`` loads the written card through ``datasets``.
+(protocol 2.0) metadata all render. Not pure: ``_template`` reads the template and ``read_configs``
+a written card's ``configs`` block. The card's rules and card files: ``card_rules``; verify's card
+check: ``verify/card_check``; rewriting a card on a re-run: ``writer.restore_card``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
-from whestbench.atomic import read_regular, write_file_atomic
-from whestbench.compute.estimation import Estimation, is_cv_block
+from whestbench.atomic import read_regular
+from whestbench.compute.estimation import Estimation
 from whestbench.format import command
 from whestbench.format.card_facts import data_facts
 from whestbench.format.checksums import checksums_block
-from whestbench.format.reader import CARD_FILE, METADATA_FILE, data_files, metadata_bytes, shard_glob
+from whestbench.format.reader import shard_glob
 from whestbench.format.card_rules import (CARD_FIELDS, CARD_KEY, CARD_PRESETS, HOMEPAGE_RE, PRESET_OWNS, check_card,
                                           combine_card, hidden_char, load_yaml)
 from whestbench.format.schema import DEFAULT_CONFIG, DatasetMeta

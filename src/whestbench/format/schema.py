@@ -388,7 +388,7 @@ def check_positive_int(flag: str, value: Any) -> None:
     """A flag's value must be a positive int (of any size: the caller says its own limit); else the
     one-line UsageError."""
     if not is_positive_int(value, float("inf")):
-        raise UsageError(f"{flag} must be a positive integer; got {value!r}.", fix=f"pass {flag} 1 or more.")
+        raise UsageError(f"{flag} must be a positive integer; got {value!r}.", fix=f"Pass {flag} 1 or more.")
 
 
 def _validate_recipe(md: dict) -> None:
