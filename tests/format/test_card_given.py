@@ -56,6 +56,7 @@ def test_the_python_api_refuses_the_cards_the_cli_refuses(plain, tmp_path, card,
         with pytest.raises(UsageError, match=re.escape(words)) as got:
             call()
         assert "\n" not in str(got.value), name
+        assert got.value.fix and str(got.value).endswith(got.value.fix), f"{name}: the advice is a field"
     assert not any((tmp_path / d).exists() for d in ("b", "m", "c"))
 
 

@@ -209,8 +209,32 @@ def test_a_list_or_object_anywhere_in_the_metadata_is_invalid_metadata_never_a_t
         validate_metadata(md)
     except InvalidDatasetError as e:
         assert "\n" not in str(e) and len(str(e)) < 600
+        assert e.fix and str(e).endswith(e.fix), "the advice is a field of the error, and the message ends with it"
     else:
         assert path == ("backend",), f"{path} = {value!r} was accepted"
+
+
+@pytest.mark.parametrize("base", [_CV_TARGET, _TORCH], ids=["cv-target", "torch"])
+def test_every_refusal_of_a_missing_or_null_key_carries_its_advice(base):
+    """Each key removed, or set to null, in turn: a refusal says what to do in its ``fix`` field (REDO for
+    a dataset that is not what it should be, the metadata-edited advice for a recorded block)."""
+    refused = 0
+    for path in sorted(_leaves(base)):
+        for edit in ("remove", "null"):
+            md = copy.deepcopy(base)
+            block = md
+            for k in path[:-1]:
+                block = block[k]
+            if edit == "remove":
+                del block[path[-1]]
+            else:
+                block[path[-1]] = None
+            try:
+                validate_metadata(md)
+            except InvalidDatasetError as e:
+                refused += 1
+                assert e.fix and str(e).endswith(e.fix), f"{path} {edit}: {e}"
+    assert refused > 10
 
 
 @pytest.mark.parametrize("license", [["mit"], {"id": "mit"}])

@@ -48,14 +48,9 @@ def dataset_checksums(directory: str | Path) -> dict[str, str]:
     sorted. Hidden paths (a writer's ``.<name>.staging-*``, editor files) are never part of a dataset:
     ``datasets`` and the Hub skip them, so a checksum of one could never be verified elsewhere."""
     root = Path(directory)
-    files = sorted(
-        p
-        for sub in (DATA_DIR, AUDIT_DIR, PREPARED_DIR)
-        if (root / sub).is_dir()
-        for p in (root / sub).rglob("*")
-        if p.is_file() and not _hidden(p.relative_to(root).as_posix())
-    )
-    return {p.relative_to(root).as_posix(): file_sha256(p) for p in files}
+    files = sorted(p.relative_to(root).as_posix() for sub in (DATA_DIR, AUDIT_DIR, PREPARED_DIR)
+                   if (root / sub).is_dir() for p in (root / sub).rglob("*") if p.is_file())
+    return {rel: file_sha256(root / rel) for rel in files if not _hidden(rel)}
 
 
 def _hidden(rel: str) -> bool:
@@ -71,20 +66,13 @@ _SLICE_FACTS = ("is_partial", "mlp_range", "total_n_mlps")
 
 
 def _facts(md: Mapping[str, Any]) -> dict[str, Any]:
-    """The facts of ``md`` that its checksums are bound to (``checksums_written_for``).
-
-    Single split: its name, ``n_mlps``, the slice (``is_partial``, ``mlp_range``,
-    ``total_n_mlps``), the seeds (``seed``, ``seed_list_digest``); multi-split: the same per split;
-    both: ``width``, ``depth``, ``n_samples`` and the seed protocol's name and version.
-    """
+    """The facts of ``md`` that its checksums are bound to (``checksums_written_for``): each split's
+    (its name when single) ``_SPLIT_FACTS``, the ``_SHAPE_FACTS`` and the seed protocol's name and version."""
     facts: dict[str, Any] = {}
     meta = DatasetMeta.of(md)
     if meta.is_multi:
-        facts["splits"] = {
-            name: {k: entry[k] for k in _SPLIT_FACTS if k in entry}
-            for name, entry in meta.blocks.items()
-            if isinstance(entry, dict)
-        }
+        facts["splits"] = {name: {k: entry[k] for k in _SPLIT_FACTS if k in entry}
+                           for name, entry in meta.blocks.items() if isinstance(entry, dict)}
     else:
         facts["split"] = meta.splits[0]
         facts.update({k: md[k] for k in _SPLIT_FACTS if k in md})
@@ -96,11 +84,8 @@ def _facts(md: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def bind_checksums(md: dict[str, Any], checksums: Mapping[str, str]) -> None:
-    """Give ``md`` the checksums block ``checksums`` bound to its facts as they are now.
-
-    ``checksums_written_for`` then ``checksums`` become the last two keys (earlier copies removed).
-    Call it after every other key is final.
-    """
+    """Give ``md`` the block ``checksums`` bound to its facts as they are now: ``checksums_written_for``
+    then ``checksums`` become its last two keys. Call it after every other key is final."""
     md.pop(WRITTEN_FOR, None)
     md.pop(CHECKSUMS, None)
     md[WRITTEN_FOR] = _facts(md)
@@ -190,18 +175,14 @@ def _ok_detail(n: int) -> str:
 
 def verify_checksums(directory: "str | Path | DatasetDir", md: Mapping[str, Any], *, split: str | None = None
                      ) -> ChecksumState:
-    """``checksum_state`` (a ``DatasetDir``'s, computed once), raising its error on a mismatch (MergeCorruptError naming the file or
-    the fact; InvalidDatasetError for a malformed block) and warning (``StaleChecksumsWarning``)
-    when the checksums are stale. A dataset without checksums passes."""
+    """``checksum_state``, raising its error on a mismatch (MergeCorruptError naming the file or the fact;
+    InvalidDatasetError for a malformed block) and warning (``StaleChecksumsWarning``) when the
+    checksums are stale. A dataset without checksums passes."""
     state = checksum_state(directory, md, split=split)
     state.raise_if_mismatch()
     if state.state == "stale":
-        warnings.warn(
-            f"{directory}: {state.detail}. Its files are used unchecked; `whest dataset verify "
-            f"{directory}` checks their content.",
-            StaleChecksumsWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"{directory}: {state.detail}. Its files are used unchecked; `whest dataset verify {directory}` "
+                      "checks their content.", StaleChecksumsWarning, stacklevel=2)
     return state
 
 
@@ -210,9 +191,7 @@ def checksums_block(md: Mapping[str, Any]) -> dict[str, str] | None:
     as in 0.16 datasets, or a stale one). Raises InvalidDatasetError for a malformed block and
     MergeCorruptError when a fact it was written for has changed since."""
     listed = _listed(md)
-    if listed is None or _stale(md) is not None:
-        return None
-    return listed
+    return None if listed is None or _stale(md) is not None else listed
 
 
 def _listed(md: Mapping[str, Any]) -> dict[str, str] | None:
@@ -252,11 +231,9 @@ def _stale(md: Mapping[str, Any]) -> str | None:
         return None
     if _carried_by_a_merge(recorded, current, md):
         a, b = recorded["mlp_range"]
-        return (
-            f"checksums are stale, written by another program: whestbench 0.16's merge copied them "
-            f"from the partial holding MLPs [{a}, {b}) of {recorded['total_n_mlps']} into this merge "
-            f"of {md['partials_count']} partials; they describe that partial's files, not these"
-        )
+        return (f"checksums are stale, written by another program: whestbench 0.16's merge copied them from the "
+                f"partial holding MLPs [{a}, {b}) of {recorded['total_n_mlps']} into this merge of "
+                f"{md['partials_count']} partials; they describe that partial's files, not these")
     changed = [k for k in {**recorded, **current} if recorded.get(k) != current.get(k)]
     key = next((k for k in changed if k not in (*_SLICE_FACTS, "n_mlps")), changed[0])  # a merge explains those
     raise MergeCorruptError(
@@ -270,14 +247,12 @@ def _carried_by_a_merge(recorded: dict[str, Any], current: dict[str, Any], md: M
     ``recorded`` holds: the slice facts dropped, ``n_mlps`` the whole bake's, ``partials_count`` and
     ``merged_at_utc`` added, every other fact unchanged. (Our merge writes a fresh block.)"""
     rng, total = recorded.get("mlp_range"), recorded.get("total_n_mlps")
-    if recorded.get("is_partial") is not True or not (isinstance(rng, list) and len(rng) == 2):
+    if recorded.get("is_partial") is not True or not (isinstance(rng, list) and len(rng) == 2
+                                                      and all(is_int(v) for v in (*rng, total))):
         return False
-    if not all(is_int(v) for v in (*rng, total)):
+    if any(k in current for k in _SLICE_FACTS) or current.get("n_mlps") != total:
         return False
-    if any(k in current for k in _SLICE_FACTS) or current.get("n_mlps") != recorded.get("total_n_mlps"):
-        return False
-    count = md.get("partials_count")
-    if not is_positive_int(count) or "merged_at_utc" not in md:
+    if not is_positive_int(md.get("partials_count")) or "merged_at_utc" not in md:
         return False
     rest = [k for k in {**recorded, **current} if k not in (*_SLICE_FACTS, "n_mlps")]
     return all(recorded.get(k) == current.get(k) for k in rest)
