@@ -25,7 +25,6 @@ the BLAS thread count). It runs offline, with a private Hugging Face cache.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -42,7 +41,8 @@ import pytest
 from whestbench.format.reader import DATA_DIR, data_files
 from whestbench.format.reader import read_metadata as read_dataset_metadata
 from whestbench.format.writer import write_dataset
-from tests.dataset_edits import write_keeping_trail
+
+from helpers.datasets import TINY_SHAPE, made_once, make_merge_inputs, merge_inputs_at, write_keeping_trail
 
 REPO = Path(__file__).resolve().parents[1]
 # A suite started in the background by a shell without job control (a CI runner's `cmd &`) inherits
@@ -154,26 +154,6 @@ def fixtures16() -> Path:
     return FIXTURES16
 
 
-def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
-    """A folder ``make(folder)`` fills once per test run: under pytest-xdist the workers share it (the
-    first to ask makes it, under a lock beside their temp folders; the others wait and reuse it), so
-    it must never be written to afterwards."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        root = tmp_path_factory.mktemp(name)
-        make(root)
-        return root
-    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above each worker's own
-    root, done = shared / name, shared / f"{name}.done"
-    with open(shared / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir()
-            make(root)
-            done.touch()
-    return root
-
-
 @pytest.fixture(scope="session")
 def golden_dir(tmp_path_factory, run_reference_batch) -> Path:
     """The golden set, baked by whestbench 0.16.2 at one BLAS thread (once per test run; copy before writing)."""
@@ -185,6 +165,23 @@ def golden_dir(tmp_path_factory, run_reference_batch) -> Path:
                             cwd=root)
 
     return made_once(tmp_path_factory, "golden-0.16", make)
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> dict:
+    """Tiny pcg64 bakes (``helpers.datasets.TINY_SHAPE``: 2,000 samples, 8x2) that many test files only
+    read, baked once per test run (``made_once``): never write under them (copy one into ``tmp_path``
+    first). ``public`` (2 MLPs, ``--seed 3``: ``TINY_PUBLIC``), ``holdout`` (``--seed 4``, split and config
+    ``holdout``), ``p0`` and ``p1`` (the halves of one 4-MLP bake, ``--seed 3``: ``p0`` holds ``public``'s
+    MLPs), as paths; ``parts`` and ``splits`` as the merge and combine-splits arguments (strings)."""
+    root = made_once(tmp_path_factory, "tiny", lambda root: make_merge_inputs(root, **TINY_SHAPE))
+    return merge_inputs_at(root)
+
+
+@pytest.fixture
+def golden_copy(tmp_path, golden_dir) -> Callable[[str], Path]:
+    """``golden_copy(name)``: a private copy of ``golden/<name>`` under ``tmp_path`` that a test may damage."""
+    return lambda name: Path(shutil.copytree(golden_dir / name, tmp_path / name))
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Every command README.md and docs/*.md show runs as written (issue 35: docs/error-bars.md's
 `whest dataset calibrate --width W --depth D --target-stderr E` failed, missing --n-mlps and --n-samples).
 
-The rules are tests/doc_commands.py's (what a documented command is, the small sizes, the skips). In the
+The rules are tests/helpers/doc_commands.py's (what a documented command is, the small sizes, the skips). In the
 default suite every documented ``whest`` command line is parsed by the CLI itself (an unknown verb or flag,
 a missing required flag or a bad value fails), the skipped ones too, and every line is either run or
 skipped for a listed reason. ``test_the_documented_commands_run`` (slow) runs them: each doc's ```bash
@@ -18,9 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_commands import (DOCS, PLACEHOLDERS, REPO, SKIP, Doc, collect, command, parse_error, skip_reason, small,
-                          variants, whest_argv)
 from test_readme import shell_env  # noqa: F401  (the fixture: whest on PATH, offline, caches in tmp)
+
+from helpers.doc_commands import (DOCS, PLACEHOLDERS, REPO, SKIP, Doc, collect, command, parse_error, skip_reason, small,
+                          variants, whest_argv)
+
 
 BENCH_TESTS = REPO / "tests" / "benchmarks"
 

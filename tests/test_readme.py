@@ -1,6 +1,6 @@
 """The README's commands run as written: every ```bash block, in order, in one bash (``set -euo
 pipefail``), in an empty directory, with ``whest`` on PATH running this tree; then its ```python block.
-(tests/doc_commands.py holds the rules, which tests/test_docs_commands.py applies to docs/*.md too.)
+(tests/helpers/doc_commands.py holds the rules, which tests/test_docs_commands.py applies to docs/*.md too.)
 
 The only changes made to the README's text, by rule:
 
@@ -23,7 +23,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_commands import SKIP, command, small  # noqa: F401  (the rules every documented command follows)
+
+from helpers.doc_commands import SKIP, command, small  # noqa: F401  (the rules every documented command follows)
+
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

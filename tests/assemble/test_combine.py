@@ -27,7 +27,9 @@ from whestbench.errors import UsageError
 from whestbench.errors import OutputExistsError
 from whestbench.format.checksums import file_sha256, verify_checksums
 from whestbench.format.schema import validate_metadata
-from dataset_edits import edit_metadata as _edit_metadata, no_output as _no_output
+
+from helpers.datasets import edit_metadata as _edit_metadata, no_output as _no_output
+
 
 SHAPE = dict(n_samples=300, width=8, depth=2)
 

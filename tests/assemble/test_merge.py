@@ -28,7 +28,9 @@ from whestbench.format.reader import data_files
 from whestbench.format.schema import validate_metadata
 from whestbench.errors import UsageError
 from whestbench.errors import OutputExistsError
-from dataset_edits import edit_metadata as _edit_metadata, no_output as _no_output
+
+from helpers.datasets import edit_metadata as _edit_metadata, no_output as _no_output
+
 
 SEEDS = [11, 22, 33, 44, 55]
 OTHER_SEEDS = [11, 22, 33, 44, 66]  # a different seed list: its digest differs

@@ -8,19 +8,22 @@ import os
 import subprocess
 import sys
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from whestbench.cli import main  # noqa: E402
 from whestbench.bake import plan as plan_mod  # noqa: E402
 from whestbench.bake.pipeline import BakeConfig, bake  # noqa: E402
 from whestbench.assemble.merge import merge_datasets  # noqa: E402
 from whestbench.dataset_torch import create_dataset_torch  # noqa: E402
 from whestbench.work.executor import BakeInterrupted  # noqa: E402
-from dataset_edits import free_port as _free_port
+
+from helpers.cli import dataset  # noqa: E402
+from helpers.procs import free_port as _free_port  # noqa: E402
+
 
 NUMERIC = ("all_layer_means", "final_means", "avg_variance", "all_layer_stderr")
 IDENTITY = ("mlp_id", "mlp_name", "mlp_seed", "weights")
@@ -99,11 +102,9 @@ def test_metadata_records_what_can_change_the_numbers(tmp_path):
 
 
 def _cli(capsys, *args):
-    try:
-        rc = main(["dataset", "bake", *args])
-    except SystemExit as exc:  # parser errors end the run, as in 0.16
-        rc = exc.code
-    return rc, capsys.readouterr()
+    """``whest dataset bake ARGS``: its exit code and its output (``.out``, ``.err``)."""
+    rc, out, err = dataset(capsys, "bake", *args)
+    return rc, SimpleNamespace(out=out, err=err)
 
 
 def test_max_threads_with_torch_is_a_usage_error(tmp_path, capsys):

@@ -52,11 +52,15 @@ from whestbench.work.steps import Compute, run_unit
 from whestbench.work.units import WorkSpec
 from philox_reference import push_batches  # tests/philox_reference.py
 
+
 torch = pytest.importorskip("torch")
 
 from whestbench.compute.philox.torch_engine import block_batches_torch  # noqa: E402
 from whestbench.bake import plan as plan_mod  # noqa: E402
 from whestbench.dataset_torch import create_dataset_torch  # noqa: E402
+
+from helpers.procs import free_port
+
 
 ESTIMATORS = ("plain", "control-variate")
 NUMERIC = ("all_layer_means", "final_means", "avg_variance", "all_layer_stderr")
@@ -74,7 +78,6 @@ def one_blas_thread():
 
     with threads.one_blas_thread():
         yield
-
 
 
 def spec_of(sampler: str, estimator: str, n: int, width: int, depth: int, seed: int) -> WorkSpec:
@@ -323,16 +326,13 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
     """``cfg`` baked by two ranks of one distributed job (threads of this process around a store
     hosted as torchrun's agent hosts it), the real unit step on both; rank 0 waits for rank 1's
     first unit before it computes its own, so both ranks compute. Returns ``(output, units per rank)``."""
-    import socket
     from datetime import timedelta
 
     import torch.distributed as dist
 
     from whestbench.work import distributed, launch_env
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     # the store torchrun's agent would host; kept referenced until the ranks are done
     store = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=60))
     peer_computed, units, runs = threading.Event(), {0: 0, 1: 0}, {}

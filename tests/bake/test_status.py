@@ -13,6 +13,9 @@ from whestbench.bake.plan import plan_bake
 from whestbench.bake.status import bake_status, status_lines
 from whestbench.errors import BakeInterrupted, UsageError
 
+from helpers.procs import clean_env
+
+
 SHAPE = dict(n_mlps=4, n_samples=400_000, width=16, depth=3, seed=5, max_threads=1, checkpoint_every=0.05)
 
 
@@ -150,8 +153,6 @@ def test_status_and_a_rerun_read_no_fifo_or_device_planted_in_the_work_directory
     to /dev/zero read until the memory ran out (killed). Such a file is unreadable, like a damaged one."""
     import subprocess
     import sys
-
-    from bake_procs import clean_env
 
     stop = threading.Event()
     cfg = BakeConfig(**SHAPE, output=tmp_path / "out")

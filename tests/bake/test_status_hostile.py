@@ -11,12 +11,14 @@ import threading
 
 import pytest
 
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
-from conftest import made_once
 from whestbench.bake.pipeline import BakeConfig, bake
 from whestbench.bake.status import bake_status, status_lines
 from whestbench.errors import BakeInterrupted
 from whestbench.work.ledger import identity_digest
+
+from helpers.cli import run
+from helpers.datasets import made_once
+
 
 SHAPE = dict(n_mlps=4, n_samples=400_000, width=16, depth=3, seed=5, max_threads=1, checkpoint_every=0.05)
 

@@ -8,11 +8,13 @@ import os
 
 import pytest
 
-from cli_run import run
 from whestbench.bake.status import bake_status, status_lines
 from whestbench.cli.progress import Reporter
 from whestbench.events import Event, Progress
 from whestbench.work.workdir import hold_early, record_phase
+
+from helpers.cli import run
+
 
 BAKE = ["dataset", "bake", "--n-mlps", "2", "--n-samples", "40000", "--width", "8", "--depth", "3", "--seed", "4",
         "--max-threads", "1", "--quiet"]

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import run
 from whestbench.cli.common import parse_count
 from whestbench.errors import UsageError
 from whestbench.work.workdir import work_dir_for
 
-TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
+from helpers.cli import run
 
+
+TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 
 
 def assert_usage_error(rc: int, out: str, err: str, *, match: str, output: Path | None = None) -> None:

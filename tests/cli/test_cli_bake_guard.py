@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from bake_procs import clean_env, finish, start_bake, thaw, units_dir, wait_for_units
-from cli_run import run
 from whestbench.work.workdir import work_dir_for
 
-TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
+from helpers.cli import run
+from helpers.procs import clean_env, finish, start_bake, thaw, units_dir, wait_for_units
 
+
+TINY = ["--n-mlps", "3", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
 
 
 def refused(rc: int, out: str, err: str, match: str, output: Path | None = None) -> None:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-
-
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
+from helpers.cli import run
 
 
 def front(text: str) -> dict:

@@ -22,11 +22,11 @@ from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
 from whestbench.work.workdir import work_dir_for  # noqa: E402
 
+from helpers.cli import run
+from helpers.device_faults import row_count_dependent_bmm  # noqa: E402
+
+
 SHAPE = ["--n-mlps", "2", "--n-samples", "5000", "--width", "16", "--depth", "2", "--seed", "1", "--quiet"]
-
-
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
-from device_faults import row_count_dependent_bmm  # noqa: E402  (tests/device_faults.py)
 
 
 def bake(tmp_path: Path, capsys, *extra: str, name: str = "out"):

@@ -14,8 +14,7 @@ torch = pytest.importorskip("torch")
 from whestbench.compute.philox import numba_kernels as philox_numba  # noqa: E402
 from whestbench.bake import doctor as doctor_mod  # noqa: E402
 
-
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
+from helpers.cli import run
 
 
 @pytest.mark.slow

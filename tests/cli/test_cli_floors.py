@@ -7,9 +7,7 @@ import warnings
 
 import pytest
 
-
-
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
+from helpers.cli import run
 
 
 SHAPE = ["--n-mlps", "1", "--n-samples", "1e5", "--width", "8", "--depth", "2"]

@@ -1,6 +1,6 @@
 """``whest dataset push/upload`` and ``pull/download``: flags, output lines, exit codes, token hygiene.
 
-The Hub is the in-memory fake of tests/hub_fake.py; nothing here touches the network, so the real
+The Hub is the in-memory fake of tests/helpers/hub_fake.py; nothing here touches the network, so the real
 Hub and HTTP client are not exercised.
 """
 
@@ -12,12 +12,14 @@ import os
 import sys
 
 import huggingface_hub
-import hub_fake as fake
 import pytest
-from hub_fake import clock, no_network  # noqa: F401  (autouse fixtures)
 
-from whestbench.cli.app import main
 from whestbench.hub.push import push_dataset
+
+from helpers.cli import dataset as run  # run(capsys, VERB, ...): `whest dataset VERB ...`
+import helpers.hub_fake as fake
+from helpers.hub_fake import clock, no_network  # noqa: F401  (autouse fixtures)
+
 
 REPO = "org/ds"
 TOKEN = "hf_CliSecretTokenValue0987654321"
@@ -26,15 +28,6 @@ TOKEN = "hf_CliSecretTokenValue0987654321"
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
     return fake.FakeHub().install(monkeypatch, tmp_path / "hf-cache")
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(["dataset", *args])
-    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("verb", ["push", "upload", "pull", "download"])

@@ -16,10 +16,12 @@ import datasets
 import pytest
 
 from whestbench.atomic import STAGING_MARK
-from whestbench.cli import main
 from whestbench.bake.pipeline import create_dataset
 from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import read_metadata
+
+from helpers.cli import dataset as _run  # _run(capsys, VERB, ...): `whest dataset VERB ...`
+
 
 SHAPE = dict(n_samples=300, width=8, depth=2)
 
@@ -41,15 +43,6 @@ def baked(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(autouse=True)
 def hf_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(["dataset", *map(str, argv)])
-    except SystemExit as exc:  # --help and parser errors end the run, as in 0.16
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 def _one_line_error(err: str) -> str:

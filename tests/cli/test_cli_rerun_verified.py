@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import run
 from whestbench.dataset import create_dataset
+
+from helpers.cli import run
+
 
 SHAPE = dict(n_samples=2000, width=8, depth=2)
 _BAKE = ["dataset", "bake", "--n-mlps", "2", "--n-samples", "2000", "--width", "8", "--depth", "2", "--seed", "1"]

@@ -9,14 +9,11 @@ import pytest
 from whestbench.cli import main
 from whestbench.compute.seeds import derived_seeds
 
+from helpers.cli import dataset
+
 
 def generate(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        rc = main(["dataset", "generate-seeds", *args])
-    except SystemExit as exc:  # parser errors end the run, as in 0.16
-        rc = exc.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
+    return dataset(capsys, "generate-seeds", *args)
 
 
 def test_prints_a_json_array_of_n_distinct_int63(capsys):

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bake_procs import STEP_TIMEOUT_S, finish, start_bake, thaw, units_dir, wait_for_units
 from whestbench.bake.pipeline import BakeConfig, bake
+
+from helpers.procs import STEP_TIMEOUT_S, clean_env, finish, start_bake, thaw, units_dir, wait_for_units
+from helpers.signal_points import ENV_MARK, SCRIPT
+
 
 EXIT_RESUMABLE = 75
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
@@ -138,14 +141,11 @@ def test_a_signal_at_any_moment_of_set_up_ends_the_bake_with_the_resume_advice(t
     import subprocess
     import sys
 
-    from bake_procs import clean_env
-    from signal_points import ENV_MARK, SCRIPT
-
     output = tmp_path / "ds"
     # A set-up with work in it (a slice of a long derived seed list: seeds, names, planning) and one
     # unit of hours after it (2e10 samples at 32x3: ~1e14 FLOP), so the bake can only have ended by
     # stopping, on any machine: that it ends at all (within finish's hang guard) is the verdict, not
-    # how fast. The signal is sent at a named point of the run (tests/signal_points.py), so a busy
+    # how fast. The signal is sent at a named point of the run (tests/helpers/signal_points.py), so a busy
     # machine cannot move it to another phase (a delay after the handler's installation did: 0.4 s
     # landed in the import of whestbench.errors on a loaded machine).
     args = ["--n-mlps", "300000", "--n-samples", "2e10", "--width", "32", "--depth", "3", "--seed", "3",
@@ -239,8 +239,6 @@ def test_a_stop_that_arrives_after_the_dataset_is_written_does_not_fail_the_bake
     exit code stays 0 (not 143, which would mark the job step failed)."""
     import subprocess
     import sys
-
-    from bake_procs import clean_env
 
     output = tmp_path / "ds"
     cmd = [sys.executable, "-m", "whestbench", "dataset", "bake", *_args(n_samples=20_000), "--output", str(output)]

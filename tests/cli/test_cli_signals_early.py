@@ -4,7 +4,7 @@ A Ctrl-C that lands while Python is still loading whestbench's entry point used 
 ``KeyboardInterrupt`` traceback from the import machinery; a SIGTERM that landed inside the import
 of ``whestbench.errors`` once run() had its handler died of an ImportError traceback (the handler
 imported ``SignalStop`` from the half-initialized module). Here the signal is sent from an import
-hook (``tests/signal_points.py``) at the moment a given module's import starts, or inside it, so the
+hook (``tests/helpers/signal_points.py``) at the moment a given module's import starts, or inside it, so the
 timing is exact, not a race: the first module ``python -m whestbench`` imports, the modules
 ``run()`` imports before and after it installs the stop handlers, and the CLI itself.
 
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from signal_points import ENV_MARK, SCRIPT
+from helpers.signal_points import ENV_MARK, SCRIPT
+
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,7 @@ stops at 524,288 samples, its 32-batch floor (docs/cli.md): the floor, not the t
 
 from __future__ import annotations
 
-from cli_run import run
-
+from helpers.cli import run
 
 
 SHAPE = ["--n-mlps", "2", "--n-samples", "1e6", "--width", "8", "--depth", "3", "--seed", "1", "--quiet"]

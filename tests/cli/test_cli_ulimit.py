@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from bake_procs import clean_env
-from merge_inputs import make_merge_inputs
+from helpers.cli import run
+from helpers.datasets import make_merge_inputs
+from helpers.procs import clean_env
+
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 64 * 1024  # every output below writes a file larger than this (weights of 64x4: 64 KiB per MLP)
@@ -65,8 +67,6 @@ def test_merge_and_combine_under_ulimit_f_are_one_line_and_leave_nothing(inputs,
 
 
 def test_verify_recompute_under_ulimit_f_is_one_line_and_caches_nothing(inputs, tmp_path, capsys):
-    from cli_run import run
-
     cache = tmp_path / "cache"
     cache.mkdir()
     before = tree(inputs["root"])
@@ -82,8 +82,6 @@ def test_verify_recompute_under_ulimit_f_is_one_line_and_caches_nothing(inputs, 
 
 
 def test_prepare_arrow_under_ulimit_f_is_one_line_and_keeps_the_prepared_copies(inputs, tmp_path, capsys):
-    from cli_run import run
-
     combined = tmp_path / "combined"
     assert run(["dataset", "combine-splits", *inputs["splits"], "--output", str(combined)], capsys)[0] == 0
     before = tree(combined)

@@ -18,10 +18,10 @@ import pytest
 from whestbench.dataset import create_dataset
 from whestbench.work.workdir import work_dir_for
 
+from helpers.cli import run
+
+
 TINY = ["--n-mlps", "2", "--n-samples", "200", "--width", "4", "--depth", "2", "--quiet"]
-
-
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 
 
 def bake(out: Path, *extra: str) -> list[str]:

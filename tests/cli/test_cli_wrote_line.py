@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from bake_procs import clean_env
+from helpers.procs import clean_env
+
 
 WROTE = re.compile(r"^✓ Wrote .* in ([0-9.]+)s .*; the whole command took ([0-9.]+)s \(start-up ([0-9.]+)s\)$")
 

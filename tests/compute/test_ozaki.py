@@ -1,7 +1,7 @@
 """The integer (Ozaki) arithmetic: its numpy specification (``compute/philox/ozaki_spec.py``) against
 fp64 and the precision gate, under both accumulator models; and its Triton kernel
 (``compute/philox/ozaki.py``) against the specification, byte for byte, in Triton's interpreter
-without a GPU (``tests/triton_interp.py``), with the column sums invariant to batch, tile and grid.
+without a GPU (``tests/helpers/triton_interp.py``), with the column sums invariant to batch, tile and grid.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
+from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 from whestbench.compute import precision as prec  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.philox import ozaki_spec as oz  # noqa: E402

@@ -3,7 +3,7 @@ words, the same normals, the same tree over the same GEMMs; and no setting but i
 changes a byte.
 
 Without a GPU its Triton kernels run in Triton's interpreter on CPU tensors and its GEMMs are torch's
-CPU ``mm`` (``tests/triton_interp.py`` switches the interpreter on for this module only): the same code
+CPU ``mm`` (``tests/helpers/triton_interp.py`` switches the interpreter on for this module only): the same code
 a CUDA bake runs, at tiny shapes. On a CUDA machine the same tests run the compiled kernels and cuBLAS;
 the ``gpu``-marked ones run only there.
 """
@@ -17,13 +17,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
+from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 from whestbench.compute.philox import spec as philox  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.precision import float32_ulps  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from philox_kat import KEY  # noqa: E402  (tests/philox_kat.py)
-from device_faults import batch_dependent_mm, first_word_flipped  # noqa: E402  (tests/device_faults.py)
+from helpers.device_faults import batch_dependent_mm, first_word_flipped  # noqa: E402
 
 ce = kernel_module("whestbench.compute.philox.cuda_engine", "_relu_tree_kernel")
 

@@ -2,7 +2,7 @@
 arithmetic; its split precisions pass the precision gate; and no launch knob changes a byte.
 
 Without a GPU the kernel runs in Triton's interpreter (numpy underneath), switched on for this
-module's import of the kernel module and for its tests only (``tests/triton_interp.py``). The
+module's import of the kernel module and for its tests only (``tests/helpers/triton_interp.py``). The
 interpreter is slow, so the kernel tests use tiny shapes; the precision gate runs the split
 arithmetic in numpy (``emulate_matmul``), which is what the interpreter computes too. On a CUDA
 machine the same tests run the compiled kernel.
@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
+from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 from whestbench.compute.philox import spec as philox  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402

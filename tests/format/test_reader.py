@@ -20,9 +20,9 @@ SHARD = "data/public-00000-of-00001.parquet"
 
 
 @pytest.fixture
-def full(tmp_path: Path, golden_dir: Path) -> Path:
+def full(golden_copy) -> Path:
     """A private copy of golden/full-w64-d4 (6 MLPs, one public shard) that a test may damage."""
-    return Path(shutil.copytree(golden_dir / "full-w64-d4", tmp_path / "full"))
+    return golden_copy("full-w64-d4")
 
 
 def _write_metadata(d: Path, md: dict) -> None:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.dataset_edits import edit_metadata
+from helpers.datasets import edit_metadata
 from whestbench.assemble.inputs import check_files
 from whestbench.cli import main
 from whestbench.errors import InvalidDatasetError, MergeCorruptError

@@ -9,10 +9,11 @@ import io
 import sys
 
 import pytest
-from hub_fake import no_network  # noqa: F401  (autouse: any connection fails the test)
 
-from cli_run import run  # noqa: E402
 from whestbench.errors import UsageError
+
+from helpers.cli import run
+from helpers.hub_fake import no_network  # noqa: F401  (autouse: any connection fails the test)
 
 
 @pytest.mark.parametrize("kwargs, words", [

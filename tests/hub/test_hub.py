@@ -1,4 +1,4 @@
-"""push/pull/publish_dataset through huggingface_hub, against the in-memory fake Hub of tests/hub_fake.py.
+"""push/pull/publish_dataset through huggingface_hub, against the in-memory fake Hub of tests/helpers/hub_fake.py.
 
 Nothing touches the network (a socket guard fails any test that would). Not exercised here: the
 real Hub and HTTP client (authentication, LFS/Xet transfer, the server's card validation, rate
@@ -15,7 +15,17 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from hub_fake import (  # noqa: F401  (no_network, clock: autouse fixtures)
+
+import whestbench
+from whestbench.errors import InvalidDatasetError, MergeCorruptError
+from whestbench.hub.pull import pull_dataset, split_files, staging_path
+from whestbench.hub.push import plan_push, publish_dataset, push_dataset
+from whestbench.hub.ref import check_repo_id
+from whestbench.errors import HubError
+from whestbench.errors import UsageError
+from whestbench.events import Event, Progress
+
+from helpers.hub_fake import (  # noqa: F401  (no_network, clock: autouse fixtures)
     TOKEN,
     FakeHub,
     base_metadata,
@@ -28,14 +38,6 @@ from hub_fake import (  # noqa: F401  (no_network, clock: autouse fixtures)
     tree_bytes,
 )
 
-import whestbench
-from whestbench.errors import InvalidDatasetError, MergeCorruptError
-from whestbench.hub.pull import pull_dataset, split_files, staging_path
-from whestbench.hub.push import plan_push, publish_dataset, push_dataset
-from whestbench.hub.ref import check_repo_id
-from whestbench.errors import HubError
-from whestbench.errors import UsageError
-from whestbench.events import Event, Progress
 
 REPO = "org/ds"
 

@@ -1,6 +1,6 @@
 """loader: load_dataset, metadata, iter_mlps, mlp_at and mlp_from_row, on datasets made by whestbench 0.16.2.
 
-Hub loads are exercised against tests/hub_fake.py (``HfApi.dataset_info``, ``hf_hub_download``,
+Hub loads are exercised against tests/helpers/hub_fake.py (``HfApi.dataset_info``, ``hf_hub_download``,
 ``snapshot_download`` and ``datasets.load_dataset`` replaced by a fake that records its arguments):
 nothing touches the network.
 """
@@ -16,7 +16,6 @@ import datasets
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from hub_fake import FakeHub, clock, no_network, offline_download_error  # noqa: F401  (autouse fixtures)
 
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.seeds import estimator_seed
@@ -26,7 +25,10 @@ from whestbench.hub.loader import iter_mlps, load_dataset, metadata, mlp_at, mlp
 from whestbench.format.checksums import dataset_checksums, file_sha256
 from whestbench.format.reader import read_metadata
 from whestbench.format.schema import COLUMNS
-from dataset_edits import edit_metadata as _edit_metadata
+
+from helpers.datasets import edit_metadata as _edit_metadata
+from helpers.hub_fake import FakeHub, clock, no_network, offline_download_error  # noqa: F401  (autouse fixtures)
+
 
 SHARD = "data/public-00000-of-00001.parquet"
 REAL_LOAD_DATASET = datasets.load_dataset
@@ -41,15 +43,15 @@ def private_hf_cache(tmp_path_factory):
 
 
 @pytest.fixture
-def full(tmp_path: Path, golden_dir: Path) -> Path:
+def full(golden_copy) -> Path:
     """A private copy of golden/full-w64-d4 (6 MLPs, one public shard) that a test may damage."""
-    return Path(shutil.copytree(golden_dir / "full-w64-d4", tmp_path / "full"))
+    return golden_copy("full-w64-d4")
 
 
 @pytest.fixture
-def combined(tmp_path: Path, golden_dir: Path) -> Path:
+def combined(golden_copy) -> Path:
     """A private copy of golden/combined-w64-d4 (public 6 + holdout 3, with prepared Arrow)."""
-    return Path(shutil.copytree(golden_dir / "combined-w64-d4", tmp_path / "combined"))
+    return golden_copy("combined-w64-d4")
 
 
 def _add_checksums(d: Path) -> dict:
@@ -550,7 +552,7 @@ def test_mlp_from_row_validates_the_weights():
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path) -> FakeHub:
-    """tests/hub_fake.py's Hub, answering datasets.load_dataset from the repo's shards too."""
+    """tests/helpers/hub_fake.py's Hub, answering datasets.load_dataset from the repo's shards too."""
     return FakeHub().install(monkeypatch, tmp_path / "hf-cache", with_datasets=True)
 
 

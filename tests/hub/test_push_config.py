@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from hub_fake import FakeHub, clock, no_network, single  # noqa: F401  (no_network, clock: autouse fixtures)
 
 from whestbench.errors import DatasetSourceError, UsageError
 from whestbench.hub import push
 from whestbench.hub.push import PushConfig, plan_push, push_dataset
+
+from helpers.hub_fake import FakeHub, clock, no_network, single  # noqa: F401  (no_network, clock: autouse fixtures)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import pytest
 
 from whestbench.compute.seeds import estimator_seed
 from whestbench.bake.pipeline import create_dataset
-from tests.dataset_edits import write_keeping_trail
+from helpers.datasets import write_keeping_trail
 from whestbench.format import writer
 from whestbench.format.writer import row_bytes
 

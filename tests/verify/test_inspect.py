@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from hub_fake import FakeHub, clock, no_network  # noqa: F401  (autouse fixtures)
 
 from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import InvalidDatasetError
 from whestbench.errors import HubError
 from whestbench.verify.inspect import describe, plot_means
 from whestbench.errors import UsageError
+
+from helpers.hub_fake import FakeHub, clock, no_network  # noqa: F401  (autouse fixtures)
+
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -229,7 +231,6 @@ def test_plot_overlays_the_splits_of_a_multi_split_dataset(golden_dir, tmp_path)
 def test_plot_refuses_an_unknown_format(baked, tmp_path):
     with pytest.raises(UsageError, match=r"\.png"):
         plot_means(baked, tmp_path / "means.bmp")
-
 
 
 # --- the plot: means and standard errors per layer, on shared axes (issue 35) ------------------------

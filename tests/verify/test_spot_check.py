@@ -9,9 +9,13 @@ import pytest
 
 from whestbench.bake.pipeline import BakeConfig, bake, create_dataset
 from whestbench.compute.mlp import weights_for_seed
-from whestbench.compute.pcg64 import Pcg64Stream, chunk_rows
+from whestbench.compute.pcg64 import chunk_rows
 from whestbench.errors import UsageError
 from whestbench.verify.run import verify_dataset
+
+from helpers.cli import run
+from helpers.device_faults import scaled_weights
+
 
 SEEDS = [11, 22, 33]
 SHAPE = dict(n_samples=9 * chunk_rows(8) + 50, width=8, depth=3)
@@ -46,20 +50,9 @@ def test_one_mlp_is_named_in_the_singular(tmp_path):
 
 
 def test_fault_injected_through_step_is_caught(tmp_path, monkeypatch):
+    # one chunk of MLP 1 (its segment 4 of 10) runs on weights x 1.001: a device fault
     target = weights_for_seed(SEEDS[1], SHAPE["width"], SHAPE["depth"])
-    orig = Pcg64Stream.step
-    step = chunk_rows(8)
-
-    def faulty(self):  # one chunk of MLP 1 (its segment 4 of 10) runs on weights x 1.001: a device fault
-        if self.position == 4 * step and np.array_equal(self.weights, target):
-            self.weights = target * np.float32(1.001)
-            try:
-                return orig(self)
-            finally:
-                self.weights = target
-        return orig(self)
-
-    monkeypatch.setattr(Pcg64Stream, "step", faulty)
+    scaled_weights(monkeypatch, target, 1.001, lambda stream: stream.position == 4 * chunk_rows(8))
     ds = bake(BakeConfig(n_mlps=3, mlp_seeds=tuple(SEEDS), output=tmp_path / "ds", max_threads=1, **SHAPE))
     monkeypatch.undo()
     report = verify_dataset(ds, spot_check=30)  # every segment (3 MLPs x 10)
@@ -152,8 +145,6 @@ def test_spot_check_reports_progress_and_stops_between_segments(honest):
 
 
 def test_cli_spot_check_prints_its_seed_and_probability(honest, capsys):
-    from cli_run import run
-
     rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "2", "--spot-seed", "5"], capsys)
     assert rc == 0, err
     line = next(ln for ln in out.splitlines() if "spot-check" in ln)
@@ -238,8 +229,6 @@ def test_spot_check_record_that_does_not_match_is_ignored_and_no_cache_keeps_non
 
 
 def test_cli_spot_check_resumes_and_takes_no_cache(honest, tmp_path, capsys, serial):
-    from cli_run import run
-
     from whestbench.errors import BakeInterrupted
 
     root = tmp_path / "cache"
@@ -283,8 +272,6 @@ def test_without_a_seed_each_run_draws_a_fresh_one_and_prints_it(honest, capsys)
     that seed reproduces the draw."""
     import re
 
-    from cli_run import run
-
     seen = {}
     for _ in range(2):
         rc, out, err = run(["dataset", "verify", str(honest), "--spot-check", "3", "--no-cache"], capsys)
@@ -320,19 +307,7 @@ def test_one_forged_segment_the_old_default_never_drew_is_caught_at_the_stated_r
     over the draws of --spot-check 6 under 40 seeds, the catch count is what the printed probability says
     (6/30 per draw: 8 expected; outside 1..20 with probability below 2e-4 for an honest draw function)."""
     target = weights_for_seed(SEEDS[2], SHAPE["width"], SHAPE["depth"])
-    orig = Pcg64Stream.step
-    step = chunk_rows(8)
-
-    def faulty(self):
-        if self.position == 8 * step and np.array_equal(self.weights, target):
-            self.weights = target * np.float32(1.001)
-            try:
-                return orig(self)
-            finally:
-                self.weights = target
-        return orig(self)
-
-    monkeypatch.setattr(Pcg64Stream, "step", faulty)
+    scaled_weights(monkeypatch, target, 1.001, lambda stream: stream.position == 8 * chunk_rows(8))
     ds = bake(BakeConfig(n_mlps=3, mlp_seeds=tuple(SEEDS), output=tmp_path / "ds", max_threads=1, **SHAPE))
     monkeypatch.undo()
     caught, stated = 0, set()
@@ -356,7 +331,6 @@ def test_a_stop_signal_during_the_spot_check_saves_its_record_and_exits_75(hones
     import os
     import signal
 
-    from cli_run import run
     from whestbench.verify import spot
 
     orig, calls = spot._one, []
@@ -398,7 +372,6 @@ def test_progress_advances_within_a_segment(tmp_path):
 def test_recompute_draws_a_fresh_seed_prints_it_and_a_stop_names_it(tmp_path, capsys, monkeypatch):
     import re
 
-    from cli_run import run
     from whestbench.errors import BakeInterrupted
     from whestbench.verify import recompute as recompute_mod
 

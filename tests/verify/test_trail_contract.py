@@ -25,11 +25,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import MergeCorruptError
 from whestbench.format.checksums import bind_checksums, dataset_checksums
 from whestbench.verify.run import verify_dataset
+
+from helpers.cli import run
+
 
 SHAPE = dict(n_samples=200_000, width=8, depth=3)  # pcg64 at width 8: 13 segments of one 16,384-row chunk
 SEEDS = [11, 22, 33, 44]

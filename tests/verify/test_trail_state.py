@@ -12,8 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 from whestbench.format.trail import pcg64_state
+
+from helpers.cli import run
+
 
 BAD = ["{}", "null", "-5", "1e400", '{"bit_generator": "PCG64", "state": {"state": -1, "inc": 1}, "has_uint32": 0, '
        '"uinteger": 0}', "[1, 2]", "not json"]

@@ -15,8 +15,10 @@ import pytest
 from whestbench.bake.pipeline import BakeConfig, bake, create_dataset
 from whestbench.compute.estimation import Estimation
 from whestbench.compute.mlp import weights_for_seed
-from whestbench.compute.pcg64 import Pcg64Stream
 from whestbench.verify.run import verify_dataset
+
+from helpers.device_faults import scaled_weights
+
 
 SHAPE = dict(n_samples=200_000, width=8, depth=3)
 SEEDS = [11, 22, 33]
@@ -119,18 +121,7 @@ def test_missing_trail_file_fails(plain, tmp_path):
 
 def test_device_fault_in_second_half_fails_drift(tmp_path, monkeypatch):
     target = weights_for_seed(SEEDS[1], SHAPE["width"], SHAPE["depth"])
-    orig = Pcg64Stream.step
-
-    def faulty(self):
-        if self.position >= self.n_samples // 2 and np.array_equal(self.weights, target):
-            self.weights = target * np.float32(1.05)
-            try:
-                return orig(self)
-            finally:
-                self.weights = target
-        return orig(self)
-
-    monkeypatch.setattr(Pcg64Stream, "step", faulty)
+    scaled_weights(monkeypatch, target, 1.05, lambda stream: stream.position >= stream.n_samples // 2)
     out = create_dataset(3, mlp_seeds=SEEDS, output_path=tmp_path / "ds", max_threads=1, **SHAPE)
     monkeypatch.undo()
     check, report = _verdict(out)

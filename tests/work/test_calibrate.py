@@ -11,6 +11,8 @@ from whestbench.work.executor import Job
 from whestbench.work.steps import Compute
 from whestbench.work.units import WorkSpec
 
+from helpers.cli import run
+
 
 def _cal(stderr) -> Calibration:
     return Calibration(width=2, depth=2, calib_mlps=len(stderr), calib_samples=10_000, seconds=2.0,
@@ -119,7 +121,6 @@ def test_calibrate_projects_the_whole_bake_command_start_up_probe_pilots_and_wri
     runs, a target bake's pilots and the writing."""
     import re
 
-    from cli_run import run
     from whestbench.work import machine
 
     monkeypatch.setattr(machine, "process_seconds", lambda: 500.0)  # a start-up no sampling can hide
@@ -140,7 +141,6 @@ def test_the_whole_command_schedules_the_units_on_the_workers(capsys, monkeypatc
     """3 equal MLPs on 2 workers take two MLPs' time: the linear projection said one and a half."""
     import re
 
-    from cli_run import run
     from whestbench.work import machine
 
     monkeypatch.setattr(machine, "process_seconds", lambda: 0.0)
@@ -164,7 +164,6 @@ def test_a_timed_run_too_short_for_a_steady_rate_is_said_with_a_longer_one(capsy
     duration is set here, so the verdict does not depend on the machine)."""
     import dataclasses
 
-    from cli_run import run
     from whestbench.work import calibrate as calibration
 
     real = calibration.calibrate

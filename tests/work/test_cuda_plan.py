@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
+from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 
 ce = kernel_module("whestbench.compute.philox.cuda_engine", "_relu_tree_kernel")
 

@@ -17,7 +17,8 @@ from whestbench.compute.estimation import Estimation  # noqa: E402
 from whestbench.compute.precision import GATE_MAX_ABS  # noqa: E402
 from whestbench.bake.plan import BakeConfig, plan_bake  # noqa: E402
 from whestbench.work import device_check as dc  # noqa: E402
-from device_faults import batch_dependent_mm, first_word_flipped, row_count_dependent_bmm  # noqa: E402  (tests/device_faults.py)
+
+from helpers.device_faults import batch_dependent_mm, first_word_flipped, row_count_dependent_bmm  # noqa: E402
 
 
 def _plan(width=16, depth=3, **kw):

@@ -1,6 +1,6 @@
 """The device check on the fused kernel's path (``engine="triton"``): without a GPU it runs in
 Triton's interpreter (switched on for the kernel module's import and this module's tests only:
-``tests/triton_interp.py``), at a tiny shape and a 64-sample stretch, so the check's fused-kernel
+``tests/helpers/triton_interp.py``), at a tiny shape and a 64-sample stretch, so the check's fused-kernel
 branch has at least run somewhere; on a CUDA machine the compiled kernel is checked by
 tests/work/test_device_check.py's gpu-marked tests."""
 
@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
+from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 from whestbench.work import device_check as dc  # noqa: E402
 from whestbench.work.steps import Compute  # noqa: E402
 from whestbench.work.units import WorkSpec  # noqa: E402

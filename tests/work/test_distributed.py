@@ -26,10 +26,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("torch.distributed")
 
-from bake_procs import clean_env  # noqa: E402
 from whestbench.compute.seeds import slice_bounds  # noqa: E402
 from whestbench.bake.pipeline import BakeConfig, bake  # noqa: E402
-from dataset_edits import free_port as _free_port
+
+from helpers.procs import clean_env, free_port as _free_port  # noqa: E402
 
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
             "all_layer_stderr")

@@ -19,9 +19,11 @@ import importlib.util
 
 import pytest
 
-from bake_procs import finish, start_bake, units_saved, wait_for_units
-from cli_run import run
 from whestbench.bake.pipeline import BakeConfig, bake
+
+from helpers.cli import run
+from helpers.procs import clean_env, finish, start_bake, units_saved, wait_for_units
+
 
 # What identifies a row and what the bake computed: identical bytes, or the resume is wrong.
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
@@ -153,8 +155,6 @@ def test_sigkill_inside_one_mlp_resumes_from_its_latest_checkpoint_and_equals_un
 ):
     import subprocess
     import sys
-
-    from bake_procs import clean_env
 
     output = tmp_path / "ds"
     args = [

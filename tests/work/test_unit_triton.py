@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from triton_interp import interpreter, kernel_module  # noqa: E402,F401  (tests/triton_interp.py)
+from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 from whestbench.compute.seeds import derived_seeds  # noqa: E402
 from whestbench.work.steps import Compute, UnitContext, run_unit  # noqa: E402
 from whestbench.work.units import Unit, WorkSpec  # noqa: E402

@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
 
 SMALL = {"n-samples": "4096", "width": "8", "depth": "2"}

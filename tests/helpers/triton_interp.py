@@ -6,7 +6,7 @@ A kernel test module therefore imports the kernel module through ``kernel_module
 set for the import only) and binds the module-scoped autouse fixture ``interpreter`` (the variable
 set while that module's tests run)::
 
-    from triton_interp import interpreter, kernel_module  # noqa: F401  (tests/triton_interp.py)
+    from helpers.triton_interp import interpreter, kernel_module  # noqa: F401
     ptt = kernel_module()
 
 Every other test, and every process a test starts, runs without it. On a CUDA machine neither sets
@@ -64,7 +64,7 @@ def kernel_module(name: str = KERNEL_MODULE, kernel: str = "_fused_mlp_tile_kern
     if INTERPRET and not (_interpreted(triton_language.standard._sum_combine)
                           and _interpreted(fused._fused_mlp_tile_kernel) and _interpreted(getattr(module, kernel))):
         pytest.fail(f"triton or {name} was imported without TRITON_INTERPRET=1 before this test "
-                    "module (an import at collection time?): import it through tests/triton_interp.py "
+                    "module (an import at collection time?): import it through tests/helpers/triton_interp.py "
                     "kernel_module()", pytrace=False)
     return module
 

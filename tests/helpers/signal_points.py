@@ -1,7 +1,7 @@
 """Run ``python -m whestbench ARGS`` with a signal sent at one named point of its run: the moment is
 exact, not a guessed delay, so a busy machine cannot move the signal to another phase.
 
-    python tests/signal_points.py POINT SIGNUM ARGS...
+    python tests/helpers/signal_points.py POINT SIGNUM ARGS...
 
 POINT is one of
 

@@ -1,10 +1,11 @@
-"""Helpers for tests that run ``python -m whestbench dataset bake`` as a real subprocess and
-signal or kill it (importable from any test: ``tests/`` is on ``sys.path`` beside conftest.py)."""
+"""Helpers for tests that run ``python -m whestbench dataset bake`` as a real subprocess and signal or
+kill it, and ``free_port()``: a TCP port free on 127.0.0.1 now (for a torch.distributed rendezvous)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,3 +78,9 @@ def finish(proc: subprocess.Popen, timeout_s: float = STEP_TIMEOUT_S) -> tuple[i
         proc.communicate()
         raise
     return proc.returncode, err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

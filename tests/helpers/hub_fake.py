@@ -274,7 +274,7 @@ class FakeHub:
 def no_network(monkeypatch, tmp_path):
     """Any real connection attempt fails the test; no stored login or HF_TOKEN is used.
 
-    Autouse in every test module that imports it (``from hub_fake import no_network, clock``).
+    Autouse in every test module that imports it (``from helpers.hub_fake import no_network, clock``).
     """
 
     def refuse(*a, **k):

@@ -1,0 +1,93 @@
+"""Datasets the tests share, and tampering with one on disk.
+
+- ``made_once(tmp_path_factory, name, make)``: a folder baked once per test run, shared by the xdist workers.
+- ``make_merge_inputs(root, **shape)``: the inputs the merge and combine-splits tests share; at
+  ``TINY_SHAPE`` they are conftest's session-wide ``tiny`` bakes.
+- ``edit_metadata(d, **changes)``: rewrite ``d/metadata.json`` with ``changes`` (a value of None removes the
+  key); returns the new metadata.
+- ``no_output(out)``: neither ``out`` nor a staging directory of it (``.<name>.*``) exists.
+- ``write_keeping_trail(...)``: rows rewritten through the writer with an existing audit trail file carried.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from whestbench.bake.pipeline import create_dataset
+from whestbench.format.checksums import dataset_checksums
+from whestbench.format.writer import finish_dataset_dir, write_dataset
+
+TINY_SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make
+TINY_PUBLIC = dict(n_mlps=2, seed=3, **TINY_SHAPE)  # how ``tiny["public"]`` was baked
+
+
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
+    """A folder ``make(folder)`` fills once per test run: under pytest-xdist the workers share it (the
+    first to ask makes it, under a lock beside their temp folders; the others wait and reuse it), so
+    it must never be written to afterwards."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.mktemp(name)
+        make(root)
+        return root
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above each worker's own
+    root, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            make(root)
+            done.touch()
+    return root
+
+
+def make_merge_inputs(root: Path, **shape) -> dict:
+    """Two slices ``p0``, ``p1`` of one 4-MLP bake (``--seed 3``) and two one-split datasets, ``public`` (2 MLPs,
+    ``--seed 3``: the MLPs of ``p0``) and ``holdout`` (``--seed 4``, config ``holdout``), baked under ``root``
+    at ``shape``: ``{"root", "parts":
+    [two slices], "splits": [public, holdout]}`` (strings, as a command's arguments) and each as a path
+    (``"p0"``, ``"p1"``, ``"public"``, ``"holdout"``)."""
+    for k, r in enumerate([(0, 2), (2, 4)]):
+        create_dataset(4, seed=3, mlp_range=r, output_path=root / f"p{k}", **shape)
+    create_dataset(output_path=root / "public", **{**TINY_PUBLIC, **shape})
+    create_dataset(2, seed=4, split="holdout", config="holdout", output_path=root / "holdout", **shape)
+    return merge_inputs_at(root)
+
+
+def merge_inputs_at(root: Path) -> dict:
+    """What ``make_merge_inputs(root)`` returns, for a ``root`` it filled before."""
+    named = {name: root / name for name in ("p0", "p1", "public", "holdout")}
+    return {"root": root, "parts": [str(named["p0"]), str(named["p1"])],
+            "splits": [str(named["public"]), str(named["holdout"])], **named}
+
+
+def edit_metadata(d: Path, **changes) -> dict:
+    md = json.loads((Path(d) / "metadata.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            md.pop(key, None)
+        else:
+            md[key] = value
+    (Path(d) / "metadata.json").write_text(json.dumps(md, indent=2))
+    return md
+
+
+def no_output(out: Path) -> None:
+    assert not out.exists()
+    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")], "staging left behind"
+
+
+def write_keeping_trail(dst: Path, split: str, rows: list, width: int, depth: int, md: dict, trail: Path) -> Path:
+    """``write_dataset`` of ``rows`` (which hold no ``_trail``) with the audit trail file ``trail`` copied in as
+    ``md``'s side file (a dataset's own trail, or an edited one), then the checksums bound over both."""
+    write_dataset(dst, split, rows, len(rows), width, depth, {k: v for k, v in md.items() if k != "audit"})
+    side = Path(dst) / md["audit"]["file"]
+    side.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(trail, side)
+    finish_dataset_dir(Path(dst), md, dataset_checksums(dst))
+    return Path(dst)
