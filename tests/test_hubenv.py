@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import made_once
-
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "src" / "whestbench"
 
@@ -34,14 +32,10 @@ def test_every_import_of_the_hugging_face_libraries_goes_through_import_hub():
     assert found == []
 
 
-@pytest.fixture(scope="module")
-def two_partials(tmp_path_factory) -> Path:
-    def make(root: Path) -> None:
-        from whestbench import create_dataset
-
-        for k in range(2):
-            create_dataset(4, 3000, 4, 2, seed=5, mlp_range=(2 * k, 2 * k + 2), output_path=root / f"p{k}")
-    return made_once(tmp_path_factory, "hubenv-partials", make)
+@pytest.fixture
+def two_partials(tiny) -> Path:
+    """The folder holding ``p0`` and ``p1``, the halves of one 4-MLP bake."""
+    return tiny["root"]
 
 
 _SCRIPT = r"""

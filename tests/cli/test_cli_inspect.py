@@ -7,17 +7,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hub_fake import clock, no_network  # noqa: F401  (autouse: no network, instant retries)
 
-from cli_run import run
 from whestbench.bake.pipeline import create_dataset
 
+from helpers.cli import run
+from helpers.datasets import TINY_PUBLIC
+from helpers.hub_fake import FakeHub, clock, no_network  # noqa: F401  (autouse: no network, instant retries)
 
-@pytest.fixture(scope="module")
-def baked(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("cli-inspect") / "ds"
-    return create_dataset(n_mlps=2, n_samples=2000, width=8, depth=2, seed=3, output_path=out)
 
+@pytest.fixture
+def baked(tiny) -> Path:
+    return tiny["public"]
 
 
 def tamper(src: Path, dst: Path) -> Path:
@@ -78,7 +78,7 @@ def test_verify_of_a_tampered_dataset_exits_1(baked, tmp_path, capsys):
 
 
 def test_verify_against_an_identical_bake_exits_0(baked, tmp_path, capsys):
-    again = create_dataset(n_mlps=2, n_samples=2000, width=8, depth=2, seed=3, output_path=tmp_path / "again")
+    again = create_dataset(**TINY_PUBLIC, output_path=tmp_path / "again")
     rc, out, _ = run(["dataset", "verify", str(baked), "--against", str(again), "--n-check", "1"], capsys)
     assert rc == 0
     assert "✓ against: ground truth: bit-identical" in out
@@ -106,13 +106,11 @@ def test_help_exits_0(verb, capsys):
 
 
 # --------------------------------------------------------------------------------------------------
-# inspect of a Hub repo (tests/hub_fake.py), and hostile metadata
+# inspect of a Hub repo (tests/helpers/hub_fake.py), and hostile metadata
 
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
-    from hub_fake import FakeHub
-
     return FakeHub().install(monkeypatch, tmp_path / "hf-cache")
 
 

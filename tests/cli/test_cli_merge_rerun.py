@@ -16,18 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from merge_inputs import make_merge_inputs
+from helpers.cli import run
+
 
 REPO = Path(__file__).resolve().parents[2]
-SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make (verify)
 
 
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
-
-
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    return make_merge_inputs(tmp_path_factory.mktemp("inputs"), **SHAPE)
+@pytest.fixture
+def inputs(tiny):
+    return tiny
 
 
 def _argv(verb, inputs, out):

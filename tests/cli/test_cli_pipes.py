@@ -11,12 +11,10 @@ import sys
 
 import pytest
 
-from whestbench.dataset import create_dataset
 
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    return create_dataset(2, 1000, 8, 2, seed=1, output_path=tmp_path_factory.mktemp("pipes") / "ds")
+@pytest.fixture
+def small(tiny):
+    return tiny["public"]
 
 
 def closed_stdout(*args: str, cwd=None) -> tuple[int, str]:

@@ -11,8 +11,10 @@ import re
 
 import pytest
 
-from cli_run import run  # noqa: E402  (the in-process CLI runner every verb's tests share)
 from whestbench.errors import InvalidDatasetError, UsageError
+
+from helpers.cli import run
+
 
 BAD = [
     ({"homepage": "javascript:alert(1)"}, "homepage must be an http(s) URL"),
@@ -32,11 +34,9 @@ BAD = [
 ]
 
 
-@pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    from whestbench.dataset import create_dataset
-
-    return create_dataset(2, 200, 4, 2, seed=3, output_path=tmp_path_factory.mktemp("card") / "ds")
+@pytest.fixture
+def plain(tiny):
+    return tiny["public"]
 
 
 @pytest.mark.parametrize("card, words", BAD, ids=[str(i) for i in range(len(BAD))])

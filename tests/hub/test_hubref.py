@@ -1,7 +1,7 @@
 """hubref: the reference grammar, local-or-Hub resolution, token scrubbing, the retry policy, error wording.
 
 The central test runs every reference form through all four users of a reference (load_dataset,
-describe/inspect, push_dataset, pull_dataset) against tests/hub_fake.py and checks they agree: the
+describe/inspect, push_dataset, pull_dataset) against tests/helpers/hub_fake.py and checks they agree: the
 same repo and revision reach the network boundary, or the same refusal is raised before it.
 """
 
@@ -11,10 +11,8 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from hub_fake import FakeHub, clock, http_error, no_network, transport_error  # noqa: F401  (autouse fixtures)
 
 from whestbench.cli.app import main
-from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import InvalidDatasetError
 from whestbench.hub.pull import pull_dataset
 from whestbench.hub.push import push_dataset
@@ -26,13 +24,15 @@ from whestbench.hub.loader import load_dataset
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.text import remember_token, scrub
 
+from helpers.hub_fake import FakeHub, clock, http_error, no_network, offline_download_error, transport_error  # noqa: F401  (autouse fixtures)
+
+
 REPO = "org/name"
 
 
-@pytest.fixture(scope="module")
-def baked(tmp_path_factory) -> Path:
-    return create_dataset(n_mlps=2, n_samples=256, width=4, depth=2, seed=5,
-                          output_path=tmp_path_factory.mktemp("hubref") / "ds")
+@pytest.fixture
+def baked(tiny) -> Path:
+    return tiny["public"]
 
 
 @pytest.fixture
@@ -261,8 +261,6 @@ def test_offline_mode_reads_metadata_from_the_cache_without_listing_the_repo(hub
 
 
 def test_offline_mode_without_a_cached_copy_says_so(hub, monkeypatch):
-    from hub_fake import offline_download_error
-
     from whestbench.hub import client as hubclient
 
     def not_cached(*a, **k):
