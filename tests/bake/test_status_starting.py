@@ -25,7 +25,7 @@ def test_status_answers_starting_from_the_bakes_first_moment_and_names_each_phas
     directory and records the phase (this bake's kernels are numpy's: no kernel phase): status said "neither a dataset nor a bake's output" until the
     units started (~39 s on a loaded machine)."""
     import whestbench.bake.pipeline as pipeline
-    import whestbench.bake.plan as plan_mod
+    import whestbench.bake.cost as cost
     import whestbench.cli.bake as cli_bake
 
     out = tmp_path / "gt"
@@ -38,8 +38,8 @@ def test_status_answers_starting_from_the_bakes_first_moment_and_names_each_phas
         return wrapped
 
     monkeypatch.setattr(cli_bake, "_config", at("config", cli_bake._config))
-    monkeypatch.setattr(plan_mod, "PROBE_FLOPS", 0)  # every bake is timed: the probe's phase is seen
-    monkeypatch.setattr(plan_mod, "_probe", at("probe", plan_mod._probe))
+    monkeypatch.setattr(cost, "PROBE_FLOPS", 0)  # every bake is timed: the probe's phase is seen
+    monkeypatch.setattr(cost, "probe", at("probe", cost.probe))
     monkeypatch.setattr(pipeline, "write_baked", at("writing", pipeline.write_baked))
     rc, _, err = run([*BAKE, "--output", str(out)], capsys)
     assert rc == 0, err

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from whestbench.bake import cost
 from whestbench.bake import plan as plan_mod
-from whestbench.bake.plan import BakeConfig, plan_bake, probe_rate, schedule_seconds
+from whestbench.bake.cost import Needs, WRITE_BYTES_PER_S, WRITE_FIXED_S, probe_rate, schedule_seconds
+from whestbench.bake.plan import BakeConfig, plan_bake
 from whestbench.compute.estimation import Estimation
 
 
@@ -80,8 +82,8 @@ def test_the_probe_runs_the_bakes_workers_at_once_with_one_blas_thread_on_the_pl
         raise AssertionError("the probe never stopped")
 
     monkeypatch.setattr(steps, "run_unit", fake_run_unit)
-    monkeypatch.setattr(plan_mod, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
-    needs = plan_mod._probe(plan)
+    monkeypatch.setattr(cost, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    needs = cost.probe(plan)
     assert len(seen) == workers
     assert all(blas and set(blas) == {1} for blas, _, _ in seen), seen  # BLAS at one thread, as the workers run
     assert all(fused == planned_fused for _, fused, _ in seen)
@@ -117,7 +119,6 @@ def test_a_plain_bake_below_the_probe_size_gets_no_estimate(tmp_path):
 def test_the_plan_line_announces_the_whole_command_start_up_and_writing_included(monkeypatch):
     """The Plan line's time was the sampling's alone: the start-up (interpreter, imports, checks,
     the probe, a target bake's pilots: 23-56 s on a loaded machine) and the writing were left out."""
-    from whestbench.bake.plan import Needs, WRITE_BYTES_PER_S, WRITE_FIXED_S
     from whestbench.cli import bake as cli_bake
     from whestbench.work import machine
 

@@ -105,9 +105,9 @@ def test_more_mlps_than_the_memory_can_name_is_refused_without_growing(tmp_path,
     # 10**9 MLPs fit the int32 column but not a 24 GiB machine's memory (seeds and names of all): refused
     # before the seeds are derived (deriving 10**9 of them would take minutes and all of that memory).
     # The machine is said to have 24 GiB, so the verdict holds on a CI runner with more.
-    from whestbench.bake import plan
+    from whestbench.bake import cost
 
-    monkeypatch.setattr(plan, "machine_memory", lambda: (24 * 1024**3, 20 * 1024**3))
+    monkeypatch.setattr(cost, "machine_memory", lambda: (24 * 1024**3, 20 * 1024**3))
     rc, out, err = run(["dataset", "bake", "--n-mlps", "1e9", "--n-samples", "1000", "--width", "4", "--depth", "1",
                         "--seed", "1", "--output", str(tmp_path / "o")], capsys)
     refused(rc, out, err, r"needs about .* of memory .* but the machine has 24\.0 GiB", tmp_path / "o")
@@ -117,10 +117,10 @@ def test_more_mlps_than_the_memory_can_name_is_refused_without_growing(tmp_path,
 def test_more_disk_than_is_free_is_refused(tmp_path, capsys, monkeypatch):
     import shutil
 
-    from whestbench.bake import plan
+    from whestbench.bake import cost
 
     real = shutil.disk_usage
-    monkeypatch.setattr(plan.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    monkeypatch.setattr(cost.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
     rc, out, err = run(["dataset", "bake", *TINY, "--seed", "1", "--output", str(tmp_path / "o")], capsys)
     refused(rc, out, err, r"writes about .* but .* has 1000 B free", tmp_path / "o")
 

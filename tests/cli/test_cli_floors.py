@@ -36,9 +36,9 @@ def test_generate_seeds_refuses_more_seeds_than_a_bake_can_use(capsys, n):
 
 
 def test_generate_seeds_refuses_a_list_larger_than_memory(capsys, monkeypatch):
-    from whestbench.bake import plan
+    from whestbench.cli import seeds
 
-    monkeypatch.setattr(plan, "machine_memory", lambda: (1 << 30, 1 << 30))
+    monkeypatch.setattr(seeds, "machine_memory", lambda: (1 << 30, 1 << 30))
     rc, out, err = run(["dataset", "generate-seeds", "--n-mlps", "1e8"], capsys)
     assert rc == 2 and "of memory to draw and print" in err and out == ""
 

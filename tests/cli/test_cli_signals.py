@@ -128,7 +128,7 @@ SET_UP_POINTS = {
     "importing-the-cli": "exec:whestbench.cli.app",
     "importing-the-pipeline": "exec:whestbench.bake.pipeline",
     "deriving-seeds": "call:whestbench.compute.seeds:derived_seeds",
-    "timing-probe": "call:whestbench.bake.plan:_probe",
+    "timing-probe": "call:whestbench.bake.cost:probe",
     "inside-the-probe-unit": "call:whestbench.work.steps:run_unit#1",  # on the probe's worker thread
     "inside-the-unit": "call:whestbench.work.steps:run_unit#2",
 }

@@ -10,35 +10,43 @@ and one line otherwise. Nothing is written while planning.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
 import threading
-import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from whestbench.compute.estimation import Estimation
+from whestbench import optional
+from whestbench.bake import cost
+from whestbench.compute import pcg64
+from whestbench.compute.estimation import MIN_RELIABLE_BATCHES, Estimation
 from whestbench.compute.estimators import n_batches
-from whestbench.compute.estimation import MIN_RELIABLE_BATCHES
+from whestbench.compute.philox import spec as philox
 from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, MIN_SEGMENTS, segment_samples
-from whestbench.compute.seeds import check_range, derived_seeds, validate_mlp_seeds
-from whestbench.format.schema import (BACKEND_CPU, check_positive_int, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
-                                      check_name)
+from whestbench.compute.seeds import check_range, derived_seeds, seed_list_digest, validate_mlp_seeds
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
-from whestbench.format.reader import holds_dataset, open_dataset
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.format.card_rules import given_card
+from whestbench.format.finished import completed, marker
+from whestbench.format.reader import holds_dataset, open_dataset
+from whestbench.format.schema import (BACKEND_CPU, BACKEND_TORCH, DEFAULT_CONFIG, DEFAULT_SPLIT, MAX_MLPS, MAX_SAMPLES,
+                                      check_name, check_positive_int)
 from whestbench.paths import check_new_output, check_output_file
-from whestbench.text import format_bytes, format_count, format_duration
+from whestbench.text import format_count
 from whestbench.values import is_int, is_positive_number
 from whestbench.work import CHECKPOINT_EVERY_S, GPU_KERNEL_REPLACEMENT, GPU_KERNELS, WITHDRAWN_GPU_KERNELS
+from whestbench.work.controls import CONTROLS_CACHE_BYTES
 from whestbench.work.executor import Job, bake_workers
-from whestbench.work.ledger import Ledger
-from whestbench.work.machine import machine_memory
-from whestbench.work.workdir import PHASES, check_work_dir, work_dir_for
-from whestbench.work.steps import Compute
+from whestbench.work.ledger import Ledger, identity_digest, load_pilots, save_pilots
+from whestbench.work.steps import Compute, _pcg64_fused
+from whestbench.work.threads import one_blas_thread
+from whestbench.work.torch_env import kernel_identity, resolve_device
 from whestbench.work.units import WorkSpec
+from whestbench.work.workdir import PHASES, check_work_dir, work_dir_for
 
 if TYPE_CHECKING:
     from whestbench.work.launch_env import DistEnv
@@ -46,10 +54,6 @@ if TYPE_CHECKING:
 PHILOX_UNIT_BLOCKS = 256  # canonical blocks per philox unit (2**24 samples): ~60 units per MLP at N=10**9
 # Format limits (each refused before any work, with its reason):
 MAX_ROW_FLOATS = 2**29  # one row's weights (depth·width² float32) must fit an Arrow list and a 2 GiB shard
-MAX_BAKE_SECONDS = 10 * 365.25 * 86400  # a single-machine bake projected beyond this is refused as a typo
-PROBE_FLOPS = 5e12  # bakes bigger than this get a quick timing probe for the plan's time estimate
-PROBE_WINDOW_S = 0.5  # each probe worker is timed over at least this long after its first step (its warm-up)
-PROBE_MIN_STEPS = 2  # ... and over at least this many steps
 
 
 @dataclass(frozen=True)
@@ -170,8 +174,6 @@ class BakeConfig:
             raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {self.checkpoint_every!r}.")
         if self.output is not None:
             object.__setattr__(self, "output", Path(self.output))
-        from whestbench.format.card_rules import given_card
-
         object.__setattr__(self, "card", given_card(self.card) or None)
 
     @property
@@ -182,47 +184,6 @@ class BakeConfig:
     def is_partial(self) -> bool:
         return self.range != (0, self.n_mlps)
 
-
-WRITE_FIXED_S = 0.5  # writing a small dataset: card, checksums, rename (0.2-0.6 s measured on a loaded 2-core VM)
-WRITE_BYTES_PER_S = 50e6  # parquet encoding and the checksums' read-back of the rows
-
-
-@dataclass(frozen=True)
-class Needs:
-    """What a bake needs from this machine, estimated before any work (bytes, FLOPs, seconds)."""
-
-    flops: float
-    output_bytes: int
-    """The dataset directory (weights dominate: 4·depth·width² bytes per MLP)."""
-    work_bytes: int
-    """The work directory's unit and checkpoint files while the bake runs (the trail's values included)."""
-    trail_bytes: int
-    """The audit trail's part of ``output_bytes`` (``audit/<split>.parquet``; 0: no trail)."""
-    seeds_bytes: int
-    """Seeds and names of the whole dataset held in memory (also for a slice: names are unique
-    over the whole seed list)."""
-    peak_ram_bytes: int
-    seconds: float | None = None
-    """From a quick timing probe, for bakes big enough that the estimate matters (else None)."""
-    rate_flops: float | None = None
-    """The bake's rate: the timing probe's rate per worker × the workers (``probe_workers``)."""
-    probe_workers: int | None = None
-    """The workers the timing probe ran at once (the bake's)."""
-
-    @property
-    def write_seconds(self) -> float:
-        """The writing's wall time, roughly: a fixed ``WRITE_FIXED_S`` (the card, checksums, the final
-        rename) and the dataset's bytes at ``WRITE_BYTES_PER_S`` (parquet encoding of the rows)."""
-        return WRITE_FIXED_S + self.output_bytes / WRITE_BYTES_PER_S
-
-    def summary(self) -> str:
-        trail = f" (audit trail {format_bytes(self.trail_bytes)})" if self.trail_bytes else ""
-        parts = [f"{self.flops:.3g} FLOP", f"output ≈ {format_bytes(self.output_bytes)}{trail}",
-                 f"work files ≈ {format_bytes(self.work_bytes)}", f"peak RAM ≈ {format_bytes(self.peak_ram_bytes)}"]
-        if self.seconds is not None and self.rate_flops:
-            by = f", {self.probe_workers} workers" if self.probe_workers and self.probe_workers > 1 else ""
-            parts.append(f"≈ {format_duration(self.seconds)} at {self.rate_flops / 1e9:.0f} GFLOP/s (timing probe{by})")
-        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -245,7 +206,7 @@ class BakePlan:
     sampler_md: dict[str, Any]
     kernel_md: dict[str, Any] | None
     """torch: the kernel block of metadata (name, precision class, config)."""
-    needs: Needs
+    needs: cost.Needs
     notes: tuple[str, ...] = field(default=())
     """Warnings to show before the bake (e.g. MPS has no float64)."""
 
@@ -273,8 +234,6 @@ class BakePlan:
         error: every MLP takes all ``n_samples``), on the planned bake's kernels: for calibration."""
         spec = dataclasses.replace(self.spec, seeds=tuple(derived_seeds(0, n_mlps)), n_samples=n_samples, mlp_range=(0, n_mlps),
                                    planned=None, estimation=dataclasses.replace(self.spec.estimation, target_stderr=None))
-        from whestbench.work.steps import _pcg64_fused
-
         # the planned bake's kernels, not those a bake of the timed size would pick (numpy below 2**29 activations)
         compute = dataclasses.replace(self.compute, pcg64_fused=_pcg64_fused(self.spec, self.compute))
         return dataclasses.replace(self.job(None), spec=spec, compute=compute)
@@ -298,18 +257,11 @@ def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event
     spec = plan.spec
     if not spec.estimation.has_target or spec.planned is not None or not spec.seeds:
         return plan
-    from concurrent.futures import ThreadPoolExecutor
-
-    from whestbench.work.controls import CONTROLS_CACHE_BYTES
-    from whestbench.work.threads import one_blas_thread
-
     start, end = spec.mlp_range
     n = end - start
     fit_bytes = 16 * spec.depth * spec.width * spec.width if spec.estimation.is_cv and spec.depth > 1 else 0
     if n > PLAN_UPFRONT_MLPS or n * fit_bytes > CONTROLS_CACHE_BYTES:
         return plan
-    from whestbench.work.ledger import identity_digest, load_pilots, save_pilots
-
     digest = identity_digest(spec.identity())
     saved = load_pilots(work, digest, n, spec.n_samples) if work is not None else None
     if saved is not None:
@@ -349,9 +301,9 @@ def _planned(plan: BakePlan, counts: Sequence[int]) -> BakePlan:
     needs = plan.needs
     seconds = None
     if needs.rate_flops and needs.probe_workers:  # the planned counts on the bake's workers, tail included
-        seconds = schedule_seconds(planned.spec, needs.probe_workers, needs.rate_flops / needs.probe_workers)
+        seconds = cost.schedule_seconds(planned.spec, needs.probe_workers, needs.rate_flops / needs.probe_workers)
     planned = dataclasses.replace(planned, needs=dataclasses.replace(needs, flops=needs.flops * share, seconds=seconds))
-    _check_duration(planned, f"{format_count(n)} MLPs, {format_count(planned.planned_total)} planned samples")
+    cost.check_duration(planned, f"{format_count(n)} MLPs, {format_count(planned.planned_total)} planned samples")
     return planned
 
 
@@ -416,9 +368,6 @@ def result_marker(plan: "BakePlan", seeds: Sequence[int] | None, source: Mapping
     rows and place: the seeds (their digest, and how they were chosen; random seeds are "random",
     whatever was drawn), shape, range, split and config, backend, sampler and arithmetic class,
     estimator and target. The same for the bake that writes it and for a re-run that asks for it."""
-    from whestbench.compute.seeds import seed_list_digest
-    from whestbench.format.finished import marker
-
     cfg = plan.config
     start, end = cfg.range
     method = source.get("method")
@@ -438,9 +387,6 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any],
     None: ``format.finished.completed`` with this plan's marker. A dataset without a marker is
     judged by the same facts: seeds, shape, range, split and config, backend, sampler and
     arithmetic, estimator and target."""
-    from whestbench.compute.seeds import seed_list_digest
-    from whestbench.format.finished import completed
-
     cfg, spec = plan.config, plan.spec
     start, end = cfg.range
 
@@ -478,7 +424,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     """The plan of ``cfg``: checks, device, compute options, explicit or derived seeds, needs.
 
     Raises UsageError (exit 2) for anything that would fail later or does not fit this machine.
-    ``probe``: time a few chunks for the time estimate when the bake is big (``PROBE_FLOPS``).
+    ``probe``: time a few chunks for the time estimate when the bake is big (``cost.PROBE_FLOPS``).
     ``on_event`` hears a ``stage`` event as each stretch of seconds begins (loading torch, the probe).
     """
     rank0 = dist_env is None or dist_env.rank == 0
@@ -492,13 +438,12 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     start, end = cfg.range
     notes: list[str] = []
     if cfg.backend == "cpu":
-        from whestbench.compute.pcg64 import SAMPLER_NAME, SAMPLER_VERSION, chunk_rows
-
         spec = WorkSpec(seeds=(), n_samples=cfg.n_samples, width=cfg.width, depth=cfg.depth, mlp_range=(start, end),
-                        sampler=SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", estimation=cfg.estimation,
+                        sampler=pcg64.SAMPLER_NAME, arithmetic="numpy-sgemm-fp32", estimation=cfg.estimation,
                         audit_segments=cfg.audit_segments)
         compute, workers, label, kernel_md = Compute("numpy"), cfg.max_threads, "cpu", None
-        sampler_md = {"name": SAMPLER_NAME, "version": SAMPLER_VERSION, "block_size": chunk_rows(cfg.width)}
+        sampler_md = {"name": pcg64.SAMPLER_NAME, "version": pcg64.SAMPLER_VERSION,
+                      "block_size": pcg64.chunk_rows(cfg.width)}
         backend = BACKEND_CPU
     else:
         if "torch" not in sys.modules:
@@ -516,7 +461,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     if cfg.estimation.stderr_layer != "last" and not cfg.estimation.has_target:
         notes.append("--stderr-layer applies to --target-stderr, which is not given: it changes nothing here.")
     plan = BakePlan(cfg, spec, compute, workers, {}, backend, label, sampler_md, kernel_md,
-                    needs=_needs(cfg, spec, compute, workers), notes=tuple(notes))
+                    needs=cost.estimate_needs(cfg, spec, compute, workers), notes=tuple(notes))
     if existing:
         seeds, source = _known_seeds(cfg)
         dataset = open_dataset(cfg.output)
@@ -528,16 +473,16 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
             raise AlreadyBaked(cfg.output, done, dataset)
         check_bake_output(cfg.output)  # refuses it (already exists)
     if rank0 and cfg.output is not None:
-        _check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes
+        cost.check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes
     seeds, source = _known_seeds(cfg)
     plan = plan.with_seeds(seeds, source) if seeds is not None else dataclasses.replace(plan, seed_source=source)
-    if probe and plan.needs.flops > PROBE_FLOPS:
+    if probe and plan.needs.flops > cost.PROBE_FLOPS:
         on_event(Event("stage", message=PHASES["probe"], data={"phase": "probe"}))
-        plan = dataclasses.replace(plan, needs=_probe(plan))
+        plan = dataclasses.replace(plan, needs=cost.probe(plan))
         # a target bake is judged by the counts its pilots plan (``plan_targets``), not by the cap:
         # --n-samples 1e15 --target-stderr 1e-2 plans 16,384 samples per MLP
         if (dist_env is None or dist_env.world_size == 1) and not plan.spec.estimation.has_target:
-            _check_duration(plan, f"{format_count(cfg.range[1] - cfg.range[0])} MLPs × {format_count(cfg.n_samples)} samples")
+            cost.check_duration(plan, f"{format_count(cfg.range[1] - cfg.range[0])} MLPs × {format_count(cfg.n_samples)} samples")
     return plan
 
 
@@ -557,16 +502,6 @@ def _check_report_path(output: Path) -> None:
                                     "check fails: move it aside or choose another --output.") from None
 
 
-def _check_duration(plan: BakePlan, work: str) -> None:
-    """Refuse (exit 2) a single-machine bake projected beyond ``MAX_BAKE_SECONDS``: surely a typo."""
-    seconds = plan.needs.seconds
-    if seconds is not None and seconds > MAX_BAKE_SECONDS:
-        raise UsageError(
-            f"this bake would take about {format_duration(seconds)} here ({plan.needs.rate_flops / 1e9:.0f} GFLOP/s "
-            f"measured; {work}): more than 10 years, so surely a typo; check --n-samples and --n-mlps (one sample "
-            "count of 1e9 is the benchmark's largest)."
-        )
-
 
 def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
     if cfg.mlp_seeds is not None:
@@ -580,17 +515,9 @@ def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
 
 def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     """The torch backend's choices: device (resolved once), engine, batch, chunk, kernel identity."""
-    import json
-
-    from whestbench.compute.philox import spec as philox
-    from whestbench.work.torch_env import kernel_identity, resolve_device
-
-    device = resolve_device(cfg.device)
-    import torch
-
-    from whestbench.compute.philox import torch_engine as philox_torch
-    from whestbench.compute.philox.numba_engine import resolve_engine
-
+    device = resolve_device(cfg.device)  # a missing torch is refused here, with the fix
+    torch = optional.require("torch", needed_for="--torch")
+    philox_torch, numba_engine = optional.engine_module("torch"), optional.engine_module("numba")
     start, end = cfg.range
     # On the CPU one MLP per worker thread (one per core, torch single-threaded: the numba passes
     # are single-threaded, so this keeps every core busy); on a GPU, batches of up to 16.
@@ -598,10 +525,9 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     if cfg.estimation.has_target:
         batch = 1  # each MLP stops at its own check point
     rows = philox_torch.step_rows(cfg.chunk_size, torch.device(device), batch, cfg.width, philox.BLOCK_SIZE)
-    engine = resolve_engine("auto", torch.device(device))
+    engine = numba_engine.resolve_engine("auto", torch.device(device))
     if engine == "cuda" and cfg.gpu_kernel == "torch":  # every GEMM one shape: --chunk-size cannot reach it
-        from whestbench.compute.philox.cuda_engine import gemm_rows
-
+        gemm_rows = optional.engine_module("cuda").gemm_rows
         if cfg.chunk_size is not None:
             notes.append(f"--chunk-size is not used on CUDA: every GEMM of the plain path multiplies "
                          f"{gemm_rows(cfg.width):,} rows, so no setting changes a bit")
@@ -614,8 +540,7 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     kernel_md: dict[str, Any] = kernel_identity(where, engine, cfg.width, rows)
     config = None
     if cfg.gpu_kernel == "ozaki":
-        from whestbench.compute.philox import ozaki
-
+        ozaki = optional.engine_module("ozaki")
         ok, why = ozaki.ozaki_available(device, cfg.width)
         if not ok:
             raise UsageError(f"--gpu-kernel ozaki cannot run here: {why}; use --gpu-kernel torch.")
@@ -649,175 +574,3 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
     return spec, Compute(engine, where, rows, config), workers, f"torch ({where})", sampler_md, kernel_md
 
 
-# --- what a bake needs ------------------------------------------------------------------------
-
-
-_PROCESS_BYTES = 300 * 1024**2  # interpreter, numpy, pyarrow, datasets (measured ~290 MiB RSS)
-_TORCH_BYTES = 200 * 1024**2  # torch on top (measured ~470 MiB RSS in all)
-_PER_MLP_LIST_BYTES = 200  # a seed (int + list slot), its name and the uniqueness counts
-
-
-def _needs(cfg: BakeConfig, spec: WorkSpec, compute: Compute, workers: int | None) -> Needs:
-    from whestbench.compute.segments import segment_bounds
-    from whestbench.format.trail import trail_bytes
-    from whestbench.format.writer import MAX_ROW_GROUP_BYTES, row_bytes
-
-    w, d = cfg.width, cfg.depth
-    start, end = cfg.range
-    rows = end - start
-    result_bytes = 2 * (d + 1) * w * 8  # one MLP's sums and sums of squares (fp64)
-    units = _unit_count(spec)
-    if spec.sampler == "pcg64":
-        from whestbench.compute.pcg64 import chunk_rows
-
-        per_unit, chunk = result_bytes + 1024, chunk_rows(w)
-    else:
-        batch = max(1, spec.mlps_per_unit)
-        per_unit, chunk = batch * result_bytes + 1024, (compute.step_rows or 1024) * batch
-    n_workers = bake_workers(workers, units)
-    worker_bytes = 4 * d * w * w * max(1, spec.mlps_per_unit) + 3 * chunk * w * 4 + 4 * result_bytes
-    ram = (_PROCESS_BYTES + (_TORCH_BYTES if cfg.backend == "torch" else 0) + n_workers * worker_bytes
-           + min(MAX_ROW_GROUP_BYTES, rows * row_bytes(w, d)) + cfg.n_mlps * _PER_MLP_LIST_BYTES)
-    # the audit trail: its file in the dataset, and the same values in the unit files (at the cap: the most segments)
-    segments = len(segment_bounds(cfg.n_samples, spec.cv_batch, spec.audit_segments, spec.sampler == "philox"))
-    trail = rows * trail_bytes(d, w, segments, spec.estimation.is_cv, spec.sampler == "pcg64")
-    return Needs(
-        flops=float(spec.flops_per_sample) * cfg.n_samples * rows,
-        output_bytes=rows * (row_bytes(w, d) + 8 * d * w) + trail,  # + the stderr column
-        trail_bytes=trail,
-        work_bytes=units * per_unit + n_workers * per_unit + trail,
-        seeds_bytes=cfg.n_mlps * _PER_MLP_LIST_BYTES,
-        peak_ram_bytes=ram,
-    )
-
-
-def _check_fits(plan: BakePlan) -> None:
-    """Refuse (exit 2) a bake that needs more memory than the machine has or more disk than is free."""
-    needs, cfg = plan.needs, plan.config
-    total, _ = machine_memory()
-    if total is not None and needs.peak_ram_bytes > total:
-        raise UsageError(
-            f"this bake needs about {format_bytes(needs.peak_ram_bytes)} of memory (seeds and names of "
-            f"{format_count(cfg.n_mlps)} MLPs: {format_bytes(needs.seeds_bytes)}) but the machine has "
-            f"{format_bytes(total)}; bake fewer MLPs (--n-mlps), or slices of them on several machines."
-        )
-    anchor = Path(cfg.output).absolute()
-    while not anchor.exists():
-        anchor = anchor.parent
-    free = shutil.disk_usage(anchor).free
-    disk = needs.output_bytes + needs.work_bytes
-    if disk > free:
-        raise UsageError(
-            f"this bake writes about {format_bytes(disk)} (dataset {format_bytes(needs.output_bytes)}, work files "
-            f"{format_bytes(needs.work_bytes)}) but {anchor} has {format_bytes(free)} free; free space or choose "
-            "another --output."
-        )
-
-
-def _unit_count(spec: WorkSpec) -> int:
-    """The units of ``spec`` (one per MLP for pcg64; philox cuts each MLP's blocks into units), without listing them."""
-    rows = spec.mlp_range[1] - spec.mlp_range[0]
-    if spec.sampler == "pcg64":
-        return rows
-    from whestbench.compute.philox.spec import block_count
-
-    per_mlp_units = -(-block_count(spec.n_samples, spec.block_size) // spec.unit_blocks)
-    return -(-rows // max(1, spec.mlps_per_unit)) * per_mlp_units
-
-
-def _probe(plan: BakePlan) -> Needs:
-    """The plan's time estimate from timing this bake's own loop, as the bake will run it: as many
-    units at once as the bake has workers, each on a worker thread with BLAS at one thread (and torch
-    at one intra-op thread where the bake pins it), on the planned bake's kernels (seeds from 0).
-
-    Each worker is timed from the end of its first step (numba's kernel load, the control variates'
-    fit, cold caches: costs a unit pays once, not per sample) over at least ``PROBE_WINDOW_S`` and
-    ``PROBE_MIN_STEPS`` steps, all workers running until every one has its window, so each window
-    sees the contention the bake will. The rate is the workers' rates summed (``probe_rate``).
-
-    (It used to time one unit alone, outside the bake's one-BLAS-thread limit, over one step, and
-    multiply by the workers × 0.85: on a loaded 2-core VM that gave about half the achieved rate.)"""
-    from concurrent.futures import ThreadPoolExecutor, wait
-
-    from whestbench.work.steps import UnitContext, UnitStopped, run_unit
-    from whestbench.work.threads import one_blas_thread, one_torch_thread
-
-    n_workers = bake_workers(plan.workers, _unit_count(plan.spec))
-    job = plan.scaled_job(n_workers, plan.spec.n_samples)
-    units = job.spec.units()[:n_workers]
-    stop = threading.Event()
-    marks: list[list[tuple[float, int]]] = [[] for _ in units]
-    ready: set[int] = set()
-    lock = threading.Lock()
-
-    def timed(k: int) -> None:
-        def seen(n: int) -> None:
-            now = time.perf_counter()
-            mine = marks[k]
-            mine.append((now, n))
-            if len(mine) > PROBE_MIN_STEPS and now - mine[0][0] >= PROBE_WINDOW_S:
-                done_waiting(k)
-
-        try:
-            run_unit(job.spec, job.compute, units[k], UnitContext(on_samples=seen, stop=stop))
-        except UnitStopped:
-            pass
-        done_waiting(k)  # a unit that ended (a small bake) waits for nobody
-
-    def done_waiting(k: int) -> None:
-        with lock:
-            ready.add(k)
-            if len(ready) == len(units):
-                stop.set()
-
-    with one_blas_thread(), one_torch_thread(job.compute.pins_torch_threads), \
-            ThreadPoolExecutor(len(units), thread_name_prefix="whest-probe") as pool:
-        futures = [pool.submit(timed, k) for k in range(len(units))]
-        try:
-            while wait(futures, timeout=0.2).not_done:  # the main thread wakes to take a stop signal
-                pass
-        except BaseException:  # a stop (Ctrl-C, a stop signal) during the probe: its units end at their next step
-            stop.set()
-            raise
-        for f in futures:
-            f.result()
-    per_worker = probe_rate(marks, job.spec.flops_per_sample)
-    if per_worker is None:
-        return plan.needs
-    return dataclasses.replace(plan.needs, seconds=schedule_seconds(plan.spec, n_workers, per_worker),
-                               rate_flops=per_worker * n_workers, probe_workers=n_workers)
-
-
-def probe_rate(marks: Sequence[Sequence[tuple[float, int]]], flops_per_sample: int) -> float | None:
-    """FLOP/s of one bake worker from the probe's ``marks`` (per worker: (time, samples of the step
-    that just ended), in order): each worker's samples after its first step over the time since that
-    step ended, averaged over the workers with two marks or more. None when no worker has two."""
-    rates = []
-    for mine in marks:
-        if len(mine) < 2:
-            continue
-        (t0, _), (t1, _) = mine[0], mine[-1]
-        rates.append(flops_per_sample * sum(n for _, n in mine[1:]) / max(t1 - t0, 1e-9))
-    return sum(rates) / len(rates) if rates else None
-
-
-SCHEDULE_UNITS = 100_000  # bakes of more units are estimated without their tail (under one unit per 100,000 / workers)
-
-
-def schedule_seconds(spec: WorkSpec, workers: int, per_worker_flops: float) -> float:
-    """Wall seconds of ``spec``'s units on ``workers`` threads that take them in order (as
-    ``LocalExecutor``'s pool does), each unit at ``per_worker_flops``: when the last worker ends. So 3
-    equal units on 2 workers take two units' time, not one and a half, and a target bake's longest
-    planned MLP, started last, is not shared among idle workers. Above ``SCHEDULE_UNITS`` units:
-    the work divided among the workers."""
-    import heapq
-
-    fps, workers = spec.flops_per_sample, max(1, workers)
-    if _unit_count(spec) > SCHEDULE_UNITS:
-        total = sum(spec.planned) if spec.planned is not None and spec.estimation.has_target else spec.n_samples * spec.n_mlps
-        return fps * total / (workers * per_worker_flops)
-    free = [0.0] * workers
-    for unit in spec.units():
-        start = heapq.heappop(free)
-        heapq.heappush(free, start + fps * spec.expected_samples(unit) * unit.mlp_count / per_worker_flops)
-    return max(free)

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import click
+import numpy as np
 
+from whestbench.bake import cost
+from whestbench.bake.pipeline import estimates
+from whestbench.bake.plan import BakeConfig, plan_bake
 from whestbench.cli.common import COUNT, err, out, torch_knobs
 from whestbench.compute.estimation import ESTIMATORS, MIN_RELIABLE_BATCHES, PLAIN, STDERR_LAYERS, Estimation
+from whestbench.compute.mlp import weights_for_seed
+from whestbench.compute.seeds import derived_seeds
 from whestbench.format.schema import check_positive_int
 from whestbench.text import format_duration, format_rate, plural
 from whestbench.work import DEVICES, GPU_KERNELS
+from whestbench.work import calibrate as calibration
+from whestbench.work.executor import bake_workers
+from whestbench.work import machine
+from whestbench.work.threads import one_torch_thread
 
 
 @click.command("calibrate")
@@ -42,11 +53,6 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     """
     from rich.table import Table
 
-    from whestbench.bake.plan import BakeConfig, plan_bake
-    from whestbench.work.calibrate import (STEADY_S, calibrate as run_calibration, project_planned, project_target,
-                                           stderr_samples)
-    from whestbench.work.executor import bake_workers
-
     torch_path, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     estimation = Estimation(estimator, target_stderr, stderr_layer)
     cfg = BakeConfig(  # every flag checked as bake checks it
@@ -66,19 +72,12 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     k = min(calib_mlps or plan.spec.mlps_per_unit * workers, n_mlps)
     n = min(calib_samples or (1_000_000 if gpu else 131_072), n_samples)
     out.print(f"Calibrating on {plan.device_label}: {plural(k, 'MLP')} × {n:,} samples (after a warm-up)…", markup=False)
-    from whestbench.work.threads import one_torch_thread
-
-    from whestbench.compute.mlp import weights_for_seed
-    from whestbench.bake.pipeline import estimates
-
     def stderr_of(spec, sums, i):
         return estimates(spec, sums, weights_for_seed(spec.seeds[i], spec.width, spec.depth))[3]
 
-    from whestbench.work.machine import process_seconds
-
-    startup_s = process_seconds()  # a bake of this shape starts up as this command did: imports, checks, plan
+    startup_s = machine.process_seconds()  # a bake of this shape starts up as this command did: imports, checks, plan
     with one_torch_thread(plan.compute.pins_torch_threads):
-        cal = run_calibration(plan.scaled_job, planned_mlps=n_mlps, planned_samples=n_samples, calib_mlps=k, calib_samples=n,
+        cal = calibration.calibrate(plan.scaled_job, planned_mlps=n_mlps, planned_samples=n_samples, calib_mlps=k, calib_samples=n,
                               workers=plan.workers, finalize=stderr_of)
     table = Table(title=f"Calibration: width {width}, depth {depth}")
     table.add_column("")
@@ -92,17 +91,15 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     table.add_row(f"projected wall time{at_cap}", format_duration(cal.projected_s))
     sampling_s = _scheduled_s(plan, cal, workers)
     whole_s = None if startup_s is None else startup_s + _probe_s(plan, cal) + sampling_s + plan.needs.write_seconds
-    import numpy as np
-
     spec = plan.spec
     too_short = (f"n/a: {n:,} timed samples give no {estimator} standard error; use --calib-samples >= "
-                 f"{stderr_samples(estimation, spec.cv_batch):,}")
+                 f"{calibration.stderr_samples(estimation, spec.cv_batch):,}")
     if cal.stderr:
         finite = cal.last_layer_stderr()
         table.add_row(f"stderr at N={n:,} ({estimator}, last layer)",
                       f"median {np.median(finite):.3g}, max {finite.max():.3g}" if finite.size else too_short)
     if estimation.has_target and cal.stderr:
-        proj = project_target(cal, estimation, spec.step_samples, spec.cv_batch)
+        proj = calibration.project_target(cal, estimation, spec.step_samples, spec.cv_batch)
         label = f"samples for stderr <= {target_stderr:g} ({stderr_layer} layer)"
         if math.isnan(proj.every):
             table.add_row(label, too_short)
@@ -117,7 +114,7 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
             table.add_row("1/√N: stop each MLP at", f"{proj.stop:,} samples ({why})")
             table.add_row("1/√N: wall time to there", format_duration(proj.seconds))
     if estimation.has_target:
-        planned = project_planned(cal, spec, workers)
+        planned = calibration.project_planned(cal, spec, workers)
         lo, hi = min(planned.counts), max(planned.counts)
         spread = f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,} (median {planned.median:,})"
         table.add_row("pilot-planned samples per MLP", spread)
@@ -135,33 +132,26 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
     if longer is not None:
         err.print(f"note: the timed run took {cal.seconds:.2f} s, too short for a steady rate: the projections can be "
                   f"off by a third; --calib-samples {min(longer, n_samples):_} times a run of about "
-                  f"{2 * STEADY_S:g} s.", markup=False)
+                  f"{2 * calibration.STEADY_S:g} s.", markup=False)
 
 
 def _scheduled_s(plan, cal, workers: int) -> float:
     """The planned bake's sampling as its executor runs it: its units taken in order by ``workers``
-    threads, each at one worker's calibrated rate (``bake.plan.schedule_seconds``: 3 equal MLPs on 2
+    threads, each at one worker's calibrated rate (``bake.cost.schedule_seconds``: 3 equal MLPs on 2
     workers take two MLPs' time, where the linear projection says one and a half)."""
-    import dataclasses
-
-    from whestbench.bake.plan import schedule_seconds
-    from whestbench.compute.seeds import derived_seeds
-
     in_flight = max(1, min(workers, -(-cal.calib_mlps // max(1, plan.spec.mlps_per_unit))))
     per_worker = cal.samples_per_s * plan.spec.flops_per_sample / in_flight
     spec = plan.spec if plan.spec.seeds else dataclasses.replace(plan.spec, seeds=tuple(derived_seeds(0, plan.config.n_mlps)))
-    return max(cal.projected_s, schedule_seconds(spec, workers, per_worker))
+    return max(cal.projected_s, cost.schedule_seconds(spec, workers, per_worker))
 
 
 def _probe_s(plan, cal) -> float:
-    """The bake's timing probe (``bake.plan._probe``, for a bake over ``PROBE_FLOPS``): every worker's
-    first step and at least ``PROBE_WINDOW_S`` after it, at the calibrated rate."""
-    from whestbench.bake.plan import PROBE_FLOPS, PROBE_MIN_STEPS, PROBE_WINDOW_S
-
-    if plan.needs.flops <= PROBE_FLOPS:
+    """The bake's timing probe (``bake.cost.probe``, for a bake over ``cost.PROBE_FLOPS``): every worker's
+    first step and at least ``cost.PROBE_WINDOW_S`` after it, at the calibrated rate."""
+    if plan.needs.flops <= cost.PROBE_FLOPS:
         return 0.0
     step_s = plan.spec.step_samples * plan.spec.mlps_per_unit / max(cal.samples_per_s / max(1, cal.calib_mlps), 1e-9)
-    return max(PROBE_WINDOW_S + step_s, (PROBE_MIN_STEPS + 1) * step_s)
+    return max(cost.PROBE_WINDOW_S + step_s, (cost.PROBE_MIN_STEPS + 1) * step_s)
 
 
 COMMANDS = [calibrate]

@@ -20,6 +20,7 @@ from whestbench.format.writer import restore_card, update_card
 from whestbench.paths import file_kind
 from whestbench.text import format_bytes, sanitize, scrub
 from whestbench.values import count_of, is_positive_number
+from whestbench.work.machine import machine_memory
 
 # --- writing to stdout: the one place (a reader that went away; a write that failed) ---------------
 
@@ -224,8 +225,6 @@ def read_seeds_file(path: str) -> list:
                              f"`whest dataset generate-seeds --n-mlps N > {path}`.")
         raise UsageError(f"--mlp-seeds {path!r} is {file_kind(os.stat(p).st_mode)}; pass a JSON file of seeds (from `whest dataset "
                          "generate-seeds --n-mlps N`, saved to a regular file).")
-    from whestbench.bake.plan import machine_memory
-
     total, _ = machine_memory()
     if total is not None and p.stat().st_size * 8 > total:  # a parsed seed costs ~5x its JSON text
         raise UsageError(f"--mlp-seeds file {path!r} is {format_bytes(p.stat().st_size)}: parsing it needs more memory "

@@ -6,10 +6,12 @@ import json
 
 import click
 
+from whestbench.bake.cost import PER_MLP_LIST_BYTES
 from whestbench.cli.common import COUNT, write_stdout
 from whestbench.errors import UsageError
-from whestbench.format.schema import check_positive_int
+from whestbench.format.schema import MAX_MLPS, check_positive_int
 from whestbench.text import format_bytes, format_count
+from whestbench.work.machine import machine_memory
 
 
 @click.command("generate-seeds")
@@ -34,15 +36,13 @@ def generate_seeds(n_mlps: int, seed: int | None) -> None:
 def _check_size(n_mlps: int) -> None:
     """The bake's size guard, before drawing: no bake takes more than MAX_MLPS seeds, and the list
     (Python ints while drawing, then its JSON text) must fit this machine's memory."""
-    from whestbench.bake.plan import _PER_MLP_LIST_BYTES, MAX_MLPS, machine_memory
-
     if n_mlps > MAX_MLPS:
         raise UsageError(
             f"--n-mlps {format_count(n_mlps)} is more than {format_count(MAX_MLPS)}, the most seeds a bake can use "
             "(its mlp_id column is int32); ask for at most that many."
         )
     total, _ = machine_memory()
-    need = n_mlps * _PER_MLP_LIST_BYTES
+    need = n_mlps * PER_MLP_LIST_BYTES
     if total is not None and need > total:
         raise UsageError(
             f"{format_count(n_mlps)} seeds need about {format_bytes(need)} of memory to draw and print, but the machine "
