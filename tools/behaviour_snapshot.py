@@ -84,9 +84,11 @@ CASES: list[tuple[str, object]] = [
     ("verify-sampled", ["dataset", "verify", "cv", "--sample-mlps", "2", "--sample-seed", "5"]),
     ("verify-against", ["dataset", "verify", "range-2-3", "--against", "merged"]),
     ("verify-against-differs", ["dataset", "verify", "plain", "--against", "torch"]),
-    ("verify-recompute", ["dataset", "verify", "plain", "--recompute", "1", "--recompute-dir", "cache"]),
-    ("verify-recompute-cached", ["dataset", "verify", "plain", "--recompute", "1", "--recompute-dir", "cache"]),
-    ("verify-recompute-no-cache", ["dataset", "verify", "cv", "--recompute", "1", "--no-cache",
+    ("verify-recompute", ["dataset", "verify", "plain", "--recompute", "1", "--recompute-seed", "11",
+                          "--recompute-dir", "cache"]),
+    ("verify-recompute-cached", ["dataset", "verify", "plain", "--recompute", "1", "--recompute-seed", "11",
+                                 "--recompute-dir", "cache"]),
+    ("verify-recompute-no-cache", ["dataset", "verify", "cv", "--recompute", "1", "--recompute-seed", "12", "--no-cache",
                                    "--recompute-dir", "cache"]),
     ("verify-spot", ["dataset", "verify", "plain", "--spot-check", "3", "--spot-seed", "2",
                      "--recompute-dir", "cache"]),
@@ -218,6 +220,14 @@ _MASKS = [
 ]
 
 
+_TIMED = re.compile(r"^\[\d\d:\d\d:\d\d\] [\w -]+: .*ETA |^note: compiling the CPU kernels")
+
+
+def _timed(line: str) -> bool:
+    """A progress line (how many come depends on the clock) or numba's first-run note."""
+    return bool(_TIMED.search(line))
+
+
 def mask(line: str, work: Path) -> str:
     line = line.replace(str(work.resolve()), "<WORK>").replace(str(work), "<WORK>")
     for pattern, repl in _MASKS:
@@ -293,8 +303,8 @@ def run(work: Path, python: str) -> dict:
         out["commands"][name] = {
             "argv": argv,
             "exit": proc.returncode,
-            "stdout": [mask(line, work) for line in proc.stdout.splitlines()],
-            "stderr": [mask(line, work) for line in proc.stderr.splitlines()],
+            "stdout": [mask(line, work) for line in proc.stdout.splitlines() if not _timed(line)],
+            "stderr": [mask(line, work) for line in proc.stderr.splitlines() if not _timed(line)],
         }
     for md in sorted(work.rglob("metadata.json")):
         root = md.parent
