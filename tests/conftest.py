@@ -40,9 +40,10 @@ import pytest
 
 from whestbench.format.reader import DATA_DIR, data_files
 from whestbench.format.reader import read_metadata as read_dataset_metadata
+from whestbench.bake.pipeline import create_dataset
 from whestbench.format.writer import write_dataset
 
-from helpers.datasets import TINY_SHAPE, made_once, make_merge_inputs, merge_inputs_at, write_keeping_trail
+from helpers.datasets import SMALL, TINY_SHAPE, made_once, make_merge_inputs, merge_inputs_at, write_keeping_trail
 
 REPO = Path(__file__).resolve().parents[1]
 # A suite started in the background by a shell without job control (a CI runner's `cmd &`) inherits
@@ -176,6 +177,13 @@ def tiny(tmp_path_factory) -> dict:
     MLPs), as paths; ``parts`` and ``splits`` as the merge and combine-splits arguments (strings)."""
     root = made_once(tmp_path_factory, "tiny", lambda root: make_merge_inputs(root, **TINY_SHAPE))
     return merge_inputs_at(root)
+
+
+@pytest.fixture(scope="session")
+def small_bake(tmp_path_factory) -> Path:
+    """3 MLPs, 4,000 samples, 16x3, ``--seed 1`` (``helpers.datasets.SMALL``), baked once per test run
+    (``made_once``) for the verify, inspect and compare tests: never write under it."""
+    return made_once(tmp_path_factory, "small", lambda root: create_dataset(output_path=root / "ds", **SMALL)) / "ds"
 
 
 @pytest.fixture

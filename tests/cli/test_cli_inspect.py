@@ -11,22 +11,13 @@ import pytest
 from whestbench.bake.pipeline import create_dataset
 
 from helpers.cli import run
-from helpers.datasets import TINY_PUBLIC
+from helpers.datasets import TINY_PUBLIC, tampered_copy
 from helpers.hub_fake import FakeHub, clock, no_network  # noqa: F401  (autouse: no network, instant retries)
 
 
 @pytest.fixture
 def baked(tiny) -> Path:
     return tiny["public"]
-
-
-def tamper(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    shard = next((dst / "data").glob("*.parquet"))
-    blob = bytearray(shard.read_bytes())
-    blob[len(blob) // 2] ^= 0xFF
-    shard.write_bytes(bytes(blob))
-    return dst
 
 
 def test_inspect_prints_the_reference_lines_then_ours(golden_dir, capsys):
@@ -43,7 +34,7 @@ def test_info_is_an_alias_of_inspect(golden_dir, capsys):
 
 
 def test_inspect_of_a_tampered_dataset_reports_and_exits_0(baked, tmp_path, capsys):
-    rc, out, _ = run(["dataset", "inspect", str(tamper(baked, tmp_path / "t"))], capsys)
+    rc, out, _ = run(["dataset", "inspect", str(tampered_copy(baked, tmp_path / "t")[0])], capsys)
     assert rc == 0 and "integrity: checksums MISMATCH" in out
 
 
@@ -70,7 +61,7 @@ def test_verify_prints_a_line_per_check_and_exits_0(baked, capsys):
 
 
 def test_verify_of_a_tampered_dataset_exits_1(baked, tmp_path, capsys):
-    rc, out, err = run(["dataset", "verify", str(tamper(baked, tmp_path / "t"))], capsys)
+    rc, out, err = run(["dataset", "verify", str(tampered_copy(baked, tmp_path / "t")[0])], capsys)
     assert rc == 1
     assert any(line.startswith("✗ checksums: MISMATCH") for line in out.splitlines())
     last = err.splitlines()[-1]

@@ -6,6 +6,8 @@
 - ``edit_metadata(d, **changes)``: rewrite ``d/metadata.json`` with ``changes`` (a value of None removes the
   key); returns the new metadata.
 - ``no_output(out)``: neither ``out`` nor a staging directory of it (``.<name>.*``) exists.
+- ``tampered_copy(src, dst, mask=0xFF)``: a copy of ``src`` with one byte in the middle of its first shard
+  flipped (the checksums no longer match); returns the copy and that shard.
 - ``write_keeping_trail(...)``: rows rewritten through the writer with an existing audit trail file carried.
 """
 
@@ -24,6 +26,7 @@ from whestbench.format.writer import finish_dataset_dir, write_dataset
 
 TINY_SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make
 TINY_PUBLIC = dict(n_mlps=2, seed=3, **TINY_SHAPE)  # how ``tiny["public"]`` was baked
+SMALL = dict(n_mlps=3, n_samples=4000, width=16, depth=3, seed=1)  # how conftest's ``small_bake`` was baked
 
 
 def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
@@ -80,6 +83,15 @@ def edit_metadata(d: Path, **changes) -> dict:
 def no_output(out: Path) -> None:
     assert not out.exists()
     assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")], "staging left behind"
+
+
+def tampered_copy(src: Path, dst: Path, mask: int = 0xFF) -> tuple[Path, Path]:
+    shutil.copytree(src, dst)
+    shard = next((Path(dst) / "data").glob("*.parquet"))
+    blob = bytearray(shard.read_bytes())
+    blob[len(blob) // 2] ^= mask
+    shard.write_bytes(bytes(blob))
+    return Path(dst), shard
 
 
 def write_keeping_trail(dst: Path, split: str, rows: list, width: int, depth: int, md: dict, trail: Path) -> Path:

@@ -14,13 +14,14 @@ from whestbench.bake.pipeline import create_dataset
 from whestbench.verify.compare import arithmetic_identity
 from whestbench.verify.run import verify_dataset
 
-WIDTH, DEPTH, N = 16, 3, 4000
+from helpers.datasets import SMALL
+
+WIDTH, DEPTH, N = SMALL["width"], SMALL["depth"], SMALL["n_samples"]  # conftest's small_bake
 
 
-@pytest.fixture(scope="module")
-def baked(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("compare") / "ds"
-    return create_dataset(n_mlps=3, n_samples=N, width=WIDTH, depth=DEPTH, seed=1, output_path=out)
+@pytest.fixture
+def baked(small_bake) -> Path:
+    return small_bake
 
 
 @pytest.fixture(scope="module")

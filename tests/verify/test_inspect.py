@@ -15,16 +15,16 @@ from whestbench.errors import HubError
 from whestbench.verify.inspect import describe, plot_means
 from whestbench.errors import UsageError
 
+from helpers.datasets import tampered_copy
 from helpers.hub_fake import FakeHub, clock, no_network  # noqa: F401  (autouse fixtures)
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def baked(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("inspect") / "ds"
-    return create_dataset(n_mlps=3, n_samples=4000, width=16, depth=3, seed=1, output_path=out)
+@pytest.fixture
+def baked(small_bake) -> Path:
+    return small_bake
 
 
 def reference_lines(golden_dir: Path, name: str) -> list[str]:
@@ -91,12 +91,7 @@ def test_our_bake_reports_sampler_seed_source_sizes_and_checksums(baked):
 
 
 def test_a_tampered_dataset_is_reported_not_raised(baked, tmp_path):
-    copy = tmp_path / "tampered"
-    shutil.copytree(baked, copy)
-    shard = next((copy / "data").glob("*.parquet"))
-    blob = bytearray(shard.read_bytes())
-    blob[len(blob) // 2] ^= 0x01
-    shard.write_bytes(bytes(blob))
+    copy, shard = tampered_copy(baked, tmp_path / "tampered", mask=0x01)
     lines = describe(copy)
     assert lines[-1].startswith("  integrity: checksums MISMATCH")
     assert f"data/{shard.name} modified or truncated" in lines[-1]

@@ -15,13 +15,14 @@ from whestbench.compute.audit import bonferroni_z, chi2_mean_limit
 from whestbench.verify.run import verify_dataset
 from whestbench.errors import UsageError
 
-WIDTH, DEPTH, N = 16, 3, 4000
+from helpers.datasets import SMALL, tampered_copy
+
+WIDTH, DEPTH, N = SMALL["width"], SMALL["depth"], SMALL["n_samples"]  # conftest's small_bake
 
 
-@pytest.fixture(scope="module")
-def baked(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("verify") / "ds"
-    return create_dataset(n_mlps=3, n_samples=N, width=WIDTH, depth=DEPTH, seed=1, output_path=out)
+@pytest.fixture
+def baked(small_bake) -> Path:
+    return small_bake
 
 
 def by_name(report):
@@ -98,12 +99,7 @@ def test_a_layer1_mean_ten_standard_errors_off_fails_the_statistical_check(baked
 
 
 def test_flipped_bytes_fail_the_checksum_without_raising(baked, tmp_path):
-    copy = tmp_path / "flipped"
-    shutil.copytree(baked, copy)
-    shard = next((copy / "data").glob("*.parquet"))
-    blob = bytearray(shard.read_bytes())
-    blob[len(blob) // 2] ^= 0xFF
-    shard.write_bytes(bytes(blob))
+    copy, shard = tampered_copy(baked, tmp_path / "flipped")
     report = verify_dataset(copy)
     assert not report.ok
     checksums = by_name(report)["checksums"]

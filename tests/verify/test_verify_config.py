@@ -7,16 +7,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import UsageError
 from whestbench.verify import run
 from whestbench.verify.config import VerifyConfig
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory) -> Path:
-    return create_dataset(n_mlps=2, n_samples=1000, width=6, depth=2, seed=3,
-                          output_path=tmp_path_factory.mktemp("vc") / "ds")
+@pytest.fixture
+def small(tiny) -> Path:
+    return tiny["public"]
 
 
 @pytest.mark.parametrize("kw, message", [
