@@ -161,9 +161,7 @@ def configs_block(md: dict[str, Any]) -> list[dict[str, Any]]:
     if not DatasetMeta.of(md).is_multi:
         (split, entry), = splits.items()
         config = entry.get("config") or DEFAULT_CONFIG
-        if config == DEFAULT_CONFIG:
-            return []
-        return [_config(config, [split])]
+        return [] if config == DEFAULT_CONFIG else [_config(config, [split])]
     declared = {name: (e.get("config") or DEFAULT_CONFIG) for name, e in splits.items()}
     if len(set(declared.values())) > 1:
         groups: dict[str, list[str]] = {}
@@ -189,24 +187,12 @@ def split_configs(md: dict[str, Any]) -> dict[str, str]:
 def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> dict[str, Any]:
     """The card's YAML data (dumped with sorted keys, as the Hub's card tooling does)."""
     fields = fields or card_fields(md)
-    size = _total(md)
-    data: dict[str, Any] = {}
     configs = configs_block(md)
-    if configs:
-        data["configs"] = configs
-    data.update(
-        {
+    return {**({"configs": configs} if configs else {}),
             **({"repository": fields["repository"]} if fields.get("repository") else {}),
-            "homepage": fields["homepage"],
-            "language": ["code"],
-            "license": fields["license"],
-            "pretty_name": fields["pretty_name"],
-            "size_categories": [card_size_category(size)],
-            "tags": TAGS + (["multi-split"] if DatasetMeta.of(md).is_multi else []),
-            "task_categories": ["other"],
-        }
-    )
-    return data
+            "homepage": fields["homepage"], "language": ["code"], "license": fields["license"],
+            "pretty_name": fields["pretty_name"], "size_categories": [card_size_category(_total(md))],
+            "tags": TAGS + (["multi-split"] if DatasetMeta.of(md).is_multi else []), "task_categories": ["other"]}
 
 
 def render_card(md: dict[str, Any], *, repo_id: str = PLACEHOLDER_REPO, revision: str = "main",
@@ -332,18 +318,9 @@ def _sampler(md: dict[str, Any]) -> dict[str, Any]:
     return {"name": "numpy PCG64", "version": "", "extras": "float32 ziggurat draws, as whestbench 0.16's CPU backend"}
 
 
-_HW_FIELDS = (
-    ("cuda_device_name", "GPU"),
-    ("cpu_brand", "CPU"),
-    ("machine", "arch"),
-    ("os", "OS"),
-    ("cpu_count_logical", "logical CPUs"),
-    ("python_version", "Python"),
-    ("numpy_version", "numpy"),
-    ("torch_version", "torch"),
-    ("whestbench_version", "whestbench"),
-    ("mlp_count", "partial bakes"),
-)
+_HW_FIELDS = (("cuda_device_name", "GPU"), ("cpu_brand", "CPU"), ("machine", "arch"), ("os", "OS"),
+              ("cpu_count_logical", "logical CPUs"), ("python_version", "Python"), ("numpy_version", "numpy"),
+              ("torch_version", "torch"), ("whestbench_version", "whestbench"), ("mlp_count", "partial bakes"))
 
 
 def _hw_line(hw: Any) -> str:
@@ -361,8 +338,7 @@ def _provenance(md: dict[str, Any]) -> list[dict[str, Any]]:
         lines = [line for line in (_hw_line(fp) for fp in fps or []) if line] if isinstance(fps, list) else []
         if not lines:
             hw = md.get("hardware") if isinstance(md.get("hardware"), dict) else {}
-            host = hw.get("cuda_device_name") or hw.get("cpu_brand") or md.get("cuda_device_name")
-            host = host or "unspecified host"
+            host = hw.get("cuda_device_name") or hw.get("cpu_brand") or md.get("cuda_device_name") or "unspecified host"
             detail = _hw_line(hw)
             lines = [f"Single-host bake on `{host}`" + (f" ({detail})" if detail else "")]
         blocks.append({"split": name, "lines": lines})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -108,6 +108,37 @@ def _credential(value: Any) -> bool:
     return isinstance(value, list) and any(_credential(v) for v in value)
 
 
+def _is_citation(value: Any) -> bool:
+    return (isinstance(value, str) and bool(value.strip()) and len(value) <= 8000 and "```" not in value
+            and not any(hidden_char(c) and c not in "\n\t" for c in value))
+
+
+def _is_badges(value: Any) -> bool:
+    return isinstance(value, list) and len(value) <= 20 and all(
+        isinstance(b, dict) and set(b) == {"label", "url"} and _is_line(b["label"], 60) and _is_url(b["url"])
+        for b in value)
+
+
+_URL = (_is_url, "an http(s) URL without credentials, spaces, quotes, brackets or braces", lambda v: v)
+_FIELDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
+    "pretty_name": (lambda v: _is_line(v, 200), "one line of 1 to 200 printable characters, without control or "
+                    "bidirectional-override characters", str.strip),
+    "license": (lambda v: is_one_of(v, HUB_LICENSES), "a Hugging Face Hub license id such as cc-by-4.0, mit, "
+                "apache-2.0 or cc0-1.0 ('other' for any other licence; the Hub's list: "
+                "huggingface.co/docs/hub/repositories-licenses)", lambda v: v),
+    "homepage": _URL,
+    "repository": _URL,
+    "authors": (lambda v: isinstance(v, list) and 1 <= len(v) <= 100 and all(_is_line(a, 200) for a in v),
+                "a list of 1 to 100 names, each one line of printable characters", lambda v: [a.strip() for a in v]),
+    "citation": (_is_citation, "BibTeX text of at most 8,000 characters (lines and tabs allowed; no other control "
+                 "or bidirectional characters, no ```)", str.strip),
+    "badges": (_is_badges, "a list of at most 20 {label, url} mappings (a label of 1 to 60 printable characters, an "
+               "http(s) URL)", lambda v: [{"label": b["label"].strip(), "url": b["url"]} for b in v]),
+}
+"""Each card field but ``preset``: whether a value is good, what it must be (the refusal's words), and
+the value kept."""
+
+
 def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
     """Each card field of ``data`` checked, UsageError naming the field: ``where`` is the card file
     (``--card PATH``), ``"metadata card"`` for the metadata block, or None for the flags."""
@@ -131,39 +162,10 @@ def check_card(data: dict[str, Any], where: str | None) -> dict[str, Any]:
             raise UsageError(f"{name(key)} holds what looks like a credential (a token, a password in a URL, a "
                              "credential-named query parameter); a card is published for anyone to read:",
                              fix="leave it out.")
-        if key == "pretty_name":
-            if not _is_line(value, 200):
-                raise bad(key, "one line of 1 to 200 printable characters, without control or "
-                               "bidirectional-override characters", value)
-            out[key] = value.strip()
-        elif key == "license":
-            if not is_one_of(value, HUB_LICENSES):
-                raise bad(key, "a Hugging Face Hub license id such as cc-by-4.0, mit, apache-2.0 or cc0-1.0 ('other' "
-                               "for any other licence; the Hub's list: huggingface.co/docs/hub/repositories-licenses)",
-                          value)
-            out[key] = value
-        elif key in ("homepage", "repository"):
-            if not _is_url(value):
-                raise bad(key, "an http(s) URL without credentials, spaces, quotes, brackets or braces", value)
-            out[key] = value
-        elif key == "authors":
-            if (not isinstance(value, list) or not 1 <= len(value) <= 100
-                    or not all(_is_line(a, 200) for a in value)):
-                raise bad(key, "a list of 1 to 100 names, each one line of printable characters", value)
-            out[key] = [a.strip() for a in value]
-        elif key == "citation":
-            if (not isinstance(value, str) or not value.strip() or len(value) > 8000 or "```" in value
-                    or any(hidden_char(c) and c not in "\n\t" for c in value)):
-                raise bad(key, "BibTeX text of at most 8,000 characters (lines and tabs allowed; no other "
-                               "control or bidirectional characters, no ```)", value)
-            out[key] = value.strip()
-        else:  # badges
-            if (not isinstance(value, list) or len(value) > 20
-                    or not all(isinstance(b, dict) and set(b) == {"label", "url"} and _is_line(b["label"], 60)
-                               and _is_url(b["url"]) for b in value)):
-                raise bad(key, "a list of at most 20 {label, url} mappings (a label of 1 to 60 printable "
-                               "characters, an http(s) URL)", value)
-            out[key] = [{"label": b["label"].strip(), "url": b["url"]} for b in value]
+        good, want, kept = _FIELDS[key]
+        if not good(value):
+            raise bad(key, want, value)
+        out[key] = kept(value)
     if "preset" in data:
         value = data["preset"]
         if not isinstance(value, str) or value not in CARD_PRESETS:

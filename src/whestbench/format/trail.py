@@ -164,25 +164,16 @@ def iter_trail(path: Path, depth: int, width: int) -> Iterator[TrailRecord]:
 
     f = pq.ParquetFile(str(path))
     names = set(f.schema_arrow.names)
-    for col in ("mlp_id", "segment", "sample_start", "sample_end", "means", "var"):
-        if col not in names:
-            raise ValueError(f"lacks the column {col!r}")
-    # bounded before a row group is read: the writer's groups hold GROUP_MLPS MLPs of at most MAX_SEGMENTS
-    # segments, each value column a fixed list of (layers × width) floats
+    _require(names, (*RANGE_COLUMNS, "means", "var"))
+    # each value column a fixed list of (layers × width) floats, checked before a row group is read
     for name in ("means", "var", "cv_means", "cv_var"):
         if name in names:
             kind = f.schema_arrow.field(name).type
             want = (depth if not name.startswith("cv_") else depth - 1) * width
             if getattr(kind, "list_size", None) != want:
                 raise ValueError(f"its column {name!r} is {kind}, not a fixed list of {want} floats")
-    for g in range(f.num_row_groups):
-        rows = f.metadata.row_group(g).num_rows
-        if rows > GROUP_MLPS * MAX_SEGMENTS:
-            raise ValueError(f"its row group {g} holds {rows:,} rows; a trail's hold at most {GROUP_MLPS * MAX_SEGMENTS:,}")
-        t = f.read_row_group(g)
+    for t in _row_groups(f):
         ids = t.column("mlp_id").to_numpy()
-        cuts = np.flatnonzero(np.diff(ids)) + 1
-        starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]])
         cols = {}
         for name in ("means", "var", "cv_means", "cv_var"):
             if name in names:
@@ -192,7 +183,7 @@ def iter_trail(path: Path, depth: int, width: int) -> Iterator[TrailRecord]:
         seg = t.column("segment").to_numpy()
         b = np.stack([t.column("sample_start").to_numpy(), t.column("sample_end").to_numpy()], axis=1)
         states = t.column("pcg64_state").to_pylist() if "pcg64_state" in names else None
-        for s, e in zip(starts, ends):
+        for s, e in _runs(ids):
             values = {}
             for name, v in cols.items():
                 v = v[s:e]
@@ -240,21 +231,35 @@ class TrailLayout:
         self.stamp = stamp if isinstance(stamp, dict) else None
 
     def ranges(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        f = self._file
-        for col in RANGE_COLUMNS:
-            if col not in self.columns:
-                raise ValueError(f"lacks the column {col!r}")
-        for g in range(f.num_row_groups):
-            rows = f.metadata.row_group(g).num_rows
-            if rows > GROUP_MLPS * MAX_SEGMENTS:
-                raise ValueError(f"its row group {g} holds {rows:,} rows; a trail's hold at most {GROUP_MLPS * MAX_SEGMENTS:,}")
-            t = f.read_row_group(g, columns=list(RANGE_COLUMNS))
+        _require(self.columns, RANGE_COLUMNS)
+        for t in _row_groups(self._file, list(RANGE_COLUMNS)):
             ids = t.column("mlp_id").to_numpy(zero_copy_only=False)
             seg = t.column("segment").to_numpy(zero_copy_only=False)
             b = np.stack([t.column("sample_start").to_numpy(zero_copy_only=False),
                           t.column("sample_end").to_numpy(zero_copy_only=False)], axis=1)
             if len(ids) and (np.any(np.isnan(ids.astype(np.float64))) or np.any(np.isnan(b.astype(np.float64)))):
                 raise ValueError("holds null mlp_id or sample ranges")
-            cuts = np.flatnonzero(np.diff(ids)) + 1
-            for s, e in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]])):
+            for s, e in _runs(ids):
                 yield int(ids[s]), seg[s:e], b[s:e]
+
+
+def _require(names: Any, columns: Any) -> None:
+    missing = next((c for c in columns if c not in names), None)
+    if missing is not None:
+        raise ValueError(f"lacks the column {missing!r}")
+
+
+def _row_groups(f: Any, columns: list[str] | None = None) -> Iterator[Any]:
+    """``f``'s row groups, each bounded before it is read: the writer's hold ``GROUP_MLPS`` MLPs of at most
+    ``MAX_SEGMENTS`` segments."""
+    for g in range(f.num_row_groups):
+        rows = f.metadata.row_group(g).num_rows
+        if rows > GROUP_MLPS * MAX_SEGMENTS:
+            raise ValueError(f"its row group {g} holds {rows:,} rows; a trail's hold at most {GROUP_MLPS * MAX_SEGMENTS:,}")
+        yield f.read_row_group(g, columns=columns)
+
+
+def _runs(ids: np.ndarray) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each run of one mlp_id in ``ids``."""
+    cuts = np.flatnonzero(np.diff(ids)) + 1
+    return zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]]))
