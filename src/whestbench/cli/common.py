@@ -268,7 +268,7 @@ def already_complete(output, md: dict, line: str, card: dict | None = None) -> N
     lost its configs block, then run verify's integrity checks and the statistics without the audit pilot
     (``verify.run.confirm_complete``): print ``line`` with "and verified", or raise InvalidDatasetError
     (exit 1) naming the first failed check. Card fields given to the re-run (``card``: ``--card FILE``
-    and the card flags) that differ from the recorded card then update it (``card.update_card``) and
+    and the card flags) that differ from the recorded card then update it (``writer.update_card``) and
     each change is printed: the card is no part of the numbers, so the re-run need not re-bake."""
     from whestbench.verify.run import confirm_complete, failure_line
 

@@ -65,7 +65,7 @@ def card_options(f):
     """``--card FILE|PRESET``, ``--pretty-name``, ``--license``, ``--homepage``: the dataset card's (bake
     records them, push renders them; each defaults to what the bake recorded, else the neutral card's;
     the flags override the file's fields). The verb gets them as one ``card``: the fields given, checked
-    (``card.check_card_fields``, a UsageError naming the fix) before the verb does any work."""
+    (``card_rules.check_card_fields``, a UsageError naming the fix) before the verb does any work."""
     @functools.wraps(f)  # click's parameters attached so far go with it
     def verb(*args, card_file, pretty_name, license, homepage, **kwargs):
         card = check_card_fields(pretty_name=pretty_name, license=license, homepage=homepage, card_file=card_file)

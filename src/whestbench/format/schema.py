@@ -1,4 +1,5 @@
-"""Schema 3.0: constants, HF features, name rules and ``validate_metadata``.
+"""Schema 3.0: constants, HF features, name rules, ``DatasetMeta`` and ``validate_metadata`` (the card
+and device_check blocks by ``card_rules``' rules).
 
 The layout and every key are format-compatible with whestbench 0.16 in both directions; our
 additions (``sampler``, ``checksums``, ``bake_command``, ``seed_list_digest``, ...) are optional
@@ -105,7 +106,7 @@ def columns_for(md: dict[str, Any]) -> tuple[str, ...]:
 # Ours: the completion marker, the digest of the identity of the plan that made the dataset (a bake's,
 # a merge's or a combine's: format/finished.py). Absent from 0.16 and earlier 0.17 datasets.
 PLAN_DIGEST = "plan_digest"
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")  # a file checksum's form too (reader)
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")  # a file checksum's form too (checksums)
 
 # whestbench 0.16's rule: lowercase words joined by single hyphens.
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
