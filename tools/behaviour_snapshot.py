@@ -14,7 +14,7 @@ columns, the audit trail's too) and its metadata.json with the machine's facts a
 
 Deterministic by construction (the numbers depend on the seeds only) and quick (about 50 s of CPU;
 the torch bake's start-up is its longest step). Run it with the interpreter that has whestbench and torch:
-``PYTHONPATH=src .venv/bin/python tools/behaviour_snapshot.py``. ``--keep DIR`` bakes in DIR and
+``.venv/bin/python tools/behaviour_snapshot.py`` (its commands import the src/ beside the tool, whichever checkout that is). ``--keep DIR`` bakes in DIR and
 leaves it there (to look at a difference).
 """
 
@@ -288,7 +288,7 @@ def run(work: Path, python: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "WHEST_"))}
     env.update({"HOME": str(work / "home"), "HF_HUB_OFFLINE": "1", "WHEST_RECOMPUTE_DIR": str(work / "cache"),
                 "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb", "PYTHONHASHSEED": "0",
-                "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+                "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
     (work / "home").mkdir()
     out: dict = {"commands": {}, "datasets": {}}
     for name, argv in CASES:
