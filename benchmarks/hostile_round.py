@@ -27,7 +27,7 @@ count per verdict; the exit code is 1 if any case is not ``held`` or ``silent-do
 forger's, benchmarks/forgery_round.py), about 7 minutes on a
 2-core machine. Not part of the test suite (every finding became a test: tests/test_hubenv.py,
 tests/test_text.py, tests/format/test_card_given.py, tests/hub/test_api_arguments.py,
-tests/bake/test_status_hostile.py, tests/bake/test_plan_size.py, tests/verify/test_trail_state.py).
+tests/bake/test_status_hostile.py, tests/bake/test_cost.py, tests/verify/test_trail_state.py).
 """
 
 from __future__ import annotations

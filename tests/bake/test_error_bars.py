@@ -1,5 +1,5 @@
-"""Issue 14's error bars on whole bakes: the ``all_layer_stderr`` column, the control-variate
-estimator and ``--target-stderr``, held to the properties the issue demands.
+"""Error bars on whole bakes: the ``all_layer_stderr`` column, the control-variate estimator and
+``--target-stderr``, held to these properties (issue 14 asked for them):
 
 - **plain stderr**: the stored column is ``float32(sqrt(s²/N))`` of the samplers' fp64 sums, on both
   samplers (the samplers' sums are held to the activations in ``tests/compute/test_estimators.py``);

@@ -1,6 +1,6 @@
-"""Issue 29, the "≤ E" promise: a control-variate target bake plans each MLP's count so that the chance
-any chosen neuron's stored (batch-means) standard error exceeds E is at most 5 % (rule
-``pilot-planned-exceed``); the plain rule and its bakes are unchanged."""
+"""The control-variate target rule, the "≤ E" promise (issue 29): a control-variate target bake plans each
+MLP's count so that the chance any chosen neuron's stored (batch-means) standard error exceeds E is at
+most 5 % (rule ``pilot-planned-exceed``); the plain rule and its bakes are unchanged."""
 
 from __future__ import annotations
 

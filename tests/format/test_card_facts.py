@@ -1,4 +1,4 @@
-"""Issue 35: the dataset card states no false sentence.
+"""The dataset card states no false sentence (issue 35 found some).
 
 Every unit of the card (each sentence of its prose, each list item, table row, badge and code block) must
 match one rule of ``RULES``; a unit no rule knows fails the test, so a new sentence cannot slip in unchecked.

@@ -1,5 +1,5 @@
-"""Issue 35: the Python API gives an MLP's samples and standard errors, and numpy and pandas routes give
-arrays in the stored dtypes (``hub/tables.py``), never object columns or float32 copies of float64 data."""
+"""hub/tables.py: the Python API gives an MLP's samples and standard errors, and numpy and pandas routes
+give arrays in the stored dtypes, never object columns or float32 copies of float64 data (issue 35)."""
 
 from __future__ import annotations
 

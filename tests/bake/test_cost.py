@@ -1,5 +1,6 @@
-"""The Plan line's time estimate (issue 28): the timing probe times the bake's own loop as the bake
-runs it, and the estimate is the bake's schedule at that rate.
+"""bake/cost.py, the Plan line's figures. Its time estimate: the timing probe times the bake's own loop as
+the bake runs it, and the estimate is the bake's schedule at that rate (issue 28). Its sizes count the
+audit trail (issue 34: "output ≈" left ``audit/<split>.parquet`` out).
 
 Each test checks an ingredient of the estimate with a fake clock or fake units, never a wall time:
 a verdict must not depend on the machine's speed or load.
@@ -17,6 +18,7 @@ import pytest
 from whestbench.bake import cost
 from whestbench.bake import plan as plan_mod
 from whestbench.bake.cost import Needs, WRITE_BYTES_PER_S, WRITE_FIXED_S, probe_rate, schedule_seconds
+from whestbench.bake.pipeline import bake
 from whestbench.bake.plan import BakeConfig, plan_bake
 from whestbench.compute.estimation import Estimation
 
@@ -144,3 +146,20 @@ def test_the_eta_counts_the_writing_after_the_last_sample():
     reporter.expect("samples", 100.0, then_s=30.0)
     reporter(Event("start", progress=Progress("samples", 0, 6000)))
     assert "ETA 0:01:30" in reporter.status(reporter.last)  # 60 s of samples at the expected rate, then 30 s
+
+
+# --- the sizes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("estimator", ["plain", "control-variate"])
+def test_the_plan_counts_the_trail_it_writes(tmp_path, estimator):
+    cfg = BakeConfig(n_mlps=2, n_samples=100_000, width=32, depth=3, seed=1, max_threads=1,
+                     estimation=Estimation(estimator), output=tmp_path / "ds")
+    needs = plan_bake(cfg, probe=False).needs
+    written = bake(cfg)
+    trail = (written / "audit" / "public.parquet").stat().st_size
+    assert trail / 2 <= needs.trail_bytes and trail <= needs.trail_bytes * 1.05  # an upper estimate, not a wild one
+    assert f"(audit trail {needs.summary().split('(audit trail ')[1].split(')')[0]})" in needs.summary()
+    untracked = plan_bake(BakeConfig(**{**cfg.__dict__, "audit_segments": 0, "output": tmp_path / "other"}), probe=False).needs
+    assert needs.output_bytes - untracked.output_bytes == needs.trail_bytes and untracked.trail_bytes == 0
+    assert "audit trail" not in untracked.summary()

@@ -1,7 +1,7 @@
-"""Issue 29, control-variate error bars: Student-t (not normal) quantiles wherever a z-score or a
-limit is formed from k batch means (a control-variate standard error rests on k − 1 degrees of
-freedom: 31 at the 32-batch floor). Exact t, incomplete beta and F against table values and closed
-forms, and verify's use of them.
+"""compute/audit.py's distributions: Student-t (not normal) quantiles wherever a z-score or a limit is
+formed from k batch means (a control-variate standard error rests on k − 1 degrees of freedom: 31 at
+the 32-batch floor; issue 29). Exact t, incomplete beta and F against table values and closed forms,
+and verify's use of them.
 
 The coverage itself (95 ± 1 % on every layer at the batch floor, against an independent float64 truth)
 is measured by ``benchmarks/cv_coverage.py``; docs/error-bars.md records its figures.
