@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -155,7 +156,8 @@ def test_a_path_that_does_not_exist_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("kw", [dict(n_check=0), dict(sample_mlps=True), dict(recompute=-1), dict(n_check=2.0)])
 def test_counts_that_are_not_positive_ints_are_usage_errors(tmp_path, kw):
     flag, value = "--" + next(iter(kw)).replace("_", "-"), next(iter(kw.values()))
-    with pytest.raises(UsageError, match=f"^{flag} must be a positive integer; got {value!r}.$"):
+    with pytest.raises(UsageError, match="^" + re.escape(f"{flag} must be a positive integer; got {value!r}. Pass {flag} 1 or "
+                                                   "more.") + "$"):
         verify_dataset(tmp_path, **kw)
 
 
