@@ -39,11 +39,11 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
     None means HF_TOKEN / the stored login."""
     if token_file is None:
         if token is not None and not token.strip():
-            raise UsageError("--token is empty; pass a Hub token, or leave it out to use HF_TOKEN.")
+            raise UsageError("--token is empty;", fix="pass a Hub token, or leave it out to use HF_TOKEN.")
         check_token(token)
         return token
     if token is not None:
-        raise UsageError("give the token once: --token or --token-file, not both.")
+        raise UsageError("give the token once:", fix="--token or --token-file, not both.")
     where = "standard input" if token_file == "-" else token_file
     try:
         raw = (read_stream(getattr(sys.stdin, "buffer", sys.stdin), TOKEN_FILE_MAX_BYTES, "token file") if token_file == "-" else
@@ -52,11 +52,11 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
     except FileTooLarge as e:
         raise UsageError.from_error(e, where="--token-file", fix="Put the token on the file's first line.") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--token-file {token_file}: cannot read it ({getattr(e, 'strerror', None) or type(e).__name__}); "
-                         "pass a readable file holding the token, or '-' for standard input.") from None
+        raise UsageError(f"cannot read it ({getattr(e, 'strerror', None) or type(e).__name__});", where=f"--token-file {token_file}",
+                         fix="pass a readable file holding the token, or '-' for standard input.") from None
     lines = text.strip().splitlines()
     if not lines or not lines[0].strip():
-        raise UsageError(f"--token-file: {where} holds no token; put the token on its first line.")
+        raise UsageError(f"{where} holds no token;", where="--token-file", fix="put the token on its first line.")
     check_token(lines[0].strip())
     return lines[0].strip()
 

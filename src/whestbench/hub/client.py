@@ -23,17 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from whestbench.format.reader import METADATA_FILE
+from whestbench import hubenv
+from whestbench.atomic import read_regular
+from whestbench.format.reader import METADATA_FILE, read_metadata_file
 from whestbench.hub.ref import HUB_URL, REPO_TYPE, HubRef
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
 from whestbench.events import Event, EventSink
-from whestbench.hubenv import import_hub
 from whestbench.text import one_line, remember_token, sanitize, scrub, show_value
 
 RETRY_SECONDS = 20.0
 RETRY_ENV = "WHEST_HUB_RETRY_SECONDS"
 _MAX_DELAY = 8.0
 _LOGIN = "log in with `hf auth login` or set HF_TOKEN"
+_HUB_SAYS = "(fix what the Hub names, then re-run)"
+_CLIENT_FAILED = "(re-run; report it if it persists)"
 
 log = logging.getLogger("whestbench.hub")
 T = TypeVar("T")
@@ -104,7 +107,7 @@ def is_network_error(exc: BaseException) -> bool:
 def _endpoint() -> str:
     """The Hub's URL as messages show it (a ``user:pass@`` in HF_ENDPOINT masked)."""
     try:
-        return scrub(str(import_hub("huggingface_hub.constants").ENDPOINT))
+        return scrub(str(hubenv.import_hub("huggingface_hub.constants").ENDPOINT))
     except (ImportError, AttributeError):
         return HUB_URL
 
@@ -120,15 +123,13 @@ def network_error(exc: BaseException, *, waited: float, token: object = None) ->
     """The one line for an unreachable Hub (after ``waited`` seconds of retrying)."""
     status = _status(exc)
     if status == 429:
-        return HubError("the Hub is rate-limiting these requests (429): wait a few minutes and re-run; "
-                        "finished files are skipped.")
+        return HubError("the Hub is rate-limiting these requests (429):",
+                        fix="wait a few minutes and re-run; finished files are skipped.")
     if status is not None:
-        return HubError(f"the Hub failed with {status} ({_reason(exc, token)}): try again later; re-running resumes.")
+        return HubError(f"the Hub failed with {status} ({_reason(exc, token)}):", fix="try again later; re-running resumes.")
     tried = f" after retrying for {waited:g} s" if waited > 0 else ""
-    return HubError(
-        f"could not reach the Hugging Face Hub at {_endpoint()}{tried} ({_reason(exc, token)}). The network "
-        "is the problem: check the connection (and HF_ENDPOINT / proxy settings), then re-run."
-    )
+    return HubError(f"could not reach the Hugging Face Hub at {_endpoint()}{tried} ({_reason(exc, token)}). The network "
+                    "is the problem:", fix="check the connection (and HF_ENDPOINT / proxy settings), then re-run.")
 
 
 def explain(exc: BaseException, *, ref: HubRef, token: object = None) -> Exception | None:
@@ -137,39 +138,39 @@ def explain(exc: BaseException, *, ref: HubRef, token: object = None) -> Excepti
     repo_id, revision = ref.repo_id, ref.revision
     url = f"{HUB_URL}/datasets/{repo_id}"
     if isinstance(exc, hub_exception("HFValidationError")):
-        return DatasetSourceError(f"invalid repo id or revision for the Hub: {raw}")
+        return DatasetSourceError(f"invalid repo id or revision for the Hub: {raw}",
+                                  fix="Check the repo id (ORG/NAME) and --revision.")
     if isinstance(exc, hub_exception("OfflineModeIsEnabled")):
-        return HubError("HF_HUB_OFFLINE is set, so the Hub cannot be reached: unset it and re-run.")
+        return HubError("HF_HUB_OFFLINE is set, so the Hub cannot be reached:", fix="unset it and re-run.")
     if is_network_error(exc):
         return network_error(exc, waited=0, token=token)
     # in this order: a gated repo's error is also a RepositoryNotFoundError
-    for name, fix in (
-        ("GatedRepoError", f"{repo_id} is gated: accept its conditions at {url}, then {_LOGIN}."),
-        ("DisabledRepoError", f"{repo_id} has been disabled on the Hub; use another repo."),
-        ("RepositoryNotFoundError", f"dataset repo {repo_id!r} was not found or your token cannot access it: "
-                                    f"check the repo id (ORG/NAME), and for a private repo {_LOGIN}."),
-        ("RevisionNotFoundError", f"revision {sanitize(scrub(str(revision)))!r} does not exist in {repo_id}: pass an existing branch, "
-                                  f"tag or commit with --revision (see {url}/tree/main)."),
-        ("EntryNotFoundError", f"a file is missing from {repo_id}: {raw}. Check --revision, or re-push the dataset."),
-        ("LocalTokenNotFoundError", f"no Hugging Face token found: {_LOGIN}."),
+    for name, problem, fix in (
+        ("GatedRepoError", f"{repo_id} is gated:", f"accept its conditions at {url}, then {_LOGIN}."),
+        ("DisabledRepoError", f"{repo_id} has been disabled on the Hub;", "use another repo."),
+        ("RepositoryNotFoundError", f"dataset repo {repo_id!r} was not found or your token cannot access it:",
+         f"check the repo id (ORG/NAME), and for a private repo {_LOGIN}."),
+        ("RevisionNotFoundError", f"revision {sanitize(scrub(str(revision)))!r} does not exist in {repo_id}:",
+         f"pass an existing branch, tag or commit with --revision (see {url}/tree/main)."),
+        ("EntryNotFoundError", f"a file is missing from {repo_id}: {raw}.", "Check --revision, or re-push the dataset."),
+        ("LocalTokenNotFoundError", "no Hugging Face token found:", f"{_LOGIN}."),
     ):
         if isinstance(exc, hub_exception(name)):
-            return HubError(fix)
+            return HubError(problem, fix=fix)
     if isinstance(exc, hub_exception("HfHubHTTPError")):
         status = _status(exc)
         fixes = {
-            401: f"the Hub rejected the credentials (401): {_LOGIN} to a valid token.",
-            403: f"your token may not write to or read {repo_id} (403): use a token with write access to "
-                 "that namespace (fine-grained tokens need it granted), or ask the org for access.",
-            409: f"the Hub refused the change as a conflict (409): {raw}",
-            412: f"{repo_id} changed while pushing (someone else committed): re-run the command; "
-                 "finished files are skipped.",
+            401: ("the Hub rejected the credentials (401):", f"{_LOGIN} to a valid token."),
+            403: (f"your token may not write to or read {repo_id} (403):", "use a token with write access to "
+                  "that namespace (fine-grained tokens need it granted), or ask the org for access."),
+            409: (f"the Hub refused the change as a conflict (409): {raw}", _HUB_SAYS),
+            412: (f"{repo_id} changed while pushing (someone else committed):",
+                  "re-run the command; finished files are skipped."),
         }
-        if status in fixes:
-            return HubError(fixes[status])
-        return HubError(f"the Hub refused the request: {raw}")
+        problem, fix = fixes.get(status, (f"the Hub refused the request: {raw}", _HUB_SAYS))
+        return HubError(problem, fix=fix)
     if type(exc).__module__.startswith("huggingface_hub"):
-        return HubError(f"the Hugging Face Hub client failed: {raw}")
+        return HubError(f"the Hugging Face Hub client failed: {raw}", fix=_CLIENT_FAILED)
     return None
 
 
@@ -187,7 +188,8 @@ def retry_seconds() -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value <= 3600:  # NaN fails both comparisons
-        raise UsageError(f"{RETRY_ENV}={text!r} must be a number of seconds from 0 to 3600 (0: no retry).")
+        raise UsageError(f"{RETRY_ENV}={text!r} must be a number of seconds from 0 to 3600 (0: no retry).",
+                         fix=f"Set it to one, or unset {RETRY_ENV}.")
     return value
 
 
@@ -230,7 +232,7 @@ def call(
                 if better is None:
                     if not leaks_secret(exc, token):
                         raise
-                    better = HubError(f"the Hugging Face Hub client failed: {_reason(exc, token)}")
+                    better = HubError(f"the Hugging Face Hub client failed: {_reason(exc, token)}", fix=_CLIENT_FAILED)
                 if isinstance(better, HubError):
                     better = HubError.from_error(better, where=what)
                 failure = better
@@ -244,7 +246,7 @@ def call(
                             f"(set {RETRY_ENV} to change)"
                         ), data={"retry_seconds": budget}))
                 if deadline - _clock() <= 0:
-                    failure = HubError(f"{what}: {network_error(exc, waited=budget, token=token)}")
+                    failure = HubError.from_error(network_error(exc, waited=budget, token=token), where=what)
         if failure is not None:
             # Raised here, outside the handler, so that it chains nothing: the client's own error
             # may quote the request's headers ("Bearer hf_..."), and a traceback prints every
@@ -275,16 +277,14 @@ def require_settings() -> None:
     unescaped ``/``, no scheme, a query; a timeout that is no number), naming the variable and showing
     its value scrubbed; and a process whose Hugging Face libraries were loaded with such a setting set
     aside (``hubenv.import_hub``): they hold the default then, not the setting now in the environment."""
-    import whestbench.hubenv as hubenv
-
     for name, why in hubenv.setting_problems():
         shown = show_value(scrub(os.environ.get(name, "")), max_len=120)
-        raise UsageError(f"{name}={shown} cannot be used for the Hub: {why}; fix it or unset it (docs/hub.md, "
-                         "\"Settings\").")
+        raise UsageError(f"{name}={shown} cannot be used for the Hub: {why};",
+                         fix="fix it or unset it (docs/hub.md, \"Settings\").")
     if hubenv.set_aside:
         raise UsageError(f"this process loaded the Hugging Face libraries while {', '.join(hubenv.set_aside)} held a "
                          "value they cannot use, so they run with the default instead of the setting now in the "
-                         "environment; run the Hub command in a new process.")
+                         "environment;", fix="run the Hub command in a new process.")
 
 
 TOKEN_FILE_MAX_BYTES = 64 * 1024
@@ -302,15 +302,15 @@ def check_token(token: object, *, allow_bool: bool = False) -> None:
         return
     if not isinstance(token, str) or not token or any(c.isspace() or not c.isprintable() for c in token):
         what = type(token).__name__ if not isinstance(token, str) else "a string holding spaces or control characters"
-        raise UsageError(f"the Hub token must be one word of printable characters (got {what}); pass the token, or "
-                         "leave it out to use HF_TOKEN or `hf auth login`.")
+        raise UsageError(f"the Hub token must be one word of printable characters (got {what});",
+                         fix="pass the token, or leave it out to use HF_TOKEN or `hf auth login`.")
     remember_token(token)
 
 
 def hub_client() -> Any:
     """The ``huggingface_hub`` module, once the settings pass ``require_settings``."""
     require_settings()
-    return import_hub("huggingface_hub")
+    return hubenv.import_hub("huggingface_hub")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def hub_client() -> Any:
 
 def offline_mode() -> bool:
     """Whether HF_HUB_OFFLINE is set (then the Hugging Face cache is the only source)."""
-    constants = import_hub("huggingface_hub.constants")
+    constants = hubenv.import_hub("huggingface_hub.constants")
 
     check = getattr(constants, "is_offline_mode", None)
     return bool(check() if callable(check) else constants.HF_HUB_OFFLINE)
@@ -331,9 +331,7 @@ def token_source(flag: str | None = None) -> str | None:
     ``HF_OIDC_RESOURCE`` (exchanged at the call), ``HF_TOKEN`` (or ``HUGGING_FACE_HUB_TOKEN``), the
     login ``hf auth login`` stored. Never the token, its length or a part of it; nothing is sent, and
     a stored login is only tested for being non-empty (``get_token`` could refresh it over the network)."""
-    from whestbench.atomic import read_regular
-
-    constants = import_hub("huggingface_hub.constants")  # a dry run is local: a bad HF_ENDPOINT must not stop it
+    constants = hubenv.import_hub("huggingface_hub.constants")  # a dry run is local: a bad HF_ENDPOINT must not stop it
     if flag:
         return flag
     if os.environ.get("HF_OIDC_RESOURCE"):
@@ -362,10 +360,9 @@ def repo_info(ref: HubRef, *, token: object = None, files_metadata: bool = False
 
 
 def not_a_dataset(where: str) -> InvalidDatasetError:
-    return InvalidDatasetError(
-        f"{where} has no metadata.json, so it is not a WhestBench dataset: check the repo id and revision "
-        "(a plain Hugging Face dataset loads with datasets.load_dataset)."
-    )
+    return InvalidDatasetError(f"{where} has no metadata.json, so it is not a WhestBench dataset:",
+                               fix="check the repo id and revision (a plain Hugging Face dataset loads with "
+                                   "datasets.load_dataset).")
 
 
 @dataclass(frozen=True)
@@ -385,9 +382,6 @@ def fetch_metadata(ref: HubRef, *, token: object = None, what: str | None = None
     With HF_HUB_OFFLINE set it comes from the Hugging Face cache, or the error says it is not there.
     """
     huggingface_hub = hub_client()
-
-    from whestbench.format.reader import read_metadata_file
-
     remember_token(token)
     what = what or f"reading {ref.uri}"
     if offline_mode():
@@ -395,10 +389,8 @@ def fetch_metadata(ref: HubRef, *, token: object = None, what: str | None = None
             path = huggingface_hub.hf_hub_download(ref.repo_id, METADATA_FILE, repo_type=REPO_TYPE,
                                                    revision=ref.revision, token=token)
         except hub_exception("LocalEntryNotFoundError"):
-            raise HubError(
-                f"{what}: HF_HUB_OFFLINE is set and {ref.uri}'s metadata.json is not in the Hugging Face "
-                "cache: unset HF_HUB_OFFLINE so it can be fetched."
-            ) from None
+            raise HubError(f"HF_HUB_OFFLINE is set and {ref.uri}'s metadata.json is not in the Hugging Face cache:",
+                           where=what, fix="unset HF_HUB_OFFLINE so it can be fetched.") from None
         parent = Path(path).parent
         commit = parent.name if parent.parent.name == "snapshots" else None
         return RemoteMetadata(ref, read_metadata_file(path), commit, ())

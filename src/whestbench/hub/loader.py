@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 
 _MLP_COLUMNS = ["mlp_name", "mlp_seed", "weights"]
 _TRUTH_COLUMNS = ["all_layer_means", "all_layer_stderr", N_USED_COLUMN]  # MLP.means, .stderr, .n_samples_used
+_LOAD_IT = "Load WhestBench data with whestbench.load_dataset(...)."
 
 # id(obj) -> metadata. A weakref finalizer drops the entry when the object dies, so an id is never
 # reused while its entry is alive. (DatasetDict is an unhashable dict, hence ids, not weak keys.)
@@ -124,19 +125,15 @@ def _pick_split(meta: DatasetMeta, split: str | None, *, where: str) -> str | No
     """The split to load, refused if the dataset lacks it; None: every split of a multi-split dataset."""
     if meta.is_multi:
         if split is not None and split not in meta.blocks:
-            raise InvalidDatasetError(
-                f"split {split!r} not in {sorted(meta.blocks)}; pass one of them as split=, "
-                "or leave split out to get a DatasetDict of every split."
-            )
+            raise InvalidDatasetError(f"split {split!r} not in {sorted(meta.blocks)};",
+                                      fix="pass one of them as split=, or leave split out to get a DatasetDict of every split.")
         return split
     declared = meta.md.get("split") if isinstance(meta.md.get("split"), str) else None
     if split is None:
         return declared or DEFAULT_SPLIT
     if declared is not None and split != declared:
-        raise InvalidDatasetError(
-            f"split {split!r} is not in {where}: it has one split, {declared!r}. "
-            f"Pass split={declared!r} or leave split out."
-        )
+        raise InvalidDatasetError(f"split {split!r} is not in {where}: it has one split, {declared!r}.",
+                                  fix=f"Pass split={declared!r} or leave split out.")
     return split
 
 
@@ -172,7 +169,7 @@ def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...]
             ours = [c for c in missing if c not in COLUMNS]
             why = ("metadata.json records the estimator or target that writes them" if len(ours) == len(missing)
                    else "it is not a WhestBench schema 3.0 shard")
-            raise InvalidDatasetError(f"{f} lacks the column(s) {missing}; {why}. {REDO}")
+            raise InvalidDatasetError(f"{f} lacks the column(s) {missing}; {why}.", fix=REDO)
         rows += footer.num_rows
     _check_rows(rows, n_mlps, f"{root / DATA_DIR}/{split}-*.parquet")
     try:
@@ -183,17 +180,14 @@ def _local_parquet(root: Path, split: str, n_mlps: Any, columns: tuple[str, ...]
             "parquet", data_files={split: [glob.escape(str(f)) for f in files]}, split=split
         )
     except (pa.ArrowException, DatasetGenerationError) as e:
-        raise InvalidDatasetError(
-            f"split {split!r} of {root} could not be read (truncated or corrupt Parquet?): {e}. {REDO}"
-        ) from e
+        raise InvalidDatasetError(f"split {split!r} of {root} could not be read (truncated or corrupt Parquet?): {e}.",
+                                  fix=REDO) from e
 
 
 def _check_rows(rows: int, n_mlps: Any, where: str) -> None:
     if is_int(n_mlps) and rows != n_mlps:
-        raise MergeCorruptError(
-            f"{where} holds {rows} rows but metadata.json says n_mlps={n_mlps}: the data was "
-            f"modified or truncated. {REDO}"
-        )
+        raise MergeCorruptError(f"{where} holds {rows} rows but metadata.json says n_mlps={n_mlps}: the data was "
+                                "modified or truncated.", fix=REDO)
 
 
 def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
@@ -288,16 +282,14 @@ def metadata(ds: Any, *, split: str | None = None) -> dict[str, Any]:
         )
     md = _ATTACHED.get(id(ds))
     if md is None:
-        raise InvalidDatasetError(
-            f"no metadata is attached to this {type(ds).__name__}; did you load it via "
-            "whestbench.load_dataset(...)? (Objects made from it by select, map, filter or "
-            "shuffle start without metadata: keep the loaded one to ask.)"
-        )
+        raise InvalidDatasetError(f"no metadata is attached to this {type(ds).__name__};",
+                                  fix="did you load it via whestbench.load_dataset(...)? (Objects made from it by select, "
+                                      "map, filter or shuffle start without metadata: keep the loaded one to ask.)")
     if split is None:
         return copy.deepcopy(md)
     meta = DatasetMeta.of(md)
     if split not in meta.blocks:
-        raise InvalidDatasetError(f"split {split!r} not in {sorted(meta.blocks)}.")
+        raise InvalidDatasetError(f"split {split!r} not in {sorted(meta.blocks)}.", fix="Pass one of them as split=.")
     return meta.entry(split)
 
 
@@ -320,9 +312,8 @@ def _numpy_rows(ds: Any) -> Any:
     """The MLP columns of a ``Dataset`` as numpy (weights as one (depth, width, width) array, not lists)."""
     missing = [c for c in _MLP_COLUMNS if c not in ds.column_names]
     if missing:
-        raise InvalidDatasetError(
-            f"this Dataset has no {missing} column(s); it is not a WhestBench dataset split."
-        )
+        raise InvalidDatasetError(f"this Dataset has no {missing} column(s); it is not a WhestBench dataset split.",
+                                  fix=_LOAD_IT)
     return ds.select_columns(_MLP_COLUMNS + [c for c in _TRUTH_COLUMNS if c in ds.column_names]).with_format("numpy")
 
 
@@ -373,19 +364,16 @@ def _fallback_protocol() -> str:
 def _row_to_mlp(row: Mapping[str, Any], seed_of: Callable[[int], int], md: Mapping[str, Any] | None) -> MLP:
     missing = [c for c in _MLP_COLUMNS if c not in row]
     if missing:
-        raise InvalidDatasetError(f"row has no {missing} column(s); it is not a WhestBench dataset row.")
+        raise InvalidDatasetError(f"row has no {missing} column(s); it is not a WhestBench dataset row.", fix=_LOAD_IT)
     w = np.asarray(row["weights"], dtype=np.float32)  # (depth, width, width)
     if w.ndim != 3 or w.shape[0] == 0:
-        raise InvalidDatasetError(
-            f"row {row['mlp_name']!s}: weights have shape {w.shape}; expected (depth, width, width)."
-        )
+        raise InvalidDatasetError(f"row {row['mlp_name']!s}: weights have shape {w.shape}; expected (depth, width, width).",
+                                  fix=REDO)
     if md is not None and isinstance(md.get("width"), int) and isinstance(md.get("depth"), int):
         want = (md["depth"], md["width"], md["width"])
         if w.shape != want:
-            raise InvalidDatasetError(
-                f"row {row['mlp_name']!s}: weights have shape {w.shape} but metadata says "
-                f"depth={md['depth']}, width={md['width']}. {REDO}"
-            )
+            raise InvalidDatasetError(f"row {row['mlp_name']!s}: weights have shape {w.shape} but metadata says "
+                                      f"depth={md['depth']}, width={md['width']}.", fix=REDO)
     mlp = MLP(
         weights=[np.array(layer, dtype=np.float32) for layer in w],  # own, writable copies
         width=int(w.shape[1]),

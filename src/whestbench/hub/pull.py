@@ -115,10 +115,9 @@ def pull_dataset(
     if split is not None:
         wanted = split_files(list(sizes), split)
         if not any(p.startswith(DATA_DIR + "/") for p in wanted):
-            raise InvalidDatasetError(
-                f"--split {split!r} matched no parquet files in {where}; its splits are "
-                f"{[sanitize(s) for s in _remote_splits(list(sizes))]}. Pass one of them, or omit --split for the whole dataset."
-            )
+            raise InvalidDatasetError(f"--split {split!r} matched no parquet files in {where}; its splits are "
+                                      f"{[sanitize(s) for s in _remote_splits(list(sizes))]}.",
+                                      fix="Pass one of them, or omit --split for the whole dataset.")
         patterns: list[str] | None = [_literal(p) for p in wanted]
     else:
         wanted = sorted(sizes)
@@ -159,7 +158,8 @@ def pull_dataset(
             (staging / _STAGING_MARK).unlink(missing_ok=True)
             md, verified = _check_download(staging, split, where, emit)
             if out.exists():
-                raise UsageError(f"--output {out} appeared while downloading; the download is in {staging}.")
+                raise UsageError(f"--output {out} appeared while downloading; the download is in {staging}.",
+                                 fix="Move that directory aside or choose another --output, and re-run.")
             fsync_tree(staging)
             os.rename(staging, out)
             fsync_dir(out.parent)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from whestbench.atomic import read_regular
-from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError
+from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError, bad_value
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.format.card import render_card
 from whestbench.format.card_rules import given_card, hidden_char
@@ -59,10 +59,8 @@ def push_ref(repo: str) -> HubRef:
     """
     ref = parse_ref(repo)
     if ref.revision is not None:
-        raise DatasetSourceError(
-            f"{sanitize(scrub(repo))!r} names a revision; push commits to the {DEFAULT_BRANCH} branch and names versions "
-            f"with --tag: pass --repo {ref.repo_id} --tag {ref.revision}."
-        )
+        raise DatasetSourceError(f"{sanitize(scrub(repo))!r} names a revision; push commits to the {DEFAULT_BRANCH} "
+                                 "branch and names versions with --tag:", fix=f"pass --repo {ref.repo_id} --tag {ref.revision}.")
     return ref
 
 
@@ -157,8 +155,8 @@ def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> Non
             what = f": {'; '.join(problems)}" if names == want else (
                 (f" lacks {', '.join(missing)}" if missing else f" has columns {names}")
                 + f", which its metadata.json promises ({', '.join(want)})")
-            raise InvalidDatasetError(f"{sanitize(str(directory))}: {shard.name}{what}; push publishes only datasets "
-                                      "whose files match their metadata", fix="(`whest dataset verify` shows every problem).")
+            raise InvalidDatasetError(f"{shard.name}{what}; push publishes only datasets whose files match their metadata",
+                                      where=sanitize(str(directory)), fix="(`whest dataset verify` shows every problem).")
 
 
 def _readable_rows(directory: "Path | DatasetDir", split: str) -> bool:
@@ -179,9 +177,9 @@ def _require_checked_device(directory: Path, md: dict) -> None:
             what = ("its device check was skipped (--skip-device-check)" if state == "skipped" else
                     f"its device check failed {', '.join(block.get('accepted', []))}, accepted (--accept-non-invariant)")
             raise InvalidDatasetError(
-                f"{sanitize(str(directory))} (split {split!r}): {what}, so nothing vouches that the device computed "
-                "the specification; re-bake on a device that passes, or push with --allow-unchecked-device "
-                "(the card and metadata.json say so).")
+                f"{what}, so nothing vouches that the device computed the specification;",
+                where=f"{sanitize(str(directory))} (split {split!r})", fix="re-bake on a device that passes, or push "
+                "with --allow-unchecked-device (the card and metadata.json say so).")
 
 
 @dataclass(frozen=True)
@@ -216,14 +214,16 @@ class PushConfig:
         if self.message is not None and (not isinstance(self.message, str) or not self.message.strip()
                                          or any(hidden_char(c) and c not in "\n\t" for c in self.message)):
             raise UsageError(f"--message must be a commit message of printable text (lines and tabs allowed, no other "
-                             f"control or bidirectional characters); got {show_value(self.message, max_len=80)}.")
+                             f"control or bidirectional characters); got {show_value(self.message, max_len=80)}.",
+                             fix="Leave it out for the default message.")
         if self.message is not None and scrub(self.message) != self.message:
             raise UsageError("--message holds what looks like a credential (a token, a password in a URL); a commit "
-                             "message is public on the Hub: leave it out.")
+                             "message is public on the Hub:", fix="leave it out.")
         for flag, value in (("--private", self.private), ("exist_ok", self.exist_ok),
                             ("--allow-unchecked-device", self.allow_unchecked_device)):
             if not isinstance(value, bool):
-                raise UsageError(f"{flag} must be True or False; got {show_value(value, max_len=40)}.")
+                raise UsageError(f"{flag} must be True or False; got {show_value(value, max_len=40)}.",
+                                 fix="Pass a bool.")
         check_positive_int("max_commit_bytes", self.max_commit_bytes)
         check_positive_int("max_commit_files", self.max_commit_files)
 
@@ -259,9 +259,8 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
     if isinstance(md, dict) and md.get("is_partial"):
         raise InvalidDatasetError(
             f"{directory} is a partial dataset (mlp_range={md.get('mlp_range')}, "
-            f"total_n_mlps={md.get('total_n_mlps')}); only complete datasets are published. Merge the "
-            f"partials first: `whest dataset merge <partials> --output <dir>`, then push <dir>."
-        )
+            f"total_n_mlps={md.get('total_n_mlps')}); only complete datasets are published.",
+            fix="Merge the partials first: `whest dataset merge <partials> --output <dir>`, then push <dir>.")
     handle.meta()  # validate_metadata, once
     if not cfg.allow_unchecked_device:
         _require_checked_device(directory, md)
@@ -291,14 +290,11 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
         if p.is_symlink() or not p.is_file():
             raise InvalidDatasetError(
                 f"{sanitize(str(p))} is a symlink or not a regular file; push publishes regular files and "
-                "directories only (the Hub would not get what the link points to). Replace it with a copy "
-                "of what it points to (for example `cp -rL`) and push again."
-            )
+                "directories only (the Hub would not get what the link points to).",
+                fix="Replace it with a copy of what it points to (for example `cp -rL`) and push again.")
         if rel.startswith(DATA_DIR + "/") and listed is not None and rel not in listed:
-            raise InvalidDatasetError(
-                f"{sanitize(str(p))} is not listed in metadata.json checksums, so nothing vouches for it; "
-                "remove it (or re-bake the dataset) before pushing."
-            )
+            raise InvalidDatasetError(f"{sanitize(str(p))} is not listed in metadata.json checksums, so nothing vouches for it;",
+                                      fix="remove it (or re-bake the dataset) before pushing.")
         digest = listed[rel] if listed is not None and rel in listed else file_sha256(p)
         data.append(LocalFile(path=rel, size=p.stat().st_size, sha256=digest.split(":", 1)[1], source=p))
     left_out = sorted(needed - {f.path for f in data})
@@ -307,31 +303,29 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
         raise InvalidDatasetError(
             f"metadata.json lists {sanitize(left_out[0])}{more}, which push does not publish (only regular files "
             f"under {DATA_DIR}/ and the prepared splits' directories, never hidden paths), so the published "
-            f"dataset would fail its own checksums. Re-create the dataset's files (`whest dataset "
-            f"prepare-arrow {directory}` for prepared copies, a re-bake for data/) and push again."
-        )
+            "dataset would fail its own checksums.", fix=f"Re-create the dataset's files (`whest dataset prepare-arrow "
+            f"{directory}` for prepared copies, a re-bake for data/) and push again.")
     for d in sorted(prepared_dirs):
         if not any(f.path.startswith(d + "/") for f in data):
-            raise InvalidDatasetError(
-                f"metadata.json declares prepared Arrow files in {d}/ but {directory / d} has none; "
-                f"re-create them with `whest dataset prepare-arrow {directory}`."
-            )
+            raise InvalidDatasetError(f"metadata.json declares prepared Arrow files in {d}/ but {directory / d} has none;",
+                                      fix=f"re-create them with `whest dataset prepare-arrow {directory}`.")
     for split in sorted(md.get("prepared_splits") or {}):
         if not _readable_rows(handle, split):
             continue  # as in _require_schema: unreadable shards are verify's business, not push's
         problem = prepared_problem(handle, md, split)
         if problem:
             raise InvalidDatasetError(f"the prepared Arrow copy of split {split!r} is not its rows: {problem}; "
-                                      "push publishes only copies bit-identical to the Parquet rows.")
+                                      "push publishes only copies bit-identical to the Parquet rows.",
+                                      fix=f"Re-create it with `whest dataset prepare-arrow {directory}`.")
     # data/ before prepared/, so prepared copies never reach the Hub before the shards they mirror
     data.sort(key=lambda f: (f.path.split("/", 1)[0] != DATA_DIR, f.path))
 
     revision = cfg.tag or DEFAULT_BRANCH
     text = render_card(md, repo_id=cfg.repo, revision=revision, **(cfg.card or {}))
     if scrub(text) != text:  # from metadata the card fields do not check (a bake command, say): never published
-        raise InvalidDatasetError(f"{sanitize(str(directory))}: the card rendered from its metadata.json holds what looks "
-                                  "like a credential (a token, a password in a URL); push publishes nothing that "
-                                  "`push --dry-run` would show masked: fix metadata.json's fields, or re-bake.")
+        raise InvalidDatasetError("the card rendered from its metadata.json holds what looks like a credential (a token, "
+                                  "a password in a URL); push publishes nothing that `push --dry-run` would show masked:",
+                                  where=sanitize(str(directory)), fix="fix metadata.json's fields, or re-bake.")
     card = text.encode("utf-8")
     return PushPlan(
         directory=directory,
@@ -351,7 +345,8 @@ _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 
 def _check_tag(tag: str) -> None:
     if not isinstance(tag, str) or not _TAG_RE.match(tag) or ".." in tag or tag.endswith((".", "/", ".lock")) or "//" in tag:
-        raise UsageError(f"--tag {show_value(tag, max_len=80)} is not a valid git tag name; use something like v1 or v1.0.0.")
+        raise bad_value(UsageError, "--tag", tag, "is not a valid git tag name;", fix="use something like v1 or v1.0.0.",
+                        max_len=80)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -452,8 +447,8 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
         except hub_exception("HfHubHTTPError") as e:
             if exist_ok or getattr(getattr(e, "response", None), "status_code", None) != 409:
                 raise
-            raise UsageError(f"{repo_id} already exists on the Hub and repo_exist_ok=False was asked: "
-                             "publish to a new repo, or allow an existing one.") from None
+            raise UsageError(f"{repo_id} already exists on the Hub and repo_exist_ok=False was asked:",
+                             fix="publish to a new repo, or allow an existing one.") from None
 
     def branch_info() -> Any:
         """The branch's head commit and files (with sizes and hashes), or None for a repo without it."""
@@ -465,17 +460,13 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     hub(create_repo)
     info = hub(branch_info)
     if private and info is not None and getattr(info, "private", None) is False:
-        raise UsageError(
-            f"{repo_id} already exists and is public; --private does not change an existing repo. "
-            f"Make it private in its settings ({HUB_URL}/datasets/{repo_id}/settings) or push to a new repo."
-        )
+        raise UsageError(f"{repo_id} already exists and is public; --private does not change an existing repo.",
+                         fix=f"Make it private in its settings ({HUB_URL}/datasets/{repo_id}/settings) or push to a new repo.")
     if tag is not None:
         refs = hub(lambda: api.list_repo_refs(repo_id, repo_type=REPO_TYPE, token=token))
         if any(t.name == tag for t in getattr(refs, "tags", None) or []):
-            raise UsageError(
-                f"tag {tag!r} already exists in {repo_id}; choose a new --tag (tags name one "
-                "published version and are never moved)."
-            )
+            raise UsageError(f"tag {tag!r} already exists in {repo_id};",
+                             fix="choose a new --tag (tags name one published version and are never moved).")
 
     remote = {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
     todo = [f for f in plan.data if not _same_content(f, remote.get(f.path))]
@@ -532,7 +523,7 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
                          "deleted": c.deleted}))
     final = parent
     if final is None:  # nothing to commit and no head: cannot happen (the card is always new then)
-        raise HubError(f"the Hub reported no commit on {repo_id}@{DEFAULT_BRANCH}; re-run the push.")
+        raise HubError(f"the Hub reported no commit on {repo_id}@{DEFAULT_BRANCH};", fix="re-run the push.")
     if tag is not None:
         hub(lambda: api.create_tag(repo_id, tag=tag, revision=final, repo_type=REPO_TYPE, token=token),
             retry=False)

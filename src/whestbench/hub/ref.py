@@ -63,10 +63,9 @@ def _shown(text: object) -> str:
 
 
 def _not_an_id(text: object) -> DatasetSourceError:
-    return DatasetSourceError(
-        f"{_shown(text)} is not a Hub dataset id: use ORG/NAME (letters, digits, '-', '_', '.'), "
-        "for example aicrowd/whestbench-public, or a local dataset directory where one is accepted."
-    )
+    return DatasetSourceError(f"{_shown(text)} is not a Hub dataset id:",
+                              fix="use ORG/NAME (letters, digits, '-', '_', '.'), for example aicrowd/whestbench-public, "
+                                  "or a local dataset directory where one is accepted.")
 
 
 def parse_ref(text: str, revision: str | None = None) -> HubRef:
@@ -75,26 +74,25 @@ def parse_ref(text: str, revision: str | None = None) -> HubRef:
     Raises DatasetSourceError for a trailing ``@``, two different revisions, or an invalid id.
     """
     if not isinstance(text, str):
-        raise DatasetSourceError(f"a Hub dataset is named by a string ORG/NAME[@REV]; got {type(text).__name__}.")
+        raise DatasetSourceError(f"a Hub dataset is named by a string ORG/NAME[@REV]; got {type(text).__name__}.",
+                                 fix="Pass the name as a str.")
     if revision is not None and not isinstance(revision, str):
-        raise DatasetSourceError(f"a revision is a branch, tag or commit name (a string); got {type(revision).__name__}.")
+        raise DatasetSourceError(f"a revision is a branch, tag or commit name (a string); got {type(revision).__name__}.",
+                                 fix="Pass it as a str, or leave it out for the default branch.")
     ref = text[len("hf://"):] if text.startswith("hf://") else text
     embedded = None
     if "@" in ref:
         ref, embedded = ref.split("@", 1)
         if not embedded:
-            raise DatasetSourceError(
-                f"{_shown(text)} ends in '@' with no revision; write ORG/NAME@REV or pass --revision."
-            )
+            raise DatasetSourceError(f"{_shown(text)} ends in '@' with no revision;",
+                                     fix="write ORG/NAME@REV or pass --revision.")
     if text.startswith("hf://") and ref.startswith("datasets/") and ref.count("/") == 2:
         ref = ref[len("datasets/"):]
     if revision == "":
-        raise DatasetSourceError("--revision is empty; name a branch, tag or commit, or leave it out.")
+        raise DatasetSourceError("--revision is empty;", fix="name a branch, tag or commit, or leave it out.")
     if embedded and revision and embedded != revision:
-        raise DatasetSourceError(
-            f"{_shown(text)} names revision {_shown(embedded)} but --revision is {_shown(revision)}; "
-            "give the revision once."
-        )
+        raise DatasetSourceError(f"{_shown(text)} names revision {_shown(embedded)} but --revision is {_shown(revision)};",
+                                 fix="give the revision once.")
     try:
         repo_id = check_repo_id(ref)
     except DatasetSourceError:
