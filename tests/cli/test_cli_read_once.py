@@ -1,21 +1,26 @@
 """A dataset is read once: no command reads an input's metadata.json, hashes one of its files, or
 lists its shards, twice.
 
-Every read of a local metadata.json goes through ``format.reader.read_metadata_file`` and every
-checksum through ``format.checksums.file_sha256``; both are wrapped here (in every module that bound
-them) and counted per file while one command runs in-process (issue 26: verify, inspect, load, merge,
-combine-splits, push --dry-run).
-Listings of a ``data/`` directory are counted at ``Path.iterdir``, whoever asks.
+Reads are counted where they happen, not at functions a module may have bound at import (push's
+metadata.json read went uncounted even with every binding swept): every ``open`` of a file for
+reading (hashing, ``Path.read_bytes``) and every ``os.open`` whose descriptor is then read
+(``atomic.read_regular``, the one reader of metadata.json; an ``os.open`` only to fsync reads
+nothing), made by whestbench's own code. Not counted: a copy through ``shutil``, the libraries' own
+reads (``datasets`` reads the card to say what it would load), and Parquet footers and rows, which
+pyarrow's C++ code reads. Counts are per resolved path, while one command runs in-process (issue 26:
+verify, inspect, load, merge, combine-splits, push --dry-run). Listings of a ``data/`` directory are
+counted at ``Path.iterdir``, whoever asks.
 """
 
+import builtins
+import io
+import os
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-import whestbench.format.checksums as checksums
-import whestbench.format.reader as reader
 from whestbench.cli import main
 
 from helpers.cli import run
@@ -32,35 +37,50 @@ def combined(tiny, tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def reads():
-    """``(metadata reads, file hashes)``: two Counters keyed by resolved path, filled while a test runs."""
-    md, sha = Counter(), Counter()
-    read, hash_ = reader.read_metadata_file, checksums.file_sha256
+def reads(monkeypatch):
+    """``(metadata.json reads, other files' reads)``: two Counters keyed by resolved path, filled while a
+    test runs (module docstring: what counts as a read)."""
+    md, other = Counter(), Counter()
+    real_open, real_os_open, real_read, real_close = builtins.open, os.open, os.read, os.close
+    fds: dict[int, Path] = {}  # descriptors opened for reading and not read yet
 
-    def counted_read(path):
-        md[Path(path).resolve()] += 1
-        return read(path)
+    def count(path: Path) -> None:
+        caller = sys._getframe(2)  # who called open or os.read, past pathlib and io
+        while caller is not None and caller.f_globals.get("__name__") in ("pathlib", "io", "_io"):
+            caller = caller.f_back
+        if caller is not None and caller.f_globals.get("__name__", "").startswith("whestbench."):
+            (md if path.name == "metadata.json" else other)[path] += 1
 
-    def counted_hash(path):
-        sha[Path(path).resolve()] += 1
-        return hash_(path)
+    def counted_open(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        if not isinstance(file, int) and not set(mode) & set("wax+"):
+            count(Path(os.fsdecode(file)).resolve())
+        return f
 
-    _rebind(read, counted_read)
-    _rebind(hash_, counted_hash)
-    yield md, sha
-    _rebind(counted_read, read)
-    _rebind(counted_hash, hash_)
+    def counted_os_open(path, flags, *args, **kwargs):
+        fd = real_os_open(path, flags, *args, **kwargs)
+        if flags & os.O_ACCMODE == os.O_RDONLY and kwargs.get("dir_fd") is None:
+            resolved = Path(os.fsdecode(path)).resolve()
+            if resolved.is_file():
+                fds[fd] = resolved
+        return fd
 
+    def counted_read(fd, n):
+        path = fds.pop(fd, None)
+        if path is not None:
+            count(path)
+        return real_read(fd, n)
 
-def _rebind(old, new) -> None:
-    """``new`` in place of ``old`` in the module that defines it and in every whestbench module that bound
-    it at its import (``from whestbench.format.checksums import file_sha256``: hub/push does), so no read
-    escapes the count whichever module makes it; a module imported while the test runs binds the counted
-    one, so the way back is the same sweep."""
-    for module in [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "whestbench"]:
-        for name, value in list(vars(module).items()):
-            if value is old:
-                setattr(module, name, new)
+    def counted_close(fd):
+        fds.pop(fd, None)
+        return real_close(fd)
+
+    monkeypatch.setattr(builtins, "open", counted_open)
+    monkeypatch.setattr(io, "open", counted_open)
+    monkeypatch.setattr(os, "open", counted_os_open)
+    monkeypatch.setattr(os, "read", counted_read)
+    monkeypatch.setattr(os, "close", counted_close)
+    return md, other
 
 
 @pytest.fixture
@@ -78,24 +98,28 @@ def listings(monkeypatch):
     return seen
 
 
-def _once(counts: Counter, *roots: Path, some: bool = True) -> None:
-    """Each file under ``roots`` counted at most once (and, with ``some``, something under each counted)."""
+def _once(counts: Counter, *roots: Path, some: bool = True, rerun: bool = False) -> None:
+    """Each file under ``roots`` counted at most once (and, with ``some``, something under each counted).
+    ``rerun``: a re-run that finds its output complete reads the output's README.md twice, a known cost
+    left for now: the card refresh (``cli.common.already_complete`` -> ``writer.restore_card``) reads it
+    and may rewrite it, then verify's card check reads it again."""
     for root in roots:
         mine = {p: n for p, n in counts.items() if p.is_relative_to(root.resolve())}
         assert mine or not some, f"nothing under {root} was read"
-        assert max(mine.values(), default=1) == 1, f"read more than once: {mine}"
+        allowed = {root.resolve() / "README.md": 2} if rerun else {}
+        assert all(n <= allowed.get(p, 1) for p, n in mine.items()), f"read more than once: {mine}"
 
 
 def test_verify_and_inspect_read_the_dataset_once(tiny, reads, capsys, tmp_path):
-    md, sha = reads
+    md, files = reads
     assert run(["dataset", "verify", str(tiny["public"])], capsys)[0] == 0
     _once(md, tiny["public"])
-    _once(sha, tiny["public"])
-    md.clear(), sha.clear()
+    _once(files, tiny["public"])
+    md.clear(), files.clear()
     assert run(["dataset", "inspect", str(tiny["public"])], capsys)[0] == 0
     _once(md, tiny["public"])
     pytest.importorskip("matplotlib")
-    md.clear(), sha.clear()
+    md.clear(), files.clear()
     assert run(["dataset", "inspect", str(tiny["public"]), "--plot", str(tmp_path / "means.png")], capsys)[0] == 0
     _once(md, tiny["public"])
 
@@ -103,45 +127,47 @@ def test_verify_and_inspect_read_the_dataset_once(tiny, reads, capsys, tmp_path)
 def test_verify_against_and_recompute_read_each_dataset_once(tiny, reads, capsys, tmp_path):
     """The other bake (``--against``), and a cached recompute reused after its completion test and
     its check, are read once too."""
-    md, sha = reads
+    md, files = reads
     argv = ["dataset", "verify", str(tiny["public"]), "--recompute", "1", "--recompute-dir", str(tmp_path)]
     for _ in range(2):  # the recompute, then its reuse
-        md.clear(), sha.clear()
+        md.clear(), files.clear()
         assert run(argv, capsys)[0] == 0
         _once(md, tiny["public"], tmp_path)
-        _once(sha, tiny["public"], tmp_path, some=False)
-    md.clear(), sha.clear()
+        _once(files, tiny["public"], tmp_path, some=False)
+    md.clear(), files.clear()
     assert run(["dataset", "verify", str(tiny["p0"]), "--against", str(tiny["public"])], capsys)[0] == 0
     _once(md, tiny["p0"], tiny["public"])
 
 
 def test_merge_reads_each_partial_once_first_run_and_rerun(tiny, reads, capsys, tmp_path):
-    md, sha = reads
+    md, files = reads
     out = tmp_path / "m"
-    for _ in range(2):  # the merge, then a re-run that finds it complete
-        md.clear(), sha.clear()
+    for rerun in (False, True):  # the merge, then a re-run that finds it complete
+        md.clear(), files.clear()
         assert run(["dataset", "merge", str(tiny["p0"]), str(tiny["p1"]), "--output", str(out)], capsys)[0] == 0
         _once(md, tiny["p0"], tiny["p1"], out)
-        _once(sha, tiny["p0"], tiny["p1"], out, some=False)
+        _once(files, tiny["p0"], tiny["p1"], some=False)
+        _once(files, out, some=False, rerun=rerun)
 
 
 def test_combine_load_and_push_read_each_dataset_once(tiny, reads, capsys, tmp_path):
-    md, sha = reads
+    md, files = reads
     out = tmp_path / "c"
-    for _ in range(2):  # the combine, then a re-run that finds it complete
-        md.clear(), sha.clear()
+    for rerun in (False, True):  # the combine, then a re-run that finds it complete
+        md.clear(), files.clear()
         assert run(["dataset", "combine-splits", str(tiny["public"]), str(tiny["holdout"]), "--output", str(out)], capsys)[0] == 0
         _once(md, tiny["public"], tiny["holdout"], out)
-        _once(sha, tiny["public"], tiny["holdout"], out, some=False)
+        _once(files, tiny["public"], tiny["holdout"], some=False)
+        _once(files, out, some=False, rerun=rerun)
     from whestbench import load_dataset
 
-    md.clear(), sha.clear()
+    md.clear(), files.clear()
     load_dataset(str(out), split="holdout")
     _once(md, out)
-    md.clear(), sha.clear()
+    md.clear(), files.clear()
     assert run(["dataset", "push", str(out), "--repo", "org/name", "--dry-run"], capsys)[0] == 0
     _once(md, out)
-    _once(sha, out)
+    _once(files, out)
 
 
 def test_verify_inspect_and_push_list_each_datasets_shards_once(tiny, combined, listings, capsys):
@@ -165,12 +191,12 @@ def test_a_bake_rerun_reads_and_verifies_its_output_once(reads, capsys, tmp_path
     """The completion test and the verify that follows it share one handle."""
     argv = _BAKE + ["--n-mlps", "2", "--output", str(tmp_path / "a")]
     assert run(argv, capsys)[0] == 0
-    md, sha = reads
-    md.clear(), sha.clear()
+    md, files = reads
+    md.clear(), files.clear()
     rc, o, _ = run(argv, capsys)
     assert rc == 0 and "already complete and verified" in o
     _once(md, tmp_path / "a")
-    _once(sha, tmp_path / "a")
+    _once(files, tmp_path / "a", rerun=True)
 
 
 def test_one_handle_verified_then_loaded_reads_and_hashes_once(combined, reads):
@@ -180,12 +206,44 @@ def test_one_handle_verified_then_loaded_reads_and_hashes_once(combined, reads):
     from whestbench.hub.push import plan_push
     from whestbench.verify.run import verify_dataset
 
-    md, sha = reads
-    md.clear(), sha.clear()
+    md, files = reads
+    md.clear(), files.clear()
     handle = open_dataset(combined)
     assert verify_dataset(handle).ok
     assert load_dataset(handle, split="holdout").num_rows == 2
     assert load_dataset(handle).keys() == {"public", "holdout"}
     plan_push(handle, "org/name")
     _once(md, combined)
-    _once(sha, combined)
+    _once(files, combined)
+
+
+def test_a_second_read_by_push_is_counted(tiny, reads, monkeypatch):
+    """The counts have teeth where the old ones had none: push's readers, bound at its import, made to read
+    metadata.json and a data file twice, are caught (the old counts wrapped ``read_metadata_file``, which
+    push's second read of metadata.json did not go through)."""
+    import whestbench.hub.push as push
+
+    d = tiny["public"]
+    md, files = reads
+    plan_push, real_open, real_hash = push.plan_push, push.open_dataset, push.file_sha256
+    md.clear(), files.clear()
+    plan_push(d, "org/name")
+    _once(md, d)
+    _once(files, d)
+
+    def open_twice(path):
+        real_open(path).metadata  # a handle read and dropped: metadata.json read a second time
+        return real_open(path)
+
+    monkeypatch.setattr(push, "open_dataset", open_twice)
+    md.clear(), files.clear()
+    plan_push(d, "org/name")
+    with pytest.raises(AssertionError, match="read more than once"):
+        _once(md, d)
+    shard = next((d / "data").iterdir())
+    monkeypatch.setattr(push, "file_sha256", lambda p: (real_hash(shard), real_hash(p))[1])
+    monkeypatch.setattr(push, "checksums_block", lambda md: None)  # push hashes each file itself
+    md.clear(), files.clear()
+    plan_push(d, "org/name")
+    with pytest.raises(AssertionError, match="read more than once"):
+        _once(files, d)

@@ -404,8 +404,8 @@ def test_a_dataset_dir_reads_once_and_keeps_what_it_was_given(tmp_path, monkeypa
     with pytest.raises(UsageError, match="empty path"):
         input_dir(reader.open_dataset(""))
     reads = []
-    real = reader.read_metadata_file
-    monkeypatch.setattr(reader, "read_metadata_file", lambda p: (reads.append(p), real(p))[1])
+    real = reader.read_metadata_bytes
+    monkeypatch.setattr(reader, "read_metadata_bytes", lambda p: (reads.append(p), real(p))[1])
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "metadata.json").write_text("{not json")
     handle = reader.open_dataset(tmp_path / "d")

@@ -38,11 +38,14 @@ def metadata_bytes(md: dict[str, Any]) -> bytes:
 
 
 def read_metadata(directory: str | Path) -> dict[str, Any]:
-    """The parsed ``metadata.json`` of ``directory`` (not validated).
+    """The parsed ``metadata.json`` of ``directory`` (not validated): ``metadata_path``'s checks, then
+    ``read_metadata_file``'s."""
+    return read_metadata_file(metadata_path(directory))
 
-    Guards against: a path that does not exist, a file given where a directory belongs (a legacy
-    ``.npz``, or ``metadata.json`` itself), a directory without metadata, and unreadable JSON.
-    """
+
+def metadata_path(directory: str | Path) -> Path:
+    """``directory/metadata.json``, refused (InvalidDatasetError) for a path that does not exist, a file given
+    where a directory belongs (a legacy ``.npz``, or ``metadata.json`` itself), a directory without metadata."""
     directory = Path(directory)
     if not directory.exists():
         raise InvalidDatasetError(f"no such dataset directory: {directory}.", fix="Pass the directory that holds "
@@ -60,7 +63,7 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
         raise InvalidDatasetError(
             f"missing metadata.json at {path}; this is not a WhestBench dataset directory",
             fix="(bake one with `whest dataset bake`, or merge partials with `whest dataset merge`).")
-    return read_metadata_file(path)
+    return path
 
 
 class DatasetDir(os.PathLike):
@@ -78,6 +81,7 @@ class DatasetDir(os.PathLike):
         self._given = os.fspath(path)  # as given: Path("") would turn an empty argument into "."
         self.path = Path(os.fsdecode(self._given))
         self._md: dict[str, Any] | None = None
+        self.metadata_bytes: bytes | None = None  # metadata.json as read (push publishes these bytes)
         self._error: InvalidDatasetError | None = None
         self._valid: dict[bool, DatasetMeta] = {}
         self.checksum_states: dict = {}  # split (None: the whole) -> checksums.ChecksumState
@@ -99,7 +103,9 @@ class DatasetDir(os.PathLike):
             if self._error is not None:
                 raise self._error
             try:
-                self._md = read_metadata(self.path)
+                path = metadata_path(self.path)
+                self.metadata_bytes = read_metadata_bytes(path)
+                self._md = parse_metadata(self.metadata_bytes, path)
             except InvalidDatasetError as e:
                 self._error = e
                 raise
@@ -136,10 +142,19 @@ def read_metadata_file(path: str | Path) -> dict[str, Any]:
     enough to exhaust the parser's stack.
     """
     path = Path(path)
+    return parse_metadata(read_metadata_bytes(path), path)
+
+
+def read_metadata_bytes(path: str | Path) -> bytes:
+    """The bytes of ``path`` (a ``metadata.json``), refused beyond ``METADATA_MAX_BYTES``."""
     try:
-        raw = read_regular(path, METADATA_MAX_BYTES, "metadata.json")
+        return read_regular(path, METADATA_MAX_BYTES, "metadata.json")
     except FileTooLarge as e:
         raise InvalidDatasetError.from_error(e, fix=REDO) from None
+
+
+def parse_metadata(raw: bytes, path: str | Path) -> dict[str, Any]:
+    """``raw``, the bytes of the metadata.json at ``path``, parsed (``read_metadata_file``'s checks)."""
     try:
         md = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:

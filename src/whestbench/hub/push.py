@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from whestbench.atomic import read_regular
 from whestbench.errors import DatasetSourceError, HubError, InvalidDatasetError, UsageError, bad_value
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.format.card import render_card
 from whestbench.format.card_rules import given_card, hidden_char
 from whestbench.format.checksums import checksums_block, file_sha256, verify_checksums
 from whestbench.format.prepared import prepared_problem
-from whestbench.format.reader import (AUDIT_DIR, CARD_FILE, DATA_DIR, METADATA_FILE, METADATA_MAX_BYTES,
+from whestbench.format.reader import (AUDIT_DIR, CARD_FILE, DATA_DIR, METADATA_FILE,
                                       PREPARED_DIR, DatasetDir, data_files, open_dataset, parquet_footer)
 from whestbench.format.shards import ShardSchema
 from whestbench.format.schema import (DEVICE_CHECK_KEY, DatasetMeta, check_positive_int, columns_for,
@@ -333,8 +332,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
         revision=revision,
         metadata=md,
         data=tuple(data),
-        metadata_file=_memory_file(METADATA_FILE, read_regular(directory / METADATA_FILE, METADATA_MAX_BYTES,
-                                                                "metadata.json")),
+        metadata_file=_memory_file(METADATA_FILE, handle.metadata_bytes),  # the bytes checked, not read again
         card=_memory_file(CARD_FILE, card),
         ignored=tuple(ignored),
     )
