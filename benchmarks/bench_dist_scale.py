@@ -179,7 +179,7 @@ def host_main(cfg: dict) -> int:
     from whestbench.bake.pipeline import bake
     from whestbench.bake.plan import BakeConfig, plan_bake
     from whestbench.errors import UsageError, WorkFailed
-    from whestbench.work import distributed
+    from whestbench.work.distributed import store_executor as distributed
     from whestbench.work.executor import BakeInterrupted
     from whestbench.work.steps import kernel_module
 
@@ -657,7 +657,7 @@ def store_costs(ranks: list[int]) -> dict:
 
 def project(m: dict) -> dict:
     """Rank-0 poll cycle, store ops/s and overhead at 1,024 and 4,096 ranks from this run's costs."""
-    from whestbench.work import distributed as d
+    from whestbench.work.distributed import rank0 as d
 
     cycles = m["cycles"]
     light = [c for c in cycles if c[2] == 0 and c[1] == min(cc[1] for cc in cycles)]

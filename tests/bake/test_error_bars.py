@@ -330,14 +330,15 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
 
     import torch.distributed as dist
 
-    from whestbench.work import distributed, launch_env
+    from whestbench.work import launch_env
+    from whestbench.work.distributed import store_executor
 
     port = free_port()
     # the store torchrun's agent would host; kept referenced until the ranks are done
     store = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=60))
     peer_computed, units, runs = threading.Event(), {0: 0, 1: 0}, {}
 
-    class Executor(distributed.StoreExecutor):
+    class Executor(store_executor.StoreExecutor):
         def __init__(self, env, **kw):
             def step(spec, compute, unit, ctx):
                 runs[unit.key] = runs.get(unit.key, 0) + 1
@@ -352,7 +353,7 @@ def bake_on_two_ranks(cfg: BakeConfig, monkeypatch) -> tuple[Path, dict[int, int
 
             super().__init__(env, step=step, **kw)
 
-    monkeypatch.setattr(distributed, "StoreExecutor", Executor)
+    monkeypatch.setattr(store_executor, "StoreExecutor", Executor)
 
     notes = []
 

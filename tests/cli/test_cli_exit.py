@@ -15,7 +15,7 @@ def test_a_lingering_distributed_thread_does_not_hold_or_abort_the_exit():
     code = textwrap.dedent(
         """
         import sys, threading
-        import whestbench.work.distributed as dist
+        import whestbench.work.distributed.store_executor as dist
         threading.Thread(target=threading.Event().wait, name=dist.THREAD_PREFIX + "unit-0").start()
         sys.argv = ["whest", "dataset", "bake", "--n-mlps", "0"]
         from whestbench.cli.app import run

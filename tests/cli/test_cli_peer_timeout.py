@@ -36,7 +36,7 @@ def test_a_peer_timeout_inside_the_bounds_is_taken(tmp_path, capsys, value):
 
 def test_the_python_api_refuses_the_same_peer_timeouts():
     from whestbench.errors import UsageError
-    from whestbench.work.distributed import StoreExecutor
+    from whestbench.work.distributed.store_executor import StoreExecutor
     from whestbench.work.launch_env import DistEnv
 
     env = DistEnv(0, 2, 0, "127.0.0.1", 29500)

@@ -565,9 +565,9 @@ def agent_store(monkeypatch):
 
     import torch.distributed as dist
 
-    from whestbench.work import distributed
+    from whestbench.work.distributed import liveness
 
-    monkeypatch.setattr(distributed, "HEARTBEAT_S", 0.2)
+    monkeypatch.setattr(liveness, "HEARTBEAT_S", 0.2)
     port = _free_port()
     store = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=30))
     return port, store
@@ -579,7 +579,7 @@ def _ranks(port: int, n: int, *, seeds, tmp_path, attempts=None, peer_n_samples=
     results in its ledger ({mlp index: value}), other ranks False, or the exception it raised."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from whestbench.work.distributed import StoreExecutor
+    from whestbench.work.distributed.store_executor import StoreExecutor
     from whestbench.work.launch_env import DistEnv
     from whestbench.work.executor import Job
     from whestbench.work.ledger import Ledger
@@ -706,7 +706,7 @@ def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_
     import torch.distributed as dist
 
     from whestbench.compute.stats import LayerSums
-    from whestbench.work.distributed import _result_blob
+    from whestbench.work.distributed.epoch import result_blob as _result_blob
     from whestbench.work.units import Unit
 
     port, store = agent_store
@@ -956,7 +956,7 @@ def test_master_addr_of_another_host_is_one_line_before_the_store(monkeypatch):
     import torch.distributed as dist
 
     from whestbench.errors import UsageError
-    from whestbench.work.distributed import connect_store
+    from whestbench.work.distributed.store import connect_store
     from whestbench.work.launch_env import DistEnv
 
     def never(*a, **k):
@@ -994,9 +994,9 @@ def test_protocol_rank_0_records_every_ranks_last_heartbeat_for_the_status_comma
     rank 0 records them in the work directory's status.json (issue 28)."""
 
     from whestbench.bake.status import bake_status, status_lines
-    from whestbench.work import distributed
+    from whestbench.work.distributed import liveness
 
-    monkeypatch.setattr(distributed, "STATUS_EVERY_S", 0.0)
+    monkeypatch.setattr(liveness, "STATUS_EVERY_S", 0.0)
     port, _ = agent_store
     work = tmp_path / "w.whest-work"
     results, peer = _ranks(port, 2, seeds=range(16), tmp_path=tmp_path, steps=_heard_steps(4, rank0_pause=0.05))
@@ -1018,9 +1018,9 @@ def test_protocol_the_status_command_names_a_rank_that_never_joined(agent_store,
     import json as json_
 
     from whestbench.bake.status import bake_status, status_lines
-    from whestbench.work import distributed
+    from whestbench.work.distributed import liveness
 
-    monkeypatch.setattr(distributed, "STATUS_EVERY_S", 0.0)
+    monkeypatch.setattr(liveness, "STATUS_EVERY_S", 0.0)
     port, _ = agent_store
     results, peer = _ranks(port, 3, seeds=range(12), tmp_path=tmp_path, only=[0, 1], steps=_heard_steps(3))
     assert results == _expected(12) and peer is False

@@ -85,7 +85,7 @@ def bake(
     distributed = dist_env is not None and dist_env.world_size > 1
     checked = check_device(plan, emit, dist_env.rank if distributed else 0)  # torch bakes; before any work
     if distributed:
-        from whestbench.work.distributed import StoreExecutor
+        from whestbench.work.distributed.store_executor import StoreExecutor
 
         executor = StoreExecutor(dist_env, workers=plan.workers or 1, peer_timeout_s=peer_timeout_s)
     else:

@@ -196,7 +196,7 @@ def run() -> None:
     """The process entry point (``whest``, ``whestbench``, ``python -m whestbench``): ``main``, then exit.
 
     A distributed rank that leaves on an error may still have a unit thread inside a kernel or a
-    store call after its bounded wait (``work.distributed._join_all``). Letting the interpreter shut
+    store call after its bounded wait (``work.distributed.epoch.join_all``). Letting the interpreter shut
     down under it aborts the process (exit -6, "terminate called without an active exception") and
     hides the exit code, so such a process flushes its output and leaves at once: its dataset, ledger
     and messages are already written.
@@ -210,7 +210,7 @@ def run() -> None:
     except OSError as exc:  # a failed write to stdout (a full disk, a file too large): one line, exit 1
         err.print(f"error: writing to stdout failed: {exc.strerror or exc}", markup=False)
         code = code or 1
-    dist = sys.modules.get("whestbench.work.distributed")
+    dist = sys.modules.get("whestbench.work.distributed.store_executor")
     # A stopped command (a signal, Ctrl-C) has saved what it keeps and said so: it leaves at once,
     # without waiting for the interpreter to tear down (an import still running on a helper thread
     # can hold that up for a second). So does a rank with a thread still in a store call.

@@ -179,7 +179,7 @@ class PeerTimeout(Seconds):
     """``--peer-timeout``: seconds, bounded at parse time to what the protocol and the store accept."""
 
     def convert(self, value, param, ctx):
-        from whestbench.work.distributed import check_peer_timeout
+        from whestbench.work.distributed.store_executor import check_peer_timeout
 
         v = super().convert(value, param, ctx)
         why = check_peer_timeout(v)
