@@ -182,21 +182,6 @@ def fused_byte_equal(emu, ptt, precision: str) -> bool:
     return bool(np.array_equal(got.view(np.int64), want.view(np.int64)))
 
 
-def _hardware_block_integer(emu):
-    def block_integer(da, dw, n_digits):
-        total = np.zeros((da.shape[1], dw.shape[2]), dtype=np.float64)
-        for i in range(n_digits):
-            for j in range(n_digits - i):
-                acc = np.zeros((da.shape[1], dw.shape[2]), dtype=np.float32)
-                a, b = da[i].astype(np.float32), dw[j].astype(np.float32)
-                for k0 in range(0, a.shape[1], emu.TC_BLOCK["fp16"]):
-                    acc = emu.tc_block_fma(acc, a[:, k0 : k0 + 16], b[k0 : k0 + 16])
-                total += acc.astype(np.float64) * 128.0 ** (n_digits - 1 - i - j)
-        return total
-
-    return block_integer
-
-
 def ozaki_same_bytes_under_hardware(emu, oz, kernel: str, shape, rows: int) -> bool:
     """The integer arithmetic's layer means with every digit GEMM through the tensor cores' float
     accumulator model == with exact integer sums, byte for byte (``rows`` samples)."""
@@ -207,7 +192,7 @@ def ozaki_same_bytes_under_hardware(emu, oz, kernel: str, shape, rows: int) -> b
     x = np.random.default_rng(1).standard_normal((rows, width), dtype=np.float32)
     digits = 3 if kernel == "ozaki-3digits" else 4
     exact = oz.layer_means(weights, x, min(oz.DEFAULT_SCALE_K, width), n_digits=digits)
-    hard = oz.layer_means(weights, x, min(oz.DEFAULT_SCALE_K, width), n_digits=digits, block_integer=_hardware_block_integer(emu))
+    hard = oz.layer_means(weights, x, min(oz.DEFAULT_SCALE_K, width), n_digits=digits, block_integer=emu.hardware_block_integer)
     return bool(np.array_equal(exact.view(np.int64), hard.view(np.int64)))
 
 

@@ -161,6 +161,21 @@ def _tc_chain(acc: np.ndarray, a: np.ndarray, b: np.ndarray, k0: int, k1: int, f
     return acc
 
 
+def hardware_block_integer(da: np.ndarray, dw: np.ndarray, n_digits: int) -> np.ndarray:
+    """The Ozaki kernel's digit-pair GEMMs through the tensor cores' float accumulator model (the int8
+    digits as fp16 values, blocks of ``TC_BLOCK["fp16"]`` products, truncation, round toward zero):
+    what an fp16 tensor core would make of ``ozaki_spec.block_integer``'s exact integer sums."""
+    total = np.zeros((da.shape[1], dw.shape[2]), dtype=np.float64)
+    for i in range(n_digits):
+        for j in range(n_digits - i):
+            acc = np.zeros((da.shape[1], dw.shape[2]), dtype=np.float32)
+            a, b = da[i].astype(np.float32), dw[j].astype(np.float32)
+            for k0 in range(0, a.shape[1], TC_BLOCK["fp16"]):
+                acc = tc_block_fma(acc, a[:, k0 : k0 + 16], b[k0 : k0 + 16])
+            total += acc.astype(np.float64) * 128.0 ** (n_digits - 1 - i - j)
+    return total
+
+
 def hardware_matmul(a: np.ndarray, b: np.ndarray, precision: str, *, block_k: int = 32) -> np.ndarray:
     """``a @ b`` as the fused kernel's split ``precision`` computes it on tensor cores under the hardware
     model: for every ``block_k`` step the kernel's dots in the kernel's order (tf32: one accumulator

@@ -63,20 +63,6 @@ def test_the_fast_block_integer_is_the_pairwise_definition(n_digits):
     assert np.abs(want).max() < 2**53
 
 
-def _hardware_block_integer(da, dw, n_digits):
-    """Each digit pair's GEMM through the tensor cores' float accumulator model (the digits as fp16
-    values, blocks of 16 products, truncation, round toward zero): what an fp16 tensor core would make."""
-    total = np.zeros((da.shape[1], dw.shape[2]), dtype=np.float64)
-    for i in range(n_digits):
-        for j in range(n_digits - i):
-            acc = np.zeros((da.shape[1], dw.shape[2]), dtype=np.float32)
-            a, b = da[i].astype(np.float32), dw[j].astype(np.float32)
-            for k0 in range(0, a.shape[1], emu.TC_BLOCK["fp16"]):
-                acc = emu.tc_block_fma(acc, a[:, k0 : k0 + 16], b[k0 : k0 + 16])
-            total += acc.astype(np.float64) * 128.0 ** (n_digits - 1 - i - j)
-    return total
-
-
 def test_the_accumulator_model_cannot_change_a_bit_of_the_integer_arithmetic():
     # Integer sums (|partial sums| < 2**24 per pair within a scale block) leave the truncating,
     # round-toward-zero accumulator nothing to drop: the hardware model gives the same bytes, so the
@@ -84,7 +70,7 @@ def test_the_accumulator_model_cannot_change_a_bit_of_the_integer_arithmetic():
     weights = weights_for_seed(12345, 256, 8)
     x = np.random.default_rng(1).standard_normal((32, 256), dtype=np.float32)
     exact = oz.layer_means(weights, x, oz.DEFAULT_SCALE_K)
-    hard = oz.layer_means(weights, x, oz.DEFAULT_SCALE_K, block_integer=_hardware_block_integer)
+    hard = oz.layer_means(weights, x, oz.DEFAULT_SCALE_K, block_integer=emu.hardware_block_integer)
     assert np.array_equal(exact.view(np.int64), hard.view(np.int64))
 
 

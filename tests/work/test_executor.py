@@ -178,3 +178,16 @@ def test_rank_0_counts_every_saved_checkpoint_from_its_first_line_whichever_rank
     peer.unit_abandoned(units[1])  # a peer forgets a unit once it posted it
     assert peer.taken_over == 0
     assert rank0.progress().done == 3000 + 3000 + 800 + 100
+
+
+def test_both_executors_declare_the_executor_protocol_with_its_exact_signature():
+    """The local and the distributed executor are interchangeable for the pipeline: both declare
+    ``Executor`` and their ``run`` has its signature (a renamed keyword would break one caller)."""
+    import inspect
+
+    from whestbench.work.distributed.store_executor import StoreExecutor
+    from whestbench.work.executor import Executor, LocalExecutor
+
+    assert issubclass(LocalExecutor, Executor) and issubclass(StoreExecutor, Executor)
+    want = inspect.signature(Executor.run)
+    assert inspect.signature(LocalExecutor.run) == want and inspect.signature(StoreExecutor.run) == want

@@ -41,7 +41,7 @@ from whestbench.bake.plan import (AlreadyBaked, BakeConfig, BakePlan, check_bake
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.values import as_int
-from whestbench.work.executor import LocalExecutor, bake_workers
+from whestbench.work.executor import Executor, LocalExecutor, bake_workers
 from whestbench.work.ledger import Ledger, load_seeds, save_seeds
 from whestbench.work.threads import one_torch_thread
 from whestbench.work.units import WorkSpec, units_of_mlp
@@ -87,7 +87,7 @@ def bake(
     if distributed:
         from whestbench.work.distributed.store_executor import StoreExecutor
 
-        executor = StoreExecutor(dist_env, workers=plan.workers or 1, peer_timeout_s=peer_timeout_s)
+        executor: Executor = StoreExecutor(dist_env, workers=plan.workers or 1, peer_timeout_s=peer_timeout_s)
     else:
         executor = LocalExecutor(plan.workers)
     if distributed and dist_env.rank != 0:

@@ -1,13 +1,12 @@
 """Executors: who runs a job's units, where, and how finished work is recorded and skipped.
 
 A ``Job`` is a spec (what to compute), a ``Compute`` (how) and a ledger (where results go). An
-executor runs every unit the ledger does not hold yet, saving each as it finishes, and reports
-progress through ``whestbench.events``. Two implementations have the same ``run(job, *, on_event, stop)
--> bool`` method, by convention (no shared base class declares it), in the way datatrove separates
-pipeline steps from executors:
+``Executor`` (the protocol below; datatrove's ``executor/base.py`` separates pipeline steps from
+executors the same way) runs every unit the ledger does not hold yet, saving each as it finishes,
+and reports progress through ``whestbench.events``. Two executors declare it:
 
 - ``LocalExecutor``: worker threads in this process, one unit each (``work.steps.run_unit``);
-- ``StoreExecutor`` (``work/distributed.py``): one rank of a torchrun/srun job, ranks coordinating
+- ``StoreExecutor`` (``work/distributed/``): one rank of a torchrun/srun job, ranks coordinating
   through the rendezvous key-value store, rank 0 holding the ledger.
 
 Parallelism is across units only, with every worker's BLAS at one thread, so results never depend
@@ -24,9 +23,11 @@ import time
 from collections import Counter
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from whestbench.errors import RESUME, BakeInterrupted, DamagedRecord
 from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.text import format_count, plural
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.ledger import Ledger
 from whestbench.work.workdir import PHASES
@@ -225,16 +226,25 @@ def bake_workers(workers: int | None, n_units: int | None = None) -> int:
     return n if n_units is None else max(1, min(n, n_units))
 
 
-class LocalExecutor:
+@runtime_checkable
+class Executor(Protocol):
+    """Runs a job's units: what a bake, a calibration or a recompute is handed, local or distributed."""
+
+    def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
+        """Run every unit of ``job`` not yet in its ledger, saving each as it finishes. True where the
+        caller writes the dataset (one process, or rank 0), False on the other ranks. A set ``stop``
+        makes running units checkpoint and stop; then ``BakeInterrupted`` is raised."""
+        ...
+
+
+class LocalExecutor(Executor):
     """Runs a job's units on worker threads in this process (one unit per thread)."""
 
     def __init__(self, workers: int | None = None):
         self.workers = workers
 
     def run(self, job: Job, *, on_event: EventSink = ignore, stop: threading.Event | None = None) -> bool:
-        """Run every unit of ``job`` not yet in its ledger. True where the caller should write the
-        dataset (here always; ``StoreExecutor.run`` says False on ranks but 0). Raises BakeInterrupted
-        on a stop."""
+        """``Executor.run``: always True here."""
         stop = stop or threading.Event()
         units = job.spec.units()
         done = scan_ledger(job, units, on_event)
@@ -314,8 +324,6 @@ def _wait_awake(futures: list) -> set:
 
 def stop_summary(job: Job, tracker: Tracker) -> str:
     """What a stopped bake keeps, in one clause: whole MLPs, samples, checkpoints, where."""
-    from whestbench.text import format_count, plural
-
     p = tracker.progress()
     saved = tracker.collected + tracker.kept + sum(tracker.kept_elsewhere.values())
     where = f" in {job.ledger.root}" if job.ledger is not None else ""

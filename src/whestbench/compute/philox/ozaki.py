@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from whestbench.compute.philox import ozaki_spec as spec
+from whestbench.compute.philox.tiles import TileConfig, pow2_at_least
 from whestbench.compute.philox.triton_kernel import (
     MAX_FUSED_WIDTH,
     _box_muller,
@@ -32,7 +33,6 @@ from whestbench.compute.philox.triton_kernel import (
     _key_tensor,
     _pairwise_colsum,
     _philox_block,
-    _pow2_at_least,
     fused_available,
     range_sums_of,
 )
@@ -43,7 +43,7 @@ MAX_OZAKI_WIDTH = MAX_FUSED_WIDTH
 
 
 @dataclass(frozen=True)
-class OzakiConfig:
+class OzakiConfig(TileConfig):
     """Compile-time shape of the integer kernel. Only ``block_n`` (the scale block) and ``digits`` fix
     the arithmetic (``identity()``); rows, ``block_k``, the grid, warps and stages cannot change a byte
     (integer sums are exact; a tile's tree is a subtree of the block's)."""
@@ -54,33 +54,17 @@ class OzakiConfig:
     """Output columns per accumulator, and the scale block: the columns that share one activation scale."""
     block_k: int = 64
     """K step of the int8 dots inside a scale block (>= 32: the int8 MMA's K)."""
-    group_block: int = 16
-    """Philox groups (four neurons each) drawn per step of the input pass."""
-    sum_block: int = 32
-    """Columns per fp64 pairwise-tree pass."""
     digits: int = spec.DIGITS
     """int8 digits per value: 4 (offered); 3 is the variant that fails the precision gate."""
-    num_warps: int = 8
-    num_stages: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("rows", "block_n", "block_k", "group_block", "sum_block"):
-            v = getattr(self, name)
-            if v <= 0 or v & (v - 1):
-                raise ValueError(f"OzakiConfig.{name} must be a positive power of two; got {v}.")
+        super().__post_init__()
         if self.rows < 16 or self.block_n < 16 or self.block_k < 32:
             raise ValueError(f"OzakiConfig needs rows >= 16, block_n >= 16, block_k >= 32 (tl.dot on int8); got {self}.")
         if self.block_k > self.block_n:
             raise ValueError(f"OzakiConfig.block_k={self.block_k} must not exceed block_n={self.block_n} (the scale block).")
         if self.digits not in (3, 4):
             raise ValueError(f"OzakiConfig.digits must be 3 or 4; got {self.digits}.")
-
-    @property
-    def quantum(self) -> int:
-        return max(self.block_n, self.block_k, 4 * self.group_block, self.sum_block)
-
-    def padded_width(self, width: int) -> int:
-        return -(-width // self.quantum) * self.quantum
 
     def identity(self) -> dict:
         """What determines the numbers, and all of it: no device enters (integer sums are exact)."""
@@ -92,7 +76,7 @@ def default_config(width: int) -> OzakiConfig:
     ``DEFAULT_SCALE_K`` = 64 columns; wider rows get one scale per 64-column block. Compiled for sm_90
     without a device (ptxas), 64 x 64 blocks with 8 warps use 255 registers and spill 52 bytes; 128
     columns spill 1 KB (the fp64 accumulator and four int32 sums share the register file)."""
-    wp2 = _pow2_at_least(max(width, 32))
+    wp2 = pow2_at_least(max(width, 32))
     block_n = min(wp2, spec.DEFAULT_SCALE_K)
     return OzakiConfig(rows=64, block_n=block_n, block_k=min(block_n, 64), group_block=min(wp2 // 4, 16),
                        sum_block=min(wp2, 32), num_warps=8)

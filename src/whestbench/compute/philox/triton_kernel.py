@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from whestbench.compute.philox import spec as ref
+from whestbench.compute.philox.tiles import TileConfig, pow2_at_least
 from whestbench.compute.precision import DEFAULT_PRECISION, FP16_LO_SCALE, PRECISIONS, check_offered
 from whestbench.compute.stats import LayerSums
 
@@ -38,7 +39,7 @@ _TILE_SUMS_BUDGET = 256 << 20  # bytes of per-tile fp64 sums held on the device 
 
 
 @dataclass(frozen=True)
-class KernelConfig:
+class KernelConfig(TileConfig):
     """Compile-time shape of the fused kernel. ``identity()`` goes into a bake's metadata.
 
     ``precision`` and ``block_k`` fix each output's fp32 arithmetic. ``rows`` and ``block_n`` should
@@ -49,39 +50,16 @@ class KernelConfig:
     of two, ``>= 16`` where they feed ``tl.dot``.
     """
 
-    rows: int = 128
-    """Samples per tile: the height of every ``tl.dot`` and the size of the subtree one program sums."""
-    block_n: int = 128
-    """Output columns per accumulator (the accumulator is ``rows x block_n`` fp32 registers)."""
-    block_k: int = 32
-    """Reduction step of every layer's matmul; fixes each output's accumulation order."""
-    group_block: int = 16
-    """Philox groups (four neurons each) drawn per step of the input pass."""
-    sum_block: int = 32
-    """Columns per fp64 pairwise-tree pass (the fp64 tile is ``rows x sum_block``)."""
     precision: str = DEFAULT_PRECISION
     """One of ``PRECISIONS``: see the module docstring."""
-    num_warps: int = 8
-    num_stages: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("rows", "block_n", "block_k", "group_block", "sum_block"):
-            v = getattr(self, name)
-            if v <= 0 or v & (v - 1):
-                raise ValueError(f"KernelConfig.{name} must be a positive power of two; got {v}.")
+        super().__post_init__()
         for name in ("rows", "block_n", "block_k"):
             if getattr(self, name) < 16:
                 raise ValueError(f"KernelConfig.{name} feeds tl.dot and must be >= 16; got {getattr(self, name)}.")
         if self.precision not in PRECISIONS:
             raise ValueError(f"KernelConfig.precision must be one of {PRECISIONS}; got {self.precision!r}.")
-
-    @property
-    def quantum(self) -> int:
-        """The padded width ``WP`` is a multiple of this (every block size divides it)."""
-        return max(self.block_n, self.block_k, 4 * self.group_block, self.sum_block)
-
-    def padded_width(self, width: int) -> int:
-        return -(-width // self.quantum) * self.quantum
 
     def identity(self) -> dict:
         """What determines the numbers (besides the device's tensor-core generation): for metadata."""
@@ -95,10 +73,6 @@ class KernelConfig:
         }
 
 
-def _pow2_at_least(x: int) -> int:
-    return 1 << max(x - 1, 0).bit_length()
-
-
 def default_config(width: int, precision: str = DEFAULT_PRECISION) -> KernelConfig:
     """A starting configuration for ``width``; the block sizes are to be tuned on the GPU (see
     ``benchmarks/bench_gpu.py --sweep``). Small widths get small blocks so no work is padding.
@@ -109,7 +83,7 @@ def default_config(width: int, precision: str = DEFAULT_PRECISION) -> KernelConf
 
 def config_for(width: int, precision: str) -> KernelConfig:
     """``default_config``'s blocks for any of ``PRECISIONS``, the withdrawn splits included (measurement only)."""
-    wp2 = _pow2_at_least(max(width, 16))
+    wp2 = pow2_at_least(max(width, 16))
     # 128 columns keep the fp16 splits' two accumulators (and 4xtf32's extra part) free of spills (ptxas, sm_90).
     block_n = min(wp2, 256 if precision == "3xtf32" else 128)
     return KernelConfig(
@@ -361,7 +335,7 @@ def _sampler_stage(key: tuple[int, int], n0: int, n1: int, width: int, device, n
     out = torch.empty((n1 - n0, 4 * g), dtype=torch.float32 if normals else torch.int32, device=device)
     rows = 16
     _sampler_stage_kernel[(triton.cdiv(n1 - n0, rows),)](
-        _key_tensor([key], device), out, n0, n1 - n0, g, ROWS=rows, GROUPS=_pow2_at_least(g), NORMALS=normals
+        _key_tensor([key], device), out, n0, n1 - n0, g, ROWS=rows, GROUPS=pow2_at_least(g), NORMALS=normals
     )
     return out
 
@@ -476,7 +450,7 @@ def _tree_tiles(x: torch.Tensor) -> torch.Tensor:
     """(B, T, ...) -> (B, ...): the pairwise tree over tiles, padded with zero tiles to a power of two
     (a zero subtree adds nothing, so this is the reference's tree over the tiles' samples)."""
     t = x.shape[1]
-    size = _pow2_at_least(t)
+    size = pow2_at_least(t)
     if size != t:
         x = torch.cat([x, x.new_zeros((x.shape[0], size - t) + tuple(x.shape[2:]))], dim=1)
     while x.shape[1] > 1:

@@ -16,7 +16,7 @@ from whestbench.work.distributed.liveness import HEARTBEAT_S, Heartbeat
 from whestbench.work.distributed.peer import run_peer
 from whestbench.work.distributed.rank0 import run_rank0
 from whestbench.work.distributed.store import THREAD_PREFIX, connect_store, dist_errors
-from whestbench.work.executor import Job
+from whestbench.work.executor import Executor, Job
 from whestbench.work.launch_env import DistEnv, resume_hint
 from whestbench.work.steps import run_unit
 
@@ -35,7 +35,7 @@ def check_peer_timeout(seconds: float) -> str | None:
     return None
 
 
-class StoreExecutor:
+class StoreExecutor(Executor):
     """One rank of a distributed bake (torchrun or srun): ranks claim units from a shared counter
     in the rendezvous store and post results to rank 0, which saves them in its ledger.
 
