@@ -60,14 +60,18 @@ class Estimation:
 
     def __post_init__(self) -> None:
         if self.name not in ESTIMATORS:
-            raise UsageError(f"--estimator must be 'plain' or 'control-variate'; got {self.name!r}.")
+            raise UsageError(f"--estimator must be 'plain' or 'control-variate'; got {self.name!r}.",
+                             fix="Pass --estimator plain or --estimator control-variate.")
         if self.stderr_layer not in STDERR_LAYERS:
-            raise UsageError(f"--stderr-layer must be 'last' or 'all'; got {self.stderr_layer!r}.")
+            raise UsageError(f"--stderr-layer must be 'last' or 'all'; got {self.stderr_layer!r}.",
+                             fix="Pass --stderr-layer last or --stderr-layer all.")
         t = self.target_stderr
         if t is not None and not is_positive_number(t):
-            raise UsageError(f"--target-stderr must be a positive, finite number; got {t!r}.")
+            raise UsageError(f"--target-stderr must be a positive, finite number; got {t!r}.",
+                             fix="Pass a standard error such as 0.001.")
         if self.rule is not None and self.rule not in (TARGET_RULE, CV_TARGET_RULE, SEQUENTIAL_RULE):
-            raise UsageError(f"unknown target rule {self.rule!r}.")
+            raise UsageError(f"unknown target rule {self.rule!r}.",
+                             fix=f"Use {TARGET_RULE!r}, {CV_TARGET_RULE!r} or {SEQUENTIAL_RULE!r}.")
         if self.rule == self.default_rule:
             object.__setattr__(self, "rule", None)  # one value for one rule, whichever way it was built
 

@@ -18,6 +18,7 @@ from whestbench.errors import SeedError
 from whestbench.values import as_int, is_int
 
 SEED_LIMIT = 2**63
+GENERATE = "`whest dataset generate-seeds` writes a valid list."
 PROTOCOL_V3 = {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"}
 
 
@@ -39,31 +40,26 @@ def validate_mlp_seeds(seeds: object, n_mlps: int | None = None) -> list[int]:
     and samples) and a list whose length is not ``n_mlps``.
     """
     if not isinstance(seeds, (list, tuple)):
-        raise SeedError(f"mlp_seeds must be a JSON array of ints; got {type(seeds).__name__}.")
+        raise SeedError(f"mlp_seeds must be a JSON array of ints; got {type(seeds).__name__}.", fix=GENERATE)
     if _plain_distinct_int63(seeds) and (n_mlps is None or len(seeds) == n_mlps):
         return list(seeds)
     out: list[int] = []  # one entry at a time, to name the first bad one
     first_seen: dict[int, int] = {}
     for i, v in enumerate(seeds):
         if not is_int(as_int(v)):
-            raise SeedError(f"mlp_seeds[{i}] must be an int; got {type(v).__name__}: {_show(v)}.")
+            raise SeedError(f"mlp_seeds[{i}] must be an int; got {type(v).__name__}: {_show(v)}.", fix=GENERATE)
         v = as_int(v)
         if not 0 <= v < SEED_LIMIT:
-            raise SeedError(
-                f"mlp_seeds[{i}] = {_show(v)} is out of range [0, 2**63); seeds must fit an int64 column."
-            )
+            raise SeedError(f"mlp_seeds[{i}] = {_show(v)} is out of range [0, 2**63);",
+                            fix="seeds must fit an int64 column.")
         if v in first_seen:
-            raise SeedError(
-                f"mlp_seeds contains duplicate at indices [{first_seen[v]}, {i}]: both = {v}; "
-                "every MLP needs its own seed (regenerate with `whest dataset generate-seeds`)."
-            )
+            raise SeedError(f"mlp_seeds contains duplicate at indices [{first_seen[v]}, {i}]: both = {v};",
+                            fix="every MLP needs its own seed (regenerate with `whest dataset generate-seeds`).")
         first_seen[v] = i
         out.append(v)
     if n_mlps is not None and len(out) != n_mlps:
-        raise SeedError(
-            f"mlp_seeds has {len(out)} entries but --n-mlps is {n_mlps}; "
-            f"pass a file with exactly {n_mlps} seeds or change --n-mlps."
-        )
+        raise SeedError(f"mlp_seeds has {len(out)} entries but --n-mlps is {n_mlps};",
+                        fix=f"pass a file with exactly {n_mlps} seeds or change --n-mlps.")
     return out
 
 
@@ -102,7 +98,7 @@ def derived_seeds(root: int, n: int) -> list[int]:
     at a time or many, so a batch is the same stream as single draws.
     """
     if not is_int(as_int(root), 0):
-        raise SeedError(f"--seed must be a non-negative int; got {root!r}.")
+        raise SeedError(f"--seed must be a non-negative int; got {root!r}.", fix="Pass 0 or a larger whole number.")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(as_int(root))))
     return _first_distinct(lambda k: rng.integers(0, SEED_LIMIT, size=k, dtype=np.int64), n)
 
@@ -219,8 +215,6 @@ def slice_bounds(k: int, n: int, n_mlps: int) -> tuple[int, int]:
 def check_range(mlp_range: Sequence[int], n_mlps: int) -> tuple[int, int]:
     start, end = int(mlp_range[0]), int(mlp_range[1])
     if not 0 <= start < end <= n_mlps:
-        raise SeedError(
-            f"mlp_range ({start}, {end}) is invalid for n_mlps={n_mlps}; "
-            "need 0 <= start < end <= n_mlps (on the CLI --mlp-range START-END is inclusive)."
-        )
+        raise SeedError(f"mlp_range ({start}, {end}) is invalid for n_mlps={n_mlps};",
+                        fix="need 0 <= start < end <= n_mlps (on the CLI --mlp-range START-END is inclusive).")
     return start, end

@@ -14,7 +14,6 @@ on a failure, writes it beside ``--output`` (``bake/pipeline.py``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable

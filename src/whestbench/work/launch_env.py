@@ -37,6 +37,7 @@ class DistEnv:
 
 
 RERUN_HINT = "re-run the same command on every rank to resume"
+LAUNCH = "Launch the ranks with torchrun or srun, which set these variables."
 
 
 def resume_hint(env: "DistEnv | None") -> str:
@@ -56,7 +57,7 @@ def _int(env: dict, key: str) -> int:
     try:
         return int(env[key])
     except ValueError:
-        raise UsageError(f"environment variable {key}={env[key]!r} is not an integer.") from None
+        raise UsageError(f"environment variable {key}={env[key]!r} is not an integer.", fix=LAUNCH) from None
 
 
 def first_host(nodelist: str) -> str:
@@ -73,7 +74,7 @@ def first_host(nodelist: str) -> str:
     entry = nodelist[:end].strip()
     host = re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], entry)
     if not host or depth < 0 or re.search(r"[\[\]\s]", host) or not re.fullmatch(r"[^,\[\]]+", host):
-        raise UsageError(f"cannot read the first host of SLURM node list {nodelist!r}; set MASTER_ADDR.")
+        raise UsageError(f"cannot read the first host of SLURM node list {nodelist!r};", fix="set MASTER_ADDR.")
     return host
 
 
@@ -89,11 +90,13 @@ def _first_host(nodelist: str) -> str:
 
 def _checked(env: DistEnv, rank_var: str, world_var: str) -> DistEnv:
     if not 0 <= env.rank < env.world_size:
-        raise UsageError(f"{rank_var}={env.rank} is outside 0..{env.world_size - 1} ({world_var}={env.world_size}).")
+        raise UsageError(f"{rank_var}={env.rank} is outside 0..{env.world_size - 1} ({world_var}={env.world_size}).",
+                         fix=LAUNCH)
     if env.local_rank < 0:
-        raise UsageError(f"the local rank must not be negative; got {env.local_rank}.")
+        raise UsageError(f"the local rank must not be negative; got {env.local_rank}.", fix=LAUNCH)
     if not 1 <= env.master_port <= 65535:
-        raise UsageError(f"MASTER_PORT must be a TCP port (1-65535); got {env.master_port}.")
+        raise UsageError(f"MASTER_PORT must be a TCP port (1-65535); got {env.master_port}.",
+                         fix="Set MASTER_PORT to a free port, the same on every rank.")
     return env
 
 
@@ -105,7 +108,7 @@ def dist_env_from_environ(environ: dict | None = None) -> DistEnv | None:
         if world <= 1:
             return None
         if "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
-            raise UsageError("RANK/WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not; launch with torchrun.")
+            raise UsageError("RANK/WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not;", fix="launch with torchrun.")
         return _checked(DistEnv(
             rank=_int(env, "RANK"),
             world_size=world,

@@ -32,8 +32,8 @@ import numpy as np
 from whestbench.atomic import fsync_dir, read_regular, remove_abandoned_staging, write_file_atomic
 from whestbench.compute.segments import SegmentTrail
 from whestbench.compute.stats import LayerSums
-from whestbench.errors import DamagedRecord, DamagedWorkFile, LedgerMismatch, UsageError
-from whestbench.work.records import decode_record, encode_record
+from whestbench.errors import DamagedRecord, DamagedWorkFile, FileTooLarge, LedgerMismatch, UsageError
+from whestbench.work.records import RECOMPUTED, decode_record, encode_record
 from whestbench.work.units import Unit
 from whestbench.work.workdir import PILOTS_FILE, PLAN_FILE, PLAN_MAX_BYTES, SEEDS_FILE, UNITS_DIR, output_for
 
@@ -59,14 +59,13 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
     path = root / SEEDS_FILE
     if not path.exists():
         if (root / PLAN_FILE).exists():  # a bake of random seeds whose seed file was deleted
-            raise DamagedWorkFile(
-                f"the seed file {path} is missing: {root} holds a saved bake (plan.json) but not the random seeds "
-                "it drew, so its units cannot be used. If that bake was given --mlp-seeds or --seed, re-run it with "
-                f"them; otherwise remove {root} to start over with new random seeds."
-            )
+            raise DamagedWorkFile(f"the seed file {path} is missing: {root} holds a saved bake (plan.json) but not the "
+                                  "random seeds it drew, so its units cannot be used.", fix="If that bake was given "
+                                  f"--mlp-seeds or --seed, re-run it with them; otherwise remove {root} to start over "
+                                  "with new random seeds.")
         return None
     fix = (f"remove {root} to start over with new random seeds (its saved units belong to the old ones), "
-           "or pass --mlp-seeds FILE / --seed S")
+           "or pass --mlp-seeds FILE / --seed S.")
     try:
         # each seed is below 2**63: at most 19 digits and ", "; then the format tag and the digest
         data = json.loads(read_regular(path, 24 * n_mlps + 4096, "seed file of this bake"))
@@ -74,26 +73,22 @@ def load_seeds(root: Path, n_mlps: int, digest_of: Callable[[list[int]], str],
         if data.get("format") != SEEDS_FORMAT or not isinstance(seeds, list):
             raise ValueError("unknown format")
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
-        raise DamagedWorkFile(f"work file {path} is unreadable or damaged ({_why(e)}); {fix}.") from None
+        raise DamagedWorkFile(f"work file {path} is unreadable or damaged ({_why(e)});", fix=fix) from None
     try:
         seeds = validate(seeds, len(seeds))
     except UsageError as e:
-        raise DamagedWorkFile(f"work file {path} holds an invalid seed list ({e}); {fix}.") from None
+        raise DamagedWorkFile(f"work file {path} holds an invalid seed list ({e});", fix=fix) from None
     if digest_of(seeds) != digest:
-        raise DamagedWorkFile(f"work file {path} was edited or damaged (its seeds do not match their digest); {fix}.")
+        raise DamagedWorkFile(f"work file {path} was edited or damaged (its seeds do not match their digest);", fix=fix)
     if len(seeds) != n_mlps:
-        raise LedgerMismatch(
-            f"work directory {root} holds a bake of {len(seeds)} MLPs, not {n_mlps}; re-run the original "
-            f"command to resume it, or remove {root} to start over."
-        )
+        raise LedgerMismatch(f"work directory {root} holds a bake of {len(seeds)} MLPs, not {n_mlps};",
+                             fix=f"re-run the original command to resume it, or remove {root} to start over.")
     return seeds
 
 
 def _why(e: BaseException) -> str:
     """Why a work file could not be read, short: the cap it broke, the system's reason (``not a regular
     file``: a FIFO or a device put there), else the error's class."""
-    from whestbench.errors import FileTooLarge
-
     if isinstance(e, FileTooLarge):
         return str(e)
     return getattr(e, "strerror", None) or type(e).__name__
@@ -181,28 +176,27 @@ def read_unit_record(blob: bytes, key: str, digest: str, check: Callable[[LayerS
         sums.trail = SegmentTrail.from_record(meta, arrays)
         wall = float(meta["wall_s"])
     except (KeyError, TypeError, ValueError) as e:
-        raise DamagedRecord(f"missing field ({e})") from None
+        raise DamagedRecord(f"missing field ({e})", fix=RECOMPUTED) from None
     why = check(sums) if check is not None else None
     if why:
-        raise DamagedRecord(why)
+        raise DamagedRecord(why, fix=RECOMPUTED)
     return sums, wall
 
 
 def read_plan(path: Path) -> dict[str, Any]:
     """The identity a work directory's ``plan.json`` holds, checked (format, digest); DamagedWorkFile naming
     the file and the fix otherwise."""
-    fix = f"remove {Path(path).parent} to start over (its saved units cannot be trusted without their plan)"
+    fix = f"remove {Path(path).parent} to start over (its saved units cannot be trusted without their plan)."
     try:
         data = json.loads(read_regular(path, PLAN_MAX_BYTES, "plan.json"))
         identity, digest = data["identity"], data["digest"]
         if data.get("format") != PLAN_FORMAT or not isinstance(identity, dict):
             raise ValueError("unknown format")
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
-        raise DamagedWorkFile(
-            f"work file {path} is unreadable, damaged or from another whestbench version ({_why(e)}); {fix}."
-        ) from None
+        raise DamagedWorkFile(f"work file {path} is unreadable, damaged or from another whestbench version "
+                              f"({_why(e)});", fix=fix) from None
     if identity_digest(identity) != digest:
-        raise DamagedWorkFile(f"work file {path} was edited or damaged (checksum mismatch); {fix}.")
+        raise DamagedWorkFile(f"work file {path} was edited or damaged (checksum mismatch);", fix=fix)
     return identity
 
 
@@ -223,10 +217,8 @@ class Ledger:
             stored = self._read_plan(plan)
             if stored != identity:
                 diff = identity_diff(stored, identity, "saved", "now")
-                raise LedgerMismatch(
-                    f"work directory {self.root} holds results of a different bake (differs in: {diff}); "
-                    f"re-run the original command to resume it, or delete {self.root} to start over."
-                )
+                raise LedgerMismatch(f"work directory {self.root} holds results of a different bake (differs in: {diff});",
+                                     fix=f"re-run the original command to resume it, or delete {self.root} to start over.")
             # resuming: a previous run may have died mid-write, leaving its marked staging directory
             if output_for(self.root) is not None:
                 remove_abandoned_staging(output_for(self.root))
@@ -291,7 +283,7 @@ class Ledger:
                 sums, _ = self.load(key, (lambda s, k=key: check(k, s)) if check else None)
                 done[key] = sums.count
             except (DamagedRecord, OSError) as e:
-                damaged.append((path, str(e)))
+                damaged.append((path, getattr(e, "problem", None) or str(e)))
                 with contextlib.suppress(OSError):
                     os.replace(path, path.with_suffix(".damaged"))
         return done, damaged

@@ -16,6 +16,9 @@ import numpy as np
 
 from whestbench.errors import DamagedRecord
 
+RECOMPUTED = "the unit goes on from its last sound state (from its start if it has none)."
+"""A damaged record's fix (``DamagedRecord.fix``): whoever reads one computes again; notes show its ``problem``."""
+
 MAGIC = b"WHESTREC1\n"
 _DTYPES = {"<f8", "<i8", "<u4", "<f4", "|b1"}  # what a record may hold; nothing that unpickles
 _DIGEST = 32
@@ -37,12 +40,12 @@ def encode_record(kind: str, key: str, plan: str, meta: dict[str, Any], arrays: 
 def decode_record(blob: bytes, *, kind: str, key: str, plan: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``(meta, arrays)`` of a record that passes every check, else DamagedRecord saying which failed."""
     if len(blob) < len(MAGIC) + 8 + _DIGEST:
-        raise DamagedRecord(f"{len(blob)} bytes, too short to be a work record (truncated or empty)")
+        raise DamagedRecord(f"{len(blob)} bytes, too short to be a work record (truncated or empty)", fix=RECOMPUTED)
     if not blob.startswith(MAGIC):
-        raise DamagedRecord("not a whestbench work record (wrong header)")
+        raise DamagedRecord("not a whestbench work record (wrong header)", fix=RECOMPUTED)
     body, digest = blob[:-_DIGEST], blob[-_DIGEST:]
     if hashlib.sha256(body).digest() != digest:
-        raise DamagedRecord("checksum mismatch (truncated, edited or corrupted)")
+        raise DamagedRecord("checksum mismatch (truncated, edited or corrupted)", fix=RECOMPUTED)
     n = int.from_bytes(body[len(MAGIC) : len(MAGIC) + 8], "little")
     start = len(MAGIC) + 8
     try:
@@ -50,28 +53,28 @@ def decode_record(blob: bytes, *, kind: str, key: str, plan: str) -> tuple[dict[
         got = (header["kind"], header["key"], header["plan"])
         layout, meta = header["arrays"], header["meta"]
     except (ValueError, KeyError, TypeError) as e:
-        raise DamagedRecord(f"unreadable header ({e})") from None
+        raise DamagedRecord(f"unreadable header ({e})", fix=RECOMPUTED) from None
     if got[0] != kind:
-        raise DamagedRecord(f"holds a {got[0]!r} record, expected {kind!r}")
+        raise DamagedRecord(f"holds a {got[0]!r} record, expected {kind!r}", fix=RECOMPUTED)
     if got[1] != key:
-        raise DamagedRecord(f"holds unit {got[1]}, not {key} (renamed or swapped)")
+        raise DamagedRecord(f"holds unit {got[1]}, not {key} (renamed or swapped)", fix=RECOMPUTED)
     if got[2] != plan:
-        raise DamagedRecord("belongs to another bake plan")
+        raise DamagedRecord("belongs to another bake plan", fix=RECOMPUTED)
     arrays: dict[str, np.ndarray] = {}
     offset = start + n
     try:
         for name, dtype, shape in layout:
             if dtype not in _DTYPES:
-                raise DamagedRecord(f"array {name!r} has dtype {dtype!r}")
+                raise DamagedRecord(f"array {name!r} has dtype {dtype!r}", fix=RECOMPUTED)
             size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
             if size < 0 or offset + size > len(body):
-                raise DamagedRecord(f"array {name!r} runs past the end of the file")
+                raise DamagedRecord(f"array {name!r} runs past the end of the file", fix=RECOMPUTED)
             arrays[name] = np.frombuffer(body, dtype=dtype, count=size // np.dtype(dtype).itemsize, offset=offset).reshape(shape).copy()
             offset += size
     except (TypeError, ValueError) as e:
         if isinstance(e, DamagedRecord):
             raise
-        raise DamagedRecord(f"bad array layout ({e})") from None
+        raise DamagedRecord(f"bad array layout ({e})", fix=RECOMPUTED) from None
     if offset != len(body):
-        raise DamagedRecord("trailing bytes after the arrays")
+        raise DamagedRecord("trailing bytes after the arrays", fix=RECOMPUTED)
     return meta, arrays

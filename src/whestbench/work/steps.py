@@ -26,6 +26,7 @@ from whestbench.compute.stats import LayerSums
 from whestbench.errors import DamagedRecord
 from whestbench.work import CHECKPOINT_EVERY_S
 from whestbench.work.controls import controls_for
+from whestbench.work.records import RECOMPUTED
 from whestbench.work.threads import pin_torch_threads_here
 from whestbench.work.units import Unit, WorkSpec
 
@@ -123,10 +124,12 @@ class UnitContext:
                 # bug): checked as unit files are, so a bad one is recomputed, never carried forward
                 bad = [name for name, a in saved[1].items() if a.dtype.kind == "f" and not np.all(np.isfinite(a))]
                 if bad:
-                    raise DamagedRecord(f"{', '.join(bad)} hold{'s' if len(bad) == 1 else ''} non-finite values")
+                    raise DamagedRecord(f"{', '.join(bad)} hold{'s' if len(bad) == 1 else ''} non-finite values",
+                                        fix=RECOMPUTED)
             return saved
         except (DamagedRecord, OSError) as e:
-            self.on_note(f"checkpoint {self.checkpoints.checkpoint_path(key)} failed its check ({e}); restarting unit {key}")
+            why = getattr(e, "problem", None) or e
+            self.on_note(f"checkpoint {self.checkpoints.checkpoint_path(key)} failed its check ({why}); restarting unit {key}")
             self.checkpoints.drop_checkpoint(key)
             return None
 

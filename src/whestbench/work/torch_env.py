@@ -6,26 +6,27 @@ Imported only when the torch backend is chosen (torch is an optional extra).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
+from importlib import metadata
 from typing import Any
 
 from whestbench.errors import TorchMissingError, UsageError
+from whestbench.optional import engine_module, require
 from whestbench.work import DEVICES
 
 
 def import_torch():
-    """``torch``, or ``TorchMissingError`` saying how to install it."""
+    """``torch`` (``optional.require``), or ``TorchMissingError`` saying how to install it or do without."""
     try:
-        import torch
-    except ImportError:
-        exc = TorchMissingError(
-            "the torch backend needs torch: pip install 'whestbench[gpu]' (or drop --torch/--device for the CPU path)."
-        )
+        return require("torch")
+    except TorchMissingError:
+        exc = TorchMissingError("the torch backend needs torch:",
+                                fix="pip install 'whestbench[gpu]' (or drop --torch/--device for the CPU path).")
         exc.name = "torch"
         raise exc from None
-    return torch
 
 
 def resolve_device(name: str | None) -> str:
@@ -38,23 +39,20 @@ def resolve_device(name: str | None) -> str:
             return "cuda"
         return "mps" if mps_ok else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError(
-            f"--device cuda was requested but torch {torch.__version__} sees no CUDA device "
-            f"(torch.version.cuda={torch.version.cuda}); use --device cpu, or install a CUDA build of torch."
-        )
+        raise UsageError(f"--device cuda was requested but torch {torch.__version__} sees no CUDA device "
+                         f"(torch.version.cuda={torch.version.cuda});", fix="use --device cpu, or install a CUDA build of torch.")
     if name == "mps" and not mps_ok:
-        raise UsageError("--device mps was requested but MPS is not available; use --device cpu or cuda.")
+        raise UsageError("--device mps was requested but MPS is not available;", fix="use --device cpu or cuda.")
     if name not in DEVICES:
-        raise UsageError(f"--device must be one of {', '.join(DEVICES)}; got {name!r}.")
+        raise UsageError(f"--device must be one of {', '.join(DEVICES)}; got {name!r}.",
+                         fix="Pass --device auto to use the best device present.")
     return name
 
 
 def sync_device(device: str) -> None:
     """Wait for the work queued on ``device`` (a CUDA device; nothing to wait for elsewhere)."""
     if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
+        import_torch().cuda.synchronize()
 
 
 def _driver_version() -> str | None:
@@ -94,8 +92,6 @@ def cublas_version(device: str = "cuda") -> str:
             return ".".join(parts)
         except (OSError, AttributeError):
             pass
-    from importlib import metadata
-
     for dist in ("nvidia-cublas-cu12", "nvidia-cublas-cu13", "nvidia-cublas", "nvidia-cublas-cu11"):
         try:
             return f"{metadata.version(dist)} ({dist}; the loaded library did not say)"
@@ -118,14 +114,9 @@ def loaded_library(maps: str, soname: str) -> str | None:
 def kernel_identity(device: str, engine: str, width: int, rows: int | None = None) -> dict[str, Any]:
     """``metadata.kernel``'s ``name`` and ``precision_class`` (and the cuda engine's ``config``) for a
     torch bake's engine on ``device``: equal precision classes give identical numeric columns."""
-    import json
-
-    from whestbench.compute.philox import torch_engine as philox_torch
-
     if engine != "cuda":
-        return {"name": f"philox-{engine}-{device}", "precision_class": philox_torch.kernel_name(device, engine)}
-    from whestbench.compute.philox import cuda_engine
-
+        return {"name": f"philox-{engine}-{device}", "precision_class": engine_module("torch").kernel_name(device, engine)}
+    cuda_engine = engine_module("cuda")
     rows = rows or cuda_engine.gemm_rows(width)
     workspace = cuda_engine.fix_cublas_workspace() if device.startswith("cuda") else None
     if workspace is None:

@@ -22,6 +22,7 @@ from whestbench.errors import UsageError, WorkDirBusy
 from whestbench.text import sanitize
 
 WORK_SUFFIX = ".whest-work"
+ELSEWHERE = "choose another --output."
 
 
 def work_dir_for(output: Path) -> Path:
@@ -60,34 +61,26 @@ def check_work_dir(root: Path) -> None:
     """
     root = Path(root)
     if os.path.islink(root):
-        raise UsageError(
-            f"the work directory {root} is a symlink (to {os.readlink(root)!r}); a bake keeps its work files in a "
-            f"directory of its own beside --output: remove the link ({root}) or choose another --output."
-        )
+        raise UsageError(f"the work directory {root} is a symlink (to {os.readlink(root)!r}); a bake keeps its work "
+                         "files in a directory of its own beside --output:", fix=f"remove the link ({root}) or {ELSEWHERE}")
     if not os.path.lexists(root):
         return
     if not root.is_dir():
-        raise UsageError(
-            f"{root}, where the bake keeps its work files, is a file, not a work directory; remove it or choose "
-            "another --output."
-        )
+        raise UsageError(f"{root}, where the bake keeps its work files, is a file, not a work directory;",
+                         fix=f"remove it or {ELSEWHERE}")
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
         kind = _ENTRIES.get(entry.name)
         if kind is None:
             if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
                 continue  # an atomic write that was interrupted
-            raise UsageError(
-                f"{root} exists and is not a whestbench work directory (it holds {entry.name!r}); a bake would "
-                f"write its lock, plan and units among those files: move {root} away or choose another --output."
-            )
+            raise UsageError(f"{root} exists and is not a whestbench work directory (it holds {entry.name!r}); a bake "
+                             "would write its lock, plan and units among those files:", fix=f"move {root} away or {ELSEWHERE}")
         is_dir, regular = entry.is_dir(follow_symlinks=False), entry.is_file(follow_symlinks=False)
         if entry.is_symlink() or (is_dir if kind == "file" else not is_dir) or (kind == "file" and not regular):
             what = ("a symlink" if entry.is_symlink() else "a directory" if is_dir else "a file" if regular
                     else "a FIFO, device or socket")
-            raise UsageError(
-                f"the work directory is damaged: {root / entry.name} is {what}, not the {kind} a bake keeps there; "
-                f"remove {root / entry.name} and re-run the same command (the rest of {root} is kept)."
-            )
+            raise UsageError(f"the work directory is damaged: {root / entry.name} is {what}, not the {kind} a bake keeps "
+                             "there;", fix=f"remove {root / entry.name} and re-run the same command (the rest of {root} is kept).")
 
 
 STATUS_FORMAT = "whestbench-status/1"
@@ -191,10 +184,9 @@ def hold_lock(root: Path, command: str = "") -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise WorkDirBusy(
-                f"another bake holds {root} ({lock_holder(read_json(path, LOCK_MAX_BYTES))}); wait for it to finish. "
-                f"If no such process is running (a stale lock on a network filesystem), remove {path} and re-run."
-            ) from None
+            raise WorkDirBusy(f"another bake holds {root} ({lock_holder(read_json(path, LOCK_MAX_BYTES))});",
+                              fix=f"wait for it to finish. If no such process is running (a stale lock on a network "
+                                  f"filesystem), remove {path} and re-run.") from None
         os.ftruncate(fd, 0)
         text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command})

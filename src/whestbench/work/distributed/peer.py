@@ -20,7 +20,7 @@ from whestbench.work.threads import one_blas_thread
 
 PEER_POLL_S = 0.2  # the other ranks' look at rank 0's news, epoch and heartbeat: one store call
 JOIN_POLL_S = 0.1  # a rank waiting for rank 0's plan
-RANK0_SAYS = "rank 0's output says what to do."
+RANK0_SAYS = "Rank 0's output says what to do."
 
 
 def _seed_at(seeds, i: int) -> str:

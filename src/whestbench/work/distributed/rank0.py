@@ -48,7 +48,8 @@ def run_rank0(ctx: Context, beat, job: Job) -> None:
     try:
         spec = job.spec
         if not spec.seeds:
-            raise UsageError("rank 0 has no seed list;", fix="pass --mlp-seeds or --seed (or let rank 0 generate them).")
+            raise UsageError("rank 0 needs the seed list (--mlp-seeds, --seed, or generated).",
+                             fix="Pass --mlp-seeds or --seed, or let rank 0 generate them.")
         units = spec.units()
         done = scan_ledger(job, units, ctx.emit)
         todo = [u for u in units if u.key not in done]
@@ -251,7 +252,8 @@ class Collector:
             ns.delete_key(f"result/{i}")
             try:
                 sums, wall = read_result(run.spec, unit, blob)
-            except DamagedRecord as e:
+            except DamagedRecord as exc:
+                e = exc.problem
                 self.damaged[i] = self.damaged.get(i, 0) + 1
                 if self.damaged[i] > MAX_DAMAGED_RESULTS:
                     raise WorkFailed(f"the result of unit {unit.key} arrived damaged {self.damaged[i]} times ({e}), the "
@@ -367,7 +369,8 @@ def _keep_checkpoint(run: Epoch, i: int, keep: bool = True) -> None:
     try:
         meta = ledger.keep_checkpoint_record(unit.key, blob)
         kept = checkpoint_samples(run.spec, unit, meta)
-    except (DamagedRecord, KeyError, TypeError, ValueError) as e:
+    except (DamagedRecord, KeyError, TypeError, ValueError) as exc:
+        e = getattr(exc, "problem", None) or exc
         run.ctx.emit(Event("note", message=f"a checkpoint of unit {unit.key} arrived damaged ({e}); keeping the previous one"))
         return
     with run.tracker.lock:

@@ -148,8 +148,8 @@ def connect_store(env: DistEnv, timeout_s: float, stop: threading.Event | None =
         if is_master:
             raise WorkFailed(f"rank 0 could not host the coordination store on port {env.master_port} "
                              f"({error_line(exc, 40)});", fix=f"set MASTER_PORT to a free port, {SAME_ADDRESS}") from None
-        raise WorkFailed(f"rank {env.rank} could not connect to rank 0 at {where} ({error_line(exc, 40)});",
-                         fix="start rank 0 with the same command and MASTER_ADDR/MASTER_PORT.") from None
+        raise WorkFailed(f"rank {env.rank} could not connect to rank 0 at {where} ({error_line(exc, 40)}).",
+                         fix="Start rank 0 with the same command and MASTER_ADDR/MASTER_PORT.") from None
     if isinstance(box[0], BaseException):
         raise box[0]
     return dist.PrefixStore(f"whest/{env.run_id}", box[0])

@@ -8,7 +8,7 @@ import secrets
 import socket
 import threading
 
-from whestbench.errors import UsageError, WorkFailed, bad_value
+from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import EventSink, ignore
 from whestbench.text import error_line
 from whestbench.work.distributed.epoch import Context, PollStats, join_all
@@ -47,7 +47,8 @@ class StoreExecutor(Executor):
     def __init__(self, env: DistEnv, *, workers: int = 1, peer_timeout_s: float = 300.0, step=run_unit):
         why = check_peer_timeout(peer_timeout_s)
         if why:
-            raise bad_value(UsageError, "the peer timeout", peer_timeout_s, "is out of range;", fix=f"a peer timeout {why}.")
+            raise UsageError(f"the peer timeout {why}; got {peer_timeout_s!r}.",
+                             fix="Pass a --peer-timeout (peer_timeout_s) within that range.")
         self.env, self.workers, self.peer_timeout_s, self.step = env, max(1, workers), peer_timeout_s, step
         self.stats = PollStats()
 
