@@ -119,3 +119,29 @@ def test_the_merge_errors_are_invalid_dataset_errors_and_value_errors():
     for name in ("MergeIncompatibleError", "MergeIncompleteError", "MergeOverlapError", "MergeCorruptError"):
         assert issubclass(getattr(dataset_io, name), dataset_io.InvalidDatasetError)
     assert issubclass(dataset_io.InvalidDatasetError, ValueError)
+
+
+def test_an_error_an_api_call_raises_carries_its_problem_where_and_fix(tmp_path):
+    """A caller reads what went wrong, about what, and what to do, as fields (``str`` is the three joined)."""
+    from whestbench.errors import DatasetSourceError, InputPathError, OutputExistsError, UsageError, render
+
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "file").write_text("x")
+    small = dict(n_samples=100, width=4, depth=2)
+    with pytest.raises(OutputExistsError) as taken:
+        whestbench.create_dataset(1, output_path=tmp_path / "taken", **small)
+    assert taken.value.fix == "choose a new directory or remove it first."
+    assert taken.value.problem == f"--output {tmp_path / 'taken'} already exists;" and taken.value.where is None
+    with pytest.raises(UsageError) as under_file:
+        whestbench.create_dataset(1, output_path=tmp_path / "file" / "x", **small)
+    assert under_file.value.where == f"--output {tmp_path / 'file' / 'x'}"
+    assert (under_file.value.problem, under_file.value.fix) == (f"{tmp_path / 'file'} is a file, not a directory;",
+                                                                "choose another path.")
+    with pytest.raises(DatasetSourceError) as absent:
+        whestbench.load_dataset(str(tmp_path / "absent"))
+    assert absent.value.fix.startswith("Check the path;")
+    with pytest.raises(InputPathError) as partial:
+        whestbench.merge_datasets([str(tmp_path / "absent")], output_dir=tmp_path / "out")
+    assert partial.value.fix == "pass a dataset directory (the directory holding metadata.json)."
+    for e in (taken.value, under_file.value, absent.value, partial.value):
+        assert str(e) == render(e) == " ".join(filter(None, (f"{e.where}: {e.problem}" if e.where else e.problem, e.fix)))

@@ -34,9 +34,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 def __getattr__(name: str) -> object:  # no typing import: start-up stays short (a Ctrl-C then meets no handler)
     if name == "__version__":
-        from whestbench.work.machine import whestbench_version
-
-        return whestbench_version()
+        return importlib.import_module("whestbench.work.machine").whestbench_version()
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'whestbench' has no attribute {name!r}")

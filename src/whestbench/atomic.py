@@ -16,6 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
+from whestbench.errors import FileTooLarge
+from whestbench.text import format_bytes, sanitize
+
 STAGING_MARK = ".whest-staging"
 
 
@@ -221,10 +224,9 @@ def read_stream(stream, max_bytes: int, what: str, name: str = "standard input")
 
 
 def too_large(path: object, size: int, cap: int, what: str, at_least: bool = False):
-    from whestbench.errors import FileTooLarge
-    from whestbench.text import format_bytes, sanitize
-
+    """The ``FileTooLarge`` for a file that holds more than any ``what`` can; its reader adds the fix
+    (``from_error``), which differs from file to file."""
     shown = sanitize(os.fspath(path) if isinstance(path, os.PathLike) else str(path))
     size_text = "holds more than" if at_least else f"is {format_bytes(size)}, more than"
     return FileTooLarge(f"{shown} {size_text} any {what} holds ({format_bytes(cap)} at most), so it is not one (or it "
-                        "was damaged).")
+                        "was damaged).", fix=None)

@@ -28,13 +28,21 @@ RETRY = "re-run the same command to resume or start again"
 """The advice after any verb stopped: a bake resumes; the others, atomic, start again."""
 
 
+def render(exc: BaseException) -> str:
+    """An error's words: a ``WhestError``'s made from its fields, ``"<where>: <problem> <fix>"`` (its
+    message, and what the CLI prints), any other's its message, else its class name."""
+    if not isinstance(exc, WhestError):
+        return str(exc) or type(exc).__name__
+    text = f"{exc.where}: {exc.problem}" if exc.where is not None else exc.problem
+    return f"{text} {exc.fix}" if exc.fix else text
+
+
 class WhestError(Exception):
-    """An error that carries its fields and formats its own message: ``"<where>: <problem> <fix>"``."""
+    """An error that carries its fields and formats its own message from them (``render``)."""
 
     def __init__(self, problem: object = "", *, where: object = None, fix: str | None = None):
         self.problem, self.where, self.fix = str(problem), where, fix
-        text = f"{where}: {self.problem}" if where is not None else self.problem
-        super().__init__(f"{text} {fix}" if fix else text)
+        super().__init__(render(self))
 
     @classmethod
     def from_error(cls, exc: BaseException, *, where: object = None, fix: str | None = None):

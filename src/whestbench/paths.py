@@ -45,6 +45,9 @@ def _not_utf8(text: str) -> str | None:
     return None
 
 
+_PASS_DIR = "pass the directory holding metadata.json."
+_PASS_DATASET = "pass a dataset directory (holding metadata.json and data/)."
+_UTF8 = "(datasets and pyarrow need UTF-8 paths)"
 _NAME_MAX = 255  # bytes per path component on ext4, xfs, btrfs, zfs, apfs
 _STAGING_EXTRA = 22  # atomic.new_staging_dir's ".<name>.staging-<12 hex>" (a bake's "<name>.whest-work": 11)
 
@@ -52,43 +55,40 @@ _STAGING_EXTRA = 22  # atomic.new_staging_dir's ".<name>.staging-<12 hex>" (a ba
 def check_new_output(path: str | os.PathLike, *, flag: str = "--output") -> Path:
     """``path`` as a Path if a new directory can be created there, else UsageError naming the fix."""
     if not isinstance(path, (str, bytes, os.PathLike)):
-        raise UsageError(f"{flag} must be a path (a str or os.PathLike); got {type(path).__name__}.")
+        raise UsageError(f"{flag} must be a path (a str or os.PathLike); got {type(path).__name__};",
+                         fix="pass the path of a directory to create.")
     text = os.fspath(path)
     if isinstance(text, bytes):
         text = os.fsdecode(text)
     stripped = text.strip()
     p = Path(text)
     if not stripped or p.name in ("", ".", "..") or stripped.rstrip("/") in ("", ".", ".."):
-        raise UsageError(
-            f"{flag} {text!r} names no new directory; give the path of a directory to create, "
-            "for example ./my-dataset."
-        )
+        raise UsageError(f"{flag} {text!r} names no new directory;",
+                         fix="give the path of a directory to create, for example ./my-dataset.")
     shown = _not_utf8(text)
     if shown is not None:
-        raise UsageError(
-            f"{flag} '{shown}' is not valid UTF-8 (datasets, pyarrow and the Hub need UTF-8 names); "
-            "choose a name of UTF-8 characters."
-        )
+        raise UsageError(f"{flag} '{shown}' is not valid UTF-8 (datasets, pyarrow and the Hub need UTF-8 names);",
+                         fix="choose a name of UTF-8 characters.")
     if len(p.name.encode("utf-8")) + _STAGING_EXTRA > _NAME_MAX:
-        raise UsageError(f"{flag}: the name {p.name[:40]!r}... is {len(p.name.encode('utf-8'))} bytes; at most "
+        raise UsageError(f"the name {p.name[:40]!r}... is {len(p.name.encode('utf-8'))} bytes; at most "
                          f"{_NAME_MAX - _STAGING_EXTRA} leave room for the staging directory built beside it "
-                         f"(.<name>.staging-<12 hex>, {_NAME_MAX} bytes at most); choose a shorter name.")
+                         f"(.<name>.staging-<12 hex>, {_NAME_MAX} bytes at most);", where=flag,
+                         fix="choose a shorter name.")
     if os.path.islink(p) and not p.exists():
-        raise OutputExistsError(
-            f"{flag} {text} is a symlink to {os.readlink(p)!r}, which does not exist; remove the "
-            "link or choose another path (the output directory must be new)."
-        )
+        raise OutputExistsError(f"{flag} {text} is a symlink to {os.readlink(p)!r}, which does not exist;",
+                                fix="remove the link or choose another path (the output directory must be new).")
     if os.path.lexists(p):
-        raise OutputExistsError(f"{flag} {text} already exists; choose a new directory or remove it first.")
+        raise OutputExistsError(f"{flag} {text} already exists;", fix="choose a new directory or remove it first.")
     ancestor = p.absolute().parent
     while not ancestor.exists():
         if os.path.lexists(ancestor):  # a dangling symlink on the way
-            raise UsageError(f"{flag} {text}: {ancestor} is a dangling symlink; fix or remove it.")
+            raise UsageError(f"{ancestor} is a dangling symlink;", where=f"{flag} {text}", fix="fix or remove it.")
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise UsageError(f"{flag} {text}: {ancestor} is a file, not a directory; choose another path.")
+        raise UsageError(f"{ancestor} is a file, not a directory;", where=f"{flag} {text}", fix="choose another path.")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {text}: no permission to create directories in {ancestor}; choose another path.")
+        raise UsageError(f"no permission to create directories in {ancestor};", where=f"{flag} {text}",
+                         fix="choose another path.")
     return p
 
 
@@ -115,26 +115,26 @@ def check_output_file(path: str | os.PathLike, flag: str) -> Path:
         text = os.fsdecode(text)
     p = Path(text)
     if not text.strip() or text.endswith(("/", os.sep)) or p.name in ("", ".", ".."):
-        raise UsageError(f"{flag} {text!r} names no file; give the path of a file to write, for example ./report.json.")
+        raise UsageError(f"{flag} {text!r} names no file;", fix="give the path of a file to write, for example ./report.json.")
     shown = _not_utf8(text)
     if shown is not None:
-        raise UsageError(f"{flag} '{shown}' is not valid UTF-8; choose a name of UTF-8 characters.")
+        raise UsageError(f"{flag} '{shown}' is not valid UTF-8;", fix="choose a name of UTF-8 characters.")
     if len(p.name.encode("utf-8")) + _TMP_EXTRA > _NAME_MAX:
-        raise UsageError(f"{flag}: the name {p.name[:40]!r}... is too long (at most {_NAME_MAX - _TMP_EXTRA} bytes, "
-                         "room for the temp file it is written through); choose a shorter name.")
+        raise UsageError(f"the name {p.name[:40]!r}... is too long (at most {_NAME_MAX - _TMP_EXTRA} bytes, room for "
+                         "the temp file it is written through);", where=flag, fix="choose a shorter name.")
     if os.path.islink(p) and not p.exists():
-        raise UsageError(f"{flag} {text} is a symlink to {os.readlink(p)!r}, which does not exist; remove the link "
-                         "or choose another path.")
+        raise UsageError(f"{flag} {text} is a symlink to {os.readlink(p)!r}, which does not exist;",
+                         fix="remove the link or choose another path.")
     if os.path.lexists(p):
         mode = os.stat(p).st_mode
         if not stat.S_ISREG(mode):
-            raise UsageError(f"{flag} {text} is {file_kind(mode)}, not a regular file; name a regular file or a new "
-                             "file (it is written whole and renamed into place, which would replace it).")
+            raise UsageError(f"{flag} {text} is {file_kind(mode)}, not a regular file;", fix="name a regular file or "
+                             "a new file (it is written whole and renamed into place, which would replace it).")
     parent = p.absolute().parent
     if not parent.is_dir():
-        raise UsageError(f"{flag} {text}: directory {parent} does not exist; create it first.")
+        raise UsageError(f"directory {parent} does not exist;", where=f"{flag} {text}", fix="create it first.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {text}: no permission to write in {parent}; choose another path.")
+        raise UsageError(f"no permission to write in {parent};", where=f"{flag} {text}", fix="choose another path.")
     return p
 
 
@@ -143,13 +143,11 @@ def check_outside_inputs(output: str | os.PathLike, inputs: Iterable[str | os.Pa
     out = Path(output).resolve()
     for given in inputs:
         if _empty(given):
-            raise InputPathError("an empty path names no dataset directory; pass the directory holding metadata.json.")
+            raise InputPathError("an empty path names no dataset directory;", fix=_PASS_DIR)
         inp = Path(given).resolve()
         if out == inp or inp in out.parents:
-            raise UsageError(
-                f"{flag} {output} is inside the input {given}; writing there would change the input "
-                "while it is read. Choose an output outside every input."
-            )
+            raise UsageError(f"{flag} {output} is inside the input {given}; writing there would change the input "
+                             "while it is read.", fix="Choose an output outside every input.")
 
 
 def _empty(path: object) -> bool:
@@ -161,50 +159,44 @@ def input_dir(path: str | os.PathLike, *, what: str = "dataset directory") -> Pa
     """``path`` as a Path if it names an existing directory with a UTF-8 name, else InputPathError."""
     text = os.fsdecode(path)
     if not text.strip():
-        raise InputPathError(f"an empty path names no {what}; pass the directory holding metadata.json.")
+        raise InputPathError(f"an empty path names no {what};", fix=_PASS_DIR)
     shown = _not_utf8(text)
     if shown is not None:
-        raise InputPathError(
-            f"{shown} is not a valid UTF-8 path (datasets and pyarrow need UTF-8 paths); rename the directory."
-        )
+        raise InputPathError(f"{shown} is not a valid UTF-8 path {_UTF8};", fix="rename the directory.")
     p = Path(text)
     if os.path.islink(p) and not p.exists():
-        raise InputPathError(f"{p} is a symlink to {os.readlink(p)!r}, which does not exist; pass a {what}.")
+        raise InputPathError(f"{p} is a symlink to {os.readlink(p)!r}, which does not exist;", fix=f"pass a {what}.")
     if not p.exists():
-        raise InputPathError(f"{p} does not exist; pass a {what} (the directory holding metadata.json).")
+        raise InputPathError(f"{p} does not exist;", fix=f"pass a {what} (the directory holding metadata.json).")
     if not p.is_dir():
-        raise InputPathError(f"{p} is a file, not a {what}; pass the directory holding metadata.json.")
+        raise InputPathError(f"{p} is a file, not a {what};", fix=_PASS_DIR)
     return p
 
 
 def existing_dir(path: str | os.PathLike, what: str) -> None:
     """UsageError unless ``path`` is an existing directory with a UTF-8 name (verify's DIR and --against)."""
     if _empty(path):
-        raise UsageError(f"{what} is an empty path; pass a dataset directory (holding metadata.json and data/).")
+        raise UsageError(f"{what} is an empty path;", fix=_PASS_DATASET)
     path = Path(path)
     shown = _not_utf8(os.fsdecode(path))
     if shown is not None:  # pyarrow and datasets fail on it later as an "unreadable footer"
-        raise UsageError(f"{what} '{shown}' is not valid UTF-8 (datasets and pyarrow need UTF-8 paths); "
-                         "rename the directory.")
+        raise UsageError(f"{what} '{shown}' is not valid UTF-8 {_UTF8};", fix="rename the directory.")
     if not path.exists():
-        raise UsageError(f"{what} {path} does not exist; pass a dataset directory (holding metadata.json and data/).")
+        raise UsageError(f"{what} {path} does not exist;", fix=_PASS_DATASET)
     if not path.is_dir():
-        raise UsageError(f"{what} {path} is a file; pass the dataset directory that holds metadata.json and data/.")
+        raise UsageError(f"{what} {path} is a file;", fix="pass the dataset directory that holds metadata.json and data/.")
 
 
 def local_dataset_dir(path: str | os.PathLike) -> Path:
     """``path`` if it exists, else DatasetSourceError naming it (load, inspect and push say the same)."""
     if _empty(path):
-        raise DatasetSourceError("an empty path names no dataset directory; pass the directory holding metadata.json, "
-                                 "or a Hub repo id such as 'org/name'.")
+        raise DatasetSourceError("an empty path names no dataset directory;",
+                                 fix="pass the directory holding metadata.json, or a Hub repo id such as 'org/name'.")
     path = Path(path).expanduser()
     shown = _not_utf8(os.fsdecode(path))
     if shown is not None:  # pyarrow and datasets fail on it later as an "unreadable footer"
-        raise DatasetSourceError(f"'{shown}' is not a valid UTF-8 path (datasets and pyarrow need UTF-8 paths); "
-                                 "rename the directory.")
+        raise DatasetSourceError(f"'{shown}' is not a valid UTF-8 path {_UTF8};", fix="rename the directory.")
     if not path.exists():
-        raise DatasetSourceError(
-            f"no such dataset directory: {sanitize(str(path))}. Check the path; to use a dataset on the "
-            "Hugging Face Hub pass a repo id such as 'org/name'."
-        )
+        raise DatasetSourceError(f"no such dataset directory: {sanitize(str(path))}.", fix="Check the path; to use a "
+                                 "dataset on the Hugging Face Hub pass a repo id such as 'org/name'.")
     return path

@@ -72,3 +72,19 @@ def test_the_entry_point_exits_with_the_code(argv, code):
     proc = subprocess.run([sys.executable, "-m", "whestbench", *argv], capture_output=True, text=True, timeout=120)
     assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_error_line_is_made_from_the_errors_fields(capsys, monkeypatch):
+    """The CLI prints ``where``, ``problem`` and ``fix`` as they are when the error reaches it (errors.render),
+    not the text the error was made with."""
+    from whestbench.cli import seeds
+    from whestbench.errors import UsageError
+
+    def refuse(*_):
+        exc = UsageError("the seed source is gone;", where="--seed 3", fix="try again.")
+        exc.fix = "pass another --seed."
+        raise exc
+
+    monkeypatch.setattr(seeds, "derived_seeds", refuse)
+    assert main(["dataset", "generate-seeds", "--n-mlps", "2", "--seed", "3"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --seed 3: the seed source is gone; pass another --seed."

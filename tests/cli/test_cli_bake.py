@@ -50,8 +50,8 @@ def test_version_prints_the_package_version(capsys):
 def _verbs() -> list[list[str]]:
     from whestbench.cli.app import ALIASES, dataset
 
-    names = sorted(dataset.commands)
-    names += sorted(alias for alias, target in ALIASES.items() if target in dataset.commands)
+    names = dataset.list_commands(None)  # every verb, loaded or not
+    names += sorted(alias for alias, target in ALIASES.items() if target in names)
     return [[], ["dataset"], *(["dataset", name] for name in names)]
 
 

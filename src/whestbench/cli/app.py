@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import os
 import sys
 import time
@@ -16,17 +17,39 @@ import warnings
 import click
 
 from whestbench.cli.common import err, flush_stdout, out, silence, stdout_reader_gone
-from whestbench.errors import BakeInterrupted, SignalStop, UsageError, WhestError
+from whestbench.errors import BakeInterrupted, SignalStop, UsageError, WhestError, render
 from whestbench.cli.signals import STOP_CODES, stopped
-from whestbench.text import error_line, format_traceback, one_line, sanitize
+from whestbench.text import format_traceback, one_line, sanitize, scrub
 
 ALIASES = {"info": "inspect", "upload": "push", "download": "pull"}
+VERBS = {
+    "whest": {"doctor": "doctor"},
+    "dataset": {"generate-seeds": "seeds", "bake": "bake", "status": "bake", "merge": "merge",
+                "combine-splits": "merge", "prepare-arrow": "merge", "inspect": "inspect", "verify": "inspect",
+                "push": "hub", "pull": "hub", "calibrate": "calibrate"},
+}
+"""Each group's verbs -> the module of ``whestbench.cli`` that defines it (in its ``COMMANDS``), imported
+when the verb runs or its help is shown: a verb loads what it uses, and ``whest --help`` none of it."""
 # click >= 8.2 raises this for a bare group (`whest`, `whest dataset`); older clicks print the help
 # and raise Exit(0) instead, so an empty tuple (matches nothing) is the right fallback.
 _NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-class AliasGroup(click.Group):
+class LazyGroup(click.Group):
+    """A group whose verbs (``VERBS[name]``) are loaded when they are asked for."""
+
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *VERBS[self.name]})
+
+    def get_command(self, ctx, name):
+        module = VERBS[self.name].get(name)
+        if module is not None and name not in self.commands:
+            for command in importlib.import_module(f"whestbench.cli.{module}").COMMANDS:
+                self.add_command(command)
+        return super().get_command(ctx, name)
+
+
+class AliasGroup(LazyGroup):
     def get_command(self, ctx, name):
         return super().get_command(ctx, ALIASES.get(name, name))
 
@@ -36,7 +59,7 @@ class AliasGroup(click.Group):
 
 
 def _version_line() -> str:
-    from whestbench.work.machine import whestbench_version
+    from whestbench.work.machine import whestbench_version  # not at the top: it imports numpy, which --help never needs
 
     return f"whest, version {whestbench_version()}"
 
@@ -48,7 +71,7 @@ def _version_option(ctx: click.Context, _param: click.Parameter, value: bool) ->
         ctx.exit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("whest", cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version_option,
               help="Show the version and exit.")
 def cli() -> None:
@@ -66,17 +89,6 @@ def dataset() -> None:
     """Bake, merge, combine, inspect, verify and publish datasets."""
 
 
-def _register() -> None:
-    from whestbench.cli import bake, calibrate, doctor, hub, inspect, merge, seeds
-
-    for mod in (seeds, bake, merge, inspect, hub, calibrate):
-        for command in mod.COMMANDS:
-            dataset.add_command(command)
-    for command in doctor.COMMANDS:
-        cli.add_command(command)
-
-
-_register()
 
 
 @contextlib.contextmanager
@@ -122,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         if debug:
             _print_traceback(exc)
-        err.print(f"error: {error_line(exc)}", markup=False)
+        err.print(f"error: {_error_text(exc)}", markup=False)
         return 2
     except Exception as exc:  # every other failure: one line, exit 1
         if stdout_reader_gone(exc):  # `whest ... | head`: a closed stdout is no error (click.echo's writes)
@@ -131,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             _print_traceback(exc)
         if isinstance(exc, BakeInterrupted):
-            line = error_line(exc)
+            line = _error_text(exc)
             if line.startswith("stopped:"):  # after units ran: stamped like the progress lines before it
                 line = f"[{time.strftime('%H:%M:%S')}] {line}"
             err.print(line, markup=False)
@@ -158,10 +170,16 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: {what} and re-run the same command; {kept}.", markup=False)
             return 1
         if isinstance(exc, (ValueError, OSError, RuntimeError, ImportError)):
-            err.print(f"error: {error_line(exc)}", markup=False)
+            err.print(f"error: {_error_text(exc)}", markup=False)
         else:
-            err.print(f"error: {type(exc).__name__}: {error_line(exc)} (set WHEST_DEBUG=1 for a traceback)", markup=False)
+            err.print(f"error: {type(exc).__name__}: {_error_text(exc)} (set WHEST_DEBUG=1 for a traceback)", markup=False)
         return 1
+
+
+def _error_text(exc: BaseException) -> str:
+    """What an error line says: ``errors.render``'s words (a ``WhestError``'s from its fields) as one
+    line safe for a terminal, secrets scrubbed."""
+    return one_line(sanitize(scrub(render(exc))))
 
 
 def _resource_error(exc: BaseException) -> tuple[str, str] | None:

@@ -12,6 +12,9 @@ from whestbench.cli.signals import StopSignals
 from whestbench.errors import UsageError, WorkFailed
 from whestbench.format.reader import open_dataset
 from whestbench.paths import check_output_file
+from whestbench.verify.config import VerifyConfig
+from whestbench.verify.inspect import describe, plot_means
+from whestbench.verify import run as verify_run
 from whestbench.text import sanitize
 
 
@@ -31,10 +34,9 @@ def inspect(source: str, revision: str | None, plot: Path | None) -> None:
     whest dataset inspect aicrowd/arc-whestbench-2026 --revision v1
     whest dataset inspect ./final-eval --plot means.png
     """
-    from whestbench.verify.inspect import describe, plot_means
-
     if plot is not None and not Path(source).is_dir():
-        raise UsageError(f"--plot reads the data files, so SOURCE must be a local dataset directory; `whest dataset pull {source}` first.")
+        raise UsageError("--plot reads the data files, so SOURCE must be a local dataset directory;",
+                         fix=f"`whest dataset pull {source}` first.")
     if plot is not None:
         check_output_file(plot, "--plot")
         source = open_dataset(source)  # the summary and the plot read it once
@@ -98,9 +100,6 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
     whest dataset verify ./gpu-eval --spot-check 8
     whest dataset verify ./gpu-eval --spot-check 2/mlp --spot-seed 3
     """
-    from whestbench.verify.config import VerifyConfig
-    from whestbench.verify.run import verify_dataset
-
     config = VerifyConfig(against=against, n_check=n_check, sample_mlps=sample_mlps, sample_seed=sample_seed,
                           recompute=recompute, device=device, recompute_root=recompute_dir, cache=not no_cache,
                           spot_check=spot_check, spot_seed=spot_seed, recompute_seed=recompute_seed)
@@ -115,16 +114,14 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
             signals.on_event(event)
             reporter(event)
 
-        report = verify_dataset(directory, config, on_check=show, on_event=sink, stop=signals.stop)
+        report = verify_run.verify_dataset(directory, config, on_check=show, on_event=sink, stop=signals.stop)
     failed = report.failures
     skipped = sum(c.skipped for c in report.checks)
     tail = f", {skipped} skipped" if skipped else ""
     if failed:
         # main() prints this on stderr and exits 1
-        raise WorkFailed(
-            f"verify: {len(failed)} of {len(report.checks)} checks failed ({', '.join(c.name for c in failed)}); "
-            "see the ✗ lines above"
-        )
+        raise WorkFailed(f"{len(failed)} of {len(report.checks)} checks failed ({', '.join(c.name for c in failed)});",
+                         where="verify", fix="see the ✗ lines above")
     if any(c.skipped and c.name.endswith("device check") for c in report.checks):
         tail += "; the device check was skipped or a failure accepted at bake (push needs --allow-unchecked-device)"
     covered = "; ".join(f"{k}: {v}" for k, v in report.coverage.items())

@@ -8,15 +8,17 @@ earlier run's staging, removed) and warnings (an input's stale checksums) go to 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from whestbench.cli.common import NonEmptyPath, already_complete, out
 from whestbench.cli.signals import complete_once_in_place
 from whestbench.text import sanitize
+from whestbench.assemble.combine import combine_split_datasets
+from whestbench.assemble.combine import prepare_arrow as build_prepared_arrow
+from whestbench.assemble.merge import merge_datasets
 from whestbench.cli.hub import card_options
 from whestbench.cli.progress import VerbEvents, log_every_option
+from whestbench.format.finished import finished_combine, finished_merge
 from whestbench.format.reader import open_dataset, read_metadata
 from whestbench.format.schema import DatasetMeta
 
@@ -35,9 +37,6 @@ def merge(partials: tuple[str, ...], output: str, log_every: float, card: dict) 
     \b
     whest dataset merge part-0 part-1 part-2 --output full
     """
-    from whestbench.format.finished import finished_merge
-    from whestbench.assemble.merge import merge_datasets
-
     partials = tuple(open_dataset(p) for p in partials)  # each read once, by whichever check comes first
     target = open_dataset(output)
     done = finished_merge(partials, target)
@@ -67,9 +66,6 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
     \b
     whest dataset combine-splits public holdout --output combined
     """
-    from whestbench.assemble.combine import combine_split_datasets
-    from whestbench.format.finished import finished_combine
-
     inputs = tuple(open_dataset(p) for p in inputs)  # each read once, by whichever check comes first
     target = open_dataset(output)
     done = finished_combine(inputs, target, default_split=default_split, prepared=not skip_prepared_arrow)
@@ -106,10 +102,8 @@ def prepare_arrow(dataset_dir: str) -> None:
     \b
     whest dataset prepare-arrow combined
     """
-    from whestbench.assemble.combine import prepare_arrow as build
-
     with VerbEvents("prepare-arrow", {"start"}) as events:
-        names = build(dataset_dir, on_event=events)
+        names = build_prepared_arrow(dataset_dir, on_event=events)
     out.print(
         f"Patched {sanitize(str(dataset_dir))} with prepared Arrow artifacts for {len(names)} split(s): "
         f"{', '.join(sorted(names))}",

@@ -25,6 +25,8 @@ import numpy as np
 
 from whestbench.compute.audit import MIN_ACTIVE_VARIANCE, MIN_SPREAD_SAMPLES, bonferroni_z, chi2_mean_limit, pilot_moments, t_as_z
 from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.estimators import enough_batches, n_batches
+from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.precision import GATE_MAX_ABS, GATE_MAX_BIAS, GATE_VAR_RTOL, gate_figures, gate_passes
 from whestbench.format.reader import DatasetDir, open_dataset
 from whestbench.format.schema import DatasetMeta, columns_for, infer_sampler, is_positive_int, positive_int
@@ -263,8 +265,6 @@ def _spread_ratio(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, 
     0.8–1.25; per neuron within 0.2–5), so neither side's error bars can be scaled to pass the z-test."""
     if _estimator(a.md) != _estimator(b.md) or any(sa.stderr is None or sb.stderr is None for sa, _, sb, _ in shared):
         return
-    from whestbench.compute.estimators import enough_batches
-
     def rough(ds, s, i) -> bool:  # too few samples or batches for a standard error to be held to 25 %
         n = ds.samples(s, i)
         est = DatasetMeta.of(ds.md).estimator
@@ -354,8 +354,6 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
                    check: str = "ground truth") -> None:
     """z-scores of Δmean in units of both bakes' standard errors: the stored ones (``all_layer_stderr``)
     when both bakes have them, else per-neuron variances from a pilot run."""
-    from whestbench.compute.mlp import weights_for_seed
-
     if all(sa.stderr is not None and sb.stderr is not None for sa, _, sb, _ in shared):
         se = np.stack([np.hypot(sa.stderr[i].astype(np.float64), sb.stderr[j].astype(np.float64))
                        for sa, i, sb, j in shared])  # (m, depth, w)
@@ -409,8 +407,6 @@ def _stacked(shared, column: str) -> tuple[np.ndarray, np.ndarray]:
 def _dof(ds, s, i: int) -> float:
     """The degrees of freedom of MLP ``i``'s stored standard errors: ``k − 1`` for the batch means of
     control variates (``k`` batches), ``N − 1`` for the plain estimator."""
-    from whestbench.compute.estimators import n_batches
-
     n = ds.samples(s, i)
     est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples")

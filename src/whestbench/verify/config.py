@@ -62,15 +62,15 @@ class VerifyConfig:
                                            ("--recompute-seed", self.recompute_seed is not None, self.recompute,
                                             "--recompute")):
             if given and needs is None:
-                raise UsageError(f"{flag} applies to {option} only; add {option}, or leave {flag} out.")
+                raise UsageError(f"{flag} applies to {option} only;", fix=f"add {option}, or leave {flag} out.")
         for flag, given in (("--device", self.device is not None), ("--no-cache", not self.cache)):
             if given and self.recompute is None and self.spot_check is None:
-                raise UsageError(f"{flag} applies to --recompute and --spot-check only; add one of them, or leave "
-                                 f"{flag} out.")
+                raise UsageError(f"{flag} applies to --recompute and --spot-check only;",
+                                 fix=f"add one of them, or leave {flag} out.")
         for name, flag in (("against", "--against"), ("recompute_root", "--recompute-dir")):
             if getattr(self, name) is not None:
                 if isinstance(getattr(self, name), str) and not getattr(self, name).strip():
-                    raise UsageError(f"{flag} is an empty path; pass a directory, or leave {flag} out.")
+                    raise UsageError(f"{flag} is an empty path;", fix=f"pass a directory, or leave {flag} out.")
                 object.__setattr__(self, name, Path(getattr(self, name)))
 
     @classmethod

@@ -16,16 +16,24 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from whestbench import optional
+from whestbench.atomic import write_file_atomic
 from whestbench.hub.client import RemoteMetadata, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
 from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import DatasetDir, data_files, open_dataset, parquet_footer, read_table
-from whestbench.format.schema import DEFAULT_CONFIG, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta, columns_for, infer_sampler
+from whestbench.format.schema import (DEFAULT_CONFIG, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta, columns_for, infer_sampler,
+                                      validate_metadata)
 from whestbench.format.card_facts import used_spread
 from whestbench.format.prepared import prepared_verdict
-from whestbench.errors import UsageError
+from whestbench.errors import InvalidDatasetError, UsageError
 from whestbench.events import EventSink
+from whestbench.paths import check_output_file
 from whestbench.text import format_bytes, format_count, sanitize
+from whestbench.verify.scan import arrow_storage
+from whestbench.verify.statistics import undefined_stderr
 from whestbench.work.device_check import summary_line as device_summary_line
 
 # whestbench 0.16's single-split keys, in its order; each printed only when present.
@@ -56,9 +64,6 @@ def describe(dir_or_repo: "str | Path | DatasetDir", *, revision: str | None = N
 def _validity(md: dict[str, Any]) -> list[str]:
     """A line when the metadata fails ``validate_metadata`` (reported, never raised on, as a checksum
     mismatch is): a re-signed ``"n_samples": "20000"`` was described as if every verb accepted it."""
-    from whestbench.errors import InvalidDatasetError
-    from whestbench.format.schema import validate_metadata
-
     try:
         validate_metadata(md, allow_partial=True)
     except InvalidDatasetError as e:
@@ -75,14 +80,12 @@ def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
     """Draw the dataset's means and standard errors per layer (``plot_figure``) to ``path``; the image
     format follows its suffix (png, svg, pdf) and the file is written atomically. Needs matplotlib
     (``pip install 'whestbench[plot]'``)."""
-    from whestbench.atomic import write_file_atomic
-    from whestbench.paths import check_output_file
-
     plt = _pyplot()
     handle, path = open_dataset(directory), Path(path)  # an open DatasetDir (inspect --plot) is not read again
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in ("png", "svg", "pdf"):
-        raise UsageError(f"--plot {path}: name a .png, .svg or .pdf file (the suffix picks the format).")
+        raise UsageError("the suffix picks the format;", where=f"--plot {path}",
+                         fix="name a .png, .svg or .pdf file.")
     check_output_file(path, "--plot")  # the CLI checked it before any work; a library call is checked here
     fig = plot_figure(handle)
     try:
@@ -96,13 +99,10 @@ def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:
 
 def _pyplot():
     try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=True)  # no display needed; never opens a window
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise ImportError("--plot needs matplotlib: pip install 'whestbench[plot]'") from e
-    return plt
+        optional.require("matplotlib", needed_for="--plot").use("Agg", force=True)  # no display: never opens a window
+        return optional.require("matplotlib.pyplot", needed_for="--plot")
+    except UsageError as e:  # said as it always was: "--plot needs matplotlib: <the install command>"
+        raise UsageError(f"{e.problem}:", fix=e.fix) from None
 
 
 def plot_figure(directory: "str | Path | DatasetDir"):
@@ -112,8 +112,6 @@ def plot_figure(directory: "str | Path | DatasetDir"):
     positive mean). The means' panels share one x and one y axis, and so do the standard errors', so the
     layers compare at a glance; a layer whose means are exact (control variates' layer 1) or that has no
     standard error (too few samples) says so in its panel. Splits of a multi-split dataset are overlaid."""
-    import numpy as np
-
     plt = _pyplot()
     handle = open_dataset(directory)
     md = handle.metadata
@@ -151,8 +149,6 @@ def plot_figure(directory: "str | Path | DatasetDir"):
 
 def _panel(ax: Any, what: str, layer: int, values: dict[str, Any], bins: Any, means: dict[str, Any]) -> None:
     """One layer's histogram of ``values`` (per split), titled; an exact or undefined layer is a note."""
-    import numpy as np
-
     title = f"layer {layer + 1}"
     shown = {s: v[np.isfinite(v)] for s, v in values.items()}
     if what == "standard error":
@@ -387,8 +383,6 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
 def _stderr_lines(directory: "Path | DatasetDir", split: str, md: dict[str, Any]) -> list[str]:
     """The standard errors of ``split``'s means in one line per layer (median and max over its MLPs
     and neurons), and the samples the MLPs used when the bake had a target standard error."""
-    import numpy as np
-
     columns = columns_for(md)
     if STDERR_COLUMN not in columns:
         return []
@@ -399,8 +393,6 @@ def _stderr_lines(directory: "Path | DatasetDir", split: str, md: dict[str, Any]
                 "damaged? run `whest dataset verify`"]
     est = DatasetMeta.of(md).estimator
     lines = [f"      stderr ({sanitize(est.get('name', '?'))} estimator), median / max per layer:"]
-    from whestbench.verify.statistics import undefined_stderr
-
     n_samples = md.get("n_samples") if isinstance(md.get("n_samples"), int) else 0
     counts = (read_table(directory, split, [N_USED_COLUMN]).column(N_USED_COLUMN).to_numpy().astype(np.int64)
               if N_USED_COLUMN in columns else np.full(se.shape[0], n_samples, dtype=np.int64))
@@ -428,10 +420,6 @@ def _stderr_lines(directory: "Path | DatasetDir", split: str, md: dict[str, Any]
 
 def _layer_means(directory: "Path | DatasetDir", split: str, column: str = "all_layer_means"):
     """``split``'s ``column`` (``all_layer_means`` or ``all_layer_stderr``) as ``(n, depth, width)`` float32."""
-    import numpy as np
-
-    from whestbench.verify.scan import arrow_storage
-
     col = arrow_storage(read_table(directory, split, [column]).column(column))
     n = len(col)
     inner = col.flatten()

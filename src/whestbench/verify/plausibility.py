@@ -22,8 +22,11 @@ import numpy as np
 
 from whestbench.compute.audit import AUDIT_SAMPLES, MIN_ACTIVE_SHAPE, MIN_NORMAL_SAMPLES, PilotMoments, bonferroni_z, chi2_ratio_bounds, pilot_moments
 from whestbench.compute.estimation import is_cv_block
+from whestbench.compute.estimators import n_batches
 from whestbench.compute.precision import EPS32
 from whestbench.format.schema import DatasetMeta, is_positive_int
+from whestbench.events import Event, Progress
+from whestbench.work.controls import controls_for
 from whestbench.work.threads import one_blas_thread
 
 P_FAMILY_SHARE = 5  # means per neuron, means in aggregate, stderr per neuron, stderr in aggregate, avg_variance
@@ -63,16 +66,12 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None, on_even
             return Audited(s, i, float(n), None)  # protocol 2.0 or other weights: no pilot of the stored MLP
         controls = None
         if cv and ds.depth > 1:
-            from whestbench.work.controls import controls_for  # the bake's own fit, shared with verify's target check
-
             controls = controls_for(int(s.seeds[i]), w)
         return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE_SHAPE))
 
     workers = workers or max(1, min(len(rows), os.cpu_count() or 1, 8))
     out: list[Audited] = []
     if on_event is not None:
-        from whestbench.events import Event, Progress
-
         on_event(Event("progress", progress=Progress("MLPs", 0, len(rows))))
     with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
         for a in pool.map(one, zip(rows, counts)):
@@ -213,8 +212,6 @@ def _testable(pm: PilotMoments, first: int = 0) -> np.ndarray:
 
 def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> None:
     """The stored standard errors of layers 2.. (and layer 1 where the estimator samples it) against the pilot."""
-    from whestbench.compute.estimators import n_batches
-
     live = [a for a in audited if a.pilot is not None and a.split.stderr is not None]
     if not live:
         return

@@ -16,20 +16,30 @@ passes the bake's own completion test (its marker and checksums: ``format/finish
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from whestbench.compute.estimation import TARGET_RULE, Estimation, is_cv_block
+from whestbench.atomic import read_regular, write_file_atomic
+from whestbench.bake.pipeline import bake
+from whestbench.bake.plan import AlreadyBaked, BakeConfig, plan_bake
+from whestbench.compute.estimation import ESTIMATOR_VERSION, TARGET_RULE, Estimation, is_cv_block
+from whestbench.compute.pcg64 import SAMPLER_VERSION as PCG64_VERSION
+from whestbench.compute.philox.spec import SAMPLER_VERSION as PHILOX_VERSION
+from whestbench.errors import RESUME, OutputExistsError, UsageError
 from whestbench.format.schema import DatasetMeta, infer_sampler
-from whestbench.errors import UsageError
+from whestbench.paths import check_outside_inputs
+from whestbench.verify.spot_draw import draw_rows, fresh_seed
+from whestbench.work.ledger import identity_digest
+from whestbench.work.machine import whestbench_version
 
 
 def choose(rows: list, k: int, seed: int | None) -> tuple[list, int]:
     """``(the rows to bake again, the seed)``: ``k`` rows drawn with ``seed`` (None: a fresh one, printed by
     the caller), uniform without replacement and independent for each ``k`` (``spot_draw.draw_rows``)."""
-    from whestbench.verify.spot_draw import draw_rows, fresh_seed
-
     seed = fresh_seed() if seed is None else int(seed)
     return [rows[i] for i in draw_rows(len(rows), k, seed)], seed
 
@@ -40,16 +50,11 @@ def pending(root: Path | None, key: dict[str, Any]) -> tuple[Path | None, int | 
     command finds it here and continues that draw (its work is cached under it). ``key``: what the draw is
     for (the dataset's metadata digest, the budget, the device); a file for another key, unreadable, or
     writable by another user is not taken. None and None without a cache root (``--no-cache``)."""
-    import json
-
-    from whestbench.atomic import read_regular
-    from whestbench.work.ledger import identity_digest
-
     if root is None:
         return None, None
     path = Path(root) / ("pending-" + identity_digest(key)[:16] + ".json")
     try:
-        if _not_trusted(path) or _not_trusted(path.parent):
+        if not_trusted(path) or not_trusted(path.parent):
             return path, None
         got = json.loads(read_regular(path, 64 << 10, "pending draw"))
         seed = got.get("seed") if isinstance(got, dict) and got.get("key") == key else None
@@ -60,10 +65,6 @@ def pending(root: Path | None, key: dict[str, Any]) -> tuple[Path | None, int | 
 
 def remember(path: Path | None, key: dict[str, Any], seed: int) -> None:
     """Keep ``seed`` in ``path`` (``pending``) while its work runs."""
-    import json
-
-    from whestbench.atomic import write_file_atomic
-
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_file_atomic(path, json.dumps({"key": key, "seed": int(seed)}, sort_keys=True).encode())
@@ -72,8 +73,6 @@ def remember(path: Path | None, key: dict[str, Any], seed: int) -> None:
 def resume_with(message: str, flags: str) -> str:
     """A stopped bake's ``stopped: ...; re-run the same command to resume.`` for a run whose draw was
     fresh: the re-run must name the seed, or it draws other MLPs (or segments)."""
-    from whestbench.errors import RESUME
-
     return message.replace(RESUME, f"re-run the same command to resume (it continues the same draw; elsewhere, "
                                     f"or with --no-cache: {flags})")
 
@@ -96,7 +95,7 @@ def recipe(md: dict[str, Any], device: str | None) -> dict[str, Any]:
     else:
         if device not in (None, "cpu"):
             raise UsageError(f"--device {device} recomputes philox datasets only; this one was sampled with {sampler}, "
-                             "which runs on the CPU path: leave --device out.")
+                             "which runs on the CPU path:", fix="leave --device out.")
         out |= {"backend": "cpu", "device": None}
     return out
 
@@ -105,31 +104,30 @@ def check_root(root: Path, inputs: list[Path]) -> Path:
     """``root`` (``--recompute-dir``) if a recompute may keep its bakes there, else UsageError before
     any check: a file, a dangling symlink, or a directory inside a dataset it reads (it would write
     Parquet under that dataset's ``data/``, and the next verify would fail its checksums)."""
-    from whestbench.paths import check_outside_inputs
-
     if not str(root).strip() or str(root) in (".", "./"):  # Path('') is '.': the cache went into the current directory
-        raise UsageError(f"--recompute-dir {str(root)!r} names no directory of its own (it is the current "
-                         "directory); pass a directory for the recompute cache (created if missing), or --no-cache.")
+        raise UsageError(f"--recompute-dir {str(root)!r} names no directory of its own (it is the current directory);",
+                         fix="pass a directory for the recompute cache (created if missing), or --no-cache.")
     if os.path.islink(root) and not root.exists():
-        raise UsageError(f"--recompute-dir {root} is a symlink to {os.readlink(root)!r}, which does not exist; "
-                         "pass a directory (created if missing).")
+        raise UsageError(f"--recompute-dir {root} is a symlink to {os.readlink(root)!r}, which does not exist;",
+                         fix=_PASS_DIR)
     if root.exists() and not root.is_dir():
-        raise UsageError(f"--recompute-dir {root} is a file; pass a directory (created if missing).")
+        raise UsageError(f"--recompute-dir {root} is a file;", fix=_PASS_DIR)
     check_outside_inputs(root, inputs, flag="--recompute-dir")
     if root.is_dir():
-        problem = _not_trusted(root)
+        problem = not_trusted(root)
         if problem:
             raise UsageError(f"--recompute-dir {root} {problem}: another user could plant a bake there that verify "
-                             "would trust; pass a directory only you can write (or --no-cache).")
+                             "would trust;", fix="pass a directory only you can write (or --no-cache).")
     return root
 
 
-def _not_trusted(path: Path) -> str | None:
+_PASS_DIR = "pass a directory (created if missing)."
+
+
+def not_trusted(path: Path) -> str | None:
     """Why a cache directory or entry cannot be trusted (another user may write it), or None. A forged
     bake can pass every check a reuse makes (damage the pilot-free checks cannot see, re-signed), so
     the cache is only as trusted as whoever can write it: its owner, alone."""
-    import stat
-
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         return "is a symlink"
@@ -150,12 +148,6 @@ def default_cache() -> Path:
 
 def recompute_dir(root: Path, rec: dict[str, Any], seeds: list[int]) -> Path:
     """Where the recomputation of ``seeds`` under ``rec`` lives (the same request, the same folder)."""
-    from whestbench.compute.estimation import ESTIMATOR_VERSION
-    from whestbench.compute.pcg64 import SAMPLER_VERSION as PCG64_VERSION
-    from whestbench.compute.philox.spec import SAMPLER_VERSION as PHILOX_VERSION
-    from whestbench.work.ledger import identity_digest
-    from whestbench.work.machine import whestbench_version
-
     versions = {"whestbench": whestbench_version(), "estimator": ESTIMATOR_VERSION, "pcg64": PCG64_VERSION, "philox": PHILOX_VERSION}
     key = {"recipe": rec, "seeds": [int(s) for s in seeds], "versions": versions}
     return root / ("recompute-" + identity_digest(key)[:16])
@@ -169,10 +161,6 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     A cached bake is reused when it passes the bake's completion test (this recipe's marker, every
     file matching its checksum) and ``confirm(path).ok`` (``run.confirm_complete``: integrity and
     the statistics without the audit pilot); otherwise it is baked again."""
-    from whestbench.bake.pipeline import bake
-    from whestbench.bake.plan import AlreadyBaked, BakeConfig, plan_bake
-    from whestbench.errors import OutputExistsError
-
     rec = recipe(md, device)
     out = recompute_dir(root or default_cache(), rec, seeds)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -183,8 +171,8 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
     )
     if out.is_symlink():  # an entry is a directory this user made, never a link to one: bake it again
         out.unlink()
-    elif out.exists() and _not_trusted(out):
-        raise UsageError(f"the cached bake {out} {_not_trusted(out)}: remove it, or pass --no-cache.")
+    elif out.exists() and not_trusted(out):
+        raise UsageError(f"the cached bake {out} {not_trusted(out)}:", fix="remove it, or pass --no-cache.")
     try:
         plan = plan_bake(cfg)
     except AlreadyBaked as done:  # finished earlier: this plan's completion marker, every file intact (format/finished.py)
@@ -197,8 +185,6 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
         if out.is_symlink():
             out.unlink()  # never follow a link into a tree to delete
         else:
-            import shutil
-
             shutil.rmtree(out)
         plan = plan_bake(cfg)
     bake(plan, on_event=on_event, stop=stop)

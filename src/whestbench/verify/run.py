@@ -16,13 +16,19 @@ What each check catches and misses is tabled in docs/cli.md ("What verify proves
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from whestbench.compute.audit import P_OVERALL, t_quantile
 from whestbench.compute.estimation import is_cv_block
-from whestbench.verify.card_check import card_verdict
+from whestbench.compute.estimators import n_batches
+from whestbench.compute.naming import mlp_name, unique_names
+from whestbench.compute.seeds import SEED_LIMIT, derived_seeds, estimator_seed, seed_list_digest
 from whestbench.format.prepared import prepared_verdict
 from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import DatasetDir, open_dataset
@@ -35,16 +41,22 @@ from whestbench.format.schema import (
     columns_for,
     protocol_version,
 )
+from whestbench.verify import recompute as recompute_mod
+from whestbench.verify.compare import compare_with
+from whestbench.verify.card_check import card_verdict
 from whestbench.verify.config import VerifyConfig
-from whestbench.verify.recompute import check_root, default_cache, recipe, resume_with
+from whestbench.verify.recompute import check_root, choose, default_cache, pending, recipe, remember, resume_with
 from whestbench.verify.report import Check, VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan, scan_split, schema_problems
+from whestbench.verify.spot import spot_check as run_spot_check
 from whestbench.verify.statistics import run_statistics
 from whestbench.verify.trail import check_trail
+from whestbench.verify.trail_contract import trail_contract
 from whestbench.errors import BakeInterrupted, InvalidDatasetError, UsageError
 from whestbench.events import Event
 from whestbench.paths import existing_dir
 from whestbench.text import sanitize
+from whestbench.work.ledger import identity_digest
 
 
 # ----------------------------------------------------------------------------------------------
@@ -90,8 +102,8 @@ def verify_dataset(
         except (InvalidDatasetError, KeyError, TypeError, ValueError):
             pass  # the metadata check reports a broken dataset
     if spot_check is not None and not _has_trail(handle):
-        raise UsageError(f"{directory} has no audit trail (baked with --audit-segments 0, or by another version); "
-                         "use --recompute K instead of --spot-check.")
+        raise UsageError(f"{directory} has no audit trail (baked with --audit-segments 0, or by another version);",
+                         fix="use --recompute K instead of --spot-check.")
     report = VerifyReport(directory, against, on_check=on_check)
 
     def stage(text: str) -> None:  # a stretch without counts: the log's timer line names it (cli/progress)
@@ -111,16 +123,12 @@ def verify_dataset(
     if "trail" in report.coverage:  # what the trail contract could not check: said after what was checked
         report.coverage["trail"] = report.coverage.pop("trail")
     if against is not None:
-        from whestbench.verify.compare import compare_with  # compare builds on this module
-
         stage(f"comparing every numeric column with --against {sanitize(str(against))}")
         compare_with(ds, against, report, n_check=cfg.n_check, z_max=cfg.z_max)
     if spot_check is not None:  # after the checks a stop ends at once: from here a stop is resumable work's (exit 75)
         if any(c.name.endswith(("trail", "trail contract")) and not c.ok for c in report.checks):
             report.skip("spot-check", "not run: the trail itself failed its check")
         else:
-            from whestbench.verify.spot import spot_check as run_spot_check
-
             resumable = cache and checksum_state(handle).state == "ok"  # a record is keyed by signed contents
             run_spot_check(ds, report, spot_check, cfg.spot_seed, device, stop, on_event,
                            record_root=recompute_root if resumable else None)
@@ -135,10 +143,6 @@ def verify_dataset(
 
 def _recompute(ds: DatasetScan, report: VerifyReport, k: int, seed: int | None, device: str | None,
                root: Path, on_event, stop, cache: bool) -> None:
-    from whestbench.verify.compare import compare_with
-    from whestbench.verify.recompute import choose, pending, recompute, remember
-    from whestbench.work.ledger import identity_digest
-
     key = {"draw": "recompute", "metadata_sha256": identity_digest(ds.md), "k": int(k), "device": device}
     keep, kept = pending(root if cache and seed is None else None, key)  # a stopped run's draw, continued
     rows, seed = choose(list(ds.rows()), k, kept if seed is None else seed)
@@ -158,16 +162,13 @@ def _recompute(ds: DatasetScan, report: VerifyReport, k: int, seed: int | None, 
     if kept is not None:
         report.check("recompute: draw", True, f"continues the draw of the run stopped earlier (--recompute-seed {seed})")
     remember(keep, key, seed)
-    import contextlib
-    import tempfile
-
     with contextlib.ExitStack() as stack:
         if not cache:  # --no-cache: a bake of its own, removed after
             root.mkdir(parents=True, exist_ok=True)
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".no-cache-", dir=root,
                                                                         ignore_cleanup_errors=True)))
         try:
-            path = recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop,
+            path = recompute_mod.recompute(ds.md, seeds, device=device, root=root, on_event=on_event, stop=stop,
                              confirm=confirm_complete if cache else None)
         except BakeInterrupted as e:  # resumed by the same draw: name its seed
             raise BakeInterrupted(resume_with(str(e), f"--recompute {k} --recompute-seed {seed}"),
@@ -271,8 +272,6 @@ def _trail_contract(handle: DatasetDir, report: VerifyReport, checksums: str) ->
     """Each split's trail against what its metadata promises (``trail_contract``), before any other
     content check: the checks that read the trail (``trail``, ``--spot-check``) trust only a trail
     that meets it. A split without a trail, whose recipe keeps none, is named in the OK line."""
-    from whestbench.verify.trail_contract import trail_contract
-
     verdicts = trail_contract(handle, checksums)
     multi = len(verdicts) > 1 or DatasetMeta.of(handle.metadata).is_multi
     for v in verdicts:
@@ -310,8 +309,6 @@ def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, pr
     """The rows are the seed list the bake recorded, in order: its ``seed_list_digest`` (complete
     datasets: a partial's covers the whole list) and, for seeds derived from a root seed, the
     derivation itself. Catches rows substituted, reordered or dropped with the counts edited to match."""
-    from whestbench.compute.seeds import derived_seeds, seed_list_digest
-
     meta = DatasetMeta(md)
     level = meta.block(s.name)  # a dict: the metadata validated
     problems = []
@@ -341,9 +338,6 @@ def _seed_list_checks(md: dict[str, Any], s: SplitScan, report: VerifyReport, pr
 
 
 def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: str, version: str) -> None:
-    from whestbench.compute.naming import mlp_name, unique_names
-    from whestbench.compute.seeds import SEED_LIMIT, estimator_seed
-
     md = ds.md
     start, end, n_mlps = DatasetMeta(md).declared_rows(s.name)
     # the declared range, built only when it can hold these rows (a forged n_mlps of 10**20 must not allocate it)
@@ -499,11 +493,6 @@ def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidD
 def _negative_limits(ds: DatasetScan, s: SplitScan) -> np.ndarray:
     """(MLPs,) how many of its standard errors a control-variate mean may lie below 0: Student's t on
     the MLP's batches − 1 degrees of freedom at the one-sided tail ``P_OVERALL / neurons`` (at least 6)."""
-    import functools
-
-    from whestbench.compute.audit import P_OVERALL, t_quantile
-    from whestbench.compute.estimators import n_batches
-
     batch = DatasetMeta.of(ds.md).estimator.get("batch_samples")
     tail = P_OVERALL / max(1, len(s.ids) * ds.depth * ds.width)
     limit = functools.lru_cache(maxsize=None)(lambda dof: max(6.0, t_quantile(1.0 - tail, dof) if dof >= 1 else 6.0))

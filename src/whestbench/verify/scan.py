@@ -15,10 +15,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from whestbench.compute.mlp import weights_for_seed
 from whestbench.format.reader import DatasetDir, data_files
+from whestbench.format.writer import row_bytes
 from whestbench.format.schema import COLUMNS, N_USED_COLUMN, STDERR_COLUMN, DatasetMeta
 from whestbench.format.shards import ShardSchema
-from whestbench.errors import InvalidDatasetError
+from whestbench.errors import REDO, InvalidDatasetError
 from whestbench.text import sanitize
 
 _BATCH_BYTES = 64 * 1024**2  # rows read at a time: memory stays flat on multi-GB datasets
@@ -50,8 +52,6 @@ class SplitScan:
     def rederived_weights(self, i: int, width: int, depth: int) -> np.ndarray | None:
         """Row ``i``'s weights re-derived from its seed, or None where they are not the stored ones (seed
         protocol 2.0, or altered weights: the weights check says so)."""
-        from whestbench.compute.mlp import weights_for_seed
-
         w = weights_for_seed(int(self.seeds[i]), width, depth)
         return w if weight_digest(w) == self.weight_digests[i] else None
 
@@ -132,9 +132,6 @@ def scan_split(path: "Path | DatasetDir", split: str, width: int, depth: int, *,
     read when it has them."""
     import pyarrow.parquet as pq
 
-    from whestbench.compute.mlp import weights_for_seed
-    from whestbench.format.writer import row_bytes
-
     batch_rows = max(1, _BATCH_BYTES // row_bytes(width, depth))
     ids, names, seeds, digests, sig, means, final, avg, mismatch = [], [], [], [], [], [], [], [], []
     stderr, n_used, bad_breakdown = [], [], []
@@ -174,7 +171,8 @@ def scan_split(path: "Path | DatasetDir", split: str, width: int, depth: int, *,
         except InvalidDatasetError:
             raise
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException for a corrupt file
-            raise InvalidDatasetError(f"{shard.name} is not a readable Parquet file (truncated or corrupt?): {e}") from e
+            raise InvalidDatasetError(f"{shard.name} is not a readable Parquet file (truncated or corrupt?): {e}.",
+                                      fix=REDO) from e
 
     def cat(parts, shape, dtype):
         return np.concatenate(parts) if parts else np.zeros(shape, dtype)

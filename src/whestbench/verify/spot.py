@@ -25,6 +25,7 @@ completes (pass or fail), so a later run regenerates every segment again.
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -32,17 +33,30 @@ from typing import Any, Callable
 
 import numpy as np
 
+from whestbench import optional
+from whestbench.atomic import read_regular, write_file_atomic
 from whestbench.compute.estimation import Estimation, is_cv_block
+from whestbench.compute.mlp import sample_weights, weights_for_seed
+from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
+from whestbench.compute.philox import spec as philox
 from whestbench.compute.precision import GATE_MAX_ABS, SEGMENT_GATE_ULPS, SEGMENT_VAR_RTOL
-from whestbench.compute.segments import segment_bounds
+from whestbench.compute.seeds import spawn_streams
+from whestbench.compute.segments import finish, segment_bounds
 from whestbench.errors import BakeInterrupted, UsageError
+from whestbench.events import Event, Progress
 from whestbench.format.schema import DatasetMeta
 from whestbench.format.trail import pcg64_state
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan
-from whestbench.verify.recompute import pending, remember
+from whestbench.verify.recompute import not_trusted, pending, remember
 from whestbench.verify.spot_draw import SpotBudget, detection, draw_segments, fresh_seed
-from whestbench.work.steps import UnitStopped
+from whestbench.work import executor, torch_env
+from whestbench.work.controls import controls_for
+from whestbench.work.ledger import identity_digest
+from whestbench.work.machine import blas_info, whestbench_version
+from whestbench.work.steps import Compute, UnitContext, UnitStopped, run_unit
+from whestbench.work.threads import one_blas_thread, one_torch_thread, pin_torch_threads_here
+from whestbench.work.units import Unit, WorkSpec
 
 SHOWN = 12
 """Segments named in the check's line; the rest are counted (the seed reproduces the whole draw)."""
@@ -59,9 +73,6 @@ def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
 
 
 def _record_key(ds: DatasetScan, budget: SpotBudget, spot_seed: int, where: str) -> dict:
-    from whestbench.work.ledger import identity_digest
-    from whestbench.work.machine import whestbench_version
-
     return {"metadata_sha256": identity_digest(ds.md), "plan_digest": ds.md.get("plan_digest"), "spot_seed": int(spot_seed),
             "budget": str(budget), "device": where, "whestbench": whestbench_version()}
 
@@ -69,13 +80,8 @@ def _record_key(ds: DatasetScan, budget: SpotBudget, spot_seed: int, where: str)
 def _read_record(path: Path, key: dict) -> dict[str, str]:
     """The segments a stopped run of the same check found matching (``"split/mlp_id/segment"`` → mode), or
     nothing when the record is absent, unreadable, untrusted or made for another key."""
-    import json
-
-    from whestbench.atomic import read_regular
-    from whestbench.verify.recompute import _not_trusted
-
     try:
-        if _not_trusted(path) or _not_trusted(path.parent):
+        if not_trusted(path) or not_trusted(path.parent):
             return {}
         # one "split/mlp_id/segment": "mode" entry (~40 bytes) per segment a check draws: 64 MiB is 10**6 of them
         got = json.loads(read_regular(path, 64 << 20, "spot-check record"))
@@ -111,22 +117,12 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
     (BakeInterrupted, exit 75; Ctrl-C 130). With ``record_root`` (the recompute cache root; None for
     ``--no-cache``) the segments found matching are recorded there as they pass and a re-run with the
     same seed and budget skips them (module docstring). ``workers``: threads (default one per core)."""
-    import json
-
-    from whestbench.atomic import write_file_atomic
-    from whestbench.events import Event, Progress
-    from whestbench.work.executor import bake_workers
-    from whestbench.work.ledger import identity_digest
-    from whestbench.work.threads import one_blas_thread, one_torch_thread
-
     budget = SpotBudget.parse(budget)
     if device not in (None, "cpu"):
-        from whestbench.work.torch_env import resolve_device
-
-        device = resolve_device(device)  # a device this machine lacks is refused here, before any work
+        device = torch_env.resolve_device(device)  # a device this machine lacks is refused here, before any work
     blocks = trail_blocks(ds)
     if not blocks:
-        raise UsageError("the dataset has no audit trail to spot-check; use --recompute K.")
+        raise UsageError("the dataset has no audit trail to spot-check;", fix="use --recompute K.")
     where = "cpu" if device in (None, "cpu") else device
     draw_key = {"draw": "spot-check", "metadata_sha256": identity_digest(ds.md), "budget": str(budget), "device": where}
     keep, kept = pending(record_root if spot_seed is None else None, draw_key)  # a stopped run's draw, continued
@@ -196,7 +192,7 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
     pin = "philox" in samplers and where == "cpu"
     code = 0
     if todo:
-        n_workers = bake_workers(workers if where == "cpu" or "pcg64" in samplers else 1, len(todo))
+        n_workers = executor.bake_workers(workers if where == "cpu" or "pcg64" in samplers else 1, len(todo))
         with one_blas_thread(), one_torch_thread(pin), \
                 ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="whest-spot") as pool:
             futures = [pool.submit(_guarded, work, j, stop) for j in todo]
@@ -293,9 +289,6 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     """Regenerate segment ``g`` of row ``r`` and compare it with ``stored``: ``(why it differs or None,
     "bits" | "gate" | "chain" | "-")``. Runs on a worker thread under the bake's thread limits; raises
     UnitStopped when ``stop`` is set between two sampler steps."""
-    from whestbench.compute.mlp import weights_for_seed
-    from whestbench.work.controls import controls_for
-
     computes = {} if computes is None else computes
     on_samples = on_samples or (lambda n: None)
     stop = stop if stop is not None else threading.Event()
@@ -311,10 +304,6 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     want = _values(stored, width)
     sampler = (level.get("sampler") or {}).get("name")
     if sampler == "pcg64":
-        from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
-        from whestbench.compute.seeds import spawn_streams
-        from whestbench.work.machine import blas_info
-
         weights = weights_for_seed(seed, width, depth)
         controls = controls_for(seed, weights) if cv and depth > 1 else None
         start, end = bounds[g]
@@ -352,20 +341,15 @@ def _compute(ds: DatasetScan, level: dict, device: str | None, computes: dict):
     """``(Compute, bits)`` for philox segments on ``device``: the engine the bake's CPU or device path runs,
     and whether its precision class is the bake's (then the values must match bit for bit). Made once
     per check (``computes`` holds it; the workers share it)."""
-    from whestbench.work.steps import Compute
-
     local = device or "cpu"  # spot_check resolved it
     kernel = level.get("kernel") or {}
     cache_key = (local, str(kernel.get("precision_class")))
     if cache_key not in computes:
         try:
-            import torch
-
-            from whestbench.compute.philox.numba_engine import resolve_engine
-            from whestbench.work.torch_env import kernel_identity
-
-            compute = Compute(resolve_engine("auto", torch.device(local)), local)
-            bits = kernel.get("precision_class") == kernel_identity(local, compute.engine, ds.width)["precision_class"]
+            torch = optional.require("torch", needed_for="a philox segment")
+            engine = optional.engine_module("numba").resolve_engine("auto", torch.device(local))
+            compute = Compute(engine, local)
+            bits = kernel.get("precision_class") == torch_env.kernel_identity(local, compute.engine, ds.width)["precision_class"]
         except ImportError:
             compute, bits = Compute("numba", "cpu"), False
         computes.setdefault(cache_key, (compute, bits))
@@ -380,9 +364,6 @@ def _philox(ds: DatasetScan, level: dict, seed: int, n: int, bounds, g: int, seg
     compute, bits = _compute(ds, level, device, computes)
     if compute.engine in ("numba", "torch"):  # the segment's own batches, not the blocks around it
         return _philox_batches(ds, seed, n, bounds[g], bs, est.is_cv, compute, on_samples, stop), bits
-    from whestbench.work.steps import UnitContext, run_unit
-    from whestbench.work.units import Unit, WorkSpec
-
     start, end = bounds[g]
     seg_len = bounds[0][1] - bounds[0][0]
     b0, b1 = start // bs, -(-end // bs)
@@ -402,16 +383,8 @@ def _philox_batches(ds: DatasetScan, seed: int, n: int, bound: tuple[int, int], 
     """One segment's values from its own batches (``block_batches_torch``'s ``span``), summed as the bake's
     unit sums a segment (``work.steps._run_philox``: its parts pushed into a tree of their own, then
     ``finish``): a segment costs its samples, not the blocks that hold it."""
-    import torch
-
-    from whestbench.compute.mlp import sample_weights
-    from whestbench.compute.philox import spec as philox
-    from whestbench.compute.philox.torch_engine import block_batches_torch
-    from whestbench.compute.seeds import spawn_streams
-    from whestbench.compute.segments import finish
-    from whestbench.work.controls import controls_for
-    from whestbench.work.threads import pin_torch_threads_here
-
+    torch = optional.require("torch", needed_for="a philox segment")
+    block_batches_torch = optional.engine_module("torch").block_batches_torch
     if compute.pins_torch_threads:
         pin_torch_threads_here()
     weight_ss, sample_ss, _ = spawn_streams(seed)

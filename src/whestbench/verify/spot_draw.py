@@ -33,6 +33,7 @@ from whestbench.errors import UsageError
 SEED_BITS = 32
 """A fresh seed's size: 2³² draws, each as likely, nothing a forger can guess."""
 _SPOT, _RECOMPUTE = 0x53504F54, 0x52454350  # the SeedSequence's tag of each kind of draw
+_SPOT_FIX = "pass 8 or 2/mlp, say."
 _BUDGET = re.compile(r"^\s*(\d+)\s*(/\s*mlp)?\s*$", re.IGNORECASE)
 
 
@@ -46,7 +47,8 @@ def check_seed(flag: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise UsageError(f"{flag} must be a non-negative integer (a seed printed by an earlier run); got {value!r}.")
+        raise UsageError(f"{flag} must be a non-negative integer (a seed printed by an earlier run); got {value!r};",
+                         fix=f"pass one, or leave {flag} out for a fresh seed.")
     return int(value)
 
 
@@ -68,10 +70,10 @@ class SpotBudget:
             m = _BUDGET.match(value) if isinstance(value, str) else None
             if m is None:
                 raise UsageError(f"--spot-check takes K (segments for the whole dataset) or K/mlp (K segments of "
-                                 f"every MLP), K a positive integer; got {value!r}.")
+                                 f"every MLP), K a positive integer; got {value!r};", fix=_SPOT_FIX)
             k, per = int(m.group(1)), m.group(2) is not None
         if k < 1:
-            raise UsageError(f"--spot-check must be a positive integer (K or K/mlp); got {value!r}.")
+            raise UsageError(f"--spot-check must be a positive integer (K or K/mlp); got {value!r};", fix=_SPOT_FIX)
         return cls(k, per)
 
     def __str__(self) -> str:

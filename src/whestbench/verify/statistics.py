@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -25,11 +25,11 @@ from whestbench.compute.estimators import (
     relu_second_moments,
 )
 from whestbench.events import Event
-from whestbench.verify.scan import DatasetScan
 from whestbench.format.schema import DatasetMeta, is_positive_int
-
-if TYPE_CHECKING:
-    from whestbench.verify.report import VerifyReport
+from whestbench.verify import plausibility
+from whestbench.verify.report import VerifyReport
+from whestbench.verify.scan import DatasetScan
+from whestbench.work.units import _planned
 
 
 def _ids(ds: DatasetScan, rows) -> str:
@@ -43,8 +43,6 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     """The statistical checks; ``pilot=False`` leaves out the audit pilot's (keeping the estimator, the
     target with its planning pilots, layer 1 against its closed form, the stored standard errors), as a
     re-run's check does."""
-    from whestbench.verify import plausibility
-
     rows = list(ds.rows())[:n_check]  # all of them when n_check is None
     if not rows:
         report.skip("layer-1 means", "the dataset has no rows")
@@ -208,8 +206,6 @@ def _planned_counts(ds: DatasetScan, rows, report: VerifyReport, value: float, l
                     batch) -> None:
     """The two-stage rule: each MLP's count is what its own pilot plans (``estimators.planned_samples``),
     a function of the seed and the recipe alone: recompute it and require equality."""
-    from whestbench.work.units import _planned
-
     if not is_positive_int(step) or (cv and not is_positive_int(batch)):
         report.check("target", False, "a target bake must record its sampler's block_size (and, for control "
                      "variates, batch_samples): the planned counts cannot be recomputed (was metadata.json edited?)")

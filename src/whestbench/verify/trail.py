@@ -30,7 +30,8 @@ from whestbench.compute.estimators import n_batches
 from whestbench.compute.precision import EPS32
 from whestbench.compute.segments import MAX_SEGMENTS, segment_bounds
 from whestbench.format.schema import DatasetMeta
-from whestbench.format.trail import audit_path
+from whestbench.compute.seeds import spawn_streams
+from whestbench.format.trail import audit_path, iter_trail
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan
 from whestbench.verify.trail_segments import MIN_ACTIVE, MIN_TEST_SEGMENTS, SegmentTests, add_mlp
@@ -73,8 +74,6 @@ def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
 
 def _check_split(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: str, path: Path, segments: int,
                  step: int, aligned: bool, cv: bool, pcg64: bool) -> None:
-    from whestbench.format.trail import iter_trail
-
     problems: list[str] = []
     drift: list[tuple[float, str]] = []  # (statistic / limit, where) of the drift tests
     n_tests = max(1, len(s.ids) * (ds.depth - (1 if cv else 0)) * 2)
@@ -154,8 +153,6 @@ def _exact(ds: DatasetScan, s: SplitScan, k: int, rec, n: int, segments: int, st
         if name != "cv_means" and np.any(v < 0):
             return f"trail {name} holds negative values"
     if pcg64:
-        from whestbench.compute.seeds import spawn_streams
-
         first = np.random.default_rng(spawn_streams(int(s.seeds[k]))[1]).bit_generator.state
         if rec.states is None or rec.states[0] != first:
             return "segment 0's generator state is not the MLP's sample stream"
