@@ -88,3 +88,14 @@ def test_an_error_line_is_made_from_the_errors_fields(capsys, monkeypatch):
     monkeypatch.setattr(seeds, "derived_seeds", refuse)
     assert main(["dataset", "generate-seeds", "--n-mlps", "2", "--seed", "3"]) == 2
     assert capsys.readouterr().err.strip() == "error: --seed 3: the seed source is gone; pass another --seed."
+
+
+def test_a_mistyped_verb_is_told_the_nearest_one_though_verbs_load_when_asked_for(capsys):
+    from cli_run import run
+
+    rc, _, err = run(["dataset", "bakes"], capsys)
+    assert rc == 2 and "No such command 'bakes'. Did you mean 'bake'?" in err
+    code = ("import sys, whestbench.cli.app as app\n"
+            "print(sorted(m for m in sys.modules if m.startswith('whestbench.cli.') and m != 'whestbench.cli.app'))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['whestbench.cli.common', 'whestbench.cli.signals']"  # no verb's module at start-up

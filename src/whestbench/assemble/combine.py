@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from whestbench.atomic import fsync_dir, fsync_tree, new_staging_dir, staged_dir, read_regular, write_file_atomic
+from whestbench.format.card import render_card
 from whestbench.format.card_rules import CARD_KEY, given_card
 from whestbench.assemble.inputs import (
     SAME_RECIPE,
@@ -69,10 +70,12 @@ from whestbench.errors import (
     InvalidDatasetError,
     MergeCorruptError,
     MergeIncompatibleError,
+    OutputExistsError,
 )
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.paths import input_dir
 from whestbench.hubenv import import_hub
+from whestbench.work.machine import hardware_fingerprint
 
 __all__ = [
     "combine_split_datasets",
@@ -119,24 +122,18 @@ def combine_split_datasets(
     card = given_card(card)  # the CLI's card rules, before any work
     output = claim_output(output_dir, inputs, on_event=on_event)
     if not inputs:
-        raise MergeIncompatibleError(
-            "no datasets to combine; pass one single-split dataset directory per split."
-        )
+        raise MergeIncompatibleError("no datasets to combine;", fix="pass one single-split dataset directory per split.")
     on_event(Event("stage", message=f"opening the {len(inputs)} inputs: their metadata"))
     splits = open_inputs(inputs, _open_split, fix=f"the splits of one dataset must share {_SHARED_BY_SPLITS}.")
     seen: dict[str, Path] = {}
     for s in splits:
         if s.split in seen:
-            raise MergeIncompatibleError(
-                f"duplicate split name {s.split!r} across inputs ({seen[s.split]} and {s.path}); "
-                "each input must be a different split (re-bake one with another --split)."
-            )
+            raise MergeIncompatibleError(f"duplicate split name {s.split!r} across inputs ({seen[s.split]} and {s.path});",
+                                         fix="each input must be a different split (re-bake one with another --split).")
         seen[s.split] = s.path
     if default_split is not None and default_split not in seen:
-        raise DefaultSplitError(
-            f"default split {default_split!r} is not one of the input splits ({', '.join(seen)}); "
-            "pass one of those, or leave it out."
-        )
+        raise DefaultSplitError(f"default split {default_split!r} is not one of the input splits ({', '.join(seen)});",
+                                fix="pass one of those, or leave it out.")
     first = splits[0]
     for s in splits[1:]:
         for key, hint in _REBAKE_HINT.items():
@@ -186,16 +183,12 @@ def combine_split_datasets(
 def _open_split(handle: DatasetDir) -> Input:
     p, md = open_input(handle)
     if md.get("is_partial"):
-        raise MergeIncompatibleError(
-            f"{p}: is a partial dataset (mlp_range={md.get('mlp_range')}, "
-            f"total_n_mlps={md.get('total_n_mlps')}); run `whest dataset merge` on its partials "
-            "first and combine the merged dataset."
-        )
+        raise MergeIncompatibleError(f"is a partial dataset (mlp_range={md.get('mlp_range')}, total_n_mlps="
+                                     f"{md.get('total_n_mlps')});", where=p, fix="run `whest dataset merge` on its "
+                                     "partials first and combine the merged dataset.")
     if DatasetMeta.of(md).is_multi:
-        raise MergeIncompatibleError(
-            f"{p} is already a multi-split dataset; combine takes single-split datasets "
-            "(one directory per split)."
-        )
+        raise MergeIncompatibleError(f"{p} is already a multi-split dataset; combine takes single-split datasets "
+                                     "(one directory per split):", fix="pass the single-split datasets it was made of.")
     return Input(p, md, name_of(p, md), handle, name_of(p, md, "config"))
 
 
@@ -205,11 +198,9 @@ def _check_independent(splits: Sequence[Input]) -> None:
         for seed in s.seeds:
             other = owner.setdefault(seed, s)
             if other is not s:
-                raise MergeIncompatibleError(
-                    f"splits {other.split!r} ({other.path}) and {s.split!r} ({s.path}) share "
-                    f"mlp_seed {seed}; splits must be independent: bake each split from its own "
-                    "seed file."
-                )
+                raise MergeIncompatibleError(f"splits {other.split!r} ({other.path}) and {s.split!r} ({s.path}) share "
+                                             f"mlp_seed {seed}; splits must be independent:",
+                                             fix="bake each split from its own seed file.")
 
 
 def combined_metadata(
@@ -223,8 +214,6 @@ def combined_metadata(
     ours: ``sampler``, ``seed_list_digest``, ``bake_command``. ``prepared_splits`` and
     ``checksums`` are added by the caller.
     """
-    from whestbench.work.machine import hardware_fingerprint
-
     first = inputs[0][2]
     md: dict[str, Any] = {k: copy.deepcopy(first[k]) for k in SAME_RECIPE if k in first}  # what every split shares
     created = [m["created_at_utc"] for _, _, m in inputs if isinstance(m.get("created_at_utc"), str)]
@@ -276,10 +265,9 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
     root = input_dir(directory, what="multi-split dataset directory")
     md = read_metadata(root)
     if "splits" not in md:
-        raise InvalidDatasetError(
-            "prepare-arrow is only meaningful for multi-split datasets (no 'splits' block found in "
-            f"{root / METADATA_FILE}); a single-split dataset loads from its Parquet directly."
-        )
+        raise InvalidDatasetError("prepare-arrow is only meaningful for multi-split datasets (no 'splits' block found "
+                                  f"in {root / METADATA_FILE});",
+                                  fix="a single-split dataset loads from its Parquet directly.")
     validate_metadata(md)
     names = DatasetMeta.of(md).splits
     _check_prepared_inside(root)
@@ -307,8 +295,6 @@ def prepare_arrow(directory: str | Path, *, on_event: EventSink = ignore) -> lis
         bind_checksums(md, {**md[CHECKSUMS], **fresh})
     validate_metadata(md)
     _rewrite(root / METADATA_FILE, metadata_bytes(md))
-    from whestbench.format.card import render_card
-
     _rewrite(root / CARD_FILE, render_card(md).encode())
     return names
 
@@ -320,9 +306,9 @@ def _check_prepared_inside(root: Path) -> None:
     prepared = root / PREPARED_DIR
     if prepared.is_symlink():
         raise InputPathError(f"{prepared} is a symlink (to {os.readlink(prepared)!r}); prepare-arrow writes the prepared "
-                             "copies inside the dataset only: remove the link and re-run.")
+                             "copies inside the dataset only:", fix="remove the link and re-run.")
     if prepared.exists() and not prepared.is_dir():
-        raise InputPathError(f"{prepared} is not a directory; move it aside and re-run.")
+        raise InputPathError(f"{prepared} is not a directory;", fix="move it aside and re-run.")
 
 
 def _rewrite(path: Path, data: bytes) -> None:
@@ -386,7 +372,7 @@ def build_prepared_split(files: Sequence[Path], target: Path, *, split: str) -> 
         del ds
         verdict = compare(built, files, what=f"the new prepared copy of {split!r}", rows=shard_glob(split))
         if not verdict.ok:  # never put a copy in place that says other numbers than its rows
-            raise MergeCorruptError(f"{verdict.detail}; nothing was replaced. Re-run the command.")
+            raise MergeCorruptError(f"{verdict.detail}; nothing was replaced.", fix="Re-run the command.")
         fsync_tree(built)
         if target.exists():
             os.rename(target, work / "old")
@@ -401,7 +387,7 @@ def write_prepared_arrow_split(parquet_files: str | Path | Sequence[str | Path],
     """whestbench 0.16's name: one split's prepared copy at ``output_dir``, which must not exist."""
     output = Path(output_dir)
     if output.exists():
-        raise FileExistsError(f"prepared Arrow output already exists: {output}; remove it first.")
+        raise OutputExistsError(f"prepared Arrow output already exists: {output};", fix="remove it first.")
     files = [parquet_files] if isinstance(parquet_files, (str, Path)) else list(parquet_files)
     return build_prepared_split([Path(f) for f in files], output, split=split)
 

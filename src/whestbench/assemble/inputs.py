@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 from whestbench.atomic import remove_abandoned_staging
 from whestbench.format.checksums import checksum_state
 from whestbench.format.reader import DATA_DIR, DatasetDir, data_files, is_shard_of, open_dataset
+from whestbench.format.card_rules import PRESET_OWNS
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, check_name, columns_for, is_positive_int
 from whestbench.format.shards import ShardSchema
 from whestbench.errors import (
@@ -104,8 +105,8 @@ def require_same(path: Path, md: dict[str, Any], first_path: Path, first: dict[s
     """MergeIncompatibleError when the input at ``path`` has another ``key`` than the first input's
     (at ``first_path``), naming both values and ending with ``fix``."""
     if md.get(key) != first.get(key):
-        raise MergeIncompatibleError(
-            f"{path}: {key}={show_value(md.get(key))} != {show_value(first.get(key))} (from {first_path}); {fix}")
+        raise MergeIncompatibleError(f"{key}={show_value(md.get(key))} != {show_value(first.get(key))} (from {first_path});",
+                                     where=path, fix=fix)
 
 
 class Input:
@@ -151,11 +152,9 @@ def shard_files(path: Path, split: str) -> list[Path]:
         raise MergeCorruptError.from_error(e) from None
     for p in sorted((path / DATA_DIR).rglob("*.parquet")):
         if p.parent != path / DATA_DIR or not is_shard_of(p.name, split):
-            raise MergeCorruptError(
-                f"{path}: {p.relative_to(path).as_posix()} is not a shard of split {split!r}; "
-                f"a dataset directory holds one split's shards only. Remove the stray file or "
-                f"re-bake the dataset."
-            )
+            raise MergeCorruptError(f"{p.relative_to(path).as_posix()} is not a shard of split {split!r}; a dataset "
+                                    "directory holds one split's shards only.", where=path,
+                                    fix="Remove the stray file or re-bake the dataset.")
     return files
 
 
@@ -208,8 +207,6 @@ def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None 
     block)``, a missing block is the defaults): the inputs' own when they agree; ``given`` (the
     command's card flags) settles the fields they do not. MergeIncompatibleError, before any work,
     names the fields that differ (with each input's value) and ``how`` to settle them."""
-    from whestbench.format.card_rules import PRESET_OWNS
-
     given = dict(given or {})
     blocks = [(name, dict(block) if isinstance(block, dict) else {}) for name, block in cards]
     # a preset given displaces the fields it brings, and those fields given displace a preset
@@ -229,7 +226,7 @@ def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None 
         elif values[0] is not None:
             out[key] = values[0]
     if differ:
-        raise MergeIncompatibleError(f"the inputs' cards differ in {' and '.join(differ)}: {how}.")
+        raise MergeIncompatibleError(f"the inputs' cards differ in {' and '.join(differ)}:", fix=f"{how}.")
     return out
 
 
@@ -242,5 +239,5 @@ def read_column(files: Sequence[Path], column: str) -> list:
         try:
             values.extend(pq.read_table(f, columns=[column]).column(0).to_pylist())
         except Exception as e:  # a corrupt page deep inside the file
-            raise MergeCorruptError(f"{f}: cannot read column {column!r} ({e}); the file is corrupt.") from e
+            raise MergeCorruptError(f"cannot read column {column!r} ({e}); the file is corrupt.", where=f, fix=REDO) from e
     return values

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from whestbench.atomic import staged_dir
-from whestbench.compute.seeds import seed_list_digest
+from whestbench.compute.naming import unique_names
+from whestbench.compute.seeds import estimator_seed, seed_list_digest
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
 from whestbench.format.card_rules import CARD_KEY, given_card
@@ -57,8 +58,10 @@ from whestbench.format.schema import (
     columns_for,
     device_check_state,
     make_features,
+    protocol_version,
     validate_metadata,
 )
+from whestbench.format.trail import copy_trails
 from whestbench.format.writer import (
     MAX_ROW_GROUP_BYTES,
     MAX_SHARD_BYTES,
@@ -67,6 +70,7 @@ from whestbench.format.writer import (
     shard_plan,
 )
 from whestbench.errors import (
+    REDO,
     MergeCorruptError,
     MergeIncompatibleError,
     MergeIncompleteError,
@@ -84,7 +88,9 @@ __all__ = [
     "full_bake_command",
 ]
 
-_REBAKE = "re-bake that slice with the same `whest dataset bake` command"
+_REBAKE = "re-bake that slice with the same `whest dataset bake` command."
+_PASS_PARTIALS = "pass the directories written by `whest dataset bake --slice K/N`."
+_SAME_SEEDS = "bake every slice with the same --mlp-seeds file or --seed."
 _ONE_BAKE = "partials must come from one bake command that differs only in --slice/--mlp-range and --output."
 
 
@@ -110,9 +116,7 @@ def merge_datasets(
     output = claim_output(output_dir, partials, on_event=on_event)
     on_event(Event("start", message=f"Merging {len(partials)} partials → {output}"))
     if not partials:
-        raise MergeIncompatibleError(
-            "no partials to merge; pass the directories written by `whest dataset bake --slice K/N`."
-        )
+        raise MergeIncompatibleError("no partials to merge;", fix=_PASS_PARTIALS)
     on_event(Event("stage", message=f"opening the {len(partials)} partials: their metadata"))
     parts = open_inputs(partials, _open_partial, fix=_ONE_BAKE)
     _check_compatible(parts)
@@ -120,12 +124,13 @@ def merge_datasets(
     ordered = sorted(parts, key=lambda p: p.md["mlp_range"][0])
     _check_coverage(ordered)
     on_event(Event("stage", message="checking each partial's shards and their seeds"))
-    for part in ordered:
-        _check_rows(part, on_event)
+    for part in ordered:  # the files; then what only the whole seed list shows (cheap)
+        part.check_rows(on_event)
+        part.seeds = read_column(part.files, "mlp_seed")
     _check_seed_list(parts[0], ordered)
     for part in ordered:  # the trail held to what each partial's metadata promises (cheap), then verify's checks
         require_contract(part.handle, "partial", MergeCorruptError)
-    for part in ordered:
+    for part in ordered:  # each partial's rows (mlp_id as declared, its seeds, names and weights) and numbers
         require_sound(part.handle, "partial", MergeCorruptError, on_event=on_event)
 
     first, files = parts[0].md, [f for p in ordered for f in p.files]
@@ -140,8 +145,6 @@ def merge_datasets(
     with staged_dir(output) as stage:
         _copy_rows(stage, parts[0].split, files, first, on_event)
         if "audit" in first:  # the partials' audit trails, in MLP order (their mlp_ids are already absolute)
-            from whestbench.format.trail import copy_trails
-
             (stage / first["audit"]["file"]).parent.mkdir(parents=True, exist_ok=True)
             copy_trails(stage / first["audit"]["file"], [p.path / first["audit"]["file"] for p in ordered])
         on_event(Event("stage", message="writing the metadata, the card and the checksums"))
@@ -152,20 +155,17 @@ def merge_datasets(
 def _open_partial(handle: DatasetDir) -> Input:
     p, md = open_input(handle)
     if not md.get("is_partial"):
-        raise MergeIncompatibleError(
-            f"{p} is a complete (non-partial) dataset; merge_datasets only accepts partials "
-            "(is_partial=true). A complete dataset needs no merge."
-        )
+        raise MergeIncompatibleError(f"{p} is a complete (non-partial) dataset; merge_datasets only accepts partials "
+                                     "(is_partial=true).", fix="A complete dataset needs no merge.")
     if DatasetMeta.of(md).is_multi:
-        raise MergeIncompatibleError(f"{p} is a multi-split dataset; merge takes single-split partials.")
+        raise MergeIncompatibleError(f"{p} is a multi-split dataset; merge takes single-split partials:",
+                                     fix=_PASS_PARTIALS)
     # validate_metadata (open_input) already holds mlp_range to [start, end) within total_n_mlps
     total, rng, n = md["total_n_mlps"], md["mlp_range"], md.get("n_mlps")
     if n != rng[1] - rng[0]:
-        raise MergeCorruptError(
-            f"{p}: mlp_range={rng!r}, n_mlps={n!r} and total_n_mlps={total!r} do not describe a "
-            f"slice of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
-            f"metadata.json was edited; {_REBAKE}."
-        )
+        raise MergeCorruptError(f"mlp_range={rng!r}, n_mlps={n!r} and total_n_mlps={total!r} do not describe a slice "
+                                f"of the dataset (need 0 <= start < end <= total_n_mlps and n_mlps = end - start); "
+                                "metadata.json was edited;", where=p, fix=_REBAKE)
     return Input(p, md, name_of(p, md), handle)
 
 
@@ -178,10 +178,8 @@ def _check_compatible(parts: Sequence[Input]) -> None:
     first = parts[0]
     for part in parts[1:]:
         if part.split != first.split:
-            raise MergeIncompatibleError(
-                f"{part.path} has split {part.split!r}, expected {first.split!r} (from {first.path}); "
-                "merge the partials of one split at a time."
-            )
+            raise MergeIncompatibleError(f"{part.path} has split {part.split!r}, expected {first.split!r} (from "
+                                         f"{first.path});", fix="merge the partials of one split at a time.")
         for key in _SAME_KEYS:
             require_same(part.path, part.md, first.path, first.md, key, _ONE_BAKE)
         _same_seed_list(part, first)
@@ -195,15 +193,11 @@ def _same_seed_list(part: Input, first: Input) -> None:
         return
     if a is None or b is None:
         has, lacks = (part, first) if b is None else (first, part)
-        raise MergeIncompatibleError(
-            f"{has.path} records a seed_list_digest but {lacks.path} does not, so they cannot be "
-            "shown to share one seed list; bake every slice with the same whestbench and the same "
-            "--mlp-seeds file or --seed."
-        )
-    raise MergeIncompatibleError(
-        f"partials were baked from different seed lists (seed_list_digest {b} in {first.path}, "
-        f"{a} in {part.path}); bake every slice with the same --mlp-seeds file or --seed."
-    )
+        raise MergeIncompatibleError(f"{has.path} records a seed_list_digest but {lacks.path} does not, so they cannot "
+                                     "be shown to share one seed list;", fix="bake every slice with the same whestbench "
+                                     "and the same --mlp-seeds file or --seed.")
+    raise MergeIncompatibleError(f"partials were baked from different seed lists (seed_list_digest {b} in "
+                                 f"{first.path}, {a} in {part.path});", fix=_SAME_SEEDS)
 
 
 def _check_coverage(ordered: Sequence[Input]) -> None:
@@ -211,34 +205,20 @@ def _check_coverage(ordered: Sequence[Input]) -> None:
     for part in ordered:
         start, end = part.md["mlp_range"]
         if start < expected:
-            raise MergeOverlapError(
-                f"{part.path}: mlp_range starts at {start} but previous range ended at "
-                f"{expected} ({prev.path}); MLPs [{start}, {min(end, expected)}) are in "
-                "both. Pass each slice once."
-            )
+            raise MergeOverlapError(f"mlp_range starts at {start} but previous range ended at {expected} ({prev.path}); "
+                                    f"MLPs [{start}, {min(end, expected)}) are in both.", where=part.path,
+                                    fix="Pass each slice once.")
         if start > expected:
-            raise MergeIncompleteError(
-                f"gap: no partial covers MLPs [{expected}, {start}); bake them with "
-                f"--mlp-range {expected}-{start - 1} (inclusive) and merge again."
-            )
+            raise _gap(expected, start)
         expected, prev = end, part
     total = ordered[0].md["total_n_mlps"]
     if expected != total:
-        raise MergeIncompleteError(
-            f"gap: no partial covers MLPs [{expected}, {total}); bake them with "
-            f"--mlp-range {expected}-{total - 1} (inclusive) and merge again."
-        )
+        raise _gap(expected, total)
 
 
-def _check_rows(part: Input, on_event: EventSink) -> None:
-    part.check_rows(on_event)
-    ids, (start, end) = read_column(part.files, "mlp_id"), part.md["mlp_range"]
-    if ids != list(range(start, end)):
-        raise MergeCorruptError(
-            f"{part.path}: mlp_id values {ids[:5]}... don't match declared range "
-            f"[{start}, {end}); {_REBAKE}."
-        )
-    part.seeds = read_column(part.files, "mlp_seed")
+def _gap(start: int, end: int) -> MergeIncompleteError:
+    return MergeIncompleteError(f"gap: no partial covers MLPs [{start}, {end});",
+                                fix=f"bake them with --mlp-range {start}-{end - 1} (inclusive) and merge again.")
 
 
 def _check_seed_list(first: Input, ordered: Sequence[Input]) -> None:
@@ -247,29 +227,21 @@ def _check_seed_list(first: Input, ordered: Sequence[Input]) -> None:
     seen: dict[int, int] = {}
     for i, s in enumerate(seeds):
         if s in seen:
-            raise MergeIncompatibleError(
-                f"mlp_seed {s} appears at MLPs {seen[s]} and {i}; the partials were baked from "
-                "different seed lists. Bake every slice with the same --mlp-seeds file or --seed."
-            )
+            raise MergeIncompatibleError(f"mlp_seed {s} appears at MLPs {seen[s]} and {i}; the partials were baked "
+                                         "from different seed lists.", fix="Bake every slice with the same --mlp-seeds file or --seed.")
         seen[s] = i
     want = first.md.get("seed_list_digest")
     if want is not None:
         got = seed_list_digest(seeds)
         if got != want:
-            raise MergeCorruptError(
-                f"the partials' mlp_seed columns hash to {got}, not to their seed_list_digest "
-                f"{want}: some rows were modified or come from another seed list; {_REBAKE}."
-            )
+            raise MergeCorruptError(f"the partials' mlp_seed columns hash to {got}, not to their seed_list_digest {want}: "
+                                    "some rows were modified or come from another seed list;", fix=_REBAKE)
     _check_names(ordered, seeds)
 
 
 def _check_names(ordered: Sequence[Input], seeds: list[int]) -> None:
     """The merged names are what the whole seed list gives (seed protocol 3.0: ``unique_names`` of the
     estimator seeds): a partial alone cannot check its ``-k`` uniqueness suffixes, the merge can."""
-    from whestbench.compute.naming import unique_names
-    from whestbench.compute.seeds import estimator_seed
-    from whestbench.format.schema import protocol_version
-
     if protocol_version(ordered[0].md) != "3.0":
         return  # 4.0 salts its names (not re-derivable here); 2.0 names come from the root seed
     want = unique_names([estimator_seed(s) for s in seeds])
@@ -277,10 +249,8 @@ def _check_names(ordered: Sequence[Input], seeds: list[int]) -> None:
         start = part.md["mlp_range"][0]
         for k, name in enumerate(read_column(part.files, "mlp_name"), start):
             if name != want[k]:
-                raise MergeCorruptError(
-                    f"{part.path}: mlp_name of MLP {k} is {name!r}, but the whole seed list names it {want[k]!r} "
-                    f"(row {k - start} of that partial was edited); {_REBAKE}."
-                )
+                raise MergeCorruptError(f"mlp_name of MLP {k} is {name!r}, but the whole seed list names it {want[k]!r} "
+                                        f"(row {k - start} of that partial was edited);", where=part.path, fix=_REBAKE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,7 +413,7 @@ def _tables(files: Sequence[Path], batch_rows: int, schema: "pa.Schema") -> Iter
             for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
                 yield pa.Table.from_batches([batch]).cast(schema)
         except Exception as e:  # a corrupt page found only now, while copying
-            raise MergeCorruptError(f"{f}: cannot read its rows ({e}); the file is corrupt. {_REBAKE}.") from e
+            raise MergeCorruptError(f"cannot read its rows ({e}); the file is corrupt.", where=f, fix=_REBAKE) from e
 
 
 def _cut(tables: Iterator["pa.Table"], sizes: Sequence[int]) -> Iterator["pa.Table"]:
@@ -456,7 +426,7 @@ def _cut(tables: Iterator["pa.Table"], sizes: Sequence[int]) -> Iterator["pa.Tab
         while rows < n:
             table = next(tables, None)
             if table is None:
-                raise MergeCorruptError("the partials hold fewer rows than their metadata declares.")
+                raise MergeCorruptError("the partials hold fewer rows than their metadata declares.", fix=REDO)
             pending.append(table)
             rows += table.num_rows
         joined = pa.concat_tables(pending)

@@ -42,10 +42,10 @@ class LazyGroup(click.Group):
         return sorted({*self.commands, *VERBS[self.name]})
 
     def get_command(self, ctx, name):
-        module = VERBS[self.name].get(name)
-        if module is not None and name not in self.commands:
-            for command in importlib.import_module(f"whestbench.cli.{module}").COMMANDS:
-                self.add_command(command)
+        if name not in self.commands:  # an unknown name loads them all: click suggests the nearest ("Did you mean")
+            for module in {VERBS[self.name][name]} if name in VERBS[self.name] else set(VERBS[self.name].values()):
+                for command in importlib.import_module(f"whestbench.cli.{module}").COMMANDS:
+                    self.add_command(command)
         return super().get_command(ctx, name)
 
 
