@@ -9,6 +9,7 @@ from importlib import metadata as importlib_metadata
 
 import pytest
 
+from helpers.cli import run
 from whestbench.cli import main
 
 TINY = ["--n-mlps", "1", "--n-samples", "10", "--width", "4", "--depth", "1"]
@@ -91,8 +92,6 @@ def test_an_error_line_is_made_from_the_errors_fields(capsys, monkeypatch):
 
 
 def test_a_mistyped_verb_is_told_the_nearest_one_though_verbs_load_when_asked_for(capsys):
-    from cli_run import run
-
     rc, _, err = run(["dataset", "bakes"], capsys)
     assert rc == 2 and "No such command 'bakes'. Did you mean 'bake'?" in err
     code = ("import sys, whestbench.cli.app as app\n"
