@@ -16,7 +16,8 @@ from whestbench.bake.pipeline import BakeConfig, bake, create_dataset
 from whestbench.errors import UsageError
 from whestbench.work.ledger import LedgerMismatch
 from whestbench.work.workdir import work_dir_for
-from whestbench.work.executor import BakeInterrupted
+
+from helpers.datasets import stopped_after_first_unit
 
 NUMERIC_COLUMNS = ("all_layer_means", "final_means", "avg_variance")  # the ground truth the tests compare
 
@@ -123,20 +124,10 @@ def test_a_partial_needs_the_whole_seed_list():
         BakeConfig(n_mlps=5, output=Path("x"), mlp_range=(0, 2), **SHAPE)
 
 
-def _interrupt_after_first_unit(stop: threading.Event):
-    def on_event(e):
-        if e.kind == "unit_done":
-            stop.set()
-
-    return on_event
-
-
 def test_an_interrupted_bake_resumes_to_identical_numbers(full, tmp_path, read_columns, assert_bytes_equal):
     out = tmp_path / "resumed"
     cfg = BakeConfig(n_mlps=5, output=out, mlp_seeds=tuple(SEEDS), max_threads=1, **SHAPE)
-    stop = threading.Event()
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=_interrupt_after_first_unit(stop), stop=stop)
+    stopped_after_first_unit(cfg)
     assert not out.exists()
     work = work_dir_for(out)
     assert [p.name for p in (work / "units").iterdir()] == ["mlp00000000.unit"]
@@ -154,10 +145,7 @@ def test_an_interrupted_bake_resumes_to_identical_numbers(full, tmp_path, read_c
 
 def test_resuming_with_different_sizes_is_refused(tmp_path):
     out = tmp_path / "ds"
-    stop = threading.Event()
-    with pytest.raises(BakeInterrupted):
-        bake(BakeConfig(n_mlps=5, output=out, mlp_seeds=tuple(SEEDS), max_threads=1, **SHAPE),
-             on_event=_interrupt_after_first_unit(stop), stop=stop)
+    stopped_after_first_unit(BakeConfig(n_mlps=5, output=out, mlp_seeds=tuple(SEEDS), max_threads=1, **SHAPE))
     changed = dict(SHAPE, n_samples=SHAPE["n_samples"] + 1)
     with pytest.raises(LedgerMismatch, match="n_samples"):
         bake(BakeConfig(n_mlps=5, output=out, mlp_seeds=tuple(SEEDS), **changed))
@@ -168,9 +156,7 @@ def test_resuming_with_different_sizes_is_refused(tmp_path):
 def test_an_interrupted_auto_seeded_bake_resumes_with_the_same_seeds(tmp_path, read_columns, read_metadata):
     out = tmp_path / "auto"
     cfg = BakeConfig(n_mlps=3, output=out, max_threads=1, **SHAPE)
-    stop = threading.Event()
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=_interrupt_after_first_unit(stop), stop=stop)
+    stopped_after_first_unit(cfg)
     saved = json.loads((work_dir_for(out) / "auto-seeds.json").read_text())["seeds"]
     bake(cfg)
     assert list(read_columns(out)["mlp_seed"]) == saved

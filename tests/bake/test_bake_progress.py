@@ -19,7 +19,6 @@ def test_sampling_ends_at_its_total_and_writing_reports_every_row(tmp_path):
 
 # --- a target bake counts what it will sample (issue 28) ------------------------------------------
 
-import dataclasses  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 import pytest  # noqa: E402
@@ -28,6 +27,8 @@ from whestbench.bake import plan as plan_mod  # noqa: E402
 from whestbench.bake.pipeline import BakeConfig, bake  # noqa: E402
 from whestbench.compute.estimation import Estimation  # noqa: E402
 from whestbench.errors import BakeInterrupted  # noqa: E402
+
+from helpers.datasets import stopped_after_first_unit  # noqa: E402
 
 R1 = dict(n_mlps=6, n_samples=10**6, width=8, depth=3, seed=45, estimation=Estimation("control-variate", 0.05))
 CAP_TOTAL = 6 * 10**6
@@ -57,22 +58,10 @@ def test_a_target_bakes_first_progress_total_is_its_planned_samples(tmp_path, mo
 
 
 def test_a_stopped_target_bake_counts_its_saved_samples_out_of_the_planned_total(tmp_path):
-    import threading
-
-    stop = threading.Event()
-    events = []
-
-    def sink(event):
-        events.append(event)
-        if event.kind == "unit_done":
-            stop.set()
-
-    cfg = BakeConfig(**R1, output=tmp_path / "stopped", max_threads=1)
-    with pytest.raises(BakeInterrupted) as info:
-        bake(cfg, on_event=sink, stop=stop)
+    events, stopped = stopped_after_first_unit(BakeConfig(**R1, output=tmp_path / "stopped", max_threads=1))
     planned = next(e for e in events if e.kind == "plan").data["plan"].planned_total
     assert planned < CAP_TOTAL
-    assert f"of {planned:,} samples saved" in str(info.value)
+    assert f"of {planned:,} samples saved" in str(stopped)
 
 
 def test_a_stop_during_the_pilots_stops_the_bake_before_any_unit(tmp_path):

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,9 +18,9 @@ from whestbench.bake import plan as plan_mod  # noqa: E402
 from whestbench.bake.pipeline import BakeConfig, bake  # noqa: E402
 from whestbench.assemble.merge import merge_datasets  # noqa: E402
 from whestbench.dataset_torch import create_dataset_torch  # noqa: E402
-from whestbench.work.executor import BakeInterrupted  # noqa: E402
 
 from helpers.cli import dataset  # noqa: E402
+from helpers.datasets import stopped_after_first_unit  # noqa: E402
 from helpers.procs import free_port as _free_port  # noqa: E402
 
 
@@ -75,14 +74,7 @@ def test_slices_merge_to_the_single_bake(tmp_path, read_columns, assert_bytes_eq
 def test_interrupted_bake_resumes_to_identical_numbers(tmp_path, read_columns, assert_bytes_equal):
     ref = read_columns(_torch_bake(tmp_path, "ref", mlps_per_batch=1))
     cfg = BakeConfig(**SHAPE, seed=11, output=tmp_path / "out", backend="torch", device="cpu", mlps_per_batch=1)
-    stop = threading.Event()
-
-    def on_event(e):
-        if e.kind == "unit_done":
-            stop.set()
-
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=on_event, stop=stop)
+    stopped_after_first_unit(cfg)
     assert not (tmp_path / "out").exists()
     assert list((tmp_path / "out.whest-work" / "units").glob("*.unit"))
     got = read_columns(bake(cfg))

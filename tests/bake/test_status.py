@@ -11,8 +11,9 @@ import pytest
 from whestbench.bake.pipeline import BakeConfig, bake, saved_samples
 from whestbench.bake.plan import plan_bake
 from whestbench.bake.status import bake_status, status_lines
-from whestbench.errors import BakeInterrupted, UsageError
+from whestbench.errors import UsageError
 
+from helpers.datasets import stopped_after_first_unit
 from helpers.procs import clean_env
 
 
@@ -20,15 +21,8 @@ SHAPE = dict(n_mlps=4, n_samples=400_000, width=16, depth=3, seed=5, max_threads
 
 
 def test_status_of_a_stopped_bake(tmp_path):
-    stop = threading.Event()
-
-    def sink(event):
-        if event.kind == "unit_done":
-            stop.set()
-
     cfg = BakeConfig(**SHAPE, output=tmp_path / "out")
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=sink, stop=stop)
+    stopped_after_first_unit(cfg)
     doc = bake_status(tmp_path / "out")
     assert doc["state"] == "stopped" and doc["last_run"]["pid"] == os.getpid()
     assert 1 <= doc["units_done"] < 4 and doc["units_total"] == 4
@@ -45,10 +39,7 @@ def test_status_names_each_ranks_host_and_the_ranks_never_seen(tmp_path):
     that every rank is missing); after it, each rank with its host and the ranks never seen."""
     from whestbench.work.workdir import update_status
 
-    stop = threading.Event()
-    with pytest.raises(BakeInterrupted):
-        bake(BakeConfig(**SHAPE, output=tmp_path / "out"), on_event=lambda e: e.kind == "unit_done" and stop.set(),
-             stop=stop)
+    stopped_after_first_unit(BakeConfig(**SHAPE, output=tmp_path / "out"))
     work = tmp_path / "out.whest-work"
     update_status(work, {"world_size": 4})
     doc = bake_status(work)
@@ -112,18 +103,9 @@ def test_a_stopped_target_bakes_status_counts_its_planned_total_and_resumes(tmp_
     resume accepts), not the --n-samples cap."""
     from whestbench.compute.estimation import Estimation
 
-    stop = threading.Event()
-    events = []
-
-    def sink(event):
-        events.append(event)
-        if event.kind == "unit_done":
-            stop.set()
-
     cfg = BakeConfig(n_mlps=4, n_samples=10**6, width=8, depth=3, seed=45, max_threads=1, output=tmp_path / "t",
                      estimation=Estimation("control-variate", 0.05))
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=sink, stop=stop)
+    events, _ = stopped_after_first_unit(cfg)
     planned = next(e for e in events if e.kind == "plan").data["plan"].planned_total
     doc = bake_status(tmp_path / "t")
     assert doc["samples_total"] == planned < 4 * 10**6 and doc["samples_total_is"] == "planned by the pilots"
@@ -136,10 +118,8 @@ def test_a_distributed_bakes_projection_counts_every_ranks_workers(tmp_path):
     records the world size in status.json), not rank 0's alone."""
     from whestbench.work.workdir import update_status
 
-    stop = threading.Event()
     cfg = BakeConfig(**SHAPE, output=tmp_path / "out")
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=lambda e: e.kind == "unit_done" and stop.set(), stop=stop)
+    stopped_after_first_unit(cfg)
     one = bake_status(tmp_path / "out")
     update_status(tmp_path / "out.whest-work", {"world_size": 4})
     four = bake_status(tmp_path / "out")
@@ -154,10 +134,8 @@ def test_status_and_a_rerun_read_no_fifo_or_device_planted_in_the_work_directory
     import subprocess
     import sys
 
-    stop = threading.Event()
     cfg = BakeConfig(**SHAPE, output=tmp_path / "out")
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=lambda e: e.kind == "unit_done" and stop.set(), stop=stop)
+    stopped_after_first_unit(cfg)
     work = tmp_path / "out.whest-work"
     units = sorted((work / "units").glob("*.unit"))
     for path in [work / "status.json", work / "lock", units[0]]:
@@ -193,10 +171,7 @@ def test_status_tells_a_killed_rank_from_one_alive_to_the_end(tmp_path):
     rank 0 now records each rank's own time of its last beat and how each left."""
     from whestbench.work.workdir import update_status
 
-    stop = threading.Event()
-    with pytest.raises(BakeInterrupted):
-        bake(BakeConfig(**SHAPE, output=tmp_path / "out"), on_event=lambda e: e.kind == "unit_done" and stop.set(),
-             stop=stop)
+    stopped_after_first_unit(BakeConfig(**SHAPE, output=tmp_path / "out"))
     update_status(tmp_path / "out.whest-work", {"world_size": 2, "ranks_recorded_utc": "2026-11-27T10:00:09Z", "ranks": {
         "0": {"last_heartbeat_utc": "2026-11-27T10:00:09Z", "epoch": "1", "host": "a", "pid": 11, "ended": "failed"},
         "1": {"last_heartbeat_utc": "2026-11-27T10:00:02Z", "epoch": "1", "host": "a", "pid": 12, "ended": "no-goodbye"}}})

@@ -7,17 +7,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 
 import pytest
 
-from whestbench.bake.pipeline import BakeConfig, bake
-from whestbench.bake.status import bake_status, status_lines
-from whestbench.errors import BakeInterrupted
+from whestbench.bake.pipeline import BakeConfig
+from whestbench.bake.status import bake_status
 from whestbench.work.ledger import identity_digest
 
 from helpers.cli import run
-from helpers.datasets import made_once
+from helpers.datasets import made_once, stopped_after_first_unit
 
 
 SHAPE = dict(n_mlps=4, n_samples=400_000, width=16, depth=3, seed=5, max_threads=1, checkpoint_every=0.05)
@@ -27,10 +25,7 @@ SHAPE = dict(n_mlps=4, n_samples=400_000, width=16, depth=3, seed=5, max_threads
 def stopped(tmp_path_factory):
     """A bake stopped after its first unit: ``out`` and ``out.whest-work`` (never written to: copy it)."""
     def make(root):
-        stop = threading.Event()
-        with pytest.raises(BakeInterrupted):
-            bake(BakeConfig(**SHAPE, output=root / "out"), on_event=lambda e: e.kind == "unit_done" and stop.set(),
-                 stop=stop)
+        stopped_after_first_unit(BakeConfig(**SHAPE, output=root / "out"))
     return made_once(tmp_path_factory, "status-hostile", make)
 
 

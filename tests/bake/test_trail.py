@@ -5,7 +5,6 @@ the trail a single uninterrupted bake writes."""
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -16,7 +15,9 @@ from whestbench.assemble.merge import merge_datasets
 from whestbench.bake.pipeline import BakeConfig, bake
 from whestbench.compute.pcg64 import chunk_rows
 from whestbench.compute.segments import segment_bounds
-from whestbench.errors import BakeInterrupted, UsageError
+from whestbench.errors import UsageError
+
+from helpers.datasets import stopped_after_first_unit
 
 SEEDS = (101, 202, 303, 404, 505)
 SHAPE = dict(n_samples=5 * chunk_rows(8) + 123, width=8, depth=3)
@@ -61,14 +62,7 @@ def test_bake_writes_listed_trail_and_same_columns(single, tmp_path):
 
 def test_resumed_and_two_thread_bakes_give_the_same_trail(single, tmp_path):
     cfg = _cfg(tmp_path / "resumed", checkpoint_every=1e-6)
-    stop = threading.Event()
-
-    def on_event(e):
-        if e.kind == "unit_done":
-            stop.set()
-
-    with pytest.raises(BakeInterrupted):
-        bake(cfg, on_event=on_event, stop=stop)
+    stopped_after_first_unit(cfg)
     bake(cfg)
     assert _trail(tmp_path / "resumed").equals(_trail(single))
     two = bake(_cfg(tmp_path / "two", max_threads=2))

@@ -1,5 +1,6 @@
 """Datasets the tests share, and tampering with one on disk.
 
+- ``stopped_after_first_unit(cfg)``: ``bake(cfg)`` in this process, stopped once its first unit is done.
 - ``made_once(tmp_path_factory, name, make)``: a folder baked once per test run, shared by the xdist workers.
 - ``make_merge_inputs(root, **shape)``: the inputs the merge and combine-splits tests share; at
   ``TINY_SHAPE`` they are conftest's session-wide ``tiny`` bakes.
@@ -17,16 +18,35 @@ import fcntl
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Callable
 
-from whestbench.bake.pipeline import create_dataset
+import pytest
+
+from whestbench.bake.pipeline import BakeConfig, bake, create_dataset
+from whestbench.errors import BakeInterrupted
 from whestbench.format.checksums import dataset_checksums
 from whestbench.format.writer import finish_dataset_dir, write_dataset
 
 TINY_SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make
 TINY_PUBLIC = dict(n_mlps=2, seed=3, **TINY_SHAPE)  # how ``tiny["public"]`` was baked
 SMALL = dict(n_mlps=3, n_samples=4000, width=16, depth=3, seed=1)  # how conftest's ``small_bake`` was baked
+
+
+def stopped_after_first_unit(cfg: BakeConfig) -> tuple[list, BakeInterrupted]:
+    """``bake(cfg)`` asked to stop as its first unit is done (the stop a signal handler makes): every event
+    the bake sent, and the ``BakeInterrupted`` it raised (a bake that finishes fails the test)."""
+    stop, events = threading.Event(), []
+
+    def on_event(event):
+        events.append(event)
+        if event.kind == "unit_done":
+            stop.set()
+
+    with pytest.raises(BakeInterrupted) as info:
+        bake(cfg, on_event=on_event, stop=stop)
+    return events, info.value
 
 
 def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:

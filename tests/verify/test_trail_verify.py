@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from whestbench.bake.pipeline import BakeConfig, bake, create_dataset
-from whestbench.compute.estimation import Estimation
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.verify.run import verify_dataset
 
