@@ -16,6 +16,8 @@ pytest.importorskip("torch.distributed")
 
 from benchmarks import bench_dist_scale  # noqa: E402
 
+from helpers.procs import children  # noqa: E402
+
 
 @pytest.mark.slow  # ~10 small bakes of 4 simulated ranks in 3-4 processes each
 @pytest.mark.distributed
@@ -49,19 +51,6 @@ def _alive(pid: int, started: str) -> bool:
     return fields[19] == started and fields[0] not in ("Z", "X")
 
 
-def _children(pid: int) -> dict[int, str]:
-    """``pid``'s child processes: {pid: start time}."""
-    kids = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids[int(stat.parent.name)] = fields[19]
-    return kids
-
-
 @pytest.mark.distributed
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_no_node_outlives_a_killed_benchmark(tmp_path, sig):
@@ -84,7 +73,7 @@ def test_no_node_outlives_a_killed_benchmark(tmp_path, sig):
             assert driver.poll() is None, (tmp_path / "driver.txt").read_text()
             assert time.monotonic() < deadline, "the benchmark's 3 nodes did not get ready within 300 s"
             time.sleep(0.05)
-        nodes = _children(driver.pid)
+        nodes = children(driver.pid)
         assert len(nodes) == 3, nodes
         driver.send_signal(sig)
         driver.wait(timeout=60)

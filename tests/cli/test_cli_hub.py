@@ -17,6 +17,7 @@ import pytest
 from whestbench.hub.push import push_dataset
 
 from helpers.cli import dataset as run  # run(capsys, VERB, ...): `whest dataset VERB ...`
+from helpers.datasets import base_metadata
 import helpers.hub_fake as fake
 from helpers.hub_fake import clock, no_network  # noqa: F401  (autouse fixtures)
 
@@ -59,7 +60,7 @@ def test_push_again_says_it_is_up_to_date(tmp_path, capsys, hub):
 
 def test_push_of_a_partial_exits_1_with_one_line_saying_merge_first(tmp_path, capsys, hub):
     ds = fake.make_dataset(tmp_path / "part", {"data/public-00000-of-00001.parquet": b"x"},
-                           fake.base_metadata(n_mlps=1, is_partial=True, mlp_range=[0, 1], total_n_mlps=2))
+                           base_metadata(n_mlps=1, is_partial=True, mlp_range=[0, 1], total_n_mlps=2))
     code, out, err = run(capsys, "push", str(ds), "--repo", REPO)
     assert code == 1
     assert err.startswith("error: ") and err.count("\n") == 1 and "whest dataset merge" in err

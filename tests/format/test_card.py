@@ -22,6 +22,8 @@ from whestbench.format.card import (
     split_configs,
 )
 
+from helpers.datasets import base_metadata
+
 COLUMNS = [
     "mlp_id",
     "mlp_name",
@@ -51,22 +53,8 @@ def front(text: str) -> dict:
 
 
 def single_md(**overrides) -> dict:
-    md = {
-        "schema_version": "3.0",
-        "format": "hf-datasets-parquet",
-        "backend": "flopscope",
-        "seed_protocol": {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"},
-        "created_at_utc": "2026-01-01T00:00:00+00:00",
-        "split": "public",
-        "config": "default",
-        "n_mlps": 5,
-        "n_samples": 1_000_000,
-        "width": 32,
-        "depth": 3,
-        "hardware": {"cpu_brand": "Test CPU 9000", "machine": "x86_64"},
-    }
-    md.update(overrides)
-    return md
+    return base_metadata(**{"n_mlps": 5, "n_samples": 1_000_000, "width": 32, "depth": 3,
+                            "hardware": {"cpu_brand": "Test CPU 9000", "machine": "x86_64"}, **overrides})
 
 
 def multi_md(splits: dict, **extra) -> dict:

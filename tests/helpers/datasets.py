@@ -1,6 +1,7 @@
 """Datasets the tests share, and tampering with one on disk.
 
 - ``stopped_after_first_unit(cfg)``: ``bake(cfg)`` in this process, stopped once its first unit is done.
+- ``base_metadata(**extra)``: a single-split dataset's metadata.json, the least a reader takes, with ``extra``.
 - ``made_once(tmp_path_factory, name, make)``: a folder baked once per test run, shared by the xdist workers.
 - ``make_merge_inputs(root, **shape)``: the inputs the merge and combine-splits tests share; at
   ``TINY_SHAPE`` they are conftest's session-wide ``tiny`` bakes.
@@ -32,6 +33,24 @@ from whestbench.format.writer import finish_dataset_dir, write_dataset
 TINY_SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make
 TINY_PUBLIC = dict(n_mlps=2, seed=3, **TINY_SHAPE)  # how ``tiny["public"]`` was baked
 SMALL = dict(n_mlps=3, n_samples=4000, width=16, depth=3, seed=1)  # how conftest's ``small_bake`` was baked
+
+
+def base_metadata(**extra) -> dict:
+    md = {
+        "schema_version": "3.0",
+        "format": "hf-datasets-parquet",
+        "backend": "flopscope",
+        "seed_protocol": {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"},
+        "created_at_utc": "2026-01-01T00:00:00+00:00",
+        "split": "public",
+        "config": "default",
+        "n_mlps": 4,
+        "n_samples": 100,
+        "width": 8,
+        "depth": 2,
+    }
+    md.update(extra)
+    return md
 
 
 def stopped_after_first_unit(cfg: BakeConfig) -> tuple[list, BakeInterrupted]:

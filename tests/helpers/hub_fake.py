@@ -29,6 +29,8 @@ import huggingface_hub
 import pytest
 from huggingface_hub.hf_api import BlobLfsInfo, GitRefInfo, GitRefs, RepoSibling
 
+from helpers.datasets import base_metadata
+
 TOKEN = "hf_SeCrEtT0kenValue1234567890"
 
 
@@ -319,24 +321,6 @@ class FakeClock:
 
 def _sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def base_metadata(**extra) -> dict:
-    md = {
-        "schema_version": "3.0",
-        "format": "hf-datasets-parquet",
-        "backend": "flopscope",
-        "seed_protocol": {"name": "whestbench_explicit_per_mlp_seeds", "version": "3.0"},
-        "created_at_utc": "2026-01-01T00:00:00+00:00",
-        "split": "public",
-        "config": "default",
-        "n_mlps": 4,
-        "n_samples": 100,
-        "width": 8,
-        "depth": 2,
-    }
-    md.update(extra)
-    return md
 
 
 def make_dataset(root: Path, shards: dict[str, bytes], md: dict | None = None, *, checksums: bool = True,

@@ -1,5 +1,6 @@
 """Helpers for tests that run ``python -m whestbench dataset bake`` as a real subprocess and signal or
-kill it, and ``free_port()``: a TCP port free on 127.0.0.1 now (for a torch.distributed rendezvous)."""
+kill it; ``children(pid)``, a process's children read from /proc; and ``free_port()``: a TCP port free
+on 127.0.0.1 now (for a torch.distributed rendezvous)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def children(pid: int) -> dict[int, str]:
+    """``pid``'s child processes (Linux: read from /proc): {pid: start time}."""
+    kids = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids[int(stat.parent.name)] = fields[19]
+    return kids

@@ -25,10 +25,10 @@ from whestbench.errors import HubError
 from whestbench.errors import UsageError
 from whestbench.events import Event, Progress
 
+from helpers.datasets import base_metadata
 from helpers.hub_fake import (  # noqa: F401  (no_network, clock: autouse fixtures)
     TOKEN,
     FakeHub,
-    base_metadata,
     clock,
     http_error,
     make_dataset,

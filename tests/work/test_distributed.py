@@ -29,7 +29,7 @@ pytest.importorskip("torch.distributed")
 from whestbench.compute.seeds import slice_bounds  # noqa: E402
 from whestbench.bake.pipeline import BakeConfig, bake  # noqa: E402
 
-from helpers.procs import clean_env, free_port as _free_port  # noqa: E402
+from helpers.procs import children, clean_env, free_port as _free_port  # noqa: E402
 
 COMPARED = ("mlp_id", "mlp_name", "mlp_seed", "weights", "all_layer_means", "final_means", "avg_variance",
             "all_layer_stderr")
@@ -489,18 +489,6 @@ def test_rank_0_failing_on_a_dead_peer_keeps_no_checkpoint_computed_after_its_bl
     same_as(output, single(LONG))
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
-    return kids
-
-
 def _rank_of(pid: int) -> int | None:
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -522,7 +510,7 @@ def test_elastic_restart_after_a_killed_worker_completes_and_equals_one_process(
     ]  # fmt: skip
     agent = procs.torchrun(launcher, LARGE, output)
     _wait_for_units(output, 2, agent)
-    workers = {_rank_of(pid): pid for pid in _children(agent.pid)}
+    workers = {_rank_of(pid): pid for pid in children(agent.pid)}
     assert 1 in workers, f"no rank-1 worker among {workers}"
     for pid in workers.values():  # frozen while rank 1 is killed: a fast machine cannot finish the bake first
         os.kill(pid, signal.SIGSTOP)
