@@ -44,6 +44,7 @@ from whestbench.bake.pipeline import create_dataset
 from whestbench.format.writer import write_dataset
 
 from helpers.datasets import SMALL, TINY_SHAPE, made_once, make_merge_inputs, merge_inputs_at, write_keeping_trail
+from helpers.datasets import resign as resign_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 # A suite started in the background by a shell without job control (a CI runner's `cmd &`) inherits
@@ -412,8 +413,6 @@ def _damage_prepared(root: Path, split: str, *, shift: float = 0.5, resign: bool
     ``resign``, recompute the ``checksums`` block over data/ and prepared/ (adding one if absent)."""
     import datasets
 
-    from whestbench.format.checksums import bind_checksums, dataset_checksums
-
     target = root / "prepared" / split
     ds = datasets.Dataset.load_from_disk(str(target))
     bumped = ds.map(lambda r: {"all_layer_means": [[v + shift for v in layer] for layer in r["all_layer_means"]]})
@@ -423,9 +422,7 @@ def _damage_prepared(root: Path, split: str, *, shift: float = 0.5, resign: bool
     shutil.rmtree(target)
     scratch.rename(target)
     if resign:
-        md = json.loads((root / "metadata.json").read_text())
-        bind_checksums(md, dataset_checksums(root))
-        (root / "metadata.json").write_text(json.dumps(md, indent=2))
+        resign_metadata(root, json.loads((root / "metadata.json").read_text()))
     return root
 
 

@@ -15,7 +15,7 @@ from whestbench.bake.status import bake_status
 from whestbench.work.ledger import identity_digest
 
 from helpers.cli import run
-from helpers.datasets import made_once, stopped_after_first_unit
+from helpers.datasets import made_once, resign, stopped_after_first_unit
 
 
 SHAPE = dict(n_mlps=4, n_samples=400_000, width=16, depth=3, seed=5, max_threads=1, checkpoint_every=0.05)
@@ -144,15 +144,10 @@ def test_status_of_an_empty_or_nameless_path_is_one_line_exit_2(arg, capsys):
 def test_inspect_reports_metadata_no_verb_accepts(tmp_path, capsys):
     """A re-signed ``"n_samples": "20000"`` was described by inspect as if every verb accepted it."""
     from whestbench import create_dataset
-    from whestbench.format.checksums import bind_checksums, dataset_checksums
 
     ds = create_dataset(2, 1000, 4, 2, seed=1, output_path=tmp_path / "ds")
     rc, out, _ = run(["dataset", "inspect", str(ds)], capsys)
     assert rc == 0 and "INVALID" not in out
-    md = json.loads((ds / "metadata.json").read_text())
-    md.pop("checksums")
-    md["n_samples"] = "1000"
-    bind_checksums(md, dataset_checksums(ds))
-    (ds / "metadata.json").write_text(json.dumps(md))
+    resign(ds, json.loads((ds / "metadata.json").read_text()) | {"n_samples": "1000"})
     rc, out, _ = run(["dataset", "inspect", str(ds)], capsys)
     assert rc == 0 and out.splitlines()[-1].startswith("  metadata: INVALID — metadata n_samples '1000' is not a positive")

@@ -14,6 +14,7 @@ import pytest
 from whestbench.errors import InvalidDatasetError, UsageError
 
 from helpers.cli import run
+from helpers.datasets import resign
 
 
 BAD = [
@@ -84,7 +85,6 @@ def test_a_homepage_with_credentials_is_refused_by_the_cli_before_any_work(plain
 def test_a_hand_edited_card_with_credentials_fails_validation_and_push(plain, tmp_path):
     import shutil
 
-    from whestbench.format.checksums import bind_checksums, dataset_checksums
     from whestbench.format.schema import validate_metadata
     from whestbench.hub.push import plan_push
 
@@ -97,7 +97,6 @@ def test_a_hand_edited_card_with_credentials_fails_validation_and_push(plain, tm
     # a 0.16 pretty_name is no card field and is not checked by them: the rendered card is
     md.pop("card")
     md["pretty_name"] = "Set hf_abcdefghijklmnopq"
-    bind_checksums(md, dataset_checksums(ds))
-    (ds / "metadata.json").write_text(json.dumps(md))
+    resign(ds, md)
     with pytest.raises(InvalidDatasetError, match="holds what looks like a credential"):
         plan_push(ds, "org/name")

@@ -13,8 +13,9 @@ from whestbench.bake.pipeline import BakeConfig, bake
 from whestbench.bake.plan import AlreadyBaked, plan_bake, result_marker
 from whestbench.errors import OutputExistsError
 from whestbench.format.finished import combined_marker, completed, finished_combine, finished_merge, merged_marker
-from whestbench.format.checksums import bind_checksums, dataset_checksums
 from whestbench.format.schema import PLAN_DIGEST
+
+from helpers.datasets import resign
 
 SHAPE = dict(n_samples=2000, width=4, depth=2)
 
@@ -27,8 +28,7 @@ def _resign(path: Path, edit) -> None:
     """Edit metadata.json and bind fresh checksums to it, as a careful forger (or an old bake) would."""
     md = _md(path)
     edit(md)
-    bind_checksums(md, dataset_checksums(path))
-    (path / "metadata.json").write_text(json.dumps(md, indent=2))
+    resign(path, md)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@
 - ``edit_metadata(d, **changes)``: rewrite ``d/metadata.json`` with ``changes`` (a value of None removes the
   key); returns the new metadata.
 - ``no_output(out)``: neither ``out`` nor a staging directory of it (``.<name>.*``) exists.
+- ``resign(d, md)``: ``md`` written as ``d``'s metadata.json with checksums bound anew over ``d``'s files.
 - ``tampered_copy(src, dst, mask=0xFF)``: a copy of ``src`` with one byte in the middle of its first shard
   flipped (the checksums no longer match); returns the copy and that shard.
 - ``write_keeping_trail(...)``: rows rewritten through the writer with an existing audit trail file carried.
@@ -27,7 +28,7 @@ import pytest
 
 from whestbench.bake.pipeline import BakeConfig, bake, create_dataset
 from whestbench.errors import BakeInterrupted
-from whestbench.format.checksums import dataset_checksums
+from whestbench.format.checksums import bind_checksums, dataset_checksums
 from whestbench.format.writer import finish_dataset_dir, write_dataset
 
 TINY_SHAPE = dict(n_samples=2000, width=8, depth=2)  # big enough for the inputs check merge and combine make
@@ -122,6 +123,15 @@ def edit_metadata(d: Path, **changes) -> dict:
 def no_output(out: Path) -> None:
     assert not out.exists()
     assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")], "staging left behind"
+
+
+def resign(d: Path, md: dict) -> Path:
+    """``md`` written as ``d``'s metadata.json with its checksums bound anew over the files ``d`` holds now:
+    an edit re-signed as a careful forger (or an old bake) leaves it, so only the content checks can
+    notice it."""
+    bind_checksums(md, dataset_checksums(d))
+    (Path(d) / "metadata.json").write_text(json.dumps(md, indent=2))
+    return Path(d)
 
 
 def tampered_copy(src: Path, dst: Path, mask: int = 0xFF) -> tuple[Path, Path]:

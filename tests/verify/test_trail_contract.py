@@ -27,10 +27,10 @@ import pytest
 
 from whestbench.bake.pipeline import create_dataset
 from whestbench.errors import MergeCorruptError
-from whestbench.format.checksums import bind_checksums, dataset_checksums
 from whestbench.verify.run import verify_dataset
 
 from helpers.cli import run
+from helpers.datasets import resign
 
 
 SHAPE = dict(n_samples=200_000, width=8, depth=3)  # pcg64 at width 8: 13 segments of one 16,384-row chunk
@@ -55,13 +55,6 @@ def bakes(tmp_path_factory):
 
 def _md(ds: Path) -> dict:
     return json.loads((ds / "metadata.json").read_text())
-
-
-def _resign(ds: Path, md: dict) -> Path:
-    md.pop("checksums", None)
-    bind_checksums(md, dataset_checksums(ds))
-    (ds / "metadata.json").write_text(json.dumps(md, indent=2))
-    return ds
 
 
 def _shard(ds: Path) -> Path:
@@ -129,7 +122,7 @@ def _collapse(src: Path, dst: Path, factor: int, *, segments_said: int = 1, comm
     if command:
         md["bake_command"] = md["bake_command"].replace(f"--n-samples {SHAPE['n_samples']}", f"--n-samples {n}") \
             + f" --audit-segments {segments_said}"
-    return _resign(ds, md)
+    return resign(ds, md)
 
 
 def _drop_cv(src: Path, dst: Path, *, list_them: bool, se_scale: float = 1.0) -> Path:
@@ -143,7 +136,7 @@ def _drop_cv(src: Path, dst: Path, *, list_them: bool, se_scale: float = 1.0) ->
         rows = _rows(ds)
         _set_rows(ds, all_layer_stderr=[(np.array(s, np.float32) * np.float32(se_scale)).tolist()
                                         for s in rows["all_layer_stderr"]])
-    return _resign(ds, md)
+    return resign(ds, md)
 
 
 def _remove_trail(src: Path, dst: Path, factor: int, *, command: str | None) -> Path:
@@ -161,7 +154,7 @@ def _remove_trail(src: Path, dst: Path, factor: int, *, command: str | None) -> 
         md["bake_command"] = md["bake_command"].replace(f"--n-samples {SHAPE['n_samples']}", f"--n-samples {md['n_samples']}")
         if command == "n+0":
             md["bake_command"] += " --audit-segments 0"
-    return _resign(ds, md)
+    return resign(ds, md)
 
 
 def _copy_segment(src: Path, dst: Path, mlp: int, seg: int) -> Path:
@@ -196,7 +189,7 @@ def _copy_segment(src: Path, dst: Path, mlp: int, seg: int) -> Path:
     avg = list(rows["avg_variance"])
     avg[k] = float(np.mean(second - final**2))
     _set_rows(ds, all_layer_means=means, all_layer_stderr=stderr, final_means=finals, avg_variance=avg)
-    return _resign(ds, md)
+    return resign(ds, md)
 
 
 # --- verify --------------------------------------------------------------------------------------------
@@ -288,7 +281,7 @@ def test_audit_block_not_what_the_recipe_keeps_fails(bakes, tmp_path, edit, said
     ds = _copy(bakes["plain"], tmp_path / "ds")
     md = _md(ds)
     edit(md["audit"])
-    check, _ = _contract(_resign(ds, md))
+    check, _ = _contract(resign(ds, md))
     assert not check.ok and said in check.detail, check.detail
 
 
