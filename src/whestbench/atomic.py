@@ -9,10 +9,12 @@ live writer's, and from a user's directory that merely has a similar name.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -149,8 +151,6 @@ def staged_dir(target: Path) -> Iterator[Path]:
 def _require_replaceable(path: Path) -> None:
     """Raise IsADirectoryError / OSError unless ``path`` is new or a regular file (links followed), just
     before the rename: a FIFO or device node put there after the flags were checked is never replaced."""
-    import stat
-
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -191,9 +191,6 @@ def read_regular(path: str | os.PathLike, max_bytes: int, what: str = "file", *,
     in ``status``. Each caller passes the cap of what it reads, with the reason beside it. ``what``
     names the file in the refusal. ``streams``: a pipe or a character device is read too, up to the cap
     (``--token-file <(pass hf)`` is a pipe; ``--token-file /dev/zero`` read without end)."""
-    import errno
-    import stat
-
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
     try:
         size = os.fstat(fd)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from whestbench.bake.pipeline import BakeConfig, bake
+from whestbench.cli.common import err
 
 from helpers.procs import STEP_TIMEOUT_S, clean_env, finish, start_bake, thaw, units_dir, wait_for_units
 from helpers.signal_points import ENV_MARK, SCRIPT
@@ -184,7 +185,7 @@ def test_a_stop_that_lands_inside_a_c_callback_is_kept_and_raised_before_the_uni
         for _ in range(10_000):  # the handler runs here, inside the callback
             pass
 
-    signals = StopSignals()
+    signals = StopSignals(err)
     with signals, pytest.raises(BaseException) as stopped:
         callback()  # the stop cannot leave the callback
         signals.on_event(Event("start"))
@@ -202,7 +203,7 @@ def test_a_stop_that_a_library_swallows_during_set_up_is_still_raised_before_the
     from whestbench.cli.signals import pending
     from whestbench.events import Event
 
-    signals = StopSignals()
+    signals = StopSignals(err)
     with signals, pytest.raises(BaseException) as stopped:
         try:  # a library's guarded import or probe, with the signal landing inside it
             os.kill(os.getpid(), signal.SIGTERM)
@@ -224,11 +225,11 @@ def test_a_stop_delivered_normally_is_not_raised_again():
     from whestbench.cli.signals import StopSignals
     from whestbench.events import Event
 
-    with pytest.raises(BaseException), StopSignals():
+    with pytest.raises(BaseException), StopSignals(err):
         os.kill(os.getpid(), signal.SIGUSR1)
         for _ in range(10_000):
             pass
-    signals = StopSignals()
+    signals = StopSignals(err)
     with signals:
         signals.on_event(Event("start"))
     assert signals.running

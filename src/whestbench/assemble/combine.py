@@ -35,12 +35,12 @@ from whestbench.format.card_rules import CARD_KEY, given_card
 from whestbench.assemble.inputs import (
     SAME_RECIPE,
     Input,
+    check_inputs,
     input_list,
     claim_output,
     clean_abandoned_staging,
     open_input,
     open_inputs,
-    read_column,
     require_same,
     settle_cards,
     name_of,
@@ -59,8 +59,6 @@ from whestbench.format.reader import (
     shard_glob,
 )
 from whestbench.format.checksums import CHECKSUMS, WRITTEN_FOR, bind_checksums, dataset_checksums, verify_checksums
-from whestbench.verify.run import require_sound
-from whestbench.verify.trail_contract import require_contract
 from whestbench.format.finished import combined_marker
 from whestbench.format.schema import DEFAULT_CONFIG, PLAN_DIGEST, DatasetMeta, validate_metadata
 from whestbench.format.writer import finish_dataset_dir
@@ -141,15 +139,7 @@ def combine_split_datasets(
                          f"the splits of one dataset must share {_SHARED_BY_SPLITS}. Re-bake that split {hint}.")
     settled = settle_cards([(str(s.path), s.md.get(CARD_KEY)) for s in splits], card)
     on_event(Event("stage", message="checking each input's shards and reading its seeds"))
-    for s in splits:
-        s.check_rows(on_event)
-        s.seeds = read_column(s.files, "mlp_seed")
-    on_event(Event("stage", message="checking that no MLP seed is shared between splits"))
-    _check_independent(splits)
-    for s in splits:  # the trail held to what each input's metadata promises (cheap), then verify's checks
-        require_contract(s.handle, "input", MergeCorruptError)
-    for s in splits:
-        require_sound(s.handle, "input", MergeCorruptError, on_event=on_event)
+    check_inputs(splits, "input", lambda splits: _check_independent(splits, on_event), on_event)
 
     if default_split is None:
         defaults = [s.split for s in splits if s.config == DEFAULT_CONFIG]
@@ -192,7 +182,8 @@ def _open_split(handle: DatasetDir) -> Input:
     return Input(p, md, name_of(p, md), handle, name_of(p, md, "config"))
 
 
-def _check_independent(splits: Sequence[Input]) -> None:
+def _check_independent(splits: Sequence[Input], on_event: EventSink) -> None:
+    on_event(Event("stage", message="checking that no MLP seed is shared between splits"))
     owner: dict[int, Input] = {}
     for s in splits:
         for seed in s.seeds:

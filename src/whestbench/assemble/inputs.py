@@ -30,6 +30,8 @@ from whestbench.errors import (
 from whestbench.events import Event, EventSink, ignore
 from whestbench.paths import check_new_output, check_outside_inputs, input_dir
 from whestbench.text import plural, show_value
+from whestbench.verify.run import require_sound
+from whestbench.verify.trail_contract import require_contract
 
 __all__ = [
     "claim_output",
@@ -39,6 +41,7 @@ __all__ = [
     "name_of",
     "shard_files",
     "check_files",
+    "check_inputs",
     "read_column",
     "require_same",
 ]
@@ -172,10 +175,8 @@ def check_files(
         on_event(Event("warning", message=f"{path}: {state.detail}"))
     width, depth = md.get("width"), md.get("depth")
     if not all(is_positive_int(v) for v in (width, depth)):
-        raise InvalidDatasetError(
-            f"{path}: metadata.json needs positive integer 'width' and 'depth' (got {width!r}, "
-            f"{depth!r}); it was edited or is not a WhestBench dataset. {REDO}"
-        )
+        raise InvalidDatasetError(f"metadata.json needs positive integer 'width' and 'depth' (got {width!r}, {depth!r}); "
+                                  "it was edited or is not a WhestBench dataset.", where=path, fix=REDO)
     expected = ShardSchema(width, depth, columns_for(md))
     rows = 0
     for f in files:
@@ -185,17 +186,13 @@ def check_files(
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError or ArrowException by case
             raise MergeCorruptError(f"{f} is not a readable Parquet file (truncated or corrupt?): {e}.", fix=REDO) from e
         if expected.problems(schema, hf_metadata=False):
-            raise MergeCorruptError(
-                f"{f} does not have the WhestBench columns for width={width}, "
-                f"depth={depth} (found {schema.names}, expected {list(columns_for(md))} with their types); the file does not "
-                "belong to this dataset. Re-bake it."
-            )
+            raise MergeCorruptError(f"{f} does not have the WhestBench columns for width={width}, depth={depth} (found "
+                                    f"{schema.names}, expected {list(columns_for(md))} with their types); the file does not "
+                                    "belong to this dataset.", fix="Re-bake it.")
         rows += meta.num_rows
     if rows != n_rows:
-        raise MergeCorruptError(
-            f"{path}: its shards hold {rows} rows but metadata.json declares n_mlps={n_rows}; "
-            f"the files were truncated or replaced. {REDO}"
-        )
+        raise MergeCorruptError(f"its shards hold {rows} rows but metadata.json declares n_mlps={n_rows}; the files were "
+                                "truncated or replaced.", where=path, fix=REDO)
 
 
 _CARD_FLAGS = {"pretty_name": "--pretty-name", "license": "--license", "homepage": "--homepage"}
@@ -228,6 +225,21 @@ def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None 
     if differ:
         raise MergeIncompatibleError(f"the inputs' cards differ in {' and '.join(differ)}:", fix=f"{how}.")
     return out
+
+
+def check_inputs(inputs: Sequence[Input], what: str, across: Callable[[Sequence[Input]], None],
+                 on_event: EventSink = ignore) -> None:
+    """Each input's shards (``check_rows``) and seeds read; ``across(inputs)`` checks what only all of
+    them show (cheap); then each input's trail contract and verify's checks (``require_sound``): the
+    one check of an input's own rows (mlp_id, seeds, names, weights) and numbers."""
+    for i in inputs:
+        i.check_rows(on_event)
+        i.seeds = read_column(i.files, "mlp_seed")
+    across(inputs)
+    for i in inputs:
+        require_contract(i.handle, what, MergeCorruptError)
+    for i in inputs:
+        require_sound(i.handle, what, MergeCorruptError, on_event=on_event)
 
 
 def read_column(files: Sequence[Path], column: str) -> list:

@@ -36,6 +36,7 @@ from whestbench.format.bakemeta import SAMPLES_USED, now_utc, samples_used_block
 from whestbench.format.card_rules import CARD_KEY, given_card
 from whestbench.assemble.inputs import (
     Input,
+    check_inputs,
     input_list,
     claim_output,
     open_input,
@@ -47,8 +48,6 @@ from whestbench.assemble.inputs import (
 )
 from whestbench.format.checksums import CHECKSUMS, WRITTEN_FOR, dataset_checksums
 from whestbench.format.reader import DATA_DIR, DatasetDir, shard_name
-from whestbench.verify.run import require_sound
-from whestbench.verify.trail_contract import require_contract
 from whestbench.format.finished import merged_marker
 from whestbench.format.schema import (
     DEVICE_CHECK_KEY,
@@ -124,14 +123,7 @@ def merge_datasets(
     ordered = sorted(parts, key=lambda p: p.md["mlp_range"][0])
     _check_coverage(ordered)
     on_event(Event("stage", message="checking each partial's shards and their seeds"))
-    for part in ordered:  # the files; then what only the whole seed list shows (cheap)
-        part.check_rows(on_event)
-        part.seeds = read_column(part.files, "mlp_seed")
-    _check_seed_list(parts[0], ordered)
-    for part in ordered:  # the trail held to what each partial's metadata promises (cheap), then verify's checks
-        require_contract(part.handle, "partial", MergeCorruptError)
-    for part in ordered:  # each partial's rows (mlp_id as declared, its seeds, names and weights) and numbers
-        require_sound(part.handle, "partial", MergeCorruptError, on_event=on_event)
+    check_inputs(ordered, "partial", lambda ordered: _check_seed_list(parts[0], ordered), on_event)
 
     first, files = parts[0].md, [f for p in ordered for f in p.files]
     md = merged_metadata([p.md for p in parts], output=output)

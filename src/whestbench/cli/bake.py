@@ -86,7 +86,7 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
     """
     peer = _peer_rank()
     quiet = quiet or peer  # one progress display: rank 0's, covering every rank
-    with StopSignals() as signals, _held_early(output, peer) as work:
+    with StopSignals(err) as signals, _held_early(output, peer) as work:
         try:
             with Reporter("bake", mode="quiet" if quiet else "auto", log_every=log_every) as reporter:
                 sink = _phase_sink(reporter, work)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import DIR_ARG, out
+from whestbench.cli.common import DIR_ARG, err, out
 from whestbench.cli.progress import DEFAULT_LOG_EVERY, Reporter, log_every_option
 from whestbench.cli.signals import StopSignals
 from whestbench.errors import UsageError, WorkFailed
@@ -109,7 +109,7 @@ def verify(directory: Path, against: Path | None, n_check: int | None, sample_ml
         out.print(f"{mark} {check.name}: {check.detail}", markup=False, emoji=False)
 
     # the stop signals (a job's time limit, a dropped session) stop a --recompute bake at a checkpoint: the re-run resumes it
-    with StopSignals() as signals, Reporter("verify", mode="auto", log_every=log_every) as reporter:
+    with StopSignals(err) as signals, Reporter("verify", mode="auto", log_every=log_every) as reporter:
         def sink(event) -> None:
             signals.on_event(event)
             reporter(event)

@@ -22,7 +22,7 @@ an import there of that module fails ("cannot import name ... from partially ini
 a traceback instead of the stop). So everything a handler uses (``SignalStop``, the advice, the
 stderr console) is imported before the handler is installed: this module imports only the standard
 library modules the interpreter has loaded at start-up and ``whestbench.errors`` (which imports
-nothing); ``StopSignals`` takes the console when it is entered. A stop signal that arrives before
+nothing); ``StopSignals`` is given the console it writes to. A stop signal that arrives before
 ``cli/entry.py`` installs the handlers (the interpreter's own start-up and these few small imports)
 meets the signal's default action: the process ends at once with 128 + the signal (143 for SIGTERM),
 nothing written (docs/cli.md's "Signals").
@@ -130,18 +130,16 @@ class StopSignals:
     raises KeyboardInterrupt as Python's own handler does (the executor checkpoints and stops, exit
     130), after the same "received ..." line once units run."""
 
-    def __init__(self) -> None:
+    def __init__(self, console) -> None:
+        """``console``: the stderr console its lines go to (``cli.common.err``)."""
         self.stop = threading.Event()
         self.running = False
         self.writing = False
         self._previous: dict = {}
         self._previous_hook = None
-        self._err = None
+        self._err = console
 
     def __enter__(self) -> "StopSignals":
-        from whestbench.cli.common import err  # now: the handler must not import (module docstring)
-
-        self._err = err
         if threading.current_thread() is threading.main_thread():
             for sig in STOPS:
                 self._previous[sig] = signal.signal(sig, self._handle)

@@ -17,6 +17,7 @@ What each check catches and misses is tabled in docs/cli.md ("What verify proves
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import tempfile
 from pathlib import Path
@@ -472,8 +473,6 @@ def require_sound(path: str | Path | DatasetDir, what: str, error: type[InvalidD
     progress (the per-MLP pilots), in the phase ``verifying <what> <path>``."""
     sink = None
     if on_event is not None:
-        import dataclasses
-
         phase = f"verifying {what} {sanitize(str(getattr(path, 'path', path)))}"
 
         def sink(event):
