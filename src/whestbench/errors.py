@@ -12,8 +12,7 @@ flag it is about) and ``fix`` (the advice), and makes its own message from them.
 class becomes one of another with ``from_error``, fields and all: never by formatting its string into
 a new one. Advice said in many places is said once, here (``REDO``).
 
-Not here, because they never leave their module (control flow, not errors): ``bake.plan.AlreadyBaked``
-(the bake is already done: exit 0), ``work.steps.UnitStopped``, ``verify.scan._ShapeError`` and
+Not here, because they never leave their module (control flow, not errors): ``work.steps.UnitStopped``, ``verify.scan._ShapeError`` and
 ``hub.client._Absent``.
 """
 

@@ -17,36 +17,49 @@ writes identical numeric columns.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from whestbench.atomic import write_file_atomic
+from whestbench.bake.plan import (BakeConfig, BakePlan, Done, check_bake_output, device_check_report, plan_bake,
+                                  plan_targets, result_marker)
 from whestbench.compute.estimation import CV_TARGET_RULE, EXCEED_PROBABILITY, MIN_RELIABLE_BATCHES, Estimation
 from whestbench.compute.estimators import (chosen_stderr, cv_floor_samples, finalize_estimates, float32_target, layer1_means,
                                            meets_target, n_batches)
+from whestbench.compute import jit
 from whestbench.compute.mlp import weights_for_seed
-from whestbench.compute.naming import unique_names
+from whestbench.compute.naming import mlp_name, unique_names
 from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
 from whestbench.compute.segments import DEFAULT_SEGMENTS
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
+from whestbench.errors import InvalidDatasetError
+from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, bake_metadata, samples_used_block
-from whestbench.bake.plan import (AlreadyBaked, BakeConfig, BakePlan, check_bake_output, device_check_report, plan_bake,
-                                  plan_targets, result_marker)
+from whestbench.format.breakdown import breakdown_json, sampling_budget_breakdown
+from whestbench.format.card import prepare as prepare_card
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, STDERR_COLUMN
-from whestbench.events import Event, EventSink, Progress, ignore
+from whestbench.format.trail import audit_block
+from whestbench.format.writer import restore_card, update_card, write_dataset
+from whestbench.text import sanitize
 from whestbench.values import as_int
+from whestbench.work import device_check as dc
+from whestbench.work.distributed import store_executor
 from whestbench.work.executor import Executor, LocalExecutor, bake_workers
 from whestbench.work.ledger import Ledger, load_seeds, save_seeds
+from whestbench.work import steps
+from whestbench.work.steps import checkpoint_samples
 from whestbench.work.threads import one_torch_thread
-from whestbench.work.units import WorkSpec, units_of_mlp
-from whestbench.work.workdir import PHASES, PLAN_FILE, SEEDS_FILE, hold_lock
-
+from whestbench.work.torch_env import torch_metadata
+from whestbench.work.units import WorkSpec, mlp_totals, mlp_trail, units_of_mlp
+from whestbench.work.workdir import PHASES, PLAN_FILE, SEEDS_FILE, hold_lock, read_status, write_status
 
 if TYPE_CHECKING:
     from whestbench.work.launch_env import DistEnv
@@ -55,39 +68,40 @@ __all__ = ["BakeConfig", "bake", "create_dataset", "api_config", "canonical_comm
 
 
 def bake(
-    request: BakeConfig | BakePlan,
+    request: BakeConfig | BakePlan | Done,
     *,
     on_event: EventSink | None = None,
     stop: threading.Event | None = None,
     dist_env: "DistEnv | None" = None,
     peer_timeout_s: float = 300.0,
     complete_ok: bool = True,
+    confirm: Callable[[Any], str | None] | None = None,
 ) -> Path | None:
-    """Bake ``request`` (a config, or a plan already made by ``plan_bake``) and return the output path.
+    """Bake ``request`` (a config, or what ``plan_bake`` made of one) and return the output path.
 
     With ``dist_env`` (several ranks) every rank computes units; rank 0 gathers, writes and returns
     the path, the other ranks return None. Raises BakeInterrupted (resumable) when ``stop`` is set.
-    A config whose output already holds this very bake, complete, is a no-op that returns the path
-    (``complete_ok``; whestbench 0.16's ``create_dataset`` refuses any existing output, so it passes False).
+    An output that already holds this very bake, complete (``Done``), is not baked again: its card is
+    settled (``settle_complete``, which runs ``confirm``) and a note says so (its ``data["complete"]``); the path is
+    returned (whestbench 0.16's ``create_dataset`` refuses any existing output: ``complete_ok=False``).
     """
     emit = on_event or ignore
-    try:
-        plan = request if isinstance(request, BakePlan) else plan_bake(request, dist_env=dist_env)
-    except AlreadyBaked as done:  # a re-run of a finished bake: nothing to do
+    plan = request if isinstance(request, (BakePlan, Done)) else plan_bake(request, dist_env=dist_env)
+    if isinstance(plan, Done):  # a re-run of a finished bake: nothing to compute
         if not complete_ok:
-            check_bake_output(done.output)  # raises whestbench 0.16's "already exists"
-        emit(Event("note", message=f"{done.output} is already complete ({done.summary()}): nothing to do; its "
-                                   "content is not verified here (verify_dataset checks it)"))
-        _refresh_card(done, request.card if isinstance(request, BakeConfig) else None, emit)
-        return done.output
+            check_bake_output(plan.output)  # raises whestbench 0.16's "already exists"
+        card = settle_complete(plan.dataset, plan.metadata, plan.card, confirm=confirm)
+        emit(Event("note", message=f"{plan.output} is already complete ({plan.summary()}): nothing to do; its "
+                                   "content is not verified here (verify_dataset checks it)", data={"complete": plan, "card": card}))
+        for line in card:  # the CLI prints them with the line above
+            emit(Event("note", message=line, data={"card": line}))
+        return plan.output
     for note in plan.notes:
         emit(Event("warning", message=note))
     distributed = dist_env is not None and dist_env.world_size > 1
     checked = check_device(plan, emit, dist_env.rank if distributed else 0)  # torch bakes; before any work
     if distributed:
-        from whestbench.work.distributed.store_executor import StoreExecutor
-
-        executor: Executor = StoreExecutor(dist_env, workers=plan.workers or 1, peer_timeout_s=peer_timeout_s)
+        executor: Executor = store_executor.StoreExecutor(dist_env, workers=plan.workers or 1, peer_timeout_s=peer_timeout_s)
     else:
         executor = LocalExecutor(plan.workers)
     if distributed and dist_env.rank != 0:
@@ -103,7 +117,7 @@ def bake(
             plan = _with_random_seeds(plan)
             if not distributed:  # other ranks wait for rank 0 under --peer-timeout: they plan per unit
                 plan = plan_targets(plan, emit, stop, work)  # a target bake: every MLP's count, before any sampling
-            emit(Event("plan", data={"plan": plan}))  # the CLI's Plan line of a target bake waits for this
+            emit(Event("plan", data={"plan": plan}))  # the CLI's Plan line
             ledger = Ledger(work, plan.spec.identity())
             _record_status(plan, dist_env)
             _prefetch_writer_imports()
@@ -119,25 +133,30 @@ def bake(
     return plan.config.output
 
 
-def _refresh_card(done: AlreadyBaked, card: dict[str, Any] | None, emit: EventSink) -> None:
-    """What the CLI's re-run does to the card of a finished bake (``cli/common.already_complete``):
-    rewrite a README.md that is missing or lost its configs block, and record card fields given to
-    the re-run that differ from the recorded ones (the card is no part of the numbers); a note each."""
-    from whestbench.format.writer import restore_card, update_card
-
-    if restore_card(done.output, done.metadata):
-        emit(Event("note", message="card rewritten: README.md was missing or its configs block wrong"))
-    for field, (old, new) in update_card(done.output, done.metadata, card).items():
-        was = "the default" if old is None else repr(old)
-        now = "removed (the new card fields replace it)" if new is None else repr(new)
-        emit(Event("note", message=f"card updated: {field} {was} → {now} (README.md and metadata.json's card; "
-                                   "the numbers are unchanged)"))
+def settle_complete(output: Any, md: dict[str, Any], card: dict[str, Any] | None, *,
+                    confirm: Callable[[Any], str | None] | None = None) -> list[str]:
+    """What a re-run does to an output that already holds its result (a bake's ``Done``, a merge or
+    combine re-run): rewrite a README.md that is missing or lost its configs block; run ``confirm``
+    (the first failed check, or None), raising InvalidDatasetError naming what failed; then record
+    the card fields given to the re-run (``card``) that differ from the recorded ones (the card is no
+    part of the numbers). Returns one line per change to the card."""
+    restored = restore_card(output, md)
+    failed = confirm(output) if confirm is not None else None
+    if failed is not None:
+        shown = sanitize(str(output))
+        raise InvalidDatasetError(f"{shown} holds this result but fails verify: {failed};",
+                                  fix=f"move it aside and re-run (`whest dataset verify {shown}` shows every check).")
+    lines = ["card rewritten: README.md was missing or its configs block wrong"] if restored else []
+    for field, (old, new) in update_card(output, md, card).items():
+        was = "the default" if old is None else sanitize(repr(old))
+        now = "removed (the new card fields replace it)" if new is None else sanitize(repr(new))
+        lines.append(f"card updated: {field} {was} → {now} (README.md and metadata.json's card; the numbers are unchanged)")
+    return lines
 
 
 def _record_status(plan: BakePlan, dist_env: "DistEnv | None") -> None:
     """The plan's figures ``whest dataset status`` cannot read from the units: the planned samples
     (a target bake's pilot-planned total), the units and the workers."""
-    from whestbench.work.workdir import read_status, write_status
 
     planned = plan.spec.planned is not None or not plan.spec.estimation.has_target
     run = read_status(plan.work_dir).get("run")  # the phase this run reached (``workdir.record_phase``)
@@ -152,7 +171,6 @@ def saved_samples(plan: BakePlan) -> int:
     checkpoints, each passing its checks), read without writing or locking anything: what a
     re-run will not compute again, for the plan line. 0 when there is none, or it cannot be read
     (the bake itself then says why)."""
-    from whestbench.work.steps import checkpoint_samples
 
     work = plan.work_dir
     if work is None or work.is_symlink() or not work.is_dir():
@@ -184,7 +202,6 @@ def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dic
     the record goes to ``device_check_report(output)`` and DeviceCheckFailed (exit 1) says so."""
     if plan.config.backend != "torch":
         return None
-    from whestbench.work import device_check as dc
 
     if plan.config.skip_device_check:
         emit(Event("warning", message="device check skipped (--skip-device-check); metadata.json records the skip"))
@@ -197,10 +214,6 @@ def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dic
     if result.refusals():
         report = None
         if plan.config.output is not None:
-            import json
-
-            from whestbench.atomic import write_file_atomic
-
             path = device_check_report(plan.config.output, rank)
             doc = {"device_check": record, "bake_command": plan.config.bake_command or canonical_command(
                        plan.config, plan.seed_source), "kernel": plan.kernel_md, "sampler": plan.sampler_md}
@@ -243,12 +256,8 @@ def _prefetch_writer_imports() -> None:
         try:
             import pyarrow.parquet  # noqa: F401
 
-            from whestbench.compute.naming import mlp_name
-
             mlp_name(0)  # reads faker's en_US word lists
-            from whestbench.format.card import prepare
-
-            prepare()
+            prepare_card()
         except Exception:  # noqa: BLE001 - writing meets the same error on the main thread and reports it
             pass
         finally:
@@ -267,14 +276,12 @@ def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
     when numba's cache lacks them (a cold cache: first run on a machine, or after an upgrade) say
     why the bake is quiet. A warm cache says nothing, however long loading takes on a loaded node;
     where the cache cannot be read, the note comes when loading takes over ``KERNELS_SLOW_S``."""
-    from whestbench.compute.jit import cache_is_warm
-    from whestbench.work.steps import kernel_module
 
-    module = kernel_module(plan.spec, plan.compute)
+    module = steps.kernel_module(plan.spec, plan.compute)
     if module is None:
         return
     emit(Event("stage", message=PHASES["kernels"], data={"phase": "kernels"}))
-    warm = cache_is_warm(module)
+    warm = jit.cache_is_warm(module)
     if warm is not None:
         if not warm:
             emit(Event("note", message=KERNELS_NOTE))
@@ -330,8 +337,6 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
     if plan.kernel_md is None:
         backend_fields, chunk, row_kind = None, plan.sampler_md["block_size"], "cpu"
     else:
-        from whestbench.work.torch_env import torch_metadata
-
         kernel = {k: v for k, v in plan.kernel_md.items() if k not in ("mlps_per_batch", "chunk_size")}
         chunk, row_kind = plan.kernel_md["chunk_size"], "torch"
         backend_fields = torch_metadata(plan.compute.device.split(":")[0], mlps_per_batch=plan.kernel_md["mlps_per_batch"],
@@ -347,8 +352,6 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
         plan_digest=result_marker(plan, spec.seeds, plan.seed_source),
         audit=_audit_block(spec, cfg.split),
     )
-    from whestbench.format.writer import write_dataset
-
     emit(Event("writing", message=f"writing {cfg.output}", progress=Progress("rows", 0, end - start)))
     stops: dict[str, Any] = {}
     rows = _rows(spec, ledger, range(start, end), names, chunk, row_kind, emit, stops, md)
@@ -359,8 +362,6 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
 def _audit_block(spec: WorkSpec, split: str) -> dict[str, Any] | None:
     if spec.audit_segments <= 0:
         return None
-    from whestbench.format.trail import audit_block
-
     return audit_block(split, spec.audit_segments, spec.cv_batch, spec.sampler == "philox",
                        spec.estimation.is_cv and spec.depth > 1, spec.sampler == "pcg64")
 
@@ -368,7 +369,6 @@ def _audit_block(spec: WorkSpec, split: str) -> dict[str, Any] | None:
 def _mlp_results(spec: WorkSpec, ledger: Ledger, indices: range) -> Iterator[tuple[int, LayerSums, float]]:
     """``(i, total sums, wall seconds)`` per MLP, each unit file read once (a batch holds several MLPs);
     the total's ``trail`` is the MLP's whole audit trail (``units.mlp_trail``)."""
-    from whestbench.work.units import mlp_totals, mlp_trail
 
     cache: dict[str, tuple[LayerSums, float]] = {}
     for i in indices:
@@ -412,7 +412,6 @@ def _rows(spec: WorkSpec, ledger: Ledger, indices: range, names: list[str], chun
     ``n_samples``), ``at_floor`` (at ``floor``: ``cv_floor_samples``, the fewest a control-variate
     target stops at; None otherwise, a plain bake may stop at the first step) and ``floor``. ``md``
     (the metadata the writer writes after the last row) gains a target bake's ``samples_used``."""
-    from whestbench.format.breakdown import breakdown_json, sampling_budget_breakdown
 
     total = len(indices)
     missed, worst = 0, 0.0  # MLPs that used the whole cap and still miss the target standard error

@@ -326,17 +326,18 @@ def check_bake_output(output: Path) -> None:
         raise
 
 
-class AlreadyBaked(Exception):
-    """``--output`` already holds the complete, intact dataset of exactly this bake (the same plan
-    identity): a re-run (a requeued job, a retried array task) has nothing to do. Not an error: the
-    CLI exits 0, the Python API returns the path."""
+@dataclass(frozen=True)
+class Done:
+    """What ``plan_bake`` returns instead of a plan when ``--output`` already holds the complete, intact
+    dataset of exactly this bake (the same completion marker): a re-run (a requeued job, a retried array
+    task) has nothing to do but what ``pipeline.bake`` does with it (the card; the CLI exits 0)."""
 
-    def __init__(self, output: Path, metadata: dict[str, Any], dataset: Any):
-        self.output = Path(output)
-        self.metadata = metadata
-        self.dataset = dataset
-        """The output as the completion test opened it (a ``format.reader.DatasetDir``: read once)."""
-        super().__init__(f"{output} is already complete")
+    output: Path
+    metadata: dict[str, Any]
+    dataset: Any
+    """The output as the completion test opened it (a ``format.reader.DatasetDir``: read once)."""
+    card: dict[str, str] | None = None
+    """The card fields given to the re-run (``BakeConfig.card``), recorded where they differ."""
 
     def summary(self) -> str:
         md = self.metadata
@@ -420,8 +421,9 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any],
 
 
 def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True,
-              on_event: EventSink = ignore) -> BakePlan:
-    """The plan of ``cfg``: checks, device, compute options, explicit or derived seeds, needs.
+              on_event: EventSink = ignore) -> BakePlan | Done:
+    """The plan of ``cfg``: checks, device, compute options, explicit or derived seeds, needs; or
+    ``Done`` when ``cfg.output`` already holds this very bake, complete (``pipeline.bake`` takes either).
 
     Raises UsageError (exit 2) for anything that would fail later or does not fit this machine.
     ``probe``: time a few chunks for the time estimate when the bake is big (``cost.PROBE_FLOPS``).
@@ -470,7 +472,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
             work = work_dir_for(cfg.output)
             if work.is_dir() and not work.is_symlink():  # a kill between the final rename and its removal
                 shutil.rmtree(work, ignore_errors=True)
-            raise AlreadyBaked(cfg.output, done, dataset)
+            return Done(Path(cfg.output), done, dataset, cfg.card)
         check_bake_output(cfg.output)  # refuses it (already exists)
     if rank0 and cfg.output is not None:
         cost.check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes

@@ -8,6 +8,7 @@ stop (exit 75). Ctrl-C does the same with exit 130. Either way the same command 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,8 +18,11 @@ from pathlib import Path
 
 import click
 
-from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, DIR_ARG, PEER_TIMEOUT, already_complete, err, out, parse_mlp_range,
-                                   parse_slice, read_seeds_file, torch_knobs)
+from whestbench.bake import pipeline
+from whestbench.bake.plan import BakeConfig, BakePlan, Done, plan_bake
+from whestbench.bake.status import bake_status, status_lines
+from whestbench.cli.common import (CHECKPOINT_SECONDS, COUNT, DIR_ARG, PEER_TIMEOUT, err, failed_check, out, parse_mlp_range,
+                                   parse_slice, print_complete, read_seeds_file, torch_knobs)
 from whestbench.cli.signals import StopSignals, is_cli_verb
 from whestbench.cli.hub import card_options
 from whestbench.cli.progress import Reporter, _rate, log_every_option
@@ -27,9 +31,12 @@ from whestbench.errors import RESUME, BakeInterrupted, UsageError
 from whestbench.events import Event
 from whestbench.format import command
 from whestbench.format.schema import DEFAULT_CONFIG, DEFAULT_SPLIT
-from whestbench.text import format_bytes, format_rate, plural, sanitize
+from whestbench.compute.seeds import slice_bounds
+from whestbench.text import format_bytes, format_duration, format_rate, plural, sanitize
 from whestbench.work import CHECKPOINT_EVERY_S, DEVICES, GPU_KERNELS, WITHDRAWN_GPU_KERNELS
-from whestbench.work.workdir import PHASES
+from whestbench.work import machine
+from whestbench.work.launch_env import dist_env_from_environ
+from whestbench.work.workdir import PHASES, hold_early, record_phase, work_dir_for
 
 
 @click.command("bake")
@@ -95,8 +102,6 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
                 _bake(signals, cfg, dist_env, reporter, sink, peer_timeout=peer_timeout)
         except KeyboardInterrupt:
             if signals.writing:
-                from whestbench.work.workdir import work_dir_for
-
                 raise BakeInterrupted(f"interrupted while writing the dataset: every unit is kept in "
                                       f"{work_dir_for(output)}; re-run the same command to write it.", 130) from None
             if signals.running:
@@ -107,8 +112,6 @@ def bake(output, log_every, peer_timeout, quiet, **flags) -> None:
 def _peer_rank() -> bool:
     """Whether this process is a distributed rank other than 0 (read from the launcher's variables;
     variables that do not add up are refused by ``_config`` with the fix)."""
-    from whestbench.work.launch_env import dist_env_from_environ
-
     try:
         env = dist_env_from_environ()
     except UsageError:
@@ -119,10 +122,6 @@ def _peer_rank() -> bool:
 def _held_early(output: Path, peer: bool):
     """The work directory held from the command's first moment (``workdir.hold_early``), so
     ``whest dataset status`` answers "starting" during the start-up; rank 0 alone holds it."""
-    import contextlib
-
-    from whestbench.work.workdir import hold_early
-
     if peer:
         return contextlib.nullcontext(None)
     return hold_early(output, command.join(["whest", "dataset", "bake", *sys.argv[3:]]) if is_cli_verb("bake") else "")
@@ -131,8 +130,6 @@ def _held_early(output: Path, peer: bool):
 def _phase_sink(reporter: Reporter, work: Path | None):
     """``reporter``, with each phase of the bake recorded in the work directory's status.json
     (``workdir.record_phase``) as it begins: the stages of the start-up, then sampling and writing."""
-    from whestbench.work.workdir import record_phase
-
     def sink(event: Event) -> None:
         phase = (event.data or {}).get("phase") if event.kind == "stage" else \
             {"start": "sampling", "writing": "writing"}.get(event.kind)
@@ -152,16 +149,12 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
         raise UsageError("use either --mlp-range or --slice, not both.")
     rng = None
     if slice_ is not None:
-        from whestbench.compute.seeds import slice_bounds
-
         k, n = parse_slice(slice_)
         if n > n_mlps:
             raise UsageError(f"--slice {slice_} asks for {n} slices of only {n_mlps} MLPs; use at most {n_mlps} slices.")
         rng = slice_bounds(k, n, n_mlps)
     elif mlp_range is not None:
         rng = parse_mlp_range(mlp_range)
-    from whestbench.work.launch_env import dist_env_from_environ
-
     dist_env = dist_env_from_environ()
     peer = dist_env is not None and dist_env.rank != 0
     # a rank other than 0 reads its own --mlp-seeds file when it has one, so a list that differs from
@@ -174,8 +167,6 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
     torch_backend, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     if device is not None and not use_torch:
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)
-    from whestbench.bake.plan import BakeConfig
-
     return BakeConfig(
         n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=output,
         mlp_seeds=seeds, seed=seed, split=split, config=config_name, mlp_range=rng,
@@ -190,45 +181,40 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
 
 def _bake(signals, cfg, dist_env, reporter: Reporter, emit, *, peer_timeout) -> None:
     """Plan ``cfg``, print the plan, bake with progress (``emit``: ``reporter`` and the phases'
-    record); print what was written."""
-    from whestbench.bake.pipeline import bake as run_bake
-    from whestbench.bake.plan import AlreadyBaked, plan_bake
-
-    peer = dist_env is not None and dist_env.rank != 0
-    try:
-        plan = plan_bake(cfg, dist_env=dist_env, on_event=emit)  # every check, before the "Baking ..." line
-    except AlreadyBaked as done:  # a requeued or retried job whose bake had finished: success, once verified
-        already_complete(done.dataset, done.metadata,
-                         f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to do.",
-                         card=None if peer else cfg.card)  # rank 0 alone writes
-        return
+    record); print what was written, or that the output already held it (``pipeline.bake`` decides)."""
+    plan = plan_bake(cfg, dist_env=dist_env, on_event=emit)  # every check, before the "Baking ..." line
     start, end = cfg.range
-    what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else plural(cfg.n_mlps, "MLP")
-    where = plan.device_label
-    if dist_env is not None:
-        where += f", rank {dist_env.rank} of {dist_env.world_size}"
-    out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → {sanitize(str(cfg.output))}",
-              markup=False)
-    planned_later = cfg.estimation.has_target  # the Plan line comes once the pilots planned every MLP's count
-    if not peer and not planned_later:
-        out.print(f"Plan: {_plan_summary(plan)}", markup=False)
+    if isinstance(plan, BakePlan):
+        what = f"{end - start} of {cfg.n_mlps} MLPs" if cfg.is_partial else plural(cfg.n_mlps, "MLP")
+        where = plan.device_label + (f", rank {dist_env.rank} of {dist_env.world_size}" if dist_env is not None else "")
+        out.print(f"Baking {what} (width={cfg.width}, depth={cfg.depth}, n_samples={cfg.n_samples:,}) on {where} → "
+                  f"{sanitize(str(cfg.output))}", markup=False)
     t0 = time.perf_counter()
     finished: dict = {}
     single = dist_env is None or dist_env.world_size == 1  # the probe times this machine's workers, not every rank's
-    if single:
-        reporter.expect("samples", _probe_samples_per_s(plan), then_s=plan.needs.write_seconds)
 
     def sink(event) -> None:
         signals.on_event(event)
-        if event.kind == "plan" and planned_later and not peer:
-            out.print(f"Plan: {_plan_summary(event.data['plan'])}", markup=False)
+        data = event.data or {}
+        if "complete" in data:  # a requeued or retried job whose bake had finished: success, once verified
+            done = data["complete"]
+            print_complete(f"✓ {done.output} is already complete: {done.summary()}; this command baked it, nothing to "
+                           "do.", done.dataset, data["card"])
+            return
+        if "card" in data:  # printed with the line above
+            return
+        if event.kind == "plan":  # the settled plan (a target bake's counts planned by the pilots)
+            out.print(f"Plan: {_plan_summary(data['plan'])}", markup=False)
             if single:
-                reporter.expect("samples", _probe_samples_per_s(event.data["plan"]), then_s=plan.needs.write_seconds)
+                reporter.expect("samples", _probe_samples_per_s(data["plan"]), then_s=data["plan"].needs.write_seconds)
         if event.kind == "done":
-            finished.update(event.data or {})
+            finished.update(data)
         emit(event)
 
-    path = run_bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout)
+    path = pipeline.bake(plan, on_event=sink, stop=signals.stop, dist_env=dist_env, peer_timeout_s=peer_timeout,
+                           confirm=failed_check)
+    if isinstance(plan, Done):
+        return
     reporter.__exit__(None, None, None)  # the last progress line before the result's
     dt = time.perf_counter() - t0
     if path is None:  # a non-zero rank: rank 0 writes the dataset
@@ -256,9 +242,7 @@ def _whole_took(dt: float) -> str:
     """The whole command's wall time beside the ``✓ Wrote`` line's ``dt`` (which starts after the
     start-up: the imports, the checks, the timing probe), so the line compares with the Plan line's
     "the whole command ≈ T"; empty where this process's age cannot be read."""
-    from whestbench.work.machine import process_seconds
-
-    whole = process_seconds()
+    whole = machine.process_seconds()
     if whole is None or whole < dt:
         return ""
     return f"; the whole command took {whole:.1f}s (start-up {whole - dt:.1f}s)"
@@ -292,9 +276,7 @@ def _probe_samples_per_s(plan) -> float | None:
 def _plan_summary(plan) -> str:
     """The plan line: what this run will compute. A resumed bake projects the rest (FLOPs and the
     timed estimate), and says how much its work directory already holds."""
-    from whestbench.bake.pipeline import saved_samples
-
-    saved = saved_samples(plan)
+    saved = pipeline.saved_samples(plan)
     total = plan.planned_total
     counts = plan.spec.planned if plan.spec.estimation.has_target else None
     head = ""
@@ -316,10 +298,7 @@ def _whole_command(needs) -> str:
     """The whole command's wall time, where the probe timed the sampling: the start-up so far (the
     interpreter, imports, checks, the timing probe, a target bake's pilots: this process's age),
     the sampling and the writing (``Needs.write_seconds``)."""
-    from whestbench.text import format_duration
-    from whestbench.work.machine import process_seconds
-
-    so_far = process_seconds()
+    so_far = machine.process_seconds()
     if needs.seconds is None or so_far is None:
         return ""
     whole = so_far + needs.seconds + needs.write_seconds
@@ -340,8 +319,6 @@ def status(output: Path, as_json: bool) -> None:
     \b
     whest dataset status ./eval            # the bake's --output (or its .whest-work directory)
     """
-    from whestbench.bake.status import bake_status, status_lines
-
     doc = bake_status(output)
     if as_json:
         out.print(json.dumps(doc, indent=2), markup=False, highlight=False, soft_wrap=True)

@@ -15,11 +15,13 @@ import click
 from rich.console import Console
 
 from whestbench.atomic import read_regular
-from whestbench.errors import FileTooLarge, InvalidDatasetError, UsageError, WorkFailed
-from whestbench.format.writer import restore_card, update_card
+from whestbench.bake.pipeline import settle_complete
+from whestbench.errors import FileTooLarge, UsageError, WorkFailed
 from whestbench.paths import file_kind
 from whestbench.text import format_bytes, sanitize, scrub
 from whestbench.values import count_of, is_positive_number
+from whestbench.verify.run import confirm_complete, failure_line
+from whestbench.work.distributed.store_executor import check_peer_timeout
 from whestbench.work.machine import machine_memory
 
 # --- writing to stdout: the one place (a reader that went away; a write that failed) ---------------
@@ -179,8 +181,6 @@ class PeerTimeout(Seconds):
     """``--peer-timeout``: seconds, bounded at parse time to what the protocol and the store accept."""
 
     def convert(self, value, param, ctx):
-        from whestbench.work.distributed.store_executor import check_peer_timeout
-
         v = super().convert(value, param, ctx)
         why = check_peer_timeout(v)
         if why:
@@ -263,29 +263,26 @@ def torch_knobs(use_torch: bool, device: str | None, mlps_per_batch: int | None,
 
 
 def already_complete(output, md: dict, line: str, card: dict | None = None) -> None:
-    """A re-run (bake, merge, combine-splits) found ``output`` holding its result (``format/finished.py``:
-    the completion marker and checksums, which a re-signed output also passes). Rewrite a card that
-    lost its configs block, then run verify's integrity checks and the statistics without the audit pilot
-    (``verify.run.confirm_complete``): print ``line`` with "and verified", or raise InvalidDatasetError
-    (exit 1) naming the first failed check. Card fields given to the re-run (``card``: ``--card FILE``
-    and the card flags) that differ from the recorded card then update it (``writer.update_card``) and
-    each change is printed: the card is no part of the numbers, so the re-run need not re-bake."""
-    from whestbench.verify.run import confirm_complete, failure_line
+    """A merge or combine-splits re-run found ``output`` holding its result (``format/finished.py``:
+    the completion marker and checksums, which a re-signed output also passes): settle it as a bake's
+    re-run is settled (``pipeline.settle_complete``: the card, verify's integrity checks and the
+    statistics without the audit pilot, the card fields given to the re-run) and print ``line``."""
+    print_complete(line, output, settle_complete(output, md, card, confirm=failed_check))
 
-    restored = restore_card(output, md)
+
+def failed_check(output) -> str | None:
+    """The first check ``output`` fails (verify's integrity and the statistics without the audit
+    pilot: ``verify.run.confirm_complete``), or None when it passes."""
     report = confirm_complete(output)
+    return None if report.ok else failure_line(report)
+
+
+def print_complete(line: str, output, card_lines: list[str]) -> None:
+    """The lines of a re-run that found ``output`` complete and verified (``line`` says what it holds),
+    then what changed on its card."""
     shown = sanitize(str(output))
-    if not report.ok:
-        raise InvalidDatasetError(
-            f"{shown} holds this result but fails verify: {failure_line(report)}; move it aside and re-run "
-            f"(`whest dataset verify {shown}` shows every check).")
     out.print(line.replace(" is already complete", " is already complete and verified", 1), markup=False)
     out.print(f"  verified: integrity and the statistics without the audit pilot (`whest dataset verify {shown}` adds the "
               "pilot's checks)", markup=False)
-    if restored:
-        out.print("  card rewritten: README.md was missing or its configs block wrong", markup=False)
-    for field, (old, new) in update_card(output, md, card).items():
-        was = "the default" if old is None else sanitize(repr(old))
-        now = "removed (the new card fields replace it)" if new is None else sanitize(repr(new))
-        out.print(f"  card updated: {field} {was} → {now} (README.md and metadata.json's card; "
-                  "the numbers are unchanged)", markup=False)
+    for text in card_lines:
+        out.print(f"  {text}", markup=False)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from whestbench.atomic import read_regular, write_file_atomic
 from whestbench.bake.pipeline import bake
-from whestbench.bake.plan import AlreadyBaked, BakeConfig, plan_bake
+from whestbench.bake.plan import BakeConfig, Done, plan_bake
 from whestbench.compute.estimation import ESTIMATOR_VERSION, TARGET_RULE, Estimation, is_cv_block
 from whestbench.compute.pcg64 import SAMPLER_VERSION as PCG64_VERSION
 from whestbench.compute.philox.spec import SAMPLER_VERSION as PHILOX_VERSION
@@ -175,11 +175,11 @@ def recompute(md: dict[str, Any], seeds: list[int], *, device: str | None, root:
         raise UsageError(f"the cached bake {out} {not_trusted(out)}:", fix="remove it, or pass --no-cache.")
     try:
         plan = plan_bake(cfg)
-    except AlreadyBaked as done:  # finished earlier: this plan's completion marker, every file intact (format/finished.py)
-        if confirm is None or confirm(done.dataset).ok:
-            return done.dataset  # the handle the test and the check read: compare reads nothing again
-        plan = None
     except OutputExistsError:  # another bake, or one whose files no longer match their checksums
+        plan = None
+    if isinstance(plan, Done):  # finished earlier: this plan's completion marker, every file intact (format/finished.py)
+        if confirm is None or confirm(plan.dataset).ok:
+            return plan.dataset  # the handle the test and the check read: compare reads nothing again
         plan = None
     if plan is None:  # bake it again
         if out.is_symlink():
