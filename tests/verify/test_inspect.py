@@ -224,8 +224,30 @@ def test_plot_overlays_the_splits_of_a_multi_split_dataset(golden_dir, tmp_path)
 
 
 def test_plot_refuses_an_unknown_format(baked, tmp_path):
-    with pytest.raises(UsageError, match=r"\.png"):
+    with pytest.raises(UsageError) as info:
         plot_means(baked, tmp_path / "means.bmp")
+    assert (info.value.where, info.value.fix) == (f"--plot {tmp_path / 'means.bmp'}", "name a .png, .svg or .pdf file.")
+    assert not (tmp_path / "means.bmp").exists()
+
+
+def test_plot_without_matplotlib_names_the_install_command(baked, tmp_path, monkeypatch):
+    import builtins
+    import sys
+
+    real = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(UsageError) as info:
+        plot_means(baked, tmp_path / "means.png")
+    assert str(info.value) == "--plot needs matplotlib: pip install 'whestbench[plot]'."
+    assert not (tmp_path / "means.png").exists()
 
 
 # --- the plot: means and standard errors per layer, on shared axes (issue 35) ------------------------

@@ -14,10 +14,8 @@ unless skipped); ``checksums`` lists every file under ``data/`` and ``prepared/`
 staging path). A prepared copy is for whestbench 0.16's loader (ours reads the Parquet rows); each is
 compared with its rows bit for bit before it is put in place.
 
-Wrong paths are refused before any work (``inputs``): an output that exists or lies inside an
-input, an input that is not a dataset directory, a ``default_split`` that is not an input's split
-(all ``UsageError``, exit 2). A killed earlier run's staging (``.<out>.staging-*`` beside the output,
-``prepared/.<split>.staging-*`` inside the dataset) is removed by the next run of the same output.
+Wrong paths are refused before any work (``inputs``). A killed earlier run's staging (``.<out>.staging-*``
+beside the output, ``prepared/.<split>.staging-*`` inside the dataset) is removed by the next run.
 """
 
 from __future__ import annotations

@@ -7,17 +7,16 @@ A merge proves that the partials belong together before it writes a byte: same b
 ``depth``, ``total_n_mlps``, ``config``, ``sampler``), the same whole-dataset seed list
 (``seed_list_digest``, when the partials record one: whestbench 0.16 partials do not), ranges that
 tile ``[0, total_n_mlps)`` exactly, intact files (``checksums``, readable Parquet of the right
-schema and row count) and rows whose ``mlp_id`` and ``mlp_seed`` match what the metadata declares.
+schema and row count), and each partial passing verify (its rows' ``mlp_id``, seeds, names and
+weights, checked there once: ``inputs.check_inputs``).
 
 Rows are streamed shard by shard from the partials into the new shards (memory holds about one
 row group), so the merged dataset equals a single-host bake of the same seeds on every column but
 ``sampling_budget_breakdown`` (measured times). The output is staged and renamed: a refusal or a
 crash leaves nothing at ``output_dir``.
 
-Errors: a missing or non-directory input, or an output that exists, is not a new directory or lies
-inside an input, is the caller's to fix (``UsageError``, exit 2 in the CLI, before any work; see
-``inputs``); everything wrong with the data is an ``InvalidDatasetError`` or one of the four
-``Merge*Error`` (exit 1).
+Errors: a wrong path is a ``UsageError`` (exit 2, before any work; ``inputs``), wrong data an
+``InvalidDatasetError`` or one of the four ``Merge*Error`` (exit 1).
 """
 
 from __future__ import annotations
