@@ -1,12 +1,7 @@
-"""A shard's Arrow schema against the one its metadata promises: the one check that verify (every
-problem: ``verify/scan.py``), merge, combine-splits and prepare-arrow (a file that is not the dataset's
-is refused: ``assemble/inputs.py``) and push (refused before anything is sent: ``hub/push.py``) share.
-
-A shard matches when it holds the dataset's columns, in order, with their types: a list's child name
-("item" or "element": writers differ) does not count, and an extension type stored only as field
-metadata (read where it is not registered) counts as that type. Reading the footer is the caller's:
-each treats an unreadable one its own way.
-"""
+"""A shard's Arrow schema against the one its metadata promises: the one check of verify (``verify/scan.py``),
+merge/combine/prepare-arrow (``assemble/inputs.py``) and push (``hub/push.py``). Each reads the footer and
+treats an unreadable one its own way. A list's child name ("item" or "element": writers differ) does not
+count; an extension type stored only as field metadata (not registered where read) counts as that type."""
 
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class ShardSchema:
-    """The schema of a ``width`` x ``depth`` dataset's shards holding ``columns`` (``schema.columns_for``)."""
+    """The schema of a ``width`` x ``depth`` dataset's shards of ``columns`` (``schema.columns_for``)."""
 
     def __init__(self, width: int, depth: int, columns: tuple[str, ...] = COLUMNS):
         self.width, self.depth, self.columns = width, depth, tuple(columns)
@@ -29,9 +24,8 @@ class ShardSchema:
         self.arrow = self.features.arrow_schema
 
     def problems(self, schema: "pa.Schema", *, hf_metadata: bool = True) -> list[str]:
-        """What is wrong with one shard's ``schema`` (empty when nothing is): other columns (then only
-        that), a column of another type, and with ``hf_metadata`` the 'huggingface' features metadata
-        that ``datasets`` reads the types from."""
+        """What is wrong with one shard's ``schema`` (empty: nothing): other columns (then only that), a column
+        of another type, and with ``hf_metadata`` the 'huggingface' features metadata ``datasets`` reads."""
         if list(schema.names) != list(self.columns):
             return [f"columns {schema.names}, expected {list(self.columns)}"]
         problems = []
@@ -72,12 +66,8 @@ def _field_sig(f) -> Any:
 
     t = f.type
     if not isinstance(t, pa.ExtensionType) and f.metadata and b"ARROW:extension:name" in f.metadata:
-        return (
-            "ext",
-            f.metadata[b"ARROW:extension:name"].decode(),
-            json.loads(f.metadata.get(b"ARROW:extension:metadata", b"null")),
-            _type_sig(t),
-        )
+        return ("ext", f.metadata[b"ARROW:extension:name"].decode(),
+                json.loads(f.metadata.get(b"ARROW:extension:metadata", b"null")), _type_sig(t))
     return _type_sig(t)
 
 

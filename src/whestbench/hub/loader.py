@@ -55,7 +55,7 @@ from whestbench.format.schema import (
     check_name,
     protocol_version,
 )
-from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError
+from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError, UsageError
 from whestbench.values import is_int
 from whestbench.hubenv import import_hub
 
@@ -103,10 +103,8 @@ def load_dataset(
         check_token(token, allow_bool=True)
         return _load_hub(source, split=split, token=token, streaming=streaming)
     if streaming:
-        raise ValueError(
-            "streaming=True is only supported for Hugging Face Hub repos, not local paths; "
-            f"load {source} without streaming (local data is memory-mapped, not read into RAM)."
-        )
+        raise UsageError("streaming=True is only supported for Hugging Face Hub repos, not local paths;",
+                         fix=f"load {source} without streaming (local data is memory-mapped, not read into RAM).")
     return _load_local(source, split, path_or_repo if isinstance(path_or_repo, DatasetDir) else None)
 
 

@@ -32,7 +32,7 @@ from whestbench.format.card_rules import given_card, hidden_char
 from whestbench.format.checksums import checksums_block, file_sha256, verify_checksums
 from whestbench.format.prepared import prepared_problem
 from whestbench.format.reader import (AUDIT_DIR, CARD_FILE, DATA_DIR, METADATA_FILE,
-                                      PREPARED_DIR, DatasetDir, data_files, open_dataset, parquet_footer)
+                                      PREPARED_DIR, DatasetDir, data_files, open_dataset)
 from whestbench.format.shards import ShardSchema
 from whestbench.format.schema import (DEVICE_CHECK_KEY, DatasetMeta, check_positive_int, columns_for,
                                       device_check_state)
@@ -133,19 +133,20 @@ def _walk(root: Path) -> Iterator[Path]:
             yield base / name
 
 
-def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> None:
+def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> bool:
     """The shards hold the columns, with their types, the metadata promises (``format.shards``): a target
-    bake without its ``n_samples_used`` column, say, is refused before anything is sent. Only the
-    footers are read (the checksums already vouch for the bytes; ``whest dataset verify`` judges
-    their content)."""
+    bake without its ``n_samples_used`` column, say, is refused before anything is sent. Only the footers
+    are read (the checksums vouch for the bytes); whether all were readable is returned (an unreadable
+    one is verify's business, not push's)."""
     import pyarrow.parquet as pq
 
     expected = ShardSchema(md["width"], md["depth"], columns_for(md))
-    want = list(expected.columns)
+    want, readable = list(expected.columns), True
     for shard in data_files(directory, split):
         try:
             schema = pq.read_schema(shard)
-        except Exception:  # noqa: BLE001  (not a readable footer: verify's business, not push's)
+        except Exception:  # noqa: BLE001
+            readable = False
             continue
         problems = expected.problems(schema, hf_metadata=False)
         if problems:
@@ -156,15 +157,7 @@ def _require_schema(directory: "Path | DatasetDir", md: dict, split: str) -> Non
                 + f", which its metadata.json promises ({', '.join(want)})")
             raise InvalidDatasetError(f"{shard.name}{what}; push publishes only datasets whose files match their metadata",
                                       where=sanitize(str(directory)), fix="(`whest dataset verify` shows every problem).")
-
-
-def _readable_rows(directory: "Path | DatasetDir", split: str) -> bool:
-    try:
-        for shard in data_files(directory, split):
-            parquet_footer(shard)
-    except InvalidDatasetError:
-        return False
-    return True
+    return readable
 
 
 def _require_checked_device(directory: Path, md: dict) -> None:
@@ -238,18 +231,12 @@ class PushConfig:
 
 def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **options: Any) -> PushPlan:
     """Check ``directory`` and decide what a push to ``repo`` (a ``PushConfig``, or the repo with the
-    config's fields as keyword ``options``) publishes. Makes no network call.
-
-    Refuses (InvalidDatasetError): a partial dataset (merge it first), metadata that fails
-    ``validate_metadata``, data files that do not match their checksums, a split without shards,
-    files under ``data/`` the checksums do not vouch for, a symlink anywhere in what is published
-    (``data/``, a prepared split's directory, or a directory above one: what ``verify`` and
-    ``load_dataset`` read through a link is not what the Hub would get), and a dataset whose listed
-    files are not all going up (a hidden path such as a leftover staging directory) — everything
-    that would otherwise be discovered by whoever downloads the published dataset, and a prepared Arrow
-    copy that is not bit for bit its split's rows (``format/prepared.py``), and, unless
-    ``allow_unchecked_device``, a torch bake whose device check was skipped or a failure accepted.
-    """
+    config's fields as keyword ``options``) publishes. Makes no network call. Refuses (InvalidDatasetError)
+    what whoever downloads the dataset would otherwise discover: a partial dataset, invalid metadata,
+    files that fail their checksums or schema, a split without shards, files under ``data/`` the checksums
+    do not vouch for, a symlink in what is published (the Hub would not get what ``verify`` read through
+    it), listed files that would not go up (a hidden path), a prepared Arrow copy that is not its split's
+    rows, and (unless ``allow_unchecked_device``) a torch bake whose device check was skipped or accepted."""
     cfg = PushConfig.of(repo, options)
     handle = directory if isinstance(directory, DatasetDir) else None
     directory = local_dataset_dir(directory)
@@ -265,10 +252,12 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
         _require_checked_device(directory, md)
     verify_checksums(handle, md)
     needed: set[str] = set()
+    readable = set()
     for split in DatasetMeta.of(md).splits:
         # raises when a split has no shards or holes in its shard set
         needed.update(p.relative_to(directory).as_posix() for p in handle.shards(split))
-        _require_schema(handle, md, split)
+        if _require_schema(handle, md, split):
+            readable.add(split)
     listed = checksums_block(md)
     needed.update(listed or ())
 
@@ -309,7 +298,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
             raise InvalidDatasetError(f"metadata.json declares prepared Arrow files in {d}/ but {directory / d} has none;",
                                       fix=f"re-create them with `whest dataset prepare-arrow {directory}`.")
     for split in sorted(md.get("prepared_splits") or {}):
-        if not _readable_rows(handle, split):
+        if split not in readable:
             continue  # as in _require_schema: unreadable shards are verify's business, not push's
         problem = prepared_problem(handle, md, split)
         if problem:
