@@ -296,14 +296,18 @@ def metadata(ds: Any, *, split: str | None = None) -> dict[str, Any]:
 
 def iter_mlps(ds: Any) -> Iterator[MLP]:
     """Every row of one split as an ``MLP``, in row order (works on streaming datasets too)."""
-    datasets = import_hub("datasets")
-
-    if _is_dict(ds):
-        raise TypeError(_dict_message("iter_mlps", ds))
-    rows = _numpy_rows(ds) if isinstance(ds, datasets.Dataset) else ds
-    md = _ATTACHED.get(id(ds))
-    seed_of = _seed_rule(md if md is not None else _fallback_protocol())
+    rows, seed_of, md = _split_rows(ds, "iter_mlps")
     return (_row_to_mlp(row, seed_of, md) for row in rows)
+
+
+def _split_rows(ds: Any, fn: str) -> tuple[Any, Callable[[int], int], dict[str, Any] | None]:
+    """The rows of one split (numpy for a ``Dataset``), its ``mlp_seed -> MLP.seed`` rule and its attached
+    metadata, for ``fn`` (``iter_mlps``, ``mlp_at``); a ``DatasetDict`` is refused."""
+    if _is_dict(ds):
+        raise TypeError(_dict_message(fn, ds))
+    md = _ATTACHED.get(id(ds))
+    rows = _numpy_rows(ds) if isinstance(ds, import_hub("datasets").Dataset) else ds
+    return rows, _seed_rule(md if md is not None else _fallback_protocol()), md
 
 
 def _numpy_rows(ds: Any) -> Any:
@@ -317,11 +321,9 @@ def _numpy_rows(ds: Any) -> Any:
 
 def mlp_at(ds: Any, i: int) -> MLP:
     """Row ``i`` (negative counts from the end) of one split as an ``MLP``."""
-    datasets = import_hub("datasets")
-
     if _is_dict(ds):
         raise TypeError(_dict_message("mlp_at", ds))
-    if isinstance(ds, datasets.IterableDataset):
+    if isinstance(ds, import_hub("datasets").IterableDataset):
         raise TypeError(
             "mlp_at needs random access, which a streaming IterableDataset does not have; use "
             "iter_mlps(ds), or load without streaming=True."
@@ -330,9 +332,7 @@ def mlp_at(ds: Any, i: int) -> MLP:
     n = len(ds)
     if not -n <= i < n:
         raise IndexError(f"mlp_at index {i} is out of range for a split of {n} MLPs.")
-    rows = _numpy_rows(ds) if isinstance(ds, datasets.Dataset) else ds
-    md = _ATTACHED.get(id(ds))
-    seed_of = _seed_rule(md if md is not None else _fallback_protocol())
+    rows, seed_of, md = _split_rows(ds, "mlp_at")
     return _row_to_mlp(rows[i % n], seed_of, md)
 
 
@@ -354,7 +354,7 @@ def _fallback_protocol() -> str:
         "estimator seed (seed_protocol 2.0); for a 3.0 or 4.0 dataset that is wrong. Iterate the "
         "object returned by whestbench.load_dataset, or call mlp_from_row(row, metadata).",
         UserWarning,
-        stacklevel=3,
+        stacklevel=4,  # the caller of iter_mlps or mlp_at
     )
     return "2.0"
 
