@@ -24,6 +24,7 @@ from whestbench.compute.estimation import (CONTROL_VARIATE, CV_TARGET_RULE, ESTI
 from whestbench.compute.mlp import pilot_layers
 from whestbench.values import is_int
 from whestbench.compute.stats import LayerSums
+from whestbench.compute.audit import f_sf
 
 CV_BATCH = 4096  # philox: samples per batch of the batch-means standard error (a power of two)
 _RIDGE = 1e-6  # relative to the mean diagonal of the pilot's Gram matrix: keeps the solve well posed
@@ -224,8 +225,6 @@ def exceed_chance(n: int, sds: np.ndarray, kurt: np.ndarray, target: float, cv_b
     ``σ̂²`` is itself about ``σ²·χ²_d/d`` with Satterthwaite's ``d = 2·n_pilot/(κ − 1)`` (``κ`` the
     neuron's kurtosis, from the pilot, at least a Gaussian's 3). So ``se²·N/σ̂²`` is Fisher's
     ``F(ν, d)`` and ``P(se > E) = P(F > E²·N/σ̂²)``."""
-    from whestbench.compute.audit import f_sf
-
     live = sds > 0
     if not live.any():
         return 0.0

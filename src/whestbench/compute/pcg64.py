@@ -16,6 +16,7 @@ import numpy as np
 
 from whestbench.compute.segments import SegmentTrail, finish, trail_names
 from whestbench.compute.stats import LayerSums
+from whestbench.compute.estimators import batch_rows
 
 SAMPLER_NAME = "pcg64"
 SAMPLER_VERSION = "1"
@@ -174,8 +175,6 @@ class Pcg64Stream:
                 if self.segments:
                     self.trail_acc[depth + layer] += part_sq_l
         if self.controls is not None:
-            from whestbench.compute.estimators import batch_rows
-
             z2 = z2sq if z2sq is not None else np.zeros(self.weights.shape[1])
             cv, cvsq = batch_rows(self.controls, part[None], z2[None], np.array([n]))
             self.cv += cv[0]

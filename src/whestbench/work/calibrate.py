@@ -24,6 +24,8 @@ from whestbench.work.executor import Job, LocalExecutor
 from whestbench.work.ledger import Ledger
 from whestbench.work.torch_env import sync_device
 from whestbench.work.units import mlp_totals
+from whestbench.compute.seeds import derived_seeds
+from whestbench.work.threads import one_blas_thread
 
 
 STEADY_S = 1.0
@@ -131,9 +133,6 @@ class PlannedProjection:
 def project_planned(cal: Calibration, spec, workers: int) -> PlannedProjection:
     """``PlannedProjection`` of ``spec`` (with a target) from ``cal``'s rate, on the calibration's
     seeds (``derived_seeds(0, cal.calib_mlps)``)."""
-    from whestbench.compute.seeds import derived_seeds
-    from whestbench.work.threads import one_blas_thread
-
     k = cal.calib_mlps
     timed = dataclasses.replace(spec, seeds=tuple(derived_seeds(0, k)), mlp_range=(0, k), planned=None)
     t0 = time.perf_counter()

@@ -12,6 +12,7 @@ import numpy as np
 
 from whestbench.compute.estimators import fit_controls
 from whestbench.compute.seeds import PILOT, stream
+from whestbench.compute.mlp import weights_for_seed
 
 CONTROLS_CACHE_BYTES = 1 << 30
 """How many bytes of fitted controls a process keeps for reuse. One MLP's coefficients are
@@ -30,8 +31,6 @@ def controls_for(seed: int, weights: np.ndarray):
     """The control-variate estimator's controls of the MLP with this seed: every unit of the MLP uses
     the same coefficients, and they are fitted once per process while they fit ``CONTROLS_CACHE_BYTES``
     (a refit gives the same bits: the fit is a function of the seed)."""
-    from whestbench.compute.mlp import weights_for_seed
-
     depth, width, _ = weights.shape
     key = (int(seed), width, depth)
     with _controls_lock:

@@ -31,6 +31,9 @@ from whestbench.work.steps import Compute, _block_runner
 from whestbench.work.machine import device_facts, versions
 from whestbench.work.torch_env import sync_device
 from whestbench.work.units import WorkSpec
+from whestbench.compute.mlp import sample_weights
+from whestbench.optional import engine_module, require
+from whestbench.text import one_line
 
 CHECK_ROOT_SEED = 2026  # the checks' MLPs: seeds derived from this root (fixed, so a report is reproducible)
 MIN_STRETCH, MAX_STRETCH = 1024, 8192  # samples of the block-sums stretch
@@ -97,19 +100,15 @@ def sampler_stages(compute: Compute) -> tuple[Stage, Stage | None, Stage]:
 
         return words, lambda w: philox_numba.uniforms_of(w), normals
     if engine == "cuda":
-        from whestbench.compute.philox import cuda_engine
-
+        cuda_engine = engine_module("cuda")
         return (lambda key, n0, n1, width: cuda_engine.sampler_words(key, n0, n1, width, device), None,
                 lambda key, n0, n1, width: cuda_engine.sampler_normals(key, n0, n1, width, device))
     if engine == "triton":
-        from whestbench.compute.philox import triton_kernel as philox_triton
-
+        philox_triton = engine_module("triton")
         return (lambda key, n0, n1, width: philox_triton.philox_words_triton(key, n0, n1, width, device), None,
                 lambda key, n0, n1, width: philox_triton.normals_triton(key, n0, n1, width, device))
     if engine == "torch":
-        import torch
-
-        from whestbench.compute.philox import torch_engine as philox_torch
+        torch, philox_torch = require("torch"), engine_module("torch")
 
         def t_words(key, n0, n1, width):
             return philox_torch.words_torch(np.array([key], dtype=np.uint32), n0, n1, width, device)[0]
@@ -157,8 +156,6 @@ class _Stretch:
 
 
 def _stretch(spec: WorkSpec, batch: int) -> _Stretch:
-    from whestbench.compute.mlp import sample_weights
-
     n = min(stretch_samples(spec.width, spec.depth), spec.block_size or MAX_STRETCH)
     seeds = derived_seeds(CHECK_ROOT_SEED, max(batch, 2))
     streams = [spawn_streams(s) for s in seeds]
@@ -189,9 +186,7 @@ def device_packed(st: _Stretch, compute: Compute, batch: int, *, n_programs: int
     w, k = st.weights[:batch], st.keys[:batch]
     controls = st.controls[:batch] if st.controls is not None else None
     if compute.engine == "triton" and n_programs is not None:
-        from whestbench.compute.philox.ozaki import range_sums_for
-
-        sums = range_sums_for(compute.kernel_config)(w, k, (0, 1), spec.n_samples, config=compute.kernel_config,
+        sums = engine_module("ozaki").range_sums_for(compute.kernel_config)(w, k, (0, 1), spec.n_samples, config=compute.kernel_config,
                                                      block_size=spec.block_size, device=compute.device,
                                                      n_programs=n_programs)
         return np.stack([philox.pack(s) for s in sums])
@@ -205,14 +200,11 @@ def device_packed(st: _Stretch, compute: Compute, batch: int, *, n_programs: int
 def other_rows(compute: Compute, spec: WorkSpec, samples: int) -> int:
     """The second run's chunk: a quarter of the bake's (so the stretch is cut into more, smaller
     matmuls), or four times it when a quarter is below the smallest chunk."""
-    from whestbench.compute.philox.torch_engine import MIN_CHUNK, step_rows
-
-    import torch
-
-    rows = compute.step_rows or step_rows(None, torch.device(compute.device), spec.mlps_per_unit, spec.width,
-                                          spec.block_size)
+    torch, philox_torch = require("torch"), engine_module("torch")
+    rows = compute.step_rows or philox_torch.step_rows(None, torch.device(compute.device), spec.mlps_per_unit,
+                                                       spec.width, spec.block_size)
     used = min(rows, samples)
-    return used // 4 if used // 4 >= MIN_CHUNK else min(used * 4, spec.block_size)
+    return used // 4 if used // 4 >= philox_torch.MIN_CHUNK else min(used * 4, spec.block_size)
 
 
 def check_sums(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, CheckResult]:
@@ -236,10 +228,8 @@ def check_sums(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, CheckResu
         second = device_packed(st, compute, other_batch)
         what = f"batches of {batch} and {other_batch} MLPs"
     elif compute.engine == "cuda":
-        from whestbench.compute.philox.cuda_engine import gemm_rows
-
         second = device_packed(st, compute, other_batch)
-        rows = compute.step_rows or gemm_rows(spec.width, spec.block_size)
+        rows = compute.step_rows or engine_module("cuda").gemm_rows(spec.width, spec.block_size)
         what = (f"batches of {batch} and {other_batch} MLPs over the same {st.samples:,} samples (every GEMM is "
                 f"{rows:,} rows by construction, whatever --chunk-size)")
     else:
@@ -257,8 +247,6 @@ def check_sums(spec: WorkSpec, compute: Compute) -> tuple[CheckResult, CheckResu
 def _raised(names: tuple[str, ...], exc: Exception) -> tuple[CheckResult, ...]:
     """A check that could not run failed: on a new device a kernel that does not compile or a
     driver error is exactly what the check is for, and it belongs in the report, not a traceback."""
-    from whestbench.text import one_line
-
     why = f"could not run: {type(exc).__name__}: {one_line(str(exc))[:300]}"
     return tuple(CheckResult(name, False, float("inf"), 0.0, why) for name in names)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import subprocess
 from importlib import metadata as importlib_metadata
 from typing import Any
 
@@ -136,9 +137,7 @@ def versions() -> dict[str, Any]:
     out["torch"] = torch.__version__
     out["cuda"] = torch.version.cuda
     if torch.cuda.is_available():
-        from whestbench.work.torch_env import _driver_version
-
-        out["cuda_driver"] = _driver_version()
+        out["cuda_driver"] = driver_version()
     return out
 
 
@@ -184,3 +183,15 @@ def process_seconds() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return max(0.0, uptime - started)
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version as nvidia-smi says it (None: no nvidia-smi, or it failed)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10,
+        )
+        return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -29,6 +29,10 @@ from whestbench.work.controls import controls_for
 from whestbench.work.records import RECOMPUTED
 from whestbench.work.threads import pin_torch_threads_here
 from whestbench.work.units import Unit, WorkSpec
+from whestbench.compute.mlp import sample_weights
+from whestbench.compute.pcg64 import Pcg64Stream, fused_pays
+from whestbench.compute.philox import spec as philox
+from whestbench.optional import engine_module, require
 
 ENGINES = ("numpy", "numba", "torch", "cuda", "triton")
 TRITON_GROUP_BLOCKS = 16  # canonical blocks per fused-kernel launch between checkpoint chances
@@ -178,8 +182,6 @@ def kernel_module(spec: WorkSpec, compute: Compute):
 def _pcg64_fused(spec: WorkSpec, compute: Compute | None = None) -> bool:
     """Whether this bake's pcg64 units run the fused (numba) kernels: only bakes big enough to repay
     numba's start-up (or as ``compute.pcg64_fused`` says); the plain numpy passes give the same bits."""
-    from whestbench.compute.pcg64 import fused_pays
-
     if compute is not None and compute.pcg64_fused is not None:
         return compute.pcg64_fused and spec.width > 1
     start, end = spec.mlp_range
@@ -187,9 +189,6 @@ def _pcg64_fused(spec: WorkSpec, compute: Compute | None = None) -> bool:
 
 
 def _run_pcg64(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) -> LayerSums:
-    from whestbench.compute.mlp import sample_weights
-    from whestbench.compute.pcg64 import Pcg64Stream
-
     seed = spec.seeds[unit.mlp_index]
     weight_ss, sample_ss, _ = spawn_streams(seed)
     weights = sample_weights(weight_ss, spec.width, spec.depth)
@@ -218,9 +217,6 @@ def _run_pcg64(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) -
 def _run_philox(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext) -> LayerSums:
     """A batch of MLPs over an aligned block range, block by block (the fused kernel: groups of
     blocks), each block's batches pushed into the pairwise tree as they come."""
-    from whestbench.compute.philox import spec as philox
-    from whestbench.compute.mlp import sample_weights
-
     weights, keys, controls = [], [], []
     for i in unit.mlps:
         weight_ss, sample_ss, _ = spawn_streams(spec.seeds[i])
@@ -330,8 +326,6 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
     """``run(b0, b1) -> (packed (B, parts, rows, w) fp64, samples of each part)`` for the aligned
     blocks ``[b0, b1)``: the parts are batches (the cuda engine: blocks where no part needs batches,
     ``_whole_block_parts``; the fused kernel: the whole range, plain sums only)."""
-    from whestbench.compute.philox import spec as philox
-
     n, bs, depth = spec.n_samples, spec.block_size, spec.depth
 
     def packed(raw: np.ndarray, counts: np.ndarray) -> np.ndarray:  # raw (B, nb, 2d+1, w)
@@ -351,9 +345,7 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
     if compute.pins_torch_threads:
         pin_torch_threads_here()
     if compute.engine == "triton":
-        from whestbench.compute.philox.ozaki import range_sums_for
-
-        range_sums = range_sums_for(compute.kernel_config)
+        range_sums = engine_module("ozaki").range_sums_for(compute.kernel_config)
 
         def run(b0: int, b1: int):
             sums = range_sums(w_batch, keys, (b0, b1), n, block_size=bs, device=compute.device,
@@ -363,9 +355,7 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
         run.blocks_per_call = TRITON_GROUP_BLOCKS  # type: ignore[attr-defined]
         return run
     if compute.engine == "cuda":  # one wait for the device per call of several blocks
-        from whestbench.compute.philox.cuda_engine import CudaEngine
-
-        engine = CudaEngine(w_batch, keys, compute.device, rows=compute.step_rows, block_size=bs,
+        engine = engine_module("cuda").CudaEngine(w_batch, keys, compute.device, rows=compute.step_rows, block_size=bs,
                             z2sq=controls is not None)
         per_block = controls is None and _whole_block_parts(spec)
 
@@ -375,10 +365,7 @@ def _block_runner(spec: WorkSpec, compute: Compute, w_batch: np.ndarray, keys: n
 
         run.blocks_per_call = engine.blocks_per_call  # type: ignore[attr-defined]
         return run
-    import torch
-
-    from whestbench.compute.philox.torch_engine import block_batches_torch
-
+    torch, block_batches_torch = require("torch"), engine_module("torch").block_batches_torch
     w_dev = torch.as_tensor(w_batch, device=torch.device(compute.device))  # moved once, reused per block
 
     def run(b0: int, b1: int):

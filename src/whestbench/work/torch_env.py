@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import platform
-import subprocess
 from importlib import metadata
 from typing import Any
 
 from whestbench.errors import TorchMissingError, UsageError
 from whestbench.optional import engine_module, require
+from whestbench.work.machine import driver_version
 from whestbench.work import DEVICES
 
 
@@ -53,17 +53,6 @@ def sync_device(device: str) -> None:
     """Wait for the work queued on ``device`` (a CUDA device; nothing to wait for elsewhere)."""
     if device.startswith("cuda"):
         import_torch().cuda.synchronize()
-
-
-def _driver_version() -> str | None:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10,
-        )
-        return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def cublas_version(device: str = "cuda") -> str:
@@ -147,9 +136,9 @@ def torch_metadata(device: str, *, mlps_per_batch: int, chunk_size: int, kernel:
         idx = torch.cuda.current_device()
         md["cuda_device_name"] = torch.cuda.get_device_name(idx)
         md["cuda_device_capability"] = list(torch.cuda.get_device_capability(idx))
-        driver = _driver_version()
+        driver = driver_version()
         if driver:
-            md["cuda_driver_version"] = driver
+            md["cudadriver_version"] = driver
         md["cuda_version"] = torch.version.cuda
     elif device == "mps":
         md["mps_device_name"] = platform.processor() or "Apple Silicon"

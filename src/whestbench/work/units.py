@@ -17,10 +17,15 @@ from typing import Any
 import numpy as np
 
 from whestbench.compute.estimation import Estimation
-from whestbench.compute.estimators import is_check_point, trail_step
-from whestbench.compute.seeds import seed_list_digest
+from whestbench.compute.estimators import is_check_point, planned_samples, trail_step
+from whestbench.compute.seeds import PILOT, seed_list_digest, stream
 from whestbench.compute.segments import SegmentTrail, finish, segment_bounds, trail_names
 from whestbench.compute.stats import LayerSums
+from whestbench.compute.mlp import weights_for_seed
+from whestbench.compute.pcg64 import chunk_rows
+from whestbench.compute.philox.spec import combine_in_order, pack, unit_block_ranges
+from whestbench.work.controls import controls_for  # the bake's own controls (fitted once per process)
+from whestbench.work.threads import one_blas_thread
 
 
 _KEY_RE = re.compile(r"^mlp(\d{8})(?:x(\d+)-b(\d{10})-(\d{10}))?$")
@@ -129,8 +134,6 @@ class WorkSpec:
         """Samples per step of a unit: a pcg64 chunk, a philox block (the target's check points
         fall after whole steps)."""
         if self.sampler == "pcg64":
-            from whestbench.compute.pcg64 import chunk_rows
-
             return chunk_rows(self.width)
         return self.block_size
 
@@ -253,8 +256,6 @@ def mlp_totals(spec: WorkSpec, i: int, results: dict[str, LayerSums]) -> LayerSu
     units = units_of_mlp(spec, i)
     if spec.sampler == "pcg64":
         return results[units[0].key]
-    from whestbench.compute.philox.spec import combine_in_order
-
     parts = [results[u.key].mlp(i - u.mlp_index) for u in sorted(units, key=lambda u: u.block_start)]
     return combine_in_order(parts)
 
@@ -269,8 +270,6 @@ def mlp_trail(spec: WorkSpec, i: int, results: dict[str, LayerSums]) -> SegmentT
     parts = [results[u.key].mlp(i - u.mlp_index) if u.block_end is not None else results[u.key] for u in units]
     if spec.unit_segments(units[0]):
         return SegmentTrail.concat([p.trail for p in parts if p.trail is not None])
-    from whestbench.compute.philox.spec import combine_in_order, pack
-
     length = bounds[0][1] - bounds[0][0]
     values: dict[str, list] = {}
     for s0, s1 in bounds:
@@ -286,8 +285,6 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
     start, _ = spec.mlp_range
     if spec.sampler == "pcg64":
         return [Unit(i)]
-    from whestbench.compute.philox.spec import unit_block_ranges
-
     batch = max(1, spec.mlps_per_unit)
     g = start + (i - start) // batch * batch
     count = min(batch, spec.mlp_range[1] - g)
@@ -298,12 +295,6 @@ def units_of_mlp(spec: WorkSpec, i: int) -> list[Unit]:
 def _planned(seed: int, width: int, depth: int, estimation: Estimation, step: int, cap: int, min_samples: int,
              cv_batch: int = 0) -> int:
     """``WorkSpec.planned_samples`` for one MLP, once per process (its pilot costs one forward pass)."""
-    from whestbench.compute.estimators import planned_samples
-    from whestbench.compute.seeds import PILOT, stream
-    from whestbench.compute.mlp import weights_for_seed
-    from whestbench.work.controls import controls_for  # the bake's own controls (fitted once per process)
-    from whestbench.work.threads import one_blas_thread
-
     weights = weights_for_seed(seed, width, depth)
     with one_blas_thread():  # the count must not depend on the thread count
         controls = controls_for(seed, weights) if estimation.is_cv and depth > 1 else None

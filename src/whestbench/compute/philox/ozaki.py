@@ -35,6 +35,7 @@ from whestbench.compute.philox.triton_kernel import (
     _philox_block,
     fused_available,
     range_sums_of,
+    range_sums_triton,
 )
 
 KERNEL_NAME = "triton-ozaki-philox"
@@ -327,6 +328,4 @@ def range_sums_for(config):
     ``OzakiConfig``, else the fused kernel (``triton_kernel.range_sums_triton``). Same arguments."""
     if isinstance(config, OzakiConfig):
         return range_sums_ozaki
-    from whestbench.compute.philox.triton_kernel import range_sums_triton
-
     return range_sums_triton

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from whestbench.compute.estimators import CV_BATCH
+from whestbench.compute.estimators import CV_BATCH, batch_rows
 from whestbench.compute.stats import LayerSums
 
 SAMPLER_NAME = "philox"
@@ -321,8 +321,6 @@ def batch_packed(raw: np.ndarray, counts: np.ndarray, depth: int, controls=None)
     plain = raw[..., : 2 * depth, :]
     if controls is None:
         return plain
-    from whestbench.compute.estimators import batch_rows
-
     lead = raw.shape[:-2]
     flat = raw.reshape((-1,) + raw.shape[-2:])
     n = np.broadcast_to(counts, lead).reshape(-1)

@@ -22,6 +22,7 @@ import torch
 
 from whestbench.compute.philox import spec as ref
 from whestbench.compute.philox.numba_engine import chunk_sums, resolve_engine
+from whestbench.optional import engine_module
 
 MIN_CHUNK = 64  # smallest matmul row count (below it BLAS switches to row-count-dependent kernels)
 # Default rows per chunk on CPU: a worker's two activation buffers (1 MB each at width 256) stay
@@ -173,9 +174,7 @@ def block_batches_torch(
     device = torch.device(device)
     engine = resolve_engine(engine, device)
     if engine == "cuda":
-        from whestbench.compute.philox.cuda_engine import block_batches_cuda
-
-        return block_batches_cuda(weights_batch, keys, block_index, n_samples, device, block_size=block_size, z2sq=z2sq)
+        return engine_module("cuda").block_batches_cuda(weights_batch, keys, block_index, n_samples, device, block_size=block_size, z2sq=z2sq)
     w_t = torch.as_tensor(weights_batch, device=device)
     if w_t.dim() != 4 or w_t.shape[2] != w_t.shape[3] or w_t.dtype != torch.float32:
         raise ValueError(
