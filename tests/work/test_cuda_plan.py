@@ -14,6 +14,7 @@ from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 
 ce = kernel_module("whestbench.compute.philox.cuda_engine", "_relu_tree_kernel")
 
+from whestbench.bake import plan  # noqa: E402
 from whestbench.bake.plan import BakeConfig, plan_bake  # noqa: E402
 from whestbench.compute.philox.numba_engine import resolve_engine  # noqa: E402
 from whestbench.work import torch_env  # noqa: E402
@@ -54,9 +55,10 @@ def test_the_identity_records_the_gemm_shape_cublas_and_the_device():
 def fake_cuda(monkeypatch):
     """``--device cuda`` resolves; the identity is taken on the CPU (no GPU to ask)."""
     real = torch_env.kernel_identity
-    monkeypatch.setattr(torch_env, "resolve_device", lambda name: "cuda")
-    monkeypatch.setattr(torch_env, "kernel_identity", lambda where, engine, width, rows=None: real(
-        "cpu", engine, width, rows))
+    for module in (torch_env, plan):  # bake.plan binds both at import
+        monkeypatch.setattr(module, "resolve_device", lambda name: "cuda")
+        monkeypatch.setattr(module, "kernel_identity", lambda where, engine, width, rows=None: real(
+            "cpu", engine, width, rows))
 
 
 @pytest.mark.parametrize("width", [256, 1024])
