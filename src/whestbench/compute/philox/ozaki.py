@@ -16,7 +16,6 @@ Import this module only where triton is wanted (``TRITON_INTERPRET=1`` before th
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -274,12 +273,7 @@ def tile_sums_ozaki(weights, keys, n_first: int, n_tiles: int, n_end: int, *, co
     if wp != config.padded_width(width) or n_dig != config.digits:
         raise ValueError("weights were prepared with another OzakiConfig; pass the same config.")
     keys_t = _key_tensor(keys, device)
-    if keys_t.shape[0] != n_mlps:
-        raise ValueError(f"keys has {keys_t.shape[0]} rows but weights has {n_mlps} MLPs; pass one key per MLP.")
-    if n_first < 0 or n_first % config.rows:
-        raise ValueError(f"n_first={n_first} must be a non-negative multiple of rows={config.rows} (tiles are aligned subtrees).")
-    if n_tiles <= 0:
-        raise ValueError(f"n_tiles must be positive; got {n_tiles}.")
+    config.check_tiles(n_first, n_tiles, keys_t.shape[0], n_mlps)
     programs = min(n_mlps * n_tiles, n_programs or _default_programs(device))
     out = torch.empty((n_mlps, n_tiles, 2 * depth, wp), dtype=torch.float64, device=device)
     hbuf = torch.empty((programs, config.rows, wp), dtype=torch.float32, device=device)
@@ -289,10 +283,8 @@ def tile_sums_ozaki(weights, keys, n_first: int, n_tiles: int, n_end: int, *, co
     _ozaki_tile_kernel[(programs,)](
         d, e, keys_t, out, hbuf, dig, exps, n_mlps, depth, width, n_tiles, n_first, n_end,
         d.stride(0), d.stride(1), e.stride(0), out.stride(0), out.stride(1), out.stride(2),
-        WP=wp, ROWS=config.rows, LOG_ROWS=int(math.log2(config.rows)), BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-        GROUP_BLOCK=config.group_block, SUM_BLOCK=config.sum_block, DIGITS=config.digits,
-        SHIFT=2 * spec.FIRST_BITS + spec.DIGIT_BITS * (config.digits - 1),
-        num_warps=config.num_warps, num_stages=config.num_stages,
+        DIGITS=config.digits, SHIFT=2 * spec.FIRST_BITS + spec.DIGIT_BITS * (config.digits - 1),
+        **config.launch_args(width),
     )
     return out[..., :width]
 

@@ -44,3 +44,18 @@ class TileConfig:
 
     def padded_width(self, width: int) -> int:
         return -(-width // self.quantum) * self.quantum
+
+    def check_tiles(self, n_first: int, n_tiles: int, n_keys: int, n_mlps: int) -> None:
+        """A launch's range is whole tiles (aligned subtrees) with one Philox key per MLP."""
+        if n_keys != n_mlps:
+            raise ValueError(f"keys has {n_keys} rows but the weights hold {n_mlps} MLPs; pass one key per MLP.")
+        if n_first < 0 or n_first % self.rows:
+            raise ValueError(f"n_first={n_first} must be a non-negative multiple of rows={self.rows} (tiles are aligned subtrees).")
+        if n_tiles <= 0:
+            raise ValueError(f"n_tiles must be positive; got {n_tiles}.")
+
+    def launch_args(self, width: int) -> dict[str, int]:
+        """The tile's compile-time arguments to either kernel (``WP`` the padded width)."""
+        return dict(WP=self.padded_width(width), ROWS=self.rows, LOG_ROWS=self.rows.bit_length() - 1,
+                    BLOCK_N=self.block_n, BLOCK_K=self.block_k, GROUP_BLOCK=self.group_block,
+                    SUM_BLOCK=self.sum_block, num_warps=self.num_warps, num_stages=self.num_stages)

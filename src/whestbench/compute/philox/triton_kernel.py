@@ -14,7 +14,6 @@ the import (the interpreter is slow: tiny shapes only).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -405,43 +404,14 @@ def tile_sums_triton(
     if wdim != wp:
         w_t = pad_weights(w_t, config, device)
     keys_t = _key_tensor(keys, device)
-    if keys_t.shape[0] != n_mlps:
-        raise ValueError(f"keys has {keys_t.shape[0]} rows but weights_batch has {n_mlps} MLPs; pass one key per MLP.")
-    if n_first < 0 or n_first % config.rows:
-        raise ValueError(f"n_first={n_first} must be a non-negative multiple of rows={config.rows} (tiles are aligned subtrees).")
-    if n_tiles <= 0:
-        raise ValueError(f"n_tiles must be positive; got {n_tiles}.")
-    items = n_mlps * n_tiles
-    programs = min(items, n_programs or _default_programs(device))
+    config.check_tiles(n_first, n_tiles, keys_t.shape[0], n_mlps)
+    programs = min(n_mlps * n_tiles, n_programs or _default_programs(device))
     out = torch.empty((n_mlps, n_tiles, 2 * depth, wp), dtype=torch.float64, device=device)
     scratch = torch.empty((programs, 2, config.rows, wp), dtype=torch.float32, device=device)
     _fused_mlp_tile_kernel[(programs,)](
-        w_t,
-        keys_t,
-        out,
-        scratch,
-        n_mlps,
-        depth,
-        width,
-        n_tiles,
-        n_first,
-        n_end,
-        w_t.stride(0),
-        w_t.stride(1),
-        out.stride(0),
-        out.stride(1),
-        out.stride(2),
-        WP=wp,
-        ROWS=config.rows,
-        LOG_ROWS=int(math.log2(config.rows)),
-        BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k,
-        GROUP_BLOCK=config.group_block,
-        SUM_BLOCK=config.sum_block,
-        PRECISION=_PRECISION_CODE[config.precision],
-        FP16_SCALE=FP16_LO_SCALE,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
+        w_t, keys_t, out, scratch, n_mlps, depth, width, n_tiles, n_first, n_end,
+        w_t.stride(0), w_t.stride(1), out.stride(0), out.stride(1), out.stride(2),
+        PRECISION=_PRECISION_CODE[config.precision], FP16_SCALE=FP16_LO_SCALE, **config.launch_args(width),
     )
     return out[..., :width]
 
