@@ -46,6 +46,12 @@ SKIP_DEVICE_CHECK_FLAG = "--skip-device-check"
 ACCEPT_NON_INVARIANT_FLAG = "--accept-non-invariant"
 
 
+def refuse_if(bad: Any, problem: str, fix: str = EDITED) -> None:
+    """``InvalidDatasetError(problem, fix=fix)`` when ``bad``: one metadata rule a line (``schema``'s too)."""
+    if bad:
+        raise InvalidDatasetError(problem, fix=fix)
+
+
 def combine_card(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """``given`` card fields over ``base``'s: a preset given displaces the fields it owns
     (``PRESET_OWNS``), and any of those fields given displaces a preset, so the result is a card
@@ -182,10 +188,9 @@ def check_card_block(block: Any) -> None:
     """The metadata ``card`` block, by the rules the card flags and ``--card FILE`` follow."""
     if block is None:
         return
-    if not isinstance(block, dict):
-        raise InvalidDatasetError(f"metadata {CARD_KEY} must be an object, not {show_value(block, max_len=60)}",
-                                  fix="(was metadata.json edited? restore it, or delete the key: push's card flags "
-                                      "set the published card without it).")
+    refuse_if(not isinstance(block, dict), f"metadata {CARD_KEY} must be an object, not "
+              f"{show_value(block, max_len=60)}", fix="(was metadata.json edited? restore it, or delete the key: "
+              "push's card flags set the published card without it).")
     try:
         check_card(block, f"metadata {CARD_KEY}")
     except UsageError as e:
@@ -275,40 +280,33 @@ def check_device_check(block: Any, *, where: str, command: Any) -> None:
     with ``--accept-non-invariant``); a recorded bake ``command`` must carry the flag a skip or an
     acceptance needs."""
     bad = f"metadata {where}"
-    if not isinstance(block, dict):
-        raise InvalidDatasetError(f"{bad} must be an object, not {show_value(block, max_len=60)}", fix=EDITED)
+    refuse_if(not isinstance(block, dict), f"{bad} must be an object, not {show_value(block, max_len=60)}")
     for key in ("passed", "skipped"):
-        if not isinstance(block.get(key), bool):
-            raise InvalidDatasetError(f"{bad}.{key} must be true or false, not {show_value(block.get(key), max_len=60)}",
-                                      fix=EDITED)
+        refuse_if(not isinstance(block.get(key), bool),
+                  f"{bad}.{key} must be true or false, not {show_value(block.get(key), max_len=60)}")
     checks = block.get("checks", [])
-    if not isinstance(checks, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("passed"), bool) and isinstance(c.get("name"), str) for c in checks):
-        raise InvalidDatasetError(f"{bad}.checks must be a list of {{name, passed: true|false}} objects", fix=EDITED)
+    refuse_if(not isinstance(checks, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("passed"), bool) and isinstance(c.get("name"), str) for c in checks),
+        f"{bad}.checks must be a list of {{name, passed: true|false}} objects")
     names = [c["name"] for c in checks]
     accepted = block.get("accepted", [])
-    if not isinstance(accepted, list) or not all(isinstance(a, str) for a in accepted):
-        raise InvalidDatasetError(f"{bad}.accepted must be a list of check names", fix=EDITED)
+    refuse_if(not isinstance(accepted, list) or not all(isinstance(a, str) for a in accepted),
+              f"{bad}.accepted must be a list of check names")
     if block["skipped"]:
-        if block["passed"] or checks or accepted:
-            raise InvalidDatasetError(f"{bad} says skipped, so it cannot pass, hold checks or accept any", fix=EDITED)
+        refuse_if(block["passed"] or checks or accepted,
+                  f"{bad} says skipped, so it cannot pass, hold checks or accept any")
     else:
         want = (PHILOX_WORDS, BLOCK_SUMS, ROW_INVARIANCE)
-        if not names or len(set(names)) != len(names) or not set(names) <= set(want):
-            raise InvalidDatasetError(f"{bad}.checks are {show_value(names, max_len=60)}; a device check runs "
-                                      f"{', '.join(want)}, each once", fix=EDITED)
+        refuse_if(not names or len(set(names)) != len(names) or not set(names) <= set(want),
+                  f"{bad}.checks are {show_value(names, max_len=60)}; a device check runs {', '.join(want)}, each once")
         failed = [c["name"] for c in checks if not c["passed"]]
-        if block["passed"] != (not failed):
-            raise InvalidDatasetError(
-                f"{bad}.passed is {str(block['passed']).lower()} but "
-                + (f"the check(s) {', '.join(failed)} failed" if failed else "every check passed"), fix=EDITED)
-        if sorted(accepted) != sorted(failed) or not set(accepted) <= {ROW_INVARIANCE}:
-            raise InvalidDatasetError(
-                f"{bad} accepts {accepted or 'no check'} while {failed or 'no check'} failed: a bake accepts only a "
-                f"failed {ROW_INVARIANCE} ({ACCEPT_NON_INVARIANT_FLAG}) and refuses every other failure", fix=EDITED)
+        refuse_if(block["passed"] != (not failed), f"{bad}.passed is {str(block['passed']).lower()} but "
+                  + (f"the check(s) {', '.join(failed)} failed" if failed else "every check passed"))
+        refuse_if(sorted(accepted) != sorted(failed) or not set(accepted) <= {ROW_INVARIANCE},
+                  f"{bad} accepts {accepted or 'no check'} while {failed or 'no check'} failed: a bake accepts only a "
+                  f"failed {ROW_INVARIANCE} ({ACCEPT_NON_INVARIANT_FLAG}) and refuses every other failure")
     argv = recorded.parse(command)
     if argv is not None and argv[:3] == ["whest", "dataset", "bake"]:
         need = SKIP_DEVICE_CHECK_FLAG if block["skipped"] else ACCEPT_NON_INVARIANT_FLAG if accepted else None
-        if need is not None and need not in argv:
-            raise InvalidDatasetError(f"{bad} says {'skipped' if block['skipped'] else 'accepted'}, but the recorded "
-                                      f"bake_command has no {need}", fix=EDITED)
+        refuse_if(need is not None and need not in argv, f"{bad} says {'skipped' if block['skipped'] else 'accepted'}, "
+                  f"but the recorded bake_command has no {need}")

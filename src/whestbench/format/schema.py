@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from functools import partial
+from typing import Any, Mapping
 
 from whestbench.compute import pcg64
 from whestbench.compute.estimation import (CV_TARGET_RULE, ESTIMATOR_VERSION, ESTIMATORS, EXCEED_PROBABILITY,
@@ -21,7 +22,7 @@ from whestbench.compute.pcg64 import chunk_rows
 from whestbench.compute.philox import spec as philox
 from whestbench.errors import REDO, InvalidDatasetError, UsageError, bad_value
 from whestbench.format import command as recorded
-from whestbench.format.card_rules import CARD_KEY, EDITED, check_card_block, check_device_check
+from whestbench.format.card_rules import CARD_KEY, EDITED, check_card_block, check_device_check, refuse_if
 from whestbench.hubenv import import_hub
 from whestbench.text import show_value
 from whestbench.values import is_int, is_one_of, is_positive_number
@@ -236,96 +237,79 @@ def infer_sampler(md: dict[str, Any]) -> str:
     return "pcg64"
 
 
+_refuse = partial(refuse_if, fix=REDO)  # a rule of the layout: its breach is a damaged dataset
+
+
 def validate_metadata(md: Any, *, allow_partial: bool = False) -> None:
     """Raise InvalidDatasetError naming the first field at fault; return None if ``md`` is valid."""
-    if not isinstance(md, dict):
-        raise InvalidDatasetError("metadata.json must hold a JSON object.", fix=REDO)
-    if "schema_version" not in md:
-        raise InvalidDatasetError("metadata is missing 'schema_version'; this is not a WhestBench schema 3.0 dataset.",
-                                  fix=REDO)
-    if md["schema_version"] != SCHEMA_VERSION:
-        raise InvalidDatasetError(f"schema_version {md['schema_version']!r} is not supported (expected "
-                                  f"{SCHEMA_VERSION!r});", fix="re-bake the dataset with this version of whestbench.")
+    _refuse(not isinstance(md, dict), "metadata.json must hold a JSON object.")
+    _refuse("schema_version" not in md,
+            "metadata is missing 'schema_version'; this is not a WhestBench schema 3.0 dataset.")
+    refuse_if(md["schema_version"] != SCHEMA_VERSION, f"schema_version {md['schema_version']!r} is not supported "
+              f"(expected {SCHEMA_VERSION!r});", fix="re-bake the dataset with this version of whestbench.")
     sp = md.get("seed_protocol")
     name, version = (sp.get("name"), sp.get("version")) if isinstance(sp, dict) else (None, None)
-    if not is_one_of((name, version), PROTOCOLS):
-        raise InvalidDatasetError(f"unknown seed_protocol name={show_value(name, max_len=60)} / "
-                                  f"version={show_value(version, max_len=60)}.", fix=REDO)
+    _refuse(not is_one_of((name, version), PROTOCOLS),
+            f"unknown seed_protocol name={show_value(name, max_len=60)} / version={show_value(version, max_len=60)}.")
     if version == "4.0":
         src = sp.get("salt_source")
-        if src not in ("metadata", "env"):
-            raise InvalidDatasetError("seed_protocol 4.0 needs salt_source 'metadata' or 'env'.", fix=REDO)
-        if src == "metadata" and not (isinstance(sp.get("salt"), str) and sp.get("salt")):
-            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'metadata' needs a hex 'salt'.", fix=REDO)
-        if src == "env" and "salt" in sp:
-            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' must not store a 'salt'.", fix=REDO)
-        if "salt_digest" in sp and not isinstance(sp["salt_digest"], str):
-            raise InvalidDatasetError("seed_protocol salt_digest must be a string.", fix=REDO)
-        if src == "env" and "salt_digest" not in sp:
-            raise InvalidDatasetError("seed_protocol 4.0 with salt_source 'env' needs a salt_digest.", fix=REDO)
+        _refuse(src not in ("metadata", "env"), "seed_protocol 4.0 needs salt_source 'metadata' or 'env'.")
+        _refuse(src == "metadata" and not (isinstance(sp.get("salt"), str) and sp.get("salt")),
+                "seed_protocol 4.0 with salt_source 'metadata' needs a hex 'salt'.")
+        _refuse(src == "env" and "salt" in sp, "seed_protocol 4.0 with salt_source 'env' must not store a 'salt'.")
+        _refuse("salt_digest" in sp and not isinstance(sp["salt_digest"], str),
+                "seed_protocol salt_digest must be a string.")
+        _refuse(src == "env" and "salt_digest" not in sp,
+                "seed_protocol 4.0 with salt_source 'env' needs a salt_digest.")
     _validate_recipe(md)
-    if PLAN_DIGEST in md and not (isinstance(md[PLAN_DIGEST], str) and DIGEST_RE.match(md[PLAN_DIGEST])):
-        raise InvalidDatasetError(f"metadata '{PLAN_DIGEST}' is {md[PLAN_DIGEST]!r}; expected 'sha256:' and 64 "
-                                  "lowercase hex digits (the completion marker a bake, merge or combine writes).",
-                                  fix=REDO)
+    _refuse(PLAN_DIGEST in md and not (isinstance(md[PLAN_DIGEST], str) and DIGEST_RE.match(md[PLAN_DIGEST])),
+            f"metadata '{PLAN_DIGEST}' is {md.get(PLAN_DIGEST)!r}; expected 'sha256:' and 64 lowercase hex digits (the "
+            "completion marker a bake, merge or combine writes).")
     _check_device_check(md, md, where=DEVICE_CHECK_KEY)
     check_card_block(md.get(CARD_KEY))
     _validate_bake_command(md, where="bake_command")
-    if "split" in md:
-        check_name(md["split"], "split", stored=True)
-    if "config" in md:
-        check_name(md["config"], "config", stored=True)
+    for key in ("split", "config"):
+        if key in md:
+            check_name(md[key], key, stored=True)
     if "splits" in md:
-        _validate_multi(md, version)
-        return
-    if "n_mlps" not in md:
-        raise InvalidDatasetError("metadata is missing 'n_mlps'.", fix=REDO)
+        return _validate_multi(md, version)
+    _refuse("n_mlps" not in md, "metadata is missing 'n_mlps'.")
     _check_seed_key(md, version, where="metadata")
-    if md.get("is_partial") and not allow_partial:
-        raise InvalidDatasetError(f"this is a partial dataset (mlp_range={md.get('mlp_range')}, "
-                                  f"total_n_mlps={md.get('total_n_mlps')}).",
-                                  fix="Run `whest dataset merge <partials> --output <dir>` first.")
+    refuse_if(md.get("is_partial") and not allow_partial, f"this is a partial dataset (mlp_range="
+              f"{md.get('mlp_range')}, total_n_mlps={md.get('total_n_mlps')}).",
+              fix="Run `whest dataset merge <partials> --output <dir>` first.")
 
 
 def _check_seed_key(d: dict, version: str, *, where: str) -> None:
-    if version == "2.0" and "seed" not in d:
-        raise InvalidDatasetError(f"seed_protocol 2.0 requires a 'seed' in {where}.", fix=REDO)
-    if version != "2.0" and "seed" in d:
-        raise InvalidDatasetError(f"'seed' is not allowed in {where} under seed_protocol {version} (seeds live in "
-                                  "mlp_seed).", fix=REDO)
+    _refuse(version == "2.0" and "seed" not in d, f"seed_protocol 2.0 requires a 'seed' in {where}.")
+    _refuse(version != "2.0" and "seed" in d,
+            f"'seed' is not allowed in {where} under seed_protocol {version} (seeds live in mlp_seed).")
 
 
 def _validate_multi(md: dict, version: str) -> None:
     splits = md["splits"]
-    if not isinstance(splits, dict) or not splits:
-        raise InvalidDatasetError("metadata 'splits' must be a non-empty object.", fix=REDO)
-    if md.get("is_partial"):
-        raise InvalidDatasetError("a multi-split dataset cannot be partial (is_partial).", fix=REDO)
-    if "n_mlps" in md:
-        raise InvalidDatasetError("a multi-split dataset keeps n_mlps per split, not at the top level.", fix=REDO)
-    if "seed" in md:
-        raise InvalidDatasetError("a multi-split dataset must not have a top-level 'seed'.", fix=REDO)
+    _refuse(not isinstance(splits, dict) or not splits, "metadata 'splits' must be a non-empty object.")
+    _refuse(md.get("is_partial"), "a multi-split dataset cannot be partial (is_partial).")
+    _refuse("n_mlps" in md, "a multi-split dataset keeps n_mlps per split, not at the top level.")
+    _refuse("seed" in md, "a multi-split dataset must not have a top-level 'seed'.")
     ds = md.get("default_split")
     if ds is not None and (not isinstance(ds, str) or ds not in splits):
         raise InvalidDatasetError(f"default_split {ds!r} is not one of the splits {sorted(splits)}.", fix=REDO)
     prepared = md.get("prepared_splits")
     if prepared is not None:
-        if not isinstance(prepared, dict) or not set(prepared) <= set(splits):
-            raise InvalidDatasetError("prepared_splits must map existing split names to entries.", fix=REDO)
+        _refuse(not isinstance(prepared, dict) or not set(prepared) <= set(splits),
+                "prepared_splits must map existing split names to entries.")
         for name, entry in prepared.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-                raise InvalidDatasetError(f"prepared_splits[{name!r}] needs a string 'path'.", fix=REDO)
-            if "format" in entry and not isinstance(entry["format"], str):
-                raise InvalidDatasetError(f"prepared_splits[{name!r}].format must be a string.", fix=REDO)
-            if ".." in entry["path"].split("/") or entry["path"].startswith("/"):
-                raise InvalidDatasetError(f"prepared_splits[{name!r}].path {entry['path']!r} escapes the dataset "
-                                          "directory.", fix=REDO)
+            _refuse(not isinstance(entry, dict) or not isinstance(entry.get("path"), str),
+                    f"prepared_splits[{name!r}] needs a string 'path'.")
+            _refuse("format" in entry and not isinstance(entry["format"], str),
+                    f"prepared_splits[{name!r}].format must be a string.")
+            _refuse(".." in entry["path"].split("/") or entry["path"].startswith("/"),
+                    f"prepared_splits[{name!r}].path {entry['path']!r} escapes the dataset directory.")
     for name, entry in splits.items():
         check_name(name, "split", stored=True)
-        if not isinstance(entry, dict):
-            raise InvalidDatasetError(f"splits[{name!r}] must be an object.", fix=REDO)
-        if "n_mlps" not in entry:
-            raise InvalidDatasetError(f"splits[{name!r}] is missing 'n_mlps'.", fix=REDO)
+        _refuse(not isinstance(entry, dict), f"splits[{name!r}] must be an object.")
+        _refuse("n_mlps" not in entry, f"splits[{name!r}] is missing 'n_mlps'.")
         if "config" in entry:
             check_name(entry["config"], "config", stored=True)
         _check_seed_key(entry, version, where=f"splits[{name!r}]")
@@ -349,9 +333,8 @@ def _check_device_check(d: dict, md: dict, *, where: str) -> None:
     block = d.get(DEVICE_CHECK_KEY)
     if block is None:
         return
-    if md.get("backend") != BACKEND_TORCH:
-        raise InvalidDatasetError(f"metadata {where} is present but backend is {show_value(md.get('backend'), max_len=60)}"
-                                  ": only torch bakes check their device", fix=EDITED)
+    refuse_if(md.get("backend") != BACKEND_TORCH, f"metadata {where} is present but backend is "
+              f"{show_value(md.get('backend'), max_len=60)}: only torch bakes check their device")
     command = d.get("bake_command")
     check_device_check(block, where=where, command=command if command is not None else md.get("bake_command"))
 
@@ -396,92 +379,87 @@ def _validate_recipe(md: dict) -> None:
     """The keys that say how the numbers were made: the format, the shape, the sampler, the estimator
     and a target. Every reader (load, verify, push, merge, combine, inspect) calls this through
     ``validate_metadata``, so a dataset one of them refuses the others refuse with the same words."""
-    def bad(what: str, value: Any, rest: str) -> InvalidDatasetError:
-        return bad_value(InvalidDatasetError, f"metadata {what}", value, rest, fix=EDITED)
-
-    if "format" in md and md["format"] != FORMAT:
-        raise bad("format", md["format"], f"is not {FORMAT!r}")
+    _refuse_value("format" in md and md["format"] != FORMAT, "format", md.get("format"), f"is not {FORMAT!r}")
     for key, limit in (("width", MAX_MLPS), ("depth", MAX_MLPS), ("n_samples", MAX_SAMPLES), ("n_mlps", MAX_MLPS),
                        ("total_n_mlps", MAX_MLPS)):
-        if key in md and not is_positive_int(md[key], limit):
-            raise bad(key, md[key], f"is not a positive integer (at most {limit:,})")
+        _refuse_value(key in md and not is_positive_int(md[key], limit), key, md.get(key),
+                      f"is not a positive integer (at most {limit:,})")
     samplers = [(md.get("sampler"), "sampler")] if "sampler" in md else []
     for name, entry in DatasetMeta.of(md).blocks.items():
-        if isinstance(entry, dict) and "n_mlps" in entry and not is_positive_int(entry["n_mlps"], MAX_MLPS):
-            raise bad(f"splits[{name!r}].n_mlps", entry["n_mlps"], "is not a positive integer")
-        if isinstance(entry, dict) and "sampler" in entry:
+        entry = entry if isinstance(entry, dict) else {}
+        _refuse_value("n_mlps" in entry and not is_positive_int(entry["n_mlps"], MAX_MLPS), f"splits[{name!r}].n_mlps",
+                      entry.get("n_mlps"), "is not a positive integer")
+        if "sampler" in entry:
             samplers.append((entry["sampler"], f"splits[{name!r}].sampler"))
     if md.get("is_partial"):
         rng, total = md.get("mlp_range"), md.get("total_n_mlps")
-        if not (isinstance(rng, list) and len(rng) == 2 and all(is_int(v) for v in rng)
-                and is_positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total):
-            raise InvalidDatasetError(f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got "
-                                      f"mlp_range {show_value(rng, max_len=60)}, total_n_mlps "
-                                      f"{show_value(total, max_len=60)}", fix=EDITED)
+        refuse_if(not (isinstance(rng, list) and len(rng) == 2 and all(is_int(v) for v in rng)
+                       and is_positive_int(total, MAX_MLPS) and 0 <= rng[0] < rng[1] <= total),
+                  f"metadata of a partial needs mlp_range [start, end) within total_n_mlps; got mlp_range "
+                  f"{show_value(rng, max_len=60)}, total_n_mlps {show_value(total, max_len=60)}")
     for sampler, where in samplers:
-        _check_sampler(sampler, where, md, bad)
-    if "estimator" in md and not samplers:
-        raise InvalidDatasetError("metadata has an estimator block but no sampler block", fix=EDITED)
+        _check_sampler(sampler, where, md)
+    refuse_if("estimator" in md and not samplers, "metadata has an estimator block but no sampler block")
     if "estimator" in md:
         est = md["estimator"]
         name, version = (est.get("name"), est.get("version")) if isinstance(est, dict) else (est, None)
-        if name not in ESTIMATORS or version != ESTIMATOR_VERSION:
-            raise InvalidDatasetError(f"metadata estimator {show_value(name, max_len=60)} version "
-                                      f"{show_value(version, max_len=60)} is not one this whestbench knows "
-                                      f"({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION})", fix=EDITED)
+        refuse_if(name not in ESTIMATORS or version != ESTIMATOR_VERSION, f"metadata estimator "
+                  f"{show_value(name, max_len=60)} version {show_value(version, max_len=60)} is not one this "
+                  f"whestbench knows ({', '.join(ESTIMATORS)} version {ESTIMATOR_VERSION})")
         if is_cv_block(est):
             want = {_cv_batch(s) for s, _ in samplers}
-            if not is_one_of(est.get("batch_samples"), want) or None in want:
-                raise bad("estimator batch_samples", est.get("batch_samples"), "is not what its sampler gives "
-                          f"({', '.join(map(str, sorted(w for w in want if w)))})")
-            if "pilot_samples" in est and est["pilot_samples"] != PILOT_SAMPLES:
-                raise bad("estimator pilot_samples", est["pilot_samples"], f"is not {PILOT_SAMPLES}")
+            _refuse_value(not is_one_of(est.get("batch_samples"), want) or None in want, "estimator batch_samples",
+                          est.get("batch_samples"),
+                          f"is not what its sampler gives ({', '.join(map(str, sorted(w for w in want if w)))})")
+            _refuse_value("pilot_samples" in est and est["pilot_samples"] != PILOT_SAMPLES, "estimator pilot_samples",
+                          est.get("pilot_samples"), f"is not {PILOT_SAMPLES}")
     if "target_stderr" in md:
         t = md["target_stderr"]
         value = t.get("value") if isinstance(t, dict) else None
-        if not (is_positive_number(value) and t.get("layer") in ("last", "all")):
-            raise bad("target_stderr", t, "needs a positive finite value and layer 'last' or 'all'")
-        if "estimator" not in md:
-            raise InvalidDatasetError("metadata has a target_stderr but no estimator block", fix=EDITED)
-        if "rule" not in t:
-            raise InvalidDatasetError(
-                "metadata target_stderr has no 'rule', so nothing says how each MLP's sample count was decided",
-                fix=f"{EDITED[:-1]}; a target bake of whestbench 0.17.0 (its first target bakes) wrote none: add "
-                    f"\"rule\": \"{SEQUENTIAL_RULE}\" to its target_stderr block and verify it again.")
-        if t["rule"] not in (TARGET_RULE, CV_TARGET_RULE, SEQUENTIAL_RULE):
-            raise bad("target_stderr rule", t["rule"], f"is not {TARGET_RULE!r}, {CV_TARGET_RULE!r} (or "
-                      f"{SEQUENTIAL_RULE!r}, whestbench 0.17.0's)")
+        _refuse_value(not (is_positive_number(value) and t.get("layer") in ("last", "all")), "target_stderr", t,
+                      "needs a positive finite value and layer 'last' or 'all'")
+        refuse_if("estimator" not in md, "metadata has a target_stderr but no estimator block")
+        refuse_if("rule" not in t,
+                  "metadata target_stderr has no 'rule', so nothing says how each MLP's sample count was decided",
+                  fix=f"{EDITED[:-1]}; a target bake of whestbench 0.17.0 (its first target bakes) wrote none: add "
+                      f"\"rule\": \"{SEQUENTIAL_RULE}\" to its target_stderr block and verify it again.")
+        _refuse_value(t["rule"] not in (TARGET_RULE, CV_TARGET_RULE, SEQUENTIAL_RULE), "target_stderr rule", t["rule"],
+                      f"is not {TARGET_RULE!r}, {CV_TARGET_RULE!r} (or {SEQUENTIAL_RULE!r}, whestbench 0.17.0's)")
         est = md["estimator"]
-        if t["rule"] == CV_TARGET_RULE and (not is_cv_block(est) or t.get("exceed_probability") != EXCEED_PROBABILITY):
-            raise InvalidDatasetError(f"metadata target_stderr rule {CV_TARGET_RULE!r} needs the control-variate "
-                                      f"estimator and exceed_probability {EXCEED_PROBABILITY}; got "
-                                      f"{show_value(est.get('name') if isinstance(est, dict) else est, max_len=40)} "
-                                      f"and {show_value(t.get('exceed_probability'), max_len=40)}", fix=EDITED)
+        refuse_if(t["rule"] == CV_TARGET_RULE and (not is_cv_block(est)
+                                                   or t.get("exceed_probability") != EXCEED_PROBABILITY),
+                  f"metadata target_stderr rule {CV_TARGET_RULE!r} needs the control-variate estimator and "
+                  f"exceed_probability {EXCEED_PROBABILITY}; got "
+                  f"{show_value(est.get('name') if isinstance(est, dict) else est, max_len=40)} and "
+                  f"{show_value(t.get('exceed_probability'), max_len=40)}")
         steps = {s.get("block_size") for s, _ in samplers if isinstance(s, dict)}
-        if "step_samples" in t and not is_one_of(t["step_samples"], steps):
-            raise bad("target_stderr step_samples", t["step_samples"], "is not the sampler's block_size")
+        _refuse_value("step_samples" in t and not is_one_of(t["step_samples"], steps), "target_stderr step_samples",
+                      t.get("step_samples"), "is not the sampler's block_size")
+
+
+def _refuse_value(bad: Any, what: str, value: Any, rest: str) -> None:
+    """``errors.bad_value``'s refusal of metadata ``what`` when ``bad``: a recorded key a bake wrote."""
+    if bad:
+        raise bad_value(InvalidDatasetError, f"metadata {what}", value, rest, fix=EDITED)
 
 
 _SAMPLERS = {pcg64.SAMPLER_NAME: pcg64.SAMPLER_VERSION, philox.SAMPLER_NAME: philox.SAMPLER_VERSION}
 
 
-def _check_sampler(sampler: Any, where: str, md: dict, bad: Callable[[str, Any, str], InvalidDatasetError]) -> None:
-    if not isinstance(sampler, dict) or not is_one_of(sampler.get("name"), _SAMPLERS):
-        name = sampler.get("name") if isinstance(sampler, dict) else sampler
-        raise bad(where, name, f"is not one this whestbench knows ({', '.join(sorted(_SAMPLERS))})")
-    if sampler.get("version") != _SAMPLERS[sampler["name"]]:
-        raise bad(f"{where} {sampler['name']} version", sampler.get("version"), f"is not {_SAMPLERS[sampler['name']]!r}")
-    block = sampler.get("block_size")
-    if not is_positive_int(block):
-        raise bad(f"{where} block_size", block, "is not a positive integer")
-    if sampler["name"] == "pcg64" and is_positive_int(md.get("width")) and block != chunk_rows(md["width"]):
-        raise bad(f"{where} block_size", block, f"is not the pcg64 chunk of width {md['width']} "
-                  f"({chunk_rows(md['width'])})")
-    if sampler["name"] == "philox" and block & (block - 1):
-        raise bad(f"{where} block_size", block, "is not a power of two (philox)")
-    backend = md.get("backend")
-    if (sampler["name"] == "philox") != (backend == BACKEND_TORCH):
-        raise bad(f"{where} {sampler['name']} does not go with backend", backend,
+def _check_sampler(sampler: Any, where: str, md: dict) -> None:
+    name = sampler.get("name") if isinstance(sampler, dict) else sampler
+    _refuse_value(not isinstance(sampler, dict) or not is_one_of(name, _SAMPLERS), where, name,
+                  f"is not one this whestbench knows ({', '.join(sorted(_SAMPLERS))})")
+    _refuse_value(sampler.get("version") != _SAMPLERS[name], f"{where} {name} version", sampler.get("version"),
+                  f"is not {_SAMPLERS[name]!r}")
+    block, backend = sampler.get("block_size"), md.get("backend")
+    _refuse_value(not is_positive_int(block), f"{where} block_size", block, "is not a positive integer")
+    if name == "pcg64" and is_positive_int(md.get("width")):
+        _refuse_value(block != chunk_rows(md["width"]), f"{where} block_size", block,
+                      f"is not the pcg64 chunk of width {md['width']} ({chunk_rows(md['width'])})")
+    _refuse_value(name == "philox" and block & (block - 1), f"{where} block_size", block,
+                  "is not a power of two (philox)")
+    _refuse_value((name == "philox") != (backend == BACKEND_TORCH), f"{where} {name} does not go with backend", backend,
                   "(philox is the torch backend's sampler, pcg64 the CPU path's)")
 
 
