@@ -44,6 +44,7 @@ OPERATION_MODEL = "whestbench.simulation.sample_layer_statistics"
 CPU_FLOP_BUDGET = 10**15
 ROW_KINDS = ("cpu", "torch")  # whestbench 0.16 writes two row shapes: its CPU path's and its torch path's
 
+_NO_TIMES = {"flopscope_backend_time_s": 0.0, "flopscope_overhead_time_s": 0.0}  # flopscope's timers: none run
 _CLOSED_FORM_NOTE = (
     "FLOP counts are computed in closed form from the bake's shape and chunking (they equal "
     "flopscope 0.12's per-operation counts for the same computation); times are the bake's own "
@@ -78,85 +79,35 @@ def operation_counts(n_samples: int, width: int, depth: int, chunk: int) -> dict
     }
 
 
-def sampling_budget_breakdown(
-    n_samples: int,
-    width: int,
-    depth: int,
-    chunk: int,
-    *,
-    wall_time_s: float,
-    flop_budget: int | None = None,
-    row_kind: str = "cpu",
-    provenance: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def sampling_budget_breakdown(n_samples: int, width: int, depth: int, chunk: int, *, wall_time_s: float,
+                              row_kind: str = "cpu") -> dict[str, Any]:
     """One row's breakdown dict, in whestbench 0.16's key order for the row kind.
 
     ``chunk``: rows per sampling chunk as the bake ran it (``pcg64.chunk_rows(width)`` on the
     CPU path, the resolved chunk size on torch); it moves FLOPs between ``sum`` and ``add`` and
     sets the call counts, so a wrong value gives a plausible but wrong breakdown.
     ``wall_time_s``: measured wall time of this MLP's sampling (torch: batch wall / batch size).
-    ``row_kind="cpu"``: the CPU row shape (flopscope's, no ``time_source``/``provenance``);
-    ``flop_budget`` defaults to the reference's fixed 1e15.
-    ``row_kind="torch"``: the torch row shape (``time_source: "bake"`` and a ``provenance``
-    block with ``chunk_size`` and ``n_chunks``); ``flop_budget`` defaults to ``flops_used``.
-    A stated budget is recorded as given and ``flops_remaining = budget − used``, unclamped.
-    ``provenance``: extra keys merged into the torch provenance block; on CPU rows, appended as a
-    trailing ``provenance`` key (readers of 0.16 ignore unknown keys).
+    ``row_kind="cpu"``: the CPU row shape (flopscope's, no ``time_source``/``provenance``), budget the
+    reference's fixed 1e15. ``row_kind="torch"``: the torch row shape (``time_source: "bake"`` and a
+    ``provenance`` block with ``chunk_size`` and ``n_chunks``), budget ``flops_used``.
     """
     if row_kind not in ROW_KINDS:
         raise ValueError(f"row_kind must be one of {ROW_KINDS}; got {row_kind!r}.")
     ops = operation_counts(n_samples, width, depth, chunk)
     used = sum(cost for cost, _ in ops.values())
-    calls = sum(c for _, c in ops.values())
     wall = float(wall_time_s)
-    if flop_budget is None:
-        budget = CPU_FLOP_BUDGET if row_kind == "cpu" else used
-    else:
-        budget = int(flop_budget)
-    operations = {
-        op: {
-            "flop_cost": cost,
-            "calls": c,
-            "flopscope_backend_time_s": 0.0,
-            "flopscope_overhead_time_s": 0.0,
-        }
-        for op, (cost, c) in ops.items()
-    }
-    namespace = {
-        NAMESPACE: {
-            "flops_used": used,
-            "calls": calls,
-            "flopscope_backend_time_s": 0.0,
-            "flopscope_overhead_time_s": 0.0,
-            "operations": operations,
-        }
-    }
-    row: dict[str, Any] = {
-        "flop_budget": budget,
-        "flops_used": used,
-        "flops_remaining": budget - used,
-        "wall_time_s": wall,
-        "flopscope_backend_time_s": 0.0,
-        "flopscope_overhead_time_s": 0.0,
-        # Nothing is metered per operation, so the whole wall time is unattributed.
-        "residual_wall_time_s": wall,
-    }
+    budget = CPU_FLOP_BUDGET if row_kind == "cpu" else used
+    operations = {op: {"flop_cost": cost, "calls": c, **_NO_TIMES} for op, (cost, c) in ops.items()}
+    namespace = {NAMESPACE: {"flops_used": used, "calls": sum(c for _, c in ops.values()), **_NO_TIMES,
+                             "operations": operations}}
+    # Nothing is metered per operation, so the whole wall time is unattributed (residual).
+    row: dict[str, Any] = {"flop_budget": budget, "flops_used": used, "flops_remaining": budget - used,
+                           "wall_time_s": wall, **_NO_TIMES, "residual_wall_time_s": wall}
     if row_kind == "cpu":
-        row["by_namespace"] = namespace
-        if provenance is not None:
-            row["provenance"] = dict(provenance)
-        return row
-    row["time_source"] = "bake"
-    row["by_namespace"] = namespace
-    row["provenance"] = {
-        "method": "closed-form",
-        "operation_model": OPERATION_MODEL,
-        "chunk_size": int(chunk),
-        "n_chunks": -(-int(n_samples) // int(chunk)),
-        "note": _CLOSED_FORM_NOTE,
-        **(provenance or {}),
-    }
-    return row
+        return {**row, "by_namespace": namespace}
+    return {**row, "time_source": "bake", "by_namespace": namespace,
+            "provenance": {"method": "closed-form", "operation_model": OPERATION_MODEL, "chunk_size": int(chunk),
+                           "n_chunks": -(-int(n_samples) // int(chunk)), "note": _CLOSED_FORM_NOTE}}
 
 
 def breakdown_json(d: dict[str, Any]) -> str:

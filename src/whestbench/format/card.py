@@ -237,11 +237,6 @@ def _arg(v: Any, placeholder: str) -> str:
     return str(v) if is_int(v) else placeholder
 
 
-def _recorded_argv(md: dict[str, Any], split: str) -> list[str] | None:
-    """The recorded ``bake_command`` of ``split``; None (so the command is rebuilt) when unusable."""
-    return command.parse_bake(_blocks(md).get(split, {}).get("bake_command"))
-
-
 def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json") -> list[str]:
     """The ``whest dataset bake`` argv that re-creates ``split``.
 
@@ -252,14 +247,14 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
     from the metadata with ``--mlp-seeds seeds_file``. Reference torch bakes (no ``sampler``
     block) also pin ``--chunk-size``/``--mlps-per-batch``, because their sums depend on chunking.
     """
-    recorded = _recorded_argv(md, split)
+    entry = _blocks(md).get(split, {})
+    recorded = command.parse_bake(entry.get("bake_command"))  # None (so the command is rebuilt) when unusable
     partial = not DatasetMeta.of(md).is_multi and bool(md.get("is_partial"))
     if recorded is not None:
         argv = recorded if partial else command.drop_flags(recorded, command.RANGE_FLAGS)
         if command.flag_value(argv, "--card") not in CARD_PRESETS:  # a built-in card stays in the command
             argv = command.drop_flags(argv, ("--card",))  # a file on the baker's machine; its fields are in the metadata
         return command.set_flag(argv, "--output", f"./rebake-{split}")
-    entry = _blocks(md).get(split, {})
     argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
     rng = md.get("mlp_range")
     if partial and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
@@ -324,10 +319,8 @@ _HW_FIELDS = (("cuda_device_name", "GPU"), ("cpu_brand", "CPU"), ("machine", "ar
 
 
 def _hw_line(hw: Any) -> str:
-    if not isinstance(hw, dict):
-        return ""
-    parts = [f"{label} `{hw[k]}`" for k, label in _HW_FIELDS if hw.get(k) not in (None, "", [])]
-    return ", ".join(parts)
+    hw = hw if isinstance(hw, dict) else {}
+    return ", ".join(f"{label} `{hw[k]}`" for k, label in _HW_FIELDS if hw.get(k) not in (None, "", []))
 
 
 def _provenance(md: dict[str, Any]) -> list[dict[str, Any]]:

@@ -39,22 +39,15 @@ class PreparedVerdict:
     detail: str
 
 
-def prepared_dir(root: Path, md: Mapping[str, Any], split: str) -> Path | None:
-    """Where ``md`` says ``split``'s prepared copy is, or None when it declares none."""
-    entry = (md.get("prepared_splits") or {}).get(split) if isinstance(md.get("prepared_splits"), dict) else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not entry["path"]:
-        return None
-    return Path(root) / entry["path"]
-
-
 def prepared_verdict(root: Any, md: Mapping[str, Any], split: str) -> PreparedVerdict | None:
     """The verdict on ``split``'s declared prepared copy (None when none is declared; ``root`` a path or
     an open ``DatasetDir``). Never raises on a damaged dataset: a copy or shard that cannot be read is a
     failed verdict."""
     handle, root = root, Path(root)
-    target = prepared_dir(root, md, split)
-    if target is None:
+    entry = md["prepared_splits"].get(split) if isinstance(md.get("prepared_splits"), dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not entry["path"]:
         return None
+    target = root / entry["path"]
     rel = target.relative_to(root).as_posix()
     try:
         files = data_files(handle, split)

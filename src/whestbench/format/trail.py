@@ -26,6 +26,7 @@ AUDIT_VERSIONS = ("1",)
 """The trail versions this whestbench reads; another is refused, never read as if it were one of these."""
 GROUP_MLPS = 64
 RANGE_COLUMNS = ("mlp_id", "segment", "sample_start", "sample_end")
+_FLOATS = ("means", "var", "cv_means", "cv_var")  # the value columns of float32 lists (cv_*: layers 2..)
 
 
 def pcg64_state(text: Any, where: str = "a segment") -> dict[str, Any]:
@@ -114,7 +115,7 @@ class TrailWriter:
             "sample_start": buf(pa.int64(), np.array([s for s, _ in bounds], dtype=np.int64)),
             "sample_end": buf(pa.int64(), np.array([e for _, e in bounds], dtype=np.int64)),
         }
-        for name in ("means", "var", "cv_means", "cv_var"):
+        for name in _FLOATS:
             if self.schema.get_field_index(name) < 0:
                 continue
             v = np.asarray(trail.values[name], dtype=np.float32)
@@ -165,31 +166,22 @@ def iter_trail(path: Path, depth: int, width: int) -> Iterator[TrailRecord]:
     f = pq.ParquetFile(str(path))
     names = set(f.schema_arrow.names)
     _require(names, (*RANGE_COLUMNS, "means", "var"))
+    layers = {name: depth - name.startswith("cv_") for name in _FLOATS if name in names}  # cv_*: no layer 1
     # each value column a fixed list of (layers × width) floats, checked before a row group is read
-    for name in ("means", "var", "cv_means", "cv_var"):
-        if name in names:
-            kind = f.schema_arrow.field(name).type
-            want = (depth if not name.startswith("cv_") else depth - 1) * width
-            if getattr(kind, "list_size", None) != want:
-                raise ValueError(f"its column {name!r} is {kind}, not a fixed list of {want} floats")
+    for name, n in layers.items():
+        kind = f.schema_arrow.field(name).type
+        if getattr(kind, "list_size", None) != n * width:
+            raise ValueError(f"its column {name!r} is {kind}, not a fixed list of {n * width} floats")
     for t in _row_groups(f):
         ids = t.column("mlp_id").to_numpy()
-        cols = {}
-        for name in ("means", "var", "cv_means", "cv_var"):
-            if name in names:
-                layers = depth if not name.startswith("cv_") else depth - 1
-                flat = t.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False)
-                cols[name] = flat.reshape(len(ids), layers, width)
+        cols = {name: t.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+                .reshape(len(ids), n, width) for name, n in layers.items()}
         seg = t.column("segment").to_numpy()
         b = np.stack([t.column("sample_start").to_numpy(), t.column("sample_end").to_numpy()], axis=1)
         states = t.column("pcg64_state").to_pylist() if "pcg64_state" in names else None
         for s, e in _runs(ids):
-            values = {}
-            for name, v in cols.items():
-                v = v[s:e]
-                if name.startswith("cv_"):
-                    v = np.concatenate([np.zeros((e - s, 1, width), dtype=v.dtype), v], axis=1)
-                values[name] = v
+            values = {name: np.concatenate([np.zeros((e - s, 1, width), dtype=v.dtype), v[s:e]], axis=1)
+                      if name.startswith("cv_") else v[s:e] for name, v in cols.items()}
             yield TrailRecord(int(ids[s]), seg[s:e], b[s:e], values, None if states is None else
                               [pcg64_state(x, f"mlp_id {int(ids[s])} segment {int(g)}")
                                for x, g in zip(states[s:e], seg[s:e])])
