@@ -372,7 +372,7 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
                 "output": shlex.quote(command.flag_value(argv, "--output") or ""),
             }
         )
-    total = _total(md)
+    total, samplers = _total(md), _samplers(md)
     return {
         "title": markdown_text(fields["pretty_name"]),
         "repo_id": repo_id,
@@ -387,25 +387,17 @@ def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
         "first": splits[0],
         "default_split": md.get("default_split") if multi else splits[0]["name"],
         "total_mlps": format_count(total, "unknown"),
-        "width": format_count(md.get("width"), "unknown"),
-        "depth": format_count(md.get("depth"), "unknown"),
-        "n_samples": format_count(md.get("n_samples"), "unknown"),
+        **{key: format_count(md.get(key), "unknown") for key in ("width", "depth", "n_samples", "total_n_mlps")},
         "schema_version": str(md.get("schema_version", "unknown")),
         "protocol": protocol,
-        "sampler": _samplers(md)[0],
-        "split_samplers": ([{"split": s["name"], **x} for s, x in zip(splits, _samplers(md))]
-                           if len({str(x) for x in _samplers(md)}) > 1 else []),
+        "sampler": samplers[0],
+        "split_samplers": ([{"split": s["name"], **x} for s, x in zip(splits, samplers)]
+                           if len({str(x) for x in samplers}) > 1 else []),
         "backend": str(md.get("backend", "unknown")),
-        "device": md.get("device"),
-        "torch_version": md.get("torch_version"),
-        "cuda_device_name": md.get("cuda_device_name"),
-        "whestbench_version": md.get("whestbench_version"),
-        "created_at_utc": md.get("created_at_utc"),
-        "merged_at_utc": md.get("merged_at_utc"),
-        "partials_count": md.get("partials_count"),
+        **{key: md.get(key) for key in ("device", "torch_version", "cuda_device_name", "whestbench_version",
+                                        "created_at_utc", "merged_at_utc", "partials_count")},
         "is_partial": bool(md.get("is_partial")),
         "partial_range": _partial_range(md),
-        "total_n_mlps": format_count(md.get("total_n_mlps"), "unknown"),
         "default_config_splits": [
             f["split"] for c in configs_block(md) if c["config_name"] == DEFAULT_CONFIG for f in c["data_files"]
         ],

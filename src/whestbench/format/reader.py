@@ -208,18 +208,12 @@ def data_files(directory: "str | Path | DatasetDir", split: str) -> list[Path]:
     """
     if isinstance(directory, DatasetDir):
         return directory.shards(split)
-    directory = Path(directory)
-    data = directory / DATA_DIR
-    found: list[tuple[int, int, Path]] = []
-    if data.is_dir():
-        for p in data.iterdir():
-            shard = parse_shard(p.name)
-            if shard is not None and shard[0] == split and p.is_file():
-                found.append((shard[1], shard[2], p))
+    data = Path(directory) / DATA_DIR
+    found = sorted((shard[1], shard[2], p) for p in (data.iterdir() if data.is_dir() else ())
+                   if (shard := parse_shard(p.name)) is not None and shard[0] == split and p.is_file())
     if not found:
         raise InvalidDatasetError(f"no Parquet shards for split {split!r} in {data} (expected "
                                   f"{DATA_DIR}/{split}-00000-of-00001.parquet).", fix=REDO)
-    found.sort()
     totals = {total for _, total, _ in found}
     indices = [i for i, _, _ in found]
     total = max(totals)
