@@ -18,11 +18,22 @@ from typing import Any, Callable
 
 import numpy as np
 
+from whestbench import optional
+from whestbench.bake.pipeline import _load_kernels
+from whestbench.bake.plan import BakeConfig, plan_bake
 from whestbench.compute import device_check as judge
 from whestbench.compute.device_check import CheckResult
+from whestbench.compute.mlp import sample_weights
+from whestbench.compute.pcg64 import chunk_rows, sample_layer_sums
+from whestbench.compute.philox import spec as philox
+from whestbench.compute.seeds import derived_seeds, spawn_streams
 from whestbench.errors import UsageError
+from whestbench.work import device_check as dc
+from whestbench.work.calibrate import calibrate
+from whestbench.work.device_check import CHECK_ROOT_SEED, stretch_samples
 from whestbench.work.executor import bake_workers
 from whestbench.work.threads import one_blas_thread, one_torch_thread
+from whestbench.work.torch_env import resolve_device
 
 SHAPES = ((256, 8), (1024, 16))
 PROBE_SHAPE = (256, 8)
@@ -64,13 +75,11 @@ class Diagnosis:
 def _torch_device(device: str) -> str | None:
     """The torch device to diagnose (None: torch is not installed and none was asked for)."""
     try:
-        import torch  # noqa: F401
+        optional.require("torch")
     except ImportError:
         if device in ("auto", "cpu"):
             return None
-        raise UsageError(f"--device {device} needs torch: pip install 'whestbench[gpu]'.") from None
-    from whestbench.work.torch_env import resolve_device
-
+        raise UsageError(f"--device {device} needs torch:", fix="pip install 'whestbench[gpu]'.") from None
     return resolve_device(device)
 
 
@@ -79,31 +88,22 @@ def paths(torch_device: str | None) -> list[BakePath]:
     out = [BakePath("cpu (pcg64)", {"backend": "cpu"})]
     if torch_device is None:
         return out
-    import torch
-
-    from whestbench.compute.philox.numba_engine import resolve_engine
-
-    engine = resolve_engine("auto", torch.device(torch_device))
+    torch = optional.require("torch")
+    engine = optional.engine_module("numba").resolve_engine("auto", torch.device(torch_device))
     out.append(BakePath(f"torch {torch_device} ({engine})", {"backend": "torch", "device": torch_device}))
     # The fused kernel's splits are withdrawn (WITHDRAWN_GPU_KERNELS): no bake path runs them.
     if torch_device == "cuda":
-        from whestbench.compute.philox import ozaki
-
-        if ozaki.ozaki_available("cuda", PROBE_SHAPE[0])[0]:
+        if optional.engine_module("ozaki").ozaki_available("cuda", PROBE_SHAPE[0])[0]:
             out.append(BakePath("ozaki (integer kernel)", {"backend": "torch", "device": "cuda", "gpu_kernel": "ozaki"}))
     return out
 
 
 def _plan(path: BakePath, width: int, depth: int, n_mlps: int = PROJECT_MLPS, n_samples: int = PROJECT_SAMPLES):
     """The plan of a bake of this path and shape (seeds from 0; nothing is written)."""
-    from whestbench.bake.plan import BakeConfig, plan_bake
-
     plan = plan_bake(BakeConfig(n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=None, seed=0,
                                 **path.config), probe=False)
     if path.precision is not None:
-        from whestbench.compute.philox import triton_kernel as philox_triton
-
-        config = philox_triton.default_config(width, path.precision)
+        config = optional.engine_module("triton").default_config(width, path.precision)
         plan = dataclasses.replace(plan, compute=dataclasses.replace(plan.compute, kernel_config=config))
     return plan
 
@@ -111,12 +111,6 @@ def _plan(path: BakePath, width: int, depth: int, n_mlps: int = PROJECT_MLPS, n_
 def check_pcg64(width: int, depth: int) -> tuple[CheckResult, CheckResult]:
     """The CPU default path's checks: ``block-sums`` (its fused kernels against an fp64 forward pass on
     the same pcg64 samples) and ``fused-invariance`` (fused kernels and plain passes: identical bits)."""
-    from whestbench.compute.philox import spec as philox
-    from whestbench.compute.mlp import sample_weights
-    from whestbench.compute.pcg64 import chunk_rows, sample_layer_sums
-    from whestbench.compute.seeds import derived_seeds, spawn_streams
-    from whestbench.work.device_check import CHECK_ROOT_SEED, stretch_samples
-
     weight_ss, sample_ss, _ = spawn_streams(derived_seeds(CHECK_ROOT_SEED, 1)[0])
     weights = sample_weights(weight_ss, width, depth)
     chunk = chunk_rows(width)
@@ -186,8 +180,6 @@ def describe_reference(peak: dict[str, Any] | None) -> str:
 
 def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
     """A timed bake of this path at ``PROBE_SHAPE`` lasting about ``seconds``: its effective GFLOP/s."""
-    from whestbench.work.calibrate import calibrate
-
     width, depth = PROBE_SHAPE
     plan = _plan(path, width, depth)
     workers = bake_workers(plan.workers)
@@ -208,8 +200,6 @@ def throughput(path: BakePath, seconds: float) -> dict[str, Any]:
 
 def diagnose(device: str = "auto", *, quick: bool = False, on_note: Callable[[str], None] = lambda s: None) -> Diagnosis:
     """Versions, device facts, every path's device checks at ``SHAPES``, and a throughput probe each."""
-    from whestbench.work import device_check as dc
-
     torch_device = _torch_device(device)
     where = torch_device or "cpu"
     diag = Diagnosis(device=dc.device_facts(where), versions=dc.versions())
@@ -224,8 +214,6 @@ def diagnose(device: str = "auto", *, quick: bool = False, on_note: Callable[[st
             if path.config["backend"] == "cpu":
                 results = check_pcg64(width, depth)
             else:
-                from whestbench.bake.pipeline import _load_kernels
-
                 plan = _plan(path, width, depth)
                 _load_kernels(plan, lambda e: None)
                 with one_torch_thread(plan.compute.pins_torch_threads):

@@ -14,7 +14,7 @@ from typing import Any
 
 from whestbench.errors import DamagedRecord, DamagedWorkFile, UsageError
 from whestbench.format.reader import METADATA_FILE, METADATA_MAX_BYTES
-from whestbench.text import format_count, sanitize, show_value
+from whestbench.text import format_count, format_duration, sanitize, show_value
 from whestbench.values import is_int
 from whestbench.work.executor import bake_workers
 from whestbench.work.ledger import Ledger, read_plan
@@ -283,8 +283,6 @@ RANK_ENDINGS = {
 def _rank_lines(doc: dict[str, Any]) -> list[str]:
     """The ranks of a distributed bake, one a line: host, pid and last heartbeat of each rank seen,
     and "never seen" for each rank of the world that rank 0 never heard from."""
-    from whestbench.text import sanitize
-
     world = doc.get("world_size")
     if not doc.get("ranks_recorded_utc"):
         return [f"  ranks: none recorded yet{f' (world size {world})' if world else ''}; rank 0 records them "
@@ -338,8 +336,6 @@ def status_lines(doc: dict[str, Any]) -> list[str]:
         if doc.get("last_write_utc"):
             lines.append(f"  last unit or checkpoint written: {doc['last_write_utc']}")
         if doc.get("projected_left_s") is not None:
-            from whestbench.text import format_duration
-
             lines.append(f"  projected time left: {format_duration(doc['projected_left_s'])} at {doc['projected_at']}")
         if doc.get("redo"):
             lines.append(f"  a re-run of the same command redoes: {doc['redo']}")

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from whestbench.atomic import write_file_atomic
+from whestbench.bake import doctor as bake_doctor
 from whestbench.cli.common import err, out
 from whestbench.errors import WorkFailed
 from whestbench.paths import check_output_file
@@ -32,11 +33,9 @@ def doctor(device: str, json_path: Path | None, quick: bool) -> None:
     whest doctor                       # the GPU if there is one
     whest doctor --device cpu --json doctor.json
     """
-    from whestbench.bake.doctor import diagnose
-
     if json_path is not None:
         check_output_file(json_path, "--json")
-    diag = diagnose(device, quick=quick, on_note=lambda s: err.print(f"… {s}", markup=False, emoji=False))
+    diag = bake_doctor.diagnose(device, quick=quick, on_note=lambda s: err.print(f"… {s}", markup=False, emoji=False))
     for line in report_lines(diag.record()):
         out.print(line, markup=False, emoji=False)
     if json_path is not None:
@@ -44,8 +43,8 @@ def doctor(device: str, json_path: Path | None, quick: bool) -> None:
         out.print(f"report: {json_path}", markup=False)
     if not diag.passed:
         failed = [f"{c['name']} ({c['path']}, {c['shape']})" for c in diag.checks if not c["passed"]]
-        raise WorkFailed(f"{len(failed)} device check(s) failed: {', '.join(failed)}; do not bake on this path; "
-                         "send this report to the whestbench maintainers")
+        raise WorkFailed(f"{len(failed)} device check(s) failed: {', '.join(failed)};",
+                         fix="do not bake on this path; send this report to the whestbench maintainers")
 
 
 def _on(flag: Any) -> str:
@@ -78,10 +77,8 @@ def report_lines(rec: dict[str, Any]) -> list[str]:
     for c in rec["checks"]:
         mark = "ok    " if c["passed"] else "FAILED"
         lines.append(f"  {mark} {c['path']:<22} {c['shape']:<8} {c['name']:<16} {c['detail']}")
-    from whestbench.bake.doctor import describe_reference
-
     peak = rec.get("peak_gflops")
-    lines.append(f"throughput (effective GFLOP/s = 2·width²·depth·samples/s; reference = {describe_reference(rec.get('peak'))}, "
+    lines.append(f"throughput (effective GFLOP/s = 2·width²·depth·samples/s; reference = {bake_doctor.describe_reference(rec.get('peak'))}, "
                  f"{peak:.1f} GFLOP/s):" if peak else "throughput:")
     for t in rec["throughput"]:
         ratio = t.get("ratio_to_reference", t.get("fraction_of_peak"))
