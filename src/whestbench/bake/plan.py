@@ -119,59 +119,61 @@ class BakeConfig:
         if self.n_mlps > MAX_MLPS:
             raise UsageError(
                 f"--n-mlps {format_count(self.n_mlps)} is more than {format_count(MAX_MLPS)}, the most the int32 "
-                "mlp_id column can number (did you mean --n-samples?)."
-            )
+                "mlp_id column can number", fix="(did you mean --n-samples?).")
         if self.n_samples > MAX_SAMPLES:
-            raise UsageError(f"--n-samples must be below 2**63 (counts are int64); got {format_count(self.n_samples)}.")
+            raise UsageError(f"--n-samples must be below 2**63 (counts are int64); got {format_count(self.n_samples)}.",
+                             fix="Pass a smaller --n-samples (1e9 is the benchmark's largest).")
         if self.depth * self.width * self.width > MAX_ROW_FLOATS:
             raise UsageError(
                 f"width {self.width} x depth {self.depth} makes {format_count(self.depth * self.width**2)} weights per MLP; "
-                f"one dataset row holds at most {format_count(MAX_ROW_FLOATS)} (a 2 GiB Parquet shard and an Arrow list)."
-            )
+                f"one dataset row holds at most {format_count(MAX_ROW_FLOATS)} (a 2 GiB Parquet shard and an Arrow list).",
+                fix="Pass a smaller --width or --depth.")
         try:
             check_name(self.split)
             check_name(self.config, "config")
         except InvalidDatasetError as exc:
             raise UsageError.from_error(exc, fix="(--split / --config)") from None
         if self.mlp_seeds is not None and self.seed is not None:
-            raise UsageError("pass either --mlp-seeds or --seed, not both.")
+            raise UsageError("--mlp-seeds and --seed are both given:", fix="pass either --mlp-seeds or --seed, not both.")
         if self.mlp_seeds is not None:
             object.__setattr__(self, "mlp_seeds", tuple(validate_mlp_seeds(list(self.mlp_seeds), self.n_mlps)))
         if self.seed is not None and not is_int(self.seed, 0):
-            raise UsageError(f"--seed must be a non-negative integer; got {self.seed!r}.")
+            raise UsageError(f"--seed must be a non-negative integer; got {self.seed!r}.", fix="Pass --seed 0 or more.")
         if self.mlp_range is not None:
             object.__setattr__(self, "mlp_range", check_range(self.mlp_range, self.n_mlps))
             if self.is_partial and self.mlp_seeds is None and self.seed is None and not self.seeds_from_peer:
-                raise UsageError(
-                    "a slice needs the whole dataset's seeds so that partials fit together: "
-                    "pass --mlp-seeds FILE (from `whest dataset generate-seeds`) or --seed S."
-                )
+                raise UsageError("a slice needs the whole dataset's seeds so that partials fit together:",
+                                 fix="pass --mlp-seeds FILE (from `whest dataset generate-seeds`) or --seed S.")
         if self.max_threads is not None:
             check_positive_int("--max-threads", self.max_threads)
         if self.backend not in ("cpu", "torch"):
-            raise UsageError(f"backend must be 'cpu' or 'torch'; got {self.backend!r}.")
+            raise UsageError(f"backend must be 'cpu' or 'torch'; got {self.backend!r}.", fix="Pass one of them.")
         if self.backend == "torch" and self.max_threads is not None:
-            raise UsageError("--max-threads applies to the CPU path only; torch manages its own threads (drop --max-threads).")
+            raise UsageError("--max-threads applies to the CPU path only; torch manages its own threads",
+                             fix="(drop --max-threads).")
         if self.backend == "cpu" and (self.skip_device_check or self.accept_non_invariant):
             flag = "--skip-device-check" if self.skip_device_check else "--accept-non-invariant"
-            raise UsageError(f"{flag} applies to the torch backend only (the CPU path has no device check); drop it.")
+            raise UsageError(f"{flag} applies to the torch backend only (the CPU path has no device check);", fix="drop it.")
         if self.gpu_kernel not in GPU_KERNELS:
-            raise UsageError(f"--gpu-kernel must be one of {', '.join(GPU_KERNELS)}; got {self.gpu_kernel!r}.")
+            raise UsageError(f"--gpu-kernel must be one of {', '.join(GPU_KERNELS)}; got {self.gpu_kernel!r}.",
+                             fix="Pass --gpu-kernel torch (the default).")
         if self.gpu_kernel in WITHDRAWN_GPU_KERNELS:
-            raise UsageError(f"--gpu-kernel {self.gpu_kernel} is withdrawn: {WITHDRAWN_GPU_KERNELS[self.gpu_kernel]}; "
-                             f"use --gpu-kernel {GPU_KERNEL_REPLACEMENT}.")
+            raise UsageError(f"--gpu-kernel {self.gpu_kernel} is withdrawn: {WITHDRAWN_GPU_KERNELS[self.gpu_kernel]};",
+                             fix=f"use --gpu-kernel {GPU_KERNEL_REPLACEMENT}.")
         for flag, value in (("--mlps-per-batch", self.mlps_per_batch), ("--chunk-size", self.chunk_size)):
             if value is not None:
                 check_positive_int(flag, value)
         if self.estimation.is_cv and self.gpu_kernel != "torch":
-            raise UsageError(f"the {self.gpu_kernel} GPU kernel does not compute the control variates yet: use "
-                             "--gpu-kernel torch, or --estimator plain.")
+            raise UsageError(f"the {self.gpu_kernel} GPU kernel does not compute the control variates yet:",
+                             fix="use --gpu-kernel torch, or --estimator plain.")
         s = self.audit_segments
         if not is_int(s, 0, MAX_SEGMENTS) or 0 < s < MIN_SEGMENTS:
             raise UsageError(f"--audit-segments must be 0 (no trail) or an integer from {MIN_SEGMENTS} to {MAX_SEGMENTS} "
-                             f"(fewer segments leave a spot check nothing smaller than a whole MLP); got {s!r}.")
+                             f"(fewer segments leave a spot check nothing smaller than a whole MLP); got {s!r}.",
+                             fix=f"Pass --audit-segments {DEFAULT_SEGMENTS} (the default) or 0.")
         if not is_positive_number(self.checkpoint_every):
-            raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {self.checkpoint_every!r}.")
+            raise UsageError(f"--checkpoint-every must be a positive number of seconds; got {self.checkpoint_every!r}.",
+                             fix=f"Pass --checkpoint-every {CHECKPOINT_EVERY_S:g} (the default).")
         if self.output is not None:
             object.__setattr__(self, "output", Path(self.output))
         object.__setattr__(self, "card", given_card(self.card) or None)
@@ -545,7 +547,7 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
         ozaki = optional.engine_module("ozaki")
         ok, why = ozaki.ozaki_available(device, cfg.width)
         if not ok:
-            raise UsageError(f"--gpu-kernel ozaki cannot run here: {why}; use --gpu-kernel torch.")
+            raise UsageError(f"--gpu-kernel ozaki cannot run here: {why};", fix="use --gpu-kernel torch.")
         engine = "triton"
         config = ozaki.default_config(cfg.width)
         # integer sums are exact: the identity holds no device (the same numbers on any GPU generation)
@@ -569,7 +571,7 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
             or segment_samples(cfg.n_samples, spec.cv_batch, cfg.audit_segments) < philox.BLOCK_SIZE):
         raise UsageError(
             f"the {cfg.gpu_kernel} kernel sums whole blocks of {philox.BLOCK_SIZE:,} samples, and this bake's audit segments "
-            f"are smaller (or depend on a target): use --audit-segments 0, or --gpu-kernel torch.")
+            "are smaller (or depend on a target):", fix="use --audit-segments 0, or --gpu-kernel torch.")
     sampler_md = {"name": philox.SAMPLER_NAME, "version": philox.SAMPLER_VERSION, "block_size": philox.BLOCK_SIZE,
                   "unit_blocks": unit_blocks, "summation": "pairwise-tree"}
     kernel_md = {**kernel_md, "mlps_per_batch": batch, "chunk_size": rows}

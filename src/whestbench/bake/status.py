@@ -32,13 +32,13 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
     draws samples or writes), "stopped" (a work directory no bake holds: a re-run resumes it;
     ``last_phase``: where it stopped). UsageError for a path that is neither a dataset nor a bake's work directory."""
     if isinstance(path, str) and not path.strip():
-        raise UsageError("an empty path names no bake; pass the --output of a bake (or its .whest-work directory).")
+        raise UsageError("an empty path names no bake;", fix="pass the --output of a bake (or its .whest-work directory).")
     path = Path(path)
     if not path.name:  # ".", "..": the directory itself, by its real name
         path = Path(os.path.abspath(path))
     if not path.name:
-        raise UsageError(f"{path} is no bake's output (a bake's --output is a directory with a name); pass the --output "
-                         "of a bake.")
+        raise UsageError(f"{path} is no bake's output (a bake's --output is a directory with a name);",
+                         fix="pass the --output of a bake.")
     if path.name.endswith(WORK_SUFFIX) and output_for(path) is not None:
         work, output = path, output_for(path)
     else:
@@ -47,8 +47,8 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
     if not work.is_dir() or work.is_symlink():
         if (output / METADATA_FILE).is_file():
             return {**doc, "state": "complete", **_complete(output)}
-        raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist); "
-                         "pass the --output of a bake.")
+        raise UsageError(f"{path} is neither a dataset nor a bake's output or work directory ({work} does not exist);",
+                         fix="pass the --output of a bake.")
     locked = is_locked(work)
     lock = read_json(work / LOCK_FILE, LOCK_MAX_BYTES)
     phase = _phase(read_status(work))
@@ -101,12 +101,12 @@ def _check_identity(identity: dict[str, Any], path: Path) -> None:
     for key in ("n_mlps", "n_samples", "width", "depth"):
         if not is_int(identity.get(key), 1):
             raise DamagedWorkFile(f"work file {path} holds {key} {show_value(identity.get(key), max_len=40)}, which no "
-                                  f"bake writes; remove {path.parent} to start over (a re-run refuses it too).")
+                                  "bake writes;", fix=f"remove {path.parent} to start over (a re-run refuses it too).")
     rng = identity.get("mlp_range")
     if rng is not None and not (isinstance(rng, list) and len(rng) == 2 and is_int(rng[0], 0)
                                 and is_int(rng[1], rng[0] + 1, identity["n_mlps"])):
-        raise DamagedWorkFile(f"work file {path} holds mlp_range {show_value(rng, max_len=40)}, which no bake writes; "
-                              f"remove {path.parent} to start over.")
+        raise DamagedWorkFile(f"work file {path} holds mlp_range {show_value(rng, max_len=40)}, which no bake writes;",
+                              fix=f"remove {path.parent} to start over.")
 
 
 def _complete(output: Path) -> dict[str, Any]:

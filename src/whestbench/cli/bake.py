@@ -146,12 +146,12 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
     """The flags as the frozen ``BakeConfig`` (every value checked before any work), and the
     distributed launch this process is part of (None: a single process)."""
     if slice_ is not None and mlp_range is not None:
-        raise UsageError("use either --mlp-range or --slice, not both.")
+        raise UsageError("--mlp-range and --slice are both given:", fix="use either --mlp-range or --slice, not both.")
     rng = None
     if slice_ is not None:
         k, n = parse_slice(slice_)
         if n > n_mlps:
-            raise UsageError(f"--slice {slice_} asks for {n} slices of only {n_mlps} MLPs; use at most {n_mlps} slices.")
+            raise UsageError(f"--slice {slice_} asks for {n} slices of only {n_mlps} MLPs;", fix=f"use at most {n_mlps} slices.")
         rng = slice_bounds(k, n, n_mlps)
     elif mlp_range is not None:
         rng = parse_mlp_range(mlp_range)
@@ -163,7 +163,7 @@ def _config(*, n_mlps, n_samples, width, depth, output, mlp_seeds, seed, split, 
     own_file = mlp_seeds is not None and (not peer or os.path.lexists(mlp_seeds))
     seeds = tuple(read_seeds_file(mlp_seeds)) if own_file else None
     if gpu_kernel != "torch" and gpu_kernel not in WITHDRAWN_GPU_KERNELS and not (use_torch or device is not None):
-        raise UsageError(f"--gpu-kernel {gpu_kernel} runs on the torch backend: add --torch --device cuda.")
+        raise UsageError(f"--gpu-kernel {gpu_kernel} runs on the torch backend:", fix="add --torch --device cuda.")
     torch_backend, mlps_per_batch, chunk_size = torch_knobs(use_torch, device, mlps_per_batch, chunk_size)
     if device is not None and not use_torch:
         err.print(f"note: --device {device} selects the torch backend (philox sampler), as if --torch were given.", markup=False)

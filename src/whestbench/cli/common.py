@@ -107,7 +107,7 @@ def write_stdout(data: bytes, what: str) -> None:
                errno.EDQUOT: "the disk quota is exhausted"}.get(exc.errno, exc.strerror or str(exc))
         written = len(data) - len(view)
         raise WorkFailed(f"could not write {what} to standard output after {written:,} of {len(data):,} bytes "
-                         f"({why}); the output is incomplete: free room and run the command again") from None
+                         f"({why}); the output is incomplete:", fix="free room and run the command again") from None
 
 
 out = _Console(highlight=False, soft_wrap=True)
@@ -130,7 +130,8 @@ def parse_count(text: str, flag: str) -> int:
     """``1000000000``, ``1_000_000_000`` and ``1e9`` all mean 10**9 (``values.count_of``); a non-integral value is refused."""
     value = count_of(text)
     if value is None:
-        raise UsageError(f"{flag} must be a whole number such as 1000000, 1_000_000 or 1e6; got {text!r}.")
+        raise UsageError(f"{flag} must be a whole number such as 1000000, 1_000_000 or 1e6; got {text!r}.",
+                         fix="Write it with digits, underscores or an integral power of ten.")
     return value
 
 
@@ -194,10 +195,12 @@ PEER_TIMEOUT = PeerTimeout()
 def parse_slice(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not m:
-        raise UsageError(f"--slice must be K/N with 0 <= K < N (for example 0/4); got {text!r}.")
+        raise UsageError(f"--slice must be K/N with 0 <= K < N (for example 0/4); got {text!r}.",
+                         fix="Pass two whole numbers separated by '/'.")
     k, n = int(m.group(1)), int(m.group(2))
     if not 0 <= k < n:
-        raise UsageError(f"--slice K/N needs 0 <= K < N (slices are numbered from 0); got {text!r}.")
+        raise UsageError(f"--slice K/N needs 0 <= K < N (slices are numbered from 0); got {text!r}.",
+                         fix="The last of N slices is N-1/N.")
     return k, n
 
 
@@ -205,10 +208,11 @@ def parse_mlp_range(text: str) -> tuple[int, int]:
     """CLI ``START-END`` (inclusive) to a half-open ``(start, end + 1)``."""
     m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text or "")
     if not m:
-        raise UsageError(f"--mlp-range must be START-END, inclusive (for example 0-249); got {text!r}.")
+        raise UsageError(f"--mlp-range must be START-END, inclusive (for example 0-249); got {text!r}.",
+                         fix="Pass two whole numbers separated by '-'.")
     start, end = int(m.group(1)), int(m.group(2))
     if end < start:
-        raise UsageError(f"--mlp-range END must be >= START (both inclusive); got {text!r}.")
+        raise UsageError(f"--mlp-range END must be >= START (both inclusive); got {text!r}.", fix="Swap them.")
     return start, end + 1
 
 
@@ -221,27 +225,31 @@ def read_seeds_file(path: str) -> list:
     p = Path(path)
     if not p.is_file():  # decided without opening it: a FIFO never blocks, a device is never read
         if not os.path.lexists(p) or (os.path.islink(p) and not p.exists()):
-            raise UsageError(f"--mlp-seeds file {path!r} not found; create it with "
-                             f"`whest dataset generate-seeds --n-mlps N > {path}`.")
-        raise UsageError(f"--mlp-seeds {path!r} is {file_kind(os.stat(p).st_mode)}; pass a JSON file of seeds (from `whest dataset "
-                         "generate-seeds --n-mlps N`, saved to a regular file).")
+            raise UsageError(f"--mlp-seeds file {path!r} not found;",
+                             fix=f"create it with `whest dataset generate-seeds --n-mlps N > {path}`.")
+        raise UsageError(f"--mlp-seeds {path!r} is {file_kind(os.stat(p).st_mode)};", fix="pass a JSON file of seeds (from "
+                         "`whest dataset generate-seeds --n-mlps N`, saved to a regular file).")
     total, _ = machine_memory()
     if total is not None and p.stat().st_size * 8 > total:  # a parsed seed costs ~5x its JSON text
         raise UsageError(f"--mlp-seeds file {path!r} is {format_bytes(p.stat().st_size)}: parsing it needs more memory "
-                         f"than this machine's {format_bytes(total)}; bake from a shorter list, or use --seed S.")
+                         f"than this machine's {format_bytes(total)};", fix="bake from a shorter list, or use --seed S.")
     try:
         # the cap: this machine's memory / 8 (as above), else what MAX_MLPS seeds spell (20 bytes each)
         data = json.loads(read_regular(p, total // 8 if total else 2**31 * 20, "seed file").decode("utf-8"))
     except FileTooLarge as exc:
         raise UsageError.from_error(exc, where="--mlp-seeds", fix="Bake from a shorter list, or use --seed S.") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"--mlp-seeds file {path!r} is not valid JSON ({exc}); it must hold a JSON array of ints.") from None
+        raise UsageError(f"--mlp-seeds file {path!r} is not valid JSON ({exc});",
+                         fix="it must hold a JSON array of ints.") from None
     except RecursionError:
-        raise UsageError(f"--mlp-seeds file {path!r} is nested too deeply to be a seed list; it must hold a flat JSON array of ints.") from None
+        raise UsageError(f"--mlp-seeds file {path!r} is nested too deeply to be a seed list;",
+                         fix="it must hold a flat JSON array of ints.") from None
     except ValueError as exc:  # e.g. an integer literal of thousands of digits
-        raise UsageError(f"--mlp-seeds file {path!r} holds a value that is not a usable seed ({str(exc).split(':')[0]}); seeds are ints in [0, 2**63).") from None
+        raise UsageError(f"--mlp-seeds file {path!r} holds a value that is not a usable seed ({str(exc).split(':')[0]});",
+                         fix="seeds are ints in [0, 2**63).") from None
     if not isinstance(data, list):
-        raise UsageError(f"--mlp-seeds file {path!r} must contain a JSON array of ints; got {type(data).__name__}.")
+        raise UsageError(f"--mlp-seeds file {path!r} must contain a JSON array of ints; got {type(data).__name__}.",
+                         fix="Save the output of `whest dataset generate-seeds --n-mlps N` there.")
     return data
 
 
