@@ -43,7 +43,8 @@ def refused(rc: int, out: str, err: str, match: str, output: Path | None = None)
 @pytest.mark.parametrize("flag, value, match", [
     ("--n-mlps", "1e12", r"int32 mlp_id.*did you mean --n-samples"),
     ("--n-mlps", "1e400", r"^error: --n-mlps 1\.00e400 is more than 2,147,483,647, the most the int32 mlp_id"),
-    ("--n-samples", "1e400", r"below 2\*\*63 \(counts are int64\); got 1\.00e400\.$"),
+    ("--n-samples", "1e400", r"below 2\*\*63 \(counts are int64\); got 1\.00e400\. Pass a smaller --n-samples \(1e9 is the benchmark's "
+     r"largest\)\.$"),
     ("--n-samples", "9223372036854775808", r"below 2\*\*63"),
 ])
 def test_sizes_beyond_the_formats_limits_are_refused_at_once(tmp_path, capsys, count_work, flag, value, match):
