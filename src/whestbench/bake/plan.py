@@ -385,41 +385,33 @@ def result_marker(plan: "BakePlan", seeds: Sequence[int] | None, source: Mapping
     })
 
 
+def _recorded_marker(md: dict[str, Any]) -> str | None:
+    """The marker an output written before markers were recorded would carry: ``result_marker``'s
+    identity read from its metadata's facts (seeds and how they were chosen, shape, range, split and
+    config, backend, sampler and arithmetic, estimator and target); None for what no bake writes."""
+    if "splits" in md:
+        return None
+    source, sampler, kernel = ((md.get(k) if isinstance(md.get(k), dict) else {}) for k in ("seed_source", "sampler", "kernel"))
+    try:
+        estimation = Estimation.from_metadata(md).identity()
+    except (ValueError, TypeError, KeyError):  # a malformed block (UsageError is a ValueError)
+        return None
+    rng, method = md.get("mlp_range"), source.get("method")
+    return marker({
+        "seed_list_digest": None if method == "random" else md.get("seed_list_digest"),
+        "seed_method": method, "split": md.get("split"), "config": md.get("config"), "n_mlps": md.get("n_mlps"),
+        "n_samples": md.get("n_samples"), "width": md.get("width"), "depth": md.get("depth"),
+        "slice": [*rng, md.get("total_n_mlps")] if md.get("is_partial") and isinstance(rng, list) else None,
+        "backend": md.get("backend"), "sampler": [sampler.get("name"), sampler.get("block_size")],
+        "precision_class": kernel.get("precision_class"), **estimation,
+    })
+
+
 def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any], output: Any) -> dict[str, Any] | None:
     """The metadata of ``output`` (``plan``'s, opened) when it holds the complete dataset of this very bake, else
-    None: ``format.finished.completed`` with this plan's marker. A dataset without a marker is
-    judged by the same facts: seeds, shape, range, split and config, backend, sampler and
-    arithmetic, estimator and target."""
-    cfg, spec = plan.config, plan.spec
-    start, end = cfg.range
-
-    def legacy(md: dict[str, Any]) -> bool:
-        recorded = md.get("seed_source") if isinstance(md.get("seed_source"), dict) else {}
-        if seeds is not None:
-            same_seeds = md.get("seed_list_digest") == seed_list_digest(seeds) and recorded.get("method") == source.get("method")
-        else:
-            same_seeds = source.get("method") == "random" and recorded.get("method") == "random"
-        try:
-            same_estimation = Estimation.from_metadata(md) == spec.estimation
-        except (ValueError, TypeError, KeyError):  # a malformed block (UsageError is a ValueError)
-            same_estimation = False
-        sampler = md.get("sampler") if isinstance(md.get("sampler"), dict) else {}
-        kernel = md.get("kernel") if isinstance(md.get("kernel"), dict) else {}
-        return bool(
-            same_seeds
-            and "splits" not in md
-            and (md.get("split"), md.get("config")) == (cfg.split, cfg.config)
-            and (md.get("n_mlps"), md.get("n_samples"), md.get("width"), md.get("depth")) ==
-                (end - start, cfg.n_samples, cfg.width, cfg.depth)
-            and bool(md.get("is_partial")) == cfg.is_partial
-            and (not cfg.is_partial or (md.get("mlp_range"), md.get("total_n_mlps")) == ([start, end], cfg.n_mlps))
-            and md.get("backend") == plan.backend
-            and (sampler.get("name"), sampler.get("block_size")) == (plan.sampler_md["name"], plan.sampler_md["block_size"])
-            and (plan.kernel_md is None or kernel.get("precision_class") == plan.kernel_md.get("precision_class"))
-            and same_estimation
-        )
-
-    return completed(output, result_marker(plan, seeds, source), legacy)
+    None: ``format.finished.completed`` with this plan's marker (a dataset without one: the marker its facts give)."""
+    digest = result_marker(plan, seeds, source)
+    return completed(output, digest, lambda md: _recorded_marker(md) == digest)
 
 
 def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True,
