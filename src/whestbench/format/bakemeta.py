@@ -97,9 +97,6 @@ def bake_metadata(
         md["card"] = dict(card)  # the card's title, license, homepage as the bake was given them
     if plan_digest:
         md[PLAN_DIGEST] = plan_digest
-    start, end = mlp_range
-    if (start, end) != (0, total_n_mlps):
-        md["is_partial"] = True
-        md["mlp_range"] = [start, end]
-        md["total_n_mlps"] = total_n_mlps
+    if tuple(mlp_range) != (0, total_n_mlps):
+        md.update(is_partial=True, mlp_range=list(mlp_range), total_n_mlps=total_n_mlps)
     return md

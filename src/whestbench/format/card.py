@@ -184,9 +184,8 @@ def split_configs(md: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def front_matter(md: dict[str, Any], fields: dict[str, str] | None = None) -> dict[str, Any]:
-    """The card's YAML data (dumped with sorted keys, as the Hub's card tooling does)."""
-    fields = fields or card_fields(md)
+def front_matter(md: dict[str, Any], fields: dict[str, str]) -> dict[str, Any]:
+    """The card's YAML data (dumped with sorted keys, as the Hub's card tooling does); ``fields``: ``card_fields``'."""
     configs = configs_block(md)
     return {**({"configs": configs} if configs else {}),
             **({"repository": fields["repository"]} if fields.get("repository") else {}),
@@ -338,16 +337,14 @@ def _provenance(md: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks
 
 
-def card_context(md: dict[str, Any], *, repo_id: str, revision: str,
-                 fields: dict[str, str] | None = None, given: dict[str, str] | None = None) -> dict[str, Any]:
+def card_context(md: dict[str, Any], *, repo_id: str, revision: str, fields: dict[str, str],
+                 given: dict[str, str]) -> dict[str, Any]:
     """Every value the template shows, already formatted (the template holds prose only).
 
     The WhestBench organisers' text (their challenge badge, their names in the citation, credit to
     them in the license) is the preset ``whestbench-organisers`` only (recorded in metadata ``card``
     or given); any other card credits its authors, when it names them, and whestbench as the tool
     that baked it, and no organisation."""
-    md = md if isinstance(md, dict) else {}
-    fields = fields or card_fields(md, **(given or {}))
     own = own_card(md, given)
     organisers = own.get("preset") == ORGANISERS
     multi = DatasetMeta.of(md).is_multi

@@ -1,17 +1,10 @@
 """What the dataset card says about the data that is there: each statement made from what the metadata
 proves for this dataset (``tests/format/test_card_facts.py`` checks every sentence of the card against
-the data of plain, control-variate, target, torch, merged and combined bakes).
-
-* the columns it holds (``schema.columns_for``), each with its type and meaning from
-  ``schema.COLUMN_DOCS``, and ``sampling_budget_breakdown`` described for the backend that wrote it
-  (``breakdown.column_meaning``);
-* N: one count, or a target bake's range (``samples_used``), and the cap named as the cap;
-* the arithmetic the metadata records (float32 products, float64 sums; a torch bake's kernel);
-* the accuracy per estimator: what ``all_layer_stderr`` is, what ``avg_variance / N`` is (for the
-  plain mean the mean squared error of ``final_means``; under control variates only the plain mean's,
-  not the stored means'), and the interval's quantile (Student's t on the batches a control-variate
-  MLP used);
-* a target's value, rule and check points, and the device check's result.
+the data of plain, control-variate, target, torch, merged and combined bakes): the columns it holds, N
+(one count, or a target bake's range, the cap named as the cap), the arithmetic recorded, the accuracy per
+estimator (for the plain mean ``avg_variance / N`` is the mean squared error of ``final_means``; under
+control variates only the plain mean's, not the stored means'; Student's t on the batches a control-variate
+MLP used), a target's value, rule and check points, and the device check's result.
 """
 
 from __future__ import annotations
@@ -134,9 +127,8 @@ def _device_check(md: dict[str, Any]) -> str | None:
 def used_spread(md: dict[str, Any]) -> tuple[int, int] | None:
     """The fewest and most samples a target bake's MLPs used (``samples_used``; every split's)."""
     meta = DatasetMeta.of(md)
-    blocks = [md.get("samples_used")]
-    if meta.is_multi:
-        blocks = [e.get("samples_used") for e in meta.blocks.values() if isinstance(e, dict)]
+    blocks = ([e.get("samples_used") for e in meta.blocks.values() if isinstance(e, dict)] if meta.is_multi
+              else [md.get("samples_used")])
     if not blocks or not all(isinstance(b, dict) and isinstance(b.get("min"), int) and isinstance(b.get("max"), int)
                              for b in blocks):
         return None

@@ -114,17 +114,6 @@ def _credential(value: Any) -> bool:
     return isinstance(value, list) and any(_credential(v) for v in value)
 
 
-def _is_citation(value: Any) -> bool:
-    return (isinstance(value, str) and bool(value.strip()) and len(value) <= 8000 and "```" not in value
-            and not any(hidden_char(c) and c not in "\n\t" for c in value))
-
-
-def _is_badges(value: Any) -> bool:
-    return isinstance(value, list) and len(value) <= 20 and all(
-        isinstance(b, dict) and set(b) == {"label", "url"} and _is_line(b["label"], 60) and _is_url(b["url"])
-        for b in value)
-
-
 _URL = (_is_url, "an http(s) URL without credentials, spaces, quotes, brackets or braces", lambda v: v)
 _FIELDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
     "pretty_name": (lambda v: _is_line(v, 200), "one line of 1 to 200 printable characters, without control or "
@@ -136,10 +125,13 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
     "repository": _URL,
     "authors": (lambda v: isinstance(v, list) and 1 <= len(v) <= 100 and all(_is_line(a, 200) for a in v),
                 "a list of 1 to 100 names, each one line of printable characters", lambda v: [a.strip() for a in v]),
-    "citation": (_is_citation, "BibTeX text of at most 8,000 characters (lines and tabs allowed; no other control "
-                 "or bidirectional characters, no ```)", str.strip),
-    "badges": (_is_badges, "a list of at most 20 {label, url} mappings (a label of 1 to 60 printable characters, an "
-               "http(s) URL)", lambda v: [{"label": b["label"].strip(), "url": b["url"]} for b in v]),
+    "citation": (lambda v: isinstance(v, str) and bool(v.strip()) and len(v) <= 8000 and "```" not in v
+                 and not any(hidden_char(c) and c not in "\n\t" for c in v), "BibTeX text of at most 8,000 characters "
+                 "(lines and tabs allowed; no other control or bidirectional characters, no ```)", str.strip),
+    "badges": (lambda v: isinstance(v, list) and len(v) <= 20 and all(isinstance(b, dict) and set(b) == {"label", "url"}
+               and _is_line(b["label"], 60) and _is_url(b["url"]) for b in v), "a list of at most 20 {label, url} "
+               "mappings (a label of 1 to 60 printable characters, an http(s) URL)",
+               lambda v: [{"label": b["label"].strip(), "url": b["url"]} for b in v]),
 }
 """Each card field but ``preset``: whether a value is good, what it must be (the refusal's words), and
 the value kept."""

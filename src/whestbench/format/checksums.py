@@ -159,11 +159,9 @@ def _judge(directory: Path, md: Mapping[str, Any], split: str | None) -> Checksu
     for p in found:
         rel = p.relative_to(directory).as_posix()
         if rel not in listed and _in_scope(rel, split) and not _hidden(rel):
-            problems.append((
-                f"{rel} not listed (added after the dataset was written)",
-                MergeCorruptError(f"{p} is not listed in metadata.json checksums: the dataset was modified after "
-                                  f"it was written.", fix=f"Remove the file, or {_REDO_AFTER}"),
-            ))
+            problems.append((f"{rel} not listed (added after the dataset was written)", MergeCorruptError(
+                f"{p} is not listed in metadata.json checksums: the dataset was modified after it was written.",
+                fix=f"Remove the file, or {_REDO_AFTER}")))
     if problems:
         return ChecksumState("mismatch", "; ".join(short for short, _ in problems), problems[0][1])
     return ChecksumState("ok", _ok_detail(len(scope)))
