@@ -31,6 +31,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from whestbench.optional import require
+
 _DROP = re.compile(r"[^a-z\s-]")
 _RUNS = re.compile(r"[\s-]+")
 
@@ -161,8 +163,7 @@ _M32 = 0xFFFFFFFF
 
 @lru_cache(maxsize=1)
 def _kernel():
-    from numba import njit  # imported and compiled only when many seeds are named at once
-
+    njit = require("numba", needed_for="naming many seeds").njit  # only when many seeds are named at once
     @njit(cache=True, nogil=True)
     def first_draws(keys, out):  # pragma: no cover - compiled
         n = keys.shape[0]

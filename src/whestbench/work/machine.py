@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from whestbench.optional import require
+
 
 def package_version(name: str, missing: str | None = "unknown") -> str | None:
     """An installed package's version, or ``missing`` (the metadata's "unknown"; None in a device check)."""
@@ -131,8 +133,8 @@ def versions() -> dict[str, Any]:
                            "numpy": np.__version__, "blas": _blas(), "numba": package_version("numba", None),
                            "torch": None, "cuda": None, "cuda_driver": None, "triton": package_version("triton", None)}
     try:
-        import torch
-    except ImportError:
+        torch = require("torch")
+    except ImportError:  # TorchMissingError: a machine without torch
         return out
     out["torch"] = torch.__version__
     out["cuda"] = torch.version.cuda
@@ -153,7 +155,7 @@ def device_facts(device: str) -> dict[str, Any]:
     if facts["type"] == "cpu":
         facts.update(name=cpu_model() or platform.processor() or platform.machine() or "cpu", cores=os.cpu_count(), machine=platform.machine())
     try:
-        import torch
+        torch = require("torch")
     except ImportError:
         return facts
     facts.update(matmul_precision=torch.get_float32_matmul_precision(),

@@ -6,6 +6,8 @@ import contextlib
 import threading
 from typing import Iterator
 
+from whestbench.optional import require
+
 
 @contextlib.contextmanager
 def one_blas_thread(held: threading.Event | None = None) -> Iterator[None]:
@@ -30,8 +32,7 @@ def one_torch_thread(pin: bool) -> Iterator[None]:
     if not pin:
         yield
         return
-    import torch
-
+    torch = require("torch", needed_for="the torch backend")
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -47,6 +48,5 @@ def pin_torch_threads_here() -> None:
     worker thread starts from the defaults (all cores), so each of its CPU matmuls would start an
     OpenMP team of its own: two workers with two threads each on two cores ran 14% slower.
     """
-    import torch
-
+    torch = require("torch", needed_for="the torch backend")
     torch.set_num_threads(torch.get_num_threads())
