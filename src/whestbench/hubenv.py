@@ -15,6 +15,7 @@ import only (a local verb never reaches the Hub); a verb that does reach the Hub
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -28,57 +29,44 @@ set_aside: tuple[str, ...] = ()
 """The settings the libraries were imported without (empty: imported with the environment as it is)."""
 
 
-def _endpoint_problem(value: str) -> str | None:
+_UNREADABLE = ("its host or port cannot be read (a port is a number up to 65535; a password holding '/', '?', "
+               "'#' or '@' must be percent-encoded, as %2F, %3F, %23, %40)")
+
+
+def _url_problem(value: str, *, proxy: bool = False) -> str | None:
+    """An endpoint (an http(s) URL the client appends paths to) or a proxy URL httpx can use
+    (``[scheme://][user:pass@]host[:port]``). Either needs a port that is a number: a password holding an
+    unescaped ``/`` made httpx fail inside the call with ``Invalid port``, a piece of the password."""
     try:
-        parts = urlsplit(value)
+        parts = urlsplit(value if not proxy or "://" in value else "http://" + value)
         parts.port  # noqa: B018  (raises for a port that is no number, or out of range)
     except ValueError:
-        return ("its host or port cannot be read (a port is a number up to 65535; a password holding '/', '?', "
-                "'#' or '@' must be percent-encoded, as %2F, %3F, %23, %40)")
-    if parts.scheme not in ("http", "https"):
+        return _UNREADABLE
+    if not proxy and parts.scheme not in ("http", "https"):
         return "it is not an http:// or https:// URL"
     if not parts.hostname:
         return "it names no host"
-    if parts.query or parts.fragment:
+    if not proxy and (parts.query or parts.fragment):
         return "it has a query or fragment (the client appends paths to it)"
     return None
 
 
-def _proxy_problem(value: str) -> str | None:
-    """A proxy URL httpx can use: ``[scheme://][user:pass@]host[:port]`` with a port that is a number (a
-    password holding an unescaped ``/`` made httpx fail inside the call with ``Invalid port``, a piece of
-    the password)."""
-    try:
-        parts = urlsplit(value if "://" in value else "http://" + value)
-        parts.port  # noqa: B018
-    except ValueError:
-        return ("its host or port cannot be read (a port is a number up to 65535; a password holding '/', '?', "
-                "'#' or '@' must be percent-encoded, as %2F, %3F, %23, %40)")
-    if not parts.hostname:
-        return "it names no host"
-    return None
+def _parses(kind: type, problem: str):
+    """A test that ``kind(value)`` parses, else ``problem``."""
+    def test(value: str) -> str | None:
+        try:
+            kind(value)
+        except ValueError:
+            return problem
+        return None
+    return test
 
 
-def _whole(value: str) -> str | None:
-    try:
-        int(value)
-    except ValueError:
-        return "it is not a whole number of seconds"
-    return None
-
-
-def _number(value: str) -> str | None:
-    try:
-        float(value)
-    except ValueError:
-        return "it is not a number of bytes"
-    return None
-
-
-_PARSED = {ENDPOINT_ENV: _endpoint_problem, "HF_HUB_ETAG_TIMEOUT": _whole, "HF_HUB_DOWNLOAD_TIMEOUT": _whole,
-           "HF_DATASETS_IN_MEMORY_MAX_SIZE": _number,
-           **{name: _proxy_problem for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy",
-                                                "all_proxy")}}
+_WHOLE = _parses(int, "it is not a whole number of seconds")
+_PARSED = {ENDPOINT_ENV: _url_problem, "HF_HUB_ETAG_TIMEOUT": _WHOLE, "HF_HUB_DOWNLOAD_TIMEOUT": _WHOLE,
+           "HF_DATASETS_IN_MEMORY_MAX_SIZE": _parses(float, "it is not a number of bytes"),
+           **dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"),
+                           functools.partial(_url_problem, proxy=True))}
 """The settings the libraries parse (at import or at their first call) and our test of each: what
 huggingface_hub 0.2x–2.x and datasets 2.x–5.x would refuse, an endpoint no Hub call could use, and the
 proxies the HTTP client reads at its first request."""

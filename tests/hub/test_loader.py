@@ -427,8 +427,9 @@ def test_mlp_at_refuses_an_iterable_dataset(golden_dir: Path):
 
 def test_iter_mlps_reads_an_iterable_dataset(golden_dir: Path):
     ds = load_dataset(golden_dir / "full-w64-d4")
-    with pytest.warns(UserWarning, match="no whestbench metadata"):
+    with pytest.warns(UserWarning, match="no whestbench metadata") as caught:
         names = [m.name for m in iter_mlps(ds.to_iterable_dataset())]
+    assert caught[0].filename == __file__  # the warning points at iter_mlps's caller
     assert names == ds["mlp_name"]
 
 
@@ -476,8 +477,9 @@ def test_a_016_dataset_gives_mlps_with_means_and_no_stderr(golden_dir: Path):
 
 def test_without_metadata_mlp_seed_is_taken_raw_with_a_warning(fixtures16: Path):
     ds = REAL_LOAD_DATASET("parquet", data_files=str(fixtures16 / "single_split_v3_protocol" / SHARD), split="train")
-    with pytest.warns(UserWarning, match="seed_protocol 2.0"):
+    with pytest.warns(UserWarning, match="seed_protocol 2.0") as caught:
         assert mlp_at(ds, 0).seed == 1001
+    assert caught[0].filename == __file__  # the warning points at mlp_at's caller
 
 
 # ---------------------------------------------------------------------------------- mlp_from_row

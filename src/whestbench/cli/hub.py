@@ -149,10 +149,8 @@ def push(directory: Path, repo: str, tag: str | None, message: str | None, priva
     with VerbEvents("push", _SAID, log_every=log_every) as events:
         result = hub_push.push_dataset(directory, config, token=token, on_event=events)
     where = hf_ref(result.repo_id, result.revision)
-    if result.commits:
-        _say(f"✓ Uploaded {directory} → {where}")
-    else:
-        _say(f"✓ Already up to date: {where} holds exactly this dataset")
+    _say(f"✓ Uploaded {directory} → {where}" if result.commits else
+         f"✓ Already up to date: {where} holds exactly this dataset")
     _say(f"Commit: {result.commit}")
     _say(f"Visible at: {result.url}")
 
@@ -182,14 +180,10 @@ def pull(repo: str, revision: str | None, output: Path | None, split: str | None
     where = hf_ref(result.repo_id, result.revision or "main")
     what = f"split {result.split!r} of {where}" if result.split else where
     size = f"{plural(len(result.files), 'file')}, {format_bytes(result.bytes)}"
-    if result.cached:
-        _say(f"Cached {what} ({size}) in the Hugging Face cache.")
-    else:
-        _say(f"Downloaded {what} ({size}) → {result.path}")
-    if result.verified:
-        _say(f"Checksums: {plural(result.verified, 'data file')} verified.")
-    else:
-        _say("Checksums: metadata.json has none (made by whestbench 0.16?); files not verified.")
+    _say(f"Cached {what} ({size}) in the Hugging Face cache." if result.cached else
+         f"Downloaded {what} ({size}) → {result.path}")
+    _say(f"Checksums: {plural(result.verified, 'data file')} verified." if result.verified else
+         "Checksums: metadata.json has none (made by whestbench 0.16?); files not verified.")
     _say(f"Location: {result.path}")
 
 

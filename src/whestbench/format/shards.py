@@ -30,7 +30,7 @@ class ShardSchema:
             return [f"columns {schema.names}, expected {list(self.columns)}"]
         problems = []
         for name in self.columns:
-            got, want = _field_sig(schema.field(name)), _field_sig(self.arrow.field(name))
+            got, want = (_type_sig(f.type, f.metadata) for f in (schema.field(name), self.arrow.field(name)))
             if got != want:
                 problems.append(f"{name} is {_sig_text(got)}, expected {_sig_text(want)}")
         if not hf_metadata:
@@ -47,10 +47,14 @@ class ShardSchema:
         return problems
 
 
-def _type_sig(t) -> Any:
-    """An Arrow type with list child names ignored ("item" and "element" are the same column)."""
+def _type_sig(t, field_metadata: dict | None = None) -> Any:
+    """An Arrow type with list child names ignored ("item" and "element" are the same column); an extension
+    type stored only as its field's metadata counts as that type."""
     import pyarrow as pa
 
+    if not isinstance(t, pa.ExtensionType) and field_metadata and b"ARROW:extension:name" in field_metadata:
+        return ("ext", field_metadata[b"ARROW:extension:name"].decode(),
+                json.loads(field_metadata.get(b"ARROW:extension:metadata", b"null")), _type_sig(t))
     if isinstance(t, pa.ExtensionType):
         return ("ext", t.extension_name, json.loads(t.__arrow_ext_serialize__()), _type_sig(t.storage_type))
     if pa.types.is_fixed_size_list(t):
@@ -58,17 +62,6 @@ def _type_sig(t) -> Any:
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return ("list", _type_sig(t.value_type))
     return str(t)
-
-
-def _field_sig(f) -> Any:
-    """A field's type signature; an extension type stored only as field metadata counts as that type."""
-    import pyarrow as pa
-
-    t = f.type
-    if not isinstance(t, pa.ExtensionType) and f.metadata and b"ARROW:extension:name" in f.metadata:
-        return ("ext", f.metadata[b"ARROW:extension:name"].decode(),
-                json.loads(f.metadata.get(b"ARROW:extension:metadata", b"null")), _type_sig(t))
-    return _type_sig(t)
 
 
 def _sig_text(sig: Any) -> str:

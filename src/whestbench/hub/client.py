@@ -351,11 +351,8 @@ def token_source(flag: str | None = None) -> str | None:
 def repo_info(ref: HubRef, *, token: object = None, files_metadata: bool = False, what: str,
               on_event: EventSink | None = None) -> Any:
     """The repo at ``ref``'s revision: its commit (``.sha``) and files (``.siblings``)."""
-    huggingface_hub = hub_client()
-
-    api = huggingface_hub.HfApi()
-    return call(lambda: api.dataset_info(ref.repo_id, revision=ref.revision, files_metadata=files_metadata,
-                                         token=token),
+    api = hub_client().HfApi()
+    return call(lambda: api.dataset_info(ref.repo_id, revision=ref.revision, files_metadata=files_metadata, token=token),
                 what=what, ref=ref, token=token, on_event=on_event)
 
 

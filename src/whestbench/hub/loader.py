@@ -38,23 +38,10 @@ from whestbench.compute.seed_protocol import SALT_ENV, seed_rule
 from whestbench.format.card import configs_block, split_configs
 from whestbench.hub.client import call, check_token, fetch_metadata
 from whestbench.hub.ref import HubRef, resolve_source
-from whestbench.format.reader import (
-    DATA_DIR,
-    DatasetDir,
-    open_dataset,
-    data_files,
-    parquet_footer,
-)
+from whestbench.format.reader import DATA_DIR, DatasetDir, open_dataset, data_files, parquet_footer
 from whestbench.format.checksums import verify_checksums
-from whestbench.format.schema import (
-    COLUMNS,
-    DEFAULT_CONFIG,
-    DEFAULT_SPLIT,
-    N_USED_COLUMN,
-    DatasetMeta,
-    check_name,
-    protocol_version,
-)
+from whestbench.format.schema import (COLUMNS, DEFAULT_CONFIG, DEFAULT_SPLIT, N_USED_COLUMN, DatasetMeta, check_name,
+                                      protocol_version)
 from whestbench.errors import REDO, InvalidDatasetError, MergeCorruptError, UsageError
 from whestbench.values import is_int
 from whestbench.hubenv import import_hub
@@ -196,7 +183,9 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
     md = meta.md
     # the rows come from the commit the metadata came from (a branch may move in between)
     pinned = HubRef(ref.repo_id, remote.commit or ref.revision)
-    kw = _hub_kwargs(revision=pinned.revision, token=token, streaming=streaming)
+    kw: dict[str, Any] = {"revision": pinned.revision, "token": token, "streaming": streaming}
+    if int(datasets.__version__.split(".")[0]) < 4:
+        kw["trust_remote_code"] = False  # datasets 2.x/3.x can run a loading script shipped in a repo; never let it
     where = f"hf://{ref.repo_id}"
 
     def load(s: str):
@@ -209,23 +198,11 @@ def _load_hub(ref: HubRef, *, split: str | None, token: Any, streaming: bool):
                    datasets.IterableDatasetDict if streaming else datasets.DatasetDict)
 
 
-def _hub_kwargs(*, revision: str | None, token: Any, streaming: bool) -> dict[str, Any]:
-    datasets = import_hub("datasets")
-
-    kw: dict[str, Any] = {"revision": revision, "token": token, "streaming": streaming}
-    if int(datasets.__version__.split(".")[0]) < 4:
-        # datasets 2.x/3.x can run a loading script shipped in a repo; never let it.
-        kw["trust_remote_code"] = False
-    return kw
-
-
 def _hub_load(ref: HubRef, name: str | None, split: str, kw: dict[str, Any]):
     """``datasets.load_dataset`` of one split, under the Hub retry policy (other failures pass through)."""
-    datasets = import_hub("datasets")
-
     args = (ref.repo_id,) if name is None else (ref.repo_id, name)
-    return call(lambda: datasets.load_dataset(*args, split=split, **kw), what=f"loading {ref.uri}", ref=ref,
-                token=kw.get("token"), translate=False)
+    return call(lambda: import_hub("datasets").load_dataset(*args, split=split, **kw), what=f"loading {ref.uri}",
+                ref=ref, token=kw.get("token"), translate=False)
 
 
 def _config_of(md: Mapping[str, Any], split: str) -> str | None:
@@ -274,10 +251,8 @@ def metadata(ds: Any, *, split: str | None = None) -> dict[str, Any]:
     view with ``split=``. Objects derived later (``select``, ``map``, ...) carry none.
     """
     if split is not None and not _is_dict(ds):
-        raise TypeError(
-            "metadata(ds, split=...) is for a DatasetDict; this is a single split already, so "
-            "call metadata(ds) without split=."
-        )
+        raise TypeError("metadata(ds, split=...) is for a DatasetDict; this is a single split already, so "
+                        "call metadata(ds) without split=.")
     md = _ATTACHED.get(id(ds))
     if md is None:
         raise InvalidDatasetError(f"no metadata is attached to this {type(ds).__name__};",
@@ -306,17 +281,19 @@ def _split_rows(ds: Any, fn: str) -> tuple[Any, Callable[[int], int], dict[str, 
     if _is_dict(ds):
         raise TypeError(_dict_message(fn, ds))
     md = _ATTACHED.get(id(ds))
-    rows = _numpy_rows(ds) if isinstance(ds, import_hub("datasets").Dataset) else ds
-    return rows, _seed_rule(md if md is not None else _fallback_protocol()), md
-
-
-def _numpy_rows(ds: Any) -> Any:
-    """The MLP columns of a ``Dataset`` as numpy (weights as one (depth, width, width) array, not lists)."""
-    missing = [c for c in _MLP_COLUMNS if c not in ds.column_names]
-    if missing:
-        raise InvalidDatasetError(f"this Dataset has no {missing} column(s); it is not a WhestBench dataset split.",
-                                  fix=_LOAD_IT)
-    return ds.select_columns(_MLP_COLUMNS + [c for c in _TRUTH_COLUMNS if c in ds.column_names]).with_format("numpy")
+    rows = ds
+    if isinstance(ds, import_hub("datasets").Dataset):  # its MLP columns as numpy (weights as one array, not lists)
+        missing = [c for c in _MLP_COLUMNS if c not in ds.column_names]
+        if missing:
+            raise InvalidDatasetError(f"this Dataset has no {missing} column(s); it is not a WhestBench dataset split.",
+                                      fix=_LOAD_IT)
+        rows = ds.select_columns(_MLP_COLUMNS + [c for c in _TRUTH_COLUMNS if c in ds.column_names]).with_format("numpy")
+    if md is None:
+        warnings.warn("no whestbench metadata is attached to this dataset, so mlp_seed is taken as the estimator seed "
+                      "(seed_protocol 2.0); for a 3.0 or 4.0 dataset that is wrong. Iterate the object returned by "
+                      "whestbench.load_dataset, or call mlp_from_row(row, metadata).",
+                      UserWarning, stacklevel=3)  # the caller of iter_mlps or mlp_at
+    return rows, _seed_rule(md if md is not None else "2.0"), md
 
 
 def mlp_at(ds: Any, i: int) -> MLP:
@@ -324,10 +301,8 @@ def mlp_at(ds: Any, i: int) -> MLP:
     if _is_dict(ds):
         raise TypeError(_dict_message("mlp_at", ds))
     if isinstance(ds, import_hub("datasets").IterableDataset):
-        raise TypeError(
-            "mlp_at needs random access, which a streaming IterableDataset does not have; use "
-            "iter_mlps(ds), or load without streaming=True."
-        )
+        raise TypeError("mlp_at needs random access, which a streaming IterableDataset does not have; use "
+                        "iter_mlps(ds), or load without streaming=True.")
     i = operator.index(i)
     n = len(ds)
     if not -n <= i < n:
@@ -346,17 +321,6 @@ def mlp_from_row(row: Mapping[str, Any], md_or_protocol: Mapping[str, Any] | str
     """
     md = md_or_protocol if isinstance(md_or_protocol, Mapping) else None
     return _row_to_mlp(row, _seed_rule(md_or_protocol if md_or_protocol is not None else "2.0"), md)
-
-
-def _fallback_protocol() -> str:
-    warnings.warn(
-        "no whestbench metadata is attached to this dataset, so mlp_seed is taken as the "
-        "estimator seed (seed_protocol 2.0); for a 3.0 or 4.0 dataset that is wrong. Iterate the "
-        "object returned by whestbench.load_dataset, or call mlp_from_row(row, metadata).",
-        UserWarning,
-        stacklevel=4,  # the caller of iter_mlps or mlp_at
-    )
-    return "2.0"
 
 
 def _row_to_mlp(row: Mapping[str, Any], seed_of: Callable[[int], int], md: Mapping[str, Any] | None) -> MLP:
@@ -421,8 +385,5 @@ def _seed_rule(md_or_protocol: Mapping[str, Any] | str) -> Callable[[int], int]:
 def _dict_message(fn: str, ds: Any) -> str:
     names = sorted(ds.keys())
     first = names[0] if names else "public"
-    return (
-        f"{fn} needs one split, but got a {type(ds).__name__} with splits {names}; "
-        f"use {fn}(ds[{first!r}]{', i' if fn == 'mlp_at' else ''}) or "
-        f"load_dataset(..., split={first!r})."
-    )
+    return (f"{fn} needs one split, but got a {type(ds).__name__} with splits {names}; "
+            f"use {fn}(ds[{first!r}]{', i' if fn == 'mlp_at' else ''}) or load_dataset(..., split={first!r}).")

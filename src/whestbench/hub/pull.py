@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,11 +51,6 @@ class PullResult:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _literal(path: str) -> str:
-    """An ``allow_patterns`` entry that matches exactly ``path`` (fnmatch metacharacters escaped)."""
-    return re.sub(r"([\[\]*?])", r"[\1]", path)
-
-
 def split_files(paths: Sequence[str], split: str) -> list[str]:
     """The repo files a one-split download needs: the split's shards, its prepared Arrow copy, its audit
     trail, the metadata and the card. Shards are matched exactly, so split ``round`` never takes ``round-one``'s."""
@@ -65,11 +61,6 @@ def split_files(paths: Sequence[str], split: str) -> list[str]:
                 or p == audit_path(split)):
             keep.append(p)
     return keep
-
-
-def _remote_splits(paths: Sequence[str]) -> list[str]:
-    shards = (parse_shard(p[len(DATA_DIR) + 1 :]) for p in paths if p.startswith(DATA_DIR + "/"))
-    return sorted({shard[0] for shard in shards if shard is not None})
 
 
 def staging_path(output: Path) -> Path:
@@ -94,7 +85,12 @@ def pull_dataset(
     Events: ``preflight`` (files, bytes, commit; progress total = the bytes to fetch), ``progress``
     (bytes on disk, about once a second, from a watcher thread), ``downloaded``, ``verified``.
     """
-    emit = _serialized(on_event or ignore)
+    sink, lock = on_event or ignore, threading.Lock()  # a pull emits from its own thread and from the progress watcher
+
+    def emit(event: Event) -> None:
+        with lock:
+            sink(event)
+
     ref = parse_ref(repo, revision)
     check_token(token)
     if split is not None:
@@ -112,16 +108,14 @@ def pull_dataset(
     sizes = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
     if METADATA_FILE not in sizes:
         raise not_a_dataset(where)
-    if split is not None:
-        wanted = split_files(list(sizes), split)
-        if not any(p.startswith(DATA_DIR + "/") for p in wanted):
-            raise InvalidDatasetError(f"--split {split!r} matched no parquet files in {where}; its splits are "
-                                      f"{[sanitize(s) for s in _remote_splits(list(sizes))]}.",
-                                      fix="Pass one of them, or omit --split for the whole dataset.")
-        patterns: list[str] | None = [_literal(p) for p in wanted]
-    else:
-        wanted = sorted(sizes)
-        patterns = None
+    wanted = sorted(sizes) if split is None else split_files(list(sizes), split)
+    if split is not None and not any(p.startswith(DATA_DIR + "/") for p in wanted):
+        shards = (parse_shard(p[len(DATA_DIR) + 1 :]) for p in sizes if p.startswith(DATA_DIR + "/"))
+        raise InvalidDatasetError(f"--split {split!r} matched no parquet files in {where}; its splits are "
+                                  f"{[sanitize(s) for s in sorted({sh[0] for sh in shards if sh is not None})]}.",
+                                  fix="Pass one of them, or omit --split for the whole dataset.")
+    # allow_patterns entries that match exactly each path (fnmatch metacharacters escaped); None: every file
+    patterns = None if split is None else [re.sub(r"([\[\]*?])", r"[\1]", p) for p in wanted]
     total = sum(sizes[p] for p in wanted)
     emit(Event("preflight", message=f"Preflight: {plural(len(wanted), 'file')}, {format_bytes(total)} at commit "
                                     f"{commit[:12]}.",
@@ -135,7 +129,8 @@ def pull_dataset(
                 what=what, ref=ref, token=token, on_event=emit)
 
     if out is None:
-        path = Path(download(_cache_folder(ref.repo_id)))
+        cache = Path(import_hub("huggingface_hub.constants").HF_HUB_CACHE)  # what a pull without --output fills
+        path = Path(download(cache / ("datasets--" + ref.repo_id.replace("/", "--"))))
         emit(Event("downloaded", message=f"Cached {where} in {path}", progress=Progress("bytes", total, total),
                    data={"path": str(path), "cached": True}))
         try:
@@ -171,23 +166,6 @@ def pull_dataset(
                       bytes=total, verified=verified, cached=out is None, split=split, metadata=md)
 
 
-def _serialized(sink: EventSink) -> EventSink:
-    """``sink`` behind a lock: a pull emits from its own thread and from the progress watcher."""
-    lock = threading.Lock()
-
-    def emit(event: Event) -> None:
-        with lock:
-            sink(event)
-
-    return emit
-
-
-def _cache_folder(repo_id: str) -> Path:
-    """Where huggingface_hub caches ``repo_id``'s blobs (what a pull without --output fills)."""
-    constants = import_hub("huggingface_hub.constants")
-    return Path(constants.HF_HUB_CACHE) / ("datasets--" + repo_id.replace("/", "--"))
-
-
 def _bytes_under(root: Path) -> int:
     """The size of the regular files under ``root`` (downloads in progress included; links not followed)."""
     total = 0
@@ -197,8 +175,7 @@ def _bytes_under(root: Path) -> int:
                 st = os.lstat(os.path.join(dirpath, name))
             except OSError:  # renamed or removed while we looked
                 continue
-            if not os.path.islink(os.path.join(dirpath, name)):
-                total += st.st_size
+            total += 0 if stat.S_ISLNK(st.st_mode) else st.st_size
     return total
 
 
@@ -259,9 +236,7 @@ def _check_download(path: Path, split: str | None, where: str, emit: EventSink) 
     except InvalidDatasetError as e:
         raise InvalidDatasetError.from_error(e, where=f"the files downloaded from {where} are not a valid dataset") from e
     listed = checksums_block(md) or {}
-    if split is None:
-        verified = len(listed)
-    else:
-        verified = sum(1 for rel in listed if rel.startswith(DATA_DIR + "/") and is_shard_of(rel.split("/", 1)[1], split))
+    verified = len(listed) if split is None else sum(
+        1 for rel in listed if rel.startswith(DATA_DIR + "/") and is_shard_of(rel.split("/", 1)[1], split))
     emit(Event("verified", message=f"{plural(verified, 'data file')} verified", data={"files": verified}))
     return md, verified

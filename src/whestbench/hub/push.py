@@ -48,6 +48,7 @@ MAX_COMMIT_BYTES = 4 * 1024**3
 MAX_COMMIT_FILES = 100
 
 _PUBLISHED_DIRS = (DATA_DIR, AUDIT_DIR, PREPARED_DIR)  # remote files under these that the local dataset lacks are stale
+_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 
 
 def push_ref(repo: str) -> HubRef:
@@ -87,9 +88,6 @@ class LocalFile:
                 for block in iter(lambda: f.read(1 << 22), b""):
                     h.update(block)
         return h.hexdigest()
-
-    def payload(self) -> str | bytes:
-        return self.content if self.content is not None else str(self.source)
 
 
 def _memory_file(path: str, content: bytes) -> LocalFile:
@@ -200,8 +198,11 @@ class PushConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repo", push_ref(self.repo).repo_id)
-        if self.tag is not None:
-            _check_tag(self.tag)
+        tag = self.tag
+        if tag is not None and (not isinstance(tag, str) or not _TAG_RE.match(tag) or ".." in tag or "//" in tag
+                                or tag.endswith((".", "/", ".lock"))):
+            raise bad_value(UsageError, "--tag", tag, "is not a valid git tag name;", fix="use something like v1 or v1.0.0.",
+                            max_len=80)
         object.__setattr__(self, "card", given_card(self.card) or None)
         if self.message is not None and (not isinstance(self.message, str) or not self.message.strip()
                                          or any(hidden_char(c) and c not in "\n\t" for c in self.message)):
@@ -327,15 +328,6 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
     )
 
 
-_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
-
-
-def _check_tag(tag: str) -> None:
-    if not isinstance(tag, str) or not _TAG_RE.match(tag) or ".." in tag or tag.endswith((".", "/", ".lock")) or "//" in tag:
-        raise bad_value(UsageError, "--tag", tag, "is not a valid git tag name;", fix="use something like v1 or v1.0.0.",
-                        max_len=80)
-
-
 # --------------------------------------------------------------------------------------------------
 # Push
 
@@ -377,16 +369,13 @@ def _same_content(local: LocalFile, remote: Any) -> bool:
 def _batches(files: Sequence[LocalFile], max_bytes: int, max_files: int) -> list[list[LocalFile]]:
     """Consecutive groups of at most ``max_files`` files and ``max_bytes`` (a bigger file goes alone)."""
     out: list[list[LocalFile]] = []
-    cur: list[LocalFile] = []
     size = 0
     for f in files:
-        if cur and (size + f.size > max_bytes or len(cur) >= max_files):
-            out.append(cur)
-            cur, size = [], 0
-        cur.append(f)
+        if not out or size + f.size > max_bytes or len(out[-1]) >= max_files:
+            out.append([])
+            size = 0
+        out[-1].append(f)
         size += f.size
-    if cur:
-        out.append(cur)
     return out
 
 
@@ -464,11 +453,10 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     sent = {f.path for f in upload}
     unchanged = sorted(f.path for f in plan.files if f.path not in sent)
 
-    batches = _batches(todo, cfg.max_commit_bytes, cfg.max_commit_files)
-    if finals or stale:
-        if not batches:
-            batches.append([])
-        batches[-1] = batches[-1] + finals
+    # the last commit carries metadata.json, the card and the removals (one of its own when no data goes up)
+    batches = _batches(todo, cfg.max_commit_bytes, cfg.max_commit_files) or ([[]] if finals or stale else [])
+    if batches:
+        batches[-1] += finals
     upload_bytes = sum(f.size for f in upload)
     parts = [f"{len(unchanged)} already on the Hub"] if unchanged else []
     if upload:
@@ -486,13 +474,11 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     done_bytes = 0
     for i, batch in enumerate(batches, 1):
         last = i == len(batches)
-        ops: list[Any] = [huggingface_hub.CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.payload())
-                          for f in batch]
+        ops: list[Any] = [huggingface_hub.CommitOperationAdd(
+            path_in_repo=f.path, path_or_fileobj=f.content if f.content is not None else str(f.source)) for f in batch]
         if last:
             ops += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in stale]
-        text = cfg.message or DEFAULT_MESSAGE
-        if len(batches) > 1:
-            text = f"{text} ({i}/{len(batches)})"
+        text = (cfg.message or DEFAULT_MESSAGE) + (f" ({i}/{len(batches)})" if len(batches) > 1 else "")
         kwargs = {"parent_commit": parent} if parent else {}
         # a commit is not retried: one whose answer was lost may have landed (re-running resumes)
         landed = hub(lambda: api.create_commit(repo_id, ops, commit_message=text, repo_type=REPO_TYPE,
@@ -512,8 +498,7 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     if final is None:  # nothing to commit and no head: cannot happen (the card is always new then)
         raise HubError(f"the Hub reported no commit on {repo_id}@{DEFAULT_BRANCH};", fix="re-run the push.")
     if tag is not None:
-        hub(lambda: api.create_tag(repo_id, tag=tag, revision=final, repo_type=REPO_TYPE, token=token),
-            retry=False)
+        hub(lambda: api.create_tag(repo_id, tag=tag, revision=final, repo_type=REPO_TYPE, token=token), retry=False)
         emit(Event("tagged", message=f"Tagged {final[:12]} as {tag}", data={"tag": tag, "oid": final}))
     return PushResult(
         repo_id=repo_id, revision=plan.revision, commit=final, url=tree_url(repo_id, plan.revision),
@@ -522,16 +507,8 @@ def push_dataset(directory: str | Path, repo: "str | PushConfig", *, token: str 
     )
 
 
-def publish_dataset(
-    local_dir: str | Path,
-    *,
-    repo_id: str,
-    tag: str | None = None,
-    token: str | None = None,
-    commit_message: str | None = None,
-    private: bool = False,
-    repo_exist_ok: bool = True,
-) -> str:
+def publish_dataset(local_dir: str | Path, *, repo_id: str, tag: str | None = None, token: str | None = None,
+                    commit_message: str | None = None, private: bool = False, repo_exist_ok: bool = True) -> str:
     """whestbench 0.16's Python push: publish ``local_dir`` to ``repo_id`` and return the commit id.
 
     The same push as ``whest dataset push`` (``push_dataset``): the dataset is checked first

@@ -1,12 +1,7 @@
-"""Where a dataset lives: a local directory or a Hub reference (the grammar; no network here).
-
-One home for what ``load_dataset``, ``inspect``, ``push`` and ``pull`` share: ``parse_ref`` (the
-grammar ``ORG/NAME[@REV]``, ``hf://[datasets/]ORG/NAME[@REV]``) and ``resolve_source`` (local or
-Hub), both as docs/hub.md's "References" states; a refusal is a ``DatasetSourceError`` (a usage
-error) raised before any network call.
-
-The calls to the Hub (retry policy, error wording, metadata fetch) are in ``hub/client.py``;
-token scrubbing is ``whestbench.text.scrub``.
+"""Where a dataset lives, for load, inspect, push and pull: ``parse_ref`` (the grammar ``ORG/NAME[@REV]``,
+``hf://[datasets/]ORG/NAME[@REV]``) and ``resolve_source`` (a local directory or a Hub reference), as
+docs/hub.md's "References" states. No network here: a refusal is a ``DatasetSourceError`` (a usage error)
+raised before any call to the Hub (those are ``hub/client.py``'s).
 """
 
 from __future__ import annotations
@@ -46,12 +41,8 @@ def check_repo_id(repo_id: object) -> str:
     Guards against ids the Hub would reject only after the local checks (and, for push, a bare
     ``NAME`` that would silently land in the token owner's namespace).
     """
-    ok = isinstance(repo_id, str) and repo_id.count("/") == 1 and len(repo_id) <= 96
-    if ok:
-        parts = repo_id.split("/")
-        ok = all(_REPO_PART.match(p) and "--" not in p and ".." not in p for p in parts)
-        ok = ok and not repo_id.endswith(".git")
-    if not ok:
+    ok = isinstance(repo_id, str) and repo_id.count("/") == 1 and len(repo_id) <= 96 and not repo_id.endswith(".git")
+    if not ok or not all(_REPO_PART.match(p) and "--" not in p and ".." not in p for p in repo_id.split("/")):
         raise _not_an_id(repo_id)
     return repo_id
 
