@@ -222,7 +222,7 @@ def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dic
                 report = str(path)
             except OSError as exc:
                 report = f"not written ({exc.strerror or exc})"
-        raise dc.DeviceCheckFailed(dc.failure_line(result, report))
+        raise dc.failure(result, report)
     for c in result.checks:
         if c.name in result.accepted:
             emit(Event("warning", message=f"{c.name} failed and was accepted ({dc.ACCEPT_FLAG}): {c.detail}"))

@@ -280,8 +280,8 @@ def skipped_check(compute: Compute) -> DeviceCheck:
     return DeviceCheck(False, True, (), 0.0, device_facts(compute.device), versions())
 
 
-def failure_line(check: DeviceCheck, report: str | None) -> str:
-    """The one line a refused bake prints: the failed checks with their figures, what to do, the report."""
+def failure(check: DeviceCheck, report: str | None) -> DeviceCheckFailed:
+    """The error a refused bake raises: the failed checks with their figures, what to do, the report."""
     failed = check.refusals()
     names = ", ".join(c.name for c in failed)
     what = "; ".join(f"{c.name}: {c.detail}" for c in failed)
@@ -291,7 +291,8 @@ def failure_line(check: DeviceCheck, report: str | None) -> str:
         advice = (f"results would depend on --chunk-size and --mlps-per-batch on this device; pass {ACCEPT_FLAG} "
                   "to bake anyway (recorded in metadata.json), or run `whest doctor` and send the report")
     where = f"; report: {report}" if report else ""
-    return f"device check failed ({names}) on {check.device.get('name') or check.device.get('type')}: {what}; {advice}{where}"
+    device = check.device.get("name") or check.device.get("type")
+    return DeviceCheckFailed(f"device check failed ({names}) on {device}: {what};", fix=f"{advice}{where}")
 
 
 def summary_line(record: Any) -> str | None:
@@ -319,4 +320,4 @@ def summary_line(record: Any) -> str | None:
 
 
 __all__ = ["ACCEPT_FLAG", "DeviceCheck", "DeviceCheckFailed", "PHILOX_WORDS", "BLOCK_SUMS", "ROW_INVARIANCE",
-           "check_device", "skipped_check", "failure_line", "summary_line", "run_checks", "versions", "device_facts"]
+           "check_device", "skipped_check", "failure", "summary_line", "run_checks", "versions", "device_facts"]
