@@ -194,10 +194,8 @@ def check_card_fields(*, pretty_name: str | None = None, license: str | None = N
     """The card fields a user gave, checked before any work (UsageError, one line naming the fix):
     ``--card FILE`` (``read_card_file``) or ``--card PRESET`` (``CARD_PRESETS``: ``{"preset": NAME}``)
     and, over it, ``--pretty-name``, ``--license``, ``--homepage``. Only those given are returned."""
-    if card_file is not None and card_file in CARD_PRESETS:
-        out = {"preset": card_file}
-    else:
-        out = read_card_file(card_file) if card_file is not None else {}
+    out = ({"preset": card_file} if card_file in CARD_PRESETS else read_card_file(card_file) if card_file is not None
+           else {})
     flags = {"pretty_name": pretty_name, "license": license, "homepage": homepage}
     out.update(check_card({k: v for k, v in flags.items() if v is not None}, None))
     return out

@@ -202,10 +202,9 @@ def write_dataset(
     side file ``audit/<split>.parquet`` (``format.trail``), which the checksums list."""
     audit = md.get("audit")
     with staged_dir(Path(output)) as stage:
-        trail = None
-        if audit is not None:
-            values = audit["values"]
-            trail = TrailWriter(stage / audit["file"], depth, width, "cv_means" in values, "pcg64_state" in values)
+        values = audit["values"] if audit is not None else ()
+        trail = TrailWriter(stage / audit["file"], depth, width, "cv_means" in values,
+                            "pcg64_state" in values) if audit is not None else None
 
         def strip(rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
             for row in rows:
@@ -265,6 +264,5 @@ def update_card(root: Any, md: dict[str, Any], given: dict[str, Any] | None) -> 
     new_md = {**md, CARD_KEY: card}
     write_file_atomic(Path(root) / CARD_FILE, render_card(new_md).encode("utf-8"))
     write_file_atomic(Path(root) / METADATA_FILE, metadata_bytes(new_md))
-    md.clear()
-    md.update(new_md)
+    md[CARD_KEY] = card  # new_md, in place: the key keeps its place, or comes last as in new_md
     return changed
