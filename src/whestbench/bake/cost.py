@@ -150,10 +150,7 @@ def probe(plan) -> Needs:
     Each worker is timed from the end of its first step (numba's kernel load, the control variates'
     fit, cold caches: costs a unit pays once, not per sample) over at least ``PROBE_WINDOW_S`` and
     ``PROBE_MIN_STEPS`` steps, all workers running until every one has its window, so each window
-    sees the contention the bake will. The rate is the workers' rates summed (``probe_rate``).
-
-    (It used to time one unit alone, outside the bake's one-BLAS-thread limit, over one step, and
-    multiply by the workers × 0.85: on a loaded 2-core VM that gave about half the achieved rate.)"""
+    sees the contention the bake will. The rate is the workers' rates summed (``probe_rate``)."""
     n_workers = bake_workers(plan.workers, unit_count(plan.spec))
     job = plan.scaled_job(n_workers, plan.spec.n_samples)
     units = job.spec.units()[:n_workers]

@@ -246,16 +246,12 @@ PLAN_UPFRONT_MLPS = 4096  # a target bake of at most this many MLPs plans them a
 
 def plan_targets(plan: BakePlan, emit: EventSink = ignore, stop: threading.Event | None = None,
                  work: Path | None = None) -> BakePlan:
-    """A target bake's plan with every MLP's count planned up front (``WorkSpec.planned``): the
-    pilots are cheap (one forward pass of 16,384 inputs each), and the units use these counts
-    instead of planning again, so the progress total, the Plan line and a stop's message count what
-    will be sampled rather than the cap. ``Progress("pilots")`` reports them. Unchanged: a bake
-    without a target, or one too big to plan up front (over ``PLAN_UPFRONT_MLPS`` MLPs, or control
-    variates that would not stay in the fit cache, ``CONTROLS_CACHE_BYTES``, until their units
-    use them); its units plan their own counts, and its totals shrink as they land. A ``stop``
-    during the pilots returns the plan unchanged at once (the bake then stops before any unit).
-    ``work``: the work directory, where the counts are kept (``ledger.save_pilots``) and a resume
-    reads them instead of running the pilots again."""
+    """A target bake's plan with every MLP's count planned up front (``WorkSpec.planned``) by its pilots (one
+    forward pass of 16,384 inputs each), so the units, the progress total, the Plan line and a stop's message count
+    what will be sampled rather than the cap; ``Progress("pilots")`` reports them. Unchanged: a bake without a
+    target, one too big to plan up front (over ``PLAN_UPFRONT_MLPS`` MLPs, or control variates that would not stay
+    in the fit cache, ``CONTROLS_CACHE_BYTES``), whose units plan their own counts, or a ``stop`` during the pilots.
+    ``work``: the work directory, where the counts are kept (``ledger.save_pilots``) for a resume to read."""
     spec = plan.spec
     if not spec.estimation.has_target or spec.planned is not None or not spec.seeds:
         return plan
@@ -313,12 +309,9 @@ def _planned(plan: BakePlan, counts: Sequence[int]) -> BakePlan:
 
 
 def check_bake_output(output: Path) -> None:
-    """Refuse an ``--output`` that cannot become the new dataset, before any work.
-
-    An existing complete dataset beside a leftover work directory is what a kill between the final
-    rename and the work directory's removal leaves: the dataset is complete (the rename is atomic),
-    so the leftover is removed before refusing the existing output.
-    """
+    """Refuse an ``--output`` that cannot become the new dataset, before any work. A complete dataset beside a work
+    directory is what a kill between the (atomic) final rename and the work directory's removal leaves: the
+    leftover is removed before refusing the existing output."""
     try:
         check_new_output(output)
     except OutputExistsError:

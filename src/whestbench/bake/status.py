@@ -7,6 +7,7 @@ trusted unread, as a resume reads them); a damaged one is counted apart, as a re
 
 from __future__ import annotations
 
+import calendar
 import os
 import time
 from pathlib import Path
@@ -81,17 +82,19 @@ def bake_status(path: str | os.PathLike) -> dict[str, Any]:
 def _phase(recorded: dict[str, Any]) -> dict[str, Any] | None:
     """status.json's ``run`` (``workdir.record_phase``): the phase a bake reached, what it is for a
     person, since when (UTC) and how long ago; None when there is none or it holds no phase a bake writes."""
-    import calendar
-
     run = recorded.get("run")
-    if not isinstance(run, dict) or run.get("phase") not in PHASES or not isinstance(run.get("since_utc"), str):
-        return None
-    try:
-        since = calendar.timegm(time.strptime(run["since_utc"], "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
+    if not isinstance(run, dict) or run.get("phase") not in PHASES or _seconds_ago(run.get("since_utc")) is None:
         return None
     return {"phase": run["phase"], "what": PHASES[run["phase"]], "since_utc": run["since_utc"],
-            "seconds_ago": max(0.0, round(time.time() - since, 1)), "pid": run.get("pid") if is_int(run.get("pid")) else None}
+            "seconds_ago": _seconds_ago(run["since_utc"]), "pid": run.get("pid") if is_int(run.get("pid")) else None}
+
+
+def _seconds_ago(stamp: Any) -> float | None:
+    """How long before now a recorded UTC ``stamp`` (``2026-01-02T03:04:05Z``) was; None for no such stamp."""
+    try:
+        return max(0.0, round(time.time() - calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")), 1))
+    except (TypeError, ValueError):
+        return None
 
 
 def _check_identity(identity: dict[str, Any], path: Path) -> None:
@@ -248,24 +251,18 @@ def _ranks(recorded: dict[str, Any]) -> list[dict[str, Any]]:
     """A distributed bake's ranks as rank 0 last recorded them (status.json ``ranks``): each rank's
     host and pid (from its heartbeat; None from a whestbench that did not record them), last
     heartbeat (UTC) and how long before now it was; [] for a single process or an unreadable record."""
-    import calendar
-
     ranks = recorded.get("ranks")
     if not isinstance(ranks, dict):
         return []
     out = []
     for rank, entry in ranks.items():
         stamp = entry.get("last_heartbeat_utc") if isinstance(entry, dict) else None
-        if not (isinstance(rank, str) and rank.isdigit() and isinstance(stamp, str)):
-            continue
-        try:
-            t = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
-        except ValueError:
+        if not (isinstance(rank, str) and rank.isdigit() and isinstance(stamp, str)) or _seconds_ago(stamp) is None:
             continue
         host, pid, ended = entry.get("host"), entry.get("pid"), entry.get("ended")
         out.append({"rank": int(rank), "host": host if isinstance(host, str) and host else None,
                     "pid": pid if is_int(pid) else None, "last_heartbeat_utc": stamp,
-                    "seconds_ago": max(0.0, round(time.time() - t, 1)), "epoch": entry.get("epoch"),
+                    "seconds_ago": _seconds_ago(stamp), "epoch": entry.get("epoch"),
                     "ended": ended if ended in RANK_ENDINGS else None})
     return sorted(out, key=lambda r: r["rank"])
 

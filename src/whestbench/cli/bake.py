@@ -205,8 +205,10 @@ def _bake(signals, cfg, dist_env, reporter: Reporter, emit, *, peer_timeout) -> 
             return
         if event.kind == "plan":  # the settled plan (a target bake's counts planned by the pilots)
             out.print(f"Plan: {_plan_summary(data['plan'])}", markup=False)
-            if single:
-                reporter.expect("samples", _probe_samples_per_s(data["plan"]), then_s=data["plan"].needs.write_seconds)
+            if single:  # the samples per second the timing probe measured for the whole bake (None: no probe)
+                needs, per_sample = data["plan"].needs, data["plan"].spec.flops_per_sample
+                reporter.expect("samples", needs.rate_flops / per_sample if needs.rate_flops else None,
+                                then_s=needs.write_seconds)
         if event.kind == "done":
             finished.update(data)
         emit(event)
@@ -267,12 +269,6 @@ def _stops(finished: dict, mlps: int) -> str:
     return text
 
 
-def _probe_samples_per_s(plan) -> float | None:
-    """Samples per second the timing probe measured for the whole bake (None: no probe)."""
-    rate = plan.needs.rate_flops
-    return rate / plan.spec.flops_per_sample if rate else None
-
-
 def _plan_summary(plan) -> str:
     """The plan line: what this run will compute. A resumed bake projects the rest (FLOPs and the
     timed estimate), and says how much its work directory already holds."""
@@ -306,9 +302,6 @@ def _whole_command(needs) -> str:
             f"≈ {format_duration(needs.seconds)}, writing ≈ {format_duration(needs.write_seconds)})")
 
 
-COMMANDS = [bake]
-
-
 @click.command("status")
 @click.argument("output", type=DIR_ARG)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, for scripts.")
@@ -327,4 +320,4 @@ def status(output: Path, as_json: bool) -> None:
         out.print(line, markup=False)
 
 
-COMMANDS.append(status)
+COMMANDS = [bake, status]
