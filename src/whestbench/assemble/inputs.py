@@ -114,17 +114,12 @@ def require_same(path: Path, md: dict[str, Any], first_path: Path, first: dict[s
 
 class Input:
     """One input of a merge or a combine, opened (``open_input``) and accepted by its verb: its path,
-    validated metadata, split (and config, a combine's), handle; its shards once ``check_rows`` ran."""
+    validated metadata, split (and config, a combine's), handle; its shards and seeds once ``check_inputs`` ran."""
 
     def __init__(self, path: Path, md: dict[str, Any], split: str, handle: DatasetDir, config: str | None = None):
         self.path, self.md, self.split, self.handle, self.config = path, md, split, handle, config
         self.files: list[Path] = []
         self.seeds: list[int] = []
-
-    def check_rows(self, on_event: EventSink = ignore) -> None:
-        """List its shards (``shard_files``) into ``files`` and check them (``check_files``)."""
-        self.files = shard_files(self.path, self.split)
-        check_files(self.handle, self.md, self.files, self.md["n_mlps"], on_event=on_event)
 
 
 def open_input(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
@@ -195,15 +190,11 @@ def check_files(
                                 "truncated or replaced.", where=path, fix=REDO)
 
 
-_CARD_FLAGS = {"pretty_name": "--pretty-name", "license": "--license", "homepage": "--homepage"}
-
-
-def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None = None, *,
-                 how: str = "pass --card FILE, --pretty-name, --license or --homepage to settle them") -> dict[str, str]:
+def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None = None) -> dict[str, str]:
     """The card of a dataset made of inputs whose metadata ``card`` blocks are ``cards`` (``(name,
     block)``, a missing block is the defaults): the inputs' own when they agree; ``given`` (the
     command's card flags) settles the fields they do not. MergeIncompatibleError, before any work,
-    names the fields that differ (with each input's value) and ``how`` to settle them."""
+    names the fields that differ (with each input's value) and the flags that settle them."""
     given = dict(given or {})
     blocks = [(name, dict(block) if isinstance(block, dict) else {}) for name, block in cards]
     # a preset given displaces the fields it brings, and those fields given displace a preset
@@ -223,17 +214,19 @@ def settle_cards(cards: Sequence[tuple[str, Any]], given: dict[str, str] | None 
         elif values[0] is not None:
             out[key] = values[0]
     if differ:
-        raise MergeIncompatibleError(f"the inputs' cards differ in {' and '.join(differ)}:", fix=f"{how}.")
+        raise MergeIncompatibleError(f"the inputs' cards differ in {' and '.join(differ)}:",
+                                     fix="pass --card FILE, --pretty-name, --license or --homepage to settle them.")
     return out
 
 
 def check_inputs(inputs: Sequence[Input], what: str, across: Callable[[Sequence[Input]], None],
                  on_event: EventSink = ignore) -> None:
-    """Each input's shards (``check_rows``) and seeds read; ``across(inputs)`` checks what only all of
+    """Each input's shards checked (``check_files``) and seeds read; ``across(inputs)`` checks what only all of
     them show (cheap); then each input's trail contract and verify's checks (``require_sound``): the
     one check of an input's own rows (mlp_id, seeds, names, weights) and numbers."""
     for i in inputs:
-        i.check_rows(on_event)
+        i.files = shard_files(i.path, i.split)
+        check_files(i.handle, i.md, i.files, i.md["n_mlps"], on_event=on_event)
         i.seeds = read_column(i.files, "mlp_seed")
     across(inputs)
     for i in inputs:

@@ -325,22 +325,13 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
         hw = md.get("hardware") if isinstance(md.get("hardware"), dict) else {}
         bc = md.get("bake_config") if isinstance(md.get("bake_config"), dict) else {}
         cap = md.get("cuda_device_capability")
-        fields = {
-            "cuda_device_name": md.get("cuda_device_name"),
-            "cuda_device_capability": list(cap) if isinstance(cap, (list, tuple)) else None,
-            "torch_version": md.get("torch_version"),
-            "device": md.get("device"),
-            "cpu_brand": hw.get("cpu_brand"),
-            "cpu_count_logical": hw.get("cpu_count_logical"),
-            "ram_total_bytes": hw.get("ram_total_bytes"),
-            "python_version": hw.get("python_version"),
-            "numpy_version": hw.get("numpy_version"),
-            "os": hw.get("os"),
-            "whestbench_version": md.get("whestbench_version"),
-            "flopscope_version": md.get("flopscope_version", hw.get("flopscope_version")),
-            "blas": md.get("blas"),
-            "bake_config": md.get("bake_config"),
-        }
+        fields = {k: md.get(k) for k in ("cuda_device_name", "cuda_device_capability", "torch_version", "device")}
+        fields["cuda_device_capability"] = list(cap) if isinstance(cap, (list, tuple)) else None
+        fields.update((k, hw.get(k)) for k in ("cpu_brand", "cpu_count_logical", "ram_total_bytes", "python_version",
+                                                "numpy_version", "os"))
+        fields.update(whestbench_version=md.get("whestbench_version"),  # in this order: the metadata's key order
+                      flopscope_version=md.get("flopscope_version", hw.get("flopscope_version")),
+                      blas=md.get("blas"), bake_config=md.get("bake_config"))
         signature = json.dumps([fields[k] for k in _HOST_SIGNATURE] + [bc.get(k) for k in _DETERMINISM_FLAGS]
                                + [fields["blas"]], sort_keys=True)
         group = groups.setdefault(signature, {

@@ -81,13 +81,7 @@ def _describe_arith(md: dict[str, Any]) -> str:
 
 
 def compare_mode(a: DatasetScan, b: DatasetScan) -> tuple[str, str]:
-    """How strictly the two bakes' ground truth can agree: ``(mode, reason)``.
-
-    "bits": same sampler and recorded arithmetic (the seed page's bit-equivalence);
-    "gate": philox on both (same samples), other arithmetic: SPEC §3's precision gate;
-    "f32": pcg64 on both, arithmetic differs or unrecorded: float32 rounding (SPEC §2 b);
-    "stats": the samples differ (other sampler, or torch.randn under other device/chunking/batch).
-    """
+    """How strictly the two bakes' ground truth can agree: ``(mode, reason)``, a mode of the module docstring."""
     sa, sb = infer_sampler(a.md), infer_sampler(b.md)
     ia, ib = arithmetic_identity(a.md), arithmetic_identity(b.md)
     if sa != sb:
@@ -342,14 +336,6 @@ def _judge_stderr(shared, report: VerifyReport, name: str, mode: str) -> None:
                  f" for {sa_.size} standard errors" + (", n_samples_used equal" if any(x is not None for x in na) else ""))
 
 
-def _pilot_variance(weights: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-layer, per-neuron variance of the activations and how many pilot inputs activated each:
-    verify's audit pilot (``audit.pilot_moments``, the MLP's own audit stream). Returns
-    ``(var (depth, w), active (depth, w))``."""
-    pm = pilot_moments(weights, int(seed))
-    return pm.sd**2, pm.active
-
-
 def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: float | None, reason: str,
                    check: str = "ground truth") -> None:
     """z-scores of Δmean in units of both bakes' standard errors: the stored ones (``all_layer_stderr``)
@@ -364,9 +350,9 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
             unknown = np.isnan(se[k])  # a side too small for a standard error (one sample, one batch)
             if unknown.any():
                 w = weights_for_seed(sa.seeds[i], a.width, a.depth)
-                var, active = _pilot_variance(w, sa.seeds[i])  # the plain estimator's variance: conservative for control variates
-                fill = unknown & (active >= MIN_ACTIVE_VARIANCE)  # else no usable variance: left out (NaN)
-                se[k][fill] = np.sqrt(var / a.samples(sa, i) + var / b.samples(sb, j))[fill]
+                pm = pilot_moments(w, int(sa.seeds[i]))  # the plain estimator's variance: conservative for control variates
+                fill = unknown & (pm.active >= MIN_ACTIVE_VARIANCE)  # else no usable variance: left out (NaN)
+                se[k][fill] = np.sqrt(pm.sd**2 / a.samples(sa, i) + pm.sd**2 / b.samples(sb, j))[fill]
                 note = "; pilot variances where a bake has too few samples for a standard error"
             dof[k][unknown] = np.inf  # a pilot's variance: 8,191 degrees of freedom, normal
         usable = se > 0  # exact on both sides (layer 1 of control variates, dead neurons): no noise to compare
@@ -386,9 +372,9 @@ def _compare_stats(a, b, shared, delta, report: VerifyReport, name: str, z_max: 
         if w is None:
             skipped += 1  # protocol 2.0 or altered weights: the seed does not give the stored MLP
             continue
-        var, active = _pilot_variance(w, sa.seeds[i])
-        se = np.sqrt(var / a.samples(sa, i) + var / b.samples(sb, j))  # (depth, w)
-        usable = active >= MIN_ACTIVE_VARIANCE
+        pm = pilot_moments(w, int(sa.seeds[i]))  # verify's audit pilot: each neuron's variance and activity
+        se = np.sqrt(pm.sd**2 / a.samples(sa, i) + pm.sd**2 / b.samples(sb, j))  # (depth, w)
+        usable = pm.active >= MIN_ACTIVE_VARIANCE
         zs.append((d[usable] / se[usable]).ravel())
         zl.append(_layer_means(d, se, usable))
     if not zs:

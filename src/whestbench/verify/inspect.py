@@ -229,10 +229,8 @@ def _info_lines(md: dict[str, Any]) -> list[str]:
         lines[i] += f" (the cap of a --target-stderr bake; {used})"
     sp = md.get("seed_protocol")
     if sp:
-        if isinstance(sp, dict):
-            lines.append(f"  seed_protocol:  {sp.get('name')} (version {sp.get('version')})")
-        else:
-            lines.append(f"  seed_protocol:  {sp}")
+        shown = f"{sp.get('name')} (version {sp.get('version')})" if isinstance(sp, dict) else sp
+        lines.append(f"  seed_protocol:  {shown}")
     return lines
 
 

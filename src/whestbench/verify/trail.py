@@ -34,10 +34,10 @@ from whestbench.compute.seeds import spawn_streams
 from whestbench.format.trail import audit_path, iter_trail
 from whestbench.verify.report import VerifyReport
 from whestbench.verify.scan import DatasetScan, SplitScan
+from whestbench.verify.trail_contract import STALE
 from whestbench.verify.trail_segments import MIN_ACTIVE, MIN_TEST_SEGMENTS, SegmentTests, add_mlp
 from whestbench.verify.trail_segments import finish as finish_segments
 from whestbench.errors import REDO
-
 
 
 def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
@@ -58,9 +58,8 @@ def check_trail(ds: DatasetScan, report: VerifyReport, checksums: str) -> None:
         except (KeyError, TypeError, ValueError) as e:
             report.check(f"{prefix}trail", False, f"the metadata's audit block is malformed ({type(e).__name__}: {e})")
             continue
-        if checksums == "stale":  # 0.16.2's merge carries the block, not the file
-            report.skip(f"{prefix}trail", "the checksums are stale (a whestbench 0.16 merge of trail-carrying "
-                        "partials keeps the audit block but not the trail of every partial): the trail is not checked")
+        if checksums == "stale":
+            report.skip(f"{prefix}trail", f"{STALE}: the trail is not checked")
             continue
         if not path.is_file():
             report.check(f"{prefix}trail", False, f"{block['file']} is missing: the metadata says the bake kept an "

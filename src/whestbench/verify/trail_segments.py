@@ -111,8 +111,7 @@ def add_mlp(tests: SegmentTests, rec, cv: bool, k_eff: float, step: int, where: 
         if "cv_means" not in rec.values:
             return
         m, v, first = rec.values["cv_means"].astype(np.float64)[keep], rec.values["cv_var"].astype(np.float64)[keep], 1
-        per_segment = np.ceil(n_s / step)  # batches per segment
-        k_s = per_segment
+        k_s = np.ceil(n_s / step)  # batches per segment
     else:
         m, v, first, k_s = m_y, v_y, 0, n_s
     live = live_y.copy()
