@@ -197,11 +197,9 @@ def combined_metadata(
 ) -> dict[str, Any]:
     """The multi-split metadata for ``(split, config, metadata)`` inputs, in whestbench 0.16's key order.
 
-    Top level from the first input, ``created_at_utc`` the earliest, ``hardware`` this (the
-    combining) host. Each ``splits[name]``: ``n_mlps``, ``created_at_utc``, ``config``, ``seed``
-    (protocol 2.0), ``hardware_fingerprints`` (a merged input's own, else ``[hardware]``), then
-    ours: ``sampler``, ``seed_list_digest``, ``bake_command``. ``prepared_splits`` and
-    ``checksums`` are added by the caller.
+    Top level: the first input's ``SAME_RECIPE``, ``created_at_utc`` the earliest, ``hardware`` this (the
+    combining) host. Each ``splits[name]``: ``n_mlps``, ``created_at_utc``, ``config``, ``seed`` (protocol
+    2.0), ``hardware_fingerprints`` (a merged input's own, else ``[hardware]``), then ours (``_SPLIT_EXTRAS``).
     """
     first = inputs[0][2]
     md: dict[str, Any] = {k: copy.deepcopy(first[k]) for k in SAME_RECIPE if k in first}  # what every split shares
@@ -221,15 +219,12 @@ def combined_metadata(
             entry["hardware_fingerprints"] = copy.deepcopy(m["hardware_fingerprints"])
         elif isinstance(m.get("hardware"), dict):
             entry["hardware_fingerprints"] = [copy.deepcopy(m["hardware"])]
-        for key in _SPLIT_EXTRAS:
-            if key in m:
-                entry[key] = copy.deepcopy(m[key])
+        entry.update({key: copy.deepcopy(m[key]) for key in _SPLIT_EXTRAS if key in m})
         md["splits"][split] = entry
     if default_split is not None:
         md["default_split"] = default_split
-    for key in ("estimator", "target_stderr"):  # ours: every split's (equal by the checks above)
-        if key in first:
-            md[key] = copy.deepcopy(first[key])
+    # ours: every split's (equal by the checks above)
+    md.update({key: copy.deepcopy(first[key]) for key in ("estimator", "target_stderr") if key in first})
     done = combined_marker([{**m, "split": split} for split, _, m in inputs])  # none unless every input has one
     if done is not None:
         md[PLAN_DIGEST] = done

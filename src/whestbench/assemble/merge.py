@@ -269,10 +269,9 @@ def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dic
     md["n_mlps"] = first["total_n_mlps"]
     if "blas" in md and any(m.get("blas") != first.get("blas") for m in mds):
         del md["blas"]  # per host: each hardware_fingerprints entry carries its own
-    # the worst device check of any partial (skipped > accepted > passed), with the command that says so
+    # the worst device check (skipped > accepted > passed; max keeps the first of equals), with its bake_command
     worst = max(mds, key=lambda m: _DEVICE_RANK.get(device_check_state(m.get(DEVICE_CHECK_KEY)), -1))
-    if worst is not first and device_check_state(worst.get(DEVICE_CHECK_KEY)) != device_check_state(
-            first.get(DEVICE_CHECK_KEY)):
+    if worst is not first:
         md[DEVICE_CHECK_KEY] = copy.deepcopy(worst[DEVICE_CHECK_KEY])
         if "bake_command" in worst:
             md["bake_command"] = copy.deepcopy(worst["bake_command"])

@@ -72,11 +72,8 @@ def _describe_arith(md: dict[str, Any]) -> str:
         return f"{md.get('backend')}, arithmetic not recorded"
     parts = [str(md.get("backend"))]
     if "blas" in ident:
-        b = ident["blas"]
-        parts.append(f"{b.get('library')} {b.get('version')} {b.get('kernel')}")
-    for key in ("device", "cuda_device_name", "kernel", "precision"):
-        if key in ident:
-            parts.append(str(ident[key]))
+        parts += [str(ident["blas"].get(k)) for k in ("library", "version", "kernel")]
+    parts += [str(ident[key]) for key in ("device", "cuda_device_name", "kernel", "precision") if key in ident]
     return " ".join(parts)
 
 

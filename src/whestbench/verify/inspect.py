@@ -5,8 +5,7 @@ formatting, so tools that parse them keep working — then ours: sampler, seed s
 range, per-split row and shard counts with sizes, and the checksum status. A tampered dataset is
 reported (``integrity: checksums MISMATCH ...``), never raised on: inspecting is how one finds out.
 Every line is sanitised (``text.sanitize``): a value in ``metadata.json`` cannot put an escape
-sequence or an extra line on the terminal. Sources are resolved by ``hub/ref.py``
-(``resolve_source``), and Hub metadata fetched by ``hub/client.py`` (``fetch_metadata``).
+sequence or an extra line on the terminal.
 """
 
 from __future__ import annotations

@@ -45,10 +45,8 @@ class Audited:
     pilot: PilotMoments | None
 
 
-def choose_rows(rows: list, k: int | None, seed: int) -> list:
-    """``k`` rows chosen at random with ``seed`` (sorted by position), or all rows when ``k`` is None."""
-    if k is None or k >= len(rows):
-        return rows
+def choose_rows(rows: list, k: int, seed: int) -> list:
+    """``k`` (fewer than ``len(rows)``) rows chosen at random with ``seed``, sorted by position."""
     picked = sorted(random.Random(seed).sample(range(len(rows)), k))
     return [rows[p] for p in picked]
 
@@ -64,9 +62,7 @@ def audit_rows(ds, rows, counts: np.ndarray, workers: int | None = None, on_even
         w = s.rederived_weights(i, ds.width, ds.depth)
         if w is None:
             return Audited(s, i, float(n), None)  # protocol 2.0 or other weights: no pilot of the stored MLP
-        controls = None
-        if cv and ds.depth > 1:
-            controls = controls_for(int(s.seeds[i]), w)
+        controls = controls_for(int(s.seeds[i]), w) if cv and ds.depth > 1 else None
         return Audited(s, i, float(n), pilot_moments(w, int(s.seeds[i]), AUDIT_SAMPLES, controls, MIN_ACTIVE_SHAPE))
 
     workers = workers or max(1, min(len(rows), os.cpu_count() or 1, 8))
@@ -260,10 +256,7 @@ def check_stderr_size(ds, audited: list[Audited], report, p_overall: float) -> N
         # the controls explain the layer exactly: the stored standard error must be ~0 as well
         bad_explained = explained & np.isfinite(s) & (s * root_n > 1e-3 * pm.y_sd)
         # plain: a positive mean has spread, and a zero mean has none (every sample was 0)
-        if cv:
-            bad_zero = np.zeros_like(bad)
-        else:
-            bad_zero = (a.n >= 2) & np.isfinite(s) & (((m > 0) & (s == 0)) | ((m == 0) & (s > 0)))
+        bad_zero = (not cv) & (a.n >= 2) & np.isfinite(s) & (((m > 0) & (s == 0)) | ((m == 0) & (s > 0)))
         for mask, why in ((bad, None), (bad_explained, "explained"), (bad_zero, "zero")):
             if mask.any():
                 layer, j = (int(v) for v in np.argwhere(mask)[0])

@@ -378,8 +378,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     else:
         # 3.0: the name seed is the estimator seed derived from mlp_seed; 2.0: mlp_seed is that seed.
         name_seeds = [estimator_seed(v) for v in s.seeds] if version == "3.0" else list(s.seeds)
-        complete = not md.get("is_partial")
-        if complete:
+        if not md.get("is_partial"):
             want = unique_names(name_seeds)
             bad = [(i, got, w) for i, (got, w) in enumerate(zip(s.names, want)) if got != w]
             detail = f"{len(want)} names = unique_names(estimator seeds)"

@@ -131,8 +131,7 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
     counts = [len(m) for m in mlps]
     picks = [mlps[m][g] for m, g in draw_segments(counts, budget, seed)]
     det = detection(counts, budget)
-    multi = ds.is_multi
-    labels = [(f"{blocks[b][0].name}:" if multi else "") + f"{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
+    labels = [(f"{blocks[b][0].name}:" if ds.is_multi else "") + f"{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
     names = ", ".join(labels[:SHOWN]) + (f", … and {len(labels) - SHOWN} more" if len(labels) > SHOWN else "")
     samplers = {DatasetMeta(ds.md).sampler(blocks[b][0].name).get("name") for b, _, _, _ in picks}
     if where != "cpu" and samplers == {"pcg64"}:  # said "regenerated on cuda" of numpy's CPU arithmetic

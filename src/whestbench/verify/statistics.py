@@ -59,7 +59,8 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
         report.coverage["statistics"] += (" for layer 1's exact means, the estimator, the target and the standard "
                                           "errors' form; the audit pilot (layers 2.., avg_variance, error-bar size) "
                                           "did not run")
-    n = np.maximum(_sample_counts(ds, rows), 1.0)[:, None]  # an impossible count (< 1) is named by the target check
+    counts = np.array([ds.samples(s, i) for s, i in rows], dtype=np.float64)  # n_samples, or where a target stopped
+    n = np.maximum(counts, 1.0)[:, None]  # an impossible count (< 1) is named by the target check
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
     exact = sigma / SQRT_2PI
@@ -69,7 +70,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     _target_checks(ds, rows, report)
     if is_cv_block(ds.md.get("estimator")):
         _exact_layer1(rows, mean1, exact, report)
-        _stderr_checks(ds, rows, None, report)
+        _stderr_checks(ds, rows, counts, None, report)
     else:
         se = sigma * np.sqrt(RELU_VAR / n)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -93,7 +94,7 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
             f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
             f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_what}",
         )
-        _stderr_checks(ds, rows, se, report)
+        _stderr_checks(ds, rows, counts, se, report)
     if not pilot:
         return
     audited = plausibility.audit_rows(ds, rows, n[:, 0], on_event=on_event)
@@ -120,8 +121,7 @@ def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
     if any(s.n_used is None for s, _ in rows):
         report.check("target", False, "a bake to a target standard error must store n_samples_used; the column is missing")
         return
-    sampler = DatasetMeta.of(ds.md).sampler(rows[0][0].name)
-    step = sampler.get("block_size")
+    step = DatasetMeta.of(ds.md).sampler(rows[0][0].name).get("block_size")
     est = DatasetMeta.of(ds.md).estimator
     batch = est.get("batch_samples")
     cv = is_cv_block(est)
@@ -259,11 +259,6 @@ def _exact_layer1(rows, mean1: np.ndarray, exact: np.ndarray, report: VerifyRepo
                      "(control-variate estimator)")
 
 
-def _sample_counts(ds: DatasetScan, rows) -> np.ndarray:
-    """(m,) each MLP's sample count: ``n_samples``, or what it used when it stopped at a target."""
-    return np.array([ds.samples(s, i) for s, i in rows], dtype=np.float64)
-
-
 def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """(m, depth, w) bool: where the estimator has no standard error and stores NaN — plain: fewer
     than 2 samples; control variates: layers 2.. with fewer than 2 batches (layer 1 is exact)."""
@@ -278,15 +273,14 @@ def undefined_stderr(md: dict[str, Any], n: np.ndarray, shape: tuple[int, ...]) 
     return undefined
 
 
-def _stderr_checks(ds: DatasetScan, rows, analytic_se: np.ndarray | None, report: VerifyReport) -> None:
+def _stderr_checks(ds: DatasetScan, rows, n: np.ndarray, analytic_se: np.ndarray | None, report: VerifyReport) -> None:
     """The stored standard errors: finite and >= 0 (NaN where the estimator has none), control
     variates' layer 1 exactly 0, and (plain estimator) layer 1's equal to the exact
-    ``sqrt(Var relu / N)`` within the sampling error of a sample standard deviation."""
+    ``sqrt(Var relu / N)`` within the sampling error of a sample standard deviation (``n``: the rows' counts)."""
     if any(s.stderr is None for s, _ in rows):
         report.skip("stderr", "no all_layer_stderr column (a whestbench 0.16 dataset)")
         return
     se = np.stack([s.stderr[i] for s, i in rows]).astype(np.float64)  # (m, depth, w)
-    n = _sample_counts(ds, rows)
     undefined = undefined_stderr(ds.md, n, se.shape)
     bad = np.where(undefined, ~np.isnan(se), ~np.isfinite(se) | (se < 0))
     if bad.any():

@@ -159,7 +159,6 @@ def _exact(ds: DatasetScan, s: SplitScan, k: int, rec, n: int, segments: int, st
     big_n = float(n)
     m = rec.values["means"].astype(np.float64)
     v = rec.values["var"].astype(np.float64)
-    # means
     if not cv:
         mean_src, var_src, first_layer = m, v, 0
     elif "cv_means" in rec.values:  # layers 2..: the control-variate estimates
