@@ -2,16 +2,11 @@
 
 ``verify_dataset(dir)`` returns a ``VerifyReport``: a list of named checks, each passed or failed
 with a one-line detail. Nothing raises on a broken dataset; a failed check says what is wrong.
-What each check catches and misses is tabled in docs/cli.md ("What verify proves").
-
-1. **Integrity** (here; rows read by ``scan``): metadata validates (``schema.validate_metadata``),
-   checksums (judged by ``checksums.checksum_state``, as the loader does), columns and Arrow types,
-   ids, seeds, names, weights re-derived from ``mlp_seed``, finiteness, ``final_means``, breakdowns,
-   and each prepared Arrow copy bit for bit against its split's rows (``format/prepared.py``).
-2. **Statistics** (``statistics``: layer 1's closed form; ``plausibility``: a fresh pilot of every
-   MLP for the rest).
-3. **Against another bake** (``against=DIR2``, in ``compare``); **recompute** (``recompute=K``)
-   bakes K MLPs again (``recompute``) and compares them the same way.
+What each check catches and misses is tabled in docs/cli.md ("What verify proves"). Integrity is
+checked here (the rows read by ``scan``, the trail's contract by ``trail_contract``, the card by
+``card_check``), then the statistics (``statistics``: layer 1's closed form; ``plausibility``: a fresh
+pilot of every MLP), the audit trail (``trail``), and as asked ``--against`` (``compare``),
+``--spot-check`` (``spot``) and ``--recompute`` (``recompute``: K MLPs baked again, then compared).
 """
 
 from __future__ import annotations

@@ -268,8 +268,7 @@ def _rows(path: Path, i: int) -> tuple[dict, dict | None]:
     for gi in range(f.num_row_groups):
         n = f.metadata.row_group(gi).num_rows
         if start + n > i:
-            t = f.read_row_group(gi)
-            got += t.slice(i - start, 2).to_pylist()
+            got += f.read_row_group(gi).slice(i - start, 2).to_pylist()
             if len(got) < 2 and gi + 1 < f.num_row_groups:
                 got += f.read_row_group(gi + 1).slice(0, 1).to_pylist()
             break
