@@ -26,7 +26,7 @@ reference at the final layer and ≥ 10× at layer 2.
 **cost.** The standard errors need a sum of squares beside every sum: one multiply-add per
 activation, fused into the ReLU pass. This part times one 256×8 chunk's compute on one core (normals,
 eight sgemms, eight fused ReLU+sum passes) with the squares and without, for the default path
-(pcg64, 4096 rows, numba ``relu_colsum`` vs ``relu_colsum_sq``) and for the torch CPU path (philox,
+(pcg64, 4096 rows, numba sums only vs ``relu_colsum_sq``) and for the torch CPU path (philox,
 1024 rows, ``relu_tree`` without and with squares), interleaved, and prints the cost in per cent
 (issue 14: under 3 %). It also times the control-variate estimator's extras: the pilot fit per MLP
 and the per-chunk ``z₂²`` sums.
@@ -236,8 +236,23 @@ def cost(args) -> dict:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
+    from numba import njit
+
     from whestbench.compute import estimators, fused, seeds
     from whestbench.compute.mlp import weights_for_seed
+
+    @njit(nogil=True, fastmath=False)
+    def relu_colsum(x, out):  # the sums-only baseline of fused.relu_colsum_sq: ReLU in place, out <- column sums
+        n, w = x.shape
+        for j in range(w):
+            out[j] = 0.0
+        for i in range(n):
+            for j in range(w):
+                v = x[i, j]
+                if v < 0.0:
+                    v = np.float32(0.0)
+                    x[i, j] = v
+                out[j] += np.float64(v)
 
     width, depth = args.width, args.depth
     w = weights_for_seed(1, width, depth)
@@ -260,7 +275,7 @@ def cost(args) -> dict:
                     if with_sq:
                         fused.relu_colsum_sq(h, out[layer], out_sq[layer])
                     else:
-                        fused.relu_colsum(h, out[layer])
+                        relu_colsum(h, out[layer])
                     x = h
             return run
 

@@ -183,7 +183,7 @@ def test_status_tells_a_killed_rank_from_one_alive_to_the_end(tmp_path):
 
 
 def test_a_heartbeat_carries_its_ranks_own_time():
-    from whestbench.work.distributed.liveness import beat_fields as _beat_fields
+    from whestbench.work.distributed.store import beat_fields as _beat_fields
 
     assert _beat_fields("3 node-a:4242:ab12 17 1764000000.250") == ("3", "node-a", 4242, 1764000000.25)
     assert _beat_fields("3 node-a:4242:ab12 17") == ("3", "node-a", 4242, None)  # an older whestbench's beat

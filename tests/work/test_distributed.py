@@ -553,7 +553,7 @@ def agent_store(monkeypatch):
 
     import torch.distributed as dist
 
-    from whestbench.work.distributed import liveness
+    from whestbench.work.distributed import store as liveness
 
     monkeypatch.setattr(liveness, "HEARTBEAT_S", 0.2)
     port = _free_port()
@@ -982,7 +982,7 @@ def test_protocol_rank_0_records_every_ranks_last_heartbeat_for_the_status_comma
     rank 0 records them in the work directory's status.json (issue 28)."""
 
     from whestbench.bake.status import bake_status, status_lines
-    from whestbench.work.distributed import liveness
+    from whestbench.work.distributed import store as liveness
 
     monkeypatch.setattr(liveness, "STATUS_EVERY_S", 0.0)
     port, _ = agent_store
@@ -1006,7 +1006,7 @@ def test_protocol_the_status_command_names_a_rank_that_never_joined(agent_store,
     import json as json_
 
     from whestbench.bake.status import bake_status, status_lines
-    from whestbench.work.distributed import liveness
+    from whestbench.work.distributed import store as liveness
 
     monkeypatch.setattr(liveness, "STATUS_EVERY_S", 0.0)
     port, _ = agent_store

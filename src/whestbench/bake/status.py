@@ -274,7 +274,7 @@ RANK_ENDINGS = {
     "acknowledged": "left with the bake, acknowledging its end",
     "no-goodbye": "never acknowledged the end: killed, lost or cut off (it was last alive at its last heartbeat)",
 }
-"""How each rank left, as rank 0 recorded it when it left (``work.distributed.liveness.RankBook.finish``)."""
+"""How each rank left, as rank 0 recorded it when it left (``work.distributed.store.RankBook.finish``)."""
 
 
 def _rank_lines(doc: dict[str, Any]) -> list[str]:

@@ -20,23 +20,9 @@ ensure_cache_dir()
 
 
 @njit(nogil=True, cache=True, fastmath=False)
-def relu_colsum(x, out):  # pragma: no cover - compiled
-    """``x`` (n, w) float32, ReLU applied in place; ``out`` (w,) float64 <- column sums of this chunk."""
-    n, w = x.shape
-    for j in range(w):
-        out[j] = 0.0
-    for i in range(n):
-        for j in range(w):
-            v = x[i, j]
-            if v < 0.0:
-                v = np.float32(0.0)
-                x[i, j] = v
-            out[j] += np.float64(v)
-
-
-@njit(nogil=True, cache=True, fastmath=False)
 def relu_colsum_sq(x, out, out_sq):  # pragma: no cover - compiled
-    """As ``relu_colsum``, plus ``out_sq`` (w,) float64 <- column sums of float64(x)**2."""
+    """``x`` (n, w) float32, ReLU applied in place; ``out`` (w,) float64 <- column sums of this chunk,
+    ``out_sq`` (w,) float64 <- column sums of float64(x)**2."""
     n, w = x.shape
     for j in range(w):
         out[j] = 0.0
@@ -75,10 +61,9 @@ def relu_colsum_sq_pre(x, out, out_sq, out_pre_sq):  # pragma: no cover - compil
 
 
 def load_kernels() -> None:
-    """Compile (or load from numba's cache) both kernels for the arguments ``pcg64`` passes: a C-
+    """Compile (or load from numba's cache) the kernels for the arguments ``pcg64`` passes: a C-
     contiguous (n, w) float32 chunk and (w,) float64 sums."""
     x = np.zeros((1, 2), dtype=np.float32)
     out, out_sq = np.zeros(2), np.zeros(2)
-    relu_colsum(x, out)
     relu_colsum_sq(x, out, out_sq)
     relu_colsum_sq_pre(x, out, out_sq, np.zeros(2))

@@ -9,5 +9,5 @@ results, ``c…`` checkpoints, ``s…`` stopped units, ``j…`` joins, ``b…`` 
 announcements it counts (``stop``, ``done``, ``failed``, ``abort``, ``peer_failed``).
 
 Modules: ``store_executor`` (``StoreExecutor``, the entry), ``rank0`` and ``peer`` (the two roles),
-``epoch`` (one epoch's unit threads), ``liveness`` (heartbeats) and ``store`` (connection, keys, waits).
+``epoch`` (one epoch's unit threads) and ``store`` (connection, keys, waits, heartbeats).
 """

@@ -10,8 +10,7 @@ from typing import Any, Sequence
 
 from whestbench.compute.stats import LayerSums
 from whestbench.events import EventSink
-from whestbench.work.distributed.liveness import RankBook, Watch
-from whestbench.work.distributed.store import THREAD_PREFIX, Events, post_event
+from whestbench.work.distributed.store import THREAD_PREFIX, Events, RankBook, Watch, post_event
 from whestbench.work.executor import Job, Tracker, checkpointed_samples, unit_context
 from whestbench.work.launch_env import DistEnv
 from whestbench.work.ledger import identity_digest, read_unit_record, unit_record

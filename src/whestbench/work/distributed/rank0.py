@@ -12,11 +12,10 @@ from whestbench.compute.stats import LayerSums
 from whestbench.errors import BakeInterrupted, DamagedRecord, UsageError, WorkFailed
 from whestbench.events import Event
 from whestbench.text import error_line
-from whestbench.work.distributed import liveness
+from whestbench.work.distributed import store
 from whestbench.work.distributed.epoch import PROGRESS_EVERY_S, Context, Epoch, join_all, read_result
-from whestbench.work.distributed.liveness import RankBook, ranks_text
-from whestbench.work.distributed.store import (SAME_COMMAND, THREAD_PREFIX, Events, announce, epoch_store, get_many,
-                                        get_text, wait_until)
+from whestbench.work.distributed.store import (SAME_COMMAND, THREAD_PREFIX, Events, RankBook, announce, epoch_store,
+                                               get_many, get_text, ranks_text, wait_until)
 from whestbench.work.executor import Job, scan_ledger, stop_summary
 from whestbench.work.launch_env import RERUN_HINT, DistEnv, resume_hint
 from whestbench.work.steps import checkpoint_samples
@@ -26,7 +25,7 @@ from whestbench.work.workdir import output_for
 
 OWN_UNITS_WAIT_S = 10.0  # rank 0 leaving on an error: how long its own units get to checkpoint
 POLL_S = 0.05  # rank 0's poll cycle: one store call unless something arrived
-LIVENESS_EVERY_S = liveness.HEARTBEAT_S  # rank 0 reads the heartbeats of the units' owners at most this often
+LIVENESS_EVERY_S = store.HEARTBEAT_S  # rank 0 reads the heartbeats of the units' owners at most this often
 SAVERS = 4  # rank 0's threads saving results to the ledger: one fsync each, ~8x the rate of one thread
 BYE_WAIT_S = 30.0
 MAX_DAMAGED_RESULTS = 2  # a unit's result that arrives damaged is recomputed on rank 0; this many times, then fail
@@ -130,10 +129,10 @@ def _await_byes(ctx: Context, epoch: int, cap_s: float, events: Events | None, o
         events.read()
         waiting.difference_update(events.byes)
         now = time.monotonic()
-        if waiting and now - looked >= liveness.HEARTBEAT_S / 2:
+        if waiting and now - looked >= store.HEARTBEAT_S / 2:
             looked = now
             for rank, (silent, value) in watch.silent_many(waiting).items():
-                if ctx.env.agent_store if value is None else silent > 3 * liveness.HEARTBEAT_S:
+                if ctx.env.agent_store if value is None else silent > 3 * store.HEARTBEAT_S:
                     waiting.discard(rank)
         return None if waiting else True
 
@@ -308,9 +307,9 @@ class Collector:
             announce(self.ns, "stop", "1")  # no rank claims more; the units already claimed still arrive
             self.stop_announced = True
         inflight -= self.stopped  # stopped where they ran, their checkpoints posted (and kept) first
-        if now - self.looked >= liveness.HEARTBEAT_S / 2 and not batch:
+        if now - self.looked >= store.HEARTBEAT_S / 2 and not batch:
             self.looked = now
-            for i, _, _ in self._lost_units(3 * liveness.HEARTBEAT_S):
+            for i, _, _ in self._lost_units(3 * store.HEARTBEAT_S):
                 inflight.discard(i)
         if not run.alive():
             # this process's unit threads have ended: each of its units either posted its result

@@ -12,10 +12,9 @@ from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import EventSink, ignore
 from whestbench.text import error_line
 from whestbench.work.distributed.epoch import Context, PollStats, join_all
-from whestbench.work.distributed.liveness import HEARTBEAT_S, Heartbeat
 from whestbench.work.distributed.peer import run_peer
 from whestbench.work.distributed.rank0 import run_rank0
-from whestbench.work.distributed.store import THREAD_PREFIX, connect_store, dist_errors
+from whestbench.work.distributed.store import HEARTBEAT_S, THREAD_PREFIX, Heartbeat, connect_store, dist_errors
 from whestbench.work.executor import Executor, Job
 from whestbench.work.launch_env import DistEnv, resume_hint
 from whestbench.work.steps import run_unit
