@@ -57,7 +57,7 @@ def describe(dir_or_repo: "str | Path | DatasetDir", *, revision: str | None = N
     else:
         handle = open_dataset(dir_or_repo if isinstance(dir_or_repo, DatasetDir) else source)
         lines = _info_lines(handle.metadata) + _local_lines(handle, handle.metadata) + _validity(handle.metadata)
-    return [_safe(line) for line in lines]
+    return [sanitize(line, max_len=4096).replace("\n", " ") for line in lines]  # no escape sequence, no extra line
 
 
 def _validity(md: dict[str, Any]) -> list[str]:
@@ -68,11 +68,6 @@ def _validity(md: dict[str, Any]) -> list[str]:
     except InvalidDatasetError as e:
         return [f"  metadata: INVALID — {str(e).rstrip('.')}; no other verb accepts this dataset"]
     return []
-
-
-def _safe(line: str) -> str:
-    """One printable line: no control characters or escape sequences, no embedded newline."""
-    return sanitize(line, max_len=4096).replace("\n", " ")
 
 
 def plot_means(directory: "str | Path | DatasetDir", path: str | Path) -> Path:

@@ -222,21 +222,16 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
         report.check("spot-check", False, f"{drew} (mlp_id/segment {names}){note}; "
                      + "; ".join(p for _, p in sorted(problems)[:3]))
         return seed
-    report.check("spot-check", True, (
+    report.check("spot-check", True, (  # what the draw catches, both threat models (spot_draw.Detection)
         f"{drew} (mlp_id/segment {names}) regenerated on {where} ({'/'.join(sorted(modes))}): all match{note}; "
-        + chance_sentence(det)))
+        f"this draw ({det.drawn} of {det.total:,} segments in {det.mlps:,} MLP{'' if det.mlps == 1 else 's'}) catches "
+        f"one bad segment in every MLP with probability {det.every:.3g}, and {det.q} forged "
+        f"segment{'s' if det.q != 1 else ''} in one MLP of {det.mlps:,} with probability {det.one:.3g}"))
     return seed
 
 
 def _budget_words(budget: SpotBudget) -> str:
     return f"--spot-check {budget}: {budget.k} of every MLP" if budget.per_mlp else f"--spot-check {budget}"
-
-
-def chance_sentence(det) -> str:
-    """What the draw catches, both threat models (``spot_draw.Detection``), in one clause."""
-    return (f"this draw ({det.drawn} of {det.total:,} segments in {det.mlps:,} MLP{'' if det.mlps == 1 else 's'}) catches one bad segment in "
-            f"every MLP with probability {det.every:.3g}, and {det.q} forged segment{'s' if det.q != 1 else ''} in one "
-            f"MLP of {det.mlps:,} with probability {det.one:.3g}")
 
 
 def _guarded(work: Callable[[int], None], j: int, stop: threading.Event) -> None:
@@ -276,11 +271,6 @@ def _rows(path: Path, i: int) -> tuple[dict, dict | None]:
     return got[0], (got[1] if len(got) > 1 else None)
 
 
-def _values(row: dict, width: int) -> dict[str, np.ndarray]:
-    return {name: np.asarray(row[name], dtype=np.float32).reshape(-1, width)
-            for name in ("means", "var", "cv_means", "cv_var") if row.get(name) is not None}
-
-
 def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dict | None, device: str | None,
          computes: dict | None = None, on_samples: Callable[[int], None] | None = None,
          stop: threading.Event | None = None) -> tuple[str | None, str]:
@@ -299,7 +289,8 @@ def _one(ds: DatasetScan, s, block: dict, r: int, g: int, stored: dict, nxt: dic
     if g >= len(bounds) or (int(stored["sample_start"]), int(stored["sample_end"])) != bounds[g]:
         return "its sample range is not the segment's of this MLP (the trail check names why)", "-"
     depth, width = ds.depth, ds.width
-    want = _values(stored, width)
+    want = {name: np.asarray(stored[name], dtype=np.float32).reshape(-1, width)
+            for name in ("means", "var", "cv_means", "cv_var") if stored.get(name) is not None}
     sampler = (level.get("sampler") or {}).get("name")
     if sampler == "pcg64":
         weights = weights_for_seed(seed, width, depth)

@@ -64,7 +64,9 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     sigma = np.stack([s.sigma1[i] for s, i in rows])  # (m, w) f64
     mean1 = np.stack([s.means[i, 0] for s, i in rows]).astype(np.float64)  # (m, w)
     exact = sigma / SQRT_2PI
-    _estimator_check(ds, report)
+    est = ds.md.get("estimator")  # schema.validate_metadata refused an unknown one
+    if isinstance(est, dict):  # none: a whestbench 0.16 dataset, plain means and no standard errors
+        report.check("estimator", True, f"{est.get('name')} (version {est.get('version')})")
     if ds.md.get("target_stderr") is not None and on_event is not None:
         on_event(Event("stage", message="target check: each MLP's count and stop against its planning pilot"))
     _target_checks(ds, rows, report)
@@ -101,13 +103,6 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
     plausibility.check_layer_means(ds, audited, report, P_OVERALL)
     plausibility.check_avg_variance(ds, audited, report, P_OVERALL)
     plausibility.check_stderr_size(ds, audited, report, P_OVERALL)
-
-
-def _estimator_check(ds: DatasetScan, report: VerifyReport) -> None:
-    """Name the recorded estimator (schema.validate_metadata already refused an unknown one)."""
-    est = ds.md.get("estimator")
-    if isinstance(est, dict):  # none: a whestbench 0.16 dataset, plain means and no standard errors
-        report.check("estimator", True, f"{est.get('name')} (version {est.get('version')})")
 
 
 def _target_checks(ds: DatasetScan, rows, report: VerifyReport) -> None:
