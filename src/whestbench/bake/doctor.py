@@ -6,8 +6,7 @@ a bake can take here (``paths``; the pcg64 path gets ``block-sums`` and ``fused-
 ``check_pcg64``), and a throughput probe per path at ``PROBE_SHAPE`` (about ``PROBE_SECONDS``
 each; ``quick``: about one). What each part reports: docs/gpu.md, "First run on a new GPU machine".
 
-Everything is measured, nothing written: the CLI prints the result and writes ``--json``.
-"""
+Everything is measured, nothing written: the CLI prints the result and writes ``--json``."""
 
 from __future__ import annotations
 
@@ -44,12 +43,10 @@ PROJECT_MLPS, PROJECT_SAMPLES = 100, 10**9
 
 @dataclass(frozen=True)
 class BakePath:
-    """One way a bake can compute here: ``label`` for people, ``config`` for ``plan_bake``,
-    ``precision`` for the fused kernel's precision class."""
+    """One way a bake can compute here: ``label`` for people, ``config`` for ``plan_bake``."""
 
     label: str
     config: dict[str, Any]
-    precision: str | None = None
 
 
 @dataclass
@@ -100,12 +97,8 @@ def paths(torch_device: str | None) -> list[BakePath]:
 
 def _plan(path: BakePath, width: int, depth: int, n_mlps: int = PROJECT_MLPS, n_samples: int = PROJECT_SAMPLES):
     """The plan of a bake of this path and shape (seeds from 0; nothing is written)."""
-    plan = plan_bake(BakeConfig(n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=None, seed=0,
+    return plan_bake(BakeConfig(n_mlps=n_mlps, n_samples=n_samples, width=width, depth=depth, output=None, seed=0,
                                 **path.config), probe=False)
-    if path.precision is not None:
-        config = optional.engine_module("triton").default_config(width, path.precision)
-        plan = dataclasses.replace(plan, compute=dataclasses.replace(plan.compute, kernel_config=config))
-    return plan
 
 
 def check_pcg64(width: int, depth: int) -> tuple[CheckResult, CheckResult]:

@@ -4,8 +4,7 @@
 rank of a distributed bake use it. It checks everything that can be wrong before any work: the
 request's values, the output path (once), the device (resolved once), the seeds (validated once),
 and whether the bake fits this machine (memory, disk, the format's limits), refusing with exit 2
-and one line otherwise. Nothing is written while planning.
-"""
+and one line otherwise. Nothing is written while planning."""
 
 from __future__ import annotations
 
@@ -185,7 +184,6 @@ class BakeConfig:
     @property
     def is_partial(self) -> bool:
         return self.range != (0, self.n_mlps)
-
 
 
 @dataclass(frozen=True)
@@ -414,8 +412,7 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
 
     Raises UsageError (exit 2) for anything that would fail later or does not fit this machine.
     ``probe``: time a few chunks for the time estimate when the bake is big (``cost.PROBE_FLOPS``).
-    ``on_event`` hears a ``stage`` event as each stretch of seconds begins (loading torch, the probe).
-    """
+    ``on_event`` hears a ``stage`` event as each stretch of seconds begins (loading torch, the probe)."""
     rank0 = dist_env is None or dist_env.rank == 0
     # an output that holds a dataset may hold this very bake, finished: judged once the plan is known
     existing = rank0 and cfg.output is not None and holds_dataset(cfg.output)
@@ -491,7 +488,6 @@ def _check_report_path(output: Path) -> None:
                                     "check fails: move it aside or choose another --output.") from None
 
 
-
 def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
     if cfg.mlp_seeds is not None:
         return list(cfg.mlp_seeds), {"method": "explicit"}
@@ -539,10 +535,8 @@ def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
         kernel_md = {"name": "philox-triton-ozaki", "precision_class": json.dumps(config.identity(), sort_keys=True),
                      "config": config.identity()}
     if device == "mps":
-        notes.append(
-            "MPS has no float64: sums accumulate in float32, which loses ~1e-7 relative per addition "
-            "(means at N=1e9 may be off by ~1e-4); use --device cuda or cpu for production ground truth."
-        )
+        notes.append("MPS has no float64: sums accumulate in float32, which loses ~1e-7 relative per addition "
+                     "(means at N=1e9 may be off by ~1e-4); use --device cuda or cpu for production ground truth.")
     workers = (os.cpu_count() or 1) if device == "cpu" and not distributed else 1
     unit_blocks = PHILOX_UNIT_BLOCKS
     if cfg.estimation.has_target:  # one unit per MLP: its blocks run in order, checked on the way

@@ -2,8 +2,7 @@
 (``whest dataset status OUTPUT``): complete, running, stopped, or nothing there.
 
 Every unit and checkpoint file is decoded and checked against the work directory's plan (never
-trusted unread, as a resume reads them); a damaged one is counted apart, as a re-run would redo it.
-"""
+trusted unread, as a resume reads them); a damaged one is counted apart, as a re-run would redo it."""
 
 from __future__ import annotations
 
@@ -210,8 +209,7 @@ def _units(work: Path, identity: dict[str, Any]) -> dict[str, Any]:
     workers = recorded.get("workers") if isinstance(recorded.get("workers"), int) else None
     out: dict[str, Any] = {
         "units_done": units_done, "units_total": units_total, "checkpoints": checkpoints, "damaged_files": damaged,
-        "samples_saved": saved,
-        "samples_total": total,
+        "samples_saved": saved, "samples_total": total,
         "samples_total_is": ("planned by the pilots" if target else "MLPs × n_samples") if total is not None else
                            "unknown (a target bake of a whestbench without status.json, or too big to plan up front)",
         "samples_cap": cap_total,

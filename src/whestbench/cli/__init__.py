@@ -4,8 +4,7 @@ Each verb is a small function that turns flags into a config and calls one libra
 ``whestbench.cli.main(argv)`` runs the CLI in-process (resolved lazily, so the process entry point,
 ``cli/entry.py``, can install its signal handlers before click and rich are imported).
 
-May import: ``compute``, ``work``, ``format``, ``hub``, ``bake``, ``verify``, ``assemble`` and the top-level helpers.
-"""
+May import: ``compute``, ``work``, ``format``, ``hub``, ``bake``, ``verify``, ``assemble`` and the top-level helpers."""
 
 from __future__ import annotations
 

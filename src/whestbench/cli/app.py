@@ -1,8 +1,7 @@
 """The ``whest`` entry point: the command groups, verb aliases and the error-to-exit-code policy.
 
 The exit codes, the one-line errors (``WHEST_DEBUG=1`` for a scrubbed traceback first) and what
-``main(argv)`` returns or raises are docs/cli.md's "Exit codes and errors".
-"""
+``main(argv)`` returns or raises are docs/cli.md's "Exit codes and errors"."""
 
 from __future__ import annotations
 
@@ -89,8 +88,6 @@ def dataset() -> None:
     """Bake, merge, combine, inspect, verify and publish datasets."""
 
 
-
-
 @contextlib.contextmanager
 def _warnings_as_lines():
     """Python warnings raised under a verb (stale checksums, say) as one ``warning:`` line each."""
@@ -109,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; never prints a traceback unless debugging.
 
     Raises ``SystemExit(0)`` after printing the help or the version, and ``SystemExit(2)`` after
-    printing a command-line parser error (as whestbench 0.16's argparse ``main`` did).
-    """
+    printing a command-line parser error (as whestbench 0.16's argparse ``main`` did)."""
     debug = os.environ.get("WHEST_DEBUG", "").lower() not in ("", "0", "false", "no")
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -217,8 +213,7 @@ def run() -> None:
     store call after its bounded wait (``work.distributed.epoch.join_all``). Letting the interpreter shut
     down under it aborts the process (exit -6, "terminate called without an active exception") and
     hides the exit code, so such a process flushes its output and leaves at once: its dataset, ledger
-    and messages are already written.
-    """
+    and messages are already written."""
     try:
         code = main()
     except SystemExit as exc:  # the help, the version, a parser error: the code is all that is left

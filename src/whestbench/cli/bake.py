@@ -1,9 +1,7 @@
 """``whest dataset bake``: flags -> BakeConfig -> plan -> ``bake()``, with progress and signal handling.
 
-Signals: the stop signals (``cli/signals.STOPS``: SIGTERM, SIGUSR1 — SLURM's pre-timeout signal —,
-SIGHUP, SIGQUIT) during set-up end the process at once
-with exit 75 and the resume advice; while units run they make every running unit checkpoint and
-stop (exit 75). Ctrl-C does the same with exit 130. Either way the same command resumes.
+A stop signal (``cli/signals.STOPS``) during set-up ends the process at once (exit 75, the resume advice); while
+units run it makes every running unit checkpoint and stop (exit 75; Ctrl-C: 130). Either way the same command resumes.
 """
 
 from __future__ import annotations

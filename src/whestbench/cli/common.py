@@ -220,8 +220,7 @@ def read_seeds_file(path: str) -> list:
     """The JSON array in ``path`` (not yet validated as seeds); UsageError naming the fix otherwise.
 
     Guards against a missing or unreadable file, invalid JSON, a document nested so deep that the
-    parser recurses out of stack, and integers too long to convert (Python refuses > 4300 digits).
-    """
+    parser recurses out of stack, and integers too long to convert (Python refuses > 4300 digits)."""
     p = Path(path)
     if not p.is_file():  # decided without opening it: a FIFO never blocks, a device is never read
         if not os.path.lexists(p) or (os.path.islink(p) and not p.exists()):
@@ -258,8 +257,7 @@ def torch_knobs(use_torch: bool, device: str | None, mlps_per_batch: int | None,
     """``(torch backend?, mlps_per_batch, chunk_size)``: the one rule of ``bake`` and ``calibrate``.
 
     ``--torch`` or ``--device`` choose the torch backend; its tuning knobs ``--mlps-per-batch`` and
-    ``--chunk-size`` do not: on the CPU path they are ignored, with a note (docs/cli.md).
-    """
+    ``--chunk-size`` do not: on the CPU path they are ignored, with a note (docs/cli.md)."""
     torch_backend = use_torch or device is not None
     if not torch_backend and (mlps_per_batch is not None or chunk_size is not None):
         flags = " and ".join(f for f, v in (("--mlps-per-batch", mlps_per_batch), ("--chunk-size", chunk_size)) if v is not None)
@@ -267,7 +265,6 @@ def torch_knobs(use_torch: bool, device: str | None, mlps_per_batch: int | None,
                   "(they tune the --torch backend).", markup=False)
         return False, None, None
     return torch_backend, mlps_per_batch, chunk_size
-
 
 
 def already_complete(output, md: dict, line: str, card: dict | None = None) -> None:

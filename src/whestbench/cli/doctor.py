@@ -1,8 +1,7 @@
 """``whest doctor``: versions, the device, the device check of every bake path, and a throughput probe.
 
 The one command to run on a new machine, and to paste into a bug report (docs/gpu.md, "First run on
-a new GPU machine"). Exit 0 when every check passes, 1 otherwise.
-"""
+a new GPU machine"). Exit 0 when every check passes, 1 otherwise."""
 
 from __future__ import annotations
 

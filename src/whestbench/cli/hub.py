@@ -2,8 +2,7 @@
 
 The token is handed to huggingface_hub and never printed. The safe way to give it is HF_TOKEN (or
 the stored ``hf auth login``); ``--token-file PATH`` (``-``: standard input) reads it from a file,
-and ``--token`` still works but shows in ``ps`` and in the shell history.
-"""
+and ``--token`` still works but shows in ``ps`` and in the shell history."""
 
 from __future__ import annotations
 

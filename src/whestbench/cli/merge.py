@@ -3,8 +3,7 @@
 Errors are raised, not printed: ``whestbench.cli.app.main`` turns them into one line and an exit code
 (2 for a wrong command: a missing input, an --output that exists or lies inside an input, a
 --default-split that is not an input's split; 1 for data that cannot be merged). Notes (a killed
-earlier run's staging, removed) and warnings (an input's stale checksums) go to stderr.
-"""
+earlier run's staging, removed) and warnings (an input's stale checksums) go to stderr."""
 
 from __future__ import annotations
 
@@ -75,14 +74,8 @@ def combine_splits(inputs: tuple[str, ...], output: str, default_split: str | No
         return
     with complete_once_in_place("combine-splits", output):
         with VerbEvents("combine-splits", {"start"}, log_every=log_every) as events:
-            combine_split_datasets(
-                list(inputs),
-                output_dir=output,
-                default_split=default_split,
-                write_prepared_arrow=not skip_prepared_arrow,
-                on_event=events,
-                card=card,
-            )
+            combine_split_datasets(list(inputs), output_dir=output, default_split=default_split,
+                                   write_prepared_arrow=not skip_prepared_arrow, on_event=events, card=card)
         md = read_metadata(output)
         splits = DatasetMeta.of(md).blocks
         out.print(f"Combined {len(splits)} splits into {sanitize(str(output))}:", markup=False)
@@ -104,11 +97,8 @@ def prepare_arrow(dataset_dir: str) -> None:
     """
     with VerbEvents("prepare-arrow", {"start"}) as events:
         names = build_prepared_arrow(dataset_dir, on_event=events)
-    out.print(
-        f"Patched {sanitize(str(dataset_dir))} with prepared Arrow artifacts for {len(names)} split(s): "
-        f"{', '.join(sorted(names))}",
-        markup=False,
-    )
+    out.print(f"Patched {sanitize(str(dataset_dir))} with prepared Arrow artifacts for {len(names)} split(s): "
+              f"{', '.join(sorted(names))}", markup=False)
 
 
 COMMANDS = [merge, combine_splits, prepare_arrow]

@@ -96,8 +96,7 @@ def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
     """``(message, exit code)`` for a signal or Ctrl-C that ended a command before it could handle it.
 
     A bake exits 75 (resumable: nothing is lost, re-run it); other verbs 128+signal (130 for
-    Ctrl-C), and their outputs are atomic, so nothing is left half-written.
-    """
+    Ctrl-C), and their outputs are atomic, so nothing is left half-written."""
     signalled = not isinstance(exc, KeyboardInterrupt)
     if signalled:
         name, code = exc.name, 128 + exc.signum
@@ -194,8 +193,7 @@ def complete_once_in_place(verb: str, output: str):
     ending with "interrupted ... re-run" would send the user to re-run a finished job.
 
     The output did not exist when the verb started (it is refused otherwise), so its existence is
-    the sign that the final rename happened.
-    """
+    the sign that the final rename happened."""
     if threading.current_thread() is not threading.main_thread():  # signal handlers live on the main thread
         yield
         return
