@@ -136,9 +136,8 @@ def calibrate(n_mlps, n_samples, width, depth, use_torch, device, mlps_per_batch
 
 
 def _scheduled_s(plan, cal, workers: int) -> float:
-    """The planned bake's sampling as its executor runs it: its units taken in order by ``workers``
-    threads, each at one worker's calibrated rate (``bake.cost.schedule_seconds``: 3 equal MLPs on 2
-    workers take two MLPs' time, where the linear projection says one and a half)."""
+    """The planned bake's sampling as its executor runs it (``bake.cost.schedule_seconds``): its units taken in
+    order by ``workers`` threads, each at one worker's calibrated rate."""
     in_flight = max(1, min(workers, -(-cal.calib_mlps // max(1, plan.spec.mlps_per_unit))))
     per_worker = cal.samples_per_s * plan.spec.flops_per_sample / in_flight
     spec = plan.spec if plan.spec.seeds else dataclasses.replace(plan.spec, seeds=tuple(derived_seeds(0, plan.config.n_mlps)))

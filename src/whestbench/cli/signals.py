@@ -6,8 +6,8 @@ The stop signals (``STOPS``) are SIGTERM, SIGUSR1 (SLURM's pre-timeout signal), 
 terminal or a dropped ssh session) and SIGQUIT (Ctrl-\\); they get a handler before anything heavy is imported
 (``cli/entry.py``), so a signal that arrives during start-up ends the command with the documented
 exit code and advice instead of the interpreter's default death; so does Ctrl-C. A bake replaces the
-handler with its own: in set-up a stop ends it at once (exit 75, the resume advice); while units run
-every running unit checkpoints and stops (exit 75; Ctrl-C 130).
+handler with its own (``StopSignals``); merge and combine-splits ignore stops once their output is in
+place (``complete_once_in_place``).
 
 A stop raised as an exception can be lost on its way out: raised while the main thread runs Python
 code called back from C (numba loading its cached kernels calls back into Python), Python cannot
@@ -25,11 +25,7 @@ library modules the interpreter has loaded at start-up and ``whestbench.errors``
 nothing); ``StopSignals`` is given the console it writes to. A stop signal that arrives before
 ``cli/entry.py`` installs the handlers (the interpreter's own start-up and these few small imports)
 meets the signal's default action: the process ends at once with 128 + the signal (143 for SIGTERM),
-nothing written (docs/cli.md's "Signals").
-
-Merge and combine-splits stop like any verb until their output is renamed into place, then ignore
-stops as a finished bake does (``complete_once_in_place``).
-"""
+nothing written (docs/cli.md's "Signals")."""
 
 from __future__ import annotations
 
