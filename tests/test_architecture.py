@@ -167,3 +167,47 @@ def test_the_error_tree_in_the_docs_names_exactly_the_classes_errors_py_defines(
     docs = (REPO / "docs" / "cli.md").read_text()
     tree = docs[docs.index("### Errors"):].split("```")[1]
     assert set(re.findall(r"[├└]── (\w+)", tree)) == defined
+
+
+# The house (issue 36): measured by tools/house_metrics.py, held here.
+
+def _house():
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import house_metrics
+    finally:
+        sys.path.pop(0)
+    return house_metrics.measure(sorted(PKG.rglob("*.py")))
+
+
+def test_no_module_in_src_is_over_six_hundred_lines():
+    assert _house()["over_600"] == []
+
+
+def test_whestbench_s_own_modules_are_imported_in_the_header():
+    """At most 20 function-level imports of whestbench's own modules (the engines that import a heavy
+    library at their top load through optional.engine_module)."""
+    sites = _house()["fn_imports"]
+    assert len(sites) <= 20, sites
+
+
+def test_every_whest_error_is_made_with_its_fix():
+    assert _house()["no_fix"] == []
+
+
+def test_the_house_checks_can_fail(tmp_path):
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import house_metrics
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "errors.py").write_text((PKG / "errors.py").read_text())
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from whestbench import text\n    raise UsageError('x')\n" + "\n" * 600)
+    monkey = house_metrics.PKG
+    house_metrics.PKG = tmp_path
+    try:
+        m = house_metrics.measure([bad])
+    finally:
+        house_metrics.PKG = monkey
+    assert len(m["over_600"]) == 1 and len(m["fn_imports"]) == 1 and len(m["no_fix"]) == 1
