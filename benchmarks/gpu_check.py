@@ -323,7 +323,6 @@ def _device_gate(kernel: str, width: int, depth: int):
     import torch
 
     from whestbench.compute import precision as prec
-    from whestbench.compute.mlp import weights_for_seed
     from whestbench.compute.philox import ozaki as ok
     from whestbench.compute.philox import spec as philox
     from whestbench.compute.philox import triton_kernel as ptt

@@ -10,7 +10,6 @@ import importlib
 import importlib.util
 import inspect
 import pkgutil
-import sys
 import types
 
 import pytest

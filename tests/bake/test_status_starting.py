@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 
-import pytest
 
 from whestbench.bake.status import bake_status, status_lines
 from whestbench.cli.progress import Reporter

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from whestbench.bake.pipeline import BakeConfig, bake
-from whestbench.bake.plan import Done, plan_bake, result_marker
+from whestbench.bake.plan import Done, plan_bake
 from whestbench.errors import OutputExistsError
 from whestbench.format.finished import combined_marker, completed, finished_combine, finished_merge, merged_marker
 from whestbench.format.schema import PLAN_DIGEST
