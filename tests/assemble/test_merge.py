@@ -22,7 +22,7 @@ from whestbench.errors import (
     MergeOverlapError,
 )
 from whestbench.errors import InputPathError
-from whestbench.assemble.merge import full_bake_command, merge_datasets
+from whestbench.assemble.merge import merge_datasets, merged_metadata
 from whestbench.format.checksums import dataset_checksums, verify_checksums
 from whestbench.format.reader import data_files
 from whestbench.format.schema import validate_metadata
@@ -136,8 +136,9 @@ def test_merged_bake_command_is_the_whole_datasets(baked, tmp_path, read_metadat
         ("whest 'unbalanced", None),
     ],
 )
-def test_full_bake_command_drops_the_slice_and_points_at_the_output(recorded, expected):
-    assert full_bake_command(recorded, "OUT") == expected
+def test_merged_bake_command_drops_the_slice_and_points_at_the_output(recorded, expected):
+    md = merged_metadata([{"total_n_mlps": 6, "mlp_range": [0, 6], "bake_command": recorded}], output="OUT")
+    assert md.get("bake_command") == expected
 
 
 def test_merged_checksums_cover_the_new_shards_and_readme_is_rendered(baked, tmp_path, read_metadata):

@@ -12,7 +12,7 @@ import pytest
 
 from whestbench.assemble.combine import combine_split_datasets
 from whestbench.assemble.merge import merge_datasets
-from whestbench.bake.pipeline import BakeConfig, bake
+from whestbench.bake.pipeline import BakeConfig, _bake_command, bake
 from whestbench.compute.pcg64 import chunk_rows
 from whestbench.compute.segments import segment_bounds
 from whestbench.errors import UsageError
@@ -108,10 +108,9 @@ def test_audit_segments_checked_and_recorded():
     for few in (1, 2, 3):  # a trail of fewer than 4 segments: a spot check of one costs a whole MLP (issue 34)
         with pytest.raises(UsageError, match=r"--audit-segments must be 0 \(no trail\) or an integer from 4 to 1024"):
             BakeConfig(n_mlps=1, output=None, audit_segments=few, **SHAPE)
-    from whestbench.bake.pipeline import canonical_command
-
-    assert "--audit-segments 4" in canonical_command(_cfg(None), {"method": "explicit"})
-    assert "--audit-segments" not in canonical_command(_cfg(None, audit_segments=32), {"method": "explicit"})
+    assert "--audit-segments 4" in _bake_command(_cfg(None), {"method": "explicit"})
+    assert "--audit-segments 0" in _bake_command(_cfg(None, audit_segments=0), {"method": "explicit"})
+    assert "--audit-segments" not in _bake_command(_cfg(None, audit_segments=32), {"method": "explicit"})
 
 
 def test_trail_size_per_mlp_at_256x8_is_under_a_mib():

@@ -83,7 +83,6 @@ __all__ = [
     "merge_datasets",
     "merged_metadata",
     "hardware_fingerprints",
-    "full_bake_command",
 ]
 
 _REBAKE = "re-bake that slice with the same `whest dataset bake` command."
@@ -275,8 +274,10 @@ def merged_metadata(mds: Sequence[dict[str, Any]], *, output: str | Path) -> dic
         md[DEVICE_CHECK_KEY] = copy.deepcopy(worst[DEVICE_CHECK_KEY])
         if "bake_command" in worst:
             md["bake_command"] = copy.deepcopy(worst["bake_command"])
-    if "bake_command" in md:
-        _put(md, "bake_command", full_bake_command(md["bake_command"], output))
+    if "bake_command" in md:  # the whole dataset's: no slice flags, --output the merged directory; as recorded (text or list)
+        argv = command.parse(md["bake_command"])
+        argv = argv and command.bake_argv(argv, output, drop=command.RANGE_FLAGS)
+        _put(md, "bake_command", argv if isinstance(md["bake_command"], list) else argv and command.join(argv))
     created = [m["created_at_utc"] for m in mds if isinstance(m.get("created_at_utc"), str)]
     if created:
         md["created_at_utc"] = min(created)
@@ -294,17 +295,6 @@ def _put(md: dict[str, Any], key: str, value: Any) -> None:
         md[key] = value
     else:
         md.pop(key, None)
-
-
-def full_bake_command(recorded: Any, output: str | Path) -> str | list[str] | None:
-    """A partial's recorded bake command turned into the whole dataset's: no ``--slice`` /
-    ``--mlp-range``, ``--output`` the merged directory (given last). None if it cannot be parsed.
-    Returned as it was recorded: shell text, or an argv list."""
-    argv = command.parse(recorded)
-    if argv is None:
-        return None
-    argv = command.set_flag(command.drop_flags(argv, command.RANGE_FLAGS), "--output", str(output))
-    return argv if isinstance(recorded, list) else command.join(argv)
 
 
 _HOST_SIGNATURE = ("cuda_device_name", "cuda_device_capability", "torch_version", "device", "python_version",

@@ -64,7 +64,7 @@ from whestbench.work.workdir import PHASES, PLAN_FILE, SEEDS_FILE, hold_lock, re
 if TYPE_CHECKING:
     from whestbench.work.launch_env import DistEnv
 
-__all__ = ["BakeConfig", "bake", "create_dataset", "api_config", "canonical_command"]
+__all__ = ["BakeConfig", "bake", "create_dataset", "api_config"]
 
 
 def bake(
@@ -215,8 +215,8 @@ def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dic
         report = None
         if plan.config.output is not None:
             path = device_check_report(plan.config.output, rank)
-            doc = {"device_check": record, "bake_command": plan.config.bake_command or canonical_command(
-                       plan.config, plan.seed_source), "kernel": plan.kernel_md, "sampler": plan.sampler_md}
+            doc = {"device_check": record, "bake_command": _bake_command(plan.config, plan.seed_source),
+                   "kernel": plan.kernel_md, "sampler": plan.sampler_md}
             try:
                 write_file_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
                 report = str(path)
@@ -299,32 +299,23 @@ def _load_kernels(plan: BakePlan, emit: EventSink) -> None:
 # --- writing ------------------------------------------------------------------------------------
 
 
-def canonical_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
-    """The ``whest dataset bake`` command that reproduces this bake's numbers."""
-    parts = [
-        "whest", "dataset", "bake",
-        "--n-mlps", str(cfg.n_mlps), "--n-samples", str(cfg.n_samples),
-        "--width", str(cfg.width), "--depth", str(cfg.depth),
-    ]  # fmt: skip
-    if seed_source.get("method") == "derived":
-        parts += ["--seed", str(seed_source["root_seed"])]
-    else:
-        parts += ["--mlp-seeds", cfg.seeds_file or "seeds.json"]
-    parts += ["--split", cfg.split, "--config", cfg.config]
-    if cfg.backend == "torch":
-        parts += ["--torch", "--device", cfg.device or "auto"]
-        if cfg.gpu_kernel != "torch":
-            parts += ["--gpu-kernel", cfg.gpu_kernel]
+def _bake_command(cfg: BakeConfig, seed_source: dict[str, Any]) -> str:
+    """The command this bake records: the one it was given, or the one that reproduces its numbers."""
+    derived, torch, (start, end) = seed_source.get("method") == "derived", cfg.backend == "torch", cfg.range
+    return cfg.bake_command or command.join(command.bake_argv([
+        *command.BAKE_PREFIX,
+        ("--n-mlps", cfg.n_mlps), ("--n-samples", cfg.n_samples), ("--width", cfg.width), ("--depth", cfg.depth),
+        ("--seed", seed_source["root_seed"]) if derived else ("--mlp-seeds", cfg.seeds_file or "seeds.json"),
+        ("--split", cfg.split), ("--config", cfg.config),
+        ("--torch", torch), ("--device", torch and (cfg.device or "auto")),
+        ("--gpu-kernel", torch and cfg.gpu_kernel != "torch" and cfg.gpu_kernel),
         # the device check's outcome is recorded beside this command, which must say how it was reached
-        parts += ["--skip-device-check"] * cfg.skip_device_check + ["--accept-non-invariant"] * cfg.accept_non_invariant
-    parts += cfg.estimation.flags()
-    if cfg.audit_segments != DEFAULT_SEGMENTS:
-        parts += ["--audit-segments", str(cfg.audit_segments)]
-    if cfg.is_partial:
-        start, end = cfg.range
-        parts += ["--mlp-range", f"{start}-{end - 1}"]
-    parts += ["--output", str(cfg.output)]
-    return command.join(parts)
+        ("--skip-device-check", torch and cfg.skip_device_check),
+        ("--accept-non-invariant", torch and cfg.accept_non_invariant),
+        *cfg.estimation.flags(),
+        ("--audit-segments", cfg.audit_segments != DEFAULT_SEGMENTS and cfg.audit_segments),
+        ("--mlp-range", cfg.is_partial and f"{start}-{end - 1}"),
+    ], cfg.output))
 
 
 def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
@@ -345,7 +336,7 @@ def write_baked(plan: BakePlan, ledger: Ledger, emit: EventSink = ignore, *,
         split=cfg.split, config=cfg.config, n_rows=end - start, n_samples=cfg.n_samples, width=cfg.width,
         depth=cfg.depth, mlp_range=(start, end), total_n_mlps=cfg.n_mlps, sampler=plan.sampler_md,
         seed_list_digest=seed_list_digest(spec.seeds), seed_source=plan.seed_source,
-        bake_command=cfg.bake_command or canonical_command(cfg, plan.seed_source),
+        bake_command=_bake_command(cfg, plan.seed_source),
         backend=plan.backend, backend_fields=backend_fields, **spec.estimation.metadata(spec.cv_batch, spec.step_samples),
         card=cfg.card,
         device_check=device_check,

@@ -240,44 +240,37 @@ def rebake_argv(md: dict[str, Any], split: str, *, seeds_file: str = "seeds.json
     """The ``whest dataset bake`` argv that re-creates ``split``.
 
     A recorded ``bake_command`` (top level for one split, per split entry when combined) wins,
-    minus any slice flags unless the dataset itself is a partial, minus ``--card FILE`` (the
-    baker's file: its fields are recorded), and with ``--output`` set to
-    ``./rebake-<split>``. Otherwise the command is rebuilt
-    from the metadata with ``--mlp-seeds seeds_file``. Reference torch bakes (no ``sampler``
+    minus any slice flags unless the dataset itself is a partial, minus ``--card FILE``, with
+    ``--output ./rebake-<split>``. Otherwise it is rebuilt from the metadata with ``--mlp-seeds seeds_file``. Reference torch bakes (no ``sampler``
     block) also pin ``--chunk-size``/``--mlps-per-batch``, because their sums depend on chunking.
     """
     entry = _blocks(md).get(split, {})
     recorded = command.parse_bake(entry.get("bake_command"))  # None (so the command is rebuilt) when unusable
     partial = not DatasetMeta.of(md).is_multi and bool(md.get("is_partial"))
-    if recorded is not None:
-        argv = recorded if partial else command.drop_flags(recorded, command.RANGE_FLAGS)
-        if command.flag_value(argv, "--card") not in CARD_PRESETS:  # a built-in card stays in the command
-            argv = command.drop_flags(argv, ("--card",))  # a file on the baker's machine; its fields are in the metadata
-        return command.set_flag(argv, "--output", f"./rebake-{split}")
-    argv = ["whest", "dataset", "bake", "--n-mlps", _arg(entry.get("n_mlps"), "<n_mlps>")]
-    rng = md.get("mlp_range")
-    if partial and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng):
-        # A slice is re-baked as the same slice of the whole dataset (CLI ranges are inclusive).
-        argv[-1] = _arg(md.get("total_n_mlps"), "<total_n_mlps>")
-        argv += ["--mlp-range", f"{rng[0]}-{rng[1] - 1}"]
-    argv += [
-        "--n-samples", _arg(md.get("n_samples"), "<n_samples>"),
-        "--width", _arg(md.get("width"), "<width>"),
-        "--depth", _arg(md.get("depth"), "<depth>"),
-        "--mlp-seeds", seeds_file,
-        "--split", split,
-        "--config", entry.get("config") or DEFAULT_CONFIG,
-    ]
-    if md.get("backend") == "torch":
-        argv.append("--torch")
-        if isinstance(md.get("device"), str):
-            argv += ["--device", md["device"]]
-        if "sampler" not in md:
-            for key, flag in (("chunk_size", "--chunk-size"), ("mlps_per_batch", "--mlps-per-batch")):
-                if isinstance(md.get(key), int):
-                    argv += [flag, str(md[key])]
-    argv += Estimation.from_metadata(md).flags()
-    return argv + ["--output", f"./rebake-{split}"]
+    output = f"./rebake-{split}"
+    if recorded is not None:  # a built-in card stays; a --card file is on the baker's machine (its fields are recorded)
+        drop = () if partial else command.RANGE_FLAGS
+        return command.bake_argv(recorded, output, drop=drop + (
+            () if command.flag_value(recorded, "--card") in CARD_PRESETS else ("--card",)))
+    rng, torch = md.get("mlp_range"), md.get("backend") == "torch"
+    sliced = partial and isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng)
+    pins = torch and "sampler" not in md
+    return command.bake_argv([
+        *command.BAKE_PREFIX,
+        ("--n-mlps", _arg(md.get("total_n_mlps"), "<total_n_mlps>") if sliced else _arg(entry.get("n_mlps"), "<n_mlps>")),
+        ("--mlp-range", sliced and f"{rng[0]}-{rng[1] - 1}"),  # the same slice of the whole (CLI ranges are inclusive)
+        ("--n-samples", _arg(md.get("n_samples"), "<n_samples>")),
+        ("--width", _arg(md.get("width"), "<width>")),
+        ("--depth", _arg(md.get("depth"), "<depth>")),
+        ("--mlp-seeds", seeds_file),
+        ("--split", split),
+        ("--config", entry.get("config") or DEFAULT_CONFIG),
+        ("--torch", torch),
+        ("--device", md["device"] if torch and isinstance(md.get("device"), str) else None),
+        ("--chunk-size", md["chunk_size"] if pins and isinstance(md.get("chunk_size"), int) else None),
+        ("--mlps-per-batch", md["mlps_per_batch"] if pins and isinstance(md.get("mlps_per_batch"), int) else None),
+        *Estimation.from_metadata(md).flags(),
+    ], output)
 
 
 def format_command(argv: list[str]) -> str:

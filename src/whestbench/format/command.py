@@ -1,11 +1,11 @@
-"""A recorded ``whest dataset bake`` command (``bake_command`` in metadata.json): parse it, rewrite it.
+"""The ``whest dataset bake`` command (``bake_command`` in metadata.json): parse it, rewrite it, build it.
 
 A bake records the command that re-creates its numbers; merge turns a partial's into the whole
 dataset's (no slice flags, the merged ``--output``), and the dataset card shows one that re-bakes a
-split into a fresh directory. Every such rewrite goes through these functions, on an argv list:
+split into a fresh directory. All three are written by ``bake_argv``, on an argv list:
 
     argv = parse(md["bake_command"])            # None when it is missing or not a command
-    argv = set_flag(drop_flags(argv, RANGE_FLAGS), "--output", "./rebake")
+    argv = bake_argv(argv, "./rebake", drop=RANGE_FLAGS)
     flag_value(argv, "--mlp-seeds")              # "seeds.json"
     text = join(argv)
 
@@ -18,6 +18,7 @@ bake's own flags (``BAKE_VALUE_FLAGS``, ``BAKE_SWITCHES``; a test holds them to 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 RANGE_FLAGS = ("--slice", "--mlp-range")
@@ -89,6 +90,21 @@ def drop_flags(argv: Sequence[str], flags: Iterable[str]) -> list[str]:
 def set_flag(argv: Sequence[str], flag: str, value: str) -> list[str]:
     """``argv`` with ``flag`` given once, as ``flag value`` at the end (earlier occurrences dropped)."""
     return drop_flags(argv, (flag,)) + [flag, str(value)]
+
+
+def bake_argv(flags: Iterable[str | tuple[str, Any]], output: str | Path, *, drop: Iterable[str] = ()) -> list[str]:
+    """The one builder of a ``whest dataset bake`` argv (a recorded one rewritten, or one made from
+    values): ``flags``' argv tokens as they are and ``(flag, value)`` pairs rendered (value True: a
+    switch; None or False: left out), without the ``drop`` flags, and with ``--output output`` last."""
+    argv: list[str] = []
+    for f in flags:
+        if isinstance(f, str):
+            argv.append(f)
+        elif f[1] is True:
+            argv.append(f[0])
+        elif f[1] is not None and f[1] is not False:  # 0 is a value
+            argv += [f[0], str(f[1])]
+    return set_flag(drop_flags(argv, drop), "--output", str(output))
 
 
 def flag_value(argv: Sequence[str], flag: str) -> str | None:
