@@ -239,3 +239,14 @@ def layer_means(weights: np.ndarray, x: np.ndarray, precision: str, model: str =
             h = np.maximum(h, np.float32(0.0))
             sums[layer] += h.sum(axis=0, dtype=np.float64)
     return sums / x.shape[0]
+
+
+def float32_ulps(a, b) -> np.ndarray:
+    """Elementwise distance between two float32 arrays in units in the last place (the sampler's
+    float-stage bound; a monotone integer mapping of the bit patterns, so it counts across zero)."""
+
+    def ordered(x):
+        i = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+    return np.abs(ordered(a) - ordered(b))

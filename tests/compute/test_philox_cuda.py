@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 from helpers.triton_interp import interpreter, kernel_module  # noqa: E402,F401
 from whestbench.compute.philox import spec as philox  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
-from whestbench.compute.precision import float32_ulps  # noqa: E402
+from precision_emulation import float32_ulps  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
 from philox_kat import KEY  # noqa: E402  (tests/philox_kat.py)
 from helpers.device_faults import batch_dependent_mm, first_word_flipped  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 from whestbench.compute.philox import spec as philox
 from whestbench.compute.philox import numba_kernels as pn
-from whestbench.compute.precision import float32_ulps as ulps
+from precision_emulation import float32_ulps as ulps
 from philox_kat import KEY  # tests/philox_kat.py
 
 WIDTH = 37

@@ -14,7 +14,7 @@ from whestbench.compute.philox import spec as philox  # noqa: E402
 from whestbench.compute.philox import torch_engine as pt  # noqa: E402
 from whestbench.compute.mlp import weights_for_seed  # noqa: E402
 from whestbench.compute.seeds import spawn_streams  # noqa: E402
-from whestbench.compute.precision import float32_ulps as ulps  # noqa: E402
+from precision_emulation import float32_ulps as ulps  # noqa: E402
 from philox_kat import KAT, KEY  # noqa: E402  (tests/philox_kat.py)
 from philox_reference import block_sums, block_sums_torch, normals_torch  # noqa: E402
 

@@ -77,7 +77,7 @@ def test_in_kernel_normals_are_within_a_few_ulp_of_numpy():
     want = philox.normals(KEY, 5, 200, 37)
     # Uniforms are bit-exact; log/cos/sin are the platform's (libdevice on a GPU, numpy here).
     assert got.shape == want.shape and got.dtype == np.float32
-    assert prec.float32_ulps(got, want).max() <= 4
+    assert emu.float32_ulps(got, want).max() <= 4
 
 
 # --- one tile ---------------------------------------------------------------------------------------

@@ -180,10 +180,7 @@ def stop_point(needed: float, step: int, cap: int, min_samples: int = 0) -> int:
     want = max(float(needed), float(min_samples))
     if not math.isfinite(want) or want >= cap:
         return int(cap)
-    k = max(1, math.ceil(want / step))
-    while not is_check_point(k):  # at most CHECK_SPAN steps on: the schedule lives in is_check_point
-        k += 1
-    return int(min(k * step, cap))
+    return next_check_point((max(1, math.ceil(want / step)) - 1) * step, step, cap)
 
 
 def chosen_stderr(stderr: np.ndarray, layer: str) -> np.ndarray:

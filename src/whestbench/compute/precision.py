@@ -49,17 +49,6 @@ def check_offered(precision: str) -> str:
     return precision
 
 
-def float32_ulps(a, b) -> np.ndarray:
-    """Elementwise distance between two float32 arrays in units in the last place (the sampler's
-    float-stage bound; a monotone integer mapping of the bit patterns, so it counts across zero)."""
-
-    def ordered(x):
-        i = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-
-    return np.abs(ordered(a) - ordered(b))
-
-
 def gate_figures(means: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
     """``(max |delta|, max over layers of |mean over neurons of delta|)`` for ``(depth, width)`` means."""
     delta = np.asarray(means, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
