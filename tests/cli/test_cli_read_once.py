@@ -139,26 +139,26 @@ def test_verify_against_and_recompute_read_each_dataset_once(tiny, reads, capsys
     _once(md, tiny["p0"], tiny["public"])
 
 
-def test_merge_reads_each_partial_once_first_run_and_rerun(tiny, reads, capsys, tmp_path):
+def _assemble_twice(verb: str, inputs: tuple, out, reads, capsys) -> None:
+    """``verb`` (merge or combine-splits) run, then re-run on its complete output: each input's and the
+    output's files read once per run."""
     md, files = reads
-    out = tmp_path / "m"
-    for rerun in (False, True):  # the merge, then a re-run that finds it complete
+    for rerun in (False, True):
         md.clear(), files.clear()
-        assert run(["dataset", "merge", str(tiny["p0"]), str(tiny["p1"]), "--output", str(out)], capsys)[0] == 0
-        _once(md, tiny["p0"], tiny["p1"], out)
-        _once(files, tiny["p0"], tiny["p1"], some=False)
+        assert run(["dataset", verb, *map(str, inputs), "--output", str(out)], capsys)[0] == 0
+        _once(md, *inputs, out)
+        _once(files, *inputs, some=False)
         _once(files, out, some=False, rerun=rerun)
+
+
+def test_merge_reads_each_partial_once_first_run_and_rerun(tiny, reads, capsys, tmp_path):
+    _assemble_twice("merge", (tiny["p0"], tiny["p1"]), tmp_path / "m", reads, capsys)
 
 
 def test_combine_load_and_push_read_each_dataset_once(tiny, reads, capsys, tmp_path):
     md, files = reads
     out = tmp_path / "c"
-    for rerun in (False, True):  # the combine, then a re-run that finds it complete
-        md.clear(), files.clear()
-        assert run(["dataset", "combine-splits", str(tiny["public"]), str(tiny["holdout"]), "--output", str(out)], capsys)[0] == 0
-        _once(md, tiny["public"], tiny["holdout"], out)
-        _once(files, tiny["public"], tiny["holdout"], some=False)
-        _once(files, out, some=False, rerun=rerun)
+    _assemble_twice("combine-splits", (tiny["public"], tiny["holdout"]), out, reads, capsys)
     from whestbench import load_dataset
 
     md.clear(), files.clear()
