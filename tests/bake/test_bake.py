@@ -163,6 +163,33 @@ def test_an_interrupted_auto_seeded_bake_resumes_with_the_same_seeds(tmp_path, r
     assert read_metadata(out)["seed_source"] == {"method": "random"}
 
 
+def test_random_seeds_are_settled_by_the_plan_and_kept_by_the_bake(tmp_path):
+    """plan_bake draws a random-seed bake's seeds (or reads those an earlier run kept), writing nothing; the bake
+    keeps them before any unit, and refuses a plan whose seeds another run replaced in between."""
+    from whestbench.bake.pipeline import keep_seeds
+    from whestbench.bake.plan import plan_bake
+    from whestbench.errors import RESUME, WorkDirBusy
+    from whestbench.work.ledger import save_seeds
+
+    out = tmp_path / "auto"
+    work = work_dir_for(out)
+    cfg = BakeConfig(n_mlps=3, output=out, max_threads=1, **SHAPE)
+    first = plan_bake(cfg, probe=False)
+    assert len(set(first.spec.seeds)) == 3 and first.seed_source == {"method": "random"}
+    assert not work.exists()  # planning writes nothing
+    assert plan_bake(cfg, probe=False).spec.seeds != first.spec.seeds  # nothing kept: drawn afresh
+    keep_seeds(first)
+    assert json.loads((work / "auto-seeds.json").read_text())["seeds"] == list(first.spec.seeds)
+    assert plan_bake(cfg, probe=False).spec.seeds == first.spec.seeds  # a re-run plans with the kept ones
+    other = [7, 8, 9]
+    save_seeds(work, other, seed_list_digest(other))  # another run kept its own after `first` was planned
+    with pytest.raises(WorkDirBusy) as caught:
+        keep_seeds(first)
+    assert caught.value.fix == RESUME
+    assert json.loads((work / "auto-seeds.json").read_text())["seeds"] == other  # left as it was
+    assert plan_bake(BakeConfig(n_mlps=3, max_threads=1, output=None, **SHAPE), probe=False).spec.seeds == ()
+
+
 def test_a_root_seed_bake_is_reproducible_and_recorded(tmp_path, read_columns, read_metadata, assert_bytes_equal):
     a = read_columns(create_dataset(4, seed=7, output_path=tmp_path / "a", **SHAPE))
     b = read_columns(create_dataset(4, seed=7, output_path=tmp_path / "b", **SHAPE))

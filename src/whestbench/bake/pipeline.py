@@ -36,10 +36,10 @@ from whestbench.compute.estimators import (chosen_stderr, cv_floor_samples, fina
 from whestbench.compute import jit
 from whestbench.compute.mlp import weights_for_seed
 from whestbench.compute.naming import mlp_name, unique_names
-from whestbench.compute.seeds import estimator_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
+from whestbench.compute.seeds import estimator_seeds, seed_list_digest, validate_mlp_seeds
 from whestbench.compute.segments import DEFAULT_SEGMENTS
 from whestbench.compute.stats import LayerSums, avg_variance, finalize
-from whestbench.errors import InvalidDatasetError
+from whestbench.errors import RESUME, InvalidDatasetError, WorkDirBusy
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.format import command
 from whestbench.format.bakemeta import SAMPLES_USED, bake_metadata, samples_used_block
@@ -114,7 +114,7 @@ def bake(
     fresh = not work.exists()
     try:
         with hold_lock(work, plan.config.bake_command or ""):
-            plan = _with_random_seeds(plan)
+            keep_seeds(plan)
             if not distributed:  # other ranks wait for rank 0 under --peer-timeout: they plan per unit
                 plan = plan_targets(plan, emit, stop, work)  # a target bake: every MLP's count, before any sampling
             emit(Event("plan", data={"plan": plan}))  # the CLI's Plan line
@@ -172,16 +172,10 @@ def saved_samples(plan: BakePlan) -> int:
     re-run will not compute again, for the plan line. 0 when there is none, or it cannot be read
     (the bake itself then says why)."""
 
-    work = plan.work_dir
-    if work is None or work.is_symlink() or not work.is_dir():
+    work, spec = plan.work_dir, plan.spec
+    if work is None or work.is_symlink() or not work.is_dir() or not spec.seeds:  # no seeds: a rank other than 0
         return 0
     try:
-        spec = plan.spec
-        if not spec.seeds:
-            seeds = load_seeds(work, plan.config.n_mlps, seed_list_digest, validate_mlp_seeds)
-            if seeds is None:
-                return 0
-            spec = spec.with_seeds(seeds)
         ledger = Ledger.peek(work, spec.identity())
         if ledger is None:
             return 0
@@ -229,17 +223,19 @@ def check_device(plan: BakePlan, emit: EventSink = ignore, rank: int = 0) -> dic
     return record
 
 
-def _with_random_seeds(plan: BakePlan) -> BakePlan:
-    """Random seeds are drawn once and kept in the work directory, so a re-run of the same command
-    resumes with the same seeds instead of starting a different dataset."""
-    if plan.spec.seeds:
-        return plan
-    n = plan.config.n_mlps
-    seeds = load_seeds(plan.work_dir, n, seed_list_digest, validate_mlp_seeds)
-    if seeds is None:
-        seeds = random_seeds(n)
+def keep_seeds(plan: BakePlan) -> None:
+    """Keep a bake's random seeds (drawn by ``plan_bake``) in its work directory, under its lock and before any
+    unit, so a re-run of the same command resumes with them instead of starting a different dataset. Refuses
+    (WorkDirBusy) when another run kept other seeds there after this one was planned."""
+    if plan.seed_source.get("method") != "random":
+        return
+    seeds = list(plan.spec.seeds)
+    kept = load_seeds(plan.work_dir, len(seeds), seed_list_digest, validate_mlp_seeds)
+    if kept is None:
         save_seeds(plan.work_dir, seeds, seed_list_digest(seeds))
-    return plan.with_seeds(seeds, {"method": "random"})
+    elif kept != seeds:
+        raise WorkDirBusy(f"another run of this bake kept its random seeds in {plan.work_dir} while this one was planning;",
+                          fix=RESUME)
 
 
 def _prefetch_writer_imports() -> None:

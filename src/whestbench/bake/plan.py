@@ -26,7 +26,7 @@ from whestbench.compute.estimation import MIN_RELIABLE_BATCHES, Estimation
 from whestbench.compute.estimators import n_batches
 from whestbench.compute.philox import spec as philox
 from whestbench.compute.segments import DEFAULT_SEGMENTS, MAX_SEGMENTS, MIN_SEGMENTS, segment_samples
-from whestbench.compute.seeds import check_range, derived_seeds, seed_list_digest, validate_mlp_seeds
+from whestbench.compute.seeds import check_range, derived_seeds, random_seeds, seed_list_digest, validate_mlp_seeds
 from whestbench.errors import InvalidDatasetError, OutputExistsError, UsageError
 from whestbench.events import Event, EventSink, Progress, ignore
 from whestbench.format.card_rules import given_card
@@ -40,7 +40,7 @@ from whestbench.values import is_int, is_positive_number
 from whestbench.work import CHECKPOINT_EVERY_S, GPU_KERNEL_REPLACEMENT, GPU_KERNELS, WITHDRAWN_GPU_KERNELS
 from whestbench.work.controls import CONTROLS_CACHE_BYTES
 from whestbench.work.executor import Job, bake_workers
-from whestbench.work.ledger import Ledger, identity_digest, load_pilots, save_pilots
+from whestbench.work.ledger import Ledger, identity_digest, load_pilots, load_seeds, save_pilots
 from whestbench.work.steps import Compute, _pcg64_fused
 from whestbench.work.threads import one_blas_thread
 from whestbench.work.torch_env import kernel_identity, resolve_device
@@ -193,8 +193,8 @@ class BakePlan:
 
     config: BakeConfig
     spec: WorkSpec
-    """Seeds are empty until resolved: random seeds are read or drawn under the work dir's lock, and
-    a distributed rank other than 0 receives them from rank 0."""
+    """Empty only on a distributed rank other than 0 (it receives them from rank 0) and in a plan with no output
+    (``calibrate``, ``doctor``) of random seeds; a bake's random ones are kept in its work dir (``pipeline.keep_seeds``)."""
     compute: Compute
     workers: int | None
     """Worker threads; None: one per core (and never more than units)."""
@@ -407,7 +407,8 @@ def _finished(plan: "BakePlan", seeds: list[int] | None, source: dict[str, Any],
 
 def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool = True,
               on_event: EventSink = ignore) -> BakePlan | Done:
-    """The plan of ``cfg``: checks, device, compute options, explicit or derived seeds, needs; or
+    """The plan of ``cfg``: checks, device, compute options, seeds (explicit, derived, or random: kept by an earlier
+    run of this bake or drawn now), needs; or
     ``Done`` when ``cfg.output`` already holds this very bake, complete (``pipeline.bake`` takes either).
 
     Raises UsageError (exit 2) for anything that would fail later or does not fit this machine.
@@ -461,6 +462,8 @@ def plan_bake(cfg: BakeConfig, *, dist_env: "DistEnv | None" = None, probe: bool
     if rank0 and cfg.output is not None:
         cost.check_fits(plan)  # before the seeds: deriving 10**9 of them would take minutes
     seeds, source = _known_seeds(cfg)
+    if source["method"] == "random" and rank0 and cfg.output is not None:  # a plan with no output draws none
+        seeds = _random_seeds(cfg.n_mlps, work_dir_for(cfg.output))
     plan = plan.with_seeds(seeds, source) if seeds is not None else dataclasses.replace(plan, seed_source=source)
     if probe and plan.needs.flops > cost.PROBE_FLOPS:
         on_event(Event("stage", message=PHASES["probe"], data={"phase": "probe"}))
@@ -496,6 +499,14 @@ def _known_seeds(cfg: BakeConfig) -> tuple[list[int] | None, dict[str, Any]]:
     if cfg.seeds_from_peer:
         return None, {"method": "peer"}
     return None, {"method": "random"}
+
+
+def _random_seeds(n_mlps: int, work: Path) -> list[int]:
+    """A bake's random seeds: those an earlier run of the same command drew and kept in ``work`` (so a re-run resumes
+    rather than starting a different dataset; a damaged seed file is refused, DamagedWorkFile), else drawn now.
+    The bake keeps them there before any unit (``pipeline.keep_seeds``)."""
+    kept = load_seeds(work, n_mlps, seed_list_digest, validate_mlp_seeds) if work.is_dir() else None
+    return kept if kept is not None else random_seeds(n_mlps)
 
 
 def _torch_plan(cfg: BakeConfig, dist_env, notes: list[str]):
