@@ -359,34 +359,34 @@ def _samples_each(md: dict[str, Any]) -> str:
 
 def result_marker(plan: "BakePlan", seeds: Sequence[int] | None, source: Mapping[str, Any]) -> str:
     """The completion marker (``plan_digest``) of ``plan``'s output: the digest of what decides its
-    rows and place: the seeds (their digest, and how they were chosen; random seeds are "random",
-    whatever was drawn), shape, range, split and config, backend, sampler and arithmetic class,
-    estimator and target. The same for the bake that writes it and for a re-run that asks for it."""
+    rows and place (``_marker_of``). The same for the bake that writes it and for a re-run that asks for it."""
     cfg = plan.config
     start, end = cfg.range
-    method = source.get("method")
-    return marker({
-        "seed_list_digest": None if method == "random" or seeds is None else seed_list_digest(list(seeds)),
-        "seed_method": method, "split": cfg.split, "config": cfg.config, "n_mlps": end - start,
-        "n_samples": cfg.n_samples, "width": cfg.width, "depth": cfg.depth,
-        "slice": [start, end, cfg.n_mlps] if cfg.is_partial else None, "backend": plan.backend,
-        "sampler": [plan.sampler_md["name"], plan.sampler_md["block_size"]],
-        "precision_class": plan.kernel_md.get("precision_class") if plan.kernel_md is not None else None,
-        **plan.spec.estimation.identity(),
-    })
+    return _marker_of({
+        "seed_list_digest": None if seeds is None else seed_list_digest(list(seeds)), "seed_source": source,
+        "split": cfg.split, "config": cfg.config, "n_mlps": end - start, "n_samples": cfg.n_samples, "width": cfg.width,
+        "depth": cfg.depth, "is_partial": cfg.is_partial, "mlp_range": [start, end], "total_n_mlps": cfg.n_mlps,
+        "backend": plan.backend, "sampler": plan.sampler_md, "kernel": plan.kernel_md,
+    }, plan.spec.estimation.identity())
 
 
 def _recorded_marker(md: dict[str, Any]) -> str | None:
-    """The marker an output written before markers were recorded would carry: ``result_marker``'s
-    identity read from its metadata's facts (seeds and how they were chosen, shape, range, split and
-    config, backend, sampler and arithmetic, estimator and target); None for what no bake writes."""
+    """The marker an output written before markers were recorded would carry: ``_marker_of`` its metadata;
+    None for what no bake writes."""
     if "splits" in md:
         return None
-    source, sampler, kernel = ((md.get(k) if isinstance(md.get(k), dict) else {}) for k in ("seed_source", "sampler", "kernel"))
     try:
         estimation = Estimation.from_metadata(md).identity()
     except (ValueError, TypeError, KeyError):  # a malformed block (UsageError is a ValueError)
         return None
+    return _marker_of(md, estimation)
+
+
+def _marker_of(md: Mapping[str, Any], estimation: dict[str, Any]) -> str:
+    """The digest of what decides a bake's rows and place, from its metadata's facts: the seeds (their digest, and
+    how they were chosen; random seeds are "random", whatever was drawn), shape, range, split and config, backend,
+    sampler and arithmetic class, and ``estimation`` (the estimator and target's identity)."""
+    source, sampler, kernel = ((md.get(k) if isinstance(md.get(k), dict) else {}) for k in ("seed_source", "sampler", "kernel"))
     rng, method = md.get("mlp_range"), source.get("method")
     return marker({
         "seed_list_digest": None if method == "random" else md.get("seed_list_digest"),
