@@ -20,38 +20,23 @@ ensure_cache_dir()
 
 
 @njit(nogil=True, cache=True, fastmath=False)
-def relu_colsum_sq(x, out, out_sq):  # pragma: no cover - compiled
+def relu_colsum_sq(x, out, out_sq, out_pre_sq=None):  # pragma: no cover - compiled
     """``x`` (n, w) float32, ReLU applied in place; ``out`` (w,) float64 <- column sums of this chunk,
-    ``out_sq`` (w,) float64 <- column sums of float64(x)**2."""
+    ``out_sq`` (w,) float64 <- column sums of float64(x)**2; with ``out_pre_sq`` (w,) float64 also the
+    column sums of float64(x)**2 taken before the ReLU (the control-variate estimator's z₂², in the
+    same sweep). numba compiles the two forms apart, the ``None`` one without its branches."""
     n, w = x.shape
     for j in range(w):
         out[j] = 0.0
         out_sq[j] = 0.0
+        if out_pre_sq is not None:
+            out_pre_sq[j] = 0.0
     for i in range(n):
         for j in range(w):
             v = x[i, j]
-            if v < 0.0:
-                v = np.float32(0.0)
-                x[i, j] = v
-            d = np.float64(v)
-            out[j] += d
-            out_sq[j] += d * d
-
-
-@njit(nogil=True, cache=True, fastmath=False)
-def relu_colsum_sq_pre(x, out, out_sq, out_pre_sq):  # pragma: no cover - compiled
-    """As ``relu_colsum_sq``, plus ``out_pre_sq`` (w,) float64 <- column sums of float64(x)**2 taken
-    before the ReLU (the control-variate estimator's z₂², in the same sweep)."""
-    n, w = x.shape
-    for j in range(w):
-        out[j] = 0.0
-        out_sq[j] = 0.0
-        out_pre_sq[j] = 0.0
-    for i in range(n):
-        for j in range(w):
-            v = x[i, j]
-            p = np.float64(v)
-            out_pre_sq[j] += p * p
+            if out_pre_sq is not None:
+                p = np.float64(v)
+                out_pre_sq[j] += p * p
             if v < 0.0:
                 v = np.float32(0.0)
                 x[i, j] = v
@@ -66,4 +51,4 @@ def load_kernels() -> None:
     x = np.zeros((1, 2), dtype=np.float32)
     out, out_sq = np.zeros(2), np.zeros(2)
     relu_colsum_sq(x, out, out_sq)
-    relu_colsum_sq_pre(x, out, out_sq, np.zeros(2))
+    relu_colsum_sq(x, out, out_sq, np.zeros(2))

@@ -146,7 +146,7 @@ class Pcg64Stream:
         x = self.rng.standard_normal((n, self.weights.shape[1]), dtype=np.float32)  # (n, width)
         z2sq = None
         if self.fused:
-            from whestbench.compute.fused import relu_colsum_sq, relu_colsum_sq_pre
+            from whestbench.compute.fused import relu_colsum_sq
 
             part, part_sq = self._part, self._part_sq
             for layer in range(depth):
@@ -154,7 +154,7 @@ class Pcg64Stream:
                 np.matmul(x, self.weights[layer], out=h)  # (n, width) float32 sgemm
                 if layer == 1 and self.controls is not None:  # layer 2's pre-activations squared, same sweep
                     z2sq = np.empty(h.shape[1])
-                    relu_colsum_sq_pre(h, part[layer], part_sq[layer], z2sq)
+                    relu_colsum_sq(h, part[layer], part_sq[layer], z2sq)
                 else:
                     relu_colsum_sq(h, part[layer], part_sq[layer])
                 self.sums[layer] += part[layer]
