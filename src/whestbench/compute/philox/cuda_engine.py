@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from whestbench.compute.philox import spec as ref
-from whestbench.compute.philox.triton_kernel import _box_muller, _pairwise_colsum, _philox_block
+from whestbench.compute.philox.triton_kernel import _box_muller, _key_tensor, _pairwise_colsum, _philox_block
 
 ENGINE = "cuda"
 VERSION = "1"
@@ -208,11 +208,6 @@ def gemm_rows(width: int, block_size: int = ref.BLOCK_SIZE) -> int:
 
 def _log2(x: int) -> int:
     return x.bit_length() - 1
-
-
-def _key_tensor(keys, device) -> torch.Tensor:
-    k = np.asarray(keys, dtype=np.uint32).reshape(-1, 2).astype(np.int64)
-    return torch.as_tensor(k, device=device)
 
 
 @contextlib.contextmanager

@@ -27,11 +27,10 @@ from whestbench.compute.philox import ozaki_spec as spec
 from whestbench.compute.philox.tiles import TileConfig, pow2_at_least
 from whestbench.compute.philox.triton_kernel import (
     MAX_FUSED_WIDTH,
-    _box_muller,
     _default_programs,
+    _draw_inputs,
     _key_tensor,
     _pairwise_colsum,
-    _philox_block,
     fused_available,
     range_sums_of,
     range_sums_triton,
@@ -144,24 +143,10 @@ def _ozaki_tile_kernel(
     for item in range(pid, n_mlps * n_tiles, n_programs):
         b = item // n_tiles
         t = item % n_tiles
-        k0 = tl.load(key_ptr + 2 * b).to(tl.uint32)
-        k1 = tl.load(key_ptr + 2 * b + 1).to(tl.uint32)
-        n = n_first + t.to(tl.int64) * ROWS + rows
-        live = n < n_end
         tl.debug_barrier()
 
         # 1. inputs, as the fused kernel draws them, then their digits (scale blocks of BLOCK_N columns)
-        for g0 in range(0, WP // 4, GROUP_BLOCK):
-            g = g0 + tl.arange(0, GROUP_BLOCK)
-            w0, w1, w2, w3 = _philox_block(n[:, None], g[None, :], k0, k1)
-            z0, z1 = _box_muller(w0, w1)
-            z2, z3 = _box_muller(w2, w3)
-            col = 4 * g[None, :]
-            dst = hbuf + rows[:, None] * WP + col
-            tl.store(dst, tl.where(live[:, None] & (col < width), z0, 0.0))
-            tl.store(dst + 1, tl.where(live[:, None] & (col + 1 < width), z1, 0.0))
-            tl.store(dst + 2, tl.where(live[:, None] & (col + 2 < width), z2, 0.0))
-            tl.store(dst + 3, tl.where(live[:, None] & (col + 3 < width), z3, 0.0))
+        _draw_inputs(hbuf, key_ptr + 2 * b, n_first + t.to(tl.int64) * ROWS, n_end, width, WP, ROWS, GROUP_BLOCK)
         tl.debug_barrier()
         for c0 in range(0, WP, BLOCK_N):
             cols = c0 + tl.arange(0, BLOCK_N)

@@ -166,6 +166,29 @@ def _pairwise_colsum(x, ROWS: tl.constexpr, COLS: tl.constexpr, LOG_ROWS: tl.con
     return tl.reshape(x, (COLS,))
 
 
+@triton.jit
+def _draw_inputs(buf, key, n_tile, n_end, width, WP: tl.constexpr, ROWS: tl.constexpr, GROUP_BLOCK: tl.constexpr):
+    """Both kernels' step 1: ``buf`` (ROWS, WP) float32 <- the inputs of samples ``n_tile ..`` under the
+    Philox key at ``key`` (two int64); neuron 4g+q of sample n is Box-Muller output q of group g's words,
+    zero at columns >= ``width`` and samples >= ``n_end``."""
+    rows = tl.arange(0, ROWS)
+    k0 = tl.load(key).to(tl.uint32)
+    k1 = tl.load(key + 1).to(tl.uint32)
+    n = n_tile + rows  # (ROWS,) int64 sample indices
+    live = n < n_end
+    for g0 in range(0, WP // 4, GROUP_BLOCK):
+        g = g0 + tl.arange(0, GROUP_BLOCK)
+        w0, w1, w2, w3 = _philox_block(n[:, None], g[None, :], k0, k1)  # 4 x (ROWS, GROUP_BLOCK)
+        z0, z1 = _box_muller(w0, w1)
+        z2, z3 = _box_muller(w2, w3)
+        col = 4 * g[None, :]
+        dst = buf + rows[:, None] * WP + col
+        tl.store(dst, tl.where(live[:, None] & (col < width), z0, 0.0))
+        tl.store(dst + 1, tl.where(live[:, None] & (col + 1 < width), z1, 0.0))
+        tl.store(dst + 2, tl.where(live[:, None] & (col + 2 < width), z2, 0.0))
+        tl.store(dst + 3, tl.where(live[:, None] & (col + 3 < width), z3, 0.0))
+
+
 # --- the fused kernel ----------------------------------------------------------------------------
 
 
@@ -209,24 +232,8 @@ def _fused_mlp_tile_kernel(
     for item in range(pid, n_mlps * n_tiles, n_programs):
         b = item // n_tiles
         t = item % n_tiles
-        k0 = tl.load(key_ptr + 2 * b).to(tl.uint32)
-        k1 = tl.load(key_ptr + 2 * b + 1).to(tl.uint32)
-        n = n_first + t.to(tl.int64) * ROWS + rows  # (ROWS,) sample indices
-        live = n < n_end
         tl.debug_barrier()  # the previous item's reads of buf_a are done before it is overwritten
-
-        # 1. inputs: neuron 4g+q of sample n is Box-Muller output q of group g's words.
-        for g0 in range(0, WP // 4, GROUP_BLOCK):
-            g = g0 + tl.arange(0, GROUP_BLOCK)
-            w0, w1, w2, w3 = _philox_block(n[:, None], g[None, :], k0, k1)  # 4 x (ROWS, GROUP_BLOCK)
-            z0, z1 = _box_muller(w0, w1)
-            z2, z3 = _box_muller(w2, w3)
-            col = 4 * g[None, :]
-            dst = buf_a + rows[:, None] * WP + col
-            tl.store(dst, tl.where(live[:, None] & (col < width), z0, 0.0))
-            tl.store(dst + 1, tl.where(live[:, None] & (col + 1 < width), z1, 0.0))
-            tl.store(dst + 2, tl.where(live[:, None] & (col + 2 < width), z2, 0.0))
-            tl.store(dst + 3, tl.where(live[:, None] & (col + 3 < width), z3, 0.0))
+        _draw_inputs(buf_a, key_ptr + 2 * b, n_first + t.to(tl.int64) * ROWS, n_end, width, WP, ROWS, GROUP_BLOCK)
         tl.debug_barrier()
 
         # 2. layers: src holds h_{l-1}, dst receives h_l; then the fp64 tree sums of h_l.
