@@ -343,8 +343,9 @@ def gate_on_gpu(args) -> list[GateLine]:
                 means.append(h.mean(dim=0))
             return torch.stack(means).cpu().numpy()
 
-        # The kernel's own inputs (same Box-Muller code, same libdevice): identical samples.
-        x_kernel = torch.as_tensor(ptt.normals_triton(key, 0, n, width, "cuda"), device="cuda")
+        # The kernels' own inputs (the fused kernel and the cuda engine's sampler share their Box-Muller
+        # code and libdevice): identical samples.
+        x_kernel = torch.as_tensor(ce.sampler_normals(key, 0, n, width, "cuda"), device="cuda")
         ref_kernel = fp64_means(x_kernel)
         for precision in args.precision:
             config = ptt.config_for(width, precision)
@@ -353,9 +354,8 @@ def gate_on_gpu(args) -> list[GateLine]:
             )[0]
             a, b = gate.gate_figures(s.sums / n, ref_kernel)
             lines.append(GateLine(shape.label, "fused", precision, a, b, gate.gate_passes(a, b)))
-        x_torch = torch.as_tensor(ce.sampler_normals(key, 0, n, width, "cuda"), device="cuda")
         s = pt.block_sums_torch(weights, keys, 0, n, "cuda", block_size=block, engine="cuda")[0]
-        a, b = gate.gate_figures(s.sums / n, fp64_means(x_torch))
+        a, b = gate.gate_figures(s.sums / n, ref_kernel)
         lines.append(GateLine(shape.label, "torch", "fp32", a, b, gate.gate_passes(a, b)))
     return lines
 

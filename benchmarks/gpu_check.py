@@ -109,9 +109,17 @@ def _emulation_modules():
 
     from whestbench.compute.philox import ozaki as ok
     from whestbench.compute.philox import ozaki_spec as oz
+    from whestbench.compute.philox import cuda_engine  # noqa: F401  (the sampler stages, interpreted too)
     from whestbench.compute.philox import triton_kernel as ptt
 
     return emu, ok, oz, ptt
+
+
+def _sampler_normals(key, n0: int, n1: int, width: int, device):
+    """The Triton kernels' own inputs (their in-kernel Philox and Box-Muller), as the cuda engine's sampler draws them."""
+    from whestbench.compute.philox import cuda_engine
+
+    return cuda_engine.sampler_normals(key, n0, n1, width, device)
 
 
 def _ozaki_config(ok, width: int, digits: int = 4, rows: int = 16):
@@ -124,7 +132,7 @@ def _ozaki_config(ok, width: int, digits: int = 4, rows: int = 16):
 def _spec_tiles(oz, ptt, weights, key, n_tiles, n_end, config):
     width = weights.shape[2]
     x = np.zeros((n_tiles * config.rows, width), dtype=np.float32)
-    x[:n_end] = ptt.normals_triton(key, 0, n_end, width, "cpu")
+    x[:n_end] = _sampler_normals(key, 0, n_end, width, "cpu")
     return oz.forward_sums(x, [oz.split_weights(w, config.digits) for w in weights], config.block_n, config.rows,
                            n_digits=config.digits)
 
@@ -173,7 +181,7 @@ def fused_byte_equal(emu, ptt, precision: str) -> bool:
     cfg = ptt.KernelConfig(rows=rows, block_n=16, block_k=16, group_block=4, sum_block=16, precision=precision, num_warps=4)
     weights = weights_for_seed(3, width, depth)
     got = ptt.tile_sums_triton(weights[None], [(1, 2)], 0, 1, rows, config=cfg).numpy()[0, 0]
-    x = ptt.normals_triton((1, 2), 0, rows, width, "cpu")
+    x = _sampler_normals((1, 2), 0, rows, width, "cpu")
     want = np.empty_like(got)
     for layer in range(depth):
         x = np.maximum(emu.emulate_matmul(x, weights[layer], precision), np.float32(0.0))
@@ -345,7 +353,7 @@ def _device_gate(kernel: str, width: int, depth: int):
     w64 = torch.as_tensor(weights, device="cuda").double()
     acc = torch.zeros((depth, width), dtype=torch.float64, device="cuda")
     for c0 in range(0, GATE_SAMPLES, 8192):
-        h = torch.as_tensor(ptt.normals_triton(key, c0, c0 + 8192, width, "cuda"), device="cuda").double()
+        h = torch.as_tensor(_sampler_normals(key, c0, c0 + 8192, width, "cuda"), device="cuda").double()
         for layer in range(depth):
             h = torch.clamp_min(h @ w64[layer], 0.0)
             acc[layer] += h.sum(0)

@@ -19,7 +19,7 @@ from whestbench.compute.philox import spec as philox  # noqa: E402
 import precision_emulation as emu  # noqa: E402  (tests/precision_emulation.py)
 
 ok = kernel_module("whestbench.compute.philox.ozaki", "_ozaki_tile_kernel")
-ptt = kernel_module()
+ce = kernel_module("whestbench.compute.philox.cuda_engine", "_relu_tree_kernel")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -106,13 +106,13 @@ def _tiny(width):
 
 
 def _spec_tiles(weights, key, n_first, n_tiles, n_end, config):
-    """The specification's per-tile sums on the kernel's own inputs (``normals_triton``: the same
-    Box-Muller code; the sampler is checked against numpy in test_philox_triton.py)."""
+    """The specification's per-tile sums on the kernel's own inputs (``cuda_engine.sampler_normals``: the
+    same Box-Muller code; the sampler is checked against numpy in test_philox_cuda.py)."""
     width = weights.shape[2]
     rows = config.rows
     x = np.zeros((n_tiles * rows, width), dtype=np.float32)
     live = max(0, min(n_tiles * rows, n_end - n_first))
-    x[:live] = ptt.normals_triton(key, n_first, n_first + live, width, DEVICE)
+    x[:live] = ce.sampler_normals(key, n_first, n_first + live, width, DEVICE)
     layers = [oz.split_weights(w, config.digits) for w in weights]
     return oz.forward_sums(x, layers, config.block_n, rows, n_digits=config.digits)
 
@@ -162,7 +162,7 @@ def test_block_sums_are_invariant_to_batch_tile_and_grid_and_equal_the_specifica
         assert np.array_equal(r.view(np.int64), results[0].view(np.int64))
     for b in range(2):  # the specification's tree over the same 40 samples (a 64-sample subtree, zero-padded)
         x = np.zeros((64, width), dtype=np.float32)
-        x[:n] = ptt.normals_triton(KEYS[b], 0, n, width, DEVICE)
+        x[:n] = ce.sampler_normals(KEYS[b], 0, n, width, DEVICE)
         tiles = oz.forward_sums(x, [oz.split_weights(w) for w in weights[b]], config.block_n, 64)[0] + 0.0
         assert np.array_equal(results[0][b][:2 * depth].view(np.int64), tiles.view(np.int64))
 

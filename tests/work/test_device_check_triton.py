@@ -17,6 +17,7 @@ from whestbench.work.units import WorkSpec  # noqa: E402
 
 ptt = kernel_module()
 ok = kernel_module("whestbench.compute.philox.ozaki", "_ozaki_tile_kernel")
+ce = kernel_module("whestbench.compute.philox.cuda_engine", "_relu_tree_kernel")  # the sampler stages' kernel
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run; CUDA machines check the compiled kernel")

@@ -99,14 +99,10 @@ def sampler_stages(compute: Compute) -> tuple[Stage, Stage | None, Stage]:
             return out
 
         return words, lambda w: philox_numba.uniforms_of(w), normals
-    if engine == "cuda":
+    if engine in ("cuda", "triton"):  # the Triton kernels all draw with triton_kernel's Philox and Box-Muller
         cuda_engine = engine_module("cuda")
         return (lambda key, n0, n1, width: cuda_engine.sampler_words(key, n0, n1, width, device), None,
                 lambda key, n0, n1, width: cuda_engine.sampler_normals(key, n0, n1, width, device))
-    if engine == "triton":
-        philox_triton = engine_module("triton")
-        return (lambda key, n0, n1, width: philox_triton.philox_words_triton(key, n0, n1, width, device), None,
-                lambda key, n0, n1, width: philox_triton.normals_triton(key, n0, n1, width, device))
     if engine == "torch":
         torch, philox_torch = require("torch"), engine_module("torch")
 

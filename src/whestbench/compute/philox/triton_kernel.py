@@ -290,70 +290,12 @@ def _fused_mlp_tile_kernel(
             src, dst = dst, src
 
 
-# --- debug kernels: the sampler stages alone, for bit-for-bit tests ------------------------------
-
-
-@triton.jit
-def _sampler_stage_kernel(
-    key_ptr,  # (2,) int64
-    out_ptr,  # (n_rows, 4 * n_groups): int32 (uint32 bits) words, or float32 normals
-    n0,  # int64 first sample
-    n_rows,
-    n_groups,
-    ROWS: tl.constexpr,
-    GROUPS: tl.constexpr,
-    NORMALS: tl.constexpr,  # False: the Philox words; True: the Box-Muller normals made from them
-):
-    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    g = tl.arange(0, GROUPS)
-    k0 = tl.load(key_ptr).to(tl.uint32)
-    k1 = tl.load(key_ptr + 1).to(tl.uint32)
-    n = n0 + r.to(tl.int64)
-    w0, w1, w2, w3 = _philox_block(n[:, None], g[None, :], k0, k1)
-    if NORMALS:
-        v0, v1 = _box_muller(w0, w1)
-        v2, v3 = _box_muller(w2, w3)
-    else:
-        v0 = w0.to(tl.int32, bitcast=True)
-        v1 = w1.to(tl.int32, bitcast=True)
-        v2 = w2.to(tl.int32, bitcast=True)
-        v3 = w3.to(tl.int32, bitcast=True)
-    mask = (r[:, None] < n_rows) & (g[None, :] < n_groups)
-    base = out_ptr + r[:, None] * (4 * n_groups) + 4 * g[None, :]
-    tl.store(base, v0, mask=mask)
-    tl.store(base + 1, v1, mask=mask)
-    tl.store(base + 2, v2, mask=mask)
-    tl.store(base + 3, v3, mask=mask)
-
-
 # --- wrappers ------------------------------------------------------------------------------------
 
 
 def _key_tensor(keys, device) -> torch.Tensor:
     k = np.asarray(keys, dtype=np.uint32).reshape(-1, 2).astype(np.int64)
     return torch.as_tensor(k, device=device)
-
-
-def _sampler_stage(key: tuple[int, int], n0: int, n1: int, width: int, device, normals: bool) -> torch.Tensor:
-    if not 0 <= n0 <= n1:
-        raise ValueError(f"need 0 <= n0 <= n1; got n0={n0}, n1={n1}.")
-    g = ref.n_groups(width)
-    out = torch.empty((n1 - n0, 4 * g), dtype=torch.float32 if normals else torch.int32, device=device)
-    rows = 16
-    _sampler_stage_kernel[(triton.cdiv(n1 - n0, rows),)](
-        _key_tensor([key], device), out, n0, n1 - n0, g, ROWS=rows, GROUPS=pow2_at_least(g), NORMALS=normals
-    )
-    return out
-
-
-def philox_words_triton(key: tuple[int, int], n0: int, n1: int, width: int, device) -> np.ndarray:
-    """The in-kernel integer stage alone: ``(n1-n0, 4*n_groups(width))`` uint32, as ``philox.philox_words``."""
-    return _sampler_stage(key, n0, n1, width, device, normals=False).cpu().numpy().view(np.uint32)
-
-
-def normals_triton(key: tuple[int, int], n0: int, n1: int, width: int, device) -> np.ndarray:
-    """The in-kernel inputs alone: ``(n1-n0, width)`` float32, within a few ulp of ``philox.normals``."""
-    return _sampler_stage(key, n0, n1, width, device, normals=True).cpu().numpy()[:, :width]
 
 
 def _default_programs(device: torch.device) -> int:
