@@ -33,11 +33,10 @@ def segment_bounds(n: int, step: int, segments: int, aligned: bool) -> list[tupl
     n, step, segments = int(n), int(step), int(segments)
     if segments <= 0 or n <= 0:
         return []
-    t = -(-n // step)
     if aligned:
-        per = -(-t // segments)
-        p = 1 << max(per - 1, 0).bit_length()
-        return [(j * p * step, min((j + 1) * p * step, n)) for j in range(-(-t // p))]
+        p = segment_samples(n, step, segments)
+        return [(j * p, min((j + 1) * p, n)) for j in range(-(-n // p))]
+    t = -(-n // step)
     k = min(segments, t)
     return [(s * t // k * step, min((s + 1) * t // k * step, n)) for s in range(k)]
 

@@ -1,30 +1,23 @@
 """The plain CUDA path of the ``philox`` sampler: one sampler launch, fixed-shape cuBLAS GEMMs, one ReLU+tree launch per layer.
 
-Per chunk of ``rows`` samples (a fixed power of two per width, ``gemm_rows``, whatever ``--chunk-size``
-or ``--mlps-per-batch`` say) and ``B`` MLPs:
-
-1. one Triton launch draws the Philox words and their Box-Muller normals of every MLP of the chunk
-   into a preallocated ``(B, rows, width)`` float32 buffer (``spec.py``'s words bit for bit; rows past
-   the data are zero rows);
-2. per layer and MLP one fp32 GEMM on cuBLAS, ``torch.mm(x[b], W[b, l], out=y[b])``: always
-   ``(rows, width) x (width, width)``, into preallocated buffers, TF32 off, a fixed cuBLAS workspace;
-3. per layer one Triton launch reads the GEMM's output once: ReLU in place, and the fp64 pairwise
-   tree of ``h`` and ``h²`` (at layer 2, with the control-variate estimator, of the pre-activations'
-   squares too) over each tile of ``TILE_ROWS`` rows;
-4. per chunk one Triton launch finishes each batch's tree from its tiles, into the call's output;
-5. per call of several blocks, where no part finer than a block is needed (``per_block``), four
-   strided adds sum each block over its batches; then one copy to the host.
+Per chunk of ``rows`` samples (``gemm_rows``: a power of two per width, whatever ``--chunk-size`` or
+``--mlps-per-batch`` say) and ``B`` MLPs: one Triton launch draws every MLP's inputs into a
+preallocated ``(B, rows, width)`` float32 buffer (``spec.py``'s words bit for bit; rows past the data
+are zero rows); per layer and MLP one fp32 ``torch.mm`` of that one shape (TF32 off, a fixed cuBLAS
+workspace); per layer one Triton launch does ReLU in place and the fp64 pairwise trees of ``h``, ``h²``
+(and layer 2's ``z²``) over tiles of ``TILE_ROWS`` rows; per chunk one launch finishes each batch's
+tree; with ``per_block``, each block is summed over its batches on the device before the one copy to
+the host. Each step and its memory traffic: docs/gpu.md, "The plain CUDA path".
 
 Tiles and batches are aligned subtrees of ``spec.py``'s tree, so a batch's sums are the
-specification's up to the GEMM's arithmetic, and no setting but ``rows`` (in the kernel identity,
-``identity``) reaches a GEMM. Nothing waits for the device until a call's blocks are done
-(``batches_host``). Launch sites go through ``_launch``, which a counting observer (``observe``:
-``benchmarks/gpu_traffic.py``) sees with the bytes each kernel reads and writes.
+specification's up to the GEMM's arithmetic, and no setting but ``rows`` (in ``identity``) reaches a
+GEMM. Nothing waits for the device until a call's blocks are done (``batches_host``). Launch sites go
+through ``_launch``, which a counting observer (``observe``: ``benchmarks/gpu_traffic.py``) sees with
+the bytes each kernel reads and writes.
 
-The code runs anywhere torch and triton do: on CUDA compiled; on CPU tensors under
-``TRITON_INTERPRET=1`` (the tests); on ``meta`` tensors with an observer that skips the kernels (the
-traffic count). Import it only where triton is wanted (``TRITON_INTERPRET`` is read at import).
-Design and figures: docs/gpu.md, "The plain CUDA path".
+The code runs on CUDA compiled; on CPU tensors under ``TRITON_INTERPRET=1`` (the tests); on ``meta``
+tensors with an observer that skips the kernels (the traffic count). Import it only where triton is
+wanted (``TRITON_INTERPRET`` is read at import).
 """
 
 from __future__ import annotations
@@ -378,14 +371,6 @@ class CudaEngine:
         """``batches`` copied to the host: the one wait for the device per call."""
         raw, counts = self.batches(b0, b1, n_samples, per_block=per_block)
         return raw.cpu().numpy() + 0.0, counts
-
-
-def block_batches_cuda(weights_batch, keys, block_index: int, n_samples: int, device, *,
-                       block_size: int = ref.BLOCK_SIZE, z2sq: bool = True,
-                       rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """One canonical block through a fresh ``CudaEngine``: ``torch_engine.block_batches_torch``'s result."""
-    engine = CudaEngine(weights_batch, keys, device, rows=rows, block_size=block_size, z2sq=z2sq)
-    return engine.batches_host(block_index, block_index + 1, n_samples)
 
 
 def identity(device, rows: int, cublas: str, workspace: int | None) -> dict:

@@ -1,15 +1,11 @@
 """The integer (Ozaki) kernel for the ``philox`` sampler: int8 digit GEMMs with exact int32 sums.
 
 One program owns a tile (``rows`` consecutive samples of one MLP), as the fused kernel does
-(``triton_kernel.py``): it draws the inputs in-kernel with the same Philox words and Box-Muller, runs
-``h = relu(h @ W_l)`` and writes the fp64 pairwise-tree column sums of every layer and of its squares.
-The matmul is ``ozaki_spec.py``'s, which this kernel equals byte for byte: every activation row (per
-scale block of ``block_n`` columns) and weight column has a power-of-two scale and 4 int8 digits
-(weights split once on the host), the digit pairs with ``i + j <= 3`` are int8 ``tl.dot``\\s with int32
-sums (exact, so their order, the tiling and the tensor cores' accumulator cannot matter), combined
-into one exact int64 per scale block, scaled in fp64, the scale blocks added in a fixed order, the sum
-rounded once to fp32. A layer's output tile is turned into the next layer's digits as it is made (its
-columns are the next layer's scale block), so the activations cross global memory as int8 digits.
+(``triton_kernel.py``: the same in-kernel inputs, the same fp64 pairwise-tree column sums of every
+layer and of its squares). The matmul is ``ozaki_spec.py``'s, which this kernel equals byte for byte
+(weights split once on the host). A layer's output tile is turned into the next layer's digits as it
+is made (its columns are the next layer's scale block), so the activations cross global memory as
+int8 digits. Design: docs/gpu-kernel.md, "The integer kernel (ozaki)".
 
 Import this module only where triton is wanted (``TRITON_INTERPRET=1`` before the import on a CPU).
 """

@@ -2,14 +2,12 @@
 
 Same integer stage bit for bit, same float transform up to a few ulp, same pairwise summation tree,
 so the only differences from ``compute/philox/spec.py`` are the platform's ``log``/``cos``/``sin`` and the
-matmul kernel. Importing this module imports torch, so code that must also run without torch (the
-bake, the work units) imports it inside the function that needs it.
+matmul kernel. It imports torch: load it with ``optional.engine_module("torch")``.
 
-Two engines draw and sum here, picked by ``engine`` (``"auto"`` chooses by device): ``"torch"`` (plain
-torch ops, Philox words in int64 tensors, on any device; MPS's) and ``"numba"`` (CPU only:
-``compute/philox/numba_engine.py`` around torch's ``bmm``); a third, ``"cuda"`` (CUDA's: a Triton
-sampler, fixed-shape cuBLAS GEMMs, a Triton ReLU+tree per layer), is ``compute/philox/cuda_engine.py``. How each computes, and why neither
-``chunk_size`` nor the batch size changes a byte: docs/sampler-philox.md §2 and §5.
+``engine`` picks who draws and sums (``numba_engine.resolve_engine``): ``"torch"`` (plain torch ops,
+Philox words in int64 tensors, on any device; MPS's), ``"numba"`` (CPU only: ``numba_engine.py``
+around torch's ``bmm``) or ``"cuda"`` (``cuda_engine.py``). Why neither ``chunk_size`` nor the batch
+size changes a byte: docs/sampler-philox.md §2 and §5.
 
 Run one caller thread per core with ``torch.set_num_threads(1)`` on CPU: the numba passes are
 single-threaded, and one caller with several torch threads leaves cores idle during them.
@@ -115,19 +113,13 @@ def kernel_name(device, engine: str = "auto") -> str:
     return f"philox-torch{torch.__version__.split('+')[0]}-{device.type}-{tag}-{mm}-{acc}"
 
 
-def default_chunk_size(device, n_mlps: int, width: int) -> int:
-    """Rows per chunk when the caller gives none: bounded memory, never a different result."""
-    device = torch.device(device)
-    if device.type == "cpu":
-        return _CPU_CHUNK
-    return _GPU_CHUNK_ELEMS // max(1, n_mlps * width)
-
-
 def step_rows(
     chunk_size: int | None, device: torch.device, n_mlps: int, width: int, block_size: int
 ) -> int:
-    """``chunk_size`` rounded down to a power of two, within ``[MIN_CHUNK, block_size]``."""
-    c = default_chunk_size(device, n_mlps, width) if chunk_size is None else int(chunk_size)
+    """``chunk_size`` rounded down to a power of two, within ``[MIN_CHUNK, block_size]``. None: bounded
+    memory (``_CPU_CHUNK`` rows on the CPU, else ``_GPU_CHUNK_ELEMS`` elements), never a different result."""
+    default = _CPU_CHUNK if torch.device(device).type == "cpu" else _GPU_CHUNK_ELEMS // max(1, n_mlps * width)
+    c = default if chunk_size is None else int(chunk_size)
     if c <= 0:
         raise ValueError(f"chunk_size must be positive; got {chunk_size}.")
     c = 1 << (c.bit_length() - 1)
@@ -174,7 +166,8 @@ def block_batches_torch(
     device = torch.device(device)
     engine = resolve_engine(engine, device)
     if engine == "cuda":
-        return engine_module("cuda").block_batches_cuda(weights_batch, keys, block_index, n_samples, device, block_size=block_size, z2sq=z2sq)
+        cuda = engine_module("cuda").CudaEngine(weights_batch, keys, device, block_size=block_size, z2sq=z2sq)
+        return cuda.batches_host(block_index, block_index + 1, n_samples)
     w_t = torch.as_tensor(weights_batch, device=device)
     if w_t.dim() != 4 or w_t.shape[2] != w_t.shape[3] or w_t.dtype != torch.float32:
         raise ValueError(
