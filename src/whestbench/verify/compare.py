@@ -90,10 +90,8 @@ def compare_mode(a: DatasetScan, b: DatasetScan) -> tuple[str, str]:
         return "bits", f"same sampler ({sa}) and arithmetic ({_describe_arith(a.md)}): must be bit-identical"
     arith = f"{_describe_arith(a.md)} vs {_describe_arith(b.md)}"
     if sa == "philox":
-        return "gate", (
-            f"both philox, so the same samples; arithmetic differs ({arith}): the difference is "
-            f"arithmetic error only, held to the precision gate"
-        )
+        return "gate", (f"both philox, so the same samples; arithmetic differs ({arith}): the difference is "
+                        "arithmetic error only, held to the precision gate")
     if sa == "pcg64":
         return "f32", f"both pcg64 (same samples), arithmetic differs or is unrecorded: {arith}"
     # torch.randn (0.16's torch path): which MLP gets which draws depends on device, chunk size and
@@ -142,20 +140,13 @@ def compare_with(a: DatasetScan, other: "Path | DatasetDir", report: VerifyRepor
     report.check(f"{name}: shared MLPs", True, f"{len(shared)} MLP(s) matched by mlp_seed ({len(b_rows)} in {other})")
 
     wbad = [sa.ids[i] for sa, i, sb, j in shared if sa.weight_digests[i] != sb.weight_digests[j]]
-    report.check(
-        f"{name}: weights",
-        not wbad,
-        f"byte-identical for all {len(shared)}" if not wbad else f"{len(wbad)} MLP(s) differ, first mlp_id {int(wbad[0])}",
-    )
+    report.check(f"{name}: weights", not wbad, f"{len(wbad)} MLP(s) differ, first mlp_id {int(wbad[0])}" if wbad
+                 else f"byte-identical for all {len(shared)}")
 
     targeted = any(s.n_used is not None for s in a.splits) or any(s.n_used is not None for s in b.splits)
     if not targeted and a.n_samples != b.n_samples:  # the seed page's bit-equivalence needs equal n_samples
-        report.check(
-            f"{name}: n_samples",
-            False,
-            f"{a.n_samples:,} vs {b.n_samples:,}: different Monte-Carlo estimates, not comparable bit for bit; "
-            f"re-bake with --n-samples {a.n_samples} to compare",
-        )
+        report.check(f"{name}: n_samples", False, f"{a.n_samples:,} vs {b.n_samples:,}: different Monte-Carlo "
+                     f"estimates, not comparable bit for bit; re-bake with --n-samples {a.n_samples} to compare")
         _judge(a, b, shared, report, name, z_max, "ground truth", False, reason="different n_samples")
         return
     same, other = shared, []
@@ -206,37 +197,25 @@ def _judge(a: DatasetScan, b: DatasetScan, shared, report: VerifyReport, name: s
     _judge_stderr(shared, report, name, mode)
     if mode == "bits":
         head = "bit-identical" if bit_identical else "NOT bit-identical"
-        report.check(
-            f"{name}: {check}",
-            bit_identical,
-            f"{head} ({reason}); means exact, avg_variance rtol={BIT_RTOL:g} atol={BIT_ATOL:g}: {diffs}",
-        )
+        report.check(f"{name}: {check}", bit_identical,
+                     f"{head} ({reason}); means exact, avg_variance rtol={BIT_RTOL:g} atol={BIT_ATOL:g}: {diffs}")
     elif mode == "gate":
         # the precision gate's one implementation, MLP by MLP (each MLP's per-layer bias, the worst taken)
         figures = [gate_figures(x, y) for x, y in zip(ma, mb)]
         gate_abs, gate_bias = max(f[0] for f in figures), max(f[1] for f in figures)
         var_ok = bool(np.all(np.isclose(va, vb, rtol=GATE_VAR_RTOL, atol=0)))
         ok = gate_passes(gate_abs, gate_bias) and var_ok
-        report.check(
-            f"{name}: {check}",
-            ok,
-            f"{'bit-identical' if bit_equal else 'not bit-identical'} ({reason}): {diffs}; max |mean Δ| per "
-            f"layer = {gate_bias:.3g} (gate: max |Δ| <= {GATE_MAX_ABS:g}, |mean Δ| <= "
-            f"{GATE_MAX_BIAS:g} per layer, avg_variance rtol {GATE_VAR_RTOL:g})",
-        )
+        report.check(f"{name}: {check}", ok, f"{'bit-identical' if bit_equal else 'not bit-identical'} ({reason}): "
+                     f"{diffs}; max |mean Δ| per layer = {gate_bias:.3g} (gate: max |Δ| <= {GATE_MAX_ABS:g}, "
+                     f"|mean Δ| <= {GATE_MAX_BIAS:g} per layer, avg_variance rtol {GATE_VAR_RTOL:g})")
     elif mode == "f32":
         both = np.maximum(np.abs(ma), np.abs(mb))
         tol = F32_ULPS * np.spacing(both).astype(np.float64) + F32_ATOL
         ok = bool(np.all(np.abs(delta) <= tol)) and var_rel <= F32_VAR_RTOL
-        if bit_identical:
-            detail = f"bit-identical: {diffs}; {reason}"
-        else:
-            detail = (
-                f"NOT bit-identical, {'within' if ok else 'BEYOND'} float32 rounding: {diffs} (tolerance "
-                f"{F32_ULPS} float32 ulps + {F32_ATOL:g}, avg_variance {F32_VAR_RTOL:g} relative); {reason}; "
-                "bit equality needs the same machine and BLAS kernel"
-            )
-        report.check(f"{name}: {check}", ok, detail)
+        report.check(f"{name}: {check}", ok, f"bit-identical: {diffs}; {reason}" if bit_identical else
+                     f"NOT bit-identical, {'within' if ok else 'BEYOND'} float32 rounding: {diffs} (tolerance "
+                     f"{F32_ULPS} float32 ulps + {F32_ATOL:g}, avg_variance {F32_VAR_RTOL:g} relative); {reason}; "
+                     "bit equality needs the same machine and BLAS kernel")
     else:
         _compare_stats(a, b, shared, delta, report, name, z_max, reason, check=check)
 
@@ -448,10 +427,6 @@ def _z_verdict(report: VerifyReport, name: str, z_max: float | None, reason: str
     chi_thr = chi2_mean_limit(len(zs))
     signed, signed_lim, signed_text = _signed(layer_means)
     ok = max_z <= thr and mean_z2 <= chi_thr and signed <= signed_lim and extra_ok
-    report.check(
-        f"{name}: {check}",
-        ok,
-        f"statistical ({reason}): max |z| of Δmean = {max_z:.2f} over {z.size} means (limit {thr:.2f}), "
-        f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_text}, max |Δmean| = "
-        f"{float(np.max(np.abs(delta))):.3g}{note}",
-    )
+    report.check(f"{name}: {check}", ok, f"statistical ({reason}): max |z| of Δmean = {max_z:.2f} over {z.size} means "
+                 f"(limit {thr:.2f}), mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_text}, max |Δmean| = "
+                 f"{float(np.max(np.abs(delta))):.3g}{note}")

@@ -213,12 +213,8 @@ def _integrity(handle: DatasetDir, report: VerifyReport) -> DatasetScan | None:
     shape = f"width={width} depth={depth} n_samples={n_samples:,}, seed protocol {version}"
     if md.get("is_partial"):
         start, end, _ = meta.declared_rows(splits[0])
-        report.check(
-            "metadata",
-            True,
-            f"valid PARTIAL dataset: MLPs [{start}, {end}) of {md.get('total_n_mlps')} ({shape}); merge the partials "
-            "(`whest dataset merge`) before loading",
-        )
+        report.check("metadata", True, f"valid PARTIAL dataset: MLPs [{start}, {end}) of {md.get('total_n_mlps')} "
+                     f"({shape}); merge the partials (`whest dataset merge`) before loading")
     else:
         kind = f"{len(splits)} splits ({', '.join(splits)})" if meta.is_multi else f"split {splits[0]!r}"
         report.check("metadata", True, f"valid, {kind}, {shape}")
@@ -338,16 +334,10 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
     start, end, n_mlps = DatasetMeta(md).declared_rows(s.name)
     # the declared range, built only when it can hold these rows (a forged n_mlps of 10**20 must not allocate it)
     expected = (np.arange(start, end, dtype=np.int64) if 0 <= end - start == len(s.ids) else np.full(1, -1, np.int64))
-    if np.array_equal(s.ids, expected):
-        report.check(f"{prefix}mlp_id", True, f"{len(s.ids)} rows, mlp_id {start}..{end - 1} as declared")
-    else:
-        first = s.ids[:5].tolist()
-        report.check(
-            f"{prefix}mlp_id",
-            False,
-            f"{len(s.ids)} rows with mlp_id {first}{'...' if len(s.ids) > 5 else ''}; metadata declares "
-            f"[{start}, {end}) (n_mlps={n_mlps})",
-        )
+    same = np.array_equal(s.ids, expected)
+    report.check(f"{prefix}mlp_id", same, f"{len(s.ids)} rows, mlp_id {start}..{end - 1} as declared" if same else
+                 f"{len(s.ids)} rows with mlp_id {s.ids[:5].tolist()}{'...' if len(s.ids) > 5 else ''}; metadata "
+                 f"declares [{start}, {end}) (n_mlps={n_mlps})")
 
     seen: dict[int, int] = {}
     dup = out_of_range = None
@@ -362,10 +352,7 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         what.append(f"rows {dup[0]} and {dup[1]} share mlp_seed {dup[2]}")
     if out_of_range:
         what.append(f"row {out_of_range[0]} has mlp_seed {out_of_range[1]} outside [0, 2**63)")
-    if what:
-        report.check(f"{prefix}mlp_seed", False, "; ".join(what))
-    else:
-        report.check(f"{prefix}mlp_seed", True, f"{len(s.seeds)} distinct int63 seeds")
+    report.check(f"{prefix}mlp_seed", not what, "; ".join(what) or f"{len(s.seeds)} distinct int63 seeds")
     _seed_list_checks(md, s, report, prefix)
 
     if version == "4.0":
@@ -387,20 +374,14 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
             detail = f"{len(s.names)} names match their seeds (partial: '-k' suffixes not checkable without the whole seed list)"
         if bad:
             i, got, w = bad[0]
-            report.check(f"{prefix}mlp_name", False, f"{len(bad)} name(s) differ from the seeds', first mlp_id {int(s.ids[i])}: {got!r} != {w!r}")
-        else:
-            report.check(f"{prefix}mlp_name", True, detail)
+            detail = f"{len(bad)} name(s) differ from the seeds', first mlp_id {int(s.ids[i])}: {got!r} != {w!r}"
+        report.check(f"{prefix}mlp_name", not bad, detail)
 
     if version in ("3.0", "4.0"):
-        if s.weight_mismatch:
-            mid, what = s.weight_mismatch[0]
-            report.check(
-                f"{prefix}weights",
-                False,
-                f"{len(s.weight_mismatch)} MLP(s) differ from the weights their mlp_seed gives; first mlp_id {mid}: {what}",
-            )
-        else:
-            report.check(f"{prefix}weights", True, f"all {len(s.seeds)} byte-identical to weights re-derived from mlp_seed")
+        bad = s.weight_mismatch
+        report.check(f"{prefix}weights", not bad, f"{len(bad)} MLP(s) differ from the weights their mlp_seed gives; "
+                     f"first mlp_id {bad[0][0]}: {bad[0][1]}" if bad else
+                     f"all {len(s.seeds)} byte-identical to weights re-derived from mlp_seed")
     else:
         report.skip(f"{prefix}weights", "seed protocol 2.0 derives weights from the dataset's root seed; not re-derived")
 
@@ -422,27 +403,19 @@ def _rows_checks(ds: DatasetScan, s: SplitScan, report: VerifyReport, prefix: st
         what.append(f"avg_variance of mlp_id {int(s.ids[r])} is {s.avg_var[r]}")
     if not np.isfinite(s.final).all():
         what.append("final_means has non-finite values")
-    if what:
-        report.check(f"{prefix}finite", False, "; ".join(what))
-    else:
-        report.check(f"{prefix}finite", True, "all means finite and >= 0 (post-ReLU)" + (
-                     f" within {float(neg.min()) if neg.size else 6.0:.3g}-{float(neg.max()) if neg.size else 6.0:.3g} standard errors "
-                     "(Student's t on the batches, Bonferroni p=1e-06)" if neg is not None else "")
-                     + ", avg_variance finite")
+    lo, hi = (float(neg.min()), float(neg.max())) if neg is not None and neg.size else (6.0, 6.0)
+    report.check(f"{prefix}finite", not what, "; ".join(what) or "all means finite and >= 0 (post-ReLU)" + (
+                 f" within {lo:.3g}-{hi:.3g} standard errors (Student's t on the batches, Bonferroni p=1e-06)"
+                 if neg is not None else "") + ", avg_variance finite")
 
-    if s.bad_breakdown:
-        mid, why = s.bad_breakdown[0]
-        report.check(f"{prefix}breakdown", False, f"{len(s.bad_breakdown)} row(s) whose sampling_budget_breakdown is "
-                     f"not a JSON object, first mlp_id {mid}: {why}")
-    else:
-        report.check(f"{prefix}breakdown", True, f"sampling_budget_breakdown parses as a JSON object in all {len(s.seeds)} rows")
+    bad = s.bad_breakdown
+    report.check(f"{prefix}breakdown", not bad, f"{len(bad)} row(s) whose sampling_budget_breakdown is not a JSON "
+                 f"object, first mlp_id {bad[0][0]}: {bad[0][1]}" if bad else
+                 f"sampling_budget_breakdown parses as a JSON object in all {len(s.seeds)} rows")
 
-    differs = np.any(s.final.view(np.uint32) != s.means[:, -1].view(np.uint32), axis=1)  # (rows,)
-    if differs.any():
-        r = int(np.argmax(differs))
-        report.check(f"{prefix}final_means", False, f"final_means != all_layer_means[-1] for mlp_id {int(s.ids[r])}")
-    else:
-        report.check(f"{prefix}final_means", True, "final_means == all_layer_means[-1] bit for bit")
+    differs = np.flatnonzero(np.any(s.final.view(np.uint32) != s.means[:, -1].view(np.uint32), axis=1))  # rows
+    report.check(f"{prefix}final_means", not differs.size, f"final_means != all_layer_means[-1] for mlp_id "
+                 f"{int(s.ids[differs[0]])}" if differs.size else "final_means == all_layer_means[-1] bit for bit")
 
 
 def confirm_complete(path: str | Path | DatasetDir) -> VerifyReport:

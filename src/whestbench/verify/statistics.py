@@ -89,13 +89,10 @@ def run_statistics(ds: DatasetScan, report: VerifyReport, *, n_check: int | None
         signed, signed_lim, signed_what = _layer1_signed(ds, rows, z, n[:, 0])
         ok = max_z <= thr and mean_z2 <= chi_thr and signed <= signed_lim
         scope = f"{len(rows)} MLP(s) x {ds.width} neurons" + (f" (first {n_check})" if n_check is not None else "")
-        report.check(
-            "layer-1 means",
-            ok,
-            f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id {int(s.ids[i])} "
-            f"neuron {j} (limit {thr:.2f}{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
-            f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_what}",
-        )
+        report.check("layer-1 means", ok, f"{scope} vs exact ‖W₁[:,j]‖/√(2π): max |z| = {max_z:.2f} at {where}mlp_id "
+                     f"{int(s.ids[i])} neuron {j} (limit {thr:.2f}"
+                     f"{'' if z_max is not None else f', Bonferroni p={P_OVERALL:g} over {k}'}); "
+                     f"mean z² = {mean_z2:.2f} (limit {chi_thr:.2f}){signed_what}")
         _stderr_checks(ds, rows, counts, se, report)
     if not pilot:
         return

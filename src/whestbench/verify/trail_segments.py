@@ -106,7 +106,8 @@ def add_mlp(tests: SegmentTests, rec, cv: bool, k_eff: float, step: int, where: 
     n_s = n_s[keep]
     m_y, v_y = rec.values["means"].astype(np.float64)[keep], rec.values["var"].astype(np.float64)[keep]
     live_y = _active(n_s, m_y, v_y)
-    _variances(tests, n_s, m_y, v_y, live_y, where)
+    if live_y.any():
+        _variances(tests, n_s, m_y, v_y, live_y, where)
     if cv:
         if "cv_means" not in rec.values:
             return
@@ -116,14 +117,14 @@ def add_mlp(tests: SegmentTests, rec, cv: bool, k_eff: float, step: int, where: 
         m, v, first, k_s = m_y, v_y, 0, n_s
     live = live_y.copy()
     live[:first] = False
+    if not live.any():  # no neuron for the means or the spread
+        return
     _means(tests, n_s, m, v, k_s, live, cv, where)
     if not cv:
         _spread(tests, n_s, m, v, live, where)
 
 
 def _means(tests: SegmentTests, n_s, m, v, k_s, live, cv: bool, where: str) -> None:
-    if not live.any():
-        return
     big_n, k_all = n_s.sum(), k_s.sum()
     a_s = n_s[:, None, None] * v  # within
     tot_n = big_n - n_s  # the others' samples, per segment
@@ -148,8 +149,6 @@ def _means(tests: SegmentTests, n_s, m, v, k_s, live, cv: bool, where: str) -> N
 
 
 def _variances(tests: SegmentTests, n_s, m, v, live, where: str) -> None:
-    if not live.any():
-        return
     k = len(n_s)
     big_n = n_s.sum()
     vbar = (n_s[:, None, None] * v).sum(0) / big_n  # (L, J)
@@ -177,8 +176,6 @@ def _variances(tests: SegmentTests, n_s, m, v, live, where: str) -> None:
 
 
 def _spread(tests: SegmentTests, n_s, m, v, live, where: str) -> None:
-    if not live.any():
-        return
     big_n, k = n_s.sum(), len(n_s)
     mean = (n_s[:, None, None] * m).sum(0) / big_n
     b = (n_s[:, None, None] * (m - mean) ** 2).sum(0) / (k - 1)
