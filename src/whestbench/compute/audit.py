@@ -114,11 +114,9 @@ def pilot_moments(weights: np.ndarray, seed: int, n: int = AUDIT_SAMPLES, contro
                 d = dev[:, live] / np.sqrt(m2[layer][live]).astype(np.float32)  # (n, k) standardised
                 corr = (d.T @ d).astype(np.float64) / n  # (k, k)
                 corr_fro[layer] = math.sqrt(float(np.sum(corr * corr)))
-        if controls is None:
-            active[layer] = np.count_nonzero(v > 0, axis=0)
-    if controls is not None:  # the activations themselves: their activity and spread
+        active[layer] = np.count_nonzero(ys[layer] > 0, axis=0)  # the activations themselves
+    if controls is not None:  # the activations' own spread
         for layer in range(depth):
-            active[layer] = np.count_nonzero(ys[layer] > 0, axis=0)
             y_sd[layer] = ys[layer].std(axis=0, dtype=np.float64, ddof=1)
     final = ys[-1]
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -56,9 +56,7 @@ def normal_ulps(device: np.ndarray, reference: np.ndarray) -> float:
     """Largest ``|device - reference|`` in float32 ulps of ``max(|reference|, NORMAL_ULP_FLOOR)``."""
     ref = np.asarray(reference, dtype=np.float32)
     dev = np.asarray(device, dtype=np.float32)
-    if ref.shape != dev.shape:
-        return float("inf")
-    if not np.all(np.isfinite(dev)):
+    if ref.shape != dev.shape or not np.all(np.isfinite(dev)):
         return float("inf")
     scale = np.spacing(np.maximum(np.abs(ref), np.float32(NORMAL_ULP_FLOOR))).astype(np.float64)
     return float(np.max(np.abs(dev.astype(np.float64) - ref.astype(np.float64)) / scale, initial=0.0))

@@ -163,7 +163,7 @@ def n_batches(n_samples: int, batch: int) -> int:
     return -(-int(n_samples) // int(batch))
 
 
-def enough_batches(n_samples: int, batch: Any) -> bool:
+def enough_batches(n_samples: int, batch: object) -> bool:
     """Whether ``n_samples`` make ``MIN_RELIABLE_BATCHES`` control-variate batches of ``batch`` (a positive
     int): a batch-means standard error over fewer is too rough to hold to a target or to 25 %."""
     return is_int(batch, 1) and n_batches(n_samples, batch) >= MIN_RELIABLE_BATCHES
@@ -238,19 +238,17 @@ def planned_samples(weights: np.ndarray, pilot_ss: np.random.SeedSequence, contr
                     layer: str, step: int, cap: int, min_samples: int = 0, n_pilot: int = PILOT_SAMPLES,
                     rule: str = TARGET_RULE, cv_batch: int = 0) -> int:
     """The samples one MLP uses in a bake to the target standard error ``target``: decided before
-    any of its samples is drawn, from its own pilot stream (a two-stage rule).
+    any of its samples is drawn, from its own pilot stream (a two-stage rule), so the count is a
+    function of the weights and the pilot alone and the estimate over it exactly unbiased (why a
+    stop where the running standard error meets the target is biased: docs/error-bars.md).
 
-    Stopping where the running standard error first meets the target makes the count depend on the
-    estimate's own samples: a stop follows a low sample variance, which for right-skewed ReLU
-    outputs goes with a low mean (a bias of −0.37 standard errors on the deciding neuron, measured).
-    Here the count is a function of the weights and the pilot alone, so the estimate over it is
-    exactly unbiased. The pilot's per-sample standard deviation ``σ̂`` of each chosen neuron (plain:
-    the activation; control variates: the residual ``y − φ·B`` with the bake's own ``B``, fitted on
-    this same pilot) gives the need ``max_j (σ̂_j / target)²``; the count is the first check point at
-    or past it (``stop_point``), or ``cap``. Under ``CV_TARGET_RULE`` (control variates with
-    ``cv_batch``-sample batches) it is the first check point from there on where ``exceed_chance``
-    is at most ``EXCEED_PROBABILITY``. The pilot's float32 forward pass runs at one BLAS thread, as
-    every unit does, so the count is the same on every run.
+    The pilot's per-sample standard deviation ``σ̂`` of each chosen neuron (plain: the activation;
+    control variates: the residual ``y − φ·B`` with the bake's own ``B``, fitted on this same pilot)
+    gives the need ``max_j (σ̂_j / target)²``; the count is the first check point at or past it
+    (``stop_point``), or ``cap``. Under ``CV_TARGET_RULE`` (``cv_batch``-sample batches) it is the
+    first check point from there on where ``exceed_chance`` is at most ``EXCEED_PROBABILITY``. The
+    pilot's float32 forward pass runs at one BLAS thread, as every unit does, so the count is the
+    same on every run.
     """
     weights = np.asarray(weights, dtype=np.float32)
     depth, width, _ = weights.shape

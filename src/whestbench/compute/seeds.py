@@ -201,11 +201,8 @@ def seed_list_digest(seeds: Iterable[int]) -> str:
 
 
 def slice_bounds(k: int, n: int, n_mlps: int) -> tuple[int, int]:
-    """Half-open MLP range of slice ``k`` of ``n``: equal slices, the last one takes the remainder.
-
-    The user manual promises "the last slice gets the remainder" (SPEC §8), so slice k covers
-    ``[k*q, (k+1)*q)`` with ``q = n_mlps // n``, and the last covers ``[(n-1)*q, n_mlps)``.
-    """
+    """Half-open MLP range of slice ``k`` of ``n``: equal slices of ``n_mlps // n``, the last one taking
+    the remainder (as the user manual promises, SPEC §8)."""
     q = n_mlps // n
     start = k * q
     end = n_mlps if k == n - 1 else (k + 1) * q

@@ -248,11 +248,7 @@ def _relu_tree_sq(h, n, out, out_sq, stack, stack_sq, used):  # pragma: no cover
 
 
 def relu_tree(h, n, with_sq, out, out_sq, stack, stack_sq, used) -> None:
-    """ReLU in place on rows ``[0, n)`` of ``h`` and their pairwise fp64 column sums into ``out``
-    (and of their squares into ``out_sq`` when ``with_sq``); see ``_relu_tree_impl`` for the scratch.
-
-    Compiled once per ``with_sq`` (a constant, so the unused loops vanish).
-    """
+    """``_relu_tree_impl``, compiled once per ``with_sq`` (a constant, so the unused loops vanish)."""
     if with_sq:
         _relu_tree_sq(h, n, out, out_sq, stack, stack_sq, used)
     else:

@@ -44,7 +44,6 @@ class OzakiConfig(TileConfig):
     (integer sums are exact; a tile's tree is a subtree of the block's)."""
 
     rows: int = 64
-    """Samples per tile."""
     block_n: int = 64
     """Output columns per accumulator, and the scale block: the columns that share one activation scale."""
     block_k: int = 64
