@@ -657,7 +657,7 @@ def store_costs(ranks: list[int]) -> dict:
 
 def project(m: dict) -> dict:
     """Rank-0 poll cycle, store ops/s and overhead at 1,024 and 4,096 ranks from this run's costs."""
-    from whestbench.work.distributed import rank0 as d
+    from whestbench.work.distributed import roles as d
 
     cycles = m["cycles"]
     light = [c for c in cycles if c[2] == 0 and c[1] == min(cc[1] for cc in cycles)]

@@ -694,7 +694,7 @@ def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_
     import torch.distributed as dist
 
     from whestbench.compute.stats import LayerSums
-    from whestbench.work.distributed.epoch import result_blob as _result_blob
+    from whestbench.work.ledger import identity_digest, unit_record
     from whestbench.work.units import Unit
 
     port, store = agent_store
@@ -708,7 +708,7 @@ def test_protocol_ignores_what_an_earlier_crashed_start_left_in_the_store(agent_
     e1.set("claim", "5")
     junk = LayerSums(sums=np.full((1, 2), 99.0), sumsq=np.zeros((1, 2)), count=10)
     for i in range(5):
-        e1.set(f"result/{i}", _result_blob(_spec(range(8)), Unit(i), junk, 0.0))
+        e1.set(f"result/{i}", unit_record(Unit(i).key, identity_digest(_spec(range(8)).identity()), junk, 0.0))
     results, peer = _ranks(port, 2, seeds=range(8), tmp_path=tmp_path)
     assert not isinstance(peer, Exception), peer
     assert results == _expected(8)  # no unit skipped, no stale result taken for another unit

@@ -51,19 +51,6 @@ _PUBLISHED_DIRS = (DATA_DIR, AUDIT_DIR, PREPARED_DIR)  # remote files under thes
 _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 
 
-def push_ref(repo: str) -> HubRef:
-    """The repo a push publishes to: ``ORG/NAME`` or ``hf://[datasets/]ORG/NAME``, without a revision.
-
-    Push always commits to the main branch and names a version with ``--tag``; an ``@REV`` in the
-    repo would suggest otherwise, so it is refused.
-    """
-    ref = parse_ref(repo)
-    if ref.revision is not None:
-        raise DatasetSourceError(f"{sanitize(scrub(repo))!r} names a revision; push commits to the {DEFAULT_BRANCH} "
-                                 "branch and names versions with --tag:", fix=f"pass --repo {ref.repo_id} --tag {ref.revision}.")
-    return ref
-
-
 # --------------------------------------------------------------------------------------------------
 # The local side of a push (no network)
 
@@ -178,8 +165,8 @@ class PushConfig:
     before any file is read; the CLI and ``push_dataset(directory, repo, **options)`` build it."""
 
     repo: str
-    """``ORG/NAME`` or ``hf://[datasets/]ORG/NAME``, without ``@REV`` (name a version with ``tag``);
-    kept as ``ORG/NAME``."""
+    """``ORG/NAME`` or ``hf://[datasets/]ORG/NAME``, kept as ``ORG/NAME``. Push always commits to the main
+    branch, so an ``@REV`` (which would suggest otherwise) is refused: name a version with ``tag``."""
     tag: str | None = None
     """A git tag created on the final commit once it has landed (refused up front if it exists)."""
     message: str | None = None
@@ -197,7 +184,12 @@ class PushConfig:
     max_commit_files: int = MAX_COMMIT_FILES
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "repo", push_ref(self.repo).repo_id)
+        ref = parse_ref(self.repo)
+        if ref.revision is not None:
+            raise DatasetSourceError(f"{sanitize(scrub(self.repo))!r} names a revision; push commits to the "
+                                     f"{DEFAULT_BRANCH} branch and names versions with --tag:",
+                                     fix=f"pass --repo {ref.repo_id} --tag {ref.revision}.")
+        object.__setattr__(self, "repo", ref.repo_id)
         tag = self.tag
         if tag is not None and (not isinstance(tag, str) or not _TAG_RE.match(tag) or ".." in tag or "//" in tag
                                 or tag.endswith((".", "/", ".lock"))):

@@ -214,7 +214,7 @@ class Ledger:
         self.digest = identity_digest(identity)
         plan = self.root / PLAN_FILE
         if plan.exists():
-            stored = self._read_plan(plan)
+            stored = read_plan(plan)
             if stored != identity:
                 diff = identity_diff(stored, identity, "saved", "now")
                 raise LedgerMismatch(f"work directory {self.root} holds results of a different bake (differs in: {diff});",
@@ -241,7 +241,7 @@ class Ledger:
         ledger = cls.__new__(cls)
         ledger.root, ledger.units_dir, ledger.identity = root, root / UNITS_DIR, identity
         ledger.digest = identity_digest(identity)
-        return ledger if ledger._read_plan(plan) == identity else None
+        return ledger if read_plan(plan) == identity else None
 
     def saved(self, key: str) -> tuple[str, dict[str, Any]] | None:
         """What is saved for unit ``key``: ``("unit", meta)`` when it finished, ``("checkpoint", meta)``
@@ -252,9 +252,6 @@ class Ledger:
                 meta, _ = decode_record(blob, kind=kind, key=key, plan=self.digest)
                 return kind, meta
         return None
-
-    def _read_plan(self, path: Path) -> dict[str, Any]:
-        return read_plan(path)
 
     # --- finished units
 

@@ -8,6 +8,6 @@ docs/distributed.md's "Design". Keys, all under ``whest/<run>``: ``epoch`` (coun
 results, ``c…`` checkpoints, ``s…`` stopped units, ``j…`` joins, ``b…`` goodbyes), ``news`` and the
 announcements it counts (``stop``, ``done``, ``failed``, ``abort``, ``peer_failed``).
 
-Modules: ``store_executor`` (``StoreExecutor``, the entry), ``rank0`` and ``peer`` (the two roles),
+Modules: ``store_executor`` (``StoreExecutor``, the entry), ``roles`` (rank 0's and the other ranks'),
 ``epoch`` (one epoch's unit threads) and ``store`` (connection, keys, waits, heartbeats).
 """

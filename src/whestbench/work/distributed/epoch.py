@@ -8,15 +8,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from whestbench.compute.stats import LayerSums
 from whestbench.events import EventSink
 from whestbench.work.distributed.store import THREAD_PREFIX, Events, RankBook, Watch, post_event
 from whestbench.work.executor import Job, Tracker, checkpointed_samples, unit_context
 from whestbench.work.launch_env import DistEnv
-from whestbench.work.ledger import identity_digest, read_unit_record, unit_record
+from whestbench.work.ledger import identity_digest, unit_record
 from whestbench.work.records import decode_record, encode_record
 from whestbench.work.steps import UnitStopped
-from whestbench.work.units import Unit, WorkSpec
+from whestbench.work.units import Unit
 
 PROGRESS_EVERY_S = 1.0  # how often a rank posts (and rank 0 reads) running samples and checkpoints
 
@@ -67,11 +66,12 @@ class Epoch:
         progress; ``handed_over``: the todo indices whose checkpoint rank 0 published as ``ckpt-in/<i>``."""
         self.ctx, self.ns, self.epoch, self.job, self.todo = ctx, ns, epoch, job, todo
         self.spec = job.spec
+        self.digest = identity_digest(job.spec.identity())  # what its results and checkpoints are bound to
         # rank 0 counts every checkpoint its ledger holds from the first line, whichever rank resumes it
         self.tracker = Tracker(job.spec, units, done, ctx.emit, checkpointed=checkpointed_samples(job, todo) if job.ledger is not None else None)
         self.tracker.start(units_total=len(units), units_done=len(done))
         self.handed_over = set(handed_over)
-        self.book: RankBook | None = None  # rank 0's record of the ranks (``rank0.Collector``)
+        self.book: RankBook | None = None  # rank 0's record of the ranks (``roles.Collector``)
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
         self.events = Events(ns)  # read by rank 0 only
         # rank 0: its ledger (the job's); other ranks: rank 0's, through the store
@@ -152,7 +152,7 @@ class Epoch:
         except BaseException:
             self.tracker.unit_abandoned(unit)
             raise
-        ns.set(f"result/{i}", result_blob(self.spec, unit, sums, time.perf_counter() - t0))
+        ns.set(f"result/{i}", unit_record(unit.key, self.digest, sums, time.perf_counter() - t0))  # as the ledger's
         post_event(ns, f"r{i}@{ctx.env.rank}")
         if ctx.env.rank != 0:  # rank 0 counts the unit when it collects it
             self.tracker.unit_abandoned(unit)
@@ -167,14 +167,13 @@ class _StoreCheckpoints:
     """A peer's checkpoints, kept in rank 0's ledger through the store (``steps.Checkpoints``).
 
     Saving posts the checked record to ``ckpt/<i>`` and tells rank 0 in the event log; rank 0
-    checks it and writes it to its ledger (``rank0.Collector``). Loading reads ``ckpt-in/<i>``, which rank
+    checks it and writes it to its ledger (``roles.Collector``). Loading reads ``ckpt-in/<i>``, which rank
     0 publishes for every unit of the epoch that has a checkpoint in its ledger (listed in the plan,
     so a unit without one costs no store call), so a unit resumes wherever it is claimed.
     """
 
     def __init__(self, run: "Epoch"):
-        self.ns, self.rank, self.handed_over = run.ns, run.ctx.env.rank, run.handed_over
-        self.digest = identity_digest(run.spec.identity())
+        self.ns, self.rank, self.handed_over, self.digest = run.ns, run.ctx.env.rank, run.handed_over, run.digest
         self.index = {u.key: i for i, u in enumerate(run.todo)}
 
     def load_checkpoint(self, key: str):
@@ -193,16 +192,6 @@ class _StoreCheckpoints:
 
     def checkpoint_path(self, key: str) -> str:
         return f"of unit {key} (from rank 0)"
-
-
-def result_blob(spec: WorkSpec, unit: Unit, sums: LayerSums, wall_s: float) -> bytes:
-    """A unit's result as posted to rank 0: the ledger's checked record (identity + checksum)."""
-    return unit_record(unit.key, identity_digest(spec.identity()), sums, wall_s)
-
-
-def read_result(spec: WorkSpec, unit: Unit, blob: bytes) -> tuple[LayerSums, float]:
-    """A posted result, checked like a ledger file (DamagedRecord if it fails)."""
-    return read_unit_record(blob, unit.key, identity_digest(spec.identity()), lambda sums: spec.check_result(unit, sums))
 
 
 def join_all(threads: Sequence[threading.Thread], timeout_s: float) -> None:

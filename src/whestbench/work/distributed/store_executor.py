@@ -1,5 +1,5 @@
 """``StoreExecutor``: one rank of a distributed bake, the ``work.executor.Executor`` that torchrun or
-srun runs on every rank (rank 0's part: ``rank0.py``; the others': ``peer.py``)."""
+srun runs on every rank (its roles: ``roles.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from whestbench.errors import UsageError, WorkFailed
 from whestbench.events import EventSink, ignore
 from whestbench.text import error_line
 from whestbench.work.distributed.epoch import Context, PollStats, join_all
-from whestbench.work.distributed.peer import run_peer
-from whestbench.work.distributed.rank0 import run_rank0
+from whestbench.work.distributed.roles import run_peer, run_rank0
 from whestbench.work.distributed.store import HEARTBEAT_S, THREAD_PREFIX, Heartbeat, connect_store, dist_errors
 from whestbench.work.executor import Executor, Job
 from whestbench.work.launch_env import DistEnv, resume_hint
