@@ -163,7 +163,7 @@ def test_rank_0_counts_every_saved_checkpoint_from_its_first_line_whichever_rank
     first = []
     rank0 = Tracker(SPEC, units, {units[0].key: 3000}, first.append,
                     checkpointed={units[1].key: 1200, units[2].key: 800})
-    rank0.start()
+    rank0.event("start")
     assert first[0].progress.done == 3000 + 1200 + 800 and first[0].progress.recovered == 5000
     peer = Tracker(SPEC, units, {}, lambda e: None)  # rank 1: no ledger, its checkpoints arrive from rank 0
     peer.resumed(units[1].key, 1200)

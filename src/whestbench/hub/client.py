@@ -14,6 +14,7 @@ The reference grammar (``HubRef``) is ``hub/ref.py``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -46,8 +47,7 @@ _sleep = time.sleep
 _clock = time.monotonic
 
 
-# --------------------------------------------------------------------------------------------------
-# Errors -> one line that names the fix
+# ------------------------------------------------------------ Errors -> one line that names the fix
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -174,8 +174,7 @@ def explain(exc: BaseException, *, ref: HubRef, token: object = None) -> Excepti
     return None
 
 
-# --------------------------------------------------------------------------------------------------
-# The retry policy
+# --------------------------------------------------------------------------------- The retry policy
 
 
 def retry_seconds() -> float:
@@ -267,8 +266,7 @@ def leaks_secret(exc: BaseException, token: object = None) -> bool:
     return False
 
 
-# --------------------------------------------------------------------------------------------------
-# The settings every Hub call needs
+# ---------------------------------------------------------------- The settings every Hub call needs
 
 
 def require_settings() -> None:
@@ -313,8 +311,7 @@ def hub_client() -> Any:
     return hubenv.import_hub("huggingface_hub")
 
 
-# --------------------------------------------------------------------------------------------------
-# Reading from the Hub
+# ----------------------------------------------------------------------------- Reading from the Hub
 
 
 def offline_mode() -> bool:
@@ -340,11 +337,9 @@ def token_source(flag: str | None = None) -> str | None:
         if (os.environ.get(name) or "").strip():
             return name
     stored = Path(constants.HF_TOKEN_PATH)
-    try:
+    with contextlib.suppress(OSError):  # FileTooLarge too: no token a login stores
         if stored.is_file() and read_regular(stored, TOKEN_FILE_MAX_BYTES, "token file").strip():
             return f"the login `hf auth login` stored ({stored})"
-    except OSError:  # FileTooLarge too: no token a login stores
-        pass
     return None
 
 

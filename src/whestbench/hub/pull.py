@@ -9,6 +9,7 @@ Its events are docs/hub.md's; references are ``hub/ref.py``, the retry policy an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -171,11 +172,9 @@ def _bytes_under(root: Path) -> int:
     total = 0
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):  # renamed or removed while we looked
                 st = os.lstat(os.path.join(dirpath, name))
-            except OSError:  # renamed or removed while we looked
-                continue
-            total += 0 if stat.S_ISLNK(st.st_mode) else st.st_size
+                total += 0 if stat.S_ISLNK(st.st_mode) else st.st_size
     return total
 
 

@@ -51,8 +51,7 @@ _PUBLISHED_DIRS = (DATA_DIR, AUDIT_DIR, PREPARED_DIR)  # remote files under thes
 _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 
 
-# --------------------------------------------------------------------------------------------------
-# The local side of a push (no network)
+# ------------------------------------------------------------ The local side of a push (no network)
 
 
 @dataclass(frozen=True)
@@ -320,8 +319,7 @@ def plan_push(directory: "str | Path | DatasetDir", repo: "str | PushConfig", **
     )
 
 
-# --------------------------------------------------------------------------------------------------
-# Push
+# --------------------------------------------------------------------------------------------- Push
 
 
 @dataclass(frozen=True)

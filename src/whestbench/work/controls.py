@@ -1,6 +1,5 @@
 """The control-variate estimator's fitted controls, kept per process: every unit of an MLP, its
-planned sample count and verify's target check use the same fit (a refit gives the same bits: the
-fit is a function of the seed)."""
+planned sample count and verify's target check use the same fit."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def sampler_stages(compute: Compute) -> tuple[Stage, Stage | None, Stage]:
     what the bake's inputs are made of. ``uniforms`` takes the words instead of counters."""
     engine, device = compute.engine, compute.device
     if engine == "numba":
-        from whestbench.compute.philox import numba_kernels as philox_numba
+        philox_numba = engine_module("numba_kernels")
 
         def words(key, n0, n1, width):
             out = np.empty((n1 - n0, 4 * philox.n_groups(width)), dtype=np.uint32)

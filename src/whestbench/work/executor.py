@@ -17,6 +17,7 @@ stop, and starts no new one; the executor then raises ``BakeInterrupted`` with t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -103,19 +104,17 @@ class Tracker:
             flops_per_item=self.spec.flops_per_sample, recovered=self.recovered + ext_resumed,
         )
 
-    def _emit(self, kind: str, message: str = "", **data) -> None:
+    def event(self, kind: str, **data) -> None:
+        """Emit a ``kind`` event (start, progress, checkpoint, unit_done, done) carrying the progress."""
         with self.lock:
             p = self.progress()
-        self.emit(Event(kind, message=message, progress=p, data=data))
-
-    def start(self, **data) -> None:
-        self._emit("start", **data)
+        self.emit(Event(kind, progress=p, data=data))
 
     def samples(self, key: str, n: int) -> None:
         with self.lock:
             self.running += n
             self._reported[key] = self._reported.get(key, 0) + n
-        self._emit("progress")
+        self.event("progress")
 
     def resumed(self, key: str, n: int) -> None:
         """A unit continued from a checkpoint covering ``n`` samples (recovered work)."""
@@ -129,7 +128,7 @@ class Tracker:
     def checkpoint(self) -> None:
         with self.lock:
             self.checkpoints += 1
-        self._emit("checkpoint")
+        self.event("checkpoint")
 
     def unit_done(self, unit: Unit, count: int | None = None, owner: int | None = None) -> None:
         """``unit`` is saved; ``count``: the samples per MLP it covered (fewer than planned when it
@@ -150,7 +149,7 @@ class Tracker:
             for i in unit.mlps:
                 if self.units_left[i] <= 0:
                     del self.units_left[i]
-        self._emit("unit_done", unit=unit.key)
+        self.event("unit_done", unit=unit.key)
 
     def unit_abandoned(self, unit: Unit, *, checkpointed: bool = False) -> None:
         """A unit stopped before finishing: its samples count again when it is resumed (those a
@@ -167,9 +166,6 @@ class Tracker:
         samples its units took over from checkpoints (not this run's work: excluded from rates)."""
         with self.lock:
             self.external[rank] = (running, checkpoints, resumed)
-
-    def done(self) -> None:
-        self._emit("done")
 
 
 def scan_ledger(job: Job, units: list[Unit], emit: EventSink) -> dict[str, int]:
@@ -195,12 +191,10 @@ def checkpointed_samples(job: Job, units: list[Unit]) -> dict[str, int]:
     if job.ledger is None:
         return found
     for u in units:
-        try:
+        with contextlib.suppress(DamagedRecord, OSError, KeyError, TypeError, ValueError):
             saved = job.ledger.load_checkpoint(u.key)
             if saved is not None:
                 found[u.key] = checkpoint_samples(job.spec, u, saved[0])
-        except (DamagedRecord, OSError, KeyError, TypeError, ValueError):
-            continue
     return found
 
 
@@ -250,7 +244,7 @@ class LocalExecutor(Executor):
         done = scan_ledger(job, units, on_event)
         todo = [u for u in units if u.key not in done]
         tracker = Tracker(job.spec, units, done, on_event, checkpointed=checkpointed_samples(job, todo))
-        tracker.start(units_total=len(units), units_done=len(done))
+        tracker.event("start", units_total=len(units), units_done=len(done))
         stopped: list[Unit] = []
         arithmetic = threading.Event()
 
@@ -281,7 +275,7 @@ class LocalExecutor(Executor):
                 self._pool(todo, bake_workers(self.workers, len(todo)), work, stop, job, tracker)
         if stopped:
             raise self._interrupted(job, tracker, 75)
-        tracker.done()
+        tracker.event("done")
         return True
 
     def _pool(self, todo, n_workers, work, stop, job, tracker) -> None:

@@ -8,6 +8,7 @@ step's node list) and MASTER_PORT (default: derived from the job id).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -79,12 +80,10 @@ def first_host(nodelist: str) -> str:
 
 
 def _first_host(nodelist: str) -> str:
-    try:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
         out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=10)
         if out.returncode == 0 and out.stdout.split():
             return out.stdout.split()[0]
-    except (OSError, subprocess.SubprocessError):
-        pass
     return first_host(nodelist)
 
 

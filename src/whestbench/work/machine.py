@@ -3,6 +3,7 @@ keys (whestbench 0.16's layout), and the device check's record of the device and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -64,22 +65,18 @@ def machine_memory() -> tuple[int | None, int | None]:
     avail = _proc_line("/proc/meminfo", "MemAvailable:")
     total = _ram_total()
     if total is None:
-        try:
+        with contextlib.suppress(ValueError, OSError, AttributeError):
             total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            pass
     return total, int(avail.split()[1]) * 1024 if avail else None
 
 
 def hardware_fingerprint() -> dict[str, Any]:
     """The ``hardware`` block, with whestbench 0.16's keys in its order (values never raise)."""
     ram_available = None
-    try:
+    with contextlib.suppress(Exception):
         import psutil  # optional, as in the reference
 
         ram_available = int(psutil.virtual_memory().available)
-    except Exception:
-        pass
     return {
         "hostname": socket.gethostname(),
         "os": platform.system(),

@@ -167,16 +167,8 @@ def run_unit(spec: WorkSpec, compute: Compute, unit: Unit, ctx: UnitContext | No
 def kernel_module(spec: WorkSpec, compute: Compute):
     """The module of the numba kernels this bake's units will call (None: they call none)."""
     if spec.sampler == "pcg64":
-        if _pcg64_fused(spec, compute):
-            from whestbench.compute import fused
-
-            return fused
-        return None
-    if compute.engine == "numba":
-        from whestbench.compute.philox import numba_kernels as philox_numba
-
-        return philox_numba
-    return None
+        return engine_module("fused") if _pcg64_fused(spec, compute) else None
+    return engine_module("numba_kernels") if compute.engine == "numba" else None
 
 
 def _pcg64_fused(spec: WorkSpec, compute: Compute | None = None) -> bool:

@@ -6,6 +6,7 @@ Imported only when the torch backend is chosen (torch is an optional extra).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -69,7 +70,7 @@ def cublas_version(device: str = "cuda") -> str:
     except (OSError, RuntimeError):
         path = None
     if path is not None:
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             import ctypes
 
             lib, parts = ctypes.CDLL(path), []
@@ -79,13 +80,9 @@ def cublas_version(device: str = "cuda") -> str:
                     raise OSError(f"cublasGetProperty({prop}) failed")
                 parts.append(str(value.value))
             return ".".join(parts)
-        except (OSError, AttributeError):
-            pass
     for dist in ("nvidia-cublas-cu12", "nvidia-cublas-cu13", "nvidia-cublas", "nvidia-cublas-cu11"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             return f"{metadata.version(dist)} ({dist}; the loaded library did not say)"
-        except metadata.PackageNotFoundError:
-            continue
     return "unavailable: no libcublas in the process and no nvidia-cublas package"
 
 

@@ -1,8 +1,6 @@
 """The work directory itself: where it lies beside an output, the checks before a bake writes into it, its lock.
 
-``<output>.whest-work/`` holds ``lock``, ``plan.json``, ``auto-seeds.json`` and ``units/`` (what
-each holds: ``work.ledger``). The lock is an flock held while a bake runs; its text (pid, host,
-start, command) is what a refused bake reports.
+What ``<output>.whest-work/`` holds: ``work.ledger``'s docstring. The lock: ``hold_lock``.
 """
 
 from __future__ import annotations
@@ -125,10 +123,8 @@ def record_phase(root: Path | None, phase: str) -> None:
     report only: a work directory that is gone (the bake finished) or unwritable is left alone."""
     if root is None or not Path(root).is_dir():
         return
-    try:
+    with contextlib.suppress(OSError):
         update_status(root, {"run": {"phase": phase, "since_utc": utc_text(time.time()), "pid": os.getpid()}})
-    except OSError:
-        pass
 
 
 def read_status(root: Path) -> dict[str, Any]:
@@ -242,12 +238,10 @@ def hold_early(output: Path, command: str = "") -> Iterator[Path | None]:
 
 def _remove_unsaved(work: Path, made: bool) -> None:
     """Remove ``work`` when this process made it and nothing was saved in it (no plan, no seeds)."""
-    try:
+    with contextlib.suppress(OSError):  # a name the system refuses (too long): nothing was made
         if made and work.is_dir() and not work.is_symlink() and not (work / PLAN_FILE).exists() \
                 and not (work / SEEDS_FILE).exists():
             shutil.rmtree(work, ignore_errors=True)
-    except OSError:  # a name the system refuses (too long): nothing was made
-        pass
 
 
 def lock_holder(info: Any) -> str:

@@ -3,6 +3,7 @@ shared counter, the results and checkpoints they post, and the wait for those th
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ class Epoch:
         self.digest = identity_digest(job.spec.identity())  # what its results and checkpoints are bound to
         # rank 0 counts every checkpoint its ledger holds from the first line, whichever rank resumes it
         self.tracker = Tracker(job.spec, units, done, ctx.emit, checkpointed=checkpointed_samples(job, todo) if job.ledger is not None else None)
-        self.tracker.start(units_total=len(units), units_done=len(done))
+        self.tracker.event("start", units_total=len(units), units_done=len(done))
         self.handed_over = set(handed_over)
         self.book: RankBook | None = None  # rank 0's record of the ranks (``roles.Collector``)
         self.abandoned = threading.Event()  # rank 0 moved to a newer epoch
@@ -115,10 +116,8 @@ class Epoch:
             # the samples its units took over from checkpoints are rank 0's to count (it counted them from its
             # first line): the running count posted is this rank's own work
             text = f"{t.running - t.taken_over} {t.checkpoints} {t.recovered - t.recovered_at_start}"
-        try:
+        with contextlib.suppress(Exception):  # the store is gone: the supervisor reports that
             self.ns.set(f"prog/{self.ctx.env.rank}", text)
-        except Exception:
-            pass  # the store is gone: the supervisor reports that
 
     def _worker(self) -> None:
         ctx, ns = self.ctx, self.ns

@@ -5,6 +5,7 @@ through it, and follows rank 0 when it restarts or ends the bake."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -86,27 +87,22 @@ def run_rank0(ctx: Context, beat, job: Job) -> None:
                 raise
         announce(ns, "done", "1")
         _await_byes(ctx, epoch, BYE_WAIT_S, run.events, "is done")
-        if run.book is not None:
-            run.book.finish("done")
+        run.book.finish("done")  # the Collector made it
         abort = get_text(ns, "abort")
         if abort is not None:  # a late rank with another command: refuse the whole bake, as it would
             raise UsageError(abort, fix=SAME_COMMAND)
-        run.tracker.done()
+        run.tracker.event("done")
     except BaseException as exc:
         if not isinstance(exc, BakeInterrupted):
-            try:  # tell the other ranks why, so they stop at once instead of timing out
+            with contextlib.suppress(Exception):  # tell the other ranks why, so they stop at once instead of timing out
                 announce(ns, "failed", f"{type(exc).__name__}: {error_line(exc, 40)}")
                 ctx.base_store.set("current", str(epoch))
-            except Exception:
-                pass
-        try:
+        with contextlib.suppress(Exception):
             interrupted = isinstance(exc, BakeInterrupted)
             _await_byes(ctx, epoch, BYE_WAIT_S if interrupted else BYE_WAIT_S / 3, run.events if run else None,
                         "stopped" if interrupted else "failed")
             if run is not None and run.book is not None:
                 run.book.finish("stopped" if interrupted else "failed")
-        except Exception:
-            pass
         raise
 
 
@@ -393,8 +389,7 @@ def run_peer(ctx: Context, beat, job: Job) -> None:
         spec = job.spec.with_seeds(plan["seeds"])
         own = list(job.spec.seeds)  # this rank's --seed or --mlp-seeds list; empty when it takes rank 0's
         if spec.identity() != plan["identity"] or (own and own != list(plan["seeds"])):
-            mine, theirs = spec.identity(), plan["identity"]
-            diff = identity_diff(theirs, mine, "rank 0:", f"rank {env.rank}:")
+            diff = identity_diff(plan["identity"], spec.identity(), "rank 0:", f"rank {env.rank}:")
             if own and own != list(plan["seeds"]):  # --seed/--mlp-seeds differ (docs/distributed.md: it stops the bake)
                 at = next((i for i, (a, b) in enumerate(zip(own, plan["seeds"])) if a != b), min(len(own), len(plan["seeds"])))
                 seed_diff = (f"seed (the seed list differs from MLP {at}: rank 0's {_seed_at(plan['seeds'], at)}, "

@@ -9,6 +9,7 @@ record of the ranks for ``whest dataset status`` (``RankBook``).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -74,12 +75,9 @@ def _local_address(host: str) -> "bool | str":
     there); else the first address it resolves to, for the message."""
     infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     for family, kind, proto, _, addr in infos:
-        try:
-            with socket.socket(family, kind, proto) as probe:
-                probe.bind((addr[0], 0) + tuple(addr[2:]))
+        with contextlib.suppress(OSError), socket.socket(family, kind, proto) as probe:
+            probe.bind((addr[0], 0) + tuple(addr[2:]))
             return True
-        except OSError:
-            continue
     return infos[0][4][0] if infos else host
 
 
@@ -319,11 +317,9 @@ class RankBook:
         acknowledged the end — so status tells a rank that was killed from one that was alive to the
         end (after a kill, both showed the same last heartbeat: the last periodic look's)."""
         ctx = self.run.ctx
-        try:
+        with contextlib.suppress(Exception):  # the store is gone: what was last heard stands
             self.looked, self.asked = float("-inf"), set()
             self.look(sorted(self.run.events.joined | set(self.heard) | {ctx.env.rank}), time.monotonic())
-        except Exception:  # the store is gone: what was last heard stands
-            pass
         for rank in self.heard:
             self.ended[rank] = (outcome if rank == ctx.env.rank else
                                 "acknowledged" if rank in self.run.events.byes else "no-goodbye")
@@ -338,11 +334,9 @@ class RankBook:
         ranks = {str(r): {"last_heartbeat_utc": utc_text(t), "epoch": e, "host": host, "pid": pid,
                           **({"ended": self.ended[r]} if r in self.ended else {})}
                  for r, (t, e, host, pid) in sorted(self.heard.items())}
-        try:
+        with contextlib.suppress(OSError):
             update_status(Path(ledger.root), {"ranks": ranks, "ranks_recorded_utc": utc_text(time.time()),
                                               "epoch": self.run.epoch, "world_size": self.run.ctx.env.world_size})
-        except OSError:
-            pass
 
 
 def beat_fields(value: str) -> tuple[str, str | None, int | None, float | None]:

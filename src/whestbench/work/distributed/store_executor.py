@@ -34,8 +34,7 @@ def check_peer_timeout(seconds: float) -> str | None:
 
 
 class StoreExecutor(Executor):
-    """One rank of a distributed bake (torchrun or srun): ranks claim units from a shared counter
-    in the rendezvous store and post results to rank 0, which saves them in its ledger.
+    """One rank of a distributed bake (torchrun or srun; the protocol: the package's docstring).
 
     On rank 0 the job's spec carries the seeds and the job has a ledger; on the other ranks the
     spec's seeds are empty (they arrive in rank 0's plan) and there is no ledger. ``step`` is the
