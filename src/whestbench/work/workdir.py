@@ -205,7 +205,7 @@ def hold_early(output: Path, command: str = "") -> Iterator[Path | None]:
     they refuse or another bake holds, a parent directory that does not exist). On the way out, a
     work directory made here that holds nothing saved (no plan, no seeds: the bake was refused or
     stopped in its start-up) is removed: a refused bake leaves nothing."""
-    work = None
+    held = None
     try:
         output = Path(output)
         work = work_dir_for(output)  # ValueError for ".", "/" and "": no name, refused by the bake's checks
@@ -213,18 +213,16 @@ def hold_early(output: Path, command: str = "") -> Iterator[Path | None]:
         usable = output.name not in ("", ".", "..") and not os.path.lexists(output) and output.absolute().parent.is_dir()
     except (UsageError, OSError, ValueError):
         usable = False
-    if not usable or work is None:
-        yield None
-        return
-    made = not os.path.lexists(work)
-    held = contextlib.ExitStack()
-    try:
-        work.mkdir(exist_ok=True)
-        held.enter_context(hold_lock(work, command))
-    except (WorkDirBusy, OSError):
-        held.close()
-        _remove_unsaved(work, made)
-        held = None
+    if usable:  # then work_dir_for returned
+        made = not os.path.lexists(work)
+        held = contextlib.ExitStack()
+        try:
+            work.mkdir(exist_ok=True)
+            held.enter_context(hold_lock(work, command))
+        except (WorkDirBusy, OSError):
+            held.close()
+            _remove_unsaved(work, made)
+            held = None
     if held is None:
         yield None
         return
