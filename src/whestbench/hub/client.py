@@ -100,8 +100,7 @@ def is_network_error(exc: BaseException) -> bool:
         return True
     if isinstance(exc, hub_exception("HfHubHTTPError")):
         return _status(exc) in _TRANSIENT_STATUS
-    transport = _transport_errors()
-    return bool(transport and isinstance(exc, transport)) or isinstance(exc, (ConnectionError, TimeoutError))
+    return isinstance(exc, (*_transport_errors(), ConnectionError, TimeoutError))
 
 
 def _endpoint() -> str:
