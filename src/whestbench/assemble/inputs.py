@@ -64,10 +64,8 @@ def clean_abandoned_staging(target: Path, *, on_event: EventSink = ignore) -> No
     removed = remove_abandoned_staging(target)
     if removed:
         names = ", ".join(p.name for p in removed)
-        on_event(Event("note", message=(
-            f"removed {plural(len(removed), 'staging directory', 'staging directories')} that an "
-            f"interrupted earlier run left beside {target}: {names}"
-        )))
+        on_event(Event("note", message=f"removed {plural(len(removed), 'staging directory', 'staging directories')} "
+                                        f"that an interrupted earlier run left beside {target}: {names}"))
 
 
 def input_list(value: Any, what: str) -> list:

@@ -13,10 +13,7 @@ weights, checked there once: ``inputs.check_inputs``).
 Rows are streamed shard by shard from the partials into the new shards (memory holds about one
 row group), so the merged dataset equals a single-host bake of the same seeds on every column but
 ``sampling_budget_breakdown`` (measured times). The output is staged and renamed: a refusal or a
-crash leaves nothing at ``output_dir``.
-
-Errors: a wrong path is a ``UsageError`` (exit 2, before any work; ``inputs``), wrong data an
-``InvalidDatasetError`` or one of the four ``Merge*Error`` (exit 1).
+crash leaves nothing at ``output_dir``. What it raises: ``merge_datasets``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from whestbench.cli.signals import STOPS, interrupted, is_stop, on_signal, swallowed_stops
+from whestbench.cli.signals import STOPS, interrupted, is_stop, stop_now, swallowed_stops
 
 
 def run() -> None:
@@ -18,7 +18,7 @@ def run() -> None:
     try:
         sys.unraisablehook = swallowed_stops
         for sig in STOPS:
-            signal.signal(sig, on_signal)
+            signal.signal(sig, stop_now)
         from whestbench.cli.app import run as run_cli
     except BaseException as exc:
         if not is_stop(exc):

@@ -47,14 +47,11 @@ pending: list[int] = []
 way out (see the module docstring)."""
 
 
-def stop_now(signum: int) -> None:
-    """Raise the stop for ``signum``, keeping it in ``pending`` too (see the module docstring)."""
+def stop_now(signum: int, _frame=None) -> None:
+    """Raise the stop for ``signum``, keeping it in ``pending`` too (see the module docstring); also the
+    stop signals' handler from the process's start (``cli/entry.py``)."""
     pending.append(signum)
     raise SignalStop(signum)
-
-
-def on_signal(signum, _frame) -> None:
-    stop_now(signum)
 
 
 def is_stop(exc: BaseException) -> bool:

@@ -202,10 +202,8 @@ def _info_lines(md: dict[str, Any]) -> list[str]:
         splits = meta.blocks
         lines = ["WhestBench dataset (multi-split)"]
         lines += [f"  {k}: {md[k]}" for k in ("schema_version", "format", "backend") if k in md]
-        lines.append(
-            f"  width: {md.get('width', '?')}  depth: {md.get('depth', '?')}  "
-            f"n_samples: {format_count(md.get('n_samples', '?'))}"
-        )
+        lines.append(f"  width: {md.get('width', '?')}  depth: {md.get('depth', '?')}  "
+                     f"n_samples: {format_count(md.get('n_samples', '?'))}")
         lines.append("  splits:")
         for name in sorted(splits):
             entry = splits[name] if isinstance(splits[name], dict) else {}
@@ -251,10 +249,8 @@ def _extra_lines(md: dict[str, Any]) -> list[str]:
     if md.get("is_partial"):
         rng = md.get("mlp_range")
         span = f"[{rng[0]}, {rng[1]})" if isinstance(rng, list) and len(rng) == 2 else str(rng)
-        lines.append(
-            f"  partial: MLPs {span} of {md.get('total_n_mlps')} — merge all partials with "
-            "`whest dataset merge` before loading"
-        )
+        lines.append(f"  partial: MLPs {span} of {md.get('total_n_mlps')} — merge all partials with "
+                     "`whest dataset merge` before loading")
     lines += _load_lines(md, splits)
     return lines
 
@@ -363,12 +359,10 @@ def _hub_lines(remote: RemoteMetadata) -> list[str]:
     lines.append(f"  source: {ref.uri} ({commit}only metadata.json fetched)")
     meta = DatasetMeta.of(md)
     lines.append("  data:")
-    for split in meta.splits:
-        lines.append(f"    {split}: {format_count(meta.n_mlps(split))} MLPs (from metadata)")
+    lines += [f"    {split}: {format_count(meta.n_mlps(split))} MLPs (from metadata)" for split in meta.splits]
     checks = "checksums listed" if isinstance(md.get("checksums"), dict) else "no checksums listed"
-    lines.append(
-        f"  integrity: not checked ({checks}); `whest dataset pull {ref.repo_id}` then `whest dataset verify DIR`"
-    )
+    lines.append(f"  integrity: not checked ({checks}); `whest dataset pull {ref.repo_id}` then "
+                 "`whest dataset verify DIR`")
     return lines
 
 

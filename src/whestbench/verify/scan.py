@@ -113,10 +113,8 @@ def _dense(arr, inner: tuple[int, ...], column: str, ids: np.ndarray) -> np.ndar
             if lengths.size and not np.all(lengths == size):
                 bad = int(np.argmax(lengths != size))
                 row = bad // (len(lengths) // n) if n else bad
-                raise _ShapeError(
-                    f"{column} of mlp_id {int(ids[row]) if row < len(ids) else row} has length "
-                    f"{int(lengths[bad])} at depth {level}; expected {size} ({want} per row)"
-                )
+                raise _ShapeError(f"{column} of mlp_id {int(ids[row]) if row < len(ids) else row} has length "
+                                  f"{int(lengths[bad])} at depth {level}; expected {size} ({want} per row)")
         else:
             raise _ShapeError(f"{column} is {arr.type}; expected nested lists of {want} floats")
         arr = arr.flatten()

@@ -72,11 +72,6 @@ def trail_blocks(ds: DatasetScan) -> list[tuple[Any, dict, Path]]:
     return out
 
 
-def _record_key(ds: DatasetScan, budget: SpotBudget, spot_seed: int, where: str) -> dict:
-    return {"metadata_sha256": identity_digest(ds.md), "plan_digest": ds.md.get("plan_digest"), "spot_seed": int(spot_seed),
-            "budget": str(budget), "device": where, "whestbench": whestbench_version()}
-
-
 def _read_record(path: Path, key: dict) -> dict[str, str]:
     """The segments a stopped run of the same check found matching (``"split/mlp_id/segment"`` → mode), or
     nothing when the record is absent, unreadable, untrusted or made for another key."""
@@ -142,7 +137,9 @@ def spot_check(ds: DatasetScan, report: VerifyReport, budget: SpotBudget | int |
         bounds = segment_bounds(ds.samples(s_, r), int(block["step_samples"]), int(block["segments"]), bool(block["aligned"]))
         sizes.append(bounds[g][1] - bounds[g][0] if g < len(bounds) else 0)
     names_of = [f"{blocks[b][0].name}/{int(blocks[b][0].ids[r])}/{g}" for b, _, r, g in picks]
-    key = _record_key(ds, budget, seed, where) if record_root is not None else None
+    key = None if record_root is None else {  # what a stopped run's record must have been made for
+        "metadata_sha256": identity_digest(ds.md), "plan_digest": ds.md.get("plan_digest"), "spot_seed": seed,
+        "budget": str(budget), "device": where, "whestbench": whestbench_version()}
     record = Path(record_root) / ("spot-" + identity_digest(key)[:16] + ".json") if key is not None else None
     matched = {n: m for n, m in _read_record(record, key).items() if n in names_of} if record is not None else {}
     resumed = len(matched)

@@ -231,56 +231,48 @@ def _segments_problem(seg, bounds, n: int, facts: dict) -> str | None:
 def trail_contract(handle: DatasetDir, checksums: str) -> list[Verdict]:
     """Each split's verdict (``checksums``: the dataset's checksum state, ``checksums.checksum_state``).
     Never raises on a broken dataset: a verdict names what is wrong and the fix."""
-    md = handle.metadata
-    meta = DatasetMeta.of(md)
-    out = []
-    for split in meta.splits:
-        entry = meta.entry(split)
-        argv = command.parse_bake(entry.get("bake_command"))
-        problems = recipe_problems(entry, argv)
-        block = meta.block(split).get("audit") if isinstance(meta.block(split), dict) else None
-        recipe_s = recipe_segments(argv)
-        path = handle.path / audit_path(split)
-        if block is None:
-            if recipe_s:  # a recorded command that keeps a trail
-                problems.append(f"the recorded bake_command keeps an audit trail (--audit-segments {recipe_s}), but the "
-                                "metadata has no audit block" + (f" ({audit_path(split)} is there)" if path.exists() else
-                                                                 f" and {audit_path(split)} is missing"))
-            if problems:
-                out.append(_failed(split, problems))
-                continue
-            why = ("baked with --audit-segments 0" if recipe_s == 0 else "no bake_command is recorded (whestbench 0.16, "
-                   "or an older bake)")
-            out.append(Verdict(split, True, "none", f"no audit trail ({why}): {NO_TRAIL}"))
-            continue
-        more, facts = _block_problems(block, split, entry, recipe_s)
-        problems += more
+    return [_verdict(handle, split, checksums) for split in DatasetMeta.of(handle.metadata).splits]
+
+
+def _verdict(handle: DatasetDir, split: str, checksums: str) -> Verdict:
+    meta = DatasetMeta.of(handle.metadata)
+    entry = meta.entry(split)
+    argv = command.parse_bake(entry.get("bake_command"))
+    problems = recipe_problems(entry, argv)
+    block = meta.block(split).get("audit") if isinstance(meta.block(split), dict) else None
+    recipe_s = recipe_segments(argv)
+    path = handle.path / audit_path(split)
+    if block is None:
+        if recipe_s:  # a recorded command that keeps a trail
+            problems.append(f"the recorded bake_command keeps an audit trail (--audit-segments {recipe_s}), but the "
+                            "metadata has no audit block" + (f" ({audit_path(split)} is there)" if path.exists() else
+                                                             f" and {audit_path(split)} is missing"))
         if problems:
-            out.append(_failed(split, problems))
-            continue
-        if checksums == "stale":
-            out.append(Verdict(split, True, "stale", f"{STALE}: the file is not checked"))
-            continue
-        if not path.is_file():
-            out.append(_failed(split, [f"{audit_path(split)} is missing: the metadata's audit block promises it"]))
-            continue
-        try:
-            ids, used = _rows(handle, split)
-        except (OSError, ValueError, TypeError, InvalidDatasetError) as e:
-            out.append(_failed(split, [f"the split's rows are unreadable ({type(e).__name__}: {sanitize(str(e))[:80]})"]))
-            continue
-        n = entry.get("n_samples")
-        counts = used if used is not None else [n if is_int(n, 1) else 0] * len(ids)
-        problems = _file_problems(path, facts, entry, ids, counts)
-        if problems:
-            out.append(_failed(split, problems))
-            continue
-        out.append(Verdict(split, True, "checked", (
-            f"audit.version {block['version']}, columns {', '.join(facts['values'])}; {len(ids):,} MLP(s) in order, each "
-            f"with the segments a bake of its N makes (step {facts['step']:,}, S = {facts['segments']}"
-            f"{', aligned' if facts['aligned'] else ''}): contiguous, covering [0, N)"
-            + ("" if argv is None else "; bake_command agrees with the metadata"))))
-    return out
+            return _failed(split, problems)
+        why = ("baked with --audit-segments 0" if recipe_s == 0 else "no bake_command is recorded (whestbench 0.16, "
+               "or an older bake)")
+        return Verdict(split, True, "none", f"no audit trail ({why}): {NO_TRAIL}")
+    more, facts = _block_problems(block, split, entry, recipe_s)
+    if problems + more:
+        return _failed(split, problems + more)
+    if checksums == "stale":
+        return Verdict(split, True, "stale", f"{STALE}: the file is not checked")
+    if not path.is_file():
+        return _failed(split, [f"{audit_path(split)} is missing: the metadata's audit block promises it"])
+    try:
+        ids, used = _rows(handle, split)
+    except (OSError, ValueError, TypeError, InvalidDatasetError) as e:
+        return _failed(split, [f"the split's rows are unreadable ({type(e).__name__}: {sanitize(str(e))[:80]})"])
+    n = entry.get("n_samples")
+    counts = used if used is not None else [n if is_int(n, 1) else 0] * len(ids)
+    problems = _file_problems(path, facts, entry, ids, counts)
+    if problems:
+        return _failed(split, problems)
+    return Verdict(split, True, "checked", (
+        f"audit.version {block['version']}, columns {', '.join(facts['values'])}; {len(ids):,} MLP(s) in order, each "
+        f"with the segments a bake of its N makes (step {facts['step']:,}, S = {facts['segments']}"
+        f"{', aligned' if facts['aligned'] else ''}): contiguous, covering [0, N)"
+        + ("" if argv is None else "; bake_command agrees with the metadata")))
 
 
 def _failed(split: str, problems: list[str]) -> Verdict:
