@@ -151,7 +151,7 @@ class Epoch:
         except BaseException:
             self.tracker.unit_abandoned(unit)
             raise
-        ns.set(f"result/{i}", unit_record(unit.key, self.digest, sums, time.perf_counter() - t0))  # as the ledger's
+        ns.set(f"result/{i}", unit_record(unit.key, self.digest, sums, time.perf_counter() - t0))  # the ledger's format
         post_event(ns, f"r{i}@{ctx.env.rank}")
         if ctx.env.rank != 0:  # rank 0 counts the unit when it collects it
             self.tracker.unit_abandoned(unit)
