@@ -336,12 +336,9 @@ def hardware_fingerprints(mds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
         names = group["representative_hostnames"]
         if host is not None and host not in names and len(names) < 3:
             names.append(host)
-    out = []
     for group in groups.values():
-        group["drivers_seen"] = sorted(group["drivers_seen"])
-        group["kernels_seen"] = sorted(group["kernels_seen"])
-        out.append({k: v for k, v in group.items() if v is not None and v != []})
-    return out
+        group["drivers_seen"], group["kernels_seen"] = sorted(group["drivers_seen"]), sorted(group["kernels_seen"])
+    return [{k: v for k, v in group.items() if v is not None and v != []} for group in groups.values()]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,10 +11,7 @@ from whestbench.cli.signals import STOPS, interrupted, is_stop, stop_now, swallo
 
 def run() -> None:
     """The process entry point. From its first line a signal or Ctrl-C ends the command with one
-    line and its exit code (this module and ``cli.signals`` import only modules the interpreter
-    has loaded already and ``whestbench.errors``, so the window before this line is as short as it
-    can be; everything the handlers use is imported by then, so they import nothing when a signal
-    lands in the middle of a module's import)."""
+    line and its exit code (why this module and ``cli.signals`` import so little: ``cli/signals.py``)."""
     try:
         sys.unraisablehook = swallowed_stops
         for sig in STOPS:

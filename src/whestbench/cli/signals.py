@@ -91,10 +91,7 @@ def stopped(exc: BaseException, args: list[str]) -> tuple[str, int]:
     A bake exits 75 (resumable: nothing is lost, re-run it); other verbs 128+signal (130 for
     Ctrl-C), and their outputs are atomic, so nothing is left half-written."""
     signalled = not isinstance(exc, KeyboardInterrupt)
-    if signalled:
-        name, code = exc.name, 128 + exc.signum
-    else:
-        name, code = "Ctrl-C", 130
+    name, code = (exc.name, 128 + exc.signum) if signalled else ("Ctrl-C", 130)
     if "bake" in args[:3]:
         return (f"received {name} before the bake started: nothing was computed yet; {RESUME}.",
                 75 if signalled else 130)
@@ -156,11 +153,9 @@ class StopSignals:
             stop_now(signum)
         # stamped like the progress lines, so a log shows when the stop came
         stamp = f"[{time.strftime('%H:%M:%S')}]"
-        if self.writing:
-            self._err.print(f"{stamp} received {name} while writing the dataset: finishing the write (a few seconds), then exiting",
-                      markup=False)
-        else:
-            self._err.print(f"{stamp} received {name}: checkpointing the units in flight, then stopping", markup=False)
+        then = (" while writing the dataset: finishing the write (a few seconds), then exiting" if self.writing
+                else ": checkpointing the units in flight, then stopping")
+        self._err.print(f"{stamp} received {name}{then}", markup=False)
 
     def _interrupt(self, _signum, _frame) -> None:
         """Ctrl-C: while units run, say what happens (as a stop signal does) before the executor makes

@@ -61,8 +61,7 @@ def arithmetic_identity(md: dict[str, Any]) -> dict[str, Any] | None:
             ident[key] = md[key]
             recorded = recorded or key == "device"
     if md.get("backend") == "torch" and not isinstance(md.get("sampler"), dict):
-        ident["chunk_size"] = md.get("chunk_size")
-        ident["mlps_per_batch"] = md.get("mlps_per_batch")
+        ident |= {key: md.get(key) for key in ("chunk_size", "mlps_per_batch")}
     return ident if recorded else None
 
 

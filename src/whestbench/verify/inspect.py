@@ -291,21 +291,16 @@ def _load_lines(md: dict[str, Any], splits: dict[str, dict[str, Any]]) -> list[s
     if len(set(configs.values())) < 2:
         return []
     lines = ["  load each split with plain `datasets` (load_dataset(dir) alone gives only the default config's):"]
-    for name, config in configs.items():
-        lines.append(f"    {name}: datasets.load_dataset(DIR, {config!r}, split={name!r})")
-    lines.append("    or every split at once: whestbench.load_dataset(DIR)")
-    return lines
+    lines += [f"    {name}: datasets.load_dataset(DIR, {config!r}, split={name!r})" for name, config in configs.items()]
+    return lines + ["    or every split at once: whestbench.load_dataset(DIR)"]
 
 
 def _seed_source(src: dict[str, Any]) -> str:
-    method = src.get("method")
+    method = str(src.get("method"))
     if method == "derived":
         return f"derived from root seed {src.get('root_seed')} (--seed)"
-    if method == "explicit":
-        return "explicit list (--mlp-seeds)"
-    if method == "random":
-        return "random (generated at bake time; the seeds are in the mlp_seed column)"
-    return str(method)
+    return {"explicit": "explicit list (--mlp-seeds)",
+            "random": "random (generated at bake time; the seeds are in the mlp_seed column)"}.get(method, method)
 
 
 def _local_lines(handle: DatasetDir, md: dict[str, Any]) -> list[str]:

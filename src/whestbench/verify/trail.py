@@ -253,11 +253,8 @@ def _pool(sizes: np.ndarray) -> list[tuple[int, int]]:
         if acc >= TRAIL_STAT_SAMPLES:
             runs.append((start, i + 1))
             start, acc = i + 1, 0.0
-    if start < len(sizes):
-        if runs:
-            runs[-1] = (runs[-1][0], len(sizes))
-        else:
-            runs.append((start, len(sizes)))
+    if start < len(sizes):  # the short tail joins the last run (or is the only one)
+        runs[-1:] = [(runs[-1][0] if runs else start, len(sizes))]
     return runs
 
 
