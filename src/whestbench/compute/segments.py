@@ -1,17 +1,11 @@
 """The audit trail's arithmetic: segments fixed by the data, and what each stores (docs/format.md, "Audit trail").
 
 An MLP's N samples fall into contiguous segments of whole steps (a pcg64 chunk, a philox batch), so the
-boundaries depend only on N, the step and S, never on devices, ranks, unit cuts or interruptions:
-
-- pcg64 (``aligned=False``): exactly ``min(S, T)`` segments of the ``T`` chunks, segment ``s`` covering
-  chunks ``[floor(s·T/k), floor((s+1)·T/k))``;
-- philox (``aligned=True``): runs of ``p = 2^ceil(log2(ceil(T/S)))`` batches, ``ceil(T/p)`` segments
-  (between S/2 and S): aligned power-of-two runs are subtrees of the pairwise sum, so a segment either
-  holds whole units or lies inside one, and its sums are the same bits however the MLP is cut.
-
-A segment stores float32 ``means`` and ``var`` (the within-segment population variance) of every
-neuron in every layer, and under control variates ``cv_means``/``cv_var`` (the batches' ``Σn_b r̄_b/n``
-and ``Σn_b r̄_b²/n − cv_mean²``); pcg64 also keeps the generator's state at each segment's start.
+boundaries depend only on N, the step and S, never on devices, ranks, unit cuts or interruptions: pcg64's
+(``aligned=False``) are ``min(S, T)`` near-equal runs of its ``T`` chunks; philox's (``aligned=True``)
+are aligned power-of-two runs of batches, subtrees of the pairwise sum, so a segment's sums are the same
+bits however the MLP is cut. A segment stores float32 means and variances of every neuron (``finish``:
+``NAMES``, the control variates' too); pcg64 also keeps the generator's state at each segment's start.
 """
 
 from __future__ import annotations

@@ -243,9 +243,8 @@ def tile_sums_ozaki(weights, keys, n_first: int, n_tiles: int, n_end: int, *, co
     """Per-tile fp64 sums ``(B, n_tiles, 2·depth, width)``, as ``triton_kernel.tile_sums_triton``'s.
     ``weights``: (B, depth, w, w) float32, or ``prepare_weights``' result (with the same ``config``)."""
     if not isinstance(weights, OzakiWeights):
-        w_np = np.asarray(weights.cpu() if isinstance(weights, torch.Tensor) else weights)
-        config = config or default_config(w_np.shape[2])
-        weights = prepare_weights(w_np, config, device or "cpu")
+        config = config or default_config(np.shape(weights)[2])
+        weights = prepare_weights(weights, config, device or "cpu")
     width = weights.width
     config = config or default_config(width)
     device = weights.digits.device
@@ -273,11 +272,10 @@ def range_sums_ozaki(weights_batch, keys, block_range: tuple[int, int], n_sample
                      config: OzakiConfig | None = None, block_size: int = spec.ref.BLOCK_SIZE,
                      n_programs: int | None = None, device=None, on_blocks=None):
     """Each MLP's ``LayerSums`` over the aligned ``block_range``, as ``triton_kernel.range_sums_triton``."""
-    w = np.asarray(weights_batch.cpu() if isinstance(weights_batch, torch.Tensor) else weights_batch)
-    n_mlps, depth, width, _ = w.shape
+    n_mlps, depth, width, _ = np.shape(weights_batch)
     config = config or default_config(width)
     device = device or (weights_batch.device if isinstance(weights_batch, torch.Tensor) else "cpu")
-    prepared = prepare_weights(w, config, device)
+    prepared = prepare_weights(weights_batch, config, device)
 
     def tiles(start, n_tiles, end):
         return tile_sums_ozaki(prepared, keys, start, n_tiles, end, config=config, n_programs=n_programs)
