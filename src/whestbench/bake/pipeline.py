@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 from pathlib import Path
@@ -59,7 +58,7 @@ from whestbench.work.steps import checkpoint_samples
 from whestbench.work.threads import one_torch_thread
 from whestbench.work.torch_env import torch_metadata
 from whestbench.work.units import WorkSpec, mlp_totals, mlp_trail, units_of_mlp
-from whestbench.work.workdir import PHASES, PLAN_FILE, SEEDS_FILE, hold_lock, read_status, write_status
+from whestbench.work.workdir import PHASES, hold_lock, read_status, remove_unsaved, write_status
 
 if TYPE_CHECKING:
     from whestbench.work.launch_env import DistEnv
@@ -127,8 +126,7 @@ def bake(
             write_baked(plan, ledger, emit, device_check=checked)
             ledger.remove()
     except BaseException:
-        if fresh and work.is_dir() and not (work / PLAN_FILE).exists() and not (work / SEEDS_FILE).exists():
-            shutil.rmtree(work, ignore_errors=True)  # refused before any state was saved: leave nothing
+        remove_unsaved(work, fresh)  # refused before any state was saved: leave nothing
         raise
     return plan.config.output
 

@@ -505,7 +505,7 @@ def _random_seeds(n_mlps: int, work: Path) -> list[int]:
     """A bake's random seeds: those an earlier run of the same command drew and kept in ``work`` (so a re-run resumes
     rather than starting a different dataset; a damaged seed file is refused, DamagedWorkFile), else drawn now.
     The bake keeps them there before any unit (``pipeline.keep_seeds``)."""
-    kept = load_seeds(work, n_mlps, seed_list_digest, validate_mlp_seeds) if work.is_dir() else None
+    kept = load_seeds(work, n_mlps, seed_list_digest, validate_mlp_seeds)  # None where there is no work dir
     return kept if kept is not None else random_seeds(n_mlps)
 
 

@@ -221,7 +221,7 @@ def hold_early(output: Path, command: str = "") -> Iterator[Path | None]:
             held.enter_context(hold_lock(work, command))
         except (WorkDirBusy, OSError):
             held.close()
-            _remove_unsaved(work, made)
+            remove_unsaved(work, made)
             held = None
     if held is None:
         yield None
@@ -231,10 +231,10 @@ def hold_early(output: Path, command: str = "") -> Iterator[Path | None]:
         yield work
     finally:
         held.close()
-        _remove_unsaved(work, made)  # a finished bake removed it; one refused or stopped in its start-up saved nothing
+        remove_unsaved(work, made)  # a finished bake removed it; one refused or stopped in its start-up saved nothing
 
 
-def _remove_unsaved(work: Path, made: bool) -> None:
+def remove_unsaved(work: Path, made: bool) -> None:
     """Remove ``work`` when this process made it and nothing was saved in it (no plan, no seeds)."""
     with contextlib.suppress(OSError):  # a name the system refuses (too long): nothing was made
         if made and work.is_dir() and not work.is_symlink() and not (work / PLAN_FILE).exists() \
